@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds tachyon. Usage: scripts/build.sh [release|asan|fuzz]  (default release)
+#   release -> build/        optimized, portable x86-64 binary with run-time SIMD dispatch
+#   asan    -> build-asan/   AddressSanitizer + UndefinedBehaviorSanitizer, unit tests
+#   fuzz    -> build-fuzz/   clang libFuzzer targets
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+kind=${1:-release}
+jobs=$(nproc)
+case "$kind" in
+  release) dir=build;      args=(-DCMAKE_BUILD_TYPE=Release) ;;
+  asan)    dir=build-asan; args=(-DCMAKE_BUILD_TYPE=Debug -DTACHYON_SANITIZE=ON -DTACHYON_BENCH=OFF -DCMAKE_CXX_FLAGS=-O1) ;;
+  fuzz)    dir=build-fuzz; args=(-DCMAKE_BUILD_TYPE=Debug -DTACHYON_FUZZ=ON -DTACHYON_TESTS=OFF -DTACHYON_BENCH=OFF
+                                 -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_FLAGS=-O1) ;;
+  *) echo "usage: $0 [release|asan|fuzz]" >&2; exit 2 ;;
+esac
+if [ ! -f "$root/$dir/build.ninja" ]; then
+  cmake -S "$root" -B "$root/$dir" -G Ninja "${args[@]}" >/dev/null
+fi
+cmake --build "$root/$dir" -j "$jobs"

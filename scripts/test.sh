@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, and runs the whole test suite:
+#   1. unit + CLI tests (ctest) on the release build,
+#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer,
+#   3. the Python end-to-end tests (pytest) against the release binary, if any.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+scripts/setup.sh
+scripts/build.sh release
+scripts/build.sh asan
+echo "== ctest (release)"
+ctest --test-dir build --output-on-failure -j "$(nproc)"
+echo "== ctest (asan+ubsan)"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+if compgen -G "tests/python/test_*.py" >/dev/null; then
+  echo "== pytest"
+  TACHYON_BINARY="$root/build/tachyon" .venv/bin/python -m pytest -q tests/python
+fi

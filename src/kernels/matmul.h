@@ -1,0 +1,47 @@
+// Matrix multiply against weight matrices of any supported GGML type.
+//
+// A weight matrix W has `rows` output features, each a row of `cols` input features stored
+// contiguously in the GGUF layout (dims[0] = cols). MatMul computes, for every input row i
+// and weight row j:  y[i, j] = dot(x[i, :], W[j, :]).
+// Activations are float; quantized paths may round them to 8 bits (Q8_0 / Q8_K) on the fly,
+// as llama.cpp does. Variants (scalar reference, AVX2, AVX-512) are picked at run time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace tachyon::kernels {
+
+struct Weight {
+  GgmlType type = GgmlType::kF32;
+  int64_t rows = 0;          // output features (n)
+  int64_t cols = 0;          // input features (k); a multiple of the type's block size
+  const void* data = nullptr;  // rows * RowBytes(type, cols) bytes
+  size_t row_bytes = 0;
+};
+
+// Whether MatMul / DequantizeRow support this type.
+bool IsSupportedWeightType(GgmlType type);
+
+// y[m, w.rows] = x[m, w.cols] · Wᵀ.  x: [m, cols] row-major, y: [m, rows] row-major.
+// Work is split over `pool` (may be null: single-threaded).
+// REQUIRES: IsSupportedWeightType(w.type).
+void MatMul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool* pool);
+
+// Scalar reference of MatMul (dequantize each row exactly, accumulate in float/double);
+// used by tests to check the fast paths.
+void MatMulReference(const Weight& w, const float* x, int64_t m, float* y);
+
+// Converts one row of k elements of `type` to float (embedding lookup, tests).
+void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t k);
+
+// Converts k floats to `type` (reference quantizer: used to write test models and
+// `tachyon quantize`). REQUIRES: k % block size == 0; type in F32, F16, BF16, Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K.
+void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t k);
+
+}  // namespace tachyon::kernels

@@ -1,0 +1,37 @@
+// Elementwise and row-wise ops of a transformer layer. Each has a scalar reference (in
+// ops_ref.cc, named *Reference) and SIMD variants picked at run time; tests compare them.
+// Shapes are in comments: [rows, cols] row-major float32 unless stated.
+#pragma once
+
+#include <cstdint>
+
+namespace tachyon::kernels {
+
+// out[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * weight[:]   x, out: [m, n]; weight: [n]
+// out may alias x.
+void RmsNorm(const float* x, const float* weight, float* out, int64_t m, int64_t n, float eps);
+
+enum class RopeStyle {
+  kAdjacent,  // rotates pairs (2i, 2i+1): GGUF "llama" layout
+  kNeox,      // rotates pairs (i, i + rot_dim/2): qwen2/qwen3 ("NEOX")
+};
+
+// Rotates, in place, the first `rot_dim` dims of each of n_heads heads of one token at
+// position `pos`. x: [n_heads, head_dim]. inv_freq: [rot_dim / 2], the angle per position
+// of each pair (theta^(-2i/rot_dim), already divided by any rope_freqs factors).
+void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
+          const float* inv_freq, RopeStyle style);
+
+// out[i] = silu(gate[i]) * up[i], silu(v) = v / (1 + exp(-v)). out may alias gate or up.
+void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+
+// In-place softmax over x[0..n).
+void Softmax(float* x, int64_t n);
+
+// y[i] += x[i]
+void AddInPlace(float* y, const float* x, int64_t n);
+
+// out[j] = sum_i x[i] * y[i] over n floats
+float Dot(const float* x, const float* y, int64_t n);
+
+}  // namespace tachyon::kernels
