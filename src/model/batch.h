@@ -1,0 +1,29 @@
+// The flat batch that Model::Forward consumes (the contract between engine/ and model/).
+//
+// One step's new tokens of every scheduled sequence are laid end to end in `tokens`, so each
+// linear layer is one matmul over all of them. Each sequence names the KV blocks that hold
+// (and will hold) its keys/values: block_table[i] is the pool block id of positions
+// [i * block_size, (i + 1) * block_size). Attention for a sequence covers its cached positions
+// [0, pos_start) plus its new tokens (causal). The engine owns block ids (kv/); the model owns
+// the KV storage indexed by those ids.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tachyon::model {
+
+struct SequenceSlice {
+  int64_t token_start = 0;  // index of this sequence's first new token in Batch::tokens
+  int64_t n_tokens = 0;     // new tokens this step (>= 1)
+  int64_t pos_start = 0;    // position of the first new token (= tokens already in KV)
+  std::vector<int32_t> block_table;  // covers positions [0, pos_start + n_tokens)
+  bool all_logits = false;  // logits for every new token, else only for the last one
+};
+
+struct Batch {
+  std::vector<int32_t> tokens;       // [n_tokens_total]
+  std::vector<SequenceSlice> seqs;
+};
+
+}  // namespace tachyon::model
