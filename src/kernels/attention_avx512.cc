@@ -1,5 +1,7 @@
 // Paged attention, AVX-512 variant (compiled with -mavx512f...; called only after run-time
 // dispatch). Tails use masked loads, so any head_dim works.
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm256_undefined_pd().
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
