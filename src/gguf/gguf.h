@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +27,14 @@
 #include "util/status.h"
 
 namespace tachyon::gguf {
+
+inline constexpr size_t kDefaultAlignment = 32;
+inline constexpr int kMaxDims = 4;             // GGML_MAX_DIMS
+inline constexpr int kMaxArrayDepth = 8;       // nesting of arrays of arrays
+inline constexpr size_t kMaxTensorNameLength = 63;  // ggml names are char[64] with NUL
+// Bound on the total number of array elements a reader keeps (every array, all depths):
+// a file can never make the reader hold more than this many Values.
+inline constexpr uint64_t kMaxMetadataElements = uint64_t{1} << 24;
 
 enum class ValueType : uint32_t {
   kUint8 = 0,
@@ -43,6 +53,8 @@ enum class ValueType : uint32_t {
 };
 
 std::string_view ValueTypeName(ValueType t);
+bool IsUnsignedType(ValueType t);  // u8, u16, u32, u64
+bool IsSignedType(ValueType t);    // i8, i16, i32, i64
 
 // One metadata value. Scalars use the field of their kind; arrays keep their element type
 // and their elements (arrays of arrays nest).
@@ -64,6 +76,10 @@ struct Value {
   std::string ToString(size_t max_items = 8) const;
 
   static Value String(std::string v);
+  static Value Uint8(uint8_t v);
+  static Value Int8(int8_t v);
+  static Value Uint16(uint16_t v);
+  static Value Int16(int16_t v);
   static Value Uint32(uint32_t v);
   static Value Int32(int32_t v);
   static Value Uint64(uint64_t v);
@@ -86,6 +102,10 @@ struct TensorInfo {
   int64_t NumElements() const;
 };
 
+class GgufParser;
+
+// A parsed GGUF file. Immutable after Open/Parse, so const methods are safe to call from
+// many threads. Tensor data points into the mapping (or the caller's buffer for Parse).
 class GgufFile {
  public:
   // Maps and parses `path`. Errors: NotFound, or DataLoss/InvalidArgument naming the file
@@ -114,6 +134,9 @@ class GgufFile {
   std::optional<bool> GetBool(std::string_view key) const;
   // "general.architecture", or "" if absent.
   std::string Architecture() const;
+  // Element count of an array value (e.g. "tokenizer.ggml.tokens"); nullopt if the key is
+  // missing or not an array.
+  std::optional<size_t> GetArraySize(std::string_view key) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* FindTensor(std::string_view name) const;
@@ -121,6 +144,7 @@ class GgufFile {
   const uint8_t* TensorData(const TensorInfo& t) const { return data_ + data_offset_ + t.offset; }
 
  private:
+  friend class GgufParser;
   GgufFile() = default;
   std::shared_ptr<MmapFile> file_;  // null when parsing a caller's buffer
   const uint8_t* data_ = nullptr;
@@ -131,20 +155,32 @@ class GgufFile {
   size_t data_offset_ = 0;
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> kv_index_;      // key -> index in kv_
+  std::map<std::string, size_t, std::less<>> tensor_index_;  // name -> index in tensors_
 };
 
 // Builds a GGUF v3 file: metadata in insertion order, tensors laid out in the order added,
 // each at an offset aligned to general.alignment (default 32; set it with SetAlignment).
+// Not thread-safe; one writer per thread.
 class GgufWriter {
  public:
+  // REQUIRES: alignment is a non-zero power of two. Also records "general.alignment" (u32)
+  // in the metadata unless it is the default 32.
   void SetAlignment(size_t alignment);
-  // Adds or replaces a metadata key.
+  // Adds or replaces a metadata key (a replaced key keeps its position). Setting
+  // "general.alignment" to a power-of-two integer also sets the layout alignment.
   void Set(const std::string& key, Value value);
   // Adds a tensor; `data` must hold RowBytes(type, dims[0]) * (product of other dims) bytes
-  // and is copied.
+  // and is copied. Errors (InvalidArgument): empty/duplicate/over-long name, unknown type,
+  // 0 or more than 4 dims, a dim <= 0, dims[0] not a multiple of the block size, wrong nbytes.
   Status AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> dims,
                    const void* data, size_t nbytes);
-  // Serialises to bytes / writes the file (atomically: temp file + rename).
+  // Like AddTensor, but keeps only the pointer: `data` must stay valid until the last
+  // Serialize/WriteFile call (avoids a copy of large weights).
+  Status AddTensorRef(const std::string& name, GgmlType type, std::vector<int64_t> dims,
+                      const void* data, size_t nbytes);
+  // Serialises to bytes / writes the file (atomically: temp file + rename). WriteFile streams
+  // tensor data, it does not build the file in memory.
   std::string Serialize() const;
   Status WriteFile(const std::string& path) const;
 
@@ -153,8 +189,14 @@ class GgufWriter {
     std::string name;
     GgmlType type;
     std::vector<int64_t> dims;
-    std::string data;
+    std::string owned;               // the copied bytes (AddTensor)
+    const uint8_t* data = nullptr;   // points into `owned` or the caller's buffer
+    size_t nbytes = 0;
   };
+  Status Add(const std::string& name, GgmlType type, std::vector<int64_t> dims,
+             const void* data, size_t nbytes, bool copy);
+  // Writes the whole file through `sink` (called with consecutive byte ranges).
+  Status Emit(const std::function<Status(const void*, size_t)>& sink) const;
   size_t alignment_ = 32;
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<PendingTensor> tensors_;
