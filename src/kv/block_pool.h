@@ -1,0 +1,74 @@
+// BlockPool: the KV block ids of one model, their reference counts and the prefix cache index.
+//
+// Every block is either in use (ref_count > 0) or free (ref_count == 0). Free blocks sit in
+// one LRU list that doubles as the eviction list: a free block may still hold the KV of a
+// cached prefix (it has a hash and can be found by Lookup) until Allocate takes it from the
+// LRU end and evicts its hash. So "free" counts evictable cached blocks too.
+//
+// Thread-safety: none; owned by the engine thread (through KvCacheManager).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_hash.h"
+
+namespace tachyon::kv {
+
+class BlockPool {
+ public:
+  explicit BlockPool(int num_blocks);
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  int num_blocks() const { return static_cast<int>(blocks_.size()); }
+  int num_free() const { return num_free_; }  // ref_count == 0, cached or not
+  int num_used() const { return num_blocks() - num_free_; }
+  int num_cached() const { return static_cast<int>(cached_.size()); }  // have a hash
+  int ref_count(int32_t id) const { return blocks_[id].ref; }
+
+  // Takes n free blocks (ref_count becomes 1) from the LRU end, evicting their hashes.
+  // Returns false and changes nothing when fewer than n blocks are free.
+  bool Allocate(int n, std::vector<int32_t>* out);
+
+  // Adds one reference to each block; a free block leaves the free list (a cache hit).
+  void Ref(std::span<const int32_t> ids);
+
+  // Drops one reference from each block, in order; a block reaching 0 joins the MRU end of the
+  // free list, so of the blocks in `ids` the first is evicted first.
+  // REQUIRES: each ref_count > 0.
+  void Unref(std::span<const int32_t> ids);
+
+  // The block holding the prefix with this hash, if cached.
+  std::optional<int32_t> Lookup(const BlockHash& hash) const;
+
+  // Registers computed block `id` under `hash`. Returns false (and leaves `id` uncached) when
+  // another block already holds that hash or `id` already has one.
+  bool Cache(int32_t id, const BlockHash& hash);
+
+  // Evicts every free cached block's hash (e.g. after weights change). Used blocks keep theirs.
+  void EvictAllFree();
+
+ private:
+  struct Block {
+    int ref = 0;
+    bool has_hash = false;
+    BlockHash hash;
+    int32_t prev = -1;  // free-list links; valid while ref == 0
+    int32_t next = -1;
+  };
+  void PushFreeBack(int32_t id);
+  void RemoveFree(int32_t id);
+  void DropHash(int32_t id);
+
+  std::vector<Block> blocks_;
+  int32_t free_head_ = -1;  // LRU end: evicted first
+  int32_t free_tail_ = -1;  // MRU end
+  int num_free_ = 0;
+  std::unordered_map<BlockHash, int32_t, BlockHashHasher> cached_;
+};
+
+}  // namespace tachyon::kv

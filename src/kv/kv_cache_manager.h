@@ -1,0 +1,110 @@
+// KvCacheManager: per-request block tables over one BlockPool, with prefix caching.
+//
+// A request's table covers positions [0, n) in blocks of block_size tokens. Full blocks whose
+// KV has been computed are registered in the prefix cache under their chained hash
+// (block_hash.h) by CommitComputed(); a later request with the same tokens (and cache salt)
+// takes them from FindCachedPrefix() and only computes the rest. A hit never covers the whole
+// sequence: at least the last token is computed, so there are logits to sample from.
+//
+// Running out of blocks is an expected result: Allocate() returns false and changes nothing;
+// the scheduler then preempts someone. Requests are named by the caller's int64 ids.
+// Thread-safety: none; owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+
+namespace tachyon::kv {
+
+struct KvCacheConfig {
+  int num_blocks = 0;
+  int block_size = 16;  // tokens per block
+  bool enable_prefix_caching = true;
+};
+
+// Blocks that already hold a computed prefix of a request's tokens.
+struct PrefixHit {
+  std::vector<int32_t> blocks;
+  int64_t num_tokens = 0;  // blocks.size() * block_size
+};
+
+struct KvCacheStats {
+  int num_blocks = 0;
+  int used_blocks = 0;    // referenced by some request
+  int free_blocks = 0;    // not referenced (includes cached_free)
+  int cached_blocks = 0;  // hold a cached prefix (used or free)
+  int64_t prefix_query_tokens = 0;  // tokens looked up in the prefix cache
+  int64_t prefix_hit_tokens = 0;    // of which found cached
+  double PrefixHitRate() const {
+    return prefix_query_tokens ? double(prefix_hit_tokens) / double(prefix_query_tokens) : 0.0;
+  }
+  double Usage() const { return num_blocks ? double(used_blocks) / num_blocks : 0.0; }
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheConfig& config);
+
+  int block_size() const { return config_.block_size; }
+  int num_blocks() const { return pool_.num_blocks(); }
+  bool prefix_caching() const { return config_.enable_prefix_caching; }
+  int64_t BlocksFor(int64_t num_tokens) const {
+    return (num_tokens + config_.block_size - 1) / config_.block_size;
+  }
+
+  // Longest cached prefix of `tokens` (full blocks, leaving at least the last token out).
+  // Does not take references; pass the result to Allocate() before any other call.
+  // Empty when prefix caching is off.
+  PrefixHit FindCachedPrefix(std::span<const int32_t> tokens, std::string_view cache_salt) const;
+
+  // The first full blocks of request `src`'s table covering at most `max_tokens` tokens, to be
+  // shared by another request with the same leading tokens (n > 1 forks the prompt).
+  // REQUIRES: src's KV for those tokens is computed.
+  PrefixHit SharedPrefix(int64_t src, int64_t max_tokens) const;
+
+  // Counts a prefix lookup for the hit-rate metric.
+  void RecordPrefixQuery(int64_t queried_tokens, int64_t hit_tokens);
+
+  // Ensures request `id`'s table covers `num_tokens` positions. A request with no table yet
+  // starts from `hit` (its blocks are referenced, not copied). Returns false and changes
+  // nothing when the pool cannot supply the blocks.
+  bool Allocate(int64_t id, int64_t num_tokens, const PrefixHit& hit = {});
+
+  // Marks the KV of positions [0, num_computed) as computed: registers the newly full blocks
+  // in the prefix cache. `tokens` are the request's tokens (at least num_computed of them).
+  void CommitComputed(int64_t id, std::span<const int32_t> tokens, int64_t num_computed,
+                      std::string_view cache_salt);
+
+  // Releases the request's blocks (cached ones stay findable until evicted). No-op if none.
+  void Free(int64_t id);
+
+  bool HasRequest(int64_t id) const { return seqs_.count(id) > 0; }
+  // REQUIRES: HasRequest(id).
+  const std::vector<int32_t>& BlockTable(int64_t id) const;
+
+  // Free blocks available right now (including evictable cached blocks).
+  int NumFreeBlocks() const { return pool_.num_free(); }
+  KvCacheStats Stats() const;
+  const BlockPool& pool() const { return pool_; }
+
+ private:
+  struct Seq {
+    std::vector<int32_t> blocks;
+    std::vector<BlockHash> hashes;  // of the full blocks hashed so far
+    size_t num_committed = 0;       // leading blocks already offered to the cache
+  };
+
+  KvCacheConfig config_;
+  BlockPool pool_;
+  std::unordered_map<int64_t, Seq> seqs_;
+  int64_t prefix_query_tokens_ = 0;
+  int64_t prefix_hit_tokens_ = 0;
+};
+
+}  // namespace tachyon::kv
