@@ -1,0 +1,134 @@
+#include "sampling/logits_processors.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+namespace tachyon::sampling {
+namespace {
+bool InRange(std::span<float> logits, int32_t id) {
+  return id >= 0 && static_cast<size_t>(id) < logits.size();
+}
+bool Better(const Candidate& a, const Candidate& b) {
+  return a.p > b.p || (a.p == b.p && a.token < b.token);
+}
+}  // namespace
+
+void ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt,
+                    std::span<const int32_t> output, float repetition, float presence,
+                    float frequency) {
+  if (repetition != 1.0f) {
+    std::vector<int32_t> seen(prompt.begin(), prompt.end());
+    seen.insert(seen.end(), output.begin(), output.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t id : seen) {
+      if (!InRange(logits, id)) continue;
+      float& l = logits[id];
+      l = l > 0 ? l / repetition : l * repetition;
+    }
+  }
+  if (presence != 0.0f || frequency != 0.0f) {
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t id : output) ++counts[id];
+    for (const auto& [id, count] : counts) {
+      if (!InRange(logits, id)) continue;
+      logits[id] -= presence + frequency * static_cast<float>(count);
+    }
+  }
+}
+
+void ApplyLogitBias(std::span<float> logits, std::span<const std::pair<int32_t, float>> bias) {
+  for (const auto& [id, b] : bias) {
+    if (InRange(logits, id)) logits[id] += b;
+  }
+}
+
+void BanTokens(std::span<float> logits, std::span<const int32_t> ids) {
+  for (int32_t id : ids) {
+    if (InRange(logits, id)) logits[id] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+int32_t Argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+std::vector<Candidate> TopKCandidates(std::span<const float> logits, int k) {
+  std::vector<Candidate> c(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) c[i] = {static_cast<int32_t>(i), logits[i]};
+  if (k > 0 && static_cast<size_t>(k) < c.size()) {
+    std::partial_sort(c.begin(), c.begin() + k, c.end(), Better);
+    c.resize(k);
+  } else {
+    std::sort(c.begin(), c.end(), Better);
+  }
+  return c;
+}
+
+void Softmax(std::vector<Candidate>* c) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (const Candidate& x : *c) mx = std::max(mx, x.p);
+  double sum = 0;
+  for (Candidate& x : *c) {
+    x.p = std::isinf(x.p) && x.p < 0 ? 0.0f : std::exp(x.p - mx);
+    sum += x.p;
+  }
+  for (Candidate& x : *c) x.p = static_cast<float>(x.p / sum);
+}
+
+void TopP(std::vector<Candidate>* c, float top_p) {
+  if (top_p >= 1.0f) return;
+  double cum = 0;
+  size_t keep = 0;
+  while (keep < c->size()) {
+    cum += (*c)[keep].p;
+    ++keep;
+    if (cum >= top_p) break;
+  }
+  c->resize(std::max<size_t>(keep, 1));
+}
+
+void MinP(std::vector<Candidate>* c, float min_p) {
+  if (min_p <= 0.0f || c->empty()) return;
+  float mx = 0;
+  for (const Candidate& x : *c) mx = std::max(mx, x.p);
+  const float threshold = min_p * mx;
+  std::erase_if(*c, [&](const Candidate& x) { return x.p < threshold; });
+}
+
+int32_t Draw(const std::vector<Candidate>& c, double u) {
+  double total = 0;
+  for (const Candidate& x : c) total += x.p;
+  const double target = u * total;
+  double cum = 0;
+  for (const Candidate& x : c) {
+    cum += x.p;
+    if (target < cum) return x.token;
+  }
+  // Rounding: fall back to the last candidate with non-zero probability.
+  for (auto it = c.rbegin(); it != c.rend(); ++it) {
+    if (it->p > 0) return it->token;
+  }
+  return c.front().token;
+}
+
+float LogSumExp(std::span<const float> logits) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (float l : logits) mx = std::max(mx, l);
+  if (std::isinf(mx)) return mx;
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+  return mx + static_cast<float>(std::log(sum));
+}
+
+float LogProb(std::span<const float> logits, int32_t token, float log_sum_exp) {
+  return logits[token] - log_sum_exp;
+}
+
+}  // namespace tachyon::sampling

@@ -1,0 +1,54 @@
+// The sampler's stages, each a pure function on one request's logits (so each can be tested
+// on a hand-written distribution). Sampler (sampler.h) chains them in this order:
+//   penalties -> logit bias -> bans (min_tokens) -> [greedy argmax] or
+//   temperature -> top-k -> softmax -> top-p -> min-p -> draw.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace tachyon::sampling {
+
+// Repetition penalty (CTRL style: positive logits divided, negative multiplied) on every token
+// seen in prompt or output; presence and frequency penalties (OpenAI: subtract
+// presence + frequency * count) on output tokens. Out-of-range ids are ignored.
+void ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt,
+                    std::span<const int32_t> output, float repetition, float presence,
+                    float frequency);
+
+void ApplyLogitBias(std::span<float> logits, std::span<const std::pair<int32_t, float>> bias);
+
+// Sets the listed tokens' logits to -infinity.
+void BanTokens(std::span<float> logits, std::span<const int32_t> ids);
+
+// Index of the largest logit (lowest id on ties).
+int32_t Argmax(std::span<const float> logits);
+
+struct Candidate {
+  int32_t token;
+  float p;  // logit before Softmax(), probability after
+};
+
+// The k highest logits (all if k <= 0 or k >= size) sorted by logit descending, then id.
+std::vector<Candidate> TopKCandidates(std::span<const float> logits, int k);
+
+// In place: logits -> probabilities (stable softmax). REQUIRES: non-empty.
+void Softmax(std::vector<Candidate>* c);
+
+// Keeps the smallest prefix of probability-sorted candidates whose mass reaches top_p
+// (always at least one). Does not renormalize.
+void TopP(std::vector<Candidate>* c, float top_p);
+
+// Keeps candidates with p >= min_p * (max p). Does not renormalize.
+void MinP(std::vector<Candidate>* c, float min_p);
+
+// Draws a candidate with probability proportional to p, using u in [0, 1).
+int32_t Draw(const std::vector<Candidate>& c, double u);
+
+// log_softmax(logits)[token].
+float LogProb(std::span<const float> logits, int32_t token, float log_sum_exp);
+float LogSumExp(std::span<const float> logits);
+
+}  // namespace tachyon::sampling

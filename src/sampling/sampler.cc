@@ -1,0 +1,77 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+
+#include "sampling/logits_processors.h"
+
+namespace tachyon::sampling {
+namespace {
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+double UniformForStep(uint64_t seed, uint64_t step) {
+  const uint64_t r = SplitMix64(SplitMix64(seed) ^ SplitMix64(step + 0x632be59bd9b4e019ULL));
+  return static_cast<double>(r >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
+}
+
+std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int n, float log_sum_exp) {
+  std::vector<Candidate> c = TopKCandidates(logits, n);
+  std::vector<TokenLogprob> out;
+  out.reserve(std::min<size_t>(c.size(), n > 0 ? n : 0));
+  for (int i = 0; i < n && i < static_cast<int>(c.size()); ++i) {
+    out.push_back({c[i].token, c[i].p - log_sum_exp});
+  }
+  return out;
+}
+
+SampleResult Sample(std::span<float> logits, const SamplingParams& params,
+                    const SamplingInput& input) {
+  SampleResult result;
+  float lse = 0;
+  std::vector<TokenLogprob> top;
+  if (params.logprobs >= 0) {
+    lse = LogSumExp(logits);
+    top = TopLogprobs(logits, params.logprobs, lse);
+  }
+  // Keep the raw logit of whichever token gets chosen: copy only if we need logprobs.
+  std::vector<float> raw;
+  if (params.logprobs >= 0) raw.assign(logits.begin(), logits.end());
+
+  ApplyPenalties(logits, input.prompt, input.output, params.repetition_penalty,
+                 params.presence_penalty, params.frequency_penalty);
+  ApplyLogitBias(logits, params.logit_bias);
+  if (static_cast<int>(input.output.size()) < params.min_tokens) {
+    BanTokens(logits, input.eos_ids);
+    BanTokens(logits, params.stop_token_ids);
+  }
+
+  if (params.temperature == 0.0f) {
+    result.token = Argmax(logits);
+  } else {
+    const float inv_t = 1.0f / params.temperature;
+    for (float& l : logits) l *= inv_t;
+    std::vector<Candidate> c;
+    if (params.top_k > 0 || params.top_p < 1.0f) {
+      c = TopKCandidates(logits, params.top_k);  // sorted: top-p needs the order
+    } else {
+      c.reserve(logits.size());  // no truncation by rank: skip the sort
+      for (size_t i = 0; i < logits.size(); ++i) c.push_back({static_cast<int32_t>(i), logits[i]});
+    }
+    Softmax(&c);
+    TopP(&c, params.top_p);
+    MinP(&c, params.min_p);
+    result.token = Draw(c, UniformForStep(input.seed, input.output.size()));
+  }
+  if (params.logprobs >= 0) {
+    result.logprob = LogProb(raw, result.token, lse);
+    result.top_logprobs = std::move(top);
+  }
+  return result;
+}
+
+}  // namespace tachyon::sampling

@@ -1,0 +1,47 @@
+// Sampler: one request's next token (and logprobs) from one row of logits.
+//
+// Deterministic: the draw uses a uniform number derived only from (seed, number of output
+// tokens so far), so a seeded request yields the same tokens whatever else is in the batch and
+// whether or not it was preempted and recomputed. Logprobs are those of the model's own
+// distribution (log_softmax of the raw logits, before penalties, bias or temperature).
+// Thread-safety: stateless; safe to call concurrently on different rows.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+
+namespace tachyon::sampling {
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  bool operator==(const TokenLogprob&) const = default;
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;                    // set when params.logprobs >= 0
+  std::vector<TokenLogprob> top_logprobs;  // params.logprobs entries, best first
+};
+
+struct SamplingInput {
+  std::span<const int32_t> prompt;
+  std::span<const int32_t> output;  // tokens generated so far
+  uint64_t seed = 0;                // params.seed if set, else the engine's per-request seed
+  std::span<const int32_t> eos_ids; // banned (with stop_token_ids) while output < min_tokens
+};
+
+// Samples from `logits` [n_vocab]; the buffer is used as scratch and modified.
+SampleResult Sample(std::span<float> logits, const SamplingParams& params,
+                    const SamplingInput& input);
+
+// The uniform number in [0, 1) for draw number `step` of a request seeded with `seed`.
+double UniformForStep(uint64_t seed, uint64_t step);
+
+// The top n tokens of log_softmax(logits), best first (lowest id on ties).
+std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int n, float log_sum_exp);
+
+}  // namespace tachyon::sampling

@@ -1,0 +1,259 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "sampling/logits_processors.h"
+#include "sampling/sampler.h"
+#include "sampling/sampling_params.h"
+
+namespace tachyon::sampling {
+namespace {
+
+SamplingInput In(std::span<const int32_t> output = {}, uint64_t seed = 0,
+                 std::span<const int32_t> eos = {}) {
+  SamplingInput in;
+  in.output = output;
+  in.seed = seed;
+  in.eos_ids = eos;
+  return in;
+}
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<Candidate> Probs(std::vector<float> p) {
+  std::vector<Candidate> c;
+  for (size_t i = 0; i < p.size(); ++i) c.push_back({static_cast<int32_t>(i), p[i]});
+  return c;
+}
+std::vector<int32_t> Tokens(const std::vector<Candidate>& c) {
+  std::vector<int32_t> t;
+  for (const auto& x : c) t.push_back(x.token);
+  return t;
+}
+
+TEST(LogitsProcessorsTest, RepetitionPenaltyDividesPositiveMultipliesNegative) {
+  std::vector<float> l = {2.0f, -2.0f, 1.0f, 4.0f};
+  std::vector<int32_t> prompt = {0, 0};
+  std::vector<int32_t> output = {1, 99};  // 99 out of range: ignored
+  ApplyPenalties(l, prompt, output, 2.0f, 0, 0);
+  EXPECT_FLOAT_EQ(l[0], 1.0f);  // once, although it appears twice
+  EXPECT_FLOAT_EQ(l[1], -4.0f);
+  EXPECT_FLOAT_EQ(l[2], 1.0f);
+  EXPECT_FLOAT_EQ(l[3], 4.0f);
+}
+
+TEST(LogitsProcessorsTest, PresenceAndFrequencyUseOutputCountsOnly) {
+  std::vector<float> l = {0, 0, 0};
+  std::vector<int32_t> prompt = {2, 2};
+  std::vector<int32_t> output = {0, 1, 1, 1};
+  ApplyPenalties(l, prompt, output, 1.0f, 0.5f, 0.25f);
+  EXPECT_FLOAT_EQ(l[0], -0.75f);
+  EXPECT_FLOAT_EQ(l[1], -1.25f);
+  EXPECT_FLOAT_EQ(l[2], 0.0f);
+}
+
+TEST(LogitsProcessorsTest, BiasAndBan) {
+  std::vector<float> l = {1, 2, 3};
+  std::vector<std::pair<int32_t, float>> bias = {{0, 5.0f}, {2, -1.0f}, {7, 1.0f}};
+  ApplyLogitBias(l, bias);
+  EXPECT_EQ(l, (std::vector<float>{6, 2, 2}));
+  std::vector<int32_t> ban = {0};
+  BanTokens(l, ban);
+  EXPECT_EQ(l[0], -kInf);
+  EXPECT_EQ(Argmax(l), 1);  // tie between 1 and 2: lowest id
+}
+
+TEST(LogitsProcessorsTest, TopKKeepsHighestSorted) {
+  std::vector<float> l = {0.1f, 3.0f, 2.0f, 3.0f, -1.0f};
+  EXPECT_EQ(Tokens(TopKCandidates(l, 2)), (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(Tokens(TopKCandidates(l, 0)), (std::vector<int32_t>{1, 3, 2, 0, 4}));
+  EXPECT_EQ(TopKCandidates(l, 99).size(), 5u);
+}
+
+TEST(LogitsProcessorsTest, SoftmaxMatchesHandComputed) {
+  std::vector<Candidate> c = Probs({std::log(1.0f), std::log(3.0f), -kInf});
+  Softmax(&c);
+  EXPECT_NEAR(c[0].p, 0.25, 1e-6);
+  EXPECT_NEAR(c[1].p, 0.75, 1e-6);
+  EXPECT_EQ(c[2].p, 0.0f);
+}
+
+TEST(LogitsProcessorsTest, TopPKeepsSmallestPrefixReachingMass) {
+  std::vector<Candidate> c = Probs({0.5f, 0.3f, 0.15f, 0.05f});
+  TopP(&c, 0.8f);
+  EXPECT_EQ(Tokens(c), (std::vector<int32_t>{0, 1}));
+  c = Probs({0.5f, 0.3f, 0.15f, 0.05f});
+  TopP(&c, 0.81f);
+  EXPECT_EQ(c.size(), 3u);
+  c = Probs({0.5f, 0.3f, 0.2f});
+  TopP(&c, 0.01f);
+  EXPECT_EQ(Tokens(c), (std::vector<int32_t>{0}));
+}
+
+TEST(LogitsProcessorsTest, MinPDropsBelowFractionOfMax) {
+  std::vector<Candidate> c = Probs({0.5f, 0.3f, 0.15f, 0.05f});
+  MinP(&c, 0.3f);  // threshold 0.15
+  EXPECT_EQ(Tokens(c), (std::vector<int32_t>{0, 1, 2}));
+}
+
+TEST(LogitsProcessorsTest, DrawFollowsCumulativeMass) {
+  std::vector<Candidate> c = Probs({0.2f, 0.0f, 0.8f});
+  EXPECT_EQ(Draw(c, 0.0), 0);
+  EXPECT_EQ(Draw(c, 0.19), 0);
+  EXPECT_EQ(Draw(c, 0.21), 2);
+  EXPECT_EQ(Draw(c, 0.999999), 2);
+  // Unnormalized masses (after truncation) are renormalized.
+  std::vector<Candidate> d = Probs({0.1f, 0.1f});
+  EXPECT_EQ(Draw(d, 0.49), 0);
+  EXPECT_EQ(Draw(d, 0.51), 1);
+}
+
+TEST(LogitsProcessorsTest, LogProb) {
+  std::vector<float> l = {std::log(1.0f), std::log(3.0f)};
+  float lse = LogSumExp(l);
+  EXPECT_NEAR(LogProb(l, 1, lse), std::log(0.75f), 1e-6);
+}
+
+TEST(SamplerTest, GreedyIsArgmaxAfterPenaltiesAndBias) {
+  SamplingParams p;
+  p.temperature = 0;
+  std::vector<float> l = {1, 5, 3};
+  EXPECT_EQ(Sample(l, p, {}).token, 1);
+  p.logit_bias = {{2, 10.0f}};
+  l = {1, 5, 3};
+  EXPECT_EQ(Sample(l, p, {}).token, 2);
+  p.logit_bias.clear();
+  p.repetition_penalty = 10.0f;
+  l = {1, 5, 3};
+  std::vector<int32_t> out = {1};
+  EXPECT_EQ(Sample(l, p, In(out)).token, 2);
+}
+
+TEST(SamplerTest, MinTokensBansEosAndStopIds) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.min_tokens = 2;
+  p.stop_token_ids = {1};
+  std::vector<int32_t> eos = {0};
+  std::vector<int32_t> one = {2};
+  std::vector<float> l = {9, 8, 1};
+  EXPECT_EQ(Sample(l, p, In(one, 0, eos)).token, 2);
+  std::vector<int32_t> two = {2, 2};
+  l = {9, 8, 1};
+  EXPECT_EQ(Sample(l, p, In(two, 0, eos)).token, 0);
+}
+
+TEST(SamplerTest, SeededSamplingIsReproducibleAndMatchesDistribution) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  const std::vector<float> base = {std::log(0.1f), std::log(0.6f), std::log(0.3f)};
+  std::map<int32_t, int> counts;
+  std::vector<int32_t> out;
+  const int kDraws = 3000;
+  for (int i = 0; i < kDraws; ++i) {
+    std::vector<float> l = base;
+    std::vector<float> l2 = base;
+    SampleResult a = Sample(l, p, In(out, 42));
+    SampleResult b = Sample(l2, p, In(out, 42));
+    ASSERT_EQ(a.token, b.token);
+    ++counts[a.token];
+    out.push_back(0);  // advances the draw index
+  }
+  // 3000 draws: generous 5-sigma bounds around the true probabilities.
+  EXPECT_NEAR(counts[0] / double(kDraws), 0.1, 0.03);
+  EXPECT_NEAR(counts[1] / double(kDraws), 0.6, 0.05);
+  EXPECT_NEAR(counts[2] / double(kDraws), 0.3, 0.05);
+}
+
+TEST(SamplerTest, DifferentSeedsDiffer) {
+  SamplingParams p;
+  std::vector<float> base(64, 0.0f);
+  int same = 0;
+  std::vector<int32_t> out;
+  for (int i = 0; i < 50; ++i) {
+    std::vector<float> a = base, b = base;
+    same += Sample(a, p, In(out, 1)).token ==
+            Sample(b, p, In(out, 2)).token;
+    out.push_back(0);
+  }
+  EXPECT_LT(same, 10);
+}
+
+TEST(SamplerTest, TopKOneAndLowTopPAreGreedy) {
+  SamplingParams p;
+  p.top_k = 1;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    std::vector<float> l = {0.0f, 0.1f, 0.05f};
+    EXPECT_EQ(Sample(l, p, In({}, seed)).token, 1);
+  }
+  p.top_k = 0;
+  p.top_p = 0.01f;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    std::vector<float> l = {0.0f, 0.1f, 0.05f};
+    EXPECT_EQ(Sample(l, p, In({}, seed)).token, 1);
+  }
+}
+
+TEST(SamplerTest, MinPExcludesUnlikelyTokens) {
+  SamplingParams p;
+  p.min_p = 0.5f;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    // p = 0.45, 0.45, 0.1: token 2 is below 0.5 * 0.45.
+    std::vector<float> l = {std::log(0.45f), std::log(0.45f), std::log(0.1f)};
+    EXPECT_NE(Sample(l, p, In({}, seed)).token, 2);
+  }
+}
+
+TEST(SamplerTest, LowTemperatureSharpens) {
+  SamplingParams p;
+  p.temperature = 0.05f;
+  int hits = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::vector<float> l = {0.0f, 0.5f};
+    hits += Sample(l, p, In({}, seed)).token == 1;
+  }
+  EXPECT_GE(hits, 199);  // p(token 0) = e^-10
+}
+
+TEST(SamplerTest, LogprobsAreOfRawDistribution) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = 2;
+  p.logit_bias = {{0, 100.0f}};
+  std::vector<float> l = {std::log(0.2f), std::log(0.5f), std::log(0.3f)};
+  SampleResult r = Sample(l, p, {});
+  EXPECT_EQ(r.token, 0);
+  EXPECT_NEAR(r.logprob, std::log(0.2f), 1e-5);
+  ASSERT_EQ(r.top_logprobs.size(), 2u);
+  EXPECT_EQ(r.top_logprobs[0].token, 1);
+  EXPECT_NEAR(r.top_logprobs[0].logprob, std::log(0.5f), 1e-5);
+  EXPECT_EQ(r.top_logprobs[1].token, 2);
+}
+
+TEST(SamplingParamsTest, Validate) {
+  SamplingParams p;
+  EXPECT_TRUE(p.Validate(10).ok());
+  p.temperature = -1;
+  EXPECT_EQ(p.Validate(10).code(), StatusCode::kInvalidArgument);
+  p = {};
+  p.top_p = 0;
+  EXPECT_FALSE(p.Validate(10).ok());
+  p = {};
+  p.logit_bias = {{10, 1.0f}};
+  EXPECT_FALSE(p.Validate(10).ok());
+  p = {};
+  p.n = 0;
+  EXPECT_FALSE(p.Validate(10).ok());
+  p = {};
+  p.stop = {""};
+  EXPECT_FALSE(p.Validate(10).ok());
+  p = {};
+  p.logprobs = kMaxLogprobs + 1;
+  EXPECT_FALSE(p.Validate(10).ok());
+}
+
+}  // namespace
+}  // namespace tachyon::sampling
