@@ -156,3 +156,31 @@ TEST(GgufOpen, MissingFileIsNotFound) {
 
 }  // namespace
 }  // namespace tachyon::gguf
+
+namespace tachyon::gguf {
+namespace {
+
+// Re-writing a real file with GgufWriter (same metadata, same tensors in the same order)
+// reproduces llama.cpp's bytes exactly: our output is standard GGUF.
+TEST(GgufRealFiles, RewriteReproducesLlamaCppBytes) {
+  REQUIRE_TESTDATA();
+  for (const char* rel : {"/stories260K/stories260K.gguf", "/models/models/tiny-qwen2-Q4_K_M.gguf",
+                          "/vocab/ggml-vocab-bert-bge.gguf"}) {
+    const std::string path = td + rel;
+    auto f = GgufFile::Open(path);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    GgufWriter w;
+    for (const auto& [key, value] : f->metadata()) w.Set(key, value);
+    for (const TensorInfo& t : f->tensors()) {
+      ASSERT_TRUE(w.AddTensorRef(t.name, t.type, t.dims, f->TensorData(t), t.nbytes).ok());
+    }
+    const std::string out = w.Serialize();
+    auto orig = ReadFileToString(path);
+    ASSERT_TRUE(orig.ok());
+    EXPECT_EQ(out.size(), orig->size()) << path;
+    EXPECT_TRUE(out == *orig) << path << ": bytes differ";
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::gguf
