@@ -123,12 +123,12 @@ class GgufParser {
     // each tensor info at least 24 (name length, n_dims, type, offset).
     const uint64_t rest = Remaining();
     if (kv_count_ > rest / 13) {
-      return Corrupt("corrupt header: kv_count " + std::to_string(kv_count_) +
+      return Corrupt("truncated or corrupt header: kv_count " + std::to_string(kv_count_) +
                      " is more than the remaining " + std::to_string(rest) +
                      " bytes can hold (at most " + std::to_string(rest / 13) + ")");
     }
     if (tensor_count_ > rest / 24) {
-      return Corrupt("corrupt header: tensor_count " + std::to_string(tensor_count_) +
+      return Corrupt("truncated or corrupt header: tensor_count " + std::to_string(tensor_count_) +
                      " is more than the remaining " + std::to_string(rest) +
                      " bytes can hold (at most " + std::to_string(rest / 24) + ")");
     }
