@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "util/cpu_features.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 
@@ -21,7 +22,7 @@ struct Weight {
   int64_t rows = 0;          // output features (n)
   int64_t cols = 0;          // input features (k); a multiple of the type's block size
   const void* data = nullptr;  // rows * RowBytes(type, cols) bytes
-  size_t row_bytes = 0;
+  size_t row_bytes = 0;        // bytes per row; 0 means RowBytes(type, cols)
 };
 
 // Whether MatMul / DequantizeRow support this type.
@@ -31,6 +32,11 @@ bool IsSupportedWeightType(GgmlType type);
 // Work is split over `pool` (may be null: single-threaded).
 // REQUIRES: IsSupportedWeightType(w.type).
 void MatMul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool* pool);
+
+// MatMul with kernels of at most `level` (capped by BestSimdLevel()); tests and benchmarks
+// use it to run each variant. Scalar / AVX2 / AVX-512 results agree to float rounding.
+void MatMulAtLevel(SimdLevel level, const Weight& w, const float* x, int64_t m, float* y,
+                   ThreadPool* pool);
 
 // Scalar reference of MatMul (dequantize each row exactly, accumulate in float/double);
 // used by tests to check the fast paths.

@@ -34,4 +34,14 @@ void AddInPlace(float* y, const float* x, int64_t n);
 // out[j] = sum_i x[i] * y[i] over n floats
 float Dot(const float* x, const float* y, int64_t n);
 
+// Scalar references (ops_ref.cc): same contracts, double accumulation where it matters.
+void RmsNormReference(const float* x, const float* weight, float* out, int64_t m, int64_t n,
+                      float eps);
+void RopeReference(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
+                   const float* inv_freq, RopeStyle style);
+void SiluMulReference(const float* gate, const float* up, float* out, int64_t n);
+void SoftmaxReference(float* x, int64_t n);
+void AddInPlaceReference(float* y, const float* x, int64_t n);
+float DotReference(const float* x, const float* y, int64_t n);
+
 }  // namespace tachyon::kernels

@@ -1,0 +1,101 @@
+// Scalar activation conversion (the reference for the SIMD versions) and format helpers.
+#include <cmath>
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+#include "tensor/fp16.h"
+#include "util/logging.h"
+
+namespace tachyon::kernels::internal {
+namespace {
+
+void ActBf16(const float* x, int64_t k, uint8_t* out) {
+  auto* o = reinterpret_cast<uint16_t*>(out);
+  for (int64_t i = 0; i < k; ++i) o[i] = F32ToBf16(x[i]);
+}
+
+void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
+  auto* qs = reinterpret_cast<int8_t*>(out);
+  auto* d = reinterpret_cast<float*>(out + k);
+  float* s = d + k / 32;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[32 * b + j]));
+    const float db = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int q = static_cast<int>(std::nearbyint(x[32 * b + j] * id));
+      qs[32 * b + j] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    d[b] = db;
+    s[b] = db * static_cast<float>(sum);
+  }
+}
+
+void ActQ8_256(const float* x, int64_t k, uint8_t* out) {
+  auto* qs = reinterpret_cast<int8_t*>(out);
+  auto* d = reinterpret_cast<float*>(out + k);
+  auto* bsums = reinterpret_cast<int16_t*>(d + k / 256);
+  for (int64_t b = 0; b < k / 256; ++b) {
+    const float* xb = x + 256 * b;
+    float amax = 0;
+    for (int j = 0; j < 256; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    // Scale 127 / amax (symmetric, like Q8_0); q in [-127, 127].
+    const float id = amax != 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    for (int j = 0; j < 256; ++j) {
+      qs[256 * b + j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+    }
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += qs[256 * b + 16 * g + j];
+      bsums[16 * b + g] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
+}  // namespace
+
+ActFormat ActFormatFor(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+      return ActFormat::kF32;
+    case GgmlType::kBF16:
+      return ActFormat::kBF16;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      return ActFormat::kQ8_256;
+    default:
+      return ActFormat::kQ8_32;
+  }
+}
+
+size_t ActRowBytes(ActFormat f, int64_t k) {
+  size_t n = 0;
+  switch (f) {
+    case ActFormat::kF32: n = static_cast<size_t>(k) * 4; break;
+    case ActFormat::kBF16: n = static_cast<size_t>(k) * 2; break;
+    case ActFormat::kQ8_32: n = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * 8; break;
+    case ActFormat::kQ8_256:
+      n = static_cast<size_t>(k) + static_cast<size_t>(k / 256) * 4 + static_cast<size_t>(k / 16) * 2;
+      break;
+  }
+  return (n + 63) / 64 * 64;
+}
+
+QuantizeActFn QuantizeActScalar(ActFormat f) {
+  switch (f) {
+    case ActFormat::kBF16: return ActBf16;
+    case ActFormat::kQ8_32: return ActQ8_32;
+    case ActFormat::kQ8_256: return ActQ8_256;
+    case ActFormat::kF32: return nullptr;  // x is used in place
+  }
+  return nullptr;
+}
+
+}  // namespace tachyon::kernels::internal

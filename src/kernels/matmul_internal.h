@@ -1,0 +1,67 @@
+// Internal to kernels/: the per-type, per-SIMD-level pieces MatMul is built from.
+//
+// MatMul first converts the activation rows x once per call into the "activation format"
+// of the weight type (ActFormat), then each thread runs a dot kernel over its contiguous
+// range of weight rows, up to kMaxRows activation rows per weight-row pass (so a weight
+// block loaded into registers is used for several activation rows).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "util/cpu_features.h"
+
+namespace tachyon::kernels::internal {
+
+inline constexpr int kMaxRows = 4;
+
+enum class ActFormat {
+  kF32,     // float[k]: x itself
+  kBF16,    // uint16[k] (round to nearest even)
+  kQ8_32,   // int8 qs[k] | float d[k/32] | float s[k/32], s = d * sum(block qs)
+  kQ8_256,  // int8 qs[k] | float d[k/256] | int16 bsums[k/16] (sums of 16 qs)
+};
+
+ActFormat ActFormatFor(GgmlType type);
+
+// Bytes of one activation row (multiple of 64).
+size_t ActRowBytes(ActFormat f, int64_t k);
+
+struct Q8Row32 {
+  const int8_t* qs;
+  const float* d;
+  const float* s;
+};
+struct Q8Row256 {
+  const int8_t* qs;
+  const float* d;
+  const int16_t* bsums;
+};
+inline Q8Row32 ViewQ8Row32(const uint8_t* p, int64_t k) {
+  const auto* d = reinterpret_cast<const float*>(p + k);
+  return {reinterpret_cast<const int8_t*>(p), d, d + k / 32};
+}
+inline Q8Row256 ViewQ8Row256(const uint8_t* p, int64_t k) {
+  const auto* d = reinterpret_cast<const float*>(p + k);
+  return {reinterpret_cast<const int8_t*>(p), d, reinterpret_cast<const int16_t*>(d + k / 256)};
+}
+
+// Converts one row of k floats to format f (k a multiple of the format's block).
+// Every level produces identical bytes (round to nearest even everywhere).
+using QuantizeActFn = void (*)(const float* x, int64_t k, uint8_t* out);
+
+// For i in [0, nx) (1 <= nx <= kMaxRows): y[i * ldy] = dot(w_row, activation row i), where
+// activation row i starts at act + i * act_stride. w_row: RowBytes(type, k) bytes.
+using DotFn = void (*)(int64_t k, const void* w_row, const uint8_t* act, size_t act_stride,
+                       int nx, float* y, int64_t ldy);
+
+// Kernels of one level; null where the level has no kernel for that type / format.
+DotFn DotScalar(GgmlType type);
+DotFn DotAvx2Float(GgmlType type);     // F32, F16, BF16
+DotFn DotAvx512Float(GgmlType type);   // F32, F16, BF16
+QuantizeActFn QuantizeActScalar(ActFormat f);
+QuantizeActFn QuantizeActAvx2(ActFormat f);
+QuantizeActFn QuantizeActAvx512(ActFormat f);
+
+}  // namespace tachyon::kernels::internal

@@ -1,0 +1,166 @@
+// MatMul variants (scalar / AVX2 / AVX-512) against each other and against the exact
+// reference, for every weight type, odd sizes and several activation row counts.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/matmul.h"
+#include "util/cpu_features.h"
+#include "util/thread_pool.h"
+
+namespace tachyon::kernels {
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                           GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                           GgmlType::kQ6_K};
+
+bool IsK(GgmlType t) { return GetTypeTraits(static_cast<uint32_t>(t))->block_size == 256; }
+bool IsFloat(GgmlType t) {
+  return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
+}
+
+struct Problem {
+  GgmlType type;
+  int64_t rows, cols, m;
+  std::vector<uint8_t> w;
+  std::vector<float> wf;  // dequantized weights [rows, cols]
+  std::vector<float> x;   // [m, cols]
+  Weight weight;
+};
+
+Problem Make(GgmlType t, int64_t rows, int64_t cols, int64_t m, uint32_t seed) {
+  Problem p{t, rows, cols, m, {}, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t rb = RowBytes(t, cols);
+  p.w.resize(rb * rows);
+  p.wf.resize(rows * cols);
+  std::vector<float> tmp(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : tmp) v = nd(rng);
+    QuantizeRow(t, tmp.data(), p.w.data() + r * rb, cols);
+    DequantizeRow(t, p.w.data() + r * rb, p.wf.data() + r * cols, cols);
+  }
+  p.x.resize(m * cols);
+  // Activations with outliers, like real hidden states.
+  for (float& v : p.x) v = nd(rng) * (std::uniform_int_distribution<int>(0, 50)(rng) == 0 ? 8 : 1);
+  p.weight = {t, rows, cols, p.w.data(), rb};
+  return p;
+}
+
+// Bound on |fast - exact| per output: activation rounding plus float summation.
+std::vector<double> Bounds(const Problem& p) {
+  const int64_t blk = IsK(p.type) ? 256 : 32;
+  std::vector<double> b(p.m * p.rows);
+  for (int64_t i = 0; i < p.m; ++i) {
+    const float* x = p.x.data() + i * p.cols;
+    std::vector<double> xerr(p.cols);
+    for (int64_t c0 = 0; c0 < p.cols; c0 += blk) {
+      double amax = 0;
+      for (int64_t c = c0; c < std::min(p.cols, c0 + blk); ++c) amax = std::max(amax, std::fabs(double{x[c]}));
+      for (int64_t c = c0; c < std::min(p.cols, c0 + blk); ++c) {
+        if (p.type == GgmlType::kBF16) {
+          xerr[c] = std::fabs(x[c]) * std::ldexp(1.0, -8);
+        } else if (IsFloat(p.type)) {
+          xerr[c] = 0;
+        } else {
+          xerr[c] = amax / 127 * 0.5 * 1.001;
+        }
+      }
+    }
+    for (int64_t j = 0; j < p.rows; ++j) {
+      double e = 0, mag = 0;
+      for (int64_t c = 0; c < p.cols; ++c) {
+        const double w = std::fabs(p.wf[j * p.cols + c]);
+        e += w * xerr[c];
+        mag += w * std::fabs(x[c]);
+      }
+      b[i * p.rows + j] = e + 2e-6 * mag + 1e-6;
+    }
+  }
+  return b;
+}
+
+std::vector<float> RunAt(const Problem& p, SimdLevel level, ThreadPool* pool = nullptr) {
+  std::vector<float> y(p.m * p.rows, NAN);
+  MatMulAtLevel(level, p.weight, p.x.data(), p.m, y.data(), pool);
+  return y;
+}
+
+std::vector<SimdLevel> Levels() {
+  std::vector<SimdLevel> l = {SimdLevel::kScalar};
+  if (DetectedCpuFeatures().HasAvx2Set()) l.push_back(SimdLevel::kAvx2);
+  if (DetectedCpuFeatures().HasAvx512Set()) l.push_back(SimdLevel::kAvx512);
+  return l;
+}
+
+void CheckAll(const Problem& p) {
+  std::vector<float> ref(p.m * p.rows);
+  MatMulReference(p.weight, p.x.data(), p.m, ref.data());
+  const std::vector<double> bound = Bounds(p);
+  std::vector<float> scalar = RunAt(p, SimdLevel::kScalar);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_LE(std::fabs(scalar[i] - ref[i]), bound[i])
+        << TypeName(p.type) << " cols " << p.cols << " m " << p.m << " at " << i;
+  }
+  for (SimdLevel l : Levels()) {
+    const std::vector<float> y = RunAt(p, l);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      // Same quantized activations as the scalar kernel: only float summation order differs.
+      const double tol = 1e-5 * (std::fabs(ref[i]) + bound[i] * 50) + 1e-5;
+      ASSERT_NEAR(y[i], scalar[i], tol) << TypeName(p.type) << " " << SimdLevelName(l)
+                                        << " cols " << p.cols << " m " << p.m << " at " << i;
+    }
+  }
+}
+
+TEST(MatMul, OddSizesEveryType) {
+  const int64_t sizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 127, 129};
+  for (GgmlType t : kTypes) {
+    const int64_t blk = IsFloat(t) ? 1 : (IsK(t) ? 256 : 32);
+    for (int64_t s : sizes) {
+      if (IsK(t) && s > 33) continue;  // keep K-quants small; 1023 below
+      CheckAll(Make(t, 5, s * blk, 3, static_cast<uint32_t>(s)));
+    }
+  }
+}
+
+TEST(MatMul, ActivationRowCounts) {
+  for (GgmlType t : kTypes) {
+    const int64_t cols = IsFloat(t) ? 97 : (IsK(t) ? 512 : 33 * 32);
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 17}) CheckAll(Make(t, 7, cols, m, static_cast<uint32_t>(m)));
+  }
+}
+
+TEST(MatMul, LongRows) {
+  for (GgmlType t : kTypes) {
+    const int64_t blk = IsFloat(t) ? 1 : (IsK(t) ? 256 : 32);
+    const int64_t n = IsK(t) ? 129 : 1023;
+    CheckAll(Make(t, 2, n * blk, 1, 99));
+  }
+}
+
+TEST(MatMul, ThreadedEqualsSingleThreaded) {
+  ThreadPool pool(2);
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kF16}) {
+    const Problem p = Make(t, 96, 512, 9, 5);
+    const std::vector<float> a = RunAt(p, BestSimdLevel()), b = RunAt(p, BestSimdLevel(), &pool);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+    std::vector<float> c(a.size());
+    MatMul(p.weight, p.x.data(), p.m, c.data(), &pool);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], c[i]) << i;
+  }
+}
+
+TEST(MatMul, SupportedTypes) {
+  for (GgmlType t : kTypes) EXPECT_TRUE(IsSupportedWeightType(t)) << TypeName(t);
+  EXPECT_FALSE(IsSupportedWeightType(GgmlType::kIQ2_XXS));
+  EXPECT_FALSE(IsSupportedWeightType(GgmlType::kQ8_K));
+}
+
+}  // namespace
+}  // namespace tachyon::kernels

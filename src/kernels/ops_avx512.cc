@@ -1,0 +1,121 @@
+// AVX-512 row-wise ops (compiled with AVX-512 flags; called only after dispatch).
+#include "kernels/simd_avx512.h"  // first: see its note
+
+#include <cmath>
+
+#include "kernels/ops_internal.h"
+
+namespace tachyon::kernels::internal {
+namespace {
+
+__mmask16 TailMask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+// exp(x) to ~2 ulp: 2^n * p(r), r = x - n ln2 in [-ln2/2, ln2/2]; 0 below -87.3 (and -inf).
+__m512 Exp(__m512 x) {
+  const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);  // else 0
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_mov_ps(ok, _mm512_scalef_ps(p, n));
+}
+
+float SumSquares(const float* x, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+    a0 = _mm512_fmadd_ps(v0, v0, a0);
+    a1 = _mm512_fmadd_ps(v1, v1, a1);
+  }
+  for (; i < n; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(TailMask(n - i < 16 ? n - i : 16), x + i);
+    a0 = _mm512_fmadd_ps(v, v, a0);
+  }
+  return HAdd(_mm512_add_ps(a0, a1));
+}
+
+void RmsNorm512(const float* x, const float* weight, float* out, int64_t m, int64_t n, float eps) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * n;
+    float* o = out + r * n;
+    const __m512 sc = _mm512_set1_ps(1.0f / std::sqrt(SumSquares(xr, n) / static_cast<float>(n) + eps));
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, xr + i), sc);
+      _mm512_mask_storeu_ps(o + i, k, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(k, weight + i)));
+    }
+  }
+}
+
+void SiluMul512(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+    const __m512 g = _mm512_maskz_loadu_ps(k, gate + i);
+    const __m512 u = _mm512_maskz_loadu_ps(k, up + i);
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(s, u));
+  }
+}
+
+void Softmax512(float* x, int64_t n) {
+  if (n <= 0) return;
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+    mx = _mm512_mask_max_ps(mx, k, mx, _mm512_maskz_loadu_ps(k, x + i));
+  }
+  const __m512 m = _mm512_set1_ps(HMax(mx));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m));
+    _mm512_mask_storeu_ps(x + i, k, e);
+    sum = _mm512_mask_add_ps(sum, k, sum, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / HAdd(sum));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+    _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
+  }
+}
+
+void Add512(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+    _mm512_mask_storeu_ps(
+        y + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), _mm512_maskz_loadu_ps(k, x + i)));
+  }
+}
+
+float Dot512(const float* x, const float* y, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+    a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i), a0);
+  }
+  return HAdd(_mm512_add_ps(a0, a1));
+}
+
+}  // namespace
+
+const OpsTable& OpsAvx512() {
+  static const OpsTable t{RmsNorm512, SiluMul512, Softmax512, Add512, Dot512};
+  return t;
+}
+
+}  // namespace tachyon::kernels::internal

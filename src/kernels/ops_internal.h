@@ -1,0 +1,26 @@
+// Internal to kernels/: per-SIMD-level tables of the row-wise ops (see ops.h for contracts).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+#include "util/cpu_features.h"
+
+namespace tachyon::kernels::internal {
+
+struct OpsTable {
+  void (*rms_norm)(const float* x, const float* weight, float* out, int64_t m, int64_t n,
+                   float eps);
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  void (*softmax)(float* x, int64_t n);
+  void (*add_in_place)(float* y, const float* x, int64_t n);
+  float (*dot)(const float* x, const float* y, int64_t n);
+};
+
+const OpsTable& OpsScalar();
+const OpsTable& OpsAvx2();
+const OpsTable& OpsAvx512();
+// The table for `level`, capped by BestSimdLevel().
+const OpsTable& OpsAtLevel(SimdLevel level);
+
+}  // namespace tachyon::kernels::internal
