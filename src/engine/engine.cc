@@ -1,0 +1,252 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <string>
+
+#include "sampling/sampler.h"
+#include "util/logging.h"
+
+namespace tachyon::engine {
+namespace {
+bool Contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
+                                               ModelExecutor* executor) {
+  if (executor == nullptr) return InvalidArgument("engine: no model executor");
+  if (config.kv.num_blocks <= 0 || config.kv.block_size <= 0) {
+    return InvalidArgument("engine: the KV pool needs num_blocks > 0 and block_size > 0");
+  }
+  if (config.scheduler.max_num_batched_tokens <= 0 || config.scheduler.max_num_seqs <= 0) {
+    return InvalidArgument("engine: max_num_batched_tokens and max_num_seqs must be positive");
+  }
+  if (config.max_model_len <= 1) return InvalidArgument("engine: max_model_len must be > 1");
+  return std::unique_ptr<Engine>(new Engine(config, executor));
+}
+
+Engine::Engine(const EngineConfig& config, ModelExecutor* executor)
+    : config_(config),
+      executor_(executor),
+      kv_(config.kv),
+      scheduler_(config.scheduler, &kv_),
+      runner_(executor) {}
+
+int64_t Engine::TokenLimit() const {
+  const int64_t pool_tokens = static_cast<int64_t>(kv_.num_blocks()) * kv_.block_size();
+  return std::min(config_.max_model_len, pool_tokens);
+}
+
+Status Engine::Validate(const EngineRequest& req) const {
+  const int32_t n_vocab = executor_->n_vocab();
+  if (req.prompt_tokens.empty()) return InvalidArgument("the prompt is empty");
+  for (int32_t t : req.prompt_tokens) {
+    if (t < 0 || t >= n_vocab) {
+      return InvalidArgument("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                             std::to_string(n_vocab) + ")");
+    }
+  }
+  RETURN_IF_ERROR(req.params.Validate(n_vocab));
+  if (!req.params.stop.empty() && !config_.detokenizer) {
+    return InvalidArgument("stop strings need a tokenizer, and this engine has none");
+  }
+  const int64_t prompt = static_cast<int64_t>(req.prompt_tokens.size());
+  if (prompt >= config_.max_model_len) {
+    return InvalidArgument("the prompt has " + std::to_string(prompt) +
+                           " tokens; the model's context holds " +
+                           std::to_string(config_.max_model_len) +
+                           " including at least one generated token");
+  }
+  const int64_t pool_tokens = static_cast<int64_t>(kv_.num_blocks()) * kv_.block_size();
+  const int64_t max_tokens = req.params.max_tokens;
+  if (max_tokens > 0 && prompt + max_tokens > config_.max_model_len) {
+    return InvalidArgument("prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
+                           std::to_string(max_tokens) + ") exceeds the context length " +
+                           std::to_string(config_.max_model_len));
+  }
+  const int64_t needed = prompt + std::max<int64_t>(max_tokens, 1);
+  if (needed > pool_tokens) {
+    return InvalidArgument("the request needs " + std::to_string(needed) +
+                           " tokens of KV cache but the whole pool holds " +
+                           std::to_string(pool_tokens));
+  }
+  return OkStatus();
+}
+
+Status Engine::Add(uint64_t request_id, EngineRequest req) {
+  RETURN_IF_ERROR(Validate(req));
+  if (groups_.count(request_id)) {
+    return InvalidArgument("duplicate request id " + std::to_string(request_id));
+  }
+  Group& g = groups_[request_id];
+  const int64_t prompt = static_cast<int64_t>(req.prompt_tokens.size());
+  const int64_t max_tokens =
+      req.params.max_tokens > 0 ? req.params.max_tokens : TokenLimit() - prompt;
+  const uint64_t base_seed = req.params.seed ? *req.params.seed : seed_rng_();
+  const uint64_t arrival = next_arrival_++;
+  for (int i = 0; i < req.params.n; ++i) {
+    auto r = std::make_unique<Request>();
+    r->seq_id = next_seq_id_++;
+    r->request_id = request_id;
+    r->index = i;
+    r->priority = req.priority;
+    r->arrival = arrival;
+    r->leader = i == 0 ? nullptr : g.choices[0].get();
+    r->tokens = req.prompt_tokens;
+    r->num_prompt_tokens = prompt;
+    r->max_tokens = max_tokens;
+    r->params = req.params;
+    r->seed = base_seed + static_cast<uint64_t>(i);
+    r->cache_salt = req.cache_salt;
+    if (config_.detokenizer) r->decoder = config_.detokenizer->NewDecoder();
+    r->stop_matcher = StopStringMatcher(req.params.stop);
+    scheduler_.Add(r.get());
+    g.choices.push_back(std::move(r));
+  }
+  g.num_unfinished = req.params.n;
+  return OkStatus();
+}
+
+RequestOutput Engine::NewOutput(const Request& r) const {
+  RequestOutput o;
+  o.request_id = r.request_id;
+  o.index = r.index;
+  const Group& g = groups_.at(r.request_id);
+  const Request& first = *g.choices[0];
+  o.usage.prompt_tokens = first.num_prompt_tokens;
+  o.usage.cached_prompt_tokens = std::max<int64_t>(first.num_cached_prompt_tokens, 0);
+  for (const auto& c : g.choices) o.usage.completion_tokens += c->num_output_tokens();
+  return o;
+}
+
+void Engine::Finish(Request* r, FinishReason reason, RequestOutput* out) {
+  scheduler_.Remove(r);
+  r->finish_reason = reason;
+  out->finish_reason = reason;
+  Group& g = groups_.at(r->request_id);
+  if (--g.num_unfinished == 0) {
+    out->finished = true;
+    ++counters_.requests_finished;
+    finished_groups_.push_back(r->request_id);
+  }
+}
+
+void Engine::Abort(uint64_t request_id) {
+  auto it = groups_.find(request_id);
+  if (it == groups_.end()) return;
+  for (auto& c : it->second.choices) {
+    if (c->state == RequestState::kFinished) continue;
+    RequestOutput o = NewOutput(*c);
+    Finish(c.get(), FinishReason::kAbort, &o);
+    outputs_.push_back(std::move(o));
+  }
+  ++counters_.requests_aborted;
+  finished_groups_.erase(
+      std::remove(finished_groups_.begin(), finished_groups_.end(), request_id),
+      finished_groups_.end());
+  groups_.erase(it);
+}
+
+void Engine::AbortAll() {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, g] : groups_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) Abort(id);
+}
+
+void Engine::ProcessSample(Request* r, const sampling::SampleResult& s) {
+  RequestOutput o = NewOutput(*r);
+  const int32_t tok = s.token;
+  r->tokens.push_back(tok);
+  ++o.usage.completion_tokens;
+  o.token_ids.push_back(tok);
+  if (r->params.logprobs >= 0) o.logprobs.push_back({tok, s.logprob, s.top_logprobs});
+
+  FinishReason reason = FinishReason::kNone;
+  bool stopped_by_string = false;
+  if ((!r->params.ignore_eos && Contains(config_.eos_token_ids, tok)) ||
+      Contains(r->params.stop_token_ids, tok)) {
+    reason = FinishReason::kStop;  // the stop token itself is not part of the text
+  } else if (r->decoder) {
+    o.text = r->stop_matcher.Append(r->decoder->Push(tok), &stopped_by_string);
+    if (stopped_by_string) reason = FinishReason::kStop;
+  }
+  if (reason == FinishReason::kNone &&
+      (r->num_output_tokens() >= r->max_tokens ||
+       static_cast<int64_t>(r->tokens.size()) >= config_.max_model_len)) {
+    reason = FinishReason::kLength;
+  }
+  if (reason != FinishReason::kNone && !stopped_by_string && r->decoder) {
+    bool stopped = false;
+    o.text += r->stop_matcher.Append(r->decoder->Flush(), &stopped);
+    if (!stopped) o.text += r->stop_matcher.Flush();
+  }
+  if (reason != FinishReason::kNone) Finish(r, reason, &o);
+  outputs_.push_back(std::move(o));
+}
+
+void Engine::FailStep(const SchedulerOutput& out, const Status& error) {
+  TLOG(ERROR) << "engine step failed: " << error.ToString();
+  std::vector<uint64_t> ids;
+  for (const ScheduledSeq& s : out.seqs) ids.push_back(s.request->request_id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (uint64_t id : ids) {
+    Group& g = groups_.at(id);
+    for (auto& c : g.choices) {
+      if (c->state == RequestState::kFinished) continue;
+      RequestOutput o = NewOutput(*c);
+      o.error = error;
+      Finish(c.get(), FinishReason::kError, &o);
+      outputs_.push_back(std::move(o));
+    }
+  }
+}
+
+std::vector<RequestOutput> Engine::Step() {
+  SchedulerOutput out = scheduler_.Schedule();
+  if (!out.empty()) {
+    ++counters_.num_steps;
+    Result<std::span<float>> logits = runner_.Execute(out);
+    if (!logits.ok()) {
+      FailStep(out, logits.status());
+    } else {
+      scheduler_.OnStepComputed(out);
+      const int32_t n_vocab = executor_->n_vocab();
+      for (size_t i = 0; i < out.seqs.size(); ++i) {
+        const ScheduledSeq& s = out.seqs[i];
+        Request* r = s.request;
+        if (!s.sample) {
+          counters_.prompt_tokens_computed += s.num_new_tokens;
+          continue;
+        }
+        counters_.prompt_tokens_computed += s.num_new_tokens - 1;
+        ++counters_.generation_tokens;
+        sampling::SamplingInput in;
+        in.prompt = std::span(r->tokens).first(r->num_prompt_tokens);
+        in.output = std::span(r->tokens).subspan(r->num_prompt_tokens);
+        in.seed = r->seed;
+        in.eos_ids = r->params.ignore_eos ? std::span<const int32_t>()
+                                          : std::span<const int32_t>(config_.eos_token_ids);
+        sampling::SampleResult sample =
+            sampling::Sample(logits->subspan(i * n_vocab, n_vocab), r->params, in);
+        ProcessSample(r, sample);
+      }
+    }
+  }
+  for (uint64_t id : finished_groups_) groups_.erase(id);
+  finished_groups_.clear();
+  return std::exchange(outputs_, {});
+}
+
+EngineMetrics Engine::Metrics() const {
+  EngineMetrics m = counters_;
+  m.num_running = scheduler_.num_running();
+  m.num_waiting = scheduler_.num_waiting();
+  m.kv = kv_.Stats();
+  m.num_preemptions = scheduler_.num_preemptions();
+  return m;
+}
+
+}  // namespace tachyon::engine

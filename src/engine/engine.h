@@ -1,0 +1,108 @@
+// Engine: the single-threaded engine loop. Add() requests, call Step() repeatedly; each step
+// schedules, runs one flat batch, samples, applies stop conditions and returns the outputs
+// produced. EngineCore (engine_core.h) runs this on its own thread behind a thread-safe API;
+// tests drive it directly for exact control.
+//
+// Thread-safety: none, except Validate() (reads only the immutable config).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/detokenizer.h"
+#include "engine/model_executor.h"
+#include "engine/model_runner.h"
+#include "engine/output.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kv/kv_cache_manager.h"
+#include "sampling/sampling_params.h"
+
+namespace tachyon::engine {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  kv::KvCacheConfig kv;  // num_blocks: see kv::NumBlocksForBudget
+  int64_t max_model_len = 2048;  // context length: prompt + generated tokens
+  std::vector<int32_t> eos_token_ids;  // end generation (unless ignore_eos)
+  std::shared_ptr<const Detokenizer> detokenizer;  // null: no text, stop strings rejected
+};
+
+struct EngineRequest {
+  std::vector<int32_t> prompt_tokens;
+  sampling::SamplingParams params;
+  int priority = 0;        // lower runs first under SchedulePolicy::kPriority
+  std::string cache_salt;  // prefix-cache namespace: only equal salts share blocks
+};
+
+struct EngineMetrics {
+  int num_running = 0;  // sequences (choices)
+  int num_waiting = 0;
+  kv::KvCacheStats kv;
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;
+  int64_t prompt_tokens_computed = 0;  // tokens run that did not produce a sample
+  int64_t generation_tokens = 0;       // tokens sampled
+  int64_t requests_finished = 0;       // user requests, all finish reasons
+  int64_t requests_aborted = 0;
+};
+
+class Engine {
+ public:
+  // Errors: InvalidArgument for an unusable config. `executor` is not owned and must outlive
+  // the engine; its KV storage must hold config.kv.num_blocks blocks.
+  static Result<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                ModelExecutor* executor);
+
+  // Whether the request could ever run: InvalidArgument (with the reason) if not.
+  Status Validate(const EngineRequest& req) const;
+  // Queues a request under a caller-chosen unique id. Errors: as Validate, or a duplicate id.
+  Status Add(uint64_t request_id, EngineRequest req);
+  // Finishes every choice of the request with FinishReason::kAbort and frees its blocks; the
+  // final outputs come with the next Step() / TakeOutputs(). Unknown ids are ignored.
+  void Abort(uint64_t request_id);
+  void AbortAll();
+
+  // Runs one step (if there is work); returns every output produced since the last call.
+  std::vector<RequestOutput> Step();
+  // Outputs produced outside Step() (aborts), without running a step.
+  std::vector<RequestOutput> TakeOutputs() { return std::exchange(outputs_, {}); }
+
+  bool HasWork() const { return scheduler_.HasWork(); }
+  bool HasRequest(uint64_t request_id) const { return groups_.count(request_id) > 0; }
+  EngineMetrics Metrics() const;
+  const EngineConfig& config() const { return config_; }
+  const kv::KvCacheManager& kv() const { return kv_; }
+
+ private:
+  struct Group {
+    std::vector<std::unique_ptr<Request>> choices;
+    int num_unfinished = 0;
+  };
+  Engine(const EngineConfig& config, ModelExecutor* executor);
+  int64_t TokenLimit() const;
+  RequestOutput NewOutput(const Request& r) const;
+  void ProcessSample(Request* r, const sampling::SampleResult& s);
+  void Finish(Request* r, FinishReason reason, RequestOutput* out);
+  void FailStep(const SchedulerOutput& out, const Status& error);
+
+  EngineConfig config_;
+  ModelExecutor* executor_;
+  kv::KvCacheManager kv_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  std::unordered_map<uint64_t, Group> groups_;
+  std::vector<uint64_t> finished_groups_;  // erased at the end of Step
+  std::vector<RequestOutput> outputs_;
+  int64_t next_seq_id_ = 0;
+  uint64_t next_arrival_ = 0;
+  std::mt19937_64 seed_rng_{std::random_device{}()};
+  EngineMetrics counters_;
+};
+
+}  // namespace tachyon::engine

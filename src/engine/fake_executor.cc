@@ -1,0 +1,93 @@
+#include "engine/fake_executor.h"
+
+#include <algorithm>
+#include <string>
+
+namespace tachyon::engine {
+namespace {
+uint64_t Mix(uint64_t h, uint64_t x) {
+  h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdULL;
+  return h ^ (h >> 33);
+}
+}  // namespace
+
+FakeModelExecutor::FakeModelExecutor(int32_t n_vocab, int num_blocks, int block_size)
+    : n_vocab_(n_vocab),
+      num_blocks_(num_blocks),
+      block_size_(block_size),
+      kv_(static_cast<size_t>(num_blocks) * block_size) {}
+
+void FakeModelExecutor::LogitsFor(std::span<const int32_t> history, std::span<float> out) const {
+  uint64_t h = 0x1234567;
+  for (size_t i = 0; i < history.size(); ++i) h = Mix(h, static_cast<uint64_t>(history[i]) + i);
+  for (int32_t v = 0; v < n_vocab_; ++v) {
+    out[v] = static_cast<float>(Mix(h, v) % 10007) / 1000.0f - 5.0f;
+  }
+}
+
+Status FakeModelExecutor::CheckSequence(const model::Batch& batch,
+                                        const model::SequenceSlice& s) const {
+  if (s.n_tokens < 1 || s.token_start < 0 ||
+      s.token_start + s.n_tokens > static_cast<int64_t>(batch.tokens.size())) {
+    return InvalidArgument("fake executor: sequence token range out of the batch");
+  }
+  const int64_t end = s.pos_start + s.n_tokens;
+  if (static_cast<int64_t>(s.block_table.size()) * block_size_ < end) {
+    return InvalidArgument("fake executor: block table covers " +
+                           std::to_string(s.block_table.size()) + " blocks, need position " +
+                           std::to_string(end - 1));
+  }
+  for (int32_t b : s.block_table) {
+    if (b < 0 || b >= num_blocks_) {
+      return InvalidArgument("fake executor: block id " + std::to_string(b) + " out of range");
+    }
+  }
+  return OkStatus();
+}
+
+Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> logits) {
+  if (logits.size() != batch.seqs.size() * static_cast<size_t>(n_vocab_)) {
+    return InvalidArgument("fake executor: logits buffer has the wrong size");
+  }
+  for (const model::SequenceSlice& s : batch.seqs) RETURN_IF_ERROR(CheckSequence(batch, s));
+  ++num_calls_;
+  max_batch_seqs_ = std::max(max_batch_seqs_, batch.seqs.size());
+  // Write every sequence's new KV first, then read, as a model does layer by layer.
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const model::SequenceSlice& s = batch.seqs[i];
+    for (int64_t j = 0; j < s.n_tokens; ++j) {
+      const int64_t pos = s.pos_start + j;
+      Slot& slot = kv_[static_cast<size_t>(s.block_table[pos / block_size_]) * block_size_ +
+                       pos % block_size_];
+      slot.token = batch.tokens[s.token_start + j];
+      slot.pos = pos;
+      slot.call = num_calls_;
+      slot.writer = i;
+    }
+    num_tokens_ += s.n_tokens;
+  }
+  std::vector<int32_t> history;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const model::SequenceSlice& s = batch.seqs[i];
+    history.clear();
+    for (int64_t pos = 0; pos < s.pos_start + s.n_tokens; ++pos) {
+      const int32_t block = s.block_table[pos / block_size_];
+      const Slot& slot = kv_[static_cast<size_t>(block) * block_size_ + pos % block_size_];
+      if (slot.pos != pos) {
+        return Internal("fake executor: block " + std::to_string(block) + " holds position " +
+                        std::to_string(slot.pos) + " where position " + std::to_string(pos) +
+                        " was expected");
+      }
+      if (slot.call == num_calls_ && slot.writer != i) {
+        return Internal("fake executor: position " + std::to_string(pos) + " of sequence " +
+                        std::to_string(i) + " reads KV another sequence writes in this step");
+      }
+      history.push_back(slot.token);
+    }
+    LogitsFor(history, logits.subspan(i * n_vocab_, n_vocab_));
+  }
+  return OkStatus();
+}
+
+}  // namespace tachyon::engine

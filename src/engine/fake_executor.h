@@ -1,0 +1,51 @@
+// FakeModelExecutor: a deterministic stand-in for the model, for engine tests.
+//
+// Like a real model it stores every new token's "KV" (here: the token id and its position) in
+// the slot its block table names, and computes a sequence's logits only from what it reads
+// back from that sequence's blocks for positions [0, pos_start + n_tokens). The logits are a
+// hash of that token history, so reusing the wrong blocks, wrong positions or mixing
+// sequences changes the output. Reading a slot written for another position, or written in the
+// same call by another sequence (KV that was not computed before the step), is an error.
+// Thread-safety: none (engine thread).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/model_executor.h"
+
+namespace tachyon::engine {
+
+class FakeModelExecutor : public ModelExecutor {
+ public:
+  FakeModelExecutor(int32_t n_vocab, int num_blocks, int block_size);
+
+  int32_t n_vocab() const override { return n_vocab_; }
+  Status Execute(const model::Batch& batch, std::span<float> logits) override;
+
+  // The logits the fake produces after `history` (for tests that predict outputs).
+  void LogitsFor(std::span<const int32_t> history, std::span<float> out) const;
+
+  int64_t num_calls() const { return num_calls_; }
+  int64_t num_tokens_computed() const { return num_tokens_; }
+  size_t max_batch_seqs() const { return max_batch_seqs_; }
+
+ private:
+  struct Slot {
+    int32_t token = -1;
+    int64_t pos = -1;    // -1: never written
+    int64_t call = -1;   // the Execute call that wrote it
+    size_t writer = 0;   // index of the writing sequence in that call's batch
+  };
+  Status CheckSequence(const model::Batch& batch, const model::SequenceSlice& s) const;
+
+  int32_t n_vocab_;
+  int num_blocks_;
+  int block_size_;
+  std::vector<Slot> kv_;  // [num_blocks * block_size]
+  int64_t num_calls_ = 0;
+  int64_t num_tokens_ = 0;
+  size_t max_batch_seqs_ = 0;
+};
+
+}  // namespace tachyon::engine

@@ -1,0 +1,30 @@
+// ModelExecutor: what the engine needs from a model, and nothing more.
+//
+// The engine owns block ids (kv/); the executor owns the KV storage indexed by them, sized for
+// the pool's num_blocks x block_size at construction. Two implementations: the real model
+// adapter and FakeModelExecutor (fake_executor.h) for tests.
+// Thread-safety: called from the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "model/batch.h"
+#include "util/status.h"
+
+namespace tachyon::engine {
+
+class ModelExecutor {
+ public:
+  virtual ~ModelExecutor() = default;
+
+  virtual int32_t n_vocab() const = 0;
+
+  // Runs one flat batch: writes each sequence's new tokens' KV into its blocks and the logits
+  // of its last new token into logits[i * n_vocab, (i + 1) * n_vocab) for batch.seqs[i].
+  // REQUIRES: logits.size() == batch.seqs.size() * n_vocab().
+  // Errors: a malformed batch (InvalidArgument / Internal) or a model failure.
+  virtual Status Execute(const model::Batch& batch, std::span<float> logits) = 0;
+};
+
+}  // namespace tachyon::engine

@@ -1,0 +1,55 @@
+// Request: one sequence being generated (one choice of a user request), as the scheduler and
+// the engine see it. There is no prefill or decode phase: num_computed_tokens (tokens whose KV
+// is in the cache) catches up with tokens.size() (prompt + generated so far); a step that
+// brings it level samples the next token.
+//
+// Owned by Engine (engine.h); the scheduler holds non-owning pointers. Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/detokenizer.h"
+#include "engine/output.h"
+#include "engine/stop_string_matcher.h"
+#include "sampling/sampling_params.h"
+
+namespace tachyon::engine {
+
+enum class RequestState { kWaiting, kRunning, kFinished };
+
+struct Request {
+  int64_t seq_id = 0;       // unique per sequence; names its KV blocks
+  uint64_t request_id = 0;  // the user-visible request (shared by its n choices)
+  int index = 0;            // choice index
+  int priority = 0;         // lower runs first (under the priority policy)
+  uint64_t arrival = 0;     // admission order; earlier runs first
+  Request* leader = nullptr;  // choice 0 of the same request (n > 1), whose prompt blocks
+                              // this choice shares; null for choice 0. Outlives this.
+
+  std::vector<int32_t> tokens;  // prompt followed by the generated tokens
+  int64_t num_prompt_tokens = 0;
+  int64_t num_computed_tokens = 0;
+  int64_t max_tokens = 0;  // resolved limit on generated tokens
+  sampling::SamplingParams params;
+  uint64_t seed = 0;
+  std::string cache_salt;
+
+  RequestState state = RequestState::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  int64_t num_cached_prompt_tokens = -1;  // set at first admission
+  int num_preemptions = 0;
+
+  // Output side: detokenizer state, stop strings, not-yet-delivered increments.
+  std::unique_ptr<TextDecoder> decoder;
+  StopStringMatcher stop_matcher{{}};
+
+  int64_t num_output_tokens() const {
+    return static_cast<int64_t>(tokens.size()) - num_prompt_tokens;
+  }
+  bool prompt_computed() const { return num_computed_tokens >= num_prompt_tokens; }
+};
+
+}  // namespace tachyon::engine

@@ -1,0 +1,160 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "util/logging.h"
+
+namespace tachyon::engine {
+
+Scheduler::Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv)
+    : config_(config), kv_(kv), waiting_(QueueOrder{this}) {}
+
+bool Scheduler::Before(const Request* a, const Request* b) const {
+  if (config_.policy == SchedulePolicy::kPriority && a->priority != b->priority) {
+    return a->priority < b->priority;
+  }
+  if (a->arrival != b->arrival) return a->arrival < b->arrival;
+  return a->seq_id < b->seq_id;
+}
+
+void Scheduler::Add(Request* r) {
+  r->state = RequestState::kWaiting;
+  waiting_.insert(r);
+}
+
+int64_t Scheduler::ChunkSize(const Request* r, int64_t budget) const {
+  int64_t n = static_cast<int64_t>(r->tokens.size()) - r->num_computed_tokens;
+  n = std::min(n, budget);
+  if (config_.long_prefill_token_threshold > 0) {
+    n = std::min(n, config_.long_prefill_token_threshold);
+  }
+  return n;
+}
+
+void Scheduler::Preempt(Request* victim, SchedulerOutput* out, int64_t* budget) {
+  auto it = std::find_if(out->seqs.begin(), out->seqs.end(),
+                         [&](const ScheduledSeq& s) { return s.request == victim; });
+  if (it != out->seqs.end()) {  // already scheduled this step: take it back
+    *budget += it->num_new_tokens;
+    out->num_tokens -= it->num_new_tokens;
+    out->seqs.erase(it);
+  }
+  kv_->Free(victim->seq_id);
+  victim->num_computed_tokens = 0;
+  victim->state = RequestState::kWaiting;
+  ++victim->num_preemptions;
+  ++num_preemptions_;
+  running_.erase(std::find(running_.begin(), running_.end(), victim));
+  waiting_.insert(victim);
+  out->preempted.push_back(victim->seq_id);
+}
+
+void Scheduler::ScheduleRunning(Request* r, SchedulerOutput* out, int64_t* budget) {
+  const int64_t n = ChunkSize(r, *budget);
+  if (n <= 0) return;
+  while (!kv_->Allocate(r->seq_id, r->num_computed_tokens + n)) {
+    // Out of blocks: preempt the least important running request (possibly r itself).
+    Request* victim = *std::max_element(
+        running_.begin(), running_.end(),
+        [&](const Request* a, const Request* b) { return Before(a, b); });
+    Preempt(victim, out, budget);
+    if (victim == r) return;
+  }
+  const bool sample = r->num_computed_tokens + n == static_cast<int64_t>(r->tokens.size());
+  out->seqs.push_back({r, n, r->num_computed_tokens, kv_->BlockTable(r->seq_id), sample});
+  out->num_tokens += n;
+  *budget -= n;
+}
+
+bool Scheduler::BlockedOnLeader(const Request* r) const {
+  const Request* l = r->leader;
+  if (l == nullptr || l->state == RequestState::kFinished) return false;
+  return l->state == RequestState::kWaiting || !l->prompt_computed();
+}
+
+kv::PrefixHit Scheduler::FindPrefix(const Request* r) {
+  kv::PrefixHit hit = kv_->FindCachedPrefix(r->tokens, r->cache_salt);
+  const Request* l = r->leader;
+  if (l != nullptr && l->state == RequestState::kRunning && kv_->HasRequest(l->seq_id)) {
+    const int64_t shareable =
+        std::min({l->num_computed_tokens, r->num_prompt_tokens,
+                  static_cast<int64_t>(r->tokens.size()) - 1});
+    kv::PrefixHit shared = kv_->SharedPrefix(l->seq_id, shareable);
+    if (shared.num_tokens > hit.num_tokens) hit = std::move(shared);
+  }
+  return hit;
+}
+
+bool Scheduler::ScheduleWaiting(Request* r, SchedulerOutput* out, int64_t* budget) {
+  kv::PrefixHit hit = FindPrefix(r);
+  r->num_computed_tokens = hit.num_tokens;
+  const int64_t n = ChunkSize(r, *budget);
+  if (n <= 0 || !kv_->Allocate(r->seq_id, hit.num_tokens + n, hit)) {
+    r->num_computed_tokens = 0;
+    return false;
+  }
+  kv_->RecordPrefixQuery(static_cast<int64_t>(r->tokens.size()), hit.num_tokens);
+  if (r->num_cached_prompt_tokens < 0) {
+    r->num_cached_prompt_tokens = std::min(hit.num_tokens, r->num_prompt_tokens);
+  }
+  r->state = RequestState::kRunning;
+  running_.push_back(r);
+  const bool sample = hit.num_tokens + n == static_cast<int64_t>(r->tokens.size());
+  out->seqs.push_back({r, n, hit.num_tokens, kv_->BlockTable(r->seq_id), sample});
+  out->num_tokens += n;
+  *budget -= n;
+  return true;
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int64_t budget = config_.max_num_batched_tokens;
+
+  // Running requests, most important first; those generating (one pending token) before
+  // those still computing their prompt.
+  std::vector<Request*> order = running_;
+  std::sort(order.begin(), order.end(), [&](const Request* a, const Request* b) { return Before(a, b); });
+  std::stable_partition(order.begin(), order.end(), [](const Request* r) {
+    return static_cast<int64_t>(r->tokens.size()) - r->num_computed_tokens == 1;
+  });
+  for (Request* r : order) {
+    if (budget <= 0) break;
+    if (r->state != RequestState::kRunning) continue;  // preempted earlier in this step
+    ScheduleRunning(r, &out, &budget);
+  }
+
+  // Admit waiting requests, unless this step already had to preempt.
+  if (out.preempted.empty()) {
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (budget <= 0 || num_running() >= config_.max_num_seqs) break;
+      Request* r = *it;
+      if (BlockedOnLeader(r)) {
+        ++it;
+        continue;
+      }
+      if (!ScheduleWaiting(r, &out, &budget)) break;  // head of line waits for blocks
+      it = waiting_.erase(it);
+    }
+  }
+  return out;
+}
+
+void Scheduler::OnStepComputed(const SchedulerOutput& out) {
+  for (const ScheduledSeq& s : out.seqs) {
+    Request* r = s.request;
+    r->num_computed_tokens = s.pos_start + s.num_new_tokens;
+    kv_->CommitComputed(r->seq_id, r->tokens, r->num_computed_tokens, r->cache_salt);
+  }
+}
+
+void Scheduler::Remove(Request* r) {
+  if (r->state == RequestState::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), r));
+  } else if (r->state == RequestState::kWaiting) {
+    waiting_.erase(r);
+  }
+  kv_->Free(r->seq_id);
+  r->state = RequestState::kFinished;
+}
+
+}  // namespace tachyon::engine

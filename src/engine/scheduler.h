@@ -1,0 +1,90 @@
+// Scheduler: each step, which requests compute how many tokens.
+//
+// Policy (SchedulerConfig):
+//  - A per-step token budget (max_num_batched_tokens) and a cap on running requests.
+//  - Running requests go first: those generating get their one token, then those still in
+//    their prompt get chunks (chunked prefill). Waiting requests are then admitted in queue
+//    order (FCFS, or priority then FCFS) with prefill chunks within the remaining budget; the
+//    queue head blocks those behind it, so no one starves.
+//  - A new request starts from the longest cached prefix (or, for choice i > 0 of an n > 1
+//    request, from choice 0's prompt blocks, forked with refcounts).
+//  - When blocks run out, the lowest-priority / newest running request is preempted: its
+//    blocks are freed and it goes back to the waiting queue to be recomputed later (its cached
+//    blocks usually make that cheap). No new requests are admitted in a step that preempted.
+// Admission checks (request can fit at all) are done by the engine before Add().
+// The output is plain data; the scheduler never sees tensors.
+// Thread-safety: none (engine thread).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "engine/request.h"
+#include "kv/kv_cache_manager.h"
+
+namespace tachyon::engine {
+
+enum class SchedulePolicy { kFcfs, kPriority };
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 2048;  // tokens per step, all requests together
+  int max_num_seqs = 64;                  // running requests at once
+  int64_t long_prefill_token_threshold = 0;  // > 0: cap one request's chunk per step
+  SchedulePolicy policy = SchedulePolicy::kFcfs;
+};
+
+struct ScheduledSeq {
+  Request* request = nullptr;
+  int64_t num_new_tokens = 0;  // tokens[pos_start, pos_start + num_new_tokens) run this step
+  int64_t pos_start = 0;       // = request's num_computed_tokens before the step
+  std::vector<int32_t> block_table;
+  bool sample = false;  // the step computes the last known token: sample the next one
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> seqs;
+  std::vector<int64_t> preempted;  // seq ids preempted while building this step
+  int64_t num_tokens = 0;
+  bool empty() const { return seqs.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv);
+
+  // Queues a new request (state kWaiting). Not owned.
+  void Add(Request* r);
+  SchedulerOutput Schedule();
+  // After the step ran: advances num_computed_tokens and commits the computed blocks to the
+  // prefix cache. Call before appending sampled tokens.
+  void OnStepComputed(const SchedulerOutput& out);
+  // Removes the request from the queues and frees its blocks; sets state kFinished.
+  void Remove(Request* r);
+
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
+
+ private:
+  struct QueueOrder {
+    const Scheduler* s;
+    bool operator()(const Request* a, const Request* b) const { return s->Before(a, b); }
+  };
+  bool Before(const Request* a, const Request* b) const;
+  void ScheduleRunning(Request* r, SchedulerOutput* out, int64_t* budget);
+  bool ScheduleWaiting(Request* r, SchedulerOutput* out, int64_t* budget);
+  bool BlockedOnLeader(const Request* r) const;
+  kv::PrefixHit FindPrefix(const Request* r);
+  void Preempt(Request* victim, SchedulerOutput* out, int64_t* budget);
+  int64_t ChunkSize(const Request* r, int64_t budget) const;
+
+  SchedulerConfig config_;
+  kv::KvCacheManager* kv_;
+  std::vector<Request*> running_;
+  std::set<Request*, QueueOrder> waiting_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace tachyon::engine

@@ -1,0 +1,104 @@
+// Helpers shared by the engine tests: an Engine over FakeModelExecutor, run to completion,
+// with outputs collected per (request, choice). Header-only; for tests.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/fake_executor.h"
+
+namespace tachyon::engine::testing {
+
+struct Completion {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::vector<TokenLogprobs> logprobs;
+  FinishReason finish = FinishReason::kNone;
+  int num_outputs = 0;
+};
+
+struct HarnessOptions {
+  int n_vocab = 64;
+  int num_blocks = 256;
+  int block_size = 4;
+  int64_t max_batched_tokens = 32;
+  int max_num_seqs = 16;
+  int64_t max_model_len = 512;
+  bool prefix_caching = true;
+  std::vector<int32_t> eos = {};
+  std::shared_ptr<const Detokenizer> detokenizer;
+  SchedulePolicy policy = SchedulePolicy::kFcfs;
+};
+
+class Harness {
+ public:
+  explicit Harness(const HarnessOptions& o = {})
+      : exec_(o.n_vocab, o.num_blocks, o.block_size) {
+    EngineConfig c;
+    c.kv.num_blocks = o.num_blocks;
+    c.kv.block_size = o.block_size;
+    c.kv.enable_prefix_caching = o.prefix_caching;
+    c.scheduler.max_num_batched_tokens = o.max_batched_tokens;
+    c.scheduler.max_num_seqs = o.max_num_seqs;
+    c.scheduler.policy = o.policy;
+    c.max_model_len = o.max_model_len;
+    c.eos_token_ids = o.eos;
+    c.detokenizer = o.detokenizer;
+    engine_ = std::move(Engine::Create(c, &exec_)).value();
+  }
+
+  Status Add(uint64_t id, EngineRequest r) { return engine_->Add(id, std::move(r)); }
+
+  // Collects outputs of one step.
+  void Collect(const std::vector<RequestOutput>& outs) {
+    for (const RequestOutput& o : outs) {
+      Completion& c = results_[o.request_id][o.index];
+      c.tokens.insert(c.tokens.end(), o.token_ids.begin(), o.token_ids.end());
+      c.text += o.text;
+      c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+      if (o.finish_reason != FinishReason::kNone) c.finish = o.finish_reason;
+      ++c.num_outputs;
+      if (o.finished) finished_[o.request_id] = o.usage;
+    }
+  }
+  void Step() { Collect(engine_->Step()); }
+  // Steps until no work is left (bounded, so a scheduling bug fails instead of hanging).
+  void RunToCompletion(int max_steps = 100000) {
+    for (int i = 0; i < max_steps && engine_->HasWork(); ++i) Step();
+    Collect(engine_->TakeOutputs());
+  }
+
+  Engine& engine() { return *engine_; }
+  FakeModelExecutor& exec() { return exec_; }
+  const Completion& result(uint64_t id, int index = 0) { return results_[id][index]; }
+  bool finished(uint64_t id) const { return finished_.count(id) > 0; }
+  const Usage& usage(uint64_t id) { return finished_.at(id); }
+
+ private:
+  FakeModelExecutor exec_;
+  std::unique_ptr<Engine> engine_;
+  std::map<uint64_t, std::map<int, Completion>> results_;
+  std::map<uint64_t, Usage> finished_;
+};
+
+inline EngineRequest Greedy(std::vector<int32_t> prompt, int max_tokens) {
+  EngineRequest r;
+  r.prompt_tokens = std::move(prompt);
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+// A deterministic prompt of `len` tokens in [0, n_vocab).
+inline std::vector<int32_t> MakePrompt(int len, int salt, int n_vocab = 64) {
+  std::vector<int32_t> p(len);
+  for (int i = 0; i < len; ++i) p[i] = (i * 7 + salt * 13 + (i * salt) % 5) % n_vocab;
+  return p;
+}
+
+}  // namespace tachyon::engine::testing
