@@ -1,0 +1,135 @@
+// Paged KV and the flat batch: chunked prompts over cached blocks and several sequences in
+// one batch must give the logits of one plain pass.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/model.h"
+#include "model/test_util.h"
+#include "util/testdata.h"
+
+namespace tachyon::model {
+namespace {
+
+using testing::AllLogits;
+using testing::MaxAbsDiff;
+using testing::ReadJson;
+
+struct Fixture {
+  std::vector<std::string> model_paths;
+  nlohmann::json seqs;
+};
+
+// Every model file of testdata/models that is present.
+Fixture LoadFixture() {
+  Fixture f;
+  const std::string root = TestdataDir();
+  if (root.empty()) return f;
+  const std::string dir = root + "/models";
+  if (!std::filesystem::exists(dir + "/index.json")) return f;
+  auto index = ReadJson(dir + "/index.json");
+  f.seqs = ReadJson(dir + "/sequences.json")["sequences"];
+  for (const auto& file : index["files"]) {
+    const std::string p = dir + "/" + file["path"].get<std::string>();
+    if (std::filesystem::exists(p)) f.model_paths.push_back(p);
+  }
+  return f;
+}
+
+// Quantized matmuls may round activations per row, so chunking must not change results
+// beyond float reassociation.
+constexpr float kTol = 2e-4f;
+
+TEST(BatchTest, ChunkedPromptMatchesOnePass) {
+  Fixture f = LoadFixture();
+  if (f.model_paths.empty()) GTEST_SKIP() << "testdata/models not found";
+  const std::vector<int32_t> ids = f.seqs["S4"];
+  const int64_t n = static_cast<int64_t>(ids.size());
+  ThreadPool pool(2);
+  for (const std::string& path : f.model_paths) {
+    SCOPED_TRACE(path);
+    auto m = Model::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    Model& model = **m;
+    const int64_t V = model.config().n_vocab;
+    const std::vector<float> want = AllLogits(model, ids, &pool);
+    // Chunks of 7 over a block table with scattered ids.
+    const int64_t nb = (n + 15) / 16;
+    auto kv = model.CreateKvCache(2 * nb + 2);
+    ASSERT_TRUE(kv.ok());
+    std::vector<int32_t> table;
+    for (int64_t i = 0; i < nb; ++i) table.push_back(static_cast<int32_t>(2 * nb + 1 - 2 * i));
+    ForwardOutput out;
+    for (int64_t start = 0; start < n; start += 7) {
+      const int64_t len = std::min<int64_t>(7, n - start);
+      Batch b;
+      b.tokens.assign(ids.begin() + start, ids.begin() + start + len);
+      b.seqs.push_back({0, len, start, table, true});
+      ASSERT_TRUE(model.Forward(b, kv->get(), &pool, &out).ok());
+      ASSERT_EQ(out.n_rows, len);
+      for (int64_t j = 0; j < len; ++j) {
+        ASSERT_LT(MaxAbsDiff(out.Row(j), want.data() + (start + j) * V, V), kTol)
+            << "position " << start + j;
+      }
+    }
+  }
+}
+
+TEST(BatchTest, SeveralSequencesInOneBatchMatchSeparatePasses) {
+  Fixture f = LoadFixture();
+  if (f.model_paths.empty()) GTEST_SKIP() << "testdata/models not found";
+  const std::vector<std::vector<int32_t>> seqs = {f.seqs["S2"], f.seqs["S3"], f.seqs["S4"],
+                                                  f.seqs["S1"]};
+  ThreadPool pool(2);
+  for (const std::string& path : f.model_paths) {
+    SCOPED_TRACE(path);
+    auto m = Model::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    Model& model = **m;
+    const int64_t V = model.config().n_vocab;
+    auto kv = model.CreateKvCache(64);
+    ASSERT_TRUE(kv.ok());
+    // Prefill all four in one flat batch: S3 with all logits, the others only the last.
+    Batch b;
+    int32_t next_block = 63;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const int64_t n = static_cast<int64_t>(seqs[s].size());
+      std::vector<int32_t> table;
+      for (int64_t i = 0; i < (n + 16) / 16 + 1; ++i) table.push_back(next_block--);
+      b.seqs.push_back({static_cast<int64_t>(b.tokens.size()), n, 0, table, s == 1});
+      b.tokens.insert(b.tokens.end(), seqs[s].begin(), seqs[s].end());
+    }
+    ForwardOutput out;
+    ASSERT_TRUE(model.Forward(b, kv->get(), &pool, &out).ok());
+    ASSERT_EQ(out.n_rows, 3 + static_cast<int64_t>(seqs[1].size()));
+    std::vector<std::vector<float>> want;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      want.push_back(AllLogits(model, seqs[s], &pool));
+      const int64_t n = static_cast<int64_t>(seqs[s].size());
+      const int64_t first = b.seqs[s].all_logits ? 0 : n - 1;
+      for (int64_t p = first; p < n; ++p) {
+        ASSERT_LT(MaxAbsDiff(out.Row(out.seq_first_row[s] + p - first), want[s].data() + p * V, V),
+                  kTol)
+            << "seq " << s << " position " << p;
+      }
+    }
+    // One decode step for every sequence at once continues each from its own cache.
+    Batch d;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const int32_t tok = seqs[(s + 1) % seqs.size()][0] == 1 ? 403 : 7;
+      d.tokens.push_back(tok);
+      d.seqs.push_back({static_cast<int64_t>(s), 1, static_cast<int64_t>(seqs[s].size()),
+                        b.seqs[s].block_table, false});
+    }
+    ASSERT_TRUE(model.Forward(d, kv->get(), &pool, &out).ok());
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      std::vector<int32_t> ext = seqs[s];
+      ext.push_back(d.tokens[s]);
+      const std::vector<float> one = AllLogits(model, ext, &pool);
+      ASSERT_LT(MaxAbsDiff(out.Row(s), one.data() + (ext.size() - 1) * V, V), kTol) << "seq " << s;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::model

@@ -1,0 +1,218 @@
+#include "model/layers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace tachyon::model {
+
+namespace {
+
+std::string Blk(int64_t il, const char* name) {
+  return "blk." + std::to_string(il) + "." + name + ".weight";
+}
+std::string BlkBias(int64_t il, const char* name) {
+  return "blk." + std::to_string(il) + "." + name + ".bias";
+}
+
+template <typename T>
+void Grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+void AddBiasRows(float* x, const float* bias, int64_t n, int64_t dim) {
+  for (int64_t i = 0; i < n; ++i) kernels::AddInPlace(x + i * dim, bias, dim);
+}
+
+}  // namespace
+
+Status LoadAttention(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w) {
+  ASSIGN_OR_RETURN(w->attn_norm, src.Vector(Blk(il, "attn_norm"), c.n_embd));
+  ASSIGN_OR_RETURN(w->wq, src.Matrix(Blk(il, "attn_q"), c.n_embd, c.q_dim()));
+  ASSIGN_OR_RETURN(w->wk, src.Matrix(Blk(il, "attn_k"), c.n_embd, c.kv_dim()));
+  ASSIGN_OR_RETURN(w->wv, src.Matrix(Blk(il, "attn_v"), c.n_embd, c.kv_dim()));
+  ASSIGN_OR_RETURN(w->wo, src.Matrix(Blk(il, "attn_output"), c.q_dim(), c.n_embd));
+  if (c.qkv_bias) {
+    ASSIGN_OR_RETURN(w->bq, src.Vector(BlkBias(il, "attn_q"), c.q_dim()));
+    ASSIGN_OR_RETURN(w->bk, src.Vector(BlkBias(il, "attn_k"), c.kv_dim()));
+    ASSIGN_OR_RETURN(w->bv, src.Vector(BlkBias(il, "attn_v"), c.kv_dim()));
+  } else {
+    // Some llama-family conversions carry biases anyway; use them when present.
+    ASSIGN_OR_RETURN(w->bq, src.OptionalVector(BlkBias(il, "attn_q"), c.q_dim()));
+    ASSIGN_OR_RETURN(w->bk, src.OptionalVector(BlkBias(il, "attn_k"), c.kv_dim()));
+    ASSIGN_OR_RETURN(w->bv, src.OptionalVector(BlkBias(il, "attn_v"), c.kv_dim()));
+  }
+  if (c.qk_norm) {
+    ASSIGN_OR_RETURN(w->q_norm, src.Vector(Blk(il, "attn_q_norm"), c.head_dim));
+    ASSIGN_OR_RETURN(w->k_norm, src.Vector(Blk(il, "attn_k_norm"), c.head_dim));
+  }
+  return OkStatus();
+}
+
+Status LoadDenseFfn(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w) {
+  if (c.n_ff <= 0) {
+    return InvalidArgument("missing metadata key " + c.arch + ".feed_forward_length");
+  }
+  ASSIGN_OR_RETURN(w->ffn_norm, src.Vector(Blk(il, "ffn_norm"), c.n_embd));
+  ASSIGN_OR_RETURN(w->w_gate, src.Matrix(Blk(il, "ffn_gate"), c.n_embd, c.n_ff));
+  ASSIGN_OR_RETURN(w->w_up, src.Matrix(Blk(il, "ffn_up"), c.n_embd, c.n_ff));
+  ASSIGN_OR_RETURN(w->w_down, src.Matrix(Blk(il, "ffn_down"), c.n_ff, c.n_embd));
+  return OkStatus();
+}
+
+Status LoadMoeFfn(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w) {
+  ASSIGN_OR_RETURN(w->ffn_norm, src.Vector(Blk(il, "ffn_norm"), c.n_embd));
+  ASSIGN_OR_RETURN(w->router, src.Matrix(Blk(il, "ffn_gate_inp"), c.n_embd, c.n_experts));
+  ASSIGN_OR_RETURN(w->experts_gate,
+                   src.Experts(Blk(il, "ffn_gate_exps"), c.n_embd, c.n_ff_expert, c.n_experts));
+  ASSIGN_OR_RETURN(w->experts_up,
+                   src.Experts(Blk(il, "ffn_up_exps"), c.n_embd, c.n_ff_expert, c.n_experts));
+  ASSIGN_OR_RETURN(w->experts_down,
+                   src.Experts(Blk(il, "ffn_down_exps"), c.n_ff_expert, c.n_embd, c.n_experts));
+  return OkStatus();
+}
+
+void Scratch::Reserve(const ModelConfig& c, int64_t n) {
+  const size_t nn = static_cast<size_t>(n);
+  Grow(x, nn * c.n_embd);
+  Grow(xn, nn * c.n_embd);
+  Grow(q, nn * c.q_dim());
+  Grow(k, nn * c.kv_dim());
+  Grow(v, nn * c.kv_dim());
+  Grow(attn, nn * c.q_dim());
+  Grow(tmp, nn * c.n_embd);
+  const size_t ff = static_cast<size_t>(std::max(c.n_ff, c.n_ff_expert));
+  Grow(gate, nn * ff);
+  Grow(up, nn * ff);
+  if (c.n_experts > 0) {
+    Grow(router, nn * c.n_experts);
+    Grow(expert_ids, nn * c.n_experts_used);
+    Grow(expert_wts, nn * c.n_experts_used);
+    Grow(rows, nn);
+    Grow(rows_w, nn);
+    Grow(ex_in, nn * c.n_embd);
+    Grow(ex_out, nn * c.n_embd);
+  }
+}
+
+void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
+  const ModelConfig& c = *ctx.config;
+  Scratch& s = *ctx.s;
+  const int64_t n = ctx.n_tokens, hd = c.head_dim;
+  kernels::RmsNorm(s.x.data(), w.attn_norm, s.xn.data(), n, c.n_embd, c.rms_eps);
+  kernels::MatMul(w.wq, s.xn.data(), n, s.q.data(), ctx.pool);
+  kernels::MatMul(w.wk, s.xn.data(), n, s.k.data(), ctx.pool);
+  kernels::MatMul(w.wv, s.xn.data(), n, s.v.data(), ctx.pool);
+  if (w.bq) AddBiasRows(s.q.data(), w.bq, n, c.q_dim());
+  if (w.bk) AddBiasRows(s.k.data(), w.bk, n, c.kv_dim());
+  if (w.bv) AddBiasRows(s.v.data(), w.bv, n, c.kv_dim());
+  if (w.q_norm) kernels::RmsNorm(s.q.data(), w.q_norm, s.q.data(), n * c.n_heads, hd, c.rms_eps);
+  if (w.k_norm) {
+    kernels::RmsNorm(s.k.data(), w.k_norm, s.k.data(), n * c.n_kv_heads, hd, c.rms_eps);
+  }
+  float* k_cache = ctx.kv->k(il);
+  float* v_cache = ctx.kv->v(il);
+  const int64_t kv_dim = c.kv_dim();
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::Rope(s.q.data() + i * c.q_dim(), c.n_heads, hd, c.rot_dim, ctx.positions[i],
+                  c.rope_inv_freq.data(), c.rope_style);
+    kernels::Rope(s.k.data() + i * kv_dim, c.n_kv_heads, hd, c.rot_dim, ctx.positions[i],
+                  c.rope_inv_freq.data(), c.rope_style);
+    std::memcpy(k_cache + ctx.kv_slot[i] * kv_dim, s.k.data() + i * kv_dim, kv_dim * sizeof(float));
+    std::memcpy(v_cache + ctx.kv_slot[i] * kv_dim, s.v.data() + i * kv_dim, kv_dim * sizeof(float));
+  }
+  kernels::AttentionParams params;
+  params.n_heads = c.n_heads;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  params.sliding_window = c.sliding_window;
+  kernels::PagedAttention(ctx.kv->View(il), params, ctx.seqs.data(),
+                          static_cast<int64_t>(ctx.seqs.size()), ctx.pool, ctx.attn_scratch);
+  kernels::MatMul(w.wo, s.attn.data(), n, s.tmp.data(), ctx.pool);
+  kernels::AddInPlace(s.x.data(), s.tmp.data(), n * c.n_embd);
+}
+
+namespace {
+
+void DenseFfn(StepContext& ctx, const LayerWeights& w) {
+  const ModelConfig& c = *ctx.config;
+  Scratch& s = *ctx.s;
+  const int64_t n = ctx.n_tokens;
+  kernels::MatMul(w.w_gate, s.xn.data(), n, s.gate.data(), ctx.pool);
+  kernels::MatMul(w.w_up, s.xn.data(), n, s.up.data(), ctx.pool);
+  kernels::SiluMul(s.gate.data(), s.up.data(), s.gate.data(), n * c.n_ff);
+  kernels::MatMul(w.w_down, s.gate.data(), n, s.tmp.data(), ctx.pool);
+  kernels::AddInPlace(s.x.data(), s.tmp.data(), n * c.n_embd);
+}
+
+// Softmax over all experts, top-k (ties to the lower id), optional renormalisation.
+void Route(const ModelConfig& c, float* logits, int32_t* ids, float* wts) {
+  kernels::Softmax(logits, c.n_experts);
+  for (int64_t j = 0; j < c.n_experts_used; ++j) {
+    int32_t best = -1;
+    for (int32_t e = 0; e < c.n_experts; ++e) {
+      if (std::find(ids, ids + j, e) != ids + j) continue;
+      if (best < 0 || logits[e] > logits[best]) best = e;
+    }
+    ids[j] = best;
+    wts[j] = logits[best];
+  }
+  if (c.moe_norm_topk) {
+    float sum = 0;
+    for (int64_t j = 0; j < c.n_experts_used; ++j) sum += wts[j];
+    sum = std::max(sum, 6.103515625e-5f);
+    for (int64_t j = 0; j < c.n_experts_used; ++j) wts[j] /= sum;
+  }
+}
+
+void MoeFfn(StepContext& ctx, const LayerWeights& w) {
+  const ModelConfig& c = *ctx.config;
+  Scratch& s = *ctx.s;
+  const int64_t n = ctx.n_tokens, k = c.n_experts_used, d = c.n_embd;
+  kernels::MatMul(w.router, s.xn.data(), n, s.router.data(), ctx.pool);
+  for (int64_t i = 0; i < n; ++i) {
+    Route(c, s.router.data() + i * c.n_experts, s.expert_ids.data() + i * k,
+          s.expert_wts.data() + i * k);
+  }
+  for (int32_t e = 0; e < c.n_experts; ++e) {
+    int64_t cnt = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (s.expert_ids[i * k + j] != e) continue;
+        s.rows[cnt] = static_cast<int32_t>(i);
+        s.rows_w[cnt] = s.expert_wts[i * k + j];
+        std::memcpy(s.ex_in.data() + cnt * d, s.xn.data() + i * d, d * sizeof(float));
+        ++cnt;
+      }
+    }
+    if (cnt == 0) continue;
+    kernels::MatMul(ExpertSlice(w.experts_gate, e), s.ex_in.data(), cnt, s.gate.data(), ctx.pool);
+    kernels::MatMul(ExpertSlice(w.experts_up, e), s.ex_in.data(), cnt, s.up.data(), ctx.pool);
+    kernels::SiluMul(s.gate.data(), s.up.data(), s.gate.data(), cnt * c.n_ff_expert);
+    kernels::MatMul(ExpertSlice(w.experts_down, e), s.gate.data(), cnt, s.ex_out.data(), ctx.pool);
+    for (int64_t r = 0; r < cnt; ++r) {
+      float* dst = s.x.data() + s.rows[r] * d;
+      const float* src = s.ex_out.data() + r * d;
+      const float wt = s.rows_w[r];
+      for (int64_t j = 0; j < d; ++j) dst[j] += wt * src[j];
+    }
+  }
+}
+
+}  // namespace
+
+void FfnBlock(StepContext& ctx, const LayerWeights& w) {
+  const ModelConfig& c = *ctx.config;
+  kernels::RmsNorm(ctx.s->x.data(), w.ffn_norm, ctx.s->xn.data(), ctx.n_tokens, c.n_embd,
+                   c.rms_eps);
+  if (w.is_moe()) {
+    MoeFfn(ctx, w);
+  } else {
+    DenseFfn(ctx, w);
+  }
+}
+
+}  // namespace tachyon::model

@@ -1,0 +1,65 @@
+// Shared transformer layers: tensor loaders used by the architecture files, and the forward
+// blocks that Model::Forward runs over one flat batch. Internal to model/.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+#include "util/thread_pool.h"
+
+namespace tachyon::model {
+
+// attn_norm, attn_q/k/v/output; biases if config.qkv_bias; q/k norms if config.qk_norm.
+Status LoadAttention(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w);
+// ffn_norm, ffn_gate/up/down.
+Status LoadDenseFfn(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w);
+// ffn_norm, ffn_gate_inp (router), ffn_gate_exps/up_exps/down_exps.
+Status LoadMoeFfn(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w);
+
+// Grow-only activation buffers of one step (sized for the largest batch seen so far).
+struct Scratch {
+  std::vector<float> x;      // [n, n_embd] residual stream
+  std::vector<float> xn;     // [n, n_embd] normalised input of a block
+  std::vector<float> q;      // [n, q_dim]
+  std::vector<float> k;      // [n, kv_dim]
+  std::vector<float> v;      // [n, kv_dim]
+  std::vector<float> attn;   // [n, q_dim]
+  std::vector<float> tmp;    // [n, n_embd] block output
+  std::vector<float> gate;   // [n, max(n_ff, n_ff_expert)]
+  std::vector<float> up;     // [n, max(n_ff, n_ff_expert)]
+  // MoE
+  std::vector<float> router;        // [n, n_experts]
+  std::vector<int32_t> expert_ids;  // [n, n_experts_used]
+  std::vector<float> expert_wts;    // [n, n_experts_used]
+  std::vector<int32_t> rows;        // [n] tokens routed to the current expert
+  std::vector<float> rows_w;        // [n] their weights
+  std::vector<float> ex_in;         // [n, n_embd] gathered inputs
+  std::vector<float> ex_out;        // [n, n_embd]
+
+  void Reserve(const ModelConfig& c, int64_t n_tokens);
+};
+
+// What the blocks need to know about the current step.
+struct StepContext {
+  const ModelConfig* config = nullptr;
+  ThreadPool* pool = nullptr;
+  Scratch* s = nullptr;
+  KvCache* kv = nullptr;
+  kernels::AttentionScratch* attn_scratch = nullptr;
+  int64_t n_tokens = 0;
+  std::vector<int64_t> positions;        // [n_tokens]
+  std::vector<int64_t> kv_slot;          // [n_tokens] block * block_size + slot
+  std::vector<kernels::AttentionSeq> seqs;  // q / out point into s->q / s->attn
+};
+
+// x += Wo · Attention(RoPE(Wq·xn), RoPE(Wk·xn), Wv·xn) with xn = RmsNorm(x); stores this
+// step's K/V in the cache.
+void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il);
+// x += FFN(RmsNorm(x)), dense SwiGLU or mixture of experts.
+void FfnBlock(StepContext& ctx, const LayerWeights& w);
+
+}  // namespace tachyon::model

@@ -1,0 +1,206 @@
+#include "model/model.h"
+
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/arch.h"
+
+namespace tachyon::model {
+
+namespace {
+constexpr int64_t kMaxPosition = int64_t{1} << 40;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::Open(path));
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = std::make_unique<gguf::GgufFile>(std::move(file));
+  const std::string arch = m->file_->Architecture();
+  if (arch.empty()) return InvalidArgument(path + ": missing metadata key general.architecture");
+  const ArchDef* def = FindArch(arch);
+  if (def == nullptr) {
+    return Unimplemented(path + ": unsupported architecture '" + arch + "' (supported: " +
+                         SupportedArchNames() + ")");
+  }
+  ASSIGN_OR_RETURN(m->config_, ReadBaseConfig(*m->file_, arch));
+  RETURN_IF_ERROR(def->configure(ArchKeys(*m->file_, arch), &m->config_));
+  m->source_ = std::make_unique<TensorSource>(*m->file_);
+  RETURN_IF_ERROR(m->LoadWeights());
+  for (int64_t il = 0; il < m->config_.n_layers; ++il) {
+    m->weights_.layers.emplace_back();
+    RETURN_IF_ERROR(def->load_layer(*m->source_, m->config_, il, &m->weights_.layers.back()));
+  }
+  m->weight_bytes_ = m->source_->bytes_used();
+  return m;
+}
+
+Status Model::LoadWeights() {
+  ModelConfig& c = config_;
+  TensorSource& src = *source_;
+  const std::string& path = file_->path();
+  const gguf::TensorInfo* embd = file_->FindTensor("token_embd.weight");
+  if (embd == nullptr) return InvalidArgument(path + ": missing tensor token_embd.weight");
+  if (embd->dims.size() != 2 || embd->dims[0] != c.n_embd || embd->dims[1] <= 0 ||
+      embd->dims[1] > kMaxVocab) {
+    return InvalidArgument(path + ": tensor token_embd.weight must have shape [" +
+                           std::to_string(c.n_embd) + ", n_vocab]");
+  }
+  c.n_vocab = embd->dims[1];
+  ArchKeys keys(*file_, c.arch);
+  if (std::optional<int64_t> v = file_->GetInt(keys.Key("vocab_size")); v && *v != c.n_vocab) {
+    return InvalidArgument(path + ": " + keys.Key("vocab_size") + " = " + std::to_string(*v) +
+                           " but token_embd.weight has " + std::to_string(c.n_vocab) + " rows");
+  }
+  ASSIGN_OR_RETURN(weights_.token_embd, src.Matrix("token_embd.weight", c.n_embd, c.n_vocab));
+  ASSIGN_OR_RETURN(weights_.output_norm, src.Vector("output_norm.weight", c.n_embd));
+  c.tied_output = !src.Has("output.weight");
+  if (c.tied_output) {
+    weights_.output = weights_.token_embd;
+  } else {
+    ASSIGN_OR_RETURN(weights_.output, src.Matrix("output.weight", c.n_embd, c.n_vocab));
+  }
+  ASSIGN_OR_RETURN(weights_.rope_freqs, src.OptionalVector("rope_freqs.weight", c.rot_dim / 2));
+  return ComputeRopeFrequencies(keys, weights_.rope_freqs, &c);
+}
+
+size_t Model::KvBytesPerBlock(int64_t block_size) const {
+  return KvCache::BytesPerBlock(config_.n_layers, block_size, config_.n_kv_heads,
+                                config_.head_dim);
+}
+
+Result<std::unique_ptr<KvCache>> Model::CreateKvCache(int64_t n_blocks, int64_t block_size) const {
+  return KvCache::Create(config_.n_layers, n_blocks, block_size, config_.n_kv_heads,
+                         config_.head_dim);
+}
+
+Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
+  const ModelConfig& c = config_;
+  if (kv == nullptr || kv->n_layers() != c.n_layers || kv->n_kv_heads() != c.n_kv_heads ||
+      kv->head_dim() != c.head_dim) {
+    return InvalidArgument("Forward: KV cache does not match the model's shape");
+  }
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  if (n == 0 || batch.seqs.empty()) return InvalidArgument("Forward: empty batch");
+  for (int64_t i = 0; i < n; ++i) {
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= c.n_vocab) {
+      return InvalidArgument("Forward: token id " + std::to_string(batch.tokens[i]) +
+                             " at index " + std::to_string(i) + " is outside the vocabulary [0, " +
+                             std::to_string(c.n_vocab) + ")");
+    }
+  }
+  scratch_.Reserve(c, n);
+  ctx_.config = &config_;
+  ctx_.s = &scratch_;
+  ctx_.kv = kv;
+  ctx_.attn_scratch = &attn_scratch_;
+  ctx_.n_tokens = n;
+  ctx_.positions.assign(n, -1);
+  ctx_.kv_slot.resize(n);
+  ctx_.seqs.clear();
+  out_token_.clear();
+  out->seq_first_row.clear();
+  const int64_t bs = kv->block_size();
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const SequenceSlice& sq = batch.seqs[si];
+    const std::string where = "Forward: sequence " + std::to_string(si);
+    if (sq.n_tokens < 1 || sq.token_start < 0 || sq.token_start > n - sq.n_tokens) {
+      return InvalidArgument(where + ": tokens [" + std::to_string(sq.token_start) + ", +" +
+                             std::to_string(sq.n_tokens) + ") are outside the batch");
+    }
+    if (sq.pos_start < 0 || sq.pos_start > kMaxPosition) {
+      return InvalidArgument(where + ": bad pos_start " + std::to_string(sq.pos_start));
+    }
+    const int64_t end = sq.pos_start + sq.n_tokens;
+    const int64_t need_blocks = (end + bs - 1) / bs;
+    if (static_cast<int64_t>(sq.block_table.size()) < need_blocks) {
+      return InvalidArgument(where + ": block table has " +
+                             std::to_string(sq.block_table.size()) + " blocks, positions up to " +
+                             std::to_string(end) + " need " + std::to_string(need_blocks));
+    }
+    for (int64_t b = 0; b < need_blocks; ++b) {
+      if (sq.block_table[b] < 0 || sq.block_table[b] >= kv->n_blocks()) {
+        return InvalidArgument(where + ": block id " + std::to_string(sq.block_table[b]) +
+                               " is outside the KV cache [0, " + std::to_string(kv->n_blocks()) +
+                               ")");
+      }
+    }
+    for (int64_t j = 0; j < sq.n_tokens; ++j) {
+      const int64_t t = sq.token_start + j, pos = sq.pos_start + j;
+      if (ctx_.positions[t] != -1) {
+        return InvalidArgument(where + ": token " + std::to_string(t) +
+                               " already belongs to another sequence");
+      }
+      ctx_.positions[t] = pos;
+      ctx_.kv_slot[t] = int64_t{sq.block_table[pos / bs]} * bs + pos % bs;
+    }
+    kernels::AttentionSeq as;
+    as.block_table = sq.block_table.data();
+    as.pos_start = sq.pos_start;
+    as.n_tokens = sq.n_tokens;
+    as.q = scratch_.q.data() + sq.token_start * c.q_dim();
+    as.out = scratch_.attn.data() + sq.token_start * c.q_dim();
+    ctx_.seqs.push_back(as);
+    out->seq_first_row.push_back(static_cast<int64_t>(out_token_.size()));
+    for (int64_t j = sq.all_logits ? 0 : sq.n_tokens - 1; j < sq.n_tokens; ++j) {
+      out_token_.push_back(sq.token_start + j);
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (ctx_.positions[t] == -1) {
+      return InvalidArgument("Forward: token " + std::to_string(t) + " belongs to no sequence");
+    }
+  }
+  return OkStatus();
+}
+
+void Model::Embed(const Batch& batch, ThreadPool* pool) {
+  const kernels::Weight& e = weights_.token_embd;
+  const int64_t d = config_.n_embd;
+  float* x = scratch_.x.data();
+  auto embed = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const uint8_t* row = static_cast<const uint8_t*>(e.data) + batch.tokens[i] * e.row_bytes;
+      kernels::DequantizeRow(e.type, row, x + i * d, d);
+    }
+  };
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  if (pool != nullptr && n > 16) {
+    pool->ParallelFor(n, embed, 8);
+  } else {
+    embed(0, n);
+  }
+}
+
+void Model::ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* out) {
+  const ModelConfig& c = config_;
+  const int64_t rows = static_cast<int64_t>(out_token_.size());
+  if (out_x_.size() < static_cast<size_t>(rows * c.n_embd)) out_x_.resize(rows * c.n_embd);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(out_x_.data() + r * c.n_embd, scratch_.x.data() + out_token_[r] * c.n_embd,
+                c.n_embd * sizeof(float));
+  }
+  kernels::RmsNorm(out_x_.data(), weights_.output_norm, out_x_.data(), rows, c.n_embd, c.rms_eps);
+  if (out->logits.size() < static_cast<size_t>(rows * c.n_vocab)) {
+    out->logits.resize(rows * c.n_vocab);
+  }
+  out->n_rows = rows;
+  out->n_vocab = c.n_vocab;
+  kernels::MatMul(weights_.output, out_x_.data(), rows, out->logits.data(), pool);
+}
+
+Status Model::Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, ForwardOutput* out) {
+  RETURN_IF_ERROR(PrepareStep(batch, kv, out));
+  ctx_.pool = pool;
+  Embed(batch, pool);
+  for (int64_t il = 0; il < config_.n_layers; ++il) {
+    const LayerWeights& w = weights_.layers[il];
+    AttentionBlock(ctx_, w, il);
+    FfnBlock(ctx_, w);
+  }
+  ComputeLogits(batch, pool, out);
+  return OkStatus();
+}
+
+}  // namespace tachyon::model

@@ -1,0 +1,93 @@
+// Model: a loaded decoder-only transformer (GGUF, memory-mapped) that computes logits for a
+// flat batch of tokens of several sequences over a paged KV cache.
+//
+//   ASSIGN_OR_RETURN(auto model, Model::Load("model.gguf"));
+//   ASSIGN_OR_RETURN(auto kv, model->CreateKvCache(/*n_blocks=*/256));
+//   Batch batch;  // see model/batch.h
+//   ForwardOutput out;
+//   RETURN_IF_ERROR(model->Forward(batch, kv.get(), &pool, &out));
+//   const float* logits = out.Row(out.seq_first_row[0]);  // [n_vocab]
+//
+// Thread-safety: Load is thread-safe; a Model serves one Forward at a time (the engine
+// thread); config() and the accessors may be read concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "kernels/attention.h"
+#include "model/batch.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/layers.h"
+#include "model/weights.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace tachyon::model {
+
+inline constexpr int64_t kDefaultBlockSize = 16;
+
+// Logits of one Forward call.
+struct ForwardOutput {
+  std::vector<float> logits;           // [n_rows, n_vocab] (grow-only; may be larger)
+  int64_t n_rows = 0;
+  int64_t n_vocab = 0;
+  // Row of sequence s's first logits: it has n_tokens rows if all_logits, else 1 (its last
+  // new token). [n_seqs]
+  std::vector<int64_t> seq_first_row;
+  const float* Row(int64_t r) const { return logits.data() + r * n_vocab; }
+};
+
+class Model {
+ public:
+  // Maps and validates the file: supported architecture, every tensor present with the
+  // right shape and a supported type. Errors name the file and the key/tensor.
+  static Result<std::unique_ptr<Model>> Load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const gguf::GgufFile& file() const { return *file_; }
+  const ModelWeights& weights() const { return weights_; }
+  // Bytes of all weight tensors the model uses.
+  uint64_t weight_bytes() const { return weight_bytes_; }
+
+  // Bytes one KV block of `block_size` positions takes (all layers, K and V).
+  size_t KvBytesPerBlock(int64_t block_size = kDefaultBlockSize) const;
+  // A KV cache of n_blocks blocks for this model.
+  Result<std::unique_ptr<KvCache>> CreateKvCache(int64_t n_blocks,
+                                                 int64_t block_size = kDefaultBlockSize) const;
+
+  // Runs every token of `batch` through the model, writing each token's K/V into `kv` at its
+  // position (through its sequence's block table), and fills `out` with the requested
+  // logits: for each sequence in order, all its new tokens' rows if all_logits, else its
+  // last token's row. `pool` may be null (single-threaded).
+  // Errors (InvalidArgument, nothing computed): token id out of range, a sequence slice
+  // outside `tokens` or overlapping another, tokens not covered by a sequence, a block
+  // table too short or naming a block outside the cache, a KV cache of another shape.
+  Status Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, ForwardOutput* out);
+
+ private:
+  Model() = default;
+  Status LoadWeights();
+  Status PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out);
+  void Embed(const Batch& batch, ThreadPool* pool);
+  void ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* out);
+
+  std::unique_ptr<gguf::GgufFile> file_;
+  std::unique_ptr<TensorSource> source_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  uint64_t weight_bytes_ = 0;
+
+  // Per-step state, reused across calls.
+  Scratch scratch_;
+  StepContext ctx_;
+  kernels::AttentionScratch attn_scratch_;
+  std::vector<int64_t> out_token_;  // [n_rows] token index of each logits row
+  std::vector<float> out_x_;        // [n_rows, n_embd]
+};
+
+}  // namespace tachyon::model

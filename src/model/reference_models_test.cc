@@ -1,0 +1,93 @@
+// The tiny random-weight models of testdata/models against llama.cpp's logits, for every
+// model file listed in index.json that is present, with the README's tolerances.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "model/model.h"
+#include "model/test_util.h"
+#include "util/testdata.h"
+
+namespace tachyon::model {
+namespace {
+
+using testing::AllLogits;
+using testing::ReadF32;
+using testing::ReadJson;
+
+struct Comparison {
+  float max_abs = 0;
+  double rms_rel = 0;
+  int64_t positions_over = 0;  // positions whose max |d| exceeds the tolerance
+};
+
+Comparison Compare(const std::vector<float>& got, const std::vector<float>& want, int64_t n_vocab,
+                   double ref_std, float max_abs_tol) {
+  Comparison c;
+  double sq = 0;
+  const int64_t n = static_cast<int64_t>(want.size()) / n_vocab;
+  for (int64_t p = 0; p < n; ++p) {
+    float pos_max = 0;
+    for (int64_t j = 0; j < n_vocab; ++j) {
+      const float d = got[p * n_vocab + j] - want[p * n_vocab + j];
+      pos_max = std::max(pos_max, std::fabs(d));
+      sq += double(d) * d;
+    }
+    c.max_abs = std::max(c.max_abs, pos_max);
+    if (pos_max > max_abs_tol) ++c.positions_over;
+  }
+  c.rms_rel = std::sqrt(sq / want.size()) / ref_std;
+  return c;
+}
+
+TEST(ReferenceModelsTest, LogitsMatchLlamaCpp) {
+  const std::string root = TestdataDir();
+  if (root.empty()) GTEST_SKIP() << "testdata not found (set TACHYON_TESTDATA)";
+  const std::string dir = root + "/models";
+  if (!std::filesystem::exists(dir + "/index.json")) GTEST_SKIP() << "no testdata/models";
+  auto index = ReadJson(dir + "/index.json");
+  auto seqs = ReadJson(dir + "/sequences.json")["sequences"];
+  const auto& tol = index["tolerances"]["per_type"];
+  ThreadPool pool(2);
+  int models_checked = 0;
+  for (const auto& f : index["files"]) {
+    const std::string path = dir + "/" + f["path"].get<std::string>();
+    if (!std::filesystem::exists(path)) continue;
+    const std::string model_name = f["model"], type = f["type"];
+    SCOPED_TRACE(path);
+    auto m = Model::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    ASSERT_TRUE(tol.contains(type)) << "no tolerance for type " << type;
+    const float max_abs_tol = tol[type]["max_abs"];
+    double rms_tol = tol[type]["rms_rel"];
+    const bool moe_rule = (*m)->config().n_experts > 0 && type != "F32" && type != "F16";
+    if (moe_rule) rms_tol = index["tolerances"]["moe_rule"]["rms_rel"];
+    int seqs_checked = 0;
+    for (const auto& lf : index["logits"]) {
+      if (lf["model"] != model_name || lf["type"] != type) continue;
+      const std::string lpath = dir + "/" + lf["path"].get<std::string>();
+      if (!std::filesystem::exists(lpath)) continue;
+      const std::vector<int32_t> ids = seqs[lf["seq"].get<std::string>()];
+      const std::vector<float> want = ReadF32(lpath);
+      const int64_t n_vocab = (*m)->config().n_vocab;
+      ASSERT_EQ(want.size(), ids.size() * n_vocab) << lpath;
+      const std::vector<float> got = AllLogits(**m, ids, &pool);
+      const Comparison c = Compare(got, want, n_vocab, lf["std"], max_abs_tol);
+      const int64_t n = static_cast<int64_t>(ids.size());
+      const int64_t allowed_over = moe_rule ? std::max<int64_t>(1, n / 10) : 0;
+      EXPECT_LE(c.positions_over, allowed_over)
+          << lpath << ": max |d| " << c.max_abs << " > " << max_abs_tol << " at "
+          << c.positions_over << " positions";
+      EXPECT_LE(c.rms_rel, rms_tol) << lpath;
+      ++seqs_checked;
+    }
+    EXPECT_GT(seqs_checked, 0) << "no logits files for " << path;
+    ++models_checked;
+  }
+  if (models_checked == 0) GTEST_SKIP() << "no model files present in " << dir;
+}
+
+}  // namespace
+}  // namespace tachyon::model

@@ -1,0 +1,103 @@
+#include "model/weights.h"
+
+#include <cstring>
+
+namespace tachyon::model {
+
+namespace {
+
+std::string DimsString(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+kernels::Weight ExpertSlice(const kernels::Weight& experts, int64_t e) {
+  kernels::Weight w = experts;
+  w.data = static_cast<const uint8_t*>(experts.data) + e * experts.rows * experts.row_bytes;
+  return w;
+}
+
+Result<const gguf::TensorInfo*> TensorSource::Find(const std::string& name,
+                                                   std::vector<int64_t> dims) {
+  const gguf::TensorInfo* t = file_.FindTensor(name);
+  if (t == nullptr) {
+    return InvalidArgument(file_.path() + ": missing tensor " + name + " (expected shape " +
+                           DimsString(dims) + ")");
+  }
+  if (t->dims != dims) {
+    return InvalidArgument(file_.path() + ": tensor " + name + " has shape " +
+                           DimsString(t->dims) + ", expected " + DimsString(dims));
+  }
+  if (!GetTypeTraits(static_cast<uint32_t>(t->type))) {
+    return Unimplemented(file_.path() + ": tensor " + name + " has unknown type " +
+                         std::to_string(static_cast<uint32_t>(t->type)));
+  }
+  const uint64_t end = file_.data_offset() + t->offset + t->nbytes;
+  if (end > file_.file_size() || end < t->offset) {
+    return DataLoss(file_.path() + ": tensor " + name + " extends past the end of the file");
+  }
+  bytes_used_ += t->nbytes;
+  return t;
+}
+
+Result<kernels::Weight> TensorSource::ToWeight(const gguf::TensorInfo& t, int64_t cols,
+                                               int64_t rows) {
+  if (!kernels::IsSupportedWeightType(t.type)) {
+    return Unimplemented(file_.path() + ": tensor " + t.name + " has type " +
+                         std::string(TypeName(t.type)) + ", which matmul does not support");
+  }
+  const TypeTraits traits = *GetTypeTraits(static_cast<uint32_t>(t.type));
+  if (cols % traits.block_size != 0) {
+    return InvalidArgument(file_.path() + ": tensor " + t.name + " row length " +
+                           std::to_string(cols) + " is not a multiple of the " +
+                           std::string(traits.name) + " block size");
+  }
+  kernels::Weight w;
+  w.type = t.type;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = file_.TensorData(t);
+  w.row_bytes = RowBytes(t.type, cols);
+  return w;
+}
+
+Result<kernels::Weight> TensorSource::Matrix(const std::string& name, int64_t cols,
+                                             int64_t rows) {
+  ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Find(name, {cols, rows}));
+  return ToWeight(*t, cols, rows);
+}
+
+Result<kernels::Weight> TensorSource::Experts(const std::string& name, int64_t cols,
+                                              int64_t rows, int64_t n) {
+  ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Find(name, {cols, rows, n}));
+  return ToWeight(*t, cols, rows);
+}
+
+Result<const float*> TensorSource::Vector(const std::string& name, int64_t n) {
+  ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Find(name, {n}));
+  const uint8_t* data = file_.TensorData(*t);
+  if (t->type == GgmlType::kF32 && reinterpret_cast<uintptr_t>(data) % alignof(float) == 0) {
+    return reinterpret_cast<const float*>(data);
+  }
+  if (!kernels::IsSupportedWeightType(t->type) ||
+      n % GetTypeTraits(static_cast<uint32_t>(t->type))->block_size != 0) {
+    return Unimplemented(file_.path() + ": vector tensor " + name + " of type " +
+                         std::string(TypeName(t->type)) + " cannot be converted to F32");
+  }
+  std::vector<float>& out = converted_.emplace_back(n);
+  kernels::DequantizeRow(t->type, data, out.data(), n);
+  return static_cast<const float*>(out.data());
+}
+
+Result<const float*> TensorSource::OptionalVector(const std::string& name, int64_t n) {
+  if (!Has(name)) return static_cast<const float*>(nullptr);
+  return Vector(name, n);
+}
+
+}  // namespace tachyon::model

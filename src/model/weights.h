@@ -1,0 +1,85 @@
+// Weights of a decoder-only transformer, as views into the memory-mapped GGUF file, and the
+// TensorSource that finds and validates them. Pointers stay valid while the GgufFile lives.
+//
+// A matrix is a kernels::Weight with `rows` output features of `cols` inputs (GGUF dims
+// [cols, rows]). Vectors (norm weights, biases) are f32; a file that stores them in another
+// type is converted once at load into storage owned by TensorSource.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "kernels/matmul.h"
+#include "util/status.h"
+
+namespace tachyon::model {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  kernels::Weight wq;                // [n_embd] -> [n_heads * head_dim]
+  kernels::Weight wk;                // [n_embd] -> [n_kv_heads * head_dim]
+  kernels::Weight wv;                // [n_embd] -> [n_kv_heads * head_dim]
+  kernels::Weight wo;                // [n_heads * head_dim] -> [n_embd]
+  const float* bq = nullptr;         // [n_heads * head_dim], optional (qwen2)
+  const float* bk = nullptr;         // [n_kv_heads * head_dim], optional
+  const float* bv = nullptr;         // [n_kv_heads * head_dim], optional
+  const float* q_norm = nullptr;     // [head_dim], optional (qwen3)
+  const float* k_norm = nullptr;     // [head_dim], optional
+
+  const float* ffn_norm = nullptr;   // [n_embd]
+  // Dense SwiGLU FFN.
+  kernels::Weight w_gate;            // [n_embd] -> [n_ff]
+  kernels::Weight w_up;              // [n_embd] -> [n_ff]
+  kernels::Weight w_down;            // [n_ff] -> [n_embd]
+  // Mixture of experts (when router.data != null): expert e's matrix is `experts_*` with
+  // data advanced by e * rows * row_bytes.
+  kernels::Weight router;            // [n_embd] -> [n_experts]
+  kernels::Weight experts_gate;      // per expert [n_embd] -> [n_ff_expert]
+  kernels::Weight experts_up;        // per expert [n_embd] -> [n_ff_expert]
+  kernels::Weight experts_down;      // per expert [n_ff_expert] -> [n_embd]
+
+  bool is_moe() const { return router.data != nullptr; }
+};
+
+struct ModelWeights {
+  kernels::Weight token_embd;        // [n_embd] rows of n_vocab tokens
+  const float* output_norm = nullptr;  // [n_embd]
+  kernels::Weight output;            // [n_embd] -> [n_vocab] (= token_embd when tied)
+  const float* rope_freqs = nullptr;  // [rot_dim / 2], optional (Llama 3 rope scaling)
+  std::vector<LayerWeights> layers;  // [n_layers]
+};
+
+// Expert `e` of a 3-D expert tensor as a plain matrix.
+kernels::Weight ExpertSlice(const kernels::Weight& experts, int64_t e);
+
+class TensorSource {
+ public:
+  explicit TensorSource(const gguf::GgufFile& file) : file_(file) {}
+
+  bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
+  // A 2-D matrix with GGUF dims exactly [cols, rows] of a type MatMul supports.
+  Result<kernels::Weight> Matrix(const std::string& name, int64_t cols, int64_t rows);
+  // A 3-D stack of n matrices, GGUF dims [cols, rows, n].
+  Result<kernels::Weight> Experts(const std::string& name, int64_t cols, int64_t rows, int64_t n);
+  // A 1-D vector of n elements as f32.
+  Result<const float*> Vector(const std::string& name, int64_t n);
+  // Optional variants: null / empty Weight when the tensor is absent, an error if it is
+  // present but wrong.
+  Result<const float*> OptionalVector(const std::string& name, int64_t n);
+
+  // Bytes of every tensor handed out so far (each counted once).
+  uint64_t bytes_used() const { return bytes_used_; }
+
+ private:
+  Result<const gguf::TensorInfo*> Find(const std::string& name, std::vector<int64_t> dims);
+  Result<kernels::Weight> ToWeight(const gguf::TensorInfo& t, int64_t cols, int64_t rows);
+
+  const gguf::GgufFile& file_;
+  std::deque<std::vector<float>> converted_;  // vectors converted to f32
+  uint64_t bytes_used_ = 0;
+};
+
+}  // namespace tachyon::model
