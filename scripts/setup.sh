@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libbenchmark-dev                                   # kernel microbenchmarks (bench/)
   nlohmann-json3-dev                                 # JSON: tokenizer.json, API bodies, --json output
   libpcre2-dev                                       # Unicode regex pre-tokenization
+  libutf8proc-dev                                    # Unicode NFC/NFKC normalization (tokenizers)
   libboost-dev                                       # Boost.Asio/Beast async HTTP server
   libxxhash-dev                                      # prefix-cache block hashing
   libcurl4-openssl-dev                               # model downloads (tachyon pull)

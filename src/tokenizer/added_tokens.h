@@ -1,0 +1,56 @@
+// Added tokens (special and user-defined) and the splitting of text around them, as Hugging
+// Face tokenizers does: leftmost-longest match, lstrip/rstrip swallow neighbouring whitespace,
+// single_word only matches whole words. Immutable after Build(); thread-safe to use.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tachyon::tokenizer {
+
+struct AddedToken {
+  int32_t id = -1;
+  std::string content;
+  bool special = false;      // control token: skipped by parse_special=false / skip_special
+  bool lstrip = false;
+  bool rstrip = false;
+  bool single_word = false;
+  bool normalized = false;   // matched in normalized text (else in raw text)
+};
+
+class AddedTokens {
+ public:
+  // A later Add with the same id replaces the earlier one.
+  void Add(AddedToken token);
+  // Builds the matchers; call once after the last Add.
+  void Build();
+
+  bool empty() const { return tokens_.empty(); }
+  const std::vector<AddedToken>& tokens() const { return tokens_; }
+  const AddedToken* ById(int32_t id) const;
+
+  struct Segment {
+    size_t begin = 0, end = 0;  // byte range in the text (a text segment)
+    int32_t id = -1;            // >= 0: an added token
+  };
+  // Splits `text` into text segments and added tokens, matching the tokens whose
+  // `normalized` flag equals `normalized`. parse_special=false ignores special tokens.
+  // Text segments are never empty.
+  void Split(std::string_view text, bool normalized, bool parse_special,
+             std::vector<Segment>* out) const;
+
+ private:
+  struct Matcher {
+    std::array<std::vector<int>, 256> by_first_byte;  // indexes into tokens_, longest first
+    bool any = false;
+  };
+  std::vector<AddedToken> tokens_;
+  std::unordered_map<int32_t, size_t> by_id_;
+  Matcher raw_, normalized_;
+};
+
+}  // namespace tachyon::tokenizer
