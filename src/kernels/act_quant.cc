@@ -17,7 +17,7 @@ void ActBf16(const float* x, int64_t k, uint8_t* out) {
 void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
   auto* qs = reinterpret_cast<int8_t*>(out);
   auto* d = reinterpret_cast<float*>(out + k);
-  float* s = d + k / 32;
+  float* s = d + k / 32 * 8;
   for (int64_t b = 0; b < k / 32; ++b) {
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[32 * b + j]));
@@ -28,8 +28,10 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
       qs[32 * b + j] = static_cast<int8_t>(q);
       sum += q;
     }
-    d[b] = db;
-    s[b] = db * static_cast<float>(sum);
+    for (int j = 0; j < 8; ++j) {
+      d[8 * b + j] = db;
+      s[8 * b + j] = db * static_cast<float>(sum) * 0.125f;
+    }
   }
 }
 
@@ -80,7 +82,7 @@ size_t ActRowBytes(ActFormat f, int64_t k) {
   switch (f) {
     case ActFormat::kF32: n = static_cast<size_t>(k) * 4; break;
     case ActFormat::kBF16: n = static_cast<size_t>(k) * 2; break;
-    case ActFormat::kQ8_32: n = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * 8; break;
+    case ActFormat::kQ8_32: n = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * 64; break;
     case ActFormat::kQ8_256:
       n = static_cast<size_t>(k) + static_cast<size_t>(k / 256) * 4 + static_cast<size_t>(k / 16) * 2;
       break;

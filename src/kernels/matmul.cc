@@ -29,6 +29,8 @@ Impl MakeImpl(SimdLevel level, GgmlType type) {
   Impl impl{internal::ActFormatFor(type), nullptr, nullptr};
   if (level >= SimdLevel::kAvx512) {
     impl.dot = internal::DotAvx512Float(type);
+    if (!impl.dot) impl.dot = internal::DotAvx512Block32(type);
+    if (!impl.dot) impl.dot = internal::DotAvx512K(type);
     impl.quantize = internal::QuantizeActAvx512(impl.act);
   }
   if (level >= SimdLevel::kAvx2) {

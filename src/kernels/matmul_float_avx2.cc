@@ -103,13 +103,14 @@ inline int Q16(const float* x, __m256 id, int8_t* out) {
 void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
   auto* qs = reinterpret_cast<int8_t*>(out);
   auto* d = reinterpret_cast<float*>(out + k);
-  float* s = d + k / 32;
+  float* s = d + k / 32 * 8;
   for (int64_t b = 0; b < k / 32; ++b) {
     const float amax = AbsMax(x + 32 * b, 32);
     const __m256 id = _mm256_set1_ps(amax != 0 ? 127.0f / amax : 0.0f);
     const int sum = Q16(x + 32 * b, id, qs + 32 * b) + Q16(x + 32 * b + 16, id, qs + 32 * b + 16);
-    d[b] = amax / 127.0f;
-    s[b] = d[b] * static_cast<float>(sum);
+    const float db = amax / 127.0f;
+    _mm256_storeu_ps(d + 8 * b, _mm256_set1_ps(db));
+    _mm256_storeu_ps(s + 8 * b, _mm256_set1_ps(db * static_cast<float>(sum) * 0.125f));
   }
 }
 

@@ -109,7 +109,7 @@ inline float AbsMax(const float* x, int n) {
 void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
   auto* qs = reinterpret_cast<int8_t*>(out);
   auto* d = reinterpret_cast<float*>(out + k);
-  float* s = d + k / 32;
+  float* s = d + k / 32 * 8;
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + 32 * b;
     const float amax = AbsMax(xb, 32);
@@ -118,8 +118,9 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
     const float db = amax / 127.0f;
-    d[b] = db;
-    s[b] = db * static_cast<float>(HAddI(_mm512_add_epi32(q0, q1)));
+    const float sb = db * static_cast<float>(HAddI(_mm512_add_epi32(q0, q1))) * 0.125f;
+    _mm256_storeu_ps(d + 8 * b, _mm256_set1_ps(db));
+    _mm256_storeu_ps(s + 8 * b, _mm256_set1_ps(sb));
   }
 }
 

@@ -19,7 +19,8 @@ inline constexpr int kMaxRows = 4;
 enum class ActFormat {
   kF32,     // float[k]: x itself
   kBF16,    // uint16[k] (round to nearest even)
-  kQ8_32,   // int8 qs[k] | float d[k/32] | float s[k/32], s = d * sum(block qs)
+  kQ8_32,   // int8 qs[k] | float d8[k/32][8] | float s8[k/32][8]: per 32-block, 8 copies
+            // of d and of d * sum(block qs) / 8 (one per int32 lane of a SIMD block dot)
   kQ8_256,  // int8 qs[k] | float d[k/256] | int16 bsums[k/16] (sums of 16 qs)
 };
 
@@ -30,8 +31,8 @@ size_t ActRowBytes(ActFormat f, int64_t k);
 
 struct Q8Row32 {
   const int8_t* qs;
-  const float* d;
-  const float* s;
+  const float* d8;  // block b: d8[8 b .. 8 b + 7]
+  const float* s8;
 };
 struct Q8Row256 {
   const int8_t* qs;
@@ -40,7 +41,7 @@ struct Q8Row256 {
 };
 inline Q8Row32 ViewQ8Row32(const uint8_t* p, int64_t k) {
   const auto* d = reinterpret_cast<const float*>(p + k);
-  return {reinterpret_cast<const int8_t*>(p), d, d + k / 32};
+  return {reinterpret_cast<const int8_t*>(p), d, d + k / 32 * 8};
 }
 inline Q8Row256 ViewQ8Row256(const uint8_t* p, int64_t k) {
   const auto* d = reinterpret_cast<const float*>(p + k);
@@ -60,6 +61,8 @@ using DotFn = void (*)(int64_t k, const void* w_row, const uint8_t* act, size_t 
 DotFn DotScalar(GgmlType type);
 DotFn DotAvx2Float(GgmlType type);     // F32, F16, BF16
 DotFn DotAvx512Float(GgmlType type);   // F32, F16, BF16
+DotFn DotAvx512Block32(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+DotFn DotAvx512K(GgmlType type);        // Q2_K .. Q6_K
 QuantizeActFn QuantizeActScalar(ActFormat f);
 QuantizeActFn QuantizeActAvx2(ActFormat f);
 QuantizeActFn QuantizeActAvx512(ActFormat f);

@@ -75,7 +75,7 @@ float DotBlock32(int64_t k, const void* w, const uint8_t* act) {
     } else {
       c = -static_cast<float>(kOffset) * dw;
     }
-    acc += dw * x.d[i] * static_cast<float>(isum) + c * x.s[i];
+    acc += dw * x.d8[8 * i] * static_cast<float>(isum) + c * (8.0f * x.s8[8 * i]);
   }
   return acc;
 }
