@@ -1,0 +1,107 @@
+#include "engine/engine_core.h"
+
+#include "util/logging.h"
+
+namespace tachyon::engine {
+
+Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config,
+                                                       std::unique_ptr<ModelExecutor> executor) {
+  if (!executor) return InvalidArgument("engine: no model executor");
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(config, executor.get()));
+  std::unique_ptr<EngineCore> core(new EngineCore(std::move(executor), std::move(engine)));
+  core->thread_ = std::thread([c = core.get()] { c->Loop(); });
+  return core;
+}
+
+EngineCore::EngineCore(std::unique_ptr<ModelExecutor> executor, std::unique_ptr<Engine> engine)
+    : executor_(std::move(executor)), engine_(std::move(engine)) {
+  metrics_ = engine_->Metrics();
+}
+
+EngineCore::~EngineCore() { Stop(); }
+
+Result<std::shared_ptr<RequestStream>> EngineCore::AddRequest(EngineRequest request,
+                                                              std::function<void()> notifier) {
+  RETURN_IF_ERROR(engine_->Validate(request));
+  const uint64_t id = next_id_.fetch_add(1);
+  auto stream = std::make_shared<RequestStream>(id, std::move(notifier));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Unavailable("the engine is shutting down");
+    inbox_.push_back({id, std::move(request), stream});
+  }
+  cv_.notify_one();
+  return stream;
+}
+
+void EngineCore::Abort(uint64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborts_.push_back(request_id);
+  }
+  cv_.notify_one();
+}
+
+void EngineCore::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineMetrics EngineCore::Metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return metrics_;
+}
+
+void EngineCore::Deliver(std::vector<RequestOutput> outputs) {
+  for (RequestOutput& o : outputs) {
+    auto it = streams_.find(o.request_id);
+    if (it == streams_.end()) continue;
+    const bool done = o.finished;
+    it->second->Push(std::move(o));
+    if (done) streams_.erase(it);
+  }
+}
+
+void EngineCore::Loop() {
+  while (true) {
+    std::vector<Pending> inbox;
+    std::vector<uint64_t> aborts;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return stopping_ || !inbox_.empty() || !aborts_.empty() || engine_->HasWork();
+      });
+      inbox.swap(inbox_);
+      aborts.swap(aborts_);
+      stopping = stopping_;
+    }
+    for (Pending& p : inbox) {
+      streams_[p.id] = p.stream;
+      Status s = engine_->Add(p.id, std::move(p.request));
+      if (!s.ok()) {  // validated already; only a broken invariant gets here
+        RequestOutput o;
+        o.request_id = p.id;
+        o.finish_reason = FinishReason::kError;
+        o.finished = true;
+        o.error = s;
+        Deliver({std::move(o)});
+      }
+    }
+    for (uint64_t id : aborts) engine_->Abort(id);
+    if (stopping) engine_->AbortAll();
+    Deliver(engine_->TakeOutputs());
+    if (!stopping) Deliver(engine_->Step());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_ = engine_->Metrics();
+    }
+    if (stopping) break;
+  }
+}
+
+}  // namespace tachyon::engine

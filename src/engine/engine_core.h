@@ -1,0 +1,82 @@
+// EngineCore: the thread-safe engine. It owns the model executor and runs the Engine step
+// loop (engine.h) on its own thread; any thread may add or abort requests and read metrics.
+//
+//   auto core = EngineCore::Create(config, std::move(executor)).value();
+//   auto stream = core->AddRequest(std::move(req)).value();   // or an InvalidArgument
+//   while (auto out = stream->Next()) { ... out->text ...; }  // ends after out->finished
+//   core->Abort(stream->request_id());
+//
+// Requests are validated on the caller's thread (clear errors, nothing queued); accepted ones
+// reach the engine thread before its next step. Outputs are pushed to each request's stream
+// as they are produced; the engine never waits on a consumer. An abort takes effect (blocks
+// freed, final output with FinishReason::kAbort) at the start of the next step. Stop() (or
+// the destructor) ends the loop: in-flight requests get FinishReason::kAbort, later
+// AddRequest calls fail with Unavailable.
+// Thread-safety: every public method is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request_stream.h"
+
+namespace tachyon::engine {
+
+class EngineCore {
+ public:
+  // Starts the engine thread. Errors: InvalidArgument for an unusable config.
+  static Result<std::unique_ptr<EngineCore>> Create(const EngineConfig& config,
+                                                    std::unique_ptr<ModelExecutor> executor);
+  ~EngineCore();  // Stop()
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+
+  // Queues a request. `notifier` (optional) runs on the engine thread after each output is
+  // pushed to the stream; it must not block. Errors: InvalidArgument (the request can never
+  // run, with the reason), Unavailable after Stop().
+  Result<std::shared_ptr<RequestStream>> AddRequest(EngineRequest request,
+                                                    std::function<void()> notifier = nullptr);
+  // Aborts a request (no-op for unknown or finished ids).
+  void Abort(uint64_t request_id);
+  // Ends the loop and joins the thread; idempotent.
+  void Stop();
+
+  // A snapshot taken after the last step.
+  EngineMetrics Metrics() const;
+  const EngineConfig& config() const { return engine_->config(); }
+  int32_t n_vocab() const { return executor_->n_vocab(); }
+
+ private:
+  EngineCore(std::unique_ptr<ModelExecutor> executor, std::unique_ptr<Engine> engine);
+  void Loop();
+  void Deliver(std::vector<RequestOutput> outputs);
+
+  std::unique_ptr<ModelExecutor> executor_;
+  std::unique_ptr<Engine> engine_;  // engine thread only (Validate/config: any thread)
+  std::unordered_map<uint64_t, std::shared_ptr<RequestStream>> streams_;  // engine thread
+
+  struct Pending {
+    uint64_t id;
+    EngineRequest request;
+    std::shared_ptr<RequestStream> stream;
+  };
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Pending> inbox_;     // GUARDED_BY(mu_)
+  std::vector<uint64_t> aborts_;   // GUARDED_BY(mu_)
+  bool stopping_ = false;          // GUARDED_BY(mu_)
+  EngineMetrics metrics_;          // GUARDED_BY(mu_)
+  std::atomic<uint64_t> next_id_{1};
+  std::thread thread_;
+};
+
+}  // namespace tachyon::engine

@@ -1,0 +1,228 @@
+#include "engine/engine_core.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "engine/test_harness.h"
+
+namespace tachyon::engine {
+namespace {
+
+using testing::Greedy;
+using testing::Harness;
+using testing::MakePrompt;
+
+EngineConfig CoreConfig(int num_blocks = 128) {
+  EngineConfig c;
+  c.kv.num_blocks = num_blocks;
+  c.kv.block_size = 4;
+  c.scheduler.max_num_batched_tokens = 16;
+  c.scheduler.max_num_seqs = 8;
+  c.max_model_len = 4096;
+  return c;
+}
+
+std::unique_ptr<EngineCore> NewCore(const EngineConfig& c) {
+  return std::move(EngineCore::Create(c, std::make_unique<FakeModelExecutor>(64, c.kv.num_blocks,
+                                                                              c.kv.block_size)))
+      .value();
+}
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::kNone;
+  int outputs = 0;
+  Usage usage;
+};
+
+Collected Drain(RequestStream& s) {
+  Collected c;
+  while (auto o = s.Next()) {
+    c.tokens.insert(c.tokens.end(), o->token_ids.begin(), o->token_ids.end());
+    if (o->finish_reason != FinishReason::kNone) c.finish = o->finish_reason;
+    ++c.outputs;
+    c.usage = o->usage;
+  }
+  return c;
+}
+
+// A fake model whose steps the test lets through one permit at a time, so the test knows the
+// engine is mid-generation when it acts.
+class GatedExecutor : public FakeModelExecutor {
+ public:
+  using FakeModelExecutor::FakeModelExecutor;
+  Status Execute(const model::Batch& batch, std::span<float> logits) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return permits_ > 0; });
+      --permits_;
+    }
+    return FakeModelExecutor::Execute(batch, logits);
+  }
+  void Allow(int64_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      permits_ += n;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t permits_ = 0;
+};
+
+std::unique_ptr<EngineCore> NewGatedCore(const EngineConfig& c, GatedExecutor** gate) {
+  auto exec = std::make_unique<GatedExecutor>(64, c.kv.num_blocks, c.kv.block_size);
+  *gate = exec.get();
+  return std::move(EngineCore::Create(c, std::move(exec))).value();
+}
+
+template <typename Pred>
+bool WaitUntil(Pred pred) {  // bounded wait for the engine thread to catch up
+  for (int i = 0; i < 5000 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return pred();
+}
+
+TEST(EngineCoreTest, ConcurrentClientsGetTheSameOutputsAsTheSequentialEngine) {
+  auto core = NewCore(CoreConfig(40));  // tight pool: preemptions happen too
+  constexpr int kThreads = 4, kPerThread = 4;
+  std::vector<std::vector<Collected>> got(kThreads, std::vector<Collected>(kPerThread));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        const int i = t * kPerThread + k;
+        auto stream = core->AddRequest(Greedy(MakePrompt(5 + 7 * i % 50, i), 4 + i % 9));
+        ASSERT_TRUE(stream.ok());
+        got[t][k] = Drain(**stream);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < kThreads * kPerThread; ++i) {
+    Harness ref;
+    ASSERT_TRUE(ref.Add(0, Greedy(MakePrompt(5 + 7 * i % 50, i), 4 + i % 9)).ok());
+    ref.RunToCompletion();
+    const Collected& c = got[i / kPerThread][i % kPerThread];
+    EXPECT_EQ(c.tokens, ref.result(0).tokens) << "request " << i;
+    EXPECT_EQ(c.finish, FinishReason::kLength);
+    EXPECT_EQ(c.usage.completion_tokens, 4 + i % 9);
+  }
+  ASSERT_TRUE(WaitUntil([&] { return core->Metrics().requests_finished == 16; }));
+  EngineMetrics m = core->Metrics();
+  EXPECT_EQ(m.kv.used_blocks, 0);
+  EXPECT_EQ(m.generation_tokens, [] {
+    int64_t n = 0;
+    for (int i = 0; i < 16; ++i) n += 4 + i % 9;
+    return n;
+  }());
+}
+
+TEST(EngineCoreTest, AbortMidGenerationFreesBlocks) {
+  GatedExecutor* gate = nullptr;
+  auto core = NewGatedCore(CoreConfig(), &gate);
+  EngineRequest r = Greedy(MakePrompt(20, 1), 400);
+  r.params.ignore_eos = true;
+  std::atomic<int> notified{0};
+  auto stream = core->AddRequest(r, [&] { ++notified; });
+  ASSERT_TRUE(stream.ok());
+  gate->Allow(4);  // 2 prefill chunks + 2 decode steps: 3 tokens
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*stream)->Next().has_value());
+  core->Abort((*stream)->request_id());
+  gate->Allow(1000000);
+  Collected rest = Drain(**stream);
+  EXPECT_EQ(rest.finish, FinishReason::kAbort);
+  ASSERT_TRUE(WaitUntil([&] { return core->Metrics().requests_aborted == 1; }));
+  EXPECT_GE(notified.load(), 4);  // notifiers ran before the metrics snapshot
+  EngineMetrics m = core->Metrics();
+  EXPECT_EQ(m.kv.used_blocks, 0);
+  EXPECT_EQ(m.num_running + m.num_waiting, 0);
+  core->Abort(12345);  // unknown: ignored
+}
+
+TEST(EngineCoreTest, ManyAddAbortCyclesLeaveThePoolAsItStarted) {
+  auto core = NewCore(CoreConfig(64));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 200; ++i) {
+    EngineRequest r = Greedy(MakePrompt(1 + i % 37, i), 1 + i % 23);
+    r.params.n = 1 + i % 2;
+    auto s = core->AddRequest(r);
+    ASSERT_TRUE(s.ok());
+    if (i % 3 != 2) core->Abort((*s)->request_id());
+    streams.push_back(*s);
+  }
+  for (auto& s : streams) {
+    Collected c = Drain(*s);
+    EXPECT_NE(c.finish, FinishReason::kNone);
+    EXPECT_NE(c.finish, FinishReason::kError);
+  }
+  ASSERT_TRUE(WaitUntil([&] { return core->Metrics().requests_finished == 200; }));
+  EngineMetrics m = core->Metrics();
+  EXPECT_EQ(m.kv.used_blocks, 0);
+  EXPECT_EQ(m.kv.free_blocks, 64);
+}
+
+TEST(EngineCoreTest, InvalidRequestsFailUpFront) {
+  auto core = NewCore(CoreConfig());
+  auto bad = core->AddRequest(Greedy({}, 4));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EngineRequest r = Greedy(MakePrompt(4, 1), 4);
+  r.params.stop = {"x"};  // no detokenizer configured
+  EXPECT_FALSE(core->AddRequest(r).ok());
+  EngineRequest big = Greedy(MakePrompt(4, 1), 100000);
+  EXPECT_FALSE(core->AddRequest(big).ok());
+}
+
+TEST(EngineCoreTest, StopAbortsInFlightAndRefusesNewRequests) {
+  GatedExecutor* gate = nullptr;
+  auto core = NewGatedCore(CoreConfig(), &gate);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    EngineRequest r = Greedy(MakePrompt(10, i), 100);
+    r.params.ignore_eos = true;
+    streams.push_back(*core->AddRequest(r));
+  }
+  gate->Allow(3);
+  ASSERT_TRUE(streams[0]->Next().has_value());
+  // Stop while the engine thread waits inside a step; it must finish that step, then abort.
+  std::thread stopper([&] { core->Stop(); });
+  ASSERT_TRUE(WaitUntil([&] {
+    auto probe = core->AddRequest(Greedy(MakePrompt(4, 1), 4));
+    return !probe.ok() && probe.status().code() == StatusCode::kUnavailable;
+  }));
+  gate->Allow(1000000);
+  stopper.join();
+  for (auto& s : streams) {
+    EXPECT_TRUE(s->finished());
+    EXPECT_EQ(Drain(*s).finish, FinishReason::kAbort);
+  }
+  auto late = core->AddRequest(Greedy(MakePrompt(4, 1), 4));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), StatusCode::kUnavailable);
+  core->Stop();  // idempotent
+}
+
+TEST(EngineCoreTest, StreamTryNextAndNextFor) {
+  auto core = NewCore(CoreConfig());
+  auto s = *core->AddRequest(Greedy(MakePrompt(6, 2), 3));
+  int outputs = 0;
+  bool finished = false;
+  while (!finished) {
+    auto o = s->NextFor(std::chrono::milliseconds(50));
+    if (!o) o = s->TryNext();
+    if (!o) continue;
+    ++outputs;
+    finished = o->finished;
+  }
+  EXPECT_EQ(outputs, 3);
+  EXPECT_FALSE(s->TryNext().has_value());
+  EXPECT_FALSE(s->Next().has_value());  // after the final output: ends immediately
+}
+
+}  // namespace
+}  // namespace tachyon::engine

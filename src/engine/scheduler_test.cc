@@ -1,0 +1,179 @@
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+namespace tachyon::engine {
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Init(int num_blocks, int64_t budget, int max_seqs = 16,
+            SchedulePolicy policy = SchedulePolicy::kFcfs) {
+    kv_ = std::make_unique<kv::KvCacheManager>(
+        kv::KvCacheConfig{.num_blocks = num_blocks, .block_size = 4, .enable_prefix_caching = true});
+    sched_ = std::make_unique<Scheduler>(
+        SchedulerConfig{.max_num_batched_tokens = budget, .max_num_seqs = max_seqs,
+                        .long_prefill_token_threshold = 0, .policy = policy},
+        kv_.get());
+  }
+  Request* NewRequest(int prompt_len, int priority = 0) {
+    auto r = std::make_unique<Request>();
+    r->seq_id = static_cast<int64_t>(reqs_.size());
+    r->arrival = reqs_.size();
+    r->priority = priority;
+    for (int i = 0; i < prompt_len; ++i) r->tokens.push_back((3 * i + 7 * r->seq_id) % 50);
+    r->num_prompt_tokens = prompt_len;
+    reqs_.push_back(std::move(r));
+    sched_->Add(reqs_.back().get());
+    return reqs_.back().get();
+  }
+  // Runs the step "model": advances computed tokens and appends a token when sampled.
+  SchedulerOutput Step() {
+    SchedulerOutput out = sched_->Schedule();
+    sched_->OnStepComputed(out);
+    for (const ScheduledSeq& s : out.seqs) {
+      if (s.sample) s.request->tokens.push_back(7);
+    }
+    return out;
+  }
+  static int64_t NewTokens(const SchedulerOutput& out, const Request* r) {
+    for (const ScheduledSeq& s : out.seqs) {
+      if (s.request == r) return s.num_new_tokens;
+    }
+    return 0;
+  }
+
+  std::unique_ptr<kv::KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> sched_;
+  std::vector<std::unique_ptr<Request>> reqs_;
+};
+
+TEST_F(SchedulerTest, ChunkedPrefillWithinBudgetAndDecodeFirst) {
+  Init(64, 10);
+  Request* a = NewRequest(3);
+  Request* b = NewRequest(25);
+  SchedulerOutput out = Step();
+  EXPECT_EQ(NewTokens(out, a), 3);
+  EXPECT_EQ(NewTokens(out, b), 7);  // the rest of the budget
+  EXPECT_TRUE(out.seqs[0].sample);
+  EXPECT_FALSE(out.seqs[1].sample);
+  EXPECT_EQ(out.num_tokens, 10);
+  for (int step = 0; step < 2; ++step) {
+    out = Step();
+    EXPECT_EQ(NewTokens(out, a), 1);  // decoding is never starved by b's prefill
+    EXPECT_EQ(NewTokens(out, b), 9);
+  }
+  EXPECT_EQ(b->num_computed_tokens, 25);
+  EXPECT_EQ(b->tokens.size(), 26u);  // sampled at the end of its prompt
+  out = Step();
+  EXPECT_EQ(NewTokens(out, a), 1);
+  EXPECT_EQ(NewTokens(out, b), 1);
+}
+
+TEST_F(SchedulerTest, BlockTablesCoverTheScheduledTokens) {
+  Init(64, 6);
+  Request* a = NewRequest(13);
+  for (int i = 0; i < 5; ++i) {
+    SchedulerOutput out = Step();
+    ASSERT_EQ(out.seqs.size(), 1u);
+    const ScheduledSeq& s = out.seqs[0];
+    EXPECT_GE(static_cast<int64_t>(s.block_table.size()) * 4, s.pos_start + s.num_new_tokens);
+    EXPECT_EQ(s.block_table, kv_->BlockTable(a->seq_id));
+  }
+}
+
+TEST_F(SchedulerTest, FcfsHeadOfLineWaitsForBlocks) {
+  Init(5, 100);  // 20 token slots
+  Request* a = NewRequest(16);  // 4 blocks, then a 5th for its first generated token
+  Step();
+  Request* b = NewRequest(12);  // no block left for it
+  Request* c = NewRequest(2);   // would fit, but must not overtake b
+  SchedulerOutput out = Step();
+  EXPECT_EQ(NewTokens(out, a), 1);
+  EXPECT_EQ(NewTokens(out, b), 0);
+  EXPECT_EQ(NewTokens(out, c), 0);
+  EXPECT_EQ(sched_->num_waiting(), 2);
+  sched_->Remove(a);
+  out = Step();
+  EXPECT_EQ(NewTokens(out, b), 12);
+  EXPECT_EQ(NewTokens(out, c), 2);
+}
+
+TEST_F(SchedulerTest, PreemptsNewestAndRecomputesIt) {
+  Init(4, 100);  // 16 slots
+  Request* a = NewRequest(7);  // 2 blocks
+  Request* b = NewRequest(6);  // 2 blocks
+  SchedulerOutput out = Step();
+  ASSERT_EQ(out.seqs.size(), 2u);
+  // a: 8 tokens fit in its 2 blocks; at 9 it needs a third and b (newest) is preempted.
+  out = Step();
+  EXPECT_TRUE(out.preempted.empty());
+  out = Step();
+  ASSERT_EQ(out.preempted.size(), 1u);
+  EXPECT_EQ(out.preempted[0], b->seq_id);
+  EXPECT_EQ(NewTokens(out, b), 0);
+  EXPECT_EQ(b->state, RequestState::kWaiting);
+  EXPECT_EQ(b->num_computed_tokens, 0);
+  EXPECT_EQ(sched_->num_preemptions(), 1);
+  const size_t b_tokens = b->tokens.size();
+  sched_->Remove(a);
+  out = Step();
+  // b comes back with all its tokens (prompt + generated) recomputed, from the prefix cache.
+  EXPECT_EQ(b->state, RequestState::kRunning);
+  EXPECT_EQ(b->tokens.size(), b_tokens + 1);
+  EXPECT_EQ(out.seqs[0].pos_start + out.seqs[0].num_new_tokens, static_cast<int64_t>(b_tokens));
+  EXPECT_EQ(out.seqs[0].pos_start, 4);  // its first full block was cached
+}
+
+TEST_F(SchedulerTest, RequestThatFitsAloneAlwaysProgresses) {
+  Init(5, 100);  // 20 slots
+  Request* big = NewRequest(12);
+  Request* other = NewRequest(6);
+  for (int i = 0; i < 7; ++i) Step();  // big grows to 19 tokens: other must give way
+  EXPECT_GE(big->tokens.size(), 19u);
+  EXPECT_EQ(big->state, RequestState::kRunning);
+  EXPECT_GT(sched_->num_preemptions(), 0);
+  EXPECT_EQ(other->state, RequestState::kWaiting);
+}
+
+TEST_F(SchedulerTest, PriorityPolicyOrdersWaitingAndPicksVictims) {
+  Init(64, 100, 1, SchedulePolicy::kPriority);
+  Request* low = NewRequest(3, 5);
+  Request* high = NewRequest(3, 1);
+  SchedulerOutput out = Step();
+  ASSERT_EQ(out.seqs.size(), 1u);  // one running at a time
+  EXPECT_EQ(out.seqs[0].request, high);
+  sched_->Remove(high);
+  out = Step();
+  EXPECT_EQ(out.seqs[0].request, low);
+}
+
+TEST_F(SchedulerTest, MaxNumSeqsCapsRunning) {
+  Init(64, 100, 2);
+  NewRequest(3);
+  NewRequest(3);
+  NewRequest(3);
+  SchedulerOutput out = Step();
+  EXPECT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(sched_->num_running(), 2);
+  EXPECT_EQ(sched_->num_waiting(), 1);
+}
+
+TEST_F(SchedulerTest, LongPrefillThresholdCapsChunks) {
+  kv_ = std::make_unique<kv::KvCacheManager>(kv::KvCacheConfig{.num_blocks = 64, .block_size = 4, .enable_prefix_caching = true});
+  sched_ = std::make_unique<Scheduler>(
+      SchedulerConfig{.max_num_batched_tokens = 100, .max_num_seqs = 8,
+                      .long_prefill_token_threshold = 5, .policy = SchedulePolicy::kFcfs},
+      kv_.get());
+  Request* a = NewRequest(12);
+  Request* b = NewRequest(3);
+  SchedulerOutput out = Step();
+  EXPECT_EQ(NewTokens(out, a), 5);
+  EXPECT_EQ(NewTokens(out, b), 3);
+}
+
+}  // namespace
+}  // namespace tachyon::engine
