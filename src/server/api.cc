@@ -1,0 +1,334 @@
+#include "server/api.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "server/protocol.h"
+#include "util/logging.h"
+
+namespace tachyon::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kCompletions = "/v1/completions";
+constexpr const char* kChat = "/v1/chat/completions";
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+HttpResponse JsonResponse(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = DumpJson(body);
+  return r;
+}
+
+ApiError Simple(int status, std::string type, std::string message) {
+  ApiError e;
+  e.http_status = status;
+  e.type = std::move(type);
+  e.message = std::move(message);
+  return e;
+}
+
+bool NeedsAuth(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+}
+
+}  // namespace
+
+OpenAiApi::OpenAiApi(GenerationBackend* backend, ApiOptions options)
+    : backend_(backend), options_(std::move(options)), created_(UnixNow()) {
+  if (options_.served_model_names.empty()) {
+    options_.served_model_names.push_back(backend_->Info().name);
+  }
+  id_salt_ = std::random_device{}();
+  id_salt_ = (id_salt_ << 32) ^ std::random_device{}();
+}
+
+std::string OpenAiApi::NewId(const char* prefix) {
+  uint64_t n = next_id_.fetch_add(1) + 1;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%s-%016llx%08llx", prefix,
+                static_cast<unsigned long long>(id_salt_),
+                static_cast<unsigned long long>(n));
+  return buf;
+}
+
+void OpenAiApi::SendError(ResponseChannel& channel, const ApiError& error,
+                          const std::string& endpoint) {
+  HttpResponse r;
+  r.status = error.http_status;
+  r.body = error.Body();
+  if (error.retry_after_s > 0) {
+    r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+  }
+  if (!endpoint.empty()) metrics_.CountRequest(endpoint, error.http_status);
+  channel.Respond(std::move(r));
+}
+
+void OpenAiApi::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel) {
+  const std::string& path = req.path;
+  bool counted = NeedsAuth(path);
+  if (counted && !options_.api_key.empty()) {
+    std::string_view auth = req.Header("authorization");
+    if (auth != "Bearer " + options_.api_key) {
+      ApiError e = Simple(401, "authentication_error",
+                          auth.empty() ? "Missing API key: pass it as 'Authorization: Bearer KEY'."
+                                       : "Incorrect API key provided.");
+      e.code = "invalid_api_key";
+      return SendError(*channel, e, path);
+    }
+  }
+  auto route = [&](const char* method, const char* p) {
+    return path == p && req.method == method;
+  };
+  if (route("POST", kCompletions)) return Completions(req, channel);
+  if (route("POST", kChat)) return ChatCompletions(req, channel);
+  if (route("POST", "/tokenize")) return Tokenize(req, channel);
+  if (route("POST", "/detokenize")) return Detokenize(req, channel);
+  if (req.method == "GET" && (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0)) {
+    return Models(req, *channel);
+  }
+  if (route("GET", "/health")) return channel->Respond(JsonResponse(200, {{"status", "ok"}}));
+  if (route("GET", "/health/ready") || route("GET", "/ready")) {
+    bool ready = backend_->Ready() && !draining_;
+    return channel->Respond(JsonResponse(
+        ready ? 200 : 503, {{"status", ready ? "ready" : draining_ ? "draining" : "loading"}}));
+  }
+  if (route("GET", "/metrics")) {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metrics_.Render(backend_->Metrics(), backend_->Ready() && !draining_);
+    return channel->Respond(std::move(r));
+  }
+  bool known = path == kCompletions || path == kChat || path == "/tokenize" ||
+               path == "/detokenize" || path == "/health" || path == "/health/ready" ||
+               path == "/metrics" || path == "/v1/models";
+  if (known) {
+    return SendError(*channel, Simple(405, "invalid_request_error",
+                                      "Method " + req.method + " is not allowed on " + path + "."),
+                     "");
+  }
+  SendError(*channel, Simple(404, "invalid_request_error", "Unknown path: " + path), "");
+}
+
+void OpenAiApi::Models(const HttpRequest& req, ResponseChannel& channel) {
+  auto model_json = [&](const std::string& name) {
+    return json{{"id", name},
+                {"object", "model"},
+                {"created", created_},
+                {"owned_by", "tachyon"},
+                {"max_model_len", backend_->Info().context_length}};
+  };
+  if (req.path != "/v1/models") {
+    std::string id = req.path.substr(std::string("/v1/models/").size());
+    for (const auto& name : options_.served_model_names) {
+      if (name == id) return channel.Respond(JsonResponse(200, model_json(name)));
+    }
+    ApiError e = Simple(404, "invalid_request_error", "The model '" + id + "' does not exist.");
+    e.code = "model_not_found";
+    return SendError(channel, e, "");
+  }
+  json data = json::array();
+  for (const auto& name : options_.served_model_names) data.push_back(model_json(name));
+  channel.Respond(JsonResponse(200, {{"object", "list"}, {"data", std::move(data)}}));
+}
+
+std::optional<ApiError> OpenAiApi::CheckModel(const std::string& model) const {
+  if (model.empty()) return std::nullopt;
+  for (const auto& name : options_.served_model_names) {
+    if (name == model) return std::nullopt;
+  }
+  ApiError e = Simple(404, "invalid_request_error",
+                      "The model '" + model + "' does not exist. This server serves '" +
+                          options_.served_model_names.front() + "'.");
+  e.param = "model";
+  e.code = "model_not_found";
+  return e;
+}
+
+std::optional<ApiError> OpenAiApi::FitContext(const CommonParams& common, size_t prompt_len,
+                                              SamplingOptions& sampling,
+                                              const char* param) const {
+  const int64_t ctx = backend_->Info().context_length;
+  const int64_t p = static_cast<int64_t>(prompt_len);
+  if (p + (common.max_tokens_set ? common.sampling.max_tokens : 1) > ctx) {
+    ApiError e = InvalidParam(
+        param, "This model's maximum context length is " + std::to_string(ctx) +
+                   " tokens. However, you requested " +
+                   std::to_string(p + (common.max_tokens_set ? common.sampling.max_tokens : 1)) +
+                   " tokens (" + std::to_string(p) + " in the prompt, " +
+                   std::to_string(common.max_tokens_set ? common.sampling.max_tokens : 1) +
+                   " for the completion). Please reduce the prompt or the completion length.");
+    e.code = "context_length_exceeded";
+    return e;
+  }
+  if (!common.max_tokens_set) sampling.max_tokens = static_cast<int>(ctx - p);
+  return std::nullopt;
+}
+
+void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
+  auto body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendError(*channel, body.error(), kCompletions);
+  auto parsed = ParseCompletionRequest(body.value(), backend_->Info().vocab_size);
+  if (!parsed.ok()) return SendError(*channel, parsed.error(), kCompletions);
+  CompletionRequest& cr = parsed.value();
+  if (auto e = CheckModel(cr.common.model)) return SendError(*channel, *e, kCompletions);
+  if (draining_) {
+    return SendError(*channel, ApiErrorFromStatus(Unavailable("The server is shutting down.")),
+                     kCompletions);
+  }
+  JobSpec spec;
+  for (PromptInput& input : cr.prompts) {
+    JobPrompt prompt;
+    prompt.sampling = cr.common.sampling;
+    if (auto* text = std::get_if<std::string>(&input)) {
+      auto ids = backend_->Tokenize(*text, /*add_special=*/true);
+      if (!ids.ok()) return SendError(*channel, ApiErrorFromStatus(ids.status()), kCompletions);
+      prompt.ids = std::move(*ids);
+      prompt.echo_text = std::move(*text);
+    } else {
+      prompt.ids = std::move(std::get<std::vector<int32_t>>(input));
+      if (cr.echo) {
+        auto text = backend_->Detokenize(prompt.ids);
+        if (!text.ok()) return SendError(*channel, ApiErrorFromStatus(text.status()), kCompletions);
+        prompt.echo_text = std::move(*text);
+      }
+    }
+    if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "prompt")) {
+      return SendError(*channel, *e, kCompletions);
+    }
+    spec.prompts.push_back(std::move(prompt));
+  }
+  spec.chat = false;
+  spec.id = NewId("cmpl");
+  spec.model = cr.common.model.empty() ? model_name() : cr.common.model;
+  spec.endpoint = kCompletions;
+  spec.created = UnixNow();
+  spec.stream = cr.common.stream;
+  spec.include_usage = cr.common.include_usage;
+  spec.echo = cr.echo;
+  spec.n = cr.common.n;
+  spec.arrival = std::chrono::steady_clock::now();
+  GenerationJob::Start(std::move(spec), {backend_, &metrics_, &jobs_}, std::move(channel));
+}
+
+void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
+  auto body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendError(*channel, body.error(), kChat);
+  auto parsed = ParseChatRequest(body.value(), backend_->Info().vocab_size);
+  if (!parsed.ok()) return SendError(*channel, parsed.error(), kChat);
+  ChatRequest& cr = parsed.value();
+  if (auto e = CheckModel(cr.common.model)) return SendError(*channel, *e, kChat);
+  if (!backend_->Info().has_chat_template) {
+    return SendError(*channel,
+                     InvalidParam("messages", "This model has no chat template; start the server "
+                                              "with --chat-template FILE or use /v1/completions."),
+                     kChat);
+  }
+  if (draining_) {
+    return SendError(*channel, ApiErrorFromStatus(Unavailable("The server is shutting down.")),
+                     kChat);
+  }
+  auto text = backend_->ApplyChatTemplate(cr.template_context);
+  if (!text.ok()) {
+    ApiError e = ApiErrorFromStatus(text.status());
+    if (e.http_status == 400) e.param = "messages";
+    return SendError(*channel, e, kChat);
+  }
+  auto ids = backend_->Tokenize(*text, /*add_special=*/false);
+  if (!ids.ok()) return SendError(*channel, ApiErrorFromStatus(ids.status()), kChat);
+  JobPrompt prompt;
+  prompt.sampling = cr.common.sampling;
+  prompt.ids = std::move(*ids);
+  if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "messages")) {
+    return SendError(*channel, *e, kChat);
+  }
+  JobSpec spec;
+  spec.prompts.push_back(std::move(prompt));
+  spec.chat = true;
+  spec.id = NewId("chatcmpl");
+  spec.model = cr.common.model.empty() ? model_name() : cr.common.model;
+  spec.endpoint = kChat;
+  spec.created = UnixNow();
+  spec.stream = cr.common.stream;
+  spec.include_usage = cr.common.include_usage;
+  spec.n = cr.common.n;
+  spec.arrival = std::chrono::steady_clock::now();
+  GenerationJob::Start(std::move(spec), {backend_, &metrics_, &jobs_}, std::move(channel));
+}
+
+void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
+  auto body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendError(*channel, body.error(), "/tokenize");
+  const json& b = body.value();
+  std::string text;
+  bool add_special = true;
+  if (auto it = b.find("add_special_tokens"); it != b.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return SendError(*channel, InvalidParam("add_special_tokens", "expected a boolean."),
+                       "/tokenize");
+    }
+    add_special = it->get<bool>();
+  }
+  if (b.contains("messages")) {
+    auto chat = ParseChatRequest(b, backend_->Info().vocab_size);
+    if (!chat.ok()) return SendError(*channel, chat.error(), "/tokenize");
+    auto rendered = backend_->ApplyChatTemplate(chat.value().template_context);
+    if (!rendered.ok()) {
+      return SendError(*channel, ApiErrorFromStatus(rendered.status()), "/tokenize");
+    }
+    text = std::move(*rendered);
+    if (!b.contains("add_special_tokens")) add_special = false;
+  } else if (auto it = b.find("prompt"); it != b.end() && it->is_string()) {
+    text = it->get<std::string>();
+  } else {
+    return SendError(*channel, InvalidParam("prompt", "'prompt' (a string) or 'messages' is "
+                                                      "required."),
+                     "/tokenize");
+  }
+  auto ids = backend_->Tokenize(text, add_special);
+  if (!ids.ok()) return SendError(*channel, ApiErrorFromStatus(ids.status()), "/tokenize");
+  metrics_.CountRequest("/tokenize", 200);
+  channel->Respond(JsonResponse(200, {{"tokens", *ids},
+                                      {"count", ids->size()},
+                                      {"max_model_len", backend_->Info().context_length}}));
+}
+
+void OpenAiApi::Detokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
+  auto body = ParseJsonBody(req.body);
+  if (!body.ok()) return SendError(*channel, body.error(), "/detokenize");
+  const json& b = body.value();
+  auto it = b.find("tokens");
+  std::vector<int32_t> ids;
+  bool valid = it != b.end() && it->is_array();
+  if (valid) {
+    for (const auto& t : *it) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() >= backend_->Info().vocab_size) {
+        valid = false;
+        break;
+      }
+      ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+  }
+  if (!valid) {
+    return SendError(*channel,
+                     InvalidParam("tokens", "'tokens' must be an array of token ids in [0, " +
+                                                std::to_string(backend_->Info().vocab_size) + ")."),
+                     "/detokenize");
+  }
+  auto text = backend_->Detokenize(ids);
+  if (!text.ok()) return SendError(*channel, ApiErrorFromStatus(text.status()), "/detokenize");
+  metrics_.CountRequest("/detokenize", 200);
+  channel->Respond(JsonResponse(200, {{"prompt", *text}}));
+}
+
+}  // namespace tachyon::server

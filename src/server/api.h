@@ -1,0 +1,75 @@
+// OpenAiApi: routes HTTP requests to the OpenAI-compatible endpoints and the operational ones.
+//
+//   POST /v1/completions, /v1/chat/completions   generation (streamed or not)
+//   GET  /v1/models, /v1/models/{id}              served model names
+//   POST /tokenize, /detokenize                   the model's tokenizer
+//   GET  /health (liveness), /health/ready        readiness: model loaded, not draining
+//   GET  /metrics                                 Prometheus text
+//
+// With an API key configured, /v1/*, /tokenize and /detokenize need
+// "Authorization: Bearer <key>". Everything that can be rejected (JSON, parameters, model name,
+// context length, auth, draining) is rejected before the backend sees the request.
+// Thread-safety: Handle() may run concurrently on any number of io threads.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/backend.h"
+#include "server/generation_job.h"
+#include "server/http.h"
+#include "server/metrics.h"
+
+namespace tachyon::server {
+
+struct ApiOptions {
+  std::vector<std::string> served_model_names;  // first is reported; empty: backend's name
+  std::string api_key;                           // "" = no authentication
+};
+
+class OpenAiApi {
+ public:
+  // `backend` must outlive this object and every job it starts.
+  OpenAiApi(GenerationBackend* backend, ApiOptions options);
+
+  void Handle(HttpRequest request, std::shared_ptr<ResponseChannel> channel);
+
+  // Draining: readiness turns 503 and new generation requests get 503 (in-flight ones go on).
+  void SetDraining(bool draining) { draining_ = draining; }
+  // Generation requests the backend still holds.
+  size_t InFlight() const { return jobs_.size(); }
+  // Aborts every in-flight generation.
+  void CancelAll() { jobs_.CancelAll(); }
+
+  ServerMetrics& metrics() { return metrics_; }
+  const std::string& model_name() const { return options_.served_model_names.front(); }
+
+ private:
+  void Completions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  void ChatCompletions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  void Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  void Detokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  void Models(const HttpRequest& req, ResponseChannel& channel);
+
+  // Common checks for the generation endpoints; returns an error to send, if any.
+  std::optional<ApiError> CheckModel(const std::string& model) const;
+  // Fills max_tokens from the context, or rejects a prompt that does not fit.
+  std::optional<ApiError> FitContext(const CommonParams& common, size_t prompt_len,
+                                     SamplingOptions& sampling, const char* param) const;
+  void SendError(ResponseChannel& channel, const ApiError& error, const std::string& endpoint);
+  std::string NewId(const char* prefix);
+
+  GenerationBackend* backend_;
+  ApiOptions options_;
+  ServerMetrics metrics_;
+  JobRegistry jobs_;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_id_{0};
+  uint64_t id_salt_;
+  int64_t created_;
+};
+
+}  // namespace tachyon::server

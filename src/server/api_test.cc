@@ -1,0 +1,302 @@
+#include "server/api.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "server/fake_backend.h"
+#include "server/test_channel.h"
+
+namespace tachyon::server {
+namespace {
+
+using nlohmann::json;
+
+const std::string kText = "Once upon a time there was a tiny robot. ";
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void Init(FakeBackendOptions opts = {}, ApiOptions api_opts = {}) {
+    backend_ = std::make_unique<FakeBackend>(opts);
+    if (api_opts.served_model_names.empty()) api_opts.served_model_names = {"tiny"};
+    api_ = std::make_unique<OpenAiApi>(backend_.get(), api_opts);
+  }
+  void SetUp() override { Init(); }
+
+  std::shared_ptr<TestChannel> Call(const std::string& method, const std::string& path,
+                                    const std::string& body, Headers headers = {}) {
+    auto ch = std::make_shared<TestChannel>();
+    HttpRequest req;
+    req.method = method;
+    req.path = path;
+    req.body = body;
+    req.headers = std::move(headers);
+    api_->Handle(std::move(req), ch);
+    EXPECT_TRUE(ch->Pump()) << path << " " << body;
+    return ch;
+  }
+  std::shared_ptr<TestChannel> Post(const std::string& path, const json& body) {
+    return Call("POST", path, body.dump());
+  }
+  void WaitIdle() {
+    for (int i = 0; i < 500 && (backend_->Live() > 0 || api_->InFlight() > 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_EQ(backend_->Live(), 0);
+    EXPECT_EQ(api_->InFlight(), 0u);
+  }
+
+  std::unique_ptr<FakeBackend> backend_;
+  std::unique_ptr<OpenAiApi> api_;
+};
+
+TEST_F(ApiTest, CompletionNonStreaming) {
+  auto ch = Post("/v1/completions", {{"model", "tiny"}, {"prompt", "abc"}, {"max_tokens", 5}});
+  ASSERT_EQ(ch->response.status, 200) << ch->response.body;
+  json j = ch->Json();
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(j["choices"][0]["text"], "Once ");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4);  // BOS + 3 bytes
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(j["usage"]["total_tokens"], 9);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  WaitIdle();
+}
+
+TEST_F(ApiTest, StreamedTextEqualsNonStreamed) {
+  json body = {{"prompt", "abc"}, {"max_tokens", 30}, {"stop", "there"}};
+  auto plain = Post("/v1/completions", body);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  auto ch = Post("/v1/completions", body);
+  EXPECT_TRUE(ch->streaming);
+  bool done = false;
+  auto events = ch->Events(&done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  std::string text;
+  std::string finish;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(events[i]["object"], "text_completion");
+    EXPECT_TRUE(events[i]["usage"].is_null());
+    text += events[i]["choices"][0]["text"].get<std::string>();
+    if (!events[i]["choices"][0]["finish_reason"].is_null()) {
+      finish = events[i]["choices"][0]["finish_reason"];
+    }
+  }
+  EXPECT_EQ(text, plain->Json()["choices"][0]["text"]);
+  EXPECT_EQ(text, "Once upon a time ");
+  EXPECT_EQ(finish, "stop");
+  const json& usage = events.back();
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], plain->Json()["usage"]["completion_tokens"]);
+  WaitIdle();
+}
+
+TEST_F(ApiTest, ChatStreamStartsWithRoleAndEndsWithFinish) {
+  json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+               {"max_tokens", 4},
+               {"stream", true}};
+  auto ch = Post("/v1/chat/completions", body);
+  auto events = ch->Events();
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (const auto& e : events) text += e["choices"][0]["delta"].value("content", "");
+  EXPECT_EQ(text, "Once");
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(events.back()["choices"][0]["delta"].empty());
+
+  body["stream"] = false;
+  auto plain = Post("/v1/chat/completions", body);
+  json j = plain->Json();
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Once");
+  // "user: hi\nassistant:" rendered by the fake template, no BOS for chat.
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 19);
+  WaitIdle();
+}
+
+TEST_F(ApiTest, MultiplePromptsAndN) {
+  auto ch = Post("/v1/completions",
+                 {{"prompt", {"a", "b"}}, {"n", 2}, {"max_tokens", 3}, {"seed", 5}});
+  json j = ch->Json();
+  ASSERT_EQ(j["choices"].size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(j["choices"][i]["index"], i);
+  // Seed s starts the fake text at offset s: choice k of a prompt uses seed + k.
+  EXPECT_EQ(j["choices"][0]["text"], kText.substr(5, 3));
+  EXPECT_EQ(j["choices"][1]["text"], kText.substr(6, 3));
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  WaitIdle();
+}
+
+TEST_F(ApiTest, EchoAndLogprobs) {
+  auto ch = Post("/v1/completions",
+                 {{"prompt", {66, 67}}, {"echo", true}, {"max_tokens", 3}, {"logprobs", 2}});
+  json j = ch->Json();
+  EXPECT_EQ(j["choices"][0]["text"], "BCOnc");
+  const json& lp = j["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 3u);
+  EXPECT_EQ(lp["tokens"][0], "O");
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][0].get<float>(), -0.5f);
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(lp["text_offset"][0], 2);
+  EXPECT_EQ(lp["text_offset"][2], 4);
+
+  auto chat = Post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                             {"max_tokens", 2},
+                                             {"logprobs", true},
+                                             {"top_logprobs", 3}});
+  const json chat_json = chat->Json();
+  const json& content = chat_json["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "O");
+  EXPECT_EQ(content[0]["bytes"], json::array({79}));
+  EXPECT_EQ(content[0]["top_logprobs"].size(), 3u);
+  WaitIdle();
+}
+
+TEST_F(ApiTest, Errors) {
+  auto bad_json = Call("POST", "/v1/completions", "{\"prompt\": ");
+  EXPECT_EQ(bad_json->response.status, 400);
+  EXPECT_TRUE(bad_json->Json()["error"].contains("message"));
+
+  auto bad_param = Post("/v1/completions", {{"prompt", "x"}, {"temperature", 9}});
+  EXPECT_EQ(bad_param->response.status, 400);
+  EXPECT_EQ(bad_param->Json()["error"]["param"], "temperature");
+
+  auto bad_model = Post("/v1/completions", {{"model", "gpt-9"}, {"prompt", "x"}});
+  EXPECT_EQ(bad_model->response.status, 404);
+  EXPECT_EQ(bad_model->Json()["error"]["code"], "model_not_found");
+
+  auto too_long = Post("/v1/completions", {{"prompt", std::string(200, 'a')}, {"max_tokens", 100}});
+  EXPECT_EQ(too_long->response.status, 400);
+  EXPECT_EQ(too_long->Json()["error"]["code"], "context_length_exceeded");
+
+  auto too_long_chat = Post("/v1/chat/completions",
+                            {{"messages", {{{"role", "user"}, {"content", std::string(300, 'a')}}}}});
+  EXPECT_EQ(too_long_chat->response.status, 400);
+
+  EXPECT_EQ(Call("GET", "/nope", "")->response.status, 404);
+  EXPECT_EQ(Call("GET", "/v1/completions", "")->response.status, 405);
+  EXPECT_EQ(backend_->Live(), 0);
+  EXPECT_EQ(api_->InFlight(), 0u);
+}
+
+TEST_F(ApiTest, ApiKey) {
+  Init({}, {{"tiny"}, "sekret"});
+  json body = {{"prompt", "x"}, {"max_tokens", 1}};
+  auto missing = Post("/v1/completions", body);
+  EXPECT_EQ(missing->response.status, 401);
+  EXPECT_EQ(missing->Json()["error"]["type"], "authentication_error");
+  auto wrong = Call("POST", "/v1/completions", body.dump(), {{"authorization", "Bearer nope"}});
+  EXPECT_EQ(wrong->response.status, 401);
+  auto right = Call("POST", "/v1/completions", body.dump(), {{"authorization", "Bearer sekret"}});
+  EXPECT_EQ(right->response.status, 200);
+  EXPECT_EQ(Call("GET", "/health", "")->response.status, 200);  // no key needed
+  WaitIdle();
+}
+
+TEST_F(ApiTest, QueueFullIs429WithRetryAfter) {
+  FakeBackendOptions opts;
+  opts.max_running = 0;
+  opts.max_waiting = 1;
+  opts.step_interval = std::chrono::microseconds(1000);
+  Init(opts);
+  auto first = std::make_shared<TestChannel>();
+  HttpRequest req{"POST", "/v1/completions", json{{"prompt", "x"}, {"max_tokens", 1}}.dump(), {}};
+  api_->Handle(req, first);  // waits forever: nothing may run
+  auto second = Call("POST", "/v1/completions", req.body);
+  EXPECT_EQ(second->response.status, 429);
+  bool retry_after = false;
+  for (auto& [k, v] : second->response.headers) retry_after |= (k == "Retry-After");
+  EXPECT_TRUE(retry_after);
+  first->Disconnect();
+  first->PumpFor(std::chrono::milliseconds(50));
+  WaitIdle();
+}
+
+TEST_F(ApiTest, DisconnectAbortsTheRequest) {
+  FakeBackendOptions opts;
+  opts.step_interval = std::chrono::microseconds(2000);
+  Init(opts);
+  auto ch = std::make_shared<TestChannel>();
+  HttpRequest req{"POST", "/v1/completions",
+                  json{{"prompt", "x"}, {"max_tokens", 100}, {"stream", true}}.dump(), {}};
+  api_->Handle(req, ch);
+  ch->PumpFor(std::chrono::milliseconds(20));
+  EXPECT_FALSE(ch->done());
+  EXPECT_EQ(backend_->Live(), 1);
+  ch->Disconnect();
+  ch->PumpFor(std::chrono::milliseconds(30));
+  WaitIdle();
+  std::string metrics = Call("GET", "/metrics", "")->response.body;
+  EXPECT_NE(metrics.find("tachyon_http_requests_total{endpoint=\"/v1/completions\",status=\"499\"} 1"),
+            std::string::npos)
+      << metrics;
+}
+
+TEST_F(ApiTest, DrainingRejectsNewWork) {
+  api_->SetDraining(true);
+  EXPECT_EQ(Post("/v1/completions", {{"prompt", "x"}})->response.status, 503);
+  EXPECT_EQ(Call("GET", "/health/ready", "")->response.status, 503);
+  EXPECT_EQ(Call("GET", "/health", "")->response.status, 200);
+}
+
+TEST_F(ApiTest, ModelsTokenizeDetokenize) {
+  json models = Call("GET", "/v1/models", "")->Json();
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "tiny");
+  EXPECT_EQ(Call("GET", "/v1/models/tiny", "")->response.status, 200);
+  EXPECT_EQ(Call("GET", "/v1/models/other", "")->response.status, 404);
+
+  json tok = Post("/tokenize", {{"prompt", "AB"}})->Json();
+  EXPECT_EQ(tok["tokens"], json::array({FakeBackend::kBos, 65, 66}));
+  EXPECT_EQ(tok["count"], 3);
+  json tok2 = Post("/tokenize", {{"prompt", "AB"}, {"add_special_tokens", false}})->Json();
+  EXPECT_EQ(tok2["tokens"], json::array({65, 66}));
+  EXPECT_EQ(Post("/detokenize", {{"tokens", {72, 105}}})->Json()["prompt"], "Hi");
+  EXPECT_EQ(Post("/detokenize", {{"tokens", {72, 9999}}})->response.status, 400);
+  EXPECT_EQ(Post("/tokenize", {{"nothing", 1}})->response.status, 400);
+}
+
+TEST_F(ApiTest, MetricsText) {
+  Post("/v1/completions", {{"prompt", "abc"}, {"max_tokens", 3}});
+  WaitIdle();
+  auto ch = Call("GET", "/metrics", "");
+  EXPECT_EQ(ch->response.content_type.rfind("text/plain", 0), 0u);
+  const std::string& m = ch->response.body;
+  for (const char* name :
+       {"# TYPE tachyon_num_requests_running gauge", "tachyon_num_requests_waiting 0",
+        "tachyon_kv_cache_usage_ratio", "tachyon_prefix_cache_hit_rate",
+        "tachyon_prompt_tokens_total 4", "tachyon_generation_tokens_total 3",
+        "tachyon_http_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 1",
+        "# TYPE tachyon_time_to_first_token_seconds histogram",
+        "tachyon_time_to_first_token_seconds_count 1", "tachyon_e2e_request_latency_seconds_count 1",
+        "tachyon_time_per_output_token_seconds_count 1", "tachyon_request_queue_time_seconds_count 1",
+        "tachyon_e2e_request_latency_seconds_bucket{le=\"+Inf\"} 1"}) {
+    EXPECT_NE(m.find(name), std::string::npos) << name << "\n" << m;
+  }
+}
+
+TEST(HistogramTest, CumulativeBuckets) {
+  Histogram h({0.1, 1.0});
+  h.Observe(0.05);
+  h.Observe(0.5);
+  h.Observe(5);
+  std::string out;
+  h.Render("x", out);
+  EXPECT_NE(out.find("x_bucket{le=\"0.1\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"1\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(out.find("x_count 3\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tachyon::server

@@ -1,0 +1,147 @@
+// Parsing of /v1/chat/completions bodies into a ChatRequest.
+#include <set>
+
+#include "server/field_reader.h"
+#include "server/protocol.h"
+
+namespace tachyon::server {
+
+using nlohmann::json;
+
+namespace {
+
+const std::set<std::string>& Roles() {
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant",
+                                               "tool"};
+  return kRoles;
+}
+
+// Flattens content given as an array of parts into one string (text parts joined by "\n").
+std::optional<ApiError> FlattenContent(const json& parts, size_t index, std::string& out) {
+  std::string param = "messages[" + std::to_string(index) + "].content";
+  for (const auto& part : parts) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      return InvalidParam(param, "Invalid value for '" + param +
+                                     "': each content part must be an object with a 'type'.");
+    }
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") {
+      return InvalidParam(param, "Content parts of type '" + type +
+                                     "' are not supported by this model; only 'text' is.");
+    }
+    if (!part.contains("text") || !part["text"].is_string()) {
+      return InvalidParam(param, "Invalid value for '" + param +
+                                     "': a text part needs a string 'text'.");
+    }
+    if (!out.empty()) out += "\n";
+    out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+ApiResult<json> ParseMessages(const json& body) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) {
+    return InvalidParam("messages", "'messages' is required.");
+  }
+  if (!it->is_array() || it->empty()) {
+    return InvalidParam("messages", "Invalid value for 'messages': expected a non-empty array.");
+  }
+  json messages = json::array();
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    std::string param = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) {
+      return InvalidParam(param, "Invalid value for '" + param + "': expected an object.");
+    }
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string() || !Roles().count(role->get<std::string>())) {
+      return InvalidParam(param + ".role",
+                          "Invalid value for '" + param +
+                              ".role': expected one of system, developer, user, assistant, tool.");
+    }
+    json out = m;  // keeps name, tool_calls, tool_call_id, ...
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      if (*role != "assistant") {
+        return InvalidParam(param + ".content", "'" + param + ".content' is required.");
+      }
+      out["content"] = nullptr;
+    } else if (content->is_array()) {
+      std::string text;
+      if (auto err = FlattenContent(*content, i, text)) return *err;
+      out["content"] = std::move(text);
+    } else if (!content->is_string()) {
+      return InvalidParam(param + ".content", "Invalid value for '" + param +
+                                                  ".content': expected a string or an array of "
+                                                  "content parts.");
+    }
+    messages.push_back(std::move(out));
+  }
+  return messages;
+}
+
+std::optional<ApiError> ReadTools(const json& body, json& context) {
+  json tools = nullptr;
+  if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) return InvalidParam("tools", "Invalid value for 'tools': expected an array.");
+    for (const auto& t : *it) {
+      if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
+          !t["function"].contains("name") || !t["function"]["name"].is_string()) {
+        return InvalidParam("tools", "Invalid value for 'tools': each tool must be "
+                                     "{\"type\": \"function\", \"function\": {\"name\": ...}}.");
+      }
+    }
+    if (!it->empty()) tools = *it;
+  }
+  json tool_choice = "auto";
+  if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
+    bool valid_string = it->is_string() && (*it == "none" || *it == "auto" || *it == "required");
+    if (!valid_string && !it->is_object()) {
+      return InvalidParam("tool_choice", "Invalid value for 'tool_choice': expected 'none', "
+                                         "'auto', 'required' or an object naming a function.");
+    }
+    tool_choice = *it;
+  }
+  if (tool_choice == "none") tools = nullptr;
+  context["tools"] = std::move(tools);
+  context["tool_choice"] = std::move(tool_choice);
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiResult<ChatRequest> ParseChatRequest(const json& body, int vocab_size) {
+  auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/true);
+  if (!common.ok()) return common.error();
+  ChatRequest req;
+  req.common = std::move(common.value());
+
+  auto messages = ParseMessages(body);
+  if (!messages.ok()) return messages.error();
+  json context = json::object();
+  FieldReader r(body);
+  if (const json* kwargs = r.Raw("chat_template_kwargs")) {
+    if (!kwargs->is_object()) {
+      r.Fail("chat_template_kwargs", "expected an object.");
+    } else {
+      context = *kwargs;
+    }
+  }
+  context["messages"] = std::move(messages.value());
+  context["add_generation_prompt"] = r.Bool("add_generation_prompt").value_or(true);
+  if (auto err = ReadTools(body, context)) return *err;
+
+  req.logprobs = r.Bool("logprobs").value_or(false);
+  auto top = r.Int("top_logprobs", 0, kMaxLogprobs);
+  if (top && !req.logprobs && !r.failed()) {
+    r.Fail("top_logprobs", "'logprobs' must be true when 'top_logprobs' is set.");
+  }
+  req.top_logprobs = static_cast<int>(top.value_or(0));
+  if (r.failed()) return r.error();
+  req.common.sampling.logprobs = req.logprobs ? req.top_logprobs : -1;
+  req.template_context = std::move(context);
+  return req;
+}
+
+}  // namespace tachyon::server

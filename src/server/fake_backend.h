@@ -1,0 +1,78 @@
+// FakeBackend: a deterministic in-process GenerationBackend for tests of the HTTP and protocol
+// layers. Never used by `tachyon serve`.
+//
+// Tokenizer: one token per byte (ids 0..255), BOS = 256, EOS = 257; vocab 258.
+// Generation: request i emits the bytes of `options.text` starting at offset (seed % size),
+// one token per step, every `step_interval`; greedy and seeded requests are therefore
+// reproducible. Stop strings, max_tokens, logprobs and the context limit behave like the engine.
+// A dedicated thread runs the steps; callbacks are invoked on it.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "server/backend.h"
+
+namespace tachyon::server {
+
+struct FakeBackendOptions {
+  std::string text = "Once upon a time there was a tiny robot. ";
+  int context_length = 256;
+  std::chrono::microseconds step_interval{200};
+  int max_running = 8;   // requests generating at once; the rest wait
+  int max_waiting = 64;  // Submit beyond this is ResourceExhausted
+  int eos_after = -1;    // >= 0: emit EOS after this many tokens (unless ignore_eos)
+};
+
+class FakeBackend : public GenerationBackend {
+ public:
+  explicit FakeBackend(FakeBackendOptions options = {});
+  ~FakeBackend() override;
+
+  static constexpr int32_t kBos = 256;
+  static constexpr int32_t kEos = 257;
+
+  const ModelInfo& Info() const override { return info_; }
+  bool Ready() const override { return true; }
+  Result<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) const override;
+  Result<std::string> Detokenize(std::span<const int32_t> ids) const override;
+  std::string TokenBytes(int32_t id) const override;
+  // Renders "<role>: <content>\n" per message, plus "assistant:" with add_generation_prompt.
+  Result<std::string> ApplyChatTemplate(const nlohmann::json& context) const override;
+  Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) override;
+  void Cancel(uint64_t handle) override;
+  BackendMetrics Metrics() const override;
+
+  // Number of requests submitted and not yet finished (for leak checks in tests).
+  int64_t Live() const;
+
+ private:
+  struct Running {
+    GenerationRequest request;
+    OutputCallback callback;
+    size_t offset = 0;
+    int generated = 0;
+    std::string text;  // generated text not yet released (may hold a stop-string prefix)
+    bool cancel = false;
+  };
+  void Loop();
+  // Advances one request by one token; returns true when it finished.
+  bool Step(Running& r, GenerationChunk& out);
+
+  FakeBackendOptions options_;
+  ModelInfo info_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Running> live_;  // ordered by handle: the first max_running run
+  uint64_t next_handle_ = 1;
+  bool stop_ = false;
+  int64_t generated_total_ = 0;
+  int64_t prompt_total_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace tachyon::server

@@ -1,0 +1,350 @@
+#include "server/generation_job.h"
+
+#include "server/sse.h"
+#include "util/logging.h"
+
+namespace tachyon::server {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+json BytesArray(const std::string& s) {
+  json a = json::array();
+  for (unsigned char c : s) a.push_back(static_cast<int>(c));
+  return a;
+}
+
+}  // namespace
+
+uint64_t JobRegistry::Add(std::weak_ptr<GenerationJob> job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t key = next_key_++;
+  jobs_[key] = std::move(job);
+  return key;
+}
+
+void JobRegistry::Remove(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.erase(key);
+}
+
+size_t JobRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size();
+}
+
+void JobRegistry::CancelAll() {
+  std::vector<std::shared_ptr<GenerationJob>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, weak] : jobs_) {
+      if (auto job = weak.lock()) live.push_back(std::move(job));
+    }
+  }
+  for (auto& job : live) job->Cancel();
+}
+
+GenerationJob::GenerationJob(JobSpec spec, JobContext ctx, std::shared_ptr<ResponseChannel> channel)
+    : spec_(std::move(spec)), ctx_(ctx), channel_(std::move(channel)) {
+  for (size_t p = 0; p < spec_.prompts.size(); ++p) {
+    for (int k = 0; k < spec_.n; ++k) {
+      Choice c;
+      c.prompt_index = static_cast<int>(p);
+      choices_.push_back(std::move(c));
+    }
+  }
+}
+
+GenerationJob::~GenerationJob() {
+  if (registry_key_ != 0) ctx_.registry->Remove(registry_key_);
+}
+
+void GenerationJob::Start(JobSpec spec, JobContext ctx, std::shared_ptr<ResponseChannel> channel) {
+  auto job = std::make_shared<GenerationJob>(std::move(spec), ctx, channel);
+  job->registry_key_ = ctx.registry->Add(job);
+  std::weak_ptr<GenerationJob> weak = job;
+  channel->SetOnClose([weak] {
+    if (auto j = weak.lock()) j->OnClientGone();
+  });
+  for (size_t i = 0; i < job->choices_.size(); ++i) {
+    const JobSpec& s = job->spec_;
+    const JobPrompt& prompt = s.prompts[job->choices_[i].prompt_index];
+    GenerationRequest req;
+    req.request_id = s.id + "-" + std::to_string(i);
+    req.prompt_ids = prompt.ids;
+    req.sampling = prompt.sampling;
+    if (req.sampling.seed && s.n > 1) *req.sampling.seed += i % s.n;
+    auto handle = ctx.backend->Submit(std::move(req), [job, i](GenerationChunk chunk) {
+      job->OnChunk(i, std::move(chunk));
+    });
+    if (!handle.ok()) {
+      job->Cancel();
+      job->Fail(ApiErrorFromStatus(handle.status()));
+      return;
+    }
+    std::lock_guard<std::mutex> lock(job->mu_);
+    job->handles_.push_back(*handle);
+    if (job->cancelled_) ctx.backend->Cancel(*handle);
+  }
+  // Chunks queued during submission are drained later on this executor, after the head.
+  if (!job->spec_.stream) return;
+  channel->StartStream({});
+  job->stream_started_ = true;
+  if (job->spec_.chat) {
+    for (size_t i = 0; i < job->choices_.size(); ++i) {
+      job->WriteEvent(job->StreamDelta(i, "", nullptr));
+    }
+  }
+}
+
+void GenerationJob::Cancel() {
+  std::vector<uint64_t> handles;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    handles = handles_;
+  }
+  for (uint64_t h : handles) ctx_.backend->Cancel(h);
+}
+
+void GenerationJob::OnChunk(size_t choice, GenerationChunk chunk) {
+  bool post = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.emplace_back(choice, std::move(chunk));
+    post = !drain_scheduled_;
+    drain_scheduled_ = true;
+  }
+  if (post) channel_->Post([self = shared_from_this()] { self->Drain(); });
+}
+
+void GenerationJob::Drain() {
+  std::deque<std::pair<size_t, GenerationChunk>> items;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    items.swap(queue_);
+    drain_scheduled_ = false;
+  }
+  for (auto& [index, chunk] : items) Handle(index, chunk);
+}
+
+void GenerationJob::Handle(size_t index, GenerationChunk& chunk) {
+  Choice& c = choices_[index];
+  if (c.finished) return;
+  auto now = Clock::now();
+  if (!chunk.token_ids.empty() && !c.has_first_token) {
+    c.has_first_token = true;
+    c.first_token = now;
+  }
+  c.completion_tokens += static_cast<int>(chunk.token_ids.size());
+  if (chunk.finished || !chunk.error.ok()) {
+    c.finished = true;
+    c.reason = chunk.finish_reason;
+    c.cached_tokens = chunk.cached_tokens;
+    if (chunk.completion_tokens > 0) c.completion_tokens = chunk.completion_tokens;
+    finished_++;
+    double ttft = c.has_first_token ? Seconds(c.first_token - spec_.arrival) : -1;
+    double tpot = c.completion_tokens > 1
+                      ? Seconds(now - c.first_token) / (c.completion_tokens - 1)
+                      : -1;
+    ctx_.metrics->ObserveGeneration(ttft, tpot, Seconds(now - spec_.arrival),
+                                    chunk.queue_seconds);
+  }
+  if (done_) return;
+  if (!chunk.error.ok()) {
+    Cancel();
+    Fail(ApiErrorFromStatus(chunk.error));
+    return;
+  }
+  json logprobs = chunk.logprobs.empty() ? json(nullptr) : LogprobsJson(c, chunk);
+  if (spec_.stream) {
+    std::string text = std::move(chunk.text);
+    c.text_bytes += text.size();
+    if (spec_.echo && !c.echo_sent && (!text.empty() || c.finished)) {
+      c.echo_sent = true;
+      text = spec_.prompts[c.prompt_index].echo_text + text;
+    }
+    if (!text.empty() || !logprobs.is_null()) WriteEvent(StreamDelta(index, text, logprobs));
+    if (c.finished && !done_) {
+      json event = StreamDelta(index, "", nullptr);
+      event["choices"][0]["finish_reason"] = FinishReasonName(c.reason);
+      if (spec_.chat) event["choices"][0]["delta"] = json::object();
+      WriteEvent(event);
+    }
+  } else {
+    c.text += chunk.text;
+    c.text_bytes += chunk.text.size();
+    if (!logprobs.is_null()) {
+      auto& dst = c.logprobs;
+      if (spec_.chat) {
+        for (auto& e : logprobs["content"]) dst.push_back(std::move(e));
+      } else {
+        if (dst.empty()) dst = json{{"tokens", json::array()}, {"token_logprobs", json::array()},
+                                    {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+          for (auto& e : logprobs[key]) dst[key].push_back(std::move(e));
+        }
+      }
+    }
+  }
+  if (finished_ == choices_.size() && !done_) Complete();
+}
+
+json GenerationJob::LogprobsJson(Choice& c, const GenerationChunk& chunk) const {
+  const GenerationBackend& b = *ctx_.backend;
+  if (spec_.chat) {
+    json content = json::array();
+    for (const TokenLogprob& lp : chunk.logprobs) {
+      std::string tok = b.TokenBytes(lp.token_id);
+      json top = json::array();
+      for (const TopLogprob& t : lp.top) {
+        std::string s = b.TokenBytes(t.token_id);
+        top.push_back({{"token", s}, {"logprob", t.logprob}, {"bytes", BytesArray(s)}});
+      }
+      content.push_back({{"token", tok},
+                         {"logprob", lp.logprob},
+                         {"bytes", BytesArray(tok)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return json{{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json out = {{"tokens", json::array()}, {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  size_t offset = c.text_bytes;
+  if (spec_.echo) offset += spec_.prompts[c.prompt_index].echo_text.size();
+  for (const TokenLogprob& lp : chunk.logprobs) {
+    std::string tok = b.TokenBytes(lp.token_id);
+    out["tokens"].push_back(tok);
+    out["token_logprobs"].push_back(lp.logprob);
+    json top = json::object();
+    for (const TopLogprob& t : lp.top) top[b.TokenBytes(t.token_id)] = t.logprob;
+    out["top_logprobs"].push_back(std::move(top));
+    out["text_offset"].push_back(offset);
+    offset += tok.size();
+  }
+  return out;
+}
+
+json GenerationJob::ChunkEnvelope() const {
+  json j = {{"id", spec_.id},
+            {"object", spec_.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", spec_.created},
+            {"model", spec_.model},
+            {"system_fingerprint", nullptr}};
+  if (spec_.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+json GenerationJob::StreamDelta(size_t index, const std::string& text,
+                                const json& logprobs) const {
+  json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+  if (spec_.chat) {
+    bool first = text.empty() && logprobs.is_null();
+    choice["delta"] = first ? json{{"role", "assistant"}, {"content", ""}}
+                            : json{{"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  json j = ChunkEnvelope();
+  j["choices"] = json::array({std::move(choice)});
+  return j;
+}
+
+json GenerationJob::UsageJson() const {
+  int prompt_tokens = 0, completion_tokens = 0;
+  std::vector<int> cached(spec_.prompts.size(), 0);
+  for (size_t p = 0; p < spec_.prompts.size(); ++p) {
+    prompt_tokens += static_cast<int>(spec_.prompts[p].ids.size());
+  }
+  for (const Choice& c : choices_) {
+    completion_tokens += c.completion_tokens;
+    cached[c.prompt_index] = std::max(cached[c.prompt_index], c.cached_tokens);
+  }
+  int cached_tokens = 0;
+  for (int v : cached) cached_tokens += v;
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+}
+
+json GenerationJob::FinalBody() const {
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json lp = c.logprobs.empty() ? json(nullptr) : c.logprobs;
+    if (spec_.chat && !lp.is_null()) lp = json{{"content", c.logprobs}, {"refusal", nullptr}};
+    json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", FinishReasonName(c.reason)}};
+    if (spec_.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+    } else {
+      choice["text"] = spec_.echo ? spec_.prompts[c.prompt_index].echo_text + c.text : c.text;
+    }
+    choices.push_back(std::move(choice));
+  }
+  return {{"id", spec_.id},
+          {"object", spec_.chat ? "chat.completion" : "text_completion"},
+          {"created", spec_.created},
+          {"model", spec_.model},
+          {"system_fingerprint", nullptr},
+          {"choices", std::move(choices)},
+          {"usage", UsageJson()}};
+}
+
+void GenerationJob::WriteEvent(const json& event) {
+  if (done_) return;
+  if (!channel_->Write(SseData(event))) {
+    // The channel closes and reports OnClose; make sure the engine stops now.
+    Cancel();
+  }
+}
+
+void GenerationJob::Complete() {
+  if (spec_.stream) {
+    if (spec_.include_usage) {
+      json j = ChunkEnvelope();
+      j["choices"] = json::array();
+      j["usage"] = UsageJson();
+      WriteEvent(j);
+    }
+    channel_->Write(std::string(kSseDone));
+    channel_->EndStream();
+  } else {
+    HttpResponse r;
+    r.body = DumpJson(FinalBody());
+    channel_->Respond(std::move(r));
+  }
+  done_ = true;
+  ctx_.metrics->CountRequest(spec_.endpoint, 200);
+}
+
+void GenerationJob::Fail(const ApiError& error) {
+  if (done_) return;
+  done_ = true;
+  ctx_.metrics->CountRequest(spec_.endpoint, error.http_status);
+  if (stream_started_) {
+    channel_->Write(SseData(error.ToJson()));
+    channel_->Write(std::string(kSseDone));
+    channel_->EndStream();
+    return;
+  }
+  HttpResponse r;
+  r.status = error.http_status;
+  r.body = error.Body();
+  if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+  channel_->Respond(std::move(r));
+}
+
+void GenerationJob::OnClientGone() {
+  if (done_) return;
+  done_ = true;
+  ctx_.metrics->CountRequest(spec_.endpoint, 499);
+  TLOG(DEBUG) << spec_.id << ": client disconnected, aborting";
+  Cancel();
+}
+
+}  // namespace tachyon::server

@@ -1,0 +1,215 @@
+#include "server/protocol.h"
+
+#include <charconv>
+#include <limits>
+
+#include "server/field_reader.h"
+
+namespace tachyon::server {
+
+using nlohmann::json;
+
+json ApiError::ToJson() const {
+  json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) e["param"] = param;
+  if (!code.empty()) e["code"] = code;
+  return json{{"error", std::move(e)}};
+}
+
+std::string ApiError::Body() const { return DumpJson(ToJson()); }
+
+ApiError InvalidParam(std::string param, std::string message) {
+  ApiError e;
+  e.http_status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+ApiError ApiErrorFromStatus(const Status& status) {
+  ApiError e;
+  e.http_status = HttpStatus(status.code());
+  e.message = status.message();
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kPayloadTooLarge:
+      e.type = "invalid_request_error";
+      break;
+    case StatusCode::kNotFound:
+      e.type = "invalid_request_error";
+      e.code = "model_not_found";
+      break;
+    case StatusCode::kUnauthenticated:
+      e.type = "authentication_error";
+      e.code = "invalid_api_key";
+      break;
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnavailable:
+      e.type = "server_overloaded";
+      e.retry_after_s = 1;
+      break;
+    default:
+      e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+std::string DumpJson(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+ApiResult<json> ParseJsonBody(std::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return InvalidParam("", "We could not parse the JSON body of your request. The body must be "
+                            "a valid JSON object.");
+  }
+  if (!j.is_object()) return InvalidParam("", "The request body must be a JSON object.");
+  return j;
+}
+
+namespace {
+
+// Parses logit_bias: {"<token id>": bias in [-100, 100]}.
+void ReadLogitBias(FieldReader& r, int vocab_size, SamplingOptions& s) {
+  const json* v = r.Raw("logit_bias");
+  if (v == nullptr) return;
+  if (!v->is_object()) return r.Fail("logit_bias", "expected an object of token ids to biases.");
+  for (const auto& [key, bias] : v->items()) {
+    int id = -1;
+    auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || ptr != key.data() + key.size() || id < 0 || id >= vocab_size) {
+      return r.Fail("logit_bias", "'" + key + "' is not a token id in [0, " +
+                                      std::to_string(vocab_size) + ").");
+    }
+    if (!bias.is_number() || bias.get<double>() < -100 || bias.get<double>() > 100) {
+      return r.Fail("logit_bias", "biases must be numbers between -100 and 100.");
+    }
+    s.logit_bias[id] = bias.get<float>();
+  }
+}
+
+// Reads one prompt given as an array of token ids.
+bool ReadTokenIds(FieldReader& r, const json& arr, int vocab_size, std::vector<int32_t>& out) {
+  for (const auto& t : arr) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
+      r.Fail("prompt", "token ids must be integers in [0, " + std::to_string(vocab_size) + ").");
+      return false;
+    }
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  if (out.empty()) {
+    r.Fail("prompt", "a prompt of token ids must not be empty.");
+    return false;
+  }
+  return true;
+}
+
+void ReadPrompts(FieldReader& r, int vocab_size, std::vector<PromptInput>& prompts) {
+  const json* p = r.Raw("prompt");
+  if (r.failed()) return;
+  if (p == nullptr) return r.Fail("prompt", "'prompt' is required.");
+  constexpr size_t kMaxPrompts = 64;
+  if (p->is_string()) {
+    prompts.emplace_back(p->get<std::string>());
+    return;
+  }
+  if (!p->is_array() || p->empty()) {
+    return r.Fail("prompt", "expected a string, an array of strings, an array of token ids or "
+                            "an array of arrays of token ids.");
+  }
+  if (p->size() > kMaxPrompts && !(*p)[0].is_number()) {
+    return r.Fail("prompt", "at most " + std::to_string(kMaxPrompts) + " prompts per request.");
+  }
+  if ((*p)[0].is_number()) {
+    std::vector<int32_t> ids;
+    if (ReadTokenIds(r, *p, vocab_size, ids)) prompts.emplace_back(std::move(ids));
+    return;
+  }
+  for (const auto& item : *p) {
+    if (item.is_string()) {
+      prompts.emplace_back(item.get<std::string>());
+    } else if (item.is_array()) {
+      std::vector<int32_t> ids;
+      if (!ReadTokenIds(r, item, vocab_size, ids)) return;
+      prompts.emplace_back(std::move(ids));
+    } else {
+      return r.Fail("prompt", "each prompt must be a string or an array of token ids.");
+    }
+  }
+}
+
+}  // namespace
+
+ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool is_chat) {
+  CommonParams c;
+  SamplingOptions& s = c.sampling;
+  FieldReader r(body);
+  c.model = r.String("model").value_or("");
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  std::optional<int64_t> max_tokens = r.Int("max_tokens", 1, kIntMax);
+  if (is_chat) {
+    if (auto mct = r.Int("max_completion_tokens", 1, kIntMax)) max_tokens = mct;
+  }
+  if (max_tokens) {
+    s.max_tokens = static_cast<int>(*max_tokens);
+    c.max_tokens_set = true;
+  }
+  s.temperature = static_cast<float>(r.Number("temperature", 0, 2).value_or(1.0));
+  s.top_p = static_cast<float>(r.Number("top_p", 0, 1).value_or(1.0));
+  if (!r.failed() && s.top_p <= 0) r.Fail("top_p", "must be greater than 0 and at most 1.");
+  s.top_k = static_cast<int>(r.Int("top_k", -1, kIntMax).value_or(0));
+  if (s.top_k < 0) s.top_k = 0;
+  s.min_p = static_cast<float>(r.Number("min_p", 0, 1).value_or(0.0));
+  s.presence_penalty = static_cast<float>(r.Number("presence_penalty", -2, 2).value_or(0.0));
+  s.frequency_penalty = static_cast<float>(r.Number("frequency_penalty", -2, 2).value_or(0.0));
+  s.repetition_penalty = static_cast<float>(r.Number("repetition_penalty", 0, 10).value_or(1.0));
+  if (!r.failed() && s.repetition_penalty <= 0) {
+    r.Fail("repetition_penalty", "must be greater than 0.");
+  }
+  ReadLogitBias(r, vocab_size, s);
+  if (auto seed = r.Int("seed", std::numeric_limits<int64_t>::min(),
+                        std::numeric_limits<int64_t>::max())) {
+    s.seed = static_cast<uint64_t>(*seed);
+  }
+  if (auto stop = r.StringOrList("stop", kMaxStopStrings)) {
+    for (auto& str : *stop) {
+      if (!str.empty()) s.stop.push_back(std::move(str));
+    }
+  }
+  s.ignore_eos = r.Bool("ignore_eos").value_or(false);
+  c.n = static_cast<int>(r.Int("n", 1, kMaxN).value_or(1));
+  c.stream = r.Bool("stream").value_or(false);
+  c.user = r.String("user").value_or("");
+  if (const json* so = r.Raw("stream_options")) {
+    if (!so->is_object()) {
+      r.Fail("stream_options", "expected an object.");
+    } else if (!c.stream) {
+      r.Fail("stream_options", "only allowed when 'stream' is true.");
+    } else {
+      FieldReader sr(*so, "stream_options.");
+      c.include_usage = sr.Bool("include_usage").value_or(false);
+      if (sr.failed()) return sr.error();
+    }
+  }
+  if (!is_chat) {
+    if (auto lp = r.Int("logprobs", 0, kMaxLogprobs)) s.logprobs = static_cast<int>(*lp);
+  }
+  if (r.failed()) return r.error();
+  return c;
+}
+
+ApiResult<CompletionRequest> ParseCompletionRequest(const json& body, int vocab_size) {
+  auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/false);
+  if (!common.ok()) return common.error();
+  CompletionRequest req;
+  req.common = std::move(common.value());
+  FieldReader r(body);
+  ReadPrompts(r, vocab_size, req.prompts);
+  req.echo = r.Bool("echo").value_or(false);
+  if (r.failed()) return r.error();
+  return req;
+}
+
+}  // namespace tachyon::server

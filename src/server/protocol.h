@@ -1,0 +1,99 @@
+// OpenAI protocol: request types for /v1/completions and /v1/chat/completions, their parsing and
+// validation from JSON, and the OpenAI error shape.
+//
+// Parsing follows OpenAI: unknown fields are ignored, null means "not set", a field of the wrong
+// type or out of range is an invalid_request_error (400) naming the parameter.
+// All functions are pure and thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/backend.h"
+#include "util/status.h"
+
+namespace tachyon::server {
+
+// An error as the client sees it: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int http_status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+  int retry_after_s = 0;  // > 0: send a Retry-After header
+
+  nlohmann::json ToJson() const;
+  std::string Body() const;  // ToJson() serialized
+};
+
+ApiError InvalidParam(std::string param, std::string message);
+// Maps a Status onto the error shape (code -> HTTP status and error type).
+ApiError ApiErrorFromStatus(const Status& status);
+
+// Value-or-ApiError.
+template <typename T>
+class ApiResult {
+ public:
+  ApiResult(T value) : v_(std::move(value)) {}         // NOLINT
+  ApiResult(ApiError error) : v_(std::move(error)) {}  // NOLINT
+  bool ok() const { return v_.index() == 0; }
+  T& value() { return std::get<0>(v_); }
+  const ApiError& error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, ApiError> v_;
+};
+
+// Options shared by both endpoints.
+struct CommonParams {
+  std::string model;
+  SamplingOptions sampling;
+  bool max_tokens_set = false;  // else the server fills in the rest of the context
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::string user;
+};
+
+// One prompt: text (tokenized by the server) or token ids.
+using PromptInput = std::variant<std::string, std::vector<int32_t>>;
+
+struct CompletionRequest {
+  CommonParams common;
+  std::vector<PromptInput> prompts;  // at least one
+  bool echo = false;
+};
+
+struct ChatRequest {
+  CommonParams common;
+  // Template context: messages (content flattened to strings), tools (or null),
+  // tool_choice, add_generation_prompt, plus chat_template_kwargs entries.
+  nlohmann::json template_context;
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+inline constexpr int kMaxN = 16;
+inline constexpr int kMaxLogprobs = 20;
+inline constexpr int kMaxStopStrings = 16;
+
+// `vocab_size` bounds token ids in prompts and logit_bias keys.
+ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body, int vocab_size);
+ApiResult<ChatRequest> ParseChatRequest(const nlohmann::json& body, int vocab_size);
+
+// Parses shared fields; `is_chat` selects max_completion_tokens and the logprobs meaning.
+ApiResult<CommonParams> ParseCommonParams(const nlohmann::json& body, int vocab_size,
+                                          bool is_chat);
+
+// Parses a JSON body; malformed JSON or a non-object is a 400.
+ApiResult<nlohmann::json> ParseJsonBody(std::string_view body);
+
+// Serializes JSON; invalid UTF-8 in strings becomes U+FFFD instead of throwing.
+std::string DumpJson(const nlohmann::json& j);
+
+}  // namespace tachyon::server

@@ -1,0 +1,14 @@
+#include "server/sse.h"
+
+#include "server/protocol.h"
+
+namespace tachyon::server {
+
+std::string SseData(const nlohmann::json& event) {
+  std::string out = "data: ";
+  out += DumpJson(event);
+  out += "\n\n";
+  return out;
+}
+
+}  // namespace tachyon::server
