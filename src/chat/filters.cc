@@ -18,6 +18,11 @@ using Args = std::vector<Value>;
 
 bool Absent(const Value& v) { return v.IsUndefined() || v.IsNone(); }
 
+// Filters that transform a string keep markupsafe.Markup-ness, as Markup's methods do.
+Value Like(const Value& input, std::string s) {
+  return input.IsMarkup() ? Value::Markup(std::move(s)) : Value(std::move(s));
+}
+
 // Jinja's make_attrgetter: "a.b.0" looked up item-first at each step.
 Result<Value> GetPath(const Value& item, const Value& attribute) {
   if (attribute.IsIntegral()) return GetItem(item, attribute);
@@ -100,10 +105,11 @@ Result<Value> FTrim(Renderer& r, const Value& v, CallArgs& args) {
   Args a;
   RETURN_IF_ERROR(BindArgs("trim", args, {"chars"}, &a));
   ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
-  return Value(PyStrip(s, a[0], true, true));
+  return Like(v, PyStrip(s, a[0], true, true));
 }
 
 Result<Value> FString(Renderer& r, const Value& v, CallArgs&) {
+  if (v.IsString()) return v;
   ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
   return Value(std::move(s));
 }
@@ -148,14 +154,14 @@ Result<Value> FList(Renderer&, const Value& v, CallArgs&) {
 }
 
 Result<Value> FSafe(Renderer& r, const Value& v, CallArgs&) {
-  if (v.IsString()) return v;
   ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
-  return Value(std::move(s));
+  return Value::Markup(std::move(s));
 }
 
 // select / reject / selectattr / rejectattr
 Result<Value> SelectImpl(Renderer& r, const Value& v, CallArgs& args, bool with_attr,
                          bool keep_when) {
+  if (!v.Truthy()) return Value::List({});  // Jinja: `if value:` guards the loop
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
   size_t next = 0;
   Value attr;
@@ -204,6 +210,7 @@ Result<Value> FRejectAttr(Renderer& r, const Value& v, CallArgs& a) {
 }
 
 Result<Value> FMap(Renderer& r, const Value& v, CallArgs& args) {
+  if (!v.Truthy()) return Value::List({});  // Jinja: `if value:` guards the loop
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
   std::vector<Value> out;
   if (args.pos.empty()) {
@@ -290,15 +297,15 @@ Result<Value> FUnique(Renderer&, const Value& v, CallArgs& args) {
 
 Result<Value> FUpper(Renderer& r, const Value& v, CallArgs&) {
   ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
-  return Value(PyUpper(s));
+  return Like(v, PyUpper(s));
 }
 Result<Value> FLower(Renderer& r, const Value& v, CallArgs&) {
   ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
-  return Value(PyLower(s));
+  return Like(v, PyLower(s));
 }
 Result<Value> FCapitalize(Renderer& r, const Value& v, CallArgs&) {
   ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
-  return Value(PyCapitalize(s));
+  return Like(v, PyCapitalize(s));
 }
 
 // Jinja's title: words start after runs of whitespace, '-', '(', '{', '[', '<'.
@@ -316,7 +323,7 @@ Result<Value> FTitle(Renderer& r, const Value& v, CallArgs&) {
       at_start = false;
     }
   }
-  return Value(std::move(out));
+  return Like(v, std::move(out));
 }
 
 Result<Value> FReplace(Renderer& r, const Value& v, CallArgs& args) {
@@ -368,7 +375,7 @@ Result<Value> FIndent(Renderer& r, const Value& v, CallArgs& args) {
     }
   }
   if (a[1].Truthy()) out = ind + out;
-  return Value(std::move(out));
+  return Like(v, std::move(out));
 }
 
 // Python int(str, base) with surrounding whitespace and underscores allowed.
@@ -560,20 +567,11 @@ Result<Value> MinMax(const Value& v, CallArgs& args, bool want_max) {
 Result<Value> FMin(Renderer&, const Value& v, CallArgs& a) { return MinMax(v, a, false); }
 Result<Value> FMax(Renderer&, const Value& v, CallArgs& a) { return MinMax(v, a, true); }
 
-Result<Value> FEscape(Renderer& r, const Value& v, CallArgs&) {
+Result<Value> FEscape(Renderer&, const Value& v, CallArgs&) { return EscapeToMarkup(v); }
+
+Result<Value> FForceEscape(Renderer& r, const Value& v, CallArgs&) {
   ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return Value(std::move(out));
+  return Value::Markup(HtmlEscape(s));
 }
 
 Result<Value> FCenter(Renderer& r, const Value& v, CallArgs& args) {
@@ -582,7 +580,8 @@ Result<Value> FCenter(Renderer& r, const Value& v, CallArgs& args) {
   ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
   CallArgs m;
   m.pos.push_back(a[0].IsUndefined() ? Value(int64_t{80}) : a[0]);
-  return CallMethod(r, Value(s), "center", m);
+  ASSIGN_OR_RETURN(Value out, CallMethod(r, Value(s), "center", m));
+  return Like(v, out.str());
 }
 
 Result<Value> FTruncate(Renderer& r, const Value& v, CallArgs& args) {
@@ -632,7 +631,7 @@ const std::unordered_map<std::string_view, FilterFn>& Filters() {
       {"last", FLast},           {"reverse", FReverse},       {"wordcount", FWordcount},
       {"batch", FBatch},         {"sum", FSum},               {"min", FMin},
       {"max", FMax},             {"escape", FEscape},         {"e", FEscape},
-      {"forceescape", FEscape},  {"center", FCenter},         {"truncate", FTruncate},
+      {"forceescape", FForceEscape},  {"center", FCenter},         {"truncate", FTruncate},
       {"attr", FAttr},           {"pprint", FPprint},
   };
   return *m;

@@ -437,6 +437,20 @@ bool IsUnsafeMethod(const Value& receiver, std::string_view name) {
 
 Result<Value> CallMethod(Renderer& r, const Value& receiver, std::string_view name,
                          CallArgs& args) {
+  if (receiver.IsMarkup()) {
+    // markupsafe.Markup: string-returning methods return Markup; replace escapes its args.
+    static constexpr std::string_view kKeep[] = {
+        "strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize", "swapcase",
+        "replace", "center", "ljust", "rjust", "zfill", "casefold"};
+    if (name == "replace") {
+      for (Value& a : args.pos) {
+        if (a.IsString()) a = EscapeToMarkup(a);
+      }
+    }
+    ASSIGN_OR_RETURN(Value v, StrMethod(r, receiver.str(), name, args));
+    if (v.IsString() && In(kKeep, name)) return Value::Markup(v.str());
+    return v;
+  }
   if (receiver.IsString()) return StrMethod(r, receiver.str(), name, args);
   if (receiver.IsList() && In(kListMethods, name)) return ListMethod(receiver, name, args);
   if (receiver.IsDict() && In(kDictMethods, name)) return DictMethod(receiver, name, args);

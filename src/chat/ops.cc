@@ -26,7 +26,7 @@ Result<Value> Repeat(const Value& seq, int64_t n, const SizeLimits& lim) {
     std::string out;
     out.reserve(s.size() * n);
     for (int64_t i = 0; i < n; ++i) out += s;
-    return Value(std::move(out));
+    return seq.IsMarkup() ? Value::Markup(std::move(out)) : Value(std::move(out));
   }
   const auto& items = seq.list().items;
   if (!items.empty() && uint64_t(n) > lim.max_list_items / items.size()) return TooLong("list");
@@ -110,6 +110,11 @@ Result<Value> BinaryOp(std::string_view op, const Value& a, const Value& b,
   if (op == "+") {
     if (a.IsString() && b.IsString()) {
       if (a.str().size() + b.str().size() > lim.max_string_bytes) return TooLong("string");
+      if (a.IsMarkup() || b.IsMarkup()) {
+        std::string s = EscapeToMarkup(a).str() + EscapeToMarkup(b).str();
+        if (s.size() > lim.max_string_bytes) return TooLong("string");
+        return Value::Markup(std::move(s));
+      }
       return Value(a.str() + b.str());
     }
     if (a.IsList() && b.IsList() && a.IsTuple() == b.IsTuple()) {
@@ -230,6 +235,9 @@ Value NoElement(const Value& obj, const Value& key) {
   (void)AppendRepr(key, &k, 4096);
   return Value::MakeUndefined(obj.ObjectTypeRepr() + " has no element " + k);
 }
+Value KeepMarkup(const Value& from, std::string s) {
+  return from.IsMarkup() ? Value::Markup(std::move(s)) : Value(std::move(s));
+}
 Value UnsafeAttribute(const Value& obj, std::string_view name) {
   return Value::MakeUndefined("access to attribute '" + std::string(name) + "' of '" +
                               obj.TypeName() + "' object is unsafe.");
@@ -285,11 +293,11 @@ Result<Value> GetItem(const Value& obj, const Value& key) {
         int64_t i = key.AsInt();
         if (IsAscii(s)) {
           if (i < 0) i += int64_t(s.size());
-          if (i >= 0 && i < int64_t(s.size())) return Value(std::string(1, s[i]));
+          if (i >= 0 && i < int64_t(s.size())) return KeepMarkup(obj, std::string(1, s[i]));
         } else {
           std::u32string u = DecodeUtf8(s);
           if (i < 0) i += int64_t(u.size());
-          if (i >= 0 && i < int64_t(u.size())) return Value(EncodeUtf8(u.substr(i, 1)));
+          if (i >= 0 && i < int64_t(u.size())) return KeepMarkup(obj, EncodeUtf8(u.substr(i, 1)));
         }
         return NoElement(obj, key);
       }
@@ -351,7 +359,7 @@ Result<Value> Slice(const Value& obj, const Value& start_v, const Value& stop_v,
   } else {
     for (int64_t i : idx) AppendUtf8(u[i], &out);
   }
-  return Value(std::move(out));
+  return KeepMarkup(obj, std::move(out));
 }
 
 }  // namespace tachyon::chat

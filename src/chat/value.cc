@@ -111,6 +111,28 @@ Status UndefinedError(const Value& v) {
   return InvalidArgument(hint.empty() ? "value is undefined" : hint);
 }
 
+std::string HtmlEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+Value EscapeToMarkup(const Value& v) {
+  if (v.IsMarkup()) return v;
+  auto s = ToStr(v);
+  return Value::Markup(HtmlEscape(s.ok() ? *s : std::string()));
+}
+
 std::string ReprFloat(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
@@ -221,7 +243,9 @@ Status AppendRepr(const Value& v, std::string* out, size_t max_bytes, int depth)
       *out += ReprFloat(v.AsDouble());
       break;
     case Value::Kind::kString:
+      if (v.IsMarkup()) *out += "Markup(";
       AppendReprString(v.str(), out);
+      if (v.IsMarkup()) *out += ")";
       break;
     case Value::Kind::kList: {
       const ListData& l = v.list();

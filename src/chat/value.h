@@ -87,6 +87,13 @@ class Value {
   Value(DictPtr d) : v_(std::move(d)) {}    // NOLINT
   Value(ObjectPtr o) : v_(std::move(o)) {}  // NOLINT
 
+  // A markupsafe.Markup string (from |safe / |escape): `+` with a plain string escapes the
+  // plain side; prints like any string.
+  static Value Markup(std::string s) {
+    Value v(std::move(s));
+    v.markup_ = true;
+    return v;
+  }
   static Value List(std::vector<Value> items, bool is_tuple = false);
   static Value Dict(std::vector<std::pair<Value, Value>> items = {});
   static Value Namespace();
@@ -103,6 +110,7 @@ class Value {
   bool IsDict() const { return kind() == Kind::kDict && !dict().is_namespace; }
   bool IsNamespace() const { return kind() == Kind::kDict && dict().is_namespace; }
   bool IsObject() const { return kind() == Kind::kObject; }
+  bool IsMarkup() const { return markup_ && IsString(); }
   // int or bool (Python: bool is an int) / int, bool or float.
   bool IsIntegral() const { return IsInt() || IsBool(); }
   bool IsNumber() const { return IsIntegral() || IsFloat(); }
@@ -132,7 +140,13 @@ class Value {
   std::variant<Undefined, NoneType, bool, int64_t, double, std::string, ListPtr, DictPtr,
                ObjectPtr>
       v_;
+  bool markup_ = false;
 };
+
+// HTML-escapes & < > " ' as markupsafe does.
+std::string HtmlEscape(std::string_view s);
+// markupsafe.escape: Markup values unchanged, anything else str() and escaped.
+Value EscapeToMarkup(const Value& v);
 
 // The error that using an Undefined raises ("'x' is undefined" or its hint).
 Status UndefinedError(const Value& undefined);
