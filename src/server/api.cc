@@ -221,7 +221,7 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
 }
 
 void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
-  auto body = ParseJsonBody(req.body);
+  auto body = ParseOrderedJsonBody(req.body);
   if (!body.ok()) return SendError(*channel, body.error(), kChat);
   auto parsed = ParseChatRequest(body.value(), backend_->Info().vocab_size);
   if (!parsed.ok()) return SendError(*channel, parsed.error(), kChat);
@@ -279,7 +279,7 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
     add_special = it->get<bool>();
   }
   if (b.contains("messages")) {
-    auto chat = ParseChatRequest(b, backend_->Info().vocab_size);
+    auto chat = ParseChatRequest(nlohmann::ordered_json::parse(req.body), backend_->Info().vocab_size);
     if (!chat.ok()) return SendError(*channel, chat.error(), "/tokenize");
     auto rendered = backend_->ApplyChatTemplate(chat.value().template_context);
     if (!rendered.ok()) {

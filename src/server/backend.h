@@ -119,7 +119,7 @@ class GenerationBackend {
 
   // Renders the conversation with the model's chat template. `context` holds `messages`,
   // `tools` (or null) and `add_generation_prompt`, plus any extra template variables.
-  virtual Result<std::string> ApplyChatTemplate(const nlohmann::json& context) const = 0;
+  virtual Result<std::string> ApplyChatTemplate(const nlohmann::ordered_json& context) const = 0;
 
   // Queues a request. Errors: ResourceExhausted when the queue is full, Unavailable when
   // shutting down, InvalidArgument for a request the engine cannot take. On error the callback

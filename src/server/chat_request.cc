@@ -7,6 +7,7 @@
 namespace tachyon::server {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 namespace {
 
@@ -17,7 +18,7 @@ const std::set<std::string>& Roles() {
 }
 
 // Flattens content given as an array of parts into one string (text parts joined by "\n").
-std::optional<ApiError> FlattenContent(const json& parts, size_t index, std::string& out) {
+std::optional<ApiError> FlattenContent(const ordered_json& parts, size_t index, std::string& out) {
   std::string param = "messages[" + std::to_string(index) + "].content";
   for (const auto& part : parts) {
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
@@ -39,7 +40,7 @@ std::optional<ApiError> FlattenContent(const json& parts, size_t index, std::str
   return std::nullopt;
 }
 
-ApiResult<json> ParseMessages(const json& body) {
+ApiResult<ordered_json> ParseMessages(const ordered_json& body) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) {
     return InvalidParam("messages", "'messages' is required.");
@@ -47,9 +48,9 @@ ApiResult<json> ParseMessages(const json& body) {
   if (!it->is_array() || it->empty()) {
     return InvalidParam("messages", "Invalid value for 'messages': expected a non-empty array.");
   }
-  json messages = json::array();
+  ordered_json messages = ordered_json::array();
   for (size_t i = 0; i < it->size(); ++i) {
-    const json& m = (*it)[i];
+    const ordered_json& m = (*it)[i];
     std::string param = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) {
       return InvalidParam(param, "Invalid value for '" + param + "': expected an object.");
@@ -60,7 +61,7 @@ ApiResult<json> ParseMessages(const json& body) {
                           "Invalid value for '" + param +
                               ".role': expected one of system, developer, user, assistant, tool.");
     }
-    json out = m;  // keeps name, tool_calls, tool_call_id, ...
+    ordered_json out = m;  // keeps name, tool_calls, tool_call_id, ...
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
       if (*role != "assistant") {
@@ -81,8 +82,8 @@ ApiResult<json> ParseMessages(const json& body) {
   return messages;
 }
 
-std::optional<ApiError> ReadTools(const json& body, json& context) {
-  json tools = nullptr;
+std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& context) {
+  ordered_json tools = nullptr;
   if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
     if (!it->is_array()) return InvalidParam("tools", "Invalid value for 'tools': expected an array.");
     for (const auto& t : *it) {
@@ -94,7 +95,7 @@ std::optional<ApiError> ReadTools(const json& body, json& context) {
     }
     if (!it->empty()) tools = *it;
   }
-  json tool_choice = "auto";
+  ordered_json tool_choice = "auto";
   if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
     bool valid_string = it->is_string() && (*it == "none" || *it == "auto" || *it == "required");
     if (!valid_string && !it->is_object()) {
@@ -111,26 +112,27 @@ std::optional<ApiError> ReadTools(const json& body, json& context) {
 
 }  // namespace
 
-ApiResult<ChatRequest> ParseChatRequest(const json& body, int vocab_size) {
+ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vocab_size) {
+  const json body = ordered_body;
   auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/true);
   if (!common.ok()) return common.error();
   ChatRequest req;
   req.common = std::move(common.value());
 
-  auto messages = ParseMessages(body);
+  auto messages = ParseMessages(ordered_body);
   if (!messages.ok()) return messages.error();
-  json context = json::object();
+  ordered_json context = ordered_json::object();
   FieldReader r(body);
   if (const json* kwargs = r.Raw("chat_template_kwargs")) {
     if (!kwargs->is_object()) {
       r.Fail("chat_template_kwargs", "expected an object.");
     } else {
-      context = *kwargs;
+      context = ordered_body.at("chat_template_kwargs");
     }
   }
   context["messages"] = std::move(messages.value());
   context["add_generation_prompt"] = r.Bool("add_generation_prompt").value_or(true);
-  if (auto err = ReadTools(body, context)) return *err;
+  if (auto err = ReadTools(ordered_body, context)) return *err;
 
   req.logprobs = r.Bool("logprobs").value_or(false);
   auto top = r.Int("top_logprobs", 0, kMaxLogprobs);

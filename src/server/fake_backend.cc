@@ -44,7 +44,7 @@ std::string FakeBackend::TokenBytes(int32_t id) const {
   return "";
 }
 
-Result<std::string> FakeBackend::ApplyChatTemplate(const nlohmann::json& context) const {
+Result<std::string> FakeBackend::ApplyChatTemplate(const nlohmann::ordered_json& context) const {
   std::string out;
   for (const auto& m : context.at("messages")) {
     std::string content = m["content"].is_string() ? m["content"].get<std::string>() : "";

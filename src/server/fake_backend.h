@@ -42,7 +42,7 @@ class FakeBackend : public GenerationBackend {
   Result<std::string> Detokenize(std::span<const int32_t> ids) const override;
   std::string TokenBytes(int32_t id) const override;
   // Renders "<role>: <content>\n" per message, plus "assistant:" with add_generation_prompt.
-  Result<std::string> ApplyChatTemplate(const nlohmann::json& context) const override;
+  Result<std::string> ApplyChatTemplate(const nlohmann::ordered_json& context) const override;
   Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) override;
   void Cancel(uint64_t handle) override;
   BackendMetrics Metrics() const override;

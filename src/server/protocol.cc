@@ -69,6 +69,16 @@ ApiResult<json> ParseJsonBody(std::string_view body) {
   return j;
 }
 
+ApiResult<nlohmann::ordered_json> ParseOrderedJsonBody(std::string_view body) {
+  auto j = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded()) {
+    return InvalidParam("", "We could not parse the JSON body of your request. The body must be "
+                            "a valid JSON object.");
+  }
+  if (!j.is_object()) return InvalidParam("", "The request body must be a JSON object.");
+  return j;
+}
+
 namespace {
 
 // Parses logit_bias: {"<token id>": bias in [-100, 100]}.

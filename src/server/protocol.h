@@ -72,8 +72,9 @@ struct CompletionRequest {
 struct ChatRequest {
   CommonParams common;
   // Template context: messages (content flattened to strings), tools (or null),
-  // tool_choice, add_generation_prompt, plus chat_template_kwargs entries.
-  nlohmann::json template_context;
+  // tool_choice, add_generation_prompt, plus chat_template_kwargs entries. Ordered: templates
+  // print dicts (tojson) in the client's key order.
+  nlohmann::ordered_json template_context;
   bool logprobs = false;
   int top_logprobs = 0;
 };
@@ -84,7 +85,7 @@ inline constexpr int kMaxStopStrings = 16;
 
 // `vocab_size` bounds token ids in prompts and logit_bias keys.
 ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body, int vocab_size);
-ApiResult<ChatRequest> ParseChatRequest(const nlohmann::json& body, int vocab_size);
+ApiResult<ChatRequest> ParseChatRequest(const nlohmann::ordered_json& body, int vocab_size);
 
 // Parses shared fields; `is_chat` selects max_completion_tokens and the logprobs meaning.
 ApiResult<CommonParams> ParseCommonParams(const nlohmann::json& body, int vocab_size,
@@ -92,6 +93,8 @@ ApiResult<CommonParams> ParseCommonParams(const nlohmann::json& body, int vocab_
 
 // Parses a JSON body; malformed JSON or a non-object is a 400.
 ApiResult<nlohmann::json> ParseJsonBody(std::string_view body);
+
+ApiResult<nlohmann::ordered_json> ParseOrderedJsonBody(std::string_view body);
 
 // Serializes JSON; invalid UTF-8 in strings becomes U+FFFD instead of throwing.
 std::string DumpJson(const nlohmann::json& j);
