@@ -85,6 +85,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
       req.params.max_tokens > 0 ? req.params.max_tokens : TokenLimit() - prompt;
   const uint64_t base_seed = req.params.seed ? *req.params.seed : seed_rng_();
   const uint64_t arrival = next_arrival_++;
+  const auto now = std::chrono::steady_clock::now();
   for (int i = 0; i < req.params.n; ++i) {
     auto r = std::make_unique<Request>();
     r->seq_id = next_seq_id_++;
@@ -99,6 +100,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     r->params = req.params;
     r->seed = base_seed + static_cast<uint64_t>(i);
     r->cache_salt = req.cache_salt;
+    r->add_time = now;
     if (config_.detokenizer) r->decoder = config_.detokenizer->NewDecoder();
     r->stop_matcher = StopStringMatcher(req.params.stop);
     scheduler_.Add(r.get());
@@ -116,6 +118,10 @@ RequestOutput Engine::NewOutput(const Request& r) const {
   const Request& first = *g.choices[0];
   o.usage.prompt_tokens = first.num_prompt_tokens;
   o.usage.cached_prompt_tokens = std::max<int64_t>(first.num_cached_prompt_tokens, 0);
+  if (first.num_cached_prompt_tokens >= 0) {
+    o.queue_seconds =
+        std::chrono::duration<double>(first.first_scheduled_time - first.add_time).count();
+  }
   for (const auto& c : g.choices) o.usage.completion_tokens += c->num_output_tokens();
   return o;
 }

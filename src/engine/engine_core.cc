@@ -20,18 +20,33 @@ EngineCore::EngineCore(std::unique_ptr<ModelExecutor> executor, std::unique_ptr<
 
 EngineCore::~EngineCore() { Stop(); }
 
+Status EngineCore::Enqueue(uint64_t id, EngineRequest request,
+                           std::shared_ptr<RequestStream> stream) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Unavailable("the engine is shutting down");
+    inbox_.push_back({id, std::move(request), std::move(stream)});
+  }
+  cv_.notify_one();
+  return OkStatus();
+}
+
 Result<std::shared_ptr<RequestStream>> EngineCore::AddRequest(EngineRequest request,
                                                               std::function<void()> notifier) {
   RETURN_IF_ERROR(engine_->Validate(request));
   const uint64_t id = next_id_.fetch_add(1);
   auto stream = std::make_shared<RequestStream>(id, std::move(notifier));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return Unavailable("the engine is shutting down");
-    inbox_.push_back({id, std::move(request), stream});
-  }
-  cv_.notify_one();
+  RETURN_IF_ERROR(Enqueue(id, std::move(request), stream));
   return stream;
+}
+
+Result<uint64_t> EngineCore::AddRequestWithCallback(
+    EngineRequest request, std::function<void(RequestOutput)> on_output) {
+  RETURN_IF_ERROR(engine_->Validate(request));
+  const uint64_t id = next_id_.fetch_add(1);
+  auto stream = std::make_shared<RequestStream>(id, std::move(on_output));
+  RETURN_IF_ERROR(Enqueue(id, std::move(request), std::move(stream)));
+  return id;
 }
 
 void EngineCore::Abort(uint64_t request_id) {

@@ -45,6 +45,11 @@ class EngineCore {
   // run, with the reason), Unavailable after Stop().
   Result<std::shared_ptr<RequestStream>> AddRequest(EngineRequest request,
                                                     std::function<void()> notifier = nullptr);
+  // Like AddRequest, but every output goes to `on_output`, called on the engine thread (it
+  // must be cheap and never block); the last call has RequestOutput::finished set. Returns the
+  // request id (for Abort).
+  Result<uint64_t> AddRequestWithCallback(EngineRequest request,
+                                          std::function<void(RequestOutput)> on_output);
   // Aborts a request (no-op for unknown or finished ids).
   void Abort(uint64_t request_id);
   // Ends the loop and joins the thread; idempotent.
@@ -57,6 +62,7 @@ class EngineCore {
 
  private:
   EngineCore(std::unique_ptr<ModelExecutor> executor, std::unique_ptr<Engine> engine);
+  Status Enqueue(uint64_t id, EngineRequest request, std::shared_ptr<RequestStream> stream);
   void Loop();
   void Deliver(std::vector<RequestOutput> outputs);
 

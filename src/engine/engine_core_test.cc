@@ -226,3 +226,31 @@ TEST(EngineCoreTest, StreamTryNextAndNextFor) {
 
 }  // namespace
 }  // namespace tachyon::engine
+
+namespace tachyon::engine {
+namespace {
+
+TEST(EngineCoreTest, CallbackDeliveryAndQueueTime) {
+  auto core = NewCore(CoreConfig());
+  std::mutex mu;
+  std::vector<RequestOutput> got;
+  std::atomic<bool> done{false};
+  auto id = core->AddRequestWithCallback(Greedy(MakePrompt(9, 3), 5), [&](RequestOutput o) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (o.finished) done = true;
+    got.push_back(std::move(o));
+  });
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(WaitUntil([&] { return done.load(); }));
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(got.size(), 5u);
+  for (const RequestOutput& o : got) {
+    EXPECT_EQ(o.request_id, *id);
+    EXPECT_GE(o.queue_seconds, 0.0);
+  }
+  EXPECT_EQ(got.back().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(got.back().usage.completion_tokens, 5);
+}
+
+}  // namespace
+}  // namespace tachyon::engine

@@ -46,6 +46,7 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;  // set on the choice's last output
   bool finished = false;  // the request's last output: every choice has finished
   Usage usage;            // totals so far
+  double queue_seconds = -1;  // from Add to choice 0's first scheduling; < 0 until then
   Status error;           // set when finish_reason == kError
 };
 

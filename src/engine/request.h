@@ -6,6 +6,7 @@
 // Owned by Engine (engine.h); the scheduler holds non-owning pointers. Engine thread only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,6 +42,8 @@ struct Request {
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_cached_prompt_tokens = -1;  // set at first admission
   int num_preemptions = 0;
+  std::chrono::steady_clock::time_point add_time;
+  std::chrono::steady_clock::time_point first_scheduled_time;  // set with num_cached_prompt_tokens
 
   // Output side: detokenizer state, stop strings, not-yet-delivered increments.
   std::unique_ptr<TextDecoder> decoder;

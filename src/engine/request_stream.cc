@@ -38,7 +38,12 @@ void RequestStream::Push(RequestOutput output) {
     std::lock_guard<std::mutex> lock(mu_);
     if (final_pushed_) return;  // nothing follows the final output
     if (output.finished) final_pushed_ = true;
-    queue_.push_back(std::move(output));
+    if (!sink_) queue_.push_back(std::move(output));
+  }
+  if (sink_) {
+    sink_(std::move(output));
+    cv_.notify_all();
+    return;
   }
   cv_.notify_all();
   if (notifier_) notifier_();

@@ -23,6 +23,10 @@ class RequestStream {
  public:
   RequestStream(uint64_t request_id, std::function<void()> notifier)
       : request_id_(request_id), notifier_(std::move(notifier)) {}
+  // A stream that hands every output straight to `sink` on the engine thread instead of
+  // queueing it (Next/TryNext then return nothing). The sink must not block.
+  RequestStream(uint64_t request_id, std::function<void(RequestOutput)> sink)
+      : request_id_(request_id), sink_(std::move(sink)) {}
 
   uint64_t request_id() const { return request_id_; }
 
@@ -43,6 +47,7 @@ class RequestStream {
 
   const uint64_t request_id_;
   const std::function<void()> notifier_;
+  const std::function<void(RequestOutput)> sink_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestOutput> queue_;  // GUARDED_BY(mu_)

@@ -96,6 +96,7 @@ bool Scheduler::ScheduleWaiting(Request* r, SchedulerOutput* out, int64_t* budge
   kv_->RecordPrefixQuery(static_cast<int64_t>(r->tokens.size()), hit.num_tokens);
   if (r->num_cached_prompt_tokens < 0) {
     r->num_cached_prompt_tokens = std::min(hit.num_tokens, r->num_prompt_tokens);
+    r->first_scheduled_time = std::chrono::steady_clock::now();
   }
   r->state = RequestState::kRunning;
   running_.push_back(r);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -46,6 +47,14 @@ struct KvCacheStats {
   }
   double Usage() const { return num_blocks ? double(used_blocks) / num_blocks : 0.0; }
 };
+
+// Blocks that fit in `budget_bytes` when one block takes `bytes_per_block` (from the model);
+// 0 if either is not positive.
+inline int NumBlocksForBudget(int64_t budget_bytes, int64_t bytes_per_block) {
+  if (budget_bytes <= 0 || bytes_per_block <= 0) return 0;
+  const int64_t n = budget_bytes / bytes_per_block;
+  return n > INT32_MAX ? INT32_MAX : static_cast<int>(n);
+}
 
 class KvCacheManager {
  public:

@@ -1,0 +1,37 @@
+#include "engine/model_adapter.h"
+
+#include <algorithm>
+
+namespace tachyon::engine {
+
+Result<std::unique_ptr<ModelAdapter>> ModelAdapter::Create(std::shared_ptr<model::Model> model,
+                                                           int64_t num_blocks,
+                                                           int64_t block_size, int n_threads) {
+  if (!model) return InvalidArgument("model adapter: no model");
+  ASSIGN_OR_RETURN(std::unique_ptr<model::KvCache> kv,
+                   model->CreateKvCache(num_blocks, block_size));
+  return std::unique_ptr<ModelAdapter>(new ModelAdapter(std::move(model), std::move(kv),
+                                                        n_threads));
+}
+
+ModelAdapter::ModelAdapter(std::shared_ptr<model::Model> model,
+                           std::unique_ptr<model::KvCache> kv, int n_threads)
+    : model_(std::move(model)), kv_(std::move(kv)), pool_(n_threads) {}
+
+Status ModelAdapter::Execute(const model::Batch& batch, std::span<float> logits) {
+  const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
+  if (logits.size() != batch.seqs.size() * n_vocab) {
+    return InvalidArgument("model adapter: logits buffer has the wrong size");
+  }
+  RETURN_IF_ERROR(model_->Forward(batch, kv_.get(), &pool_, &out_));
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    // Its last new token's row: the first row, plus n_tokens - 1 when all rows were asked.
+    int64_t row = out_.seq_first_row[i];
+    if (batch.seqs[i].all_logits) row += batch.seqs[i].n_tokens - 1;
+    const float* src = out_.Row(row);
+    std::copy(src, src + n_vocab, logits.begin() + i * n_vocab);
+  }
+  return OkStatus();
+}
+
+}  // namespace tachyon::engine

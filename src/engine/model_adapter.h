@@ -1,0 +1,40 @@
+// ModelAdapter: the ModelExecutor over a real model::Model and its paged KvCache.
+//
+// It owns the KV storage (num_blocks x block_size positions, sized by the caller, typically
+// from kv::NumBlocksForBudget(budget, model.KvBytesPerBlock(block_size))) and a compute
+// thread pool; the model may be shared (it must outlive the adapter).
+// Thread-safety: engine thread only, like every ModelExecutor.
+#pragma once
+
+#include <memory>
+
+#include "engine/model_executor.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "util/thread_pool.h"
+
+namespace tachyon::engine {
+
+class ModelAdapter : public ModelExecutor {
+ public:
+  // n_threads <= 0: one per hardware thread. Errors: from KV cache creation (e.g. memory).
+  static Result<std::unique_ptr<ModelAdapter>> Create(std::shared_ptr<model::Model> model,
+                                                      int64_t num_blocks, int64_t block_size,
+                                                      int n_threads);
+
+  int32_t n_vocab() const override { return static_cast<int32_t>(model_->config().n_vocab); }
+  Status Execute(const model::Batch& batch, std::span<float> logits) override;
+
+  const model::Model& model() const { return *model_; }
+
+ private:
+  ModelAdapter(std::shared_ptr<model::Model> model, std::unique_ptr<model::KvCache> kv,
+               int n_threads);
+
+  std::shared_ptr<model::Model> model_;
+  std::unique_ptr<model::KvCache> kv_;
+  ThreadPool pool_;
+  model::ForwardOutput out_;
+};
+
+}  // namespace tachyon::engine
