@@ -35,6 +35,7 @@ Impl MakeImpl(SimdLevel level, GgmlType type) {
   }
   if (level >= SimdLevel::kAvx2) {
     if (!impl.dot) impl.dot = internal::DotAvx2Float(type);
+    if (!impl.dot) impl.dot = internal::DotAvx2Quant(type);
     if (!impl.quantize) impl.quantize = internal::QuantizeActAvx2(impl.act);
   }
   if (!impl.dot) impl.dot = internal::DotScalar(type);

@@ -60,6 +60,7 @@ using DotFn = void (*)(int64_t k, const void* w_row, const uint8_t* act, size_t 
 // Kernels of one level; null where the level has no kernel for that type / format.
 DotFn DotScalar(GgmlType type);
 DotFn DotAvx2Float(GgmlType type);     // F32, F16, BF16
+DotFn DotAvx2Quant(GgmlType type);     // Q4_0 .. Q8_0, Q2_K .. Q6_K
 DotFn DotAvx512Float(GgmlType type);   // F32, F16, BF16
 DotFn DotAvx512Block32(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 DotFn DotAvx512K(GgmlType type);        // Q2_K .. Q6_K

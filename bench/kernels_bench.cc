@@ -1,0 +1,161 @@
+// Kernel micro-benchmarks: MatMul per weight type at Llama-3.2-1B shapes, and a plain
+// memory-read benchmark for the roofline ratio.
+//
+//   cmake -S . -B build-bench -G Ninja -DTACHYON_BENCH=ON && ninja -C build-bench kernels_bench
+//   build-bench/kernels_bench --benchmark_filter=... [--benchmark_min_time=0.3s]
+//
+// Counters: WGB/s = weight bytes streamed per second (meaningful at m = 1, where decode is
+// bandwidth-bound); GOP/s = 2 * m * rows * cols per second (meaningful at large m).
+// MemRead/threads:N reads a 1 GiB array (AVX-512 loads where available) — compare WGB/s
+// with it measured in the same run.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "util/cpu_features.h"
+#include "util/thread_pool.h"
+
+namespace tachyon {
+namespace {
+
+ThreadPool* Pool(int n) {
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  auto& p = pools[n];
+  if (!p) p = std::make_unique<ThreadPool>(n);
+  return p.get();
+}
+
+// Weights: 16 distinct properly quantized rows repeated (speed does not depend on values,
+// but realistic scales avoid denormals). One matrix cached at a time.
+struct Matrix {
+  GgmlType type;
+  int64_t rows = 0, cols = 0;
+  std::vector<uint8_t> data;
+};
+const Matrix& GetMatrix(GgmlType type, int64_t rows, int64_t cols) {
+  static Matrix m;
+  if (m.type == type && m.rows == rows && m.cols == cols && !m.data.empty()) return m;
+  m.data.clear();
+  m.data.shrink_to_fit();
+  m.type = type;
+  m.rows = rows;
+  m.cols = cols;
+  const size_t rb = RowBytes(type, cols);
+  m.data.resize(rb * rows);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < std::min<int64_t>(rows, 16); ++r) {
+    for (float& v : row) v = nd(rng);
+    kernels::QuantizeRow(type, row.data(), m.data.data() + r * rb, cols);
+  }
+  for (int64_t r = 16; r < rows; ++r) std::memcpy(m.data.data() + r * rb, m.data.data() + (r % 16) * rb, rb);
+  return m;
+}
+
+void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t m,
+               int threads) {
+  const Matrix& mat = GetMatrix(type, rows, cols);
+  kernels::Weight w{type, rows, cols, mat.data.data(), RowBytes(type, cols)};
+  std::vector<float> x(m * cols), y(m * rows);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(rng);
+  ThreadPool* pool = Pool(threads);
+  for (auto _ : state) {
+    kernels::MatMul(w, x.data(), m, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = static_cast<double>(mat.data.size());
+  state.counters["WGB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GOP/s"] = benchmark::Counter(2.0 * m * rows * cols / 1e9,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
+__attribute__((target("avx512f"))) uint64_t ReadAvx512(const uint8_t* p, size_t n) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 256 <= n; i += 256) {
+    a0 = _mm512_xor_si512(a0, _mm512_load_si512(p + i));
+    a1 = _mm512_xor_si512(a1, _mm512_load_si512(p + i + 64));
+    a2 = _mm512_xor_si512(a2, _mm512_load_si512(p + i + 128));
+    a3 = _mm512_xor_si512(a3, _mm512_load_si512(p + i + 192));
+  }
+  const __m512i a = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
+  alignas(64) uint64_t out[8];
+  _mm512_store_si512(out, a);
+  return out[0] ^ out[7];
+}
+uint64_t ReadPlain(const uint8_t* p, size_t n) {
+  uint64_t s = 0;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    s ^= v;
+  }
+  return s;
+}
+
+void BM_MemRead(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  constexpr size_t kBytes = size_t{1} << 30;
+  static uint8_t* buf = [] {
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, kBytes));
+    std::memset(p, 1, kBytes);
+    return p;
+  }();
+  const bool avx512 = DetectedCpuFeatures().avx512f;
+  ThreadPool* pool = Pool(threads);
+  std::vector<uint64_t> sink(threads);
+  for (auto _ : state) {
+    pool->Run([&](int tid, int n) {
+      const size_t chunk = kBytes / n / 256 * 256;
+      const uint8_t* p = buf + chunk * tid;
+      sink[tid] = avx512 ? ReadAvx512(p, chunk) : ReadPlain(p, chunk);
+    });
+    benchmark::DoNotOptimize(sink.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(kBytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void RegisterAll() {
+  benchmark::RegisterBenchmark("MemRead", BM_MemRead)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+  const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                            GgmlType::kQ6_K, GgmlType::kF16,  GgmlType::kBF16};
+  struct Shape {
+    int64_t rows, cols;
+  } shapes[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}};
+  for (GgmlType t : types) {
+    for (const Shape& s : shapes) {
+      for (int64_t m : {1, 16, 512}) {
+        if (s.rows > 100000 && m > 16) continue;  // the output matrix runs for few rows
+        for (int threads : {1, 2}) {
+          const std::string name = "MatMul/" + std::string(TypeName(t)) + "/" + std::to_string(s.rows) +
+                                   "x" + std::to_string(s.cols) + "/m:" + std::to_string(m) +
+                                   "/threads:" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, s.rows, s.cols, m, threads)
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tachyon
+
+int main(int argc, char** argv) {
+  tachyon::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
