@@ -1,6 +1,7 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <queue>
 
@@ -64,6 +65,24 @@ MergeScratch& Scratch() {
   return s;
 }
 
+// Per-thread cache of piece -> ids for one model at a time (keyed by the model's serial, so a
+// model built at a freed model's address never sees stale entries). Bounded: cleared when
+// full. Words repeat heavily in real text, so most pieces skip merging entirely.
+constexpr size_t kCacheMaxEntries = 1 << 16;
+constexpr size_t kCacheMaxPieceBytes = 48;
+
+struct PieceCache {
+  uint64_t owner = 0;
+  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+};
+
+PieceCache& Cache() {
+  thread_local PieceCache c;
+  return c;
+}
+
+std::atomic<uint64_t> g_next_serial{1};
+
 }  // namespace
 
 Result<std::unique_ptr<BpeModel>> BpeModel::Create(
@@ -72,6 +91,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Create(
   std::unique_ptr<BpeModel> m(new BpeModel());
   m->vocab_ = vocab;
   m->opt_ = options;
+  m->serial_ = g_next_serial.fetch_add(1);
   for (int b = 0; b < 256; ++b) {
     m->byte_ids_[b] =
         options.byte_level
@@ -108,9 +128,30 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Create(
 
 void BpeModel::Encode(std::string_view piece, std::vector<int32_t>* out) const {
   if (piece.empty()) return;
+  if (piece.size() > kCacheMaxPieceBytes) {
+    EncodeUncached(piece, out);
+    return;
+  }
+  PieceCache& c = Cache();
+  if (c.owner != serial_) {
+    c.map.clear();
+    c.owner = serial_;
+  }
+  auto it = c.map.find(piece);
+  if (it != c.map.end()) {
+    out->insert(out->end(), it->second.begin(), it->second.end());
+    return;
+  }
+  const size_t start = out->size();
+  EncodeUncached(piece, out);
+  if (c.map.size() >= kCacheMaxEntries) c.map.clear();
+  c.map.emplace(std::string(piece), std::vector<int32_t>(out->begin() + static_cast<std::ptrdiff_t>(start), out->end()));
+}
+
+void BpeModel::EncodeUncached(std::string_view piece, std::vector<int32_t>* out) const {
   if (opt_.ignore_merges) {
     if (opt_.byte_level) {
-      auto it = raw_index_.find(std::string(piece));
+      auto it = raw_index_.find(piece);
       if (it != raw_index_.end()) {
         out->push_back(it->second);
         return;

@@ -80,12 +80,14 @@ class BpeModel : public Model {
 
  private:
   void Merge(std::vector<int32_t>* symbols, std::vector<int32_t>* out) const;
+  void EncodeUncached(std::string_view piece, std::vector<int32_t>* out) const;
   const Vocab* vocab_ = nullptr;
+  uint64_t serial_ = 0;  // identifies this model in the per-thread piece cache
   BpeOptions opt_;
   PairMap merges_;
   std::array<int32_t, 256> byte_ids_{};      // byte-level: byte -> token; fallback: <0xXX>
   std::vector<std::string> raw_spellings_;   // unused unless byte-level ignore_merges
-  std::unordered_map<std::string, int32_t> raw_index_;  // byte-level: raw bytes -> id
+  StringIdMap raw_index_;  // byte-level: raw bytes -> id
 };
 
 class SpmModel : public Model {

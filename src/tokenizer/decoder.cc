@@ -133,9 +133,8 @@ std::string ApplyDecoders(const std::vector<DecStep>& steps, std::vector<std::st
         break;
       case DecStep::kMetaspace:
         for (size_t i = 0; i < tokens.size(); ++i) {
-          std::string t = ReplaceAll(tokens[i], s.replacement, " ");
-          if (i == 0 && s.prepend && !t.empty() && t[0] == ' ') t.erase(0, 1);
-          tokens[i] = std::move(t);
+          // In the first token every replacement character is dropped (the prefix space).
+          tokens[i] = ReplaceAll(tokens[i], s.replacement, i == 0 && s.prepend ? "" : " ");
         }
         break;
       case DecStep::kWordPiece:

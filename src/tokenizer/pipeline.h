@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,15 +20,22 @@
 
 namespace tachyon::tokenizer {
 
+// Hash that lets unordered maps keyed by std::string be searched with a string_view.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+using StringIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
 struct Vocab {
   std::vector<std::string> tokens;  // id -> spelling
   std::vector<TokenType> types;     // id -> type
   std::vector<float> scores;        // id -> score (SentencePiece); may be empty
-  std::unordered_map<std::string, int32_t> index;  // spelling -> id
+  StringIdMap index;                // spelling -> id
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
   int32_t Find(std::string_view text) const {
-    auto it = index.find(std::string(text));
+    auto it = index.find(text);
     return it == index.end() ? -1 : it->second;
   }
 };
