@@ -49,15 +49,18 @@ struct BF16W {
 template <typename L, int NX>
 void DotN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y, int64_t ldy) {
   __m256 acc[NX], acc2[NX];
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = acc2[r] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= k; i += 16) {
     const __m256 w0 = L::W(w, i), w1 = L::W(w, i + 8);
+    #pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       acc[r] = _mm256_fmadd_ps(w0, L::Xv(act + r * stride, i), acc[r]);
       acc2[r] = _mm256_fmadd_ps(w1, L::Xv(act + r * stride, i + 8), acc2[r]);
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
     float s = HSum(_mm256_add_ps(acc[r], acc2[r]));
     for (int64_t j = i; j < k; ++j) s += L::WS(w, j) * L::XS(act + r * stride, j);

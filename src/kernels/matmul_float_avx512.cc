@@ -22,12 +22,15 @@ struct LoadF16 {
 template <typename L, int NX>
 void DotFloatN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y, int64_t ldy) {
   __m512 acc[NX], acc2[NX];
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = acc2[r] = _mm512_setzero_ps();
   const float* x[NX];
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) x[r] = reinterpret_cast<const float*>(act + r * stride);
   int64_t i = 0;
   for (; i + 32 <= k; i += 32) {
     const __m512 w0 = L::Load(w, i, 0xFFFF), w1 = L::Load(w, i + 16, 0xFFFF);
+    #pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       acc[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[r] + i), acc[r]);
       acc2[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[r] + i + 16), acc2[r]);
@@ -36,8 +39,10 @@ void DotFloatN(int64_t k, const void* w, const uint8_t* act, size_t stride, floa
   for (; i < k; i += 16) {
     const __mmask16 m = Mask16(k - i);
     const __m512 w0 = L::Load(w, i, m);
+    #pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) acc[r] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[r] + i), acc[r]);
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = _mm512_add_ps(acc[r], acc2[r]);
   StoreSums<NX>(acc, y, ldy);
 }
@@ -45,11 +50,13 @@ void DotFloatN(int64_t k, const void* w, const uint8_t* act, size_t stride, floa
 template <int NX>
 void DotBf16N(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y, int64_t ldy) {
   __m512 acc[NX];
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = _mm512_setzero_ps();
   const auto* wp = static_cast<const uint16_t*>(w);
   for (int64_t i = 0; i < k; i += 32) {
     const __mmask32 m = Mask32(k - i);
     const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, wp + i);
+    #pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const auto* xr = reinterpret_cast<const uint16_t*>(act + r * stride);
       acc[r] = _mm512_dpbf16_ps(acc[r], wv, (__m512bh)_mm512_maskz_loadu_epi16(m, xr + i));

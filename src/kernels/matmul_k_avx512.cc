@@ -34,6 +34,7 @@ inline __m256i LoadY(const uint8_t* p) {
 }
 // Scale lanes for sub-blocks of 32: chunk c uses scales 2c (lanes 0..7), 2c+1 (8..15).
 inline void Spread32(__m512i sc32, __m512i* sp) {
+  #pragma GCC unroll 8
   for (int c = 0; c < 4; ++c) {
     const __m512i idx = _mm512_set_epi32(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
                                          2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c,
@@ -43,6 +44,7 @@ inline void Spread32(__m512i sc32, __m512i* sp) {
 }
 // Sub-blocks of 16: chunk c uses scales 4c..4c+3, four lanes each.
 inline void Spread16(__m512i sc32, __m512i* sp) {
+  #pragma GCC unroll 8
   for (int c = 0; c < 4; ++c) {
     const int a = 4 * c;
     const __m512i idx = _mm512_set_epi32(a + 3, a + 3, a + 3, a + 3, a + 2, a + 2, a + 2, a + 2,
@@ -70,8 +72,8 @@ inline void K4Common(const uint8_t* scales, uint16_t d, uint16_t dmin, Super* s)
   Spread32(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))), s->sp);
   const __m128i m = _mm_cvtsi64_si128(static_cast<long long>(mn));
   s->min16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));  // each min covers 2 bsums
-  s->d = Fp16ToF32(d);
-  s->dmin = Fp16ToF32(dmin);
+  s->d = _cvtsh_ss(d);
+  s->dmin = _cvtsh_ss(dmin);
 }
 
 inline __m512i Nib64(const uint8_t* qs) {
@@ -83,6 +85,7 @@ struct Q4KT {
   using Block = BlockQ4_K;
   static void Unpack(const Block& b, Super* s) {
     K4Common(b.scales, b.d, b.dmin, s);
+    #pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) s->q[c] = Nib64(b.qs + 32 * c);
   }
 };
@@ -92,6 +95,7 @@ struct Q5KT {
   static void Unpack(const Block& b, Super* s) {
     K4Common(b.scales, b.d, b.dmin, s);
     const __m256i qh = LoadY(b.qh);
+    #pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
       const uint64_t lo = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c))));
       const uint64_t hi = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))));
@@ -112,9 +116,10 @@ struct Q6KT {
   using Block = BlockQ6_K;
   static void Unpack(const Block& b, Super* s) {
     SignedScales16(b.scales, s);
-    s->d = Fp16ToF32(b.d);
+    s->d = _cvtsh_ss(b.d);
     s->dmin = 32.0f * s->d;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    #pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
       const __m256i qh = LoadY(b.qh + 32 * h);
@@ -133,9 +138,10 @@ struct Q3KT {
     int8_t sc[16];
     UnpackScalesQ3K(b.scales, sc);
     SignedScales16(sc, s);
-    s->d = Fp16ToF32(b.d);
+    s->d = _cvtsh_ss(b.d);
     s->dmin = 4.0f * s->d;
     const __m256i hm = LoadY(b.hmask);
+    #pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
       const int h = c / 2, p = c % 2;
       const __m256i t = LoadY(b.qs + 32 * h);
@@ -154,8 +160,9 @@ struct Q2KT {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     Spread16(_mm512_cvtepu8_epi32(_mm_and_si128(v, _mm_set1_epi8(0x0F))), s->sp);
     s->min16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)));
-    s->d = Fp16ToF32(b.d);
-    s->dmin = Fp16ToF32(b.dmin);
+    s->d = _cvtsh_ss(b.d);
+    s->dmin = _cvtsh_ss(b.dmin);
+    #pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
       const int h = c / 2, p = c % 2;
       const __m256i t = LoadY(b.qs + 32 * h);
@@ -171,6 +178,7 @@ void DotN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y,
   Q8Row256 x[NX];
   __m512 acc[NX];
   __m256 accm[NX];
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
     x[r] = ViewQ8Row256(act + r * stride, k);
     acc[r] = _mm512_setzero_ps();
@@ -179,14 +187,21 @@ void DotN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y,
   Super s;
   for (int64_t i = 0; i < k / 256; ++i) {
     T::Unpack(blk[i], &s);
+    #pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const int8_t* xq = x[r].qs + 256 * i;
-      __m512i isum = _mm512_setzero_si512();
-      for (int c = 0; c < 4; ++c) {
-        const __m512i dot =
+      // Two chains keep the dpwssd dependency short.
+      __m512i isum0 = _mm512_setzero_si512(), isum1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int c = 0; c < 4; c += 2) {
+        const __m512i d0 =
             _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.q[c], _mm512_loadu_si512(xq + 64 * c));
-        isum = _mm512_dpwssd_epi32(isum, dot, s.sp[c]);
+        const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), s.q[c + 1],
+                                               _mm512_loadu_si512(xq + 64 * c + 64));
+        isum0 = _mm512_dpwssd_epi32(isum0, d0, s.sp[c]);
+        isum1 = _mm512_dpwssd_epi32(isum1, d1, s.sp[c + 1]);
       }
+      const __m512i isum = _mm512_add_epi32(isum0, isum1);
       const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].bsums + 16 * i));
       const __m256i mins = _mm256_madd_epi16(s.min16, bs);
       const float dx = x[r].d[i];
@@ -194,6 +209,7 @@ void DotN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y,
       accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(s.dmin * dx), accm[r]);
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
     y[r * ldy] = HAdd(acc[r]) - HAdd(_mm512_castps256_ps512(accm[r]) ) ;
   }

@@ -77,6 +77,7 @@ void Dot32N(int64_t k, const void* w, const uint8_t* act, size_t stride, float* 
   const size_t bsize = RowBytes(kType, 32);
   Q8Row32 x[NX];
   __m256 acc[NX];
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
     x[r] = ViewQ8Row32(act + r * stride, k);
     acc[r] = _mm256_setzero_ps();
@@ -85,6 +86,7 @@ void Dot32N(int64_t k, const void* w, const uint8_t* act, size_t stride, float* 
     const Unpacked32 u = Unpack<kType>(base + b * bsize);
     const __m256 dw = _mm256_set1_ps(u.dw), c = _mm256_set1_ps(u.c);
     const __m256i qa = u.signed_q ? _mm256_sign_epi8(u.q, u.q) : u.q;
+    #pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       __m256i xq = LoadY(x[r].qs + 32 * b);
       if (u.signed_q) xq = _mm256_sign_epi8(xq, u.q);
@@ -93,6 +95,7 @@ void Dot32N(int64_t k, const void* w, const uint8_t* act, size_t stride, float* 
       if (!u.signed_q) acc[r] = _mm256_fmadd_ps(c, _mm256_loadu_ps(x[r].s8 + 8 * b), acc[r]);
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) y[r * ldy] = HSum(acc[r]);
 }
 
@@ -134,11 +137,13 @@ void UnpackK(const uint8_t* p, SuperK* s) {
     s->d = H(d);
     s->dmin = H(dmin);
     const __m256i h = qh ? LoadY(qh) : _mm256_setzero_si256();
+    #pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
       const __m256i t = LoadY(qs + 32 * c);
       s->q[2 * c] = _mm256_and_si256(t, _mm256_set1_epi8(0x0F));
       s->q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(t, 4), _mm256_set1_epi8(0x0F));
       if (qh) {
+        #pragma GCC unroll 8
         for (int e = 0; e < 2; ++e) {
           const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + e)));
           const __m256i m = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
@@ -148,14 +153,17 @@ void UnpackK(const uint8_t* p, SuperK* s) {
     }
   } else if constexpr (kType == GgmlType::kQ6_K) {
     const auto* b = reinterpret_cast<const BlockQ6_K*>(p);
+    #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) s->sp[c] = Pattern(b->scales[2 * c], b->scales[2 * c + 1]);
     s->min16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
     s->d = H(b->d);
     s->dmin = 32.0f * s->d;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    #pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       const __m256i qh = LoadY(b->qh + 32 * h);
       const __m256i l0 = LoadY(b->ql + 64 * h), l1 = LoadY(b->ql + 64 * h + 32);
+      #pragma GCC unroll 8
       for (int g = 0; g < 4; ++g) {  // element group 32 g + l of this half
         const __m256i lq = (g & 1) ? l1 : l0;
         const __m256i lo = _mm256_and_si256(g < 2 ? lq : _mm256_srli_epi16(lq, 4), m4);
@@ -170,6 +178,7 @@ void UnpackK(const uint8_t* p, SuperK* s) {
       const auto* b = reinterpret_cast<const BlockQ3_K*>(p);
       int8_t sc[16];
       UnpackScalesQ3K(b->scales, sc);
+      #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) s->sp[c] = Pattern(sc[2 * c], sc[2 * c + 1]);
       s->min16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
       s->d = H(b->d);
@@ -178,6 +187,7 @@ void UnpackK(const uint8_t* p, SuperK* s) {
       hm = reinterpret_cast<const __m256i*>(b->hmask);
     } else {
       const auto* b = reinterpret_cast<const BlockQ2_K*>(p);
+      #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) s->sp[c] = Pattern(b->scales[2 * c] & 15, b->scales[2 * c + 1] & 15);
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
       s->min16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)));
@@ -186,6 +196,7 @@ void UnpackK(const uint8_t* p, SuperK* s) {
       qs = b->qs;
     }
     const __m256i hmv = hm ? _mm256_loadu_si256(hm) : _mm256_setzero_si256();
+    #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
       const int h = c / 4, g = c % 4;
       const __m256i t = LoadY(qs + 32 * h);
@@ -206,6 +217,7 @@ void DotKN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y
   const size_t bsize = RowBytes(kType, 256);
   Q8Row256 x[NX];
   __m256 acc[NX], accm[NX];
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
     x[r] = ViewQ8Row256(act + r * stride, k);
     acc[r] = accm[r] = _mm256_setzero_ps();
@@ -213,9 +225,11 @@ void DotKN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y
   SuperK s;
   for (int64_t i = 0; i < k / 256; ++i) {
     UnpackK<kType>(base + i * bsize, &s);
+    #pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const int8_t* xq = x[r].qs + 256 * i;
       __m256i isum = _mm256_setzero_si256();
+      #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {
         const __m256i p16 = _mm256_maddubs_epi16(s.q[c], LoadY(xq + 32 * c));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, s.sp[c]));
@@ -226,6 +240,7 @@ void DotKN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y
       accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(s.dmin * dx), accm[r]);
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) y[r * ldy] = HSum(acc[r]) - HSum(accm[r]);
 }
 

@@ -92,31 +92,49 @@ struct Q8_0T {
   }
 };
 
+// One block pair for NX rows into accumulator set `acc` (dot terms) / `accc` (offset terms).
+template <typename T, int NX>
+inline __attribute__((always_inline)) void Step(const typename T::Block* blk, int64_t b, int64_t nb,
+                                                const Q8Row32* x, __m512* acc, __m512* accc) {
+  const bool two = b + 1 < nb;
+  const Pair p = T::Unpack(blk[b], blk[two ? b + 1 : b]);
+  const __mmask64 qm = two ? ~__mmask64{0} : __mmask64{0xFFFFFFFFu};
+  const __mmask16 fm = two ? 0xFFFF : 0x00FF;
+#pragma GCC unroll 8
+  for (int r = 0; r < NX; ++r) {
+    const __m512i xq = _mm512_maskz_loadu_epi8(qm, x[r].qs + 32 * b);
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), p.q, xq);
+    const __m512 dx = _mm512_maskz_loadu_ps(fm, x[r].d8 + 8 * b);
+    const __m512 s8 = _mm512_maskz_loadu_ps(fm, x[r].s8 + 8 * b);
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(p.dw, dx), acc[r]);
+    accc[r] = _mm512_fmadd_ps(p.c, s8, accc[r]);
+  }
+}
+
 template <typename T, int NX>
 void DotN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y, int64_t ldy) {
   const auto* blk = static_cast<const typename T::Block*>(w);
   const int64_t nb = k / 32;
   Q8Row32 x[NX];
-  __m512 acc[NX];
+  // Two accumulator sets (alternate block pairs) and separate offset terms keep the FMA
+  // dependency chains short when NX is small.
+  __m512 acc0[NX], acc1[NX], accc0[NX], accc1[NX];
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
     x[r] = ViewQ8Row32(act + r * stride, k);
-    acc[r] = _mm512_setzero_ps();
+    acc0[r] = acc1[r] = accc0[r] = accc1[r] = _mm512_setzero_ps();
   }
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool two = b + 1 < nb;
-    const Pair p = T::Unpack(blk[b], blk[two ? b + 1 : b]);
-    const __mmask64 qm = two ? ~__mmask64{0} : __mmask64{0xFFFFFFFFu};
-    const __mmask16 fm = two ? 0xFFFF : 0x00FF;
-    for (int r = 0; r < NX; ++r) {
-      const __m512i xq = _mm512_maskz_loadu_epi8(qm, x[r].qs + 32 * b);
-      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), p.q, xq);
-      const __m512 dx = _mm512_maskz_loadu_ps(fm, x[r].d8 + 8 * b);
-      const __m512 s8 = _mm512_maskz_loadu_ps(fm, x[r].s8 + 8 * b);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(p.dw, dx), acc[r]);
-      acc[r] = _mm512_fmadd_ps(p.c, s8, acc[r]);
-    }
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    Step<T, NX>(blk, b, nb, x, acc0, accc0);
+    Step<T, NX>(blk, b + 2, nb, x, acc1, accc1);
   }
-  StoreSums<NX>(acc, y, ldy);
+  for (; b < nb; b += 2) Step<T, NX>(blk, b, nb, x, acc0, accc0);
+#pragma GCC unroll 8
+  for (int r = 0; r < NX; ++r) {
+    acc0[r] = _mm512_add_ps(_mm512_add_ps(acc0[r], acc1[r]), _mm512_add_ps(accc0[r], accc1[r]));
+  }
+  StoreSums<NX>(acc0, y, ldy);
 }
 
 template <typename T>
