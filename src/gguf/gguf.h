@@ -121,6 +121,8 @@ class GgufFile {
   const std::string& path() const { return name_; }
   uint32_t version() const { return version_; }
   size_t alignment() const { return alignment_; }
+  // Start of the data section (aligned; == file_size() for a tensor-less file that ends
+  // without padding).
   size_t data_offset() const { return data_offset_; }
   size_t file_size() const { return size_; }
 

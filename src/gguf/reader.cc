@@ -311,8 +311,12 @@ class GgufParser {
       return Corrupt("general.alignment " + std::to_string(align) + " overflows the data offset");
     }
     const uint64_t data_offset = (pos_ + align - 1) / align * align;
+    if (f.tensors_.empty()) {
+      // Vocab-only files may end without the padding: the (empty) data section is at the end.
+      f.data_offset_ = static_cast<size_t>(std::min(data_offset, size_));
+      return OkStatus();
+    }
     f.data_offset_ = static_cast<size_t>(data_offset);
-    if (f.tensors_.empty()) return OkStatus();  // vocab-only files may omit the padding
     if (data_offset > size_) {
       return DataLoss(name_ + ": truncated: data section starts at offset " +
                       std::to_string(data_offset) + " (after padding to " +
