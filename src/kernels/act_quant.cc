@@ -15,22 +15,31 @@ void ActBf16(const float* x, int64_t k, uint8_t* out) {
 }
 
 void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
+  const int64_t nb = k / 32, ng = Q8Groups(k);
   auto* qs = reinterpret_cast<int8_t*>(out);
-  auto* d = reinterpret_cast<float*>(out + k);
-  float* s = d + k / 32 * 8;
-  for (int64_t b = 0; b < k / 32; ++b) {
+  auto* d4 = reinterpret_cast<float*>(out + 128 * ng);
+  float* s4 = d4 + 16 * ng;
+  for (int64_t b = 0; b < 4 * ng; ++b) {
+    const int64_t g = b / 4, i = b % 4;
+    int8_t* lo = qs + 128 * g + 16 * i;
+    if (b >= nb) {  // padding block
+      std::memset(lo, 0, 16);
+      std::memset(lo + 64, 0, 16);
+      for (int j = 0; j < 4; ++j) d4[16 * g + 4 * i + j] = s4[16 * g + 4 * i + j] = 0.0f;
+      continue;
+    }
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[32 * b + j]));
     const float db = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
     int sum = 0;
     for (int j = 0; j < 32; ++j) {
       const int q = static_cast<int>(std::nearbyint(x[32 * b + j] * id));
-      qs[32 * b + j] = static_cast<int8_t>(q);
+      (j < 16 ? lo[j] : lo[64 + j - 16]) = static_cast<int8_t>(q);
       sum += q;
     }
-    for (int j = 0; j < 8; ++j) {
-      d[8 * b + j] = db;
-      s[8 * b + j] = db * static_cast<float>(sum) * 0.125f;
+    for (int j = 0; j < 4; ++j) {
+      d4[16 * g + 4 * i + j] = db;
+      s4[16 * g + 4 * i + j] = db * static_cast<float>(sum) * 0.25f;
     }
   }
 }
@@ -82,7 +91,7 @@ size_t ActRowBytes(ActFormat f, int64_t k) {
   switch (f) {
     case ActFormat::kF32: n = static_cast<size_t>(k) * 4; break;
     case ActFormat::kBF16: n = static_cast<size_t>(k) * 2; break;
-    case ActFormat::kQ8_32: n = static_cast<size_t>(k) + static_cast<size_t>(k / 32) * 64; break;
+    case ActFormat::kQ8_32: n = static_cast<size_t>(Q8Groups(k)) * 256; break;
     case ActFormat::kQ8_256:
       n = static_cast<size_t>(k) + static_cast<size_t>(k / 256) * 4 + static_cast<size_t>(k / 16) * 2;
       break;

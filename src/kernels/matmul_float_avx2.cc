@@ -104,16 +104,25 @@ inline int Q16(const float* x, __m256 id, int8_t* out) {
 }
 
 void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
+  const int64_t nb = k / 32, ng = Q8Groups(k);
   auto* qs = reinterpret_cast<int8_t*>(out);
-  auto* d = reinterpret_cast<float*>(out + k);
-  float* s = d + k / 32 * 8;
-  for (int64_t b = 0; b < k / 32; ++b) {
+  auto* d4 = reinterpret_cast<float*>(out + 128 * ng);
+  float* s4 = d4 + 16 * ng;
+  for (int64_t b = 0; b < 4 * ng; ++b) {
+    int8_t* lo = qs + 128 * (b / 4) + 16 * (b % 4);
+    if (b >= nb) {  // padding block
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo), _mm_setzero_si128());
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + 64), _mm_setzero_si128());
+      _mm_storeu_ps(d4 + 4 * b, _mm_setzero_ps());
+      _mm_storeu_ps(s4 + 4 * b, _mm_setzero_ps());
+      continue;
+    }
     const float amax = AbsMax(x + 32 * b, 32);
     const __m256 id = _mm256_set1_ps(amax != 0 ? 127.0f / amax : 0.0f);
-    const int sum = Q16(x + 32 * b, id, qs + 32 * b) + Q16(x + 32 * b + 16, id, qs + 32 * b + 16);
+    const int sum = Q16(x + 32 * b, id, lo) + Q16(x + 32 * b + 16, id, lo + 64);
     const float db = amax / 127.0f;
-    _mm256_storeu_ps(d + 8 * b, _mm256_set1_ps(db));
-    _mm256_storeu_ps(s + 8 * b, _mm256_set1_ps(db * static_cast<float>(sum) * 0.125f));
+    _mm_storeu_ps(d4 + 4 * b, _mm_set1_ps(db));
+    _mm_storeu_ps(s4 + 4 * b, _mm_set1_ps(db * static_cast<float>(sum) * 0.25f));
   }
 }
 

@@ -19,8 +19,7 @@ inline constexpr int kMaxRows = 4;
 enum class ActFormat {
   kF32,     // float[k]: x itself
   kBF16,    // uint16[k] (round to nearest even)
-  kQ8_32,   // int8 qs[k] | float d8[k/32][8] | float s8[k/32][8]: per 32-block, 8 copies
-            // of d and of d * sum(block qs) / 8 (one per int32 lane of a SIMD block dot)
+  kQ8_32,   // 32-element blocks in groups of 4 (see Q8Row32); padded to whole groups
   kQ8_256,  // int8 qs[k] | float d[k/256] | int16 bsums[k/16] (sums of 16 qs)
 };
 
@@ -29,19 +28,27 @@ ActFormat ActFormatFor(GgmlType type);
 // Bytes of one activation row (multiple of 64).
 size_t ActRowBytes(ActFormat f, int64_t k);
 
+// kQ8_32 row: blocks b = 4 g + i (i < 4) of 32 int8 codes q with scale d (= amax / 127):
+//   qs[128 g + 16 i + j]      = q[j]       (j < 16)  — first halves of the 4 blocks, then
+//   qs[128 g + 64 + 16 i + j] = q[16 + j]             second halves
+//   d4[16 g + 4 i + 0..3] = d;   s4[16 g + 4 i + 0..3] = d * sum(q) / 4
+// so one 128-bit lane holds one block's half and one int32 lane group of a SIMD dot product
+// maps onto one block. Blocks past the end of the row (last group) are all zero.
 struct Q8Row32 {
   const int8_t* qs;
-  const float* d8;  // block b: d8[8 b .. 8 b + 7]
-  const float* s8;
+  const float* d4;
+  const float* s4;
 };
+inline int64_t Q8Groups(int64_t k) { return (k / 32 + 3) / 4; }
 struct Q8Row256 {
   const int8_t* qs;
   const float* d;
   const int16_t* bsums;
 };
 inline Q8Row32 ViewQ8Row32(const uint8_t* p, int64_t k) {
-  const auto* d = reinterpret_cast<const float*>(p + k);
-  return {reinterpret_cast<const int8_t*>(p), d, d + k / 32 * 8};
+  const int64_t ng = Q8Groups(k);
+  const auto* d = reinterpret_cast<const float*>(p + 128 * ng);
+  return {reinterpret_cast<const int8_t*>(p), d, d + 16 * ng};
 }
 inline Q8Row256 ViewQ8Row256(const uint8_t* p, int64_t k) {
   const auto* d = reinterpret_cast<const float*>(p + k);

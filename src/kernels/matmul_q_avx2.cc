@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/matmul_internal.h"
 #include "tensor/fp16.h"
@@ -21,15 +22,8 @@ inline float HSum(__m256 v) {
 }
 inline __m256i LoadY(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// Nibbles of 16 bytes -> 32 codes in element order.
-inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0F));
-}
-// Bit i of the 32-bit qh -> 0x10 in byte i.
-inline __m256i HighBits(const uint8_t* qh) {
-  uint32_t v;
-  std::memcpy(&v, qh, 4);
+// Bit i of the 32-bit v -> 0x10 in byte i.
+inline __m256i HighBits(uint32_t v) {
   const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
                                          0x0101010101010101, 0x0000000000000000);
   __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(v)), shuf);
@@ -37,66 +31,102 @@ inline __m256i HighBits(const uint8_t* qh) {
   b = _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
   return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
 }
-
-// Unsigned codes . signed activations -> 8 int32 lanes.
-inline __m256i DotU8(__m256i q, __m256i x) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1));
+inline __m128i Load16B(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline uint32_t Load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
-
-struct Unpacked32 {
-  __m256i q;
-  float dw, c;
-  bool signed_q;  // Q8_0: q holds signed values
-};
-
 inline float H(uint16_t h) { return _cvtsh_ss(h); }
 
+// A pair of blocks (0, 1): lo = elements 0..15 of block 0 | of block 1, hi = elements
+// 16..31; codes unsigned except Q8_0 (signed, handled with the sign trick).
+struct PairU {
+  __m256i lo, hi;
+  __m256 dw, c;
+};
+inline __m256 Pair(float a, float b) { return _mm256_set_m128(_mm_set1_ps(b), _mm_set1_ps(a)); }
+
 template <GgmlType kType>
-Unpacked32 Unpack(const uint8_t* p) {
-  if constexpr (kType == GgmlType::kQ4_0) {
-    const auto* b = reinterpret_cast<const BlockQ4_0*>(p);
-    return {Nibbles(b->qs), H(b->d), -8.0f * H(b->d), false};
-  } else if constexpr (kType == GgmlType::kQ4_1) {
-    const auto* b = reinterpret_cast<const BlockQ4_1*>(p);
-    return {Nibbles(b->qs), H(b->d), H(b->m), false};
-  } else if constexpr (kType == GgmlType::kQ5_0) {
-    const auto* b = reinterpret_cast<const BlockQ5_0*>(p);
-    return {_mm256_or_si256(Nibbles(b->qs), HighBits(b->qh)), H(b->d), -16.0f * H(b->d), false};
-  } else if constexpr (kType == GgmlType::kQ5_1) {
-    const auto* b = reinterpret_cast<const BlockQ5_1*>(p);
-    return {_mm256_or_si256(Nibbles(b->qs), HighBits(b->qh)), H(b->d), H(b->m), false};
+PairU UnpackPair(const uint8_t* p0, const uint8_t* p1) {
+  PairU u;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  if constexpr (kType == GgmlType::kQ8_0) {
+    const auto* a = reinterpret_cast<const BlockQ8_0*>(p0);
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(p1);
+    u.lo = _mm256_set_m128i(Load16B(b->qs), Load16B(a->qs));
+    u.hi = _mm256_set_m128i(Load16B(b->qs + 16), Load16B(a->qs + 16));
+    u.dw = Pair(H(a->d), H(b->d));
+    u.c = _mm256_setzero_ps();
   } else {
-    const auto* b = reinterpret_cast<const BlockQ8_0*>(p);
-    return {LoadY(b->qs), H(b->d), 0.0f, true};
+    using Block = std::conditional_t<
+        kType == GgmlType::kQ4_0, BlockQ4_0,
+        std::conditional_t<kType == GgmlType::kQ4_1, BlockQ4_1,
+                           std::conditional_t<kType == GgmlType::kQ5_0, BlockQ5_0, BlockQ5_1>>>;
+    const auto* a = reinterpret_cast<const Block*>(p0);
+    const auto* b = reinterpret_cast<const Block*>(p1);
+    const __m256i v = _mm256_set_m128i(Load16B(b->qs), Load16B(a->qs));
+    u.lo = _mm256_and_si256(v, m4);
+    u.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if constexpr (kType == GgmlType::kQ5_0 || kType == GgmlType::kQ5_1) {
+      const uint32_t ha = Load32(a->qh), hb = Load32(b->qh);
+      u.lo = _mm256_or_si256(u.lo, HighBits((ha & 0xFFFFu) | (hb << 16)));
+      u.hi = _mm256_or_si256(u.hi, HighBits((ha >> 16) | (hb & 0xFFFF0000u)));
+    }
+    u.dw = Pair(H(a->d), H(b->d));
+    if constexpr (kType == GgmlType::kQ4_1 || kType == GgmlType::kQ5_1) {
+      u.c = Pair(H(a->m), H(b->m));
+    } else {
+      u.c = _mm256_mul_ps(u.dw, _mm256_set1_ps(kType == GgmlType::kQ4_0 ? -8.0f : -16.0f));
+    }
   }
+  return u;
+}
+
+// Unsigned codes . signed activations -> 8 int32 lanes (4 per 16 bytes).
+inline __m256i DotU8(__m256i q, __m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1));
 }
 
 template <GgmlType kType, int NX>
 void Dot32N(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y, int64_t ldy) {
   const auto* base = static_cast<const uint8_t*>(w);
   const size_t bsize = RowBytes(kType, 32);
+  const int64_t nb = k / 32;
   Q8Row32 x[NX];
-  __m256 acc[NX];
-  #pragma GCC unroll 8
+  __m256 acc[NX], accc[NX];
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
     x[r] = ViewQ8Row32(act + r * stride, k);
-    acc[r] = _mm256_setzero_ps();
+    acc[r] = accc[r] = _mm256_setzero_ps();
   }
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const Unpacked32 u = Unpack<kType>(base + b * bsize);
-    const __m256 dw = _mm256_set1_ps(u.dw), c = _mm256_set1_ps(u.c);
-    const __m256i qa = u.signed_q ? _mm256_sign_epi8(u.q, u.q) : u.q;
-    #pragma GCC unroll 8
+  alignas(32) uint8_t pad[64] = {};
+  for (int64_t b = 0; b < nb; b += 2) {
+    const uint8_t* p1 = b + 1 < nb ? base + (b + 1) * bsize : pad;
+    const PairU u = UnpackPair<kType>(base + b * bsize, p1);
+    const int64_t g = b / 4, off = 16 * (b % 4);  // byte offset of the pair in its group
+#pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
-      __m256i xq = LoadY(x[r].qs + 32 * b);
-      if (u.signed_q) xq = _mm256_sign_epi8(xq, u.q);
-      const __m256 dot = _mm256_cvtepi32_ps(DotU8(qa, xq));
-      acc[r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dw, _mm256_loadu_ps(x[r].d8 + 8 * b)), acc[r]);
-      if (!u.signed_q) acc[r] = _mm256_fmadd_ps(c, _mm256_loadu_ps(x[r].s8 + 8 * b), acc[r]);
+      const int8_t* xq = x[r].qs + 128 * g + off;
+      __m256i xl = LoadY(xq), xh = LoadY(xq + 64);
+      __m256i dot;
+      if constexpr (kType == GgmlType::kQ8_0) {
+        xl = _mm256_sign_epi8(xl, u.lo);
+        xh = _mm256_sign_epi8(xh, u.hi);
+        dot = _mm256_add_epi32(DotU8(_mm256_sign_epi8(u.lo, u.lo), xl),
+                               DotU8(_mm256_sign_epi8(u.hi, u.hi), xh));
+      } else {
+        dot = _mm256_add_epi32(DotU8(u.lo, xl), DotU8(u.hi, xh));
+      }
+      const __m256 scale = _mm256_mul_ps(u.dw, _mm256_loadu_ps(x[r].d4 + 4 * b));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r]);
+      if constexpr (kType != GgmlType::kQ8_0) {
+        accc[r] = _mm256_fmadd_ps(u.c, _mm256_loadu_ps(x[r].s4 + 4 * b), accc[r]);
+      }
     }
   }
-  #pragma GCC unroll 8
-  for (int r = 0; r < NX; ++r) y[r * ldy] = HSum(acc[r]);
+#pragma GCC unroll 8
+  for (int r = 0; r < NX; ++r) y[r * ldy] = HSum(_mm256_add_ps(acc[r], accc[r]));
 }
 
 // K-quants: 8 chunks of 32 codes with int16 scale patterns (16 lanes: first 8 lanes scale

@@ -64,8 +64,9 @@ float DotBlock32(int64_t k, const void* w, const uint8_t* act) {
       std::memcpy(&qh, reinterpret_cast<const uint8_t*>(&b[i]) + sizeof(Block) - 20, 4);
       for (int j = 0; j < 32; ++j) q[j] |= static_cast<int>((qh >> j) & 1u) << 4;
     }
+    const int8_t* xq = x.qs + 128 * (i / 4) + 16 * (i % 4);
     int isum = 0;
-    for (int j = 0; j < 32; ++j) isum += q[j] * x.qs[32 * i + j];
+    for (int j = 0; j < 16; ++j) isum += q[j] * xq[j] + q[16 + j] * xq[64 + j];
     const float dw = Fp16ToF32(b[i].d);
     float c;
     if constexpr (kAffine) {
@@ -75,7 +76,7 @@ float DotBlock32(int64_t k, const void* w, const uint8_t* act) {
     } else {
       c = -static_cast<float>(kOffset) * dw;
     }
-    acc += dw * x.d8[8 * i] * static_cast<float>(isum) + c * (8.0f * x.s8[8 * i]);
+    acc += dw * x.d4[4 * i] * static_cast<float>(isum) + c * (4.0f * x.s4[4 * i]);
   }
   return acc;
 }
