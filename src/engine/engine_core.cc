@@ -75,6 +75,12 @@ void EngineCore::Deliver(std::vector<RequestOutput> outputs) {
   for (RequestOutput& o : outputs) {
     auto it = streams_.find(o.request_id);
     if (it == streams_.end()) continue;
+    if (!it->second->has_sink() && it->second.use_count() == 1) {
+      // Nobody can read this stream any more (the consumer dropped it): stop the work.
+      engine_->Abort(o.request_id);
+      streams_.erase(it);
+      continue;
+    }
     const bool done = o.finished;
     it->second->Push(std::move(o));
     if (done) streams_.erase(it);

@@ -9,7 +9,8 @@
 // Requests are validated on the caller's thread (clear errors, nothing queued); accepted ones
 // reach the engine thread before its next step. Outputs are pushed to each request's stream
 // as they are produced; the engine never waits on a consumer. An abort takes effect (blocks
-// freed, final output with FinishReason::kAbort) at the start of the next step. Stop() (or
+// freed, final output with FinishReason::kAbort) at the start of the next step; dropping every
+// reference to a request's stream aborts it too (at its next output). Stop() (or
 // the destructor) ends the loop: in-flight requests get FinishReason::kAbort, later
 // AddRequest calls fail with Unavailable.
 // Thread-safety: every public method is thread-safe.

@@ -254,3 +254,27 @@ TEST(EngineCoreTest, CallbackDeliveryAndQueueTime) {
 
 }  // namespace
 }  // namespace tachyon::engine
+
+namespace tachyon::engine {
+namespace {
+
+TEST(EngineCoreTest, DroppingTheStreamAbortsTheRequest) {
+  GatedExecutor* gate = nullptr;
+  auto core = NewGatedCore(CoreConfig(), &gate);
+  EngineRequest r = Greedy(MakePrompt(12, 4), 400);
+  r.params.ignore_eos = true;
+  {
+    auto s = core->AddRequest(r);
+    ASSERT_TRUE(s.ok());
+    gate->Allow(2);
+    ASSERT_TRUE((*s)->Next().has_value());
+  }  // the consumer goes away mid-generation
+  gate->Allow(1000000);
+  ASSERT_TRUE(WaitUntil([&] { return core->Metrics().requests_aborted == 1; }));
+  EngineMetrics m = core->Metrics();
+  EXPECT_EQ(m.kv.used_blocks, 0);
+  EXPECT_LT(m.generation_tokens, 400);
+}
+
+}  // namespace
+}  // namespace tachyon::engine

@@ -39,6 +39,8 @@ class RequestStream {
   // True once the final output has been pushed (it may still be queued).
   bool finished() const;
 
+  bool has_sink() const { return static_cast<bool>(sink_); }
+
   // Engine side: queues an output (never blocks on the consumer).
   void Push(RequestOutput output);
 
