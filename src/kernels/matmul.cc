@@ -15,9 +15,8 @@ using internal::ActFormat;
 using internal::DotFn;
 using internal::QuantizeActFn;
 
-// Rows of x handled per pass over a weight row range (keeps that slice of the converted
-// activations in L1/L2 while the weight rows are re-read from L2/L3).
-constexpr int64_t kXTile = 64;
+// Bytes of weight rows swept per pass over the activation rows.
+constexpr size_t kWeightTileBytes = 192 * 1024;
 
 struct Impl {
   ActFormat act;
@@ -68,13 +67,16 @@ void RunRows(const Impl& impl, const Weight& w, const uint8_t* act, size_t strid
              float* y, int64_t r0, int64_t r1) {
   const auto* base = static_cast<const uint8_t*>(w.data);
   const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
-  for (int64_t i0 = 0; i0 < m; i0 += kXTile) {
-    const int64_t i1 = std::min(m, i0 + kXTile);
-    for (int64_t j = r0; j < r1; ++j) {
-      const void* row = base + static_cast<size_t>(j) * row_bytes;
-      for (int64_t i = i0; i < i1; i += internal::kMaxRows) {
-        const int nx = static_cast<int>(std::min<int64_t>(internal::kMaxRows, i1 - i));
-        impl.dot(w.cols, row, act + static_cast<size_t>(i) * stride, stride, nx,
+  // A tile of weight rows (~kWeightTileBytes, L2) is swept once per group of kMaxRows
+  // activation rows (L1), so neither side is re-read from far away.
+  const int64_t wtile = std::max<int64_t>(1, static_cast<int64_t>(kWeightTileBytes / row_bytes));
+  for (int64_t j0 = r0; j0 < r1; j0 += wtile) {
+    const int64_t j1 = std::min(r1, j0 + wtile);
+    for (int64_t i = 0; i < m; i += internal::kMaxRows) {
+      const int nx = static_cast<int>(std::min<int64_t>(internal::kMaxRows, m - i));
+      const uint8_t* a = act + static_cast<size_t>(i) * stride;
+      for (int64_t j = j0; j < j1; ++j) {
+        impl.dot(w.cols, base + static_cast<size_t>(j) * row_bytes, a, stride, nx,
                  y + i * w.rows + j, w.rows);
       }
     }

@@ -3,8 +3,14 @@
 // A weight matrix W has `rows` output features, each a row of `cols` input features stored
 // contiguously in the GGUF layout (dims[0] = cols). MatMul computes, for every input row i
 // and weight row j:  y[i, j] = dot(x[i, :], W[j, :]).
-// Activations are float; quantized paths may round them to 8 bits (Q8_0 / Q8_K) on the fly,
-// as llama.cpp does. Variants (scalar reference, AVX2, AVX-512) are picked at run time.
+// Activations are float; as llama.cpp does, MatMul rounds them once per call: to 8 bits per
+// 32 elements (scale amax/127) for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, per 256 for Q2_K..Q6_K, to
+// bf16 for BF16 weights; F32/F16 weights use the float activations. MatMulReference does
+// not round (exact dequantization, double accumulation).
+// Variants (scalar, AVX2, AVX-512 VNNI/BF16) are picked once at run time by BestSimdLevel()
+// (TACHYON_CPU=scalar|avx2 caps it); all variants use the same rounded activations and agree
+// to float summation order. Thread-safety: MatMul may run concurrently from several threads
+// (scratch is thread-local); the pool must not be shared by concurrent callers.
 #pragma once
 
 #include <cstddef>
@@ -28,8 +34,9 @@ struct Weight {
 // Whether MatMul / DequantizeRow support this type.
 bool IsSupportedWeightType(GgmlType type);
 
-// y[m, w.rows] = x[m, w.cols] · Wᵀ.  x: [m, cols] row-major, y: [m, rows] row-major.
-// Work is split over `pool` (may be null: single-threaded).
+// y[m, w.rows] = x[m, w.cols] · Wᵀ.  x: [m, cols] row-major, y: [m, rows] row-major;
+// y must not overlap x. Output rows are split over `pool` in contiguous chunks (may be null:
+// single-threaded). No allocation after the first calls (thread-local scratch grows once).
 // REQUIRES: IsSupportedWeightType(w.type).
 void MatMul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool* pool);
 
