@@ -82,6 +82,26 @@ void Softmax(std::vector<Candidate>* c) {
   for (Candidate& x : *c) x.p = static_cast<float>(x.p / sum);
 }
 
+std::vector<Candidate> TopPCandidates(std::span<const float> logits, float top_p) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (float l : logits) mx = std::max(mx, l);
+  double z = 0;
+  for (float l : logits) z += std::exp(static_cast<double>(l - mx));
+  for (size_t k = 256;; k *= 4) {
+    std::vector<Candidate> c = TopKCandidates(logits, static_cast<int>(std::min(k, logits.size())));
+    double cum = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      c[i].p = static_cast<float>(std::exp(static_cast<double>(c[i].p - mx)) / z);
+      cum += c[i].p;
+      if (cum >= top_p) {
+        c.resize(i + 1);
+        return c;
+      }
+    }
+    if (c.size() == logits.size()) return c;  // rounding kept the mass just below top_p
+  }
+}
+
 void TopP(std::vector<Candidate>* c, float top_p) {
   if (top_p >= 1.0f) return;
   double cum = 0;

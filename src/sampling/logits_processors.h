@@ -37,6 +37,12 @@ std::vector<Candidate> TopKCandidates(std::span<const float> logits, int k);
 // In place: logits -> probabilities (stable softmax). REQUIRES: non-empty.
 void Softmax(std::vector<Candidate>* c);
 
+// Softmax over all of `logits`, then the smallest probability-sorted prefix whose mass reaches
+// top_p: the same result as TopKCandidates(logits, 0) + Softmax + TopP, but it sorts only a
+// growing head of the vocabulary (cheap for 100k-token vocabularies). Probabilities are those
+// of the full softmax (not renormalized).
+std::vector<Candidate> TopPCandidates(std::span<const float> logits, float top_p);
+
 // Keeps the smallest prefix of probability-sorted candidates whose mass reaches top_p
 // (always at least one). Does not renormalize.
 void TopP(std::vector<Candidate>* c, float top_p);

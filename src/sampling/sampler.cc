@@ -56,14 +56,17 @@ SampleResult Sample(std::span<float> logits, const SamplingParams& params,
     const float inv_t = 1.0f / params.temperature;
     for (float& l : logits) l *= inv_t;
     std::vector<Candidate> c;
-    if (params.top_k > 0 || params.top_p < 1.0f) {
+    if (params.top_k <= 0 && params.top_p < 1.0f) {
+      c = TopPCandidates(logits, params.top_p);  // sorts only the head it needs
+    } else if (params.top_k > 0) {
       c = TopKCandidates(logits, params.top_k);  // sorted: top-p needs the order
+      Softmax(&c);
+      TopP(&c, params.top_p);
     } else {
       c.reserve(logits.size());  // no truncation by rank: skip the sort
       for (size_t i = 0; i < logits.size(); ++i) c.push_back({static_cast<int32_t>(i), logits[i]});
+      Softmax(&c);
     }
-    Softmax(&c);
-    TopP(&c, params.top_p);
     MinP(&c, params.min_p);
     result.token = Draw(c, UniformForStep(input.seed, input.output.size()));
   }

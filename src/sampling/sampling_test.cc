@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "sampling/logits_processors.h"
@@ -91,6 +92,23 @@ TEST(LogitsProcessorsTest, TopPKeepsSmallestPrefixReachingMass) {
   c = Probs({0.5f, 0.3f, 0.2f});
   TopP(&c, 0.01f);
   EXPECT_EQ(Tokens(c), (std::vector<int32_t>{0}));
+}
+
+TEST(LogitsProcessorsTest, TopPCandidatesMatchesFullSort) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> l(5000);
+    for (float& x : l) x = normal(rng);
+    for (float top_p : {0.1f, 0.5f, 0.9f, 0.99f, 0.9999f}) {
+      std::vector<Candidate> ref = TopKCandidates(l, 0);
+      Softmax(&ref);
+      TopP(&ref, top_p);
+      std::vector<Candidate> fast = TopPCandidates(l, top_p);
+      ASSERT_EQ(Tokens(fast), Tokens(ref)) << "top_p " << top_p;
+      for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(fast[i].p, ref[i].p, 1e-6);
+    }
+  }
 }
 
 TEST(LogitsProcessorsTest, MinPDropsBelowFractionOfMax) {
