@@ -57,7 +57,8 @@ const Matrix& GetMatrix(GgmlType type, int64_t rows, int64_t cols) {
     for (float& v : row) v = nd(rng);
     kernels::QuantizeRow(type, row.data(), m.data.data() + r * rb, cols);
   }
-  for (int64_t r = 16; r < rows; ++r) std::memcpy(m.data.data() + r * rb, m.data.data() + (r % 16) * rb, rb);
+  for (int64_t r = 16; r < rows; ++r)
+    std::memcpy(m.data.data() + r * rb, m.data.data() + (r % 16) * rb, rb);
   return m;
 }
 
@@ -75,7 +76,8 @@ void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t col
     benchmark::DoNotOptimize(y.data());
   }
   const double bytes = static_cast<double>(mat.data.size());
-  state.counters["WGB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["WGB/s"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GOP/s"] = benchmark::Counter(2.0 * m * rows * cols / 1e9,
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -122,12 +124,18 @@ void BM_MemRead(benchmark::State& state) {
     });
     benchmark::DoNotOptimize(sink.data());
   }
-  state.counters["GB/s"] = benchmark::Counter(kBytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(kBytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void RegisterAll() {
-  benchmark::RegisterBenchmark("MemRead/threads:1", BM_MemRead)->Arg(1)->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("MemRead/threads:2", BM_MemRead)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("MemRead/threads:1", BM_MemRead)
+      ->Arg(1)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("MemRead/threads:2", BM_MemRead)
+      ->Arg(2)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
                             GgmlType::kQ6_K, GgmlType::kF16,  GgmlType::kBF16};
   struct Shape {
@@ -138,10 +146,12 @@ void RegisterAll() {
       for (int64_t m : {1, 16, 512}) {
         if (s.rows > 100000 && m > 16) continue;  // the output matrix runs for few rows
         for (int threads : {1, 2}) {
-          const std::string name = "MatMul/" + std::string(TypeName(t)) + "/" + std::to_string(s.rows) +
-                                   "x" + std::to_string(s.cols) + "/m:" + std::to_string(m) +
+          const std::string name = "MatMul/" + std::string(TypeName(t)) + "/" +
+                                   std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                                   "/m:" + std::to_string(m) +
                                    "/threads:" + std::to_string(threads);
-          auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, s.rows, s.cols, m, threads);
+          auto* b =
+              benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, s.rows, s.cols, m, threads);
           b->Unit(benchmark::kMillisecond);
           if (threads > 1) b->UseRealTime();
         }

@@ -89,11 +89,18 @@ ActFormat ActFormatFor(GgmlType type) {
 size_t ActRowBytes(ActFormat f, int64_t k) {
   size_t n = 0;
   switch (f) {
-    case ActFormat::kF32: n = static_cast<size_t>(k) * 4; break;
-    case ActFormat::kBF16: n = static_cast<size_t>(k) * 2; break;
-    case ActFormat::kQ8_32: n = static_cast<size_t>(Q8Groups(k)) * 256; break;
+    case ActFormat::kF32:
+      n = static_cast<size_t>(k) * 4;
+      break;
+    case ActFormat::kBF16:
+      n = static_cast<size_t>(k) * 2;
+      break;
+    case ActFormat::kQ8_32:
+      n = static_cast<size_t>(Q8Groups(k)) * 256;
+      break;
     case ActFormat::kQ8_256:
-      n = static_cast<size_t>(k) + static_cast<size_t>(k / 256) * 4 + static_cast<size_t>(k / 16) * 2;
+      n = static_cast<size_t>(k) + static_cast<size_t>(k / 256) * 4 +
+          static_cast<size_t>(k / 16) * 2;
       break;
   }
   return (n + 63) / 64 * 64;
@@ -101,10 +108,14 @@ size_t ActRowBytes(ActFormat f, int64_t k) {
 
 QuantizeActFn QuantizeActScalar(ActFormat f) {
   switch (f) {
-    case ActFormat::kBF16: return ActBf16;
-    case ActFormat::kQ8_32: return ActQ8_32;
-    case ActFormat::kQ8_256: return ActQ8_256;
-    case ActFormat::kF32: return nullptr;  // x is used in place
+    case ActFormat::kBF16:
+      return ActBf16;
+    case ActFormat::kQ8_32:
+      return ActQ8_32;
+    case ActFormat::kQ8_256:
+      return ActQ8_256;
+    case ActFormat::kF32:
+      return nullptr;  // x is used in place
   }
   return nullptr;
 }

@@ -44,7 +44,8 @@ TEST(ActQuant, LevelsWriteIdenticalBytes) {
       for (QuantizeActFn fn : fns) {
         std::fill(out.begin(), out.end(), 0xCD);
         fn(x.data(), k, out.data());
-        ASSERT_EQ(std::memcmp(ref.data(), out.data(), used), 0) << static_cast<int>(f) << " k " << k;
+        ASSERT_EQ(std::memcmp(ref.data(), out.data(), used), 0)
+            << static_cast<int>(f) << " k " << k;
       }
     }
   }

@@ -147,7 +147,8 @@ void DequantQ6_K(const BlockQ6_K* b, int64_t nb, float* y) {
       const uint8_t lq = b[i].ql[64 * half + l + 32 * (s & 1)];
       const int lo = (s < 2) ? (lq & 0xF) : (lq >> 4);
       const int hi = (b[i].qh[32 * half + l] >> (2 * s)) & 3;
-      y[e] = d * static_cast<float>(b[i].scales[e / 16]) * static_cast<float>((lo | (hi << 4)) - 32);
+      y[e] =
+          d * static_cast<float>(b[i].scales[e / 16]) * static_cast<float>((lo | (hi << 4)) - 32);
     }
   }
 }
@@ -178,18 +179,30 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t k) {
       for (int64_t i = 0; i < k; ++i) dst[i] = Bf16ToF32(h[i]);
       return;
     }
-    case GgmlType::kQ4_0: return DequantQ4_0(static_cast<const BlockQ4_0*>(src), nb, dst);
-    case GgmlType::kQ4_1: return DequantQ4_1(static_cast<const BlockQ4_1*>(src), nb, dst);
-    case GgmlType::kQ5_0: return DequantQ5_0(static_cast<const BlockQ5_0*>(src), nb, dst);
-    case GgmlType::kQ5_1: return DequantQ5_1(static_cast<const BlockQ5_1*>(src), nb, dst);
-    case GgmlType::kQ8_0: return DequantQ8_0(static_cast<const BlockQ8_0*>(src), nb, dst);
-    case GgmlType::kQ8_1: return DequantQ8_1(static_cast<const BlockQ8_1*>(src), nb, dst);
-    case GgmlType::kQ2_K: return DequantQ2_K(static_cast<const BlockQ2_K*>(src), nb, dst);
-    case GgmlType::kQ3_K: return DequantQ3_K(static_cast<const BlockQ3_K*>(src), nb, dst);
-    case GgmlType::kQ4_K: return DequantQ4_K(static_cast<const BlockQ4_K*>(src), nb, dst);
-    case GgmlType::kQ5_K: return DequantQ5_K(static_cast<const BlockQ5_K*>(src), nb, dst);
-    case GgmlType::kQ6_K: return DequantQ6_K(static_cast<const BlockQ6_K*>(src), nb, dst);
-    case GgmlType::kQ8_K: return DequantQ8_K(static_cast<const BlockQ8_K*>(src), nb, dst);
+    case GgmlType::kQ4_0:
+      return DequantQ4_0(static_cast<const BlockQ4_0*>(src), nb, dst);
+    case GgmlType::kQ4_1:
+      return DequantQ4_1(static_cast<const BlockQ4_1*>(src), nb, dst);
+    case GgmlType::kQ5_0:
+      return DequantQ5_0(static_cast<const BlockQ5_0*>(src), nb, dst);
+    case GgmlType::kQ5_1:
+      return DequantQ5_1(static_cast<const BlockQ5_1*>(src), nb, dst);
+    case GgmlType::kQ8_0:
+      return DequantQ8_0(static_cast<const BlockQ8_0*>(src), nb, dst);
+    case GgmlType::kQ8_1:
+      return DequantQ8_1(static_cast<const BlockQ8_1*>(src), nb, dst);
+    case GgmlType::kQ2_K:
+      return DequantQ2_K(static_cast<const BlockQ2_K*>(src), nb, dst);
+    case GgmlType::kQ3_K:
+      return DequantQ3_K(static_cast<const BlockQ3_K*>(src), nb, dst);
+    case GgmlType::kQ4_K:
+      return DequantQ4_K(static_cast<const BlockQ4_K*>(src), nb, dst);
+    case GgmlType::kQ5_K:
+      return DequantQ5_K(static_cast<const BlockQ5_K*>(src), nb, dst);
+    case GgmlType::kQ6_K:
+      return DequantQ6_K(static_cast<const BlockQ6_K*>(src), nb, dst);
+    case GgmlType::kQ8_K:
+      return DequantQ8_K(static_cast<const BlockQ8_K*>(src), nb, dst);
     default:
       CHECK(false) << "DequantizeRow: unsupported type " << TypeName(type);
   }

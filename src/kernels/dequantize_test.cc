@@ -15,7 +15,9 @@ namespace tachyon::kernels {
 namespace {
 
 std::mt19937 rng(1234);
-int Rand(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+int Rand(int lo, int hi) {
+  return std::uniform_int_distribution<int>(lo, hi)(rng);
+}
 
 template <typename B>
 std::vector<float> Deq(GgmlType t, const B& b, int n) {
@@ -53,7 +55,8 @@ TEST(Dequantize, Q4_1) {
 template <typename B>
 void PackQ5(const int* q, B* b) {
   uint32_t qh = 0;
-  for (int i = 0; i < 16; ++i) b->qs[i] = static_cast<uint8_t>((q[i] & 15) | ((q[i + 16] & 15) << 4));
+  for (int i = 0; i < 16; ++i)
+    b->qs[i] = static_cast<uint8_t>((q[i] & 15) | ((q[i + 16] & 15) << 4));
   for (int i = 0; i < 32; ++i) qh |= static_cast<uint32_t>(q[i] >> 4) << i;
   b->qh[0] = qh & 0xFF;  // little-endian
   b->qh[1] = (qh >> 8) & 0xFF;

@@ -48,7 +48,8 @@ const Impl& GetImpl(SimdLevel level, GgmlType type) {
     std::array<std::array<Impl, 64>, 3> t{};
     for (int l = 0; l < 3; ++l) {
       for (uint32_t ty = 0; ty < 64; ++ty) {
-        if (GetTypeTraits(ty)) t[l][ty] = MakeImpl(static_cast<SimdLevel>(l), static_cast<GgmlType>(ty));
+        if (GetTypeTraits(ty))
+          t[l][ty] = MakeImpl(static_cast<SimdLevel>(l), static_cast<GgmlType>(ty));
       }
     }
     return t;
@@ -85,7 +86,9 @@ void RunRows(const Impl& impl, const Weight& w, const uint8_t* act, size_t strid
 
 }  // namespace
 
-bool IsSupportedWeightType(GgmlType type) { return internal::DotScalar(type) != nullptr; }
+bool IsSupportedWeightType(GgmlType type) {
+  return internal::DotScalar(type) != nullptr;
+}
 
 void MatMulAtLevel(SimdLevel level, const Weight& w, const float* x, int64_t m, float* y,
                    ThreadPool* pool) {

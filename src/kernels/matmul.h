@@ -25,8 +25,8 @@ namespace tachyon::kernels {
 
 struct Weight {
   GgmlType type = GgmlType::kF32;
-  int64_t rows = 0;          // output features (n)
-  int64_t cols = 0;          // input features (k); a multiple of the type's block size
+  int64_t rows = 0;            // output features (n)
+  int64_t cols = 0;            // input features (k); a multiple of the type's block size
   const void* data = nullptr;  // rows * RowBytes(type, cols) bytes
   size_t row_bytes = 0;        // bytes per row; 0 means RowBytes(type, cols)
 };

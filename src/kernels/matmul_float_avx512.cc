@@ -22,15 +22,15 @@ struct LoadF16 {
 template <typename L, int NX>
 void DotFloatN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y, int64_t ldy) {
   __m512 acc[NX], acc2[NX];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = acc2[r] = _mm512_setzero_ps();
   const float* x[NX];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) x[r] = reinterpret_cast<const float*>(act + r * stride);
   int64_t i = 0;
   for (; i + 32 <= k; i += 32) {
     const __m512 w0 = L::Load(w, i, 0xFFFF), w1 = L::Load(w, i + 16, 0xFFFF);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       acc[r] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[r] + i), acc[r]);
       acc2[r] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[r] + i + 16), acc2[r]);
@@ -39,10 +39,11 @@ void DotFloatN(int64_t k, const void* w, const uint8_t* act, size_t stride, floa
   for (; i < k; i += 16) {
     const __mmask16 m = Mask16(k - i);
     const __m512 w0 = L::Load(w, i, m);
-    #pragma GCC unroll 8
-    for (int r = 0; r < NX; ++r) acc[r] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[r] + i), acc[r]);
+#pragma GCC unroll 8
+    for (int r = 0; r < NX; ++r)
+      acc[r] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[r] + i), acc[r]);
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = _mm512_add_ps(acc[r], acc2[r]);
   StoreSums<NX>(acc, y, ldy);
 }
@@ -50,13 +51,13 @@ void DotFloatN(int64_t k, const void* w, const uint8_t* act, size_t stride, floa
 template <int NX>
 void DotBf16N(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y, int64_t ldy) {
   __m512 acc[NX];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = _mm512_setzero_ps();
   const auto* wp = static_cast<const uint16_t*>(w);
   for (int64_t i = 0; i < k; i += 32) {
     const __mmask32 m = Mask32(k - i);
     const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, wp + i);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const auto* xr = reinterpret_cast<const uint16_t*>(act + r * stride);
       acc[r] = _mm512_dpbf16_ps(acc[r], wv, (__m512bh)_mm512_maskz_loadu_epi16(m, xr + i));
@@ -69,10 +70,14 @@ template <template <int> class K>
 void ByRows(int64_t k, const void* w, const uint8_t* act, size_t stride, int nx, float* y,
             int64_t ldy) {
   switch (nx) {
-    case 1: return K<1>::Run(k, w, act, stride, y, ldy);
-    case 2: return K<2>::Run(k, w, act, stride, y, ldy);
-    case 3: return K<3>::Run(k, w, act, stride, y, ldy);
-    default: return K<4>::Run(k, w, act, stride, y, ldy);
+    case 1:
+      return K<1>::Run(k, w, act, stride, y, ldy);
+    case 2:
+      return K<2>::Run(k, w, act, stride, y, ldy);
+    case 3:
+      return K<3>::Run(k, w, act, stride, y, ldy);
+    default:
+      return K<4>::Run(k, w, act, stride, y, ldy);
   }
 }
 template <int NX>
@@ -161,19 +166,27 @@ void ActQ8_256(const float* x, int64_t k, uint8_t* out) {
 
 DotFn DotAvx512Float(GgmlType type) {
   switch (type) {
-    case GgmlType::kF32: return ByRows<KF32>;
-    case GgmlType::kF16: return ByRows<KF16>;
-    case GgmlType::kBF16: return ByRows<KBF16>;
-    default: return nullptr;
+    case GgmlType::kF32:
+      return ByRows<KF32>;
+    case GgmlType::kF16:
+      return ByRows<KF16>;
+    case GgmlType::kBF16:
+      return ByRows<KBF16>;
+    default:
+      return nullptr;
   }
 }
 
 QuantizeActFn QuantizeActAvx512(ActFormat f) {
   switch (f) {
-    case ActFormat::kBF16: return ActBf16;
-    case ActFormat::kQ8_32: return ActQ8_32;
-    case ActFormat::kQ8_256: return ActQ8_256;
-    case ActFormat::kF32: return nullptr;
+    case ActFormat::kBF16:
+      return ActBf16;
+    case ActFormat::kQ8_32:
+      return ActQ8_32;
+    case ActFormat::kQ8_256:
+      return ActQ8_256;
+    case ActFormat::kF32:
+      return nullptr;
   }
   return nullptr;
 }

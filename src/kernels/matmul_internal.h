@@ -39,7 +39,9 @@ struct Q8Row32 {
   const float* d4;
   const float* s4;
 };
-inline int64_t Q8Groups(int64_t k) { return (k / 32 + 3) / 4; }
+inline int64_t Q8Groups(int64_t k) {
+  return (k / 32 + 3) / 4;
+}
 struct Q8Row256 {
   const int8_t* qs;
   const float* d;
@@ -61,14 +63,14 @@ using QuantizeActFn = void (*)(const float* x, int64_t k, uint8_t* out);
 
 // For i in [0, nx) (1 <= nx <= kMaxRows): y[i * ldy] = dot(w_row, activation row i), where
 // activation row i starts at act + i * act_stride. w_row: RowBytes(type, k) bytes.
-using DotFn = void (*)(int64_t k, const void* w_row, const uint8_t* act, size_t act_stride,
-                       int nx, float* y, int64_t ldy);
+using DotFn = void (*)(int64_t k, const void* w_row, const uint8_t* act, size_t act_stride, int nx,
+                       float* y, int64_t ldy);
 
 // Kernels of one level; null where the level has no kernel for that type / format.
 DotFn DotScalar(GgmlType type);
-DotFn DotAvx2Float(GgmlType type);     // F32, F16, BF16
-DotFn DotAvx2Quant(GgmlType type);     // Q4_0 .. Q8_0, Q2_K .. Q6_K
-DotFn DotAvx512Float(GgmlType type);   // F32, F16, BF16
+DotFn DotAvx2Float(GgmlType type);      // F32, F16, BF16
+DotFn DotAvx2Quant(GgmlType type);      // Q4_0 .. Q8_0, Q2_K .. Q6_K
+DotFn DotAvx512Float(GgmlType type);    // F32, F16, BF16
 DotFn DotAvx512Block32(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 DotFn DotAvx512K(GgmlType type);        // Q2_K .. Q6_K
 QuantizeActFn QuantizeActScalar(ActFormat f);

@@ -34,7 +34,7 @@ inline __m256i LoadY(const uint8_t* p) {
 }
 // Scale lanes for sub-blocks of 32: chunk c uses scales 2c (lanes 0..7), 2c+1 (8..15).
 inline void Spread32(__m512i sc32, __m512i* sp) {
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int c = 0; c < 4; ++c) {
     const __m512i idx = _mm512_set_epi32(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
                                          2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c,
@@ -44,7 +44,7 @@ inline void Spread32(__m512i sc32, __m512i* sp) {
 }
 // Sub-blocks of 16: chunk c uses scales 4c..4c+3, four lanes each.
 inline void Spread16(__m512i sc32, __m512i* sp) {
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int c = 0; c < 4; ++c) {
     const int a = 4 * c;
     const __m512i idx = _mm512_set_epi32(a + 3, a + 3, a + 3, a + 3, a + 2, a + 2, a + 2, a + 2,
@@ -85,7 +85,7 @@ struct Q4KT {
   using Block = BlockQ4_K;
   static void Unpack(const Block& b, Super* s) {
     K4Common(b.scales, b.d, b.dmin, s);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) s->q[c] = Nib64(b.qs + 32 * c);
   }
 };
@@ -95,10 +95,12 @@ struct Q5KT {
   static void Unpack(const Block& b, Super* s) {
     K4Common(b.scales, b.d, b.dmin, s);
     const __m256i qh = LoadY(b.qh);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
-      const uint64_t lo = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c))));
-      const uint64_t hi = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))));
+      const uint64_t lo =
+          _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c))));
+      const uint64_t hi =
+          _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))));
       const __m512i q = Nib64(b.qs + 32 * c);
       s->q[c] = _mm512_mask_add_epi8(q, lo | (hi << 32), q, _mm512_set1_epi8(16));
     }
@@ -119,7 +121,7 @@ struct Q6KT {
     s->d = _cvtsh_ss(b.d);
     s->dmin = 32.0f * s->d;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
       const __m256i qh = LoadY(b.qh + 32 * h);
@@ -141,14 +143,16 @@ struct Q3KT {
     s->d = _cvtsh_ss(b.d);
     s->dmin = 4.0f * s->d;
     const __m256i hm = LoadY(b.hmask);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
       const int h = c / 2, p = c % 2;
       const __m256i t = LoadY(b.qs + 32 * h);
       const __m256i lo = _mm256_srli_epi16(t, 4 * p), hi = _mm256_srli_epi16(t, 4 * p + 2);
       const __m512i q = _mm512_and_si512(Load32x2(lo, hi), _mm512_set1_epi8(3));
-      const uint64_t mlo = _mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(1 << (4 * h + 2 * p))));
-      const uint64_t mhi = _mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(1 << (4 * h + 2 * p + 1))));
+      const uint64_t mlo =
+          _mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(1 << (4 * h + 2 * p))));
+      const uint64_t mhi =
+          _mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(1 << (4 * h + 2 * p + 1))));
       s->q[c] = _mm512_mask_add_epi8(q, mlo | (mhi << 32), q, _mm512_set1_epi8(4));
     }
   }
@@ -162,7 +166,7 @@ struct Q2KT {
     s->min16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)));
     s->d = _cvtsh_ss(b.d);
     s->dmin = _cvtsh_ss(b.dmin);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
       const int h = c / 2, p = c % 2;
       const __m256i t = LoadY(b.qs + 32 * h);
@@ -178,7 +182,7 @@ void DotN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y,
   Q8Row256 x[NX];
   __m512 acc[NX];
   __m256 accm[NX];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
     x[r] = ViewQ8Row256(act + r * stride, k);
     acc[r] = _mm512_setzero_ps();
@@ -187,7 +191,7 @@ void DotN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y,
   Super s;
   for (int64_t i = 0; i < k / 256; ++i) {
     T::Unpack(blk[i], &s);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const int8_t* xq = x[r].qs + 256 * i;
       // Two chains keep the dpwssd dependency short.
@@ -209,9 +213,9 @@ void DotN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y,
       accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(s.dmin * dx), accm[r]);
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
-    y[r * ldy] = HAdd(acc[r]) - HAdd(_mm512_castps256_ps512(accm[r]) ) ;
+    y[r * ldy] = HAdd(acc[r]) - HAdd(_mm512_castps256_ps512(accm[r]));
   }
 }
 
@@ -219,10 +223,14 @@ template <typename T>
 void ByRows(int64_t k, const void* w, const uint8_t* act, size_t stride, int nx, float* y,
             int64_t ldy) {
   switch (nx) {
-    case 1: return DotN<T, 1>(k, w, act, stride, y, ldy);
-    case 2: return DotN<T, 2>(k, w, act, stride, y, ldy);
-    case 3: return DotN<T, 3>(k, w, act, stride, y, ldy);
-    default: return DotN<T, 4>(k, w, act, stride, y, ldy);
+    case 1:
+      return DotN<T, 1>(k, w, act, stride, y, ldy);
+    case 2:
+      return DotN<T, 2>(k, w, act, stride, y, ldy);
+    case 3:
+      return DotN<T, 3>(k, w, act, stride, y, ldy);
+    default:
+      return DotN<T, 4>(k, w, act, stride, y, ldy);
   }
 }
 
@@ -230,12 +238,18 @@ void ByRows(int64_t k, const void* w, const uint8_t* act, size_t stride, int nx,
 
 DotFn DotAvx512K(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ2_K: return ByRows<Q2KT>;
-    case GgmlType::kQ3_K: return ByRows<Q3KT>;
-    case GgmlType::kQ4_K: return ByRows<Q4KT>;
-    case GgmlType::kQ5_K: return ByRows<Q5KT>;
-    case GgmlType::kQ6_K: return ByRows<Q6KT>;
-    default: return nullptr;
+    case GgmlType::kQ2_K:
+      return ByRows<Q2KT>;
+    case GgmlType::kQ3_K:
+      return ByRows<Q3KT>;
+    case GgmlType::kQ4_K:
+      return ByRows<Q4KT>;
+    case GgmlType::kQ5_K:
+      return ByRows<Q5KT>;
+    case GgmlType::kQ6_K:
+      return ByRows<Q6KT>;
+    default:
+      return nullptr;
   }
 }
 

@@ -20,24 +20,30 @@ inline float HSum(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-inline __m256i LoadY(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m256i LoadY(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
 
 // Bit i of the 32-bit v -> 0x10 in byte i.
 inline __m256i HighBits(uint32_t v) {
-  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                         0x0101010101010101, 0x0000000000000000);
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101,
+                                         0x0000000000000000);
   __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(v)), shuf);
   const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
   b = _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
   return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
 }
-inline __m128i Load16B(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m128i Load16B(const void* p) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(p));
+}
 inline uint32_t Load32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
 }
-inline float H(uint16_t h) { return _cvtsh_ss(h); }
+inline float H(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
 // A pair of blocks (0, 1): lo = elements 0..15 of block 0 | of block 1, hi = elements
 // 16..31; codes unsigned except Q8_0 (signed, handled with the sign trick).
@@ -45,7 +51,9 @@ struct PairU {
   __m256i lo, hi;
   __m256 dw, c;
 };
-inline __m256 Pair(float a, float b) { return _mm256_set_m128(_mm_set1_ps(b), _mm_set1_ps(a)); }
+inline __m256 Pair(float a, float b) {
+  return _mm256_set_m128(_mm_set1_ps(b), _mm_set1_ps(a));
+}
 
 template <GgmlType kType>
 PairU UnpackPair(const uint8_t* p0, const uint8_t* p1) {
@@ -139,7 +147,8 @@ struct SuperK {
 };
 
 inline __m256i Pattern(int a, int b) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(b)), _mm_set1_epi16(static_cast<short>(a)));
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(b)),
+                          _mm_set1_epi16(static_cast<short>(a)));
 }
 
 template <GgmlType kType>
@@ -167,33 +176,34 @@ void UnpackK(const uint8_t* p, SuperK* s) {
     s->d = H(d);
     s->dmin = H(dmin);
     const __m256i h = qh ? LoadY(qh) : _mm256_setzero_si256();
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
       const __m256i t = LoadY(qs + 32 * c);
       s->q[2 * c] = _mm256_and_si256(t, _mm256_set1_epi8(0x0F));
       s->q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(t, 4), _mm256_set1_epi8(0x0F));
       if (qh) {
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int e = 0; e < 2; ++e) {
           const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + e)));
           const __m256i m = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
-          s->q[2 * c + e] = _mm256_or_si256(s->q[2 * c + e], _mm256_and_si256(m, _mm256_set1_epi8(16)));
+          s->q[2 * c + e] =
+              _mm256_or_si256(s->q[2 * c + e], _mm256_and_si256(m, _mm256_set1_epi8(16)));
         }
       }
     }
   } else if constexpr (kType == GgmlType::kQ6_K) {
     const auto* b = reinterpret_cast<const BlockQ6_K*>(p);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) s->sp[c] = Pattern(b->scales[2 * c], b->scales[2 * c + 1]);
     s->min16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
     s->d = H(b->d);
     s->dmin = 32.0f * s->d;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       const __m256i qh = LoadY(b->qh + 32 * h);
       const __m256i l0 = LoadY(b->ql + 64 * h), l1 = LoadY(b->ql + 64 * h + 32);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int g = 0; g < 4; ++g) {  // element group 32 g + l of this half
         const __m256i lq = (g & 1) ? l1 : l0;
         const __m256i lo = _mm256_and_si256(g < 2 ? lq : _mm256_srli_epi16(lq, 4), m4);
@@ -208,7 +218,7 @@ void UnpackK(const uint8_t* p, SuperK* s) {
       const auto* b = reinterpret_cast<const BlockQ3_K*>(p);
       int8_t sc[16];
       UnpackScalesQ3K(b->scales, sc);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) s->sp[c] = Pattern(sc[2 * c], sc[2 * c + 1]);
       s->min16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
       s->d = H(b->d);
@@ -217,8 +227,9 @@ void UnpackK(const uint8_t* p, SuperK* s) {
       hm = reinterpret_cast<const __m256i*>(b->hmask);
     } else {
       const auto* b = reinterpret_cast<const BlockQ2_K*>(p);
-      #pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) s->sp[c] = Pattern(b->scales[2 * c] & 15, b->scales[2 * c + 1] & 15);
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c)
+        s->sp[c] = Pattern(b->scales[2 * c] & 15, b->scales[2 * c + 1] & 15);
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
       s->min16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)));
       s->d = H(b->d);
@@ -226,7 +237,7 @@ void UnpackK(const uint8_t* p, SuperK* s) {
       qs = b->qs;
     }
     const __m256i hmv = hm ? _mm256_loadu_si256(hm) : _mm256_setzero_si256();
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
       const int h = c / 4, g = c % 4;
       const __m256i t = LoadY(qs + 32 * h);
@@ -247,7 +258,7 @@ void DotKN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y
   const size_t bsize = RowBytes(kType, 256);
   Q8Row256 x[NX];
   __m256 acc[NX], accm[NX];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
     x[r] = ViewQ8Row256(act + r * stride, k);
     acc[r] = accm[r] = _mm256_setzero_ps();
@@ -255,11 +266,11 @@ void DotKN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y
   SuperK s;
   for (int64_t i = 0; i < k / 256; ++i) {
     UnpackK<kType>(base + i * bsize, &s);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const int8_t* xq = x[r].qs + 256 * i;
       __m256i isum = _mm256_setzero_si256();
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {
         const __m256i p16 = _mm256_maddubs_epi16(s.q[c], LoadY(xq + 32 * c));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, s.sp[c]));
@@ -270,7 +281,7 @@ void DotKN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y
       accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(s.dmin * dx), accm[r]);
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) y[r * ldy] = HSum(acc[r]) - HSum(accm[r]);
 }
 
@@ -278,10 +289,14 @@ template <template <GgmlType, int> class K, GgmlType kType>
 void ByRows(int64_t k, const void* w, const uint8_t* act, size_t stride, int nx, float* y,
             int64_t ldy) {
   switch (nx) {
-    case 1: return K<kType, 1>::Run(k, w, act, stride, y, ldy);
-    case 2: return K<kType, 2>::Run(k, w, act, stride, y, ldy);
-    case 3: return K<kType, 3>::Run(k, w, act, stride, y, ldy);
-    default: return K<kType, 4>::Run(k, w, act, stride, y, ldy);
+    case 1:
+      return K<kType, 1>::Run(k, w, act, stride, y, ldy);
+    case 2:
+      return K<kType, 2>::Run(k, w, act, stride, y, ldy);
+    case 3:
+      return K<kType, 3>::Run(k, w, act, stride, y, ldy);
+    default:
+      return K<kType, 4>::Run(k, w, act, stride, y, ldy);
   }
 }
 template <GgmlType T, int NX>
@@ -301,17 +316,28 @@ struct KK {
 
 DotFn DotAvx2Quant(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_0: return ByRows<K32, GgmlType::kQ4_0>;
-    case GgmlType::kQ4_1: return ByRows<K32, GgmlType::kQ4_1>;
-    case GgmlType::kQ5_0: return ByRows<K32, GgmlType::kQ5_0>;
-    case GgmlType::kQ5_1: return ByRows<K32, GgmlType::kQ5_1>;
-    case GgmlType::kQ8_0: return ByRows<K32, GgmlType::kQ8_0>;
-    case GgmlType::kQ2_K: return ByRows<KK, GgmlType::kQ2_K>;
-    case GgmlType::kQ3_K: return ByRows<KK, GgmlType::kQ3_K>;
-    case GgmlType::kQ4_K: return ByRows<KK, GgmlType::kQ4_K>;
-    case GgmlType::kQ5_K: return ByRows<KK, GgmlType::kQ5_K>;
-    case GgmlType::kQ6_K: return ByRows<KK, GgmlType::kQ6_K>;
-    default: return nullptr;
+    case GgmlType::kQ4_0:
+      return ByRows<K32, GgmlType::kQ4_0>;
+    case GgmlType::kQ4_1:
+      return ByRows<K32, GgmlType::kQ4_1>;
+    case GgmlType::kQ5_0:
+      return ByRows<K32, GgmlType::kQ5_0>;
+    case GgmlType::kQ5_1:
+      return ByRows<K32, GgmlType::kQ5_1>;
+    case GgmlType::kQ8_0:
+      return ByRows<K32, GgmlType::kQ8_0>;
+    case GgmlType::kQ2_K:
+      return ByRows<KK, GgmlType::kQ2_K>;
+    case GgmlType::kQ3_K:
+      return ByRows<KK, GgmlType::kQ3_K>;
+    case GgmlType::kQ4_K:
+      return ByRows<KK, GgmlType::kQ4_K>;
+    case GgmlType::kQ5_K:
+      return ByRows<KK, GgmlType::kQ5_K>;
+    case GgmlType::kQ6_K:
+      return ByRows<KK, GgmlType::kQ6_K>;
+    default:
+      return nullptr;
   }
 }
 

@@ -28,7 +28,8 @@ inline __m512i Lanes16(const uint8_t* p, size_t stride) {
   __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + stride)), 1);
   v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * stride)), 2);
-  return _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 3 * stride)), 3);
+  return _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 3 * stride)),
+                            3);
 }
 inline uint32_t Load16(const uint8_t* p) {
   uint16_t v;
@@ -184,10 +185,14 @@ template <typename T>
 void ByRows(int64_t k, const void* w, const uint8_t* act, size_t stride, int nx, float* y,
             int64_t ldy) {
   switch (nx) {
-    case 1: return DotN<T, 1>(k, w, act, stride, y, ldy);
-    case 2: return DotN<T, 2>(k, w, act, stride, y, ldy);
-    case 3: return DotN<T, 3>(k, w, act, stride, y, ldy);
-    default: return DotN<T, 4>(k, w, act, stride, y, ldy);
+    case 1:
+      return DotN<T, 1>(k, w, act, stride, y, ldy);
+    case 2:
+      return DotN<T, 2>(k, w, act, stride, y, ldy);
+    case 3:
+      return DotN<T, 3>(k, w, act, stride, y, ldy);
+    default:
+      return DotN<T, 4>(k, w, act, stride, y, ldy);
   }
 }
 
@@ -195,12 +200,18 @@ void ByRows(int64_t k, const void* w, const uint8_t* act, size_t stride, int nx,
 
 DotFn DotAvx512Block32(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_0: return ByRows<Q4_0T>;
-    case GgmlType::kQ4_1: return ByRows<Q4_1T>;
-    case GgmlType::kQ5_0: return ByRows<Q5_0T>;
-    case GgmlType::kQ5_1: return ByRows<Q5_1T>;
-    case GgmlType::kQ8_0: return ByRows<Q8_0T>;
-    default: return nullptr;
+    case GgmlType::kQ4_0:
+      return ByRows<Q4_0T>;
+    case GgmlType::kQ4_1:
+      return ByRows<Q4_1T>;
+    case GgmlType::kQ5_0:
+      return ByRows<Q5_0T>;
+    case GgmlType::kQ5_1:
+      return ByRows<Q5_1T>;
+    case GgmlType::kQ8_0:
+      return ByRows<Q8_0T>;
+    default:
+      return nullptr;
   }
 }
 

@@ -95,7 +95,8 @@ void UnpackQ2K(const BlockQ2_K& b, KUnpacked* u) {
   u->d = Fp16ToF32(b.d);
   u->dmin = Fp16ToF32(b.dmin);
   u->sub = 16;
-  for (int e = 0; e < 256; ++e) u->q[e] = (b.qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+  for (int e = 0; e < 256; ++e)
+    u->q[e] = (b.qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
   for (int j = 0; j < 16; ++j) {
     u->sc[j] = b.scales[j] & 0xF;
     u->mn[j] = b.scales[j] >> 4;
@@ -195,20 +196,34 @@ float DotK(int64_t k, const void* w, const uint8_t* act) {
 
 DotFn DotScalar(GgmlType type) {
   switch (type) {
-    case GgmlType::kF32: return Rows<DotF32>;
-    case GgmlType::kF16: return Rows<DotF16>;
-    case GgmlType::kBF16: return Rows<DotBf16>;
-    case GgmlType::kQ4_0: return Rows<DotBlock32<BlockQ4_0, 8, false, false>>;
-    case GgmlType::kQ4_1: return Rows<DotBlock32<BlockQ4_1, 0, true, false>>;
-    case GgmlType::kQ5_0: return Rows<DotBlock32<BlockQ5_0, 16, false, true>>;
-    case GgmlType::kQ5_1: return Rows<DotBlock32<BlockQ5_1, 0, true, true>>;
-    case GgmlType::kQ8_0: return Rows<DotBlock32<BlockQ8_0, 0, false, false>>;
-    case GgmlType::kQ2_K: return Rows<DotK<BlockQ2_K, UnpackQ2K>>;
-    case GgmlType::kQ3_K: return Rows<DotK<BlockQ3_K, UnpackQ3K>>;
-    case GgmlType::kQ4_K: return Rows<DotK<BlockQ4_K, UnpackQ4K>>;
-    case GgmlType::kQ5_K: return Rows<DotK<BlockQ5_K, UnpackQ5K>>;
-    case GgmlType::kQ6_K: return Rows<DotK<BlockQ6_K, UnpackQ6K>>;
-    default: return nullptr;
+    case GgmlType::kF32:
+      return Rows<DotF32>;
+    case GgmlType::kF16:
+      return Rows<DotF16>;
+    case GgmlType::kBF16:
+      return Rows<DotBf16>;
+    case GgmlType::kQ4_0:
+      return Rows<DotBlock32<BlockQ4_0, 8, false, false>>;
+    case GgmlType::kQ4_1:
+      return Rows<DotBlock32<BlockQ4_1, 0, true, false>>;
+    case GgmlType::kQ5_0:
+      return Rows<DotBlock32<BlockQ5_0, 16, false, true>>;
+    case GgmlType::kQ5_1:
+      return Rows<DotBlock32<BlockQ5_1, 0, true, true>>;
+    case GgmlType::kQ8_0:
+      return Rows<DotBlock32<BlockQ8_0, 0, false, false>>;
+    case GgmlType::kQ2_K:
+      return Rows<DotK<BlockQ2_K, UnpackQ2K>>;
+    case GgmlType::kQ3_K:
+      return Rows<DotK<BlockQ3_K, UnpackQ3K>>;
+    case GgmlType::kQ4_K:
+      return Rows<DotK<BlockQ4_K, UnpackQ4K>>;
+    case GgmlType::kQ5_K:
+      return Rows<DotK<BlockQ5_K, UnpackQ5K>>;
+    case GgmlType::kQ6_K:
+      return Rows<DotK<BlockQ6_K, UnpackQ6K>>;
+    default:
+      return nullptr;
   }
 }
 

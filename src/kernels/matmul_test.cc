@@ -18,7 +18,9 @@ const GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, Gg
                            GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
                            GgmlType::kQ6_K};
 
-bool IsK(GgmlType t) { return GetTypeTraits(static_cast<uint32_t>(t))->block_size == 256; }
+bool IsK(GgmlType t) {
+  return GetTypeTraits(static_cast<uint32_t>(t))->block_size == 256;
+}
 bool IsFloat(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
 }
@@ -61,7 +63,8 @@ std::vector<double> Bounds(const Problem& p) {
     std::vector<double> xerr(p.cols);
     for (int64_t c0 = 0; c0 < p.cols; c0 += blk) {
       double amax = 0;
-      for (int64_t c = c0; c < std::min(p.cols, c0 + blk); ++c) amax = std::max(amax, std::fabs(double{x[c]}));
+      for (int64_t c = c0; c < std::min(p.cols, c0 + blk); ++c)
+        amax = std::max(amax, std::fabs(double{x[c]}));
       for (int64_t c = c0; c < std::min(p.cols, c0 + blk); ++c) {
         if (p.type == GgmlType::kBF16) {
           xerr[c] = std::fabs(x[c]) * std::ldexp(1.0, -8);
@@ -112,8 +115,8 @@ void CheckAll(const Problem& p) {
     for (size_t i = 0; i < ref.size(); ++i) {
       // Same quantized activations as the scalar kernel: only float summation order differs.
       const double tol = 1e-5 * (std::fabs(ref[i]) + bound[i] * 50) + 1e-5;
-      ASSERT_NEAR(y[i], scalar[i], tol) << TypeName(p.type) << " " << SimdLevelName(l)
-                                        << " cols " << p.cols << " m " << p.m << " at " << i;
+      ASSERT_NEAR(y[i], scalar[i], tol) << TypeName(p.type) << " " << SimdLevelName(l) << " cols "
+                                        << p.cols << " m " << p.m << " at " << i;
     }
   }
 }
@@ -132,7 +135,8 @@ TEST(MatMul, OddSizesEveryType) {
 TEST(MatMul, ActivationRowCounts) {
   for (GgmlType t : kTypes) {
     const int64_t cols = IsFloat(t) ? 97 : (IsK(t) ? 512 : 33 * 32);
-    for (int64_t m : {1, 2, 3, 4, 5, 8, 17}) CheckAll(Make(t, 7, cols, m, static_cast<uint32_t>(m)));
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 17})
+      CheckAll(Make(t, 7, cols, m, static_cast<uint32_t>(m)));
   }
 }
 

@@ -10,16 +10,19 @@ namespace tachyon::kernels {
 namespace internal {
 
 const OpsTable& OpsScalar() {
-  static const OpsTable t{RmsNormReference, SiluMulReference, SoftmaxReference,
-                          AddInPlaceReference, DotReference};
+  static const OpsTable t{RmsNormReference, SiluMulReference, SoftmaxReference, AddInPlaceReference,
+                          DotReference};
   return t;
 }
 
 const OpsTable& OpsAtLevel(SimdLevel level) {
   switch (std::min(level, BestSimdLevel())) {
-    case SimdLevel::kAvx512: return OpsAvx512();
-    case SimdLevel::kAvx2: return OpsAvx2();
-    default: return OpsScalar();
+    case SimdLevel::kAvx512:
+      return OpsAvx512();
+    case SimdLevel::kAvx2:
+      return OpsAvx2();
+    default:
+      return OpsScalar();
   }
 }
 
@@ -69,8 +72,14 @@ void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t 
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   Ops().silu_mul(gate, up, out, n);
 }
-void Softmax(float* x, int64_t n) { Ops().softmax(x, n); }
-void AddInPlace(float* y, const float* x, int64_t n) { Ops().add_in_place(y, x, n); }
-float Dot(const float* x, const float* y, int64_t n) { return Ops().dot(x, y, n); }
+void Softmax(float* x, int64_t n) {
+  Ops().softmax(x, n);
+}
+void AddInPlace(float* y, const float* x, int64_t n) {
+  Ops().add_in_place(y, x, n);
+}
+float Dot(const float* x, const float* y, int64_t n) {
+  return Ops().dot(x, y, n);
+}
 
 }  // namespace tachyon::kernels

@@ -8,7 +8,9 @@
 namespace tachyon::kernels::internal {
 namespace {
 
-__mmask16 TailMask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+__mmask16 TailMask(int64_t n) {
+  return static_cast<__mmask16>((1u << n) - 1u);
+}
 
 // exp(x) to ~2 ulp: 2^n * p(r), r = x - n ln2 in [-ln2/2, ln2/2]; 0 below -87.3 (and -inf).
 __m512 Exp(__m512 x) {
@@ -47,7 +49,8 @@ void RmsNorm512(const float* x, const float* weight, float* out, int64_t m, int6
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * n;
     float* o = out + r * n;
-    const __m512 sc = _mm512_set1_ps(1.0f / std::sqrt(SumSquares(xr, n) / static_cast<float>(n) + eps));
+    const __m512 sc =
+        _mm512_set1_ps(1.0f / std::sqrt(SumSquares(xr, n) / static_cast<float>(n) + eps));
     for (int64_t i = 0; i < n; i += 16) {
       const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
       const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, xr + i), sc);

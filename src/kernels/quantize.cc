@@ -35,7 +35,9 @@ void MinMax(const float* x, int n, float* mn, float* mx) {
 }
 
 // Rounds v (>= -0.5) to nearest with halves up, clamped to [0, hi].
-int RoundClampU(float v, int hi) { return std::min(hi, static_cast<int>(v + 0.5f)); }
+int RoundClampU(float v, int hi) {
+  return std::min(hi, static_cast<int>(v + 0.5f));
+}
 
 void QuantQ4_0(const float* x, BlockQ4_0* b, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK4) {
@@ -136,10 +138,14 @@ void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t k) {
       for (int64_t i = 0; i < k; ++i) h[i] = F32ToBf16(src[i]);
       return;
     }
-    case GgmlType::kQ4_0: return QuantQ4_0(src, static_cast<BlockQ4_0*>(dst), nb);
-    case GgmlType::kQ4_1: return QuantQ4_1(src, static_cast<BlockQ4_1*>(dst), nb);
-    case GgmlType::kQ5_0: return QuantQ5_0(src, static_cast<BlockQ5_0*>(dst), nb);
-    case GgmlType::kQ5_1: return QuantQ5_1(src, static_cast<BlockQ5_1*>(dst), nb);
+    case GgmlType::kQ4_0:
+      return QuantQ4_0(src, static_cast<BlockQ4_0*>(dst), nb);
+    case GgmlType::kQ4_1:
+      return QuantQ4_1(src, static_cast<BlockQ4_1*>(dst), nb);
+    case GgmlType::kQ5_0:
+      return QuantQ5_0(src, static_cast<BlockQ5_0*>(dst), nb);
+    case GgmlType::kQ5_1:
+      return QuantQ5_1(src, static_cast<BlockQ5_1*>(dst), nb);
     case GgmlType::kQ8_0: {
       auto* b = static_cast<BlockQ8_0*>(dst);
       for (int64_t i = 0; i < nb; ++i) {

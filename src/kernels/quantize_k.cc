@@ -14,8 +14,12 @@
 namespace tachyon::kernels {
 namespace {
 
-int Clamp(int v, int lo, int hi) { return std::min(hi, std::max(lo, v)); }
-int Nearest(float v) { return static_cast<int>(std::lrintf(v)); }
+int Clamp(int v, int lo, int hi) {
+  return std::min(hi, std::max(lo, v));
+}
+int Nearest(float v) {
+  return static_cast<int>(std::lrintf(v));
+}
 
 // Fits x[n] ~= scale * q - neg_min with q in [0, nmax], scale >= 0, neg_min >= 0.
 void FitAffine(const float* x, int n, int nmax, float* scale, float* neg_min) {
@@ -56,7 +60,8 @@ void FitAffine(const float* x, int n, int nmax, float* scale, float* neg_min) {
     if (s <= 0) continue;
     double err = 0;
     for (int i = 0; i < n; ++i) {
-      const int qi = Clamp(Nearest((x[i] - static_cast<float>(m)) / static_cast<float>(s)), 0, nmax);
+      const int qi =
+          Clamp(Nearest((x[i] - static_cast<float>(m)) / static_cast<float>(s)), 0, nmax);
       const double e = s * qi + m - x[i];
       err += e * e;
     }
@@ -264,13 +269,26 @@ void QuantQ8_K(const float* x, BlockQ8_K* b) {
 void QuantizeRowK(GgmlType type, const float* x, void* dst, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     switch (type) {
-      case GgmlType::kQ2_K: QuantQ2_K(x, static_cast<BlockQ2_K*>(dst) + i); break;
-      case GgmlType::kQ3_K: QuantQ3_K(x, static_cast<BlockQ3_K*>(dst) + i); break;
-      case GgmlType::kQ4_K: QuantQ4_K(x, static_cast<BlockQ4_K*>(dst) + i); break;
-      case GgmlType::kQ5_K: QuantQ5_K(x, static_cast<BlockQ5_K*>(dst) + i); break;
-      case GgmlType::kQ6_K: QuantQ6_K(x, static_cast<BlockQ6_K*>(dst) + i); break;
-      case GgmlType::kQ8_K: QuantQ8_K(x, static_cast<BlockQ8_K*>(dst) + i); break;
-      default: CHECK(false) << "QuantizeRowK: not a K-quant: " << TypeName(type);
+      case GgmlType::kQ2_K:
+        QuantQ2_K(x, static_cast<BlockQ2_K*>(dst) + i);
+        break;
+      case GgmlType::kQ3_K:
+        QuantQ3_K(x, static_cast<BlockQ3_K*>(dst) + i);
+        break;
+      case GgmlType::kQ4_K:
+        QuantQ4_K(x, static_cast<BlockQ4_K*>(dst) + i);
+        break;
+      case GgmlType::kQ5_K:
+        QuantQ5_K(x, static_cast<BlockQ5_K*>(dst) + i);
+        break;
+      case GgmlType::kQ6_K:
+        QuantQ6_K(x, static_cast<BlockQ6_K*>(dst) + i);
+        break;
+      case GgmlType::kQ8_K:
+        QuantQ8_K(x, static_cast<BlockQ8_K*>(dst) + i);
+        break;
+      default:
+        CHECK(false) << "QuantizeRowK: not a K-quant: " << TypeName(type);
     }
   }
 }

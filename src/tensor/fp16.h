@@ -59,7 +59,9 @@ inline uint16_t F32ToFp16(float f) {
   return static_cast<uint16_t>(sign | r);
 }
 
-inline float Bf16ToF32(uint16_t b) { return BitsToF32(static_cast<uint32_t>(b) << 16); }
+inline float Bf16ToF32(uint16_t b) {
+  return BitsToF32(static_cast<uint32_t>(b) << 16);
+}
 
 inline uint16_t F32ToBf16(float f) {
   const uint32_t u = F32Bits(f);

@@ -15,8 +15,8 @@
 
 namespace tachyon {
 
-inline constexpr int kQK4 = 32;   // elements per Q4_0 / Q4_1 / Q5_x / Q8_x block
-inline constexpr int kQK = 256;   // elements per K-quant super-block
+inline constexpr int kQK4 = 32;          // elements per Q4_0 / Q4_1 / Q5_x / Q8_x block
+inline constexpr int kQK = 256;          // elements per K-quant super-block
 inline constexpr int kKScaleBytes = 12;  // packed 6-bit scales of Q3_K / Q4_K / Q5_K
 
 struct BlockQ4_0 {
