@@ -62,13 +62,15 @@ class SynthModelTest : public ::testing::Test {
   void TearDown() override {
     for (const auto& p : paths_) std::filesystem::remove(p);
   }
-  ThreadPool pool_{2};
+  ThreadPool pool_{1};
   std::vector<std::string> paths_;
 };
 
 TEST_F(SynthModelTest, EveryArchLoadsAndChunkingMatchesOnePass) {
-  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
-    for (const std::string type : {"F32", "Q8_0", "Q4_K_M"}) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"llama", "Q4_K_M"}, {"llama", "F32"}, {"qwen2", "Q8_0"}, {"qwen3", "F16"}};
+  for (const auto& [arch, type] : cases) {
+    {
       SCOPED_TRACE(arch + " " + type);
       auto m = Model::Load(Synth(arch, type));
       ASSERT_TRUE(m.ok()) << m.status().ToString();

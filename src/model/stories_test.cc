@@ -77,7 +77,7 @@ TEST_F(StoriesTest, ReferencePositionsMatchLlama2c) {
     const std::vector<int32_t>& ids = all_ids[id];
     ASSERT_LT(pos, static_cast<int64_t>(ids.size()));
     ASSERT_EQ(ids[pos], e["input_token_id"].get<int32_t>());
-    if (!cache.count(id)) cache[id] = AllLogits(*model_, ids, &pool_);
+    if (!cache.count(id)) cache[id] = AllLogits(*model_, ids, nullptr);
     std::vector<float> want = ReadF32(dir_ + "/reference/" + e["file"].get<std::string>());
     ASSERT_EQ(want.size(), 512u);
     EXPECT_LT(MaxAbsDiff(cache[id].data() + pos * 512, want.data(), 512), 1e-3f)
@@ -107,7 +107,7 @@ TEST_F(StoriesTest, GreedyGenerationsMatchLlama2c) {
     std::vector<int32_t> got;
     int64_t pos = static_cast<int64_t>(prompt.size());
     for (;;) {
-      ASSERT_TRUE(model_->Forward(b, kv->get(), &pool_, &out).ok());
+      ASSERT_TRUE(model_->Forward(b, kv->get(), nullptr, &out).ok());
       const float* row = out.Row(out.seq_first_row[0]);
       const int32_t next = static_cast<int32_t>(std::max_element(row, row + 512) - row);
       if (next == 1) break;  // BOS: run.c stops

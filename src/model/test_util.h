@@ -14,11 +14,14 @@
 
 namespace tachyon::model::testing {
 
+// A raw little-endian float32 file (empty if unreadable).
 inline std::vector<float> ReadF32(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return {};
+  const std::streamsize size = f.tellg();
+  std::vector<float> v(static_cast<size_t>(size) / sizeof(float));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
   return v;
 }
 

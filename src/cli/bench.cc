@@ -1,0 +1,219 @@
+// tachyon bench -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps R] [--json] [--bw-mib M]
+//
+// Like llama-bench pp512 / tg128: prompt processing of P random tokens in one batch (chunks
+// of 512), and decoding N tokens one at a time from an empty cache; medians over R reps after
+// one warm-up. The machine's read bandwidth is measured with the same thread count right
+// before and after the decode runs (streaming an M MiB buffer), and the decode speed is
+// reported as a ratio to the roofline  tg_tok_s * weight_bytes / bandwidth.
+// weight_bytes counts the weights one decode step reads: every tensor, except the token
+// embedding when the output matrix is separate (decode reads one row of it).
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "model/model.h"
+
+namespace tachyon::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tachyon bench -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps 5] [--json]\n"
+    "                     [--bw-mib 1024]\n";
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Best-of-3 read bandwidth in GB/s (1e9 bytes/s), every pool thread streaming its share.
+double MeasureReadBandwidth(ThreadPool& pool, const __m128i* buf, size_t n_vec) {
+  double best = 0;
+  std::vector<long long> sink(pool.num_threads());
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = Clock::now();
+    pool.Run([&](int tid, int nt) {
+      const size_t begin = n_vec * tid / nt, end = n_vec * (tid + 1) / nt;
+      __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+      size_t i = begin;
+      for (; i + 4 <= end; i += 4) {
+        a0 = _mm_add_epi64(a0, _mm_load_si128(buf + i));
+        a1 = _mm_add_epi64(a1, _mm_load_si128(buf + i + 1));
+        a2 = _mm_add_epi64(a2, _mm_load_si128(buf + i + 2));
+        a3 = _mm_add_epi64(a3, _mm_load_si128(buf + i + 3));
+      }
+      const __m128i s = _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3));
+      sink[tid] = _mm_cvtsi128_si64(s);
+    });
+    const double t = Seconds(t0, Clock::now());
+    best = std::max(best, static_cast<double>(n_vec * sizeof(__m128i)) / t / 1e9);
+  }
+  if (sink[0] == 42) std::fprintf(stderr, " ");  // keep the loads alive
+  return best;
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "tachyon bench: error: %s\n", msg.c_str());
+  return 1;
+}
+
+struct Options {
+  std::string model_path;
+  int64_t n_prompt = 512, n_gen = 128;
+  int threads = 0, reps = 5;
+  bool json = false;
+  int64_t bw_mib = 1024;
+};
+
+int RunBench(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if ((a == "-m" || a == "--model") && (v = value())) {
+      o.model_path = v;
+    } else if ((a == "-p" || a == "--n-prompt") && (v = value())) {
+      o.n_prompt = std::atoll(v);
+    } else if ((a == "-n" || a == "--n-gen") && (v = value())) {
+      o.n_gen = std::atoll(v);
+    } else if ((a == "-t" || a == "--threads") && (v = value())) {
+      o.threads = std::atoi(v);
+    } else if ((a == "-r" || a == "--reps") && (v = value())) {
+      o.reps = std::atoi(v);
+    } else if (a == "--bw-mib" && (v = value())) {
+      o.bw_mib = std::atoll(v);
+    } else if (a == "--json") {
+      o.json = true;
+    } else {
+      std::fputs(kUsage, stderr);
+      return Fail("bad or incomplete argument '" + a + "'");
+    }
+  }
+  if (o.model_path.empty()) return Fail("-m MODEL is required");
+  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.bw_mib < 1 || o.bw_mib > 16384) {
+    return Fail("-p/-n must be >= 0, --reps >= 1, --bw-mib in [1, 16384]");
+  }
+  const auto tl0 = Clock::now();
+  auto loaded = model::Model::Load(o.model_path);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  const double load_s = Seconds(tl0, Clock::now());
+  model::Model& m = **loaded;
+  const model::ModelConfig& c = m.config();
+  uint64_t weight_bytes = m.weight_bytes();
+  if (!c.tied_output) {
+    weight_bytes -= static_cast<uint64_t>(m.weights().token_embd.row_bytes) * c.n_vocab;
+  }
+  const int64_t bs = model::kDefaultBlockSize;
+  const int64_t max_pos = std::max(o.n_prompt, o.n_gen);
+  auto kv = m.CreateKvCache(std::max<int64_t>(1, (max_pos + bs - 1) / bs), bs);
+  if (!kv.ok()) return Fail(kv.status().message());
+  ThreadPool pool(o.threads);
+  std::mt19937 rng(1234);
+  std::vector<int32_t> prompt(o.n_prompt);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % c.n_vocab);
+  model::Batch batch;
+  batch.seqs.resize(1);
+  for (int64_t b = 0; b < (max_pos + bs - 1) / bs; ++b) {
+    batch.seqs[0].block_table.push_back(static_cast<int32_t>(b));
+  }
+  model::ForwardOutput out;
+  auto run_prompt = [&]() -> Status {
+    for (int64_t start = 0; start < o.n_prompt; start += 512) {
+      const int64_t len = std::min<int64_t>(512, o.n_prompt - start);
+      batch.tokens.assign(prompt.begin() + start, prompt.begin() + start + len);
+      batch.seqs[0].n_tokens = len;
+      batch.seqs[0].pos_start = start;
+      RETURN_IF_ERROR(m.Forward(batch, kv->get(), &pool, &out));
+    }
+    return OkStatus();
+  };
+  auto run_decode = [&]() -> Status {
+    int32_t tok = prompt.empty() ? 1 % static_cast<int32_t>(c.n_vocab) : prompt[0];
+    for (int64_t i = 0; i < o.n_gen; ++i) {
+      batch.tokens = {tok};
+      batch.seqs[0].n_tokens = 1;
+      batch.seqs[0].pos_start = i;
+      RETURN_IF_ERROR(m.Forward(batch, kv->get(), &pool, &out));
+      tok = static_cast<int32_t>(std::max_element(out.Row(0), out.Row(0) + c.n_vocab) - out.Row(0));
+    }
+    return OkStatus();
+  };
+  std::vector<double> pp, tg;
+  if (o.n_prompt > 0) {
+    for (int r = 0; r <= o.reps; ++r) {  // rep 0 is the warm-up
+      const auto t0 = Clock::now();
+      if (Status st = run_prompt(); !st.ok()) return Fail(st.message());
+      if (r > 0) pp.push_back(o.n_prompt / Seconds(t0, Clock::now()));
+    }
+  }
+  const size_t bw_bytes = static_cast<size_t>(o.bw_mib) << 20;
+  std::unique_ptr<__m128i[]> bw_buf(new (std::nothrow) __m128i[bw_bytes / sizeof(__m128i)]);
+  if (!bw_buf) return Fail("cannot allocate the bandwidth buffer");
+  std::fill_n(reinterpret_cast<char*>(bw_buf.get()), bw_bytes, 1);
+  const size_t n_vec = bw_bytes / sizeof(__m128i);
+  double bw_before = 0, bw_after = 0;
+  if (o.n_gen > 0) {
+    bw_before = MeasureReadBandwidth(pool, bw_buf.get(), n_vec);
+    for (int r = 0; r <= o.reps; ++r) {
+      const auto t0 = Clock::now();
+      if (Status st = run_decode(); !st.ok()) return Fail(st.message());
+      if (r > 0) tg.push_back(o.n_gen / Seconds(t0, Clock::now()));
+    }
+    bw_after = MeasureReadBandwidth(pool, bw_buf.get(), n_vec);
+  }
+  const double pp_tok_s = Median(pp), tg_tok_s = Median(tg);
+  const double bw = 0.5 * (bw_before + bw_after);
+  const double ratio = bw > 0 ? tg_tok_s * weight_bytes / (bw * 1e9) : 0;
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model_path}, {"arch", c.arch},
+                        {"threads", pool.num_threads()}, {"n_prompt", o.n_prompt},
+                        {"n_gen", o.n_gen}, {"reps", o.reps},
+                        {"pp_tok_s", pp_tok_s}, {"tg_tok_s", tg_tok_s},
+                        {"load_s", load_s}, {"weight_bytes", weight_bytes},
+                        {"bandwidth_gbs", bw}, {"bandwidth_before_gbs", bw_before},
+                        {"bandwidth_after_gbs", bw_after}, {"tg_roofline_ratio", ratio}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("model %s (%s), %d threads, load %.3f s, weights %.3f GB\n",
+                o.model_path.c_str(), c.arch.c_str(), pool.num_threads(), load_s,
+                weight_bytes / 1e9);
+    if (o.n_prompt > 0) {
+      std::printf("pp%lld: %8.2f tok/s (median of %d)\n", static_cast<long long>(o.n_prompt),
+                  pp_tok_s, o.reps);
+    }
+    if (o.n_gen > 0) {
+      std::printf("tg%lld: %8.2f tok/s (median of %d)\n", static_cast<long long>(o.n_gen),
+                  tg_tok_s, o.reps);
+      std::printf("read bandwidth %.1f GB/s (before %.1f, after %.1f); tg roofline ratio %.3f\n",
+                  bw, bw_before, bw_after, ratio);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+TACHYON_COMMAND(bench, "Benchmark prompt processing and decoding (tok/s, roofline ratio)",
+                RunBench);
+
+}  // namespace tachyon::cli

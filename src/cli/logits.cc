@@ -1,0 +1,123 @@
+// tachyon logits -m MODEL --ids 1,2,3 --out FILE [-t THREADS] [--chunk N]
+// Writes float32 little-endian logits for every position: [n_ids, n_vocab], row i = the
+// prediction after ids[0..i]. Long inputs run in chunks over the paged KV cache.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "model/model.h"
+
+namespace tachyon::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tachyon logits -m MODEL --ids 1,2,3 --out FILE [-t THREADS] [--chunk N]\n";
+
+bool ParseIds(const std::string& s, std::vector<int32_t>* ids) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string item = s.substr(i, j - i);
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) return false;
+    ids->push_back(static_cast<int32_t>(v));
+    i = j + 1;
+  }
+  return !ids->empty();
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "tachyon logits: error: %s\n", msg.c_str());
+  return 1;
+}
+
+int RunLogits(int argc, char** argv) {
+  std::string model_path, ids_text, out_path;
+  int threads = 0;
+  int64_t chunk = 512;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if ((a == "-m" || a == "--model") && (v = value())) {
+      model_path = v;
+    } else if (a == "--ids" && (v = value())) {
+      ids_text = v;
+    } else if ((a == "--out" || a == "-o") && (v = value())) {
+      out_path = v;
+    } else if ((a == "-t" || a == "--threads") && (v = value())) {
+      threads = std::atoi(v);
+    } else if (a == "--chunk" && (v = value())) {
+      chunk = std::atoll(v);
+    } else {
+      std::fputs(kUsage, stderr);
+      return Fail("bad or incomplete argument '" + a + "'");
+    }
+  }
+  if (model_path.empty() || ids_text.empty() || out_path.empty()) {
+    std::fputs(kUsage, stderr);
+    return Fail("-m, --ids and --out are required");
+  }
+  if (chunk < 1) return Fail("--chunk must be >= 1");
+  std::vector<int32_t> ids;
+  if (!ParseIds(ids_text, &ids)) return Fail("--ids must be comma-separated non-negative ints");
+  auto model = model::Model::Load(model_path);
+  if (!model.ok()) return Fail(model.status().message());
+  const int64_t n_vocab = (*model)->config().n_vocab;
+  for (int32_t id : ids) {
+    if (id >= n_vocab) {
+      return Fail("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                  std::to_string(n_vocab));
+    }
+  }
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t bs = model::kDefaultBlockSize;
+  auto kv = (*model)->CreateKvCache((n + bs - 1) / bs, bs);
+  if (!kv.ok()) return Fail(kv.status().message());
+  ThreadPool pool(threads);
+  model::Batch batch;
+  batch.seqs.resize(1);
+  for (int64_t b = 0; b < (n + bs - 1) / bs; ++b) {
+    batch.seqs[0].block_table.push_back(static_cast<int32_t>(b));
+  }
+  batch.seqs[0].all_logits = true;
+  FILE* out = std::fopen(out_path.c_str(), "wb");
+  if (out == nullptr) return Fail("cannot open " + out_path + ": " + std::strerror(errno));
+  model::ForwardOutput logits;
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t len = std::min(chunk, n - start);
+    batch.tokens.assign(ids.begin() + start, ids.begin() + start + len);
+    batch.seqs[0].n_tokens = len;
+    batch.seqs[0].pos_start = start;
+    Status st = (*model)->Forward(batch, kv->get(), &pool, &logits);
+    if (!st.ok()) {
+      std::fclose(out);
+      return Fail(st.message());
+    }
+    // x86-64 is little-endian: the floats are written as they lie in memory.
+    const size_t count = static_cast<size_t>(len * n_vocab);
+    if (std::fwrite(logits.logits.data(), sizeof(float), count, out) != count) {
+      std::fclose(out);
+      return Fail("write to " + out_path + " failed");
+    }
+  }
+  if (std::fclose(out) != 0) return Fail("write to " + out_path + " failed");
+  return 0;
+}
+
+}  // namespace
+
+TACHYON_COMMAND(logits, "Write float32 logits of every position for given token ids",
+                RunLogits);
+
+}  // namespace tachyon::cli
