@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer.h"
 #include "util/testdata.h"
 
@@ -98,6 +99,18 @@ void BM_Encode(benchmark::State& state, const Tokenizer* tok, const std::string*
   state.counters["bytes/token"] = static_cast<double>(text->size()) / static_cast<double>(n);
 }
 
+// The regex pre-tokenization alone (PCRE2 JIT), to see its share of the encode time.
+void BM_PreTokenize(benchmark::State& state, const Tokenizer* tok, const std::string* text) {
+  std::vector<std::string> pieces;
+  for (auto _ : state) {
+    pieces.clear();
+    tachyon::tokenizer::ApplyPreTokenizers(tok->pipeline().pre_tokenizers, *text, true, &pieces);
+    benchmark::DoNotOptimize(pieces.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text->size()));
+  state.counters["pieces"] = static_cast<double>(pieces.size());
+}
+
 void BM_Decode(benchmark::State& state, const Tokenizer* tok, const std::string* text) {
   const auto ids = tok->Encode(*text, false);
   for (auto _ : state) {
@@ -145,6 +158,9 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("Encode/" + n + "/english").c_str(), BM_Encode, t, &english)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("Encode/" + n + "/cjk_code").c_str(), BM_Encode, t, &cjk_code)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("PreTokenize/" + n + "/english").c_str(), BM_PreTokenize, t,
+                                 &english)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("Decode/" + n + "/english").c_str(), BM_Decode, t, &english)
         ->Unit(benchmark::kMillisecond);

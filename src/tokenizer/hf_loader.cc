@@ -492,6 +492,8 @@ Status ApplyConfig(const json& cfg, const std::string& name, Pipeline* p) {
       }
     }
   }
+  auto cu = cfg.find("clean_up_tokenization_spaces");
+  if (cu != cfg.end() && cu->is_boolean()) p->clean_up_spaces = cu->get<bool>();
   const std::string bos = TokenField(cfg, "bos_token"), eos = TokenField(cfg, "eos_token");
   const std::string pad = TokenField(cfg, "pad_token"), unk = TokenField(cfg, "unk_token");
   if (!bos.empty() && p->vocab.Find(bos) >= 0) p->bos = p->vocab.Find(bos);

@@ -46,7 +46,8 @@ TEST_P(HfCases, MatchReference) {
             << where;
       }
       if (c.contains("decoded_clean_up")) {
-        EXPECT_EQ(CleanupTokenizationSpaces(tok->Decode(no_special, false)),
+        EXPECT_TRUE(tok->clean_up_tokenization_spaces());
+        EXPECT_EQ(Tokenizer::CleanUpTokenizationSpaces(tok->Decode(no_special, false)),
                   c["decoded_clean_up"].get<std::string>())
             << where;
       }

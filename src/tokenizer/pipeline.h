@@ -112,6 +112,7 @@ struct Pipeline {
   std::vector<int32_t> eog;  // sorted
   std::optional<std::string> chat_template;
   std::string bos_text, eos_text;
+  bool clean_up_spaces = false;  // tokenizer_config.json clean_up_tokenization_spaces
   bool byte_level = false;   // raw-byte pieces (ByteLevel pre-tokenizer)
   // GGUF byte-level vocabularies store user-defined tokens as plain text: decode them
   // literally instead of through the byte alphabet.

@@ -228,6 +228,10 @@ bool Tokenizer::IsEog(int32_t id) const {
 std::optional<std::string> Tokenizer::chat_template() const { return pipeline_->chat_template; }
 std::string Tokenizer::bos_text() const { return pipeline_->bos_text; }
 std::string Tokenizer::eos_text() const { return pipeline_->eos_text; }
+bool Tokenizer::clean_up_tokenization_spaces() const { return pipeline_->clean_up_spaces; }
+std::string Tokenizer::CleanUpTokenizationSpaces(std::string text) {
+  return CleanupTokenizationSpaces(std::move(text));
+}
 std::string_view Tokenizer::kind() const { return pipeline_->kind; }
 
 }  // namespace tachyon::tokenizer

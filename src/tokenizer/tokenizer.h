@@ -64,8 +64,8 @@ class Tokenizer {
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
-  // Text (any bytes; embedded NULs are text) to ids. Invalid UTF-8 bytes are handled as the
-  // reference does (byte-level BPE encodes raw bytes; others see U+FFFD).
+  // Text (any bytes; embedded NULs are text) to ids. Invalid UTF-8 is first replaced by
+  // U+FFFD (each maximal invalid subpart), as the reference only accepts valid strings.
   std::vector<int32_t> Encode(std::string_view text, bool add_special = true,
                               bool parse_special = true) const;
   std::vector<int32_t> Encode(std::string_view text, const EncodeOptions& options) const {
@@ -109,6 +109,12 @@ class Tokenizer {
   // Text of BOS / EOS as a chat template sees them ("" if none).
   std::string bos_text() const;
   std::string eos_text() const;
+
+  // tokenizer_config.json's clean_up_tokenization_spaces (Python transformers applies
+  // CleanUpTokenizationSpaces after decoding when set; the Rust library does not).
+  bool clean_up_tokenization_spaces() const;
+  // " ." -> ".", " ," -> ",", " n't" -> "n't", " 's" -> "'s", ... (transformers' rules).
+  static std::string CleanUpTokenizationSpaces(std::string text);
 
   // "llama", "gpt2", "bert" (GGUF) or "hf-bpe", "hf-wordpiece" ...: for logs and inspect.
   std::string_view kind() const;
