@@ -1,0 +1,189 @@
+// tachyon serve: the OpenAI-compatible HTTP server over the engine.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "cli/command.h"
+#include "server/api.h"
+#include "server/engine_backend.h"
+#include "server/http_server.h"
+#include "util/logging.h"
+
+namespace tachyon::cli {
+namespace {
+
+using server::EngineBackendOptions;
+using server::HttpServerOptions;
+
+struct ServeOptions {
+  EngineBackendOptions engine;
+  HttpServerOptions http;
+  std::string api_key;
+  double shutdown_timeout_s = 30;
+};
+
+void PrintServeUsage() {
+  std::fprintf(stderr,
+      "usage: tachyon serve -m MODEL.gguf [options]\n\n"
+      "  -m, --model PATH             GGUF model to serve (required)\n"
+      "  --host ADDR                  address to listen on (default 127.0.0.1)\n"
+      "  --port N                     port (default 8080; 0 = any free port)\n"
+      "  --served-model-name NAME     model name clients use (default: file name stem)\n"
+      "  --api-key KEY                require 'Authorization: Bearer KEY' (or $TACHYON_API_KEY)\n"
+      "  --chat-template FILE         Jinja chat template (or a tokenizer_config.json)\n"
+      "  --threads N                  compute threads (default: all hardware threads)\n"
+      "  --kv-cache-memory SIZE       KV cache budget, e.g. 512M, 2G (default: enough for\n"
+      "                               max-num-seqs full contexts, at most 4G)\n"
+      "  --max-num-batched-tokens N   tokens per engine step (default 2048)\n"
+      "  --max-num-seqs N             requests generating at once (default 64)\n"
+      "  --max-queue N                requests waiting beyond those; more get 429 (default 1024)\n"
+      "  --max-model-len N            context length (default: the model's)\n"
+      "  --no-prefix-caching          disable prefix caching\n"
+      "  --io-threads N               HTTP io threads (default 2)\n"
+      "  --max-body-bytes N           larger request bodies get 413 (default 8388608)\n"
+      "  --cors                       allow cross-origin requests from any origin\n"
+      "  --shutdown-timeout SECONDS   on SIGTERM/SIGINT, let requests finish this long (30)\n");
+}
+
+bool ParseSize(const std::string& s, int64_t* out) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || v <= 0) return false;
+  std::string unit(end);
+  double mult = 1;
+  if (unit == "K" || unit == "KB" || unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty()) return false;
+  *out = static_cast<int64_t>(v * mult);
+  return true;
+}
+
+bool ParseInt(const std::string& s, int64_t lo, int64_t hi, int64_t* out) {
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// Returns 0 on success, else the exit code (after printing one error line).
+int ParseArgs(int argc, char** argv, ServeOptions* o) {
+  if (const char* key = std::getenv("TACHYON_API_KEY")) o->api_key = key;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      PrintServeUsage();
+      return -1;
+    }
+    if (a == "--cors") { o->http.cors = true; continue; }
+    if (a == "--no-prefix-caching") { o->engine.enable_prefix_caching = false; continue; }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "tachyon serve: error: %s needs a value (or is unknown)\n", a.c_str());
+      return 2;
+    }
+    std::string v = argv[++i];
+    int64_t n = 0;
+    auto bad = [&](const char* what) {
+      std::fprintf(stderr, "tachyon serve: error: %s: '%s' is not %s\n", a.c_str(), v.c_str(), what);
+      return 2;
+    };
+    if (a == "-m" || a == "--model") o->engine.model_path = v;
+    else if (a == "--host") o->http.host = v;
+    else if (a == "--port") { if (!ParseInt(v, 0, 65535, &n)) return bad("a port"); o->http.port = static_cast<int>(n); }
+    else if (a == "--served-model-name") o->engine.served_name = v;
+    else if (a == "--api-key") o->api_key = v;
+    else if (a == "--chat-template") o->engine.chat_template_path = v;
+    else if (a == "--threads") { if (!ParseInt(v, 1, 1024, &n)) return bad("a thread count"); o->engine.threads = static_cast<int>(n); }
+    else if (a == "--kv-cache-memory") { if (!ParseSize(v, &n)) return bad("a size like 512M"); o->engine.kv_cache_bytes = n; }
+    else if (a == "--max-num-batched-tokens") { if (!ParseInt(v, 1, 1 << 24, &n)) return bad("a token count"); o->engine.max_num_batched_tokens = n; }
+    else if (a == "--max-num-seqs") { if (!ParseInt(v, 1, 1 << 16, &n)) return bad("a count"); o->engine.max_num_seqs = static_cast<int>(n); }
+    else if (a == "--max-queue") { if (!ParseInt(v, 0, 1 << 20, &n)) return bad("a count"); o->engine.max_queue = static_cast<int>(n); }
+    else if (a == "--max-model-len") { if (!ParseInt(v, 1, 1 << 24, &n)) return bad("a token count"); o->engine.max_model_len = n; }
+    else if (a == "--io-threads") { if (!ParseInt(v, 1, 256, &n)) return bad("a thread count"); o->http.io_threads = static_cast<int>(n); }
+    else if (a == "--max-body-bytes") { if (!ParseInt(v, 1024, 1LL << 32, &n)) return bad("a byte count"); o->http.max_body_bytes = static_cast<size_t>(n); }
+    else if (a == "--shutdown-timeout") { if (!ParseInt(v, 0, 86400, &n)) return bad("a number of seconds"); o->shutdown_timeout_s = static_cast<double>(n); }
+    else {
+      std::fprintf(stderr, "tachyon serve: error: unknown option '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  if (o->engine.model_path.empty()) {
+    std::fprintf(stderr, "tachyon serve: error: -m MODEL is required (see --help)\n");
+    return 2;
+  }
+  return 0;
+}
+
+template <class Pred>
+bool WaitUntil(Pred pred, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+int RunServe(int argc, char** argv) {
+  ServeOptions o;
+  if (int rc = ParseArgs(argc, argv, &o); rc != 0) return rc < 0 ? 0 : rc;
+
+  // Every thread created from here on inherits the blocked signals; this thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  TLOG(INFO) << "loading " << o.engine.model_path;
+  auto backend = server::EngineBackend::Create(o.engine);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "tachyon serve: error: %s\n", backend.status().ToString().c_str());
+    return 1;
+  }
+  TLOG(INFO) << (*backend)->Summary();
+  server::OpenAiApi api(backend->get(), {{(*backend)->Info().name}, o.api_key});
+  server::HttpServer http(o.http, [&api](server::HttpRequest r,
+                                         std::shared_ptr<server::ResponseChannel> c) {
+    api.Handle(std::move(r), std::move(c));
+  });
+  if (Status st = http.Start(); !st.ok()) {
+    std::fprintf(stderr, "tachyon serve: error: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  std::printf("tachyon serve: ready at http://%s:%d/v1 (model '%s')\n", o.http.host.c_str(),
+              http.port(), api.model_name().c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  TLOG(INFO) << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": stopped accepting; "
+             << api.InFlight() << " request(s) in flight, waiting up to " << o.shutdown_timeout_s
+             << " s";
+  http.StopAccepting();
+  api.SetDraining(true);
+  if (!WaitUntil([&] { return api.InFlight() == 0; }, o.shutdown_timeout_s)) {
+    TLOG(WARN) << "shutdown timeout: aborting " << api.InFlight() << " request(s)";
+    api.CancelAll();
+    WaitUntil([&] { return api.InFlight() == 0; }, 5);
+  }
+  // Stop the engine before the io threads, so that no output arrives for a closed connection.
+  (*backend)->Shutdown();
+  WaitUntil([&] { return http.connections() == 0; }, 2);
+  http.Stop();
+  TLOG(INFO) << "tachyon serve: stopped";
+  return 0;
+}
+
+}  // namespace
+
+TACHYON_COMMAND(serve, "Serve a model over an OpenAI-compatible HTTP API", RunServe);
+
+}  // namespace tachyon::cli
