@@ -73,8 +73,11 @@ def test_disconnect_mid_stream_frees_kv_blocks(server):
 def test_queue_full_is_429_with_retry_after(tmp_path):
     s = Server(tmp_path, ["--max-num-seqs", "1", "--max-queue", "1"], api_key=None)
     try:
+        # n choices are n engine requests: the third one finds the queue full (the first two
+        # are long enough to still be running).
         status, headers, body = s.request("POST", "/v1/completions",
-                                          {"prompt": "x", "max_tokens": 4, "n": 4})
+                                          {"prompt": "x", "max_tokens": 400, "n": 16,
+                                           "ignore_eos": True})
         assert status == 429, body
         assert int(headers["Retry-After"]) >= 1
         assert body["error"]["message"]
