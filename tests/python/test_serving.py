@@ -136,3 +136,46 @@ def test_sigterm_aborts_what_outlives_the_timeout(tmp_path):
     assert b"data: [DONE]" in got
     assert s.proc.wait(30) == 0
     s.stop()
+
+
+def test_500_concurrent_streams_on_a_few_threads(server):
+    """500 streaming connections open at once; the server's thread count stays small."""
+    import asyncio
+
+    n_conns = 500
+
+    def thread_count():
+        with open(f"/proc/{server.proc.pid}/status") as f:
+            return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+    async def one(i, opened, release):
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        opened.append(1)
+        await release.wait()
+        writer.write(stream_request_bytes(server, {
+            "model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 16,
+            "temperature": 0.7, "seed": i, "stream": True}))
+        await writer.drain()
+        data = b""
+        while b"data: [DONE]" not in data:
+            chunk = await reader.read(65536)
+            if not chunk:
+                break
+            data += chunk
+        writer.close()
+        return data
+
+    async def main():
+        opened, release = [], asyncio.Event()
+        tasks = [asyncio.create_task(one(i, opened, release)) for i in range(n_conns)]
+        while len(opened) < n_conns:
+            await asyncio.sleep(0.01)
+        threads_with_all_open = thread_count()
+        release.set()
+        results = await asyncio.wait_for(asyncio.gather(*tasks), 120)
+        return threads_with_all_open, results
+
+    threads, results = asyncio.run(main())
+    assert sum(b"data: [DONE]" in r and b'"finish_reason":"length"' in r for r in results) == n_conns
+    assert threads < 16, f"{threads} threads for {n_conns} connections"
+    assert wait_for(lambda: server.metrics()["tachyon_kv_cache_blocks_used"] == 0)
