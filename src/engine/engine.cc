@@ -43,8 +43,8 @@ Status Engine::Validate(const EngineRequest& req) const {
   if (req.prompt_tokens.empty()) return InvalidArgument("the prompt is empty");
   for (int32_t t : req.prompt_tokens) {
     if (t < 0 || t >= n_vocab) {
-      return InvalidArgument("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                             std::to_string(n_vocab) + ")");
+      return InvalidArgument("prompt token id " + std::to_string(t) +
+                             " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
     }
   }
   RETURN_IF_ERROR(req.params.Validate(n_vocab));
@@ -53,10 +53,9 @@ Status Engine::Validate(const EngineRequest& req) const {
   }
   const int64_t prompt = static_cast<int64_t>(req.prompt_tokens.size());
   if (prompt >= config_.max_model_len) {
-    return InvalidArgument("the prompt has " + std::to_string(prompt) +
-                           " tokens; the model's context holds " +
-                           std::to_string(config_.max_model_len) +
-                           " including at least one generated token");
+    return InvalidArgument(
+        "the prompt has " + std::to_string(prompt) + " tokens; the model's context holds " +
+        std::to_string(config_.max_model_len) + " including at least one generated token");
   }
   const int64_t pool_tokens = static_cast<int64_t>(kv_.num_blocks()) * kv_.block_size();
   const int64_t max_tokens = req.params.max_tokens;
@@ -148,9 +147,8 @@ void Engine::Abort(uint64_t request_id) {
     outputs_.push_back(std::move(o));
   }
   ++counters_.requests_aborted;
-  finished_groups_.erase(
-      std::remove(finished_groups_.begin(), finished_groups_.end(), request_id),
-      finished_groups_.end());
+  finished_groups_.erase(std::remove(finished_groups_.begin(), finished_groups_.end(), request_id),
+                         finished_groups_.end());
   groups_.erase(it);
 }
 

@@ -27,9 +27,9 @@ namespace tachyon::engine {
 
 struct EngineConfig {
   SchedulerConfig scheduler;
-  kv::KvCacheConfig kv;  // num_blocks: see kv::NumBlocksForBudget
-  int64_t max_model_len = 2048;  // context length: prompt + generated tokens
-  std::vector<int32_t> eos_token_ids;  // end generation (unless ignore_eos)
+  kv::KvCacheConfig kv;                            // num_blocks: see kv::NumBlocksForBudget
+  int64_t max_model_len = 2048;                    // context length: prompt + generated tokens
+  std::vector<int32_t> eos_token_ids;              // end generation (unless ignore_eos)
   std::shared_ptr<const Detokenizer> detokenizer;  // null: no text, stop strings rejected
 };
 

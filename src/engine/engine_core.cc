@@ -18,7 +18,9 @@ EngineCore::EngineCore(std::unique_ptr<ModelExecutor> executor, std::unique_ptr<
   metrics_ = engine_->Metrics();
 }
 
-EngineCore::~EngineCore() { Stop(); }
+EngineCore::~EngineCore() {
+  Stop();
+}
 
 Status EngineCore::Enqueue(uint64_t id, EngineRequest request,
                            std::shared_ptr<RequestStream> stream) {
@@ -40,8 +42,8 @@ Result<std::shared_ptr<RequestStream>> EngineCore::AddRequest(EngineRequest requ
   return stream;
 }
 
-Result<uint64_t> EngineCore::AddRequestWithCallback(
-    EngineRequest request, std::function<void(RequestOutput)> on_output) {
+Result<uint64_t> EngineCore::AddRequestWithCallback(EngineRequest request,
+                                                    std::function<void(RequestOutput)> on_output) {
   RETURN_IF_ERROR(engine_->Validate(request));
   const uint64_t id = next_id_.fetch_add(1);
   auto stream = std::make_shared<RequestStream>(id, std::move(on_output));

@@ -78,10 +78,10 @@ class EngineCore {
   };
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Pending> inbox_;     // GUARDED_BY(mu_)
-  std::vector<uint64_t> aborts_;   // GUARDED_BY(mu_)
-  bool stopping_ = false;          // GUARDED_BY(mu_)
-  EngineMetrics metrics_;          // GUARDED_BY(mu_)
+  std::vector<Pending> inbox_;    // GUARDED_BY(mu_)
+  std::vector<uint64_t> aborts_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;         // GUARDED_BY(mu_)
+  EngineMetrics metrics_;         // GUARDED_BY(mu_)
   std::atomic<uint64_t> next_id_{1};
   std::thread thread_;
 };

@@ -26,7 +26,7 @@ EngineConfig CoreConfig(int num_blocks = 128) {
 
 std::unique_ptr<EngineCore> NewCore(const EngineConfig& c) {
   return std::move(EngineCore::Create(c, std::make_unique<FakeModelExecutor>(64, c.kv.num_blocks,
-                                                                              c.kv.block_size)))
+                                                                             c.kv.block_size)))
       .value();
 }
 
@@ -83,7 +83,8 @@ std::unique_ptr<EngineCore> NewGatedCore(const EngineConfig& c, GatedExecutor** 
 
 template <typename Pred>
 bool WaitUntil(Pred pred) {  // bounded wait for the engine thread to catch up
-  for (int i = 0; i < 5000 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 5000 && !pred(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return pred();
 }
 

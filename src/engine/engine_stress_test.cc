@@ -59,8 +59,8 @@ TEST(EngineStressTest, RandomConfigurationsMatchOracle) {
     o.policy = uniform(0, 1) ? SchedulePolicy::kPriority : SchedulePolicy::kFcfs;
     SCOPED_TRACE(::testing::Message()
                  << "trial " << trial << " block_size " << o.block_size << " blocks "
-                 << o.num_blocks << " budget " << o.max_batched_tokens << " seqs "
-                 << o.max_num_seqs << " caching " << o.prefix_caching);
+                 << o.num_blocks << " budget " << o.max_batched_tokens << " seqs " << o.max_num_seqs
+                 << " caching " << o.prefix_caching);
     Harness h(o);
     std::vector<bool> aborted(specs.size(), false);
     for (size_t i = 0; i < specs.size(); ++i) {

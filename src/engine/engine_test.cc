@@ -53,7 +53,8 @@ TEST(EngineTest, ConcurrentGreedyEqualsAloneAndOracle) {
     alone.RunToCompletion();
     const auto& b = batched.result(i);
     EXPECT_EQ(b.tokens, alone.result(0).tokens) << "request " << i;
-    EXPECT_EQ(b.tokens, OracleGreedy(batched.exec(), MakePrompt(w.prompt_lens[i], i), w.MaxTokens(i)));
+    EXPECT_EQ(b.tokens,
+              OracleGreedy(batched.exec(), MakePrompt(w.prompt_lens[i], i), w.MaxTokens(i)));
     EXPECT_EQ(b.finish, FinishReason::kLength);
     EXPECT_EQ(batched.usage(i).completion_tokens, w.MaxTokens(i));
     EXPECT_EQ(batched.usage(i).prompt_tokens, w.prompt_lens[i]);

@@ -33,9 +33,9 @@ class FakeModelExecutor : public ModelExecutor {
  private:
   struct Slot {
     int32_t token = -1;
-    int64_t pos = -1;    // -1: never written
-    int64_t call = -1;   // the Execute call that wrote it
-    size_t writer = 0;   // index of the writing sequence in that call's batch
+    int64_t pos = -1;   // -1: never written
+    int64_t call = -1;  // the Execute call that wrote it
+    size_t writer = 0;  // index of the writing sequence in that call's batch
   };
   Status CheckSequence(const model::Batch& batch, const model::SequenceSlice& s) const;
 

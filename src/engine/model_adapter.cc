@@ -5,17 +5,17 @@
 namespace tachyon::engine {
 
 Result<std::unique_ptr<ModelAdapter>> ModelAdapter::Create(std::shared_ptr<model::Model> model,
-                                                           int64_t num_blocks,
-                                                           int64_t block_size, int n_threads) {
+                                                           int64_t num_blocks, int64_t block_size,
+                                                           int n_threads) {
   if (!model) return InvalidArgument("model adapter: no model");
   ASSIGN_OR_RETURN(std::unique_ptr<model::KvCache> kv,
                    model->CreateKvCache(num_blocks, block_size));
-  return std::unique_ptr<ModelAdapter>(new ModelAdapter(std::move(model), std::move(kv),
-                                                        n_threads));
+  return std::unique_ptr<ModelAdapter>(
+      new ModelAdapter(std::move(model), std::move(kv), n_threads));
 }
 
-ModelAdapter::ModelAdapter(std::shared_ptr<model::Model> model,
-                           std::unique_ptr<model::KvCache> kv, int n_threads)
+ModelAdapter::ModelAdapter(std::shared_ptr<model::Model> model, std::unique_ptr<model::KvCache> kv,
+                           int n_threads)
     : model_(std::move(model)), kv_(std::move(kv)), pool_(n_threads) {}
 
 Status ModelAdapter::Execute(const model::Batch& batch, std::span<float> logits) {

@@ -44,10 +44,10 @@ struct RequestOutput {
   std::string text;                     // new text (stop strings and stop tokens excluded)
   std::vector<TokenLogprobs> logprobs;  // one per new token when logprobs were requested
   FinishReason finish_reason = FinishReason::kNone;  // set on the choice's last output
-  bool finished = false;  // the request's last output: every choice has finished
-  Usage usage;            // totals so far
+  bool finished = false;      // the request's last output: every choice has finished
+  Usage usage;                // totals so far
   double queue_seconds = -1;  // from Add to choice 0's first scheduling; < 0 until then
-  Status error;           // set when finish_reason == kError
+  Status error;               // set when finish_reason == kError
 };
 
 }  // namespace tachyon::engine

@@ -22,11 +22,11 @@ namespace tachyon::engine {
 enum class RequestState { kWaiting, kRunning, kFinished };
 
 struct Request {
-  int64_t seq_id = 0;       // unique per sequence; names its KV blocks
-  uint64_t request_id = 0;  // the user-visible request (shared by its n choices)
-  int index = 0;            // choice index
-  int priority = 0;         // lower runs first (under the priority policy)
-  uint64_t arrival = 0;     // admission order; earlier runs first
+  int64_t seq_id = 0;         // unique per sequence; names its KV blocks
+  uint64_t request_id = 0;    // the user-visible request (shared by its n choices)
+  int index = 0;              // choice index
+  int priority = 0;           // lower runs first (under the priority policy)
+  uint64_t arrival = 0;       // admission order; earlier runs first
   Request* leader = nullptr;  // choice 0 of the same request (n > 1), whose prompt blocks
                               // this choice shares; null for choice 0. Outlives this.
 

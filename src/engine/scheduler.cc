@@ -54,9 +54,9 @@ void Scheduler::ScheduleRunning(Request* r, SchedulerOutput* out, int64_t* budge
   if (n <= 0) return;
   while (!kv_->Allocate(r->seq_id, r->num_computed_tokens + n)) {
     // Out of blocks: preempt the least important running request (possibly r itself).
-    Request* victim = *std::max_element(
-        running_.begin(), running_.end(),
-        [&](const Request* a, const Request* b) { return Before(a, b); });
+    Request* victim =
+        *std::max_element(running_.begin(), running_.end(),
+                          [&](const Request* a, const Request* b) { return Before(a, b); });
     Preempt(victim, out, budget);
     if (victim == r) return;
   }
@@ -76,9 +76,8 @@ kv::PrefixHit Scheduler::FindPrefix(const Request* r) {
   kv::PrefixHit hit = kv_->FindCachedPrefix(r->tokens, r->cache_salt);
   const Request* l = r->leader;
   if (l != nullptr && l->state == RequestState::kRunning && kv_->HasRequest(l->seq_id)) {
-    const int64_t shareable =
-        std::min({l->num_computed_tokens, r->num_prompt_tokens,
-                  static_cast<int64_t>(r->tokens.size()) - 1});
+    const int64_t shareable = std::min(
+        {l->num_computed_tokens, r->num_prompt_tokens, static_cast<int64_t>(r->tokens.size()) - 1});
     kv::PrefixHit shared = kv_->SharedPrefix(l->seq_id, shareable);
     if (shared.num_tokens > hit.num_tokens) hit = std::move(shared);
   }
@@ -114,7 +113,8 @@ SchedulerOutput Scheduler::Schedule() {
   // Running requests, most important first; those generating (one pending token) before
   // those still computing their prompt.
   std::vector<Request*> order = running_;
-  std::sort(order.begin(), order.end(), [&](const Request* a, const Request* b) { return Before(a, b); });
+  std::sort(order.begin(), order.end(),
+            [&](const Request* a, const Request* b) { return Before(a, b); });
   std::stable_partition(order.begin(), order.end(), [](const Request* r) {
     return static_cast<int64_t>(r->tokens.size()) - r->num_computed_tokens == 1;
   });

@@ -28,8 +28,8 @@ namespace tachyon::engine {
 enum class SchedulePolicy { kFcfs, kPriority };
 
 struct SchedulerConfig {
-  int64_t max_num_batched_tokens = 2048;  // tokens per step, all requests together
-  int max_num_seqs = 64;                  // running requests at once
+  int64_t max_num_batched_tokens = 2048;     // tokens per step, all requests together
+  int max_num_seqs = 64;                     // running requests at once
   int64_t long_prefill_token_threshold = 0;  // > 0: cap one request's chunk per step
   SchedulePolicy policy = SchedulePolicy::kFcfs;
 };

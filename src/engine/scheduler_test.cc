@@ -12,12 +12,13 @@ class SchedulerTest : public ::testing::Test {
  protected:
   void Init(int num_blocks, int64_t budget, int max_seqs = 16,
             SchedulePolicy policy = SchedulePolicy::kFcfs) {
-    kv_ = std::make_unique<kv::KvCacheManager>(
-        kv::KvCacheConfig{.num_blocks = num_blocks, .block_size = 4, .enable_prefix_caching = true});
-    sched_ = std::make_unique<Scheduler>(
-        SchedulerConfig{.max_num_batched_tokens = budget, .max_num_seqs = max_seqs,
-                        .long_prefill_token_threshold = 0, .policy = policy},
-        kv_.get());
+    kv_ = std::make_unique<kv::KvCacheManager>(kv::KvCacheConfig{
+        .num_blocks = num_blocks, .block_size = 4, .enable_prefix_caching = true});
+    sched_ = std::make_unique<Scheduler>(SchedulerConfig{.max_num_batched_tokens = budget,
+                                                         .max_num_seqs = max_seqs,
+                                                         .long_prefill_token_threshold = 0,
+                                                         .policy = policy},
+                                         kv_.get());
   }
   Request* NewRequest(int prompt_len, int priority = 0) {
     auto r = std::make_unique<Request>();
@@ -86,7 +87,7 @@ TEST_F(SchedulerTest, BlockTablesCoverTheScheduledTokens) {
 }
 
 TEST_F(SchedulerTest, FcfsHeadOfLineWaitsForBlocks) {
-  Init(5, 100);  // 20 token slots
+  Init(5, 100);                 // 20 token slots
   Request* a = NewRequest(16);  // 4 blocks, then a 5th for its first generated token
   Step();
   Request* b = NewRequest(12);  // no block left for it
@@ -103,7 +104,7 @@ TEST_F(SchedulerTest, FcfsHeadOfLineWaitsForBlocks) {
 }
 
 TEST_F(SchedulerTest, PreemptsNewestAndRecomputesIt) {
-  Init(4, 100);  // 16 slots
+  Init(4, 100);                // 16 slots
   Request* a = NewRequest(7);  // 2 blocks
   Request* b = NewRequest(6);  // 2 blocks
   SchedulerOutput out = Step();
@@ -163,11 +164,13 @@ TEST_F(SchedulerTest, MaxNumSeqsCapsRunning) {
 }
 
 TEST_F(SchedulerTest, LongPrefillThresholdCapsChunks) {
-  kv_ = std::make_unique<kv::KvCacheManager>(kv::KvCacheConfig{.num_blocks = 64, .block_size = 4, .enable_prefix_caching = true});
-  sched_ = std::make_unique<Scheduler>(
-      SchedulerConfig{.max_num_batched_tokens = 100, .max_num_seqs = 8,
-                      .long_prefill_token_threshold = 5, .policy = SchedulePolicy::kFcfs},
-      kv_.get());
+  kv_ = std::make_unique<kv::KvCacheManager>(
+      kv::KvCacheConfig{.num_blocks = 64, .block_size = 4, .enable_prefix_caching = true});
+  sched_ = std::make_unique<Scheduler>(SchedulerConfig{.max_num_batched_tokens = 100,
+                                                       .max_num_seqs = 8,
+                                                       .long_prefill_token_threshold = 5,
+                                                       .policy = SchedulePolicy::kFcfs},
+                                       kv_.get());
   Request* a = NewRequest(12);
   Request* b = NewRequest(3);
   SchedulerOutput out = Step();

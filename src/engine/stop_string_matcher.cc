@@ -24,7 +24,8 @@ std::string StopStringMatcher::Append(std::string_view delta, bool* stopped) {
   for (const std::string& s : stops_) {
     const size_t max_len = std::min(s.size() - 1, held_.size());
     for (size_t len = max_len; len > hold; --len) {
-      if (std::string_view(held_).substr(held_.size() - len) == std::string_view(s).substr(0, len)) {
+      if (std::string_view(held_).substr(held_.size() - len) ==
+          std::string_view(s).substr(0, len)) {
         hold = len;
         break;
       }
@@ -35,6 +36,8 @@ std::string StopStringMatcher::Append(std::string_view delta, bool* stopped) {
   return out;
 }
 
-std::string StopStringMatcher::Flush() { return std::exchange(held_, std::string()); }
+std::string StopStringMatcher::Flush() {
+  return std::exchange(held_, std::string());
+}
 
 }  // namespace tachyon::engine

@@ -37,8 +37,7 @@ struct HarnessOptions {
 
 class Harness {
  public:
-  explicit Harness(const HarnessOptions& o = {})
-      : exec_(o.n_vocab, o.num_blocks, o.block_size) {
+  explicit Harness(const HarnessOptions& o = {}) : exec_(o.n_vocab, o.num_blocks, o.block_size) {
     EngineConfig c;
     c.kv.num_blocks = o.num_blocks;
     c.kv.block_size = o.block_size;

@@ -6,7 +6,9 @@
 
 namespace tachyon::kv {
 namespace {
-BlockHash FromXxh(XXH128_hash_t h) { return BlockHash{h.low64, h.high64}; }
+BlockHash FromXxh(XXH128_hash_t h) {
+  return BlockHash{h.low64, h.high64};
+}
 }  // namespace
 
 BlockHash RootHash(std::string_view extra_key) {

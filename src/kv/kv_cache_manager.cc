@@ -74,8 +74,8 @@ void KvCacheManager::CommitComputed(int64_t id, std::span<const int32_t> tokens,
   Seq& s = it->second;
   const size_t full = std::min<size_t>(num_computed / config_.block_size, s.blocks.size());
   if (full <= s.num_committed) return;
-  ExtendBlockHashes(tokens.first(std::min<size_t>(tokens.size(), num_computed)),
-                    config_.block_size, RootHash(cache_salt), full, &s.hashes);
+  ExtendBlockHashes(tokens.first(std::min<size_t>(tokens.size(), num_computed)), config_.block_size,
+                    RootHash(cache_salt), full, &s.hashes);
   for (size_t i = s.num_committed; i < full; ++i) pool_.Cache(s.blocks[i], s.hashes[i]);
   s.num_committed = full;
 }

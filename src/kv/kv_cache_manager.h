@@ -11,8 +11,8 @@
 // Thread-safety: none; owned by the engine thread.
 #pragma once
 
-#include <cstdint>
 #include <climits>
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -37,9 +37,9 @@ struct PrefixHit {
 
 struct KvCacheStats {
   int num_blocks = 0;
-  int used_blocks = 0;    // referenced by some request
-  int free_blocks = 0;    // not referenced (includes cached_free)
-  int cached_blocks = 0;  // hold a cached prefix (used or free)
+  int used_blocks = 0;              // referenced by some request
+  int free_blocks = 0;              // not referenced (includes cached_free)
+  int cached_blocks = 0;            // hold a cached prefix (used or free)
   int64_t prefix_query_tokens = 0;  // tokens looked up in the prefix cache
   int64_t prefix_hit_tokens = 0;    // of which found cached
   double PrefixHitRate() const {

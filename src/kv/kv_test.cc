@@ -31,8 +31,8 @@ TEST(BlockHashTest, ExtendOnlyHashesFullBlocks) {
   std::vector<int32_t> t = Iota(10);
   ExtendBlockHashes(t, 4, RootHash(""), 100, &h);
   ASSERT_EQ(h.size(), 2u);
-  EXPECT_EQ(h[1], HashBlock(HashBlock(RootHash(""), std::span(t).first(4)),
-                            std::span(t).subspan(4, 4)));
+  EXPECT_EQ(h[1],
+            HashBlock(HashBlock(RootHash(""), std::span(t).first(4)), std::span(t).subspan(4, 4)));
   ExtendBlockHashes(t, 4, RootHash(""), 1, &h);  // already beyond max: unchanged
   EXPECT_EQ(h.size(), 2u);
 }
@@ -158,7 +158,7 @@ TEST(KvCacheManagerTest, CachingOffNeverHits) {
 
 TEST(KvCacheManagerTest, SharedPrefixForksWithRefcounts) {
   KvCacheManager m({.num_blocks = 8, .block_size = 4, .enable_prefix_caching = false});
-  ASSERT_TRUE(m.Allocate(1, 10));  // 3 blocks
+  ASSERT_TRUE(m.Allocate(1, 10));           // 3 blocks
   PrefixHit shared = m.SharedPrefix(1, 9);  // two full blocks
   ASSERT_EQ(shared.blocks.size(), 2u);
   ASSERT_TRUE(m.Allocate(2, 10, shared));

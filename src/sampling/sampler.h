@@ -29,9 +29,9 @@ struct SampleResult {
 
 struct SamplingInput {
   std::span<const int32_t> prompt;
-  std::span<const int32_t> output;  // tokens generated so far
-  uint64_t seed = 0;                // params.seed if set, else the engine's per-request seed
-  std::span<const int32_t> eos_ids; // banned (with stop_token_ids) while output < min_tokens
+  std::span<const int32_t> output;   // tokens generated so far
+  uint64_t seed = 0;                 // params.seed if set, else the engine's per-request seed
+  std::span<const int32_t> eos_ids;  // banned (with stop_token_ids) while output < min_tokens
 };
 
 // Samples from `logits` [n_vocab]; the buffer is used as scratch and modified.

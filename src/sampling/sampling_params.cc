@@ -5,7 +5,9 @@
 
 namespace tachyon::sampling {
 namespace {
-bool Finite(float x) { return std::isfinite(x); }
+bool Finite(float x) {
+  return std::isfinite(x);
+}
 }  // namespace
 
 Status SamplingParams::Validate(int n_vocab) const {

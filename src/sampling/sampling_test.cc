@@ -193,8 +193,7 @@ TEST(SamplerTest, DifferentSeedsDiffer) {
   std::vector<int32_t> out;
   for (int i = 0; i < 50; ++i) {
     std::vector<float> a = base, b = base;
-    same += Sample(a, p, In(out, 1)).token ==
-            Sample(b, p, In(out, 2)).token;
+    same += Sample(a, p, In(out, 1)).token == Sample(b, p, In(out, 2)).token;
     out.push_back(0);
   }
   EXPECT_LT(same, 10);
