@@ -86,7 +86,7 @@ for t in "${targets[@]}"; do
   if ! "$bin" "$corpus" -max_total_time="$secs" -max_len="${FUZZ_MAX_LEN:-65536}" \
       -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$artifacts/$t-" 2>&1 | tee "$work/$t.log" | grep -E \
-      '^(#[0-9]+ +(INITED|DONE)|stat::|==[0-9]+==ERROR|SUMMARY|.*artifact)' ; then
+      '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==[0-9]+==ERROR|SUMMARY|.*artifact)' ; then
     :
   fi
   if grep -qE '==[0-9]+==ERROR|deadly signal|Test unit written' "$work/$t.log"; then

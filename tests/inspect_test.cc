@@ -69,8 +69,8 @@ std::vector<std::string> TestdataGgufs(const std::string& td) {
   return files;
 }
 
-#define REQUIRE_TESTDATA()                                                  \
-  const std::string td = TestdataDir();                                    \
+#define REQUIRE_TESTDATA()              \
+  const std::string td = TestdataDir(); \
   if (td.empty()) GTEST_SKIP() << "../shared/testdata not found (set TACHYON_TESTDATA)"
 
 TEST(InspectCli, EveryTestdataFileTextAndJson) {
@@ -158,8 +158,8 @@ TEST(InspectCli, QuantizedModelTotalsByType) {
 
 // A file written by GgufWriter with chat templates and named variants.
 TEST(InspectCli, WriterFileWithChatTemplates) {
-  const std::string path = ::testing::TempDir() + "/inspect_writer_" +
-                           std::to_string(::getpid()) + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "/inspect_writer_" + std::to_string(::getpid()) + ".gguf";
   gguf::GgufWriter w;
   w.Set("general.architecture", gguf::Value::String("qwen3"));
   w.Set("qwen3.block_count", gguf::Value::Uint32(3));
@@ -216,8 +216,8 @@ void ExpectOneErrorLine(const RunResult& r, const std::string& path, const std::
 }
 
 TEST(InspectCli, CorruptAndMissingFiles) {
-  const std::string path = ::testing::TempDir() + "/inspect_corrupt_" +
-                           std::to_string(::getpid()) + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "/inspect_corrupt_" + std::to_string(::getpid()) + ".gguf";
   gguf::GgufWriter w;
   w.Set("general.architecture", gguf::Value::String("llama"));
   w.Set("tokenizer.ggml.tokens", gguf::Value::StringArray({"a", "b", "c"}));

@@ -21,10 +21,12 @@ using gguf::ValueType;
 // ordered_json keeps metadata in file order.
 using json = nlohmann::ordered_json;
 
-constexpr size_t kMaxShownString = 80;   // longer strings are summarized in text output
-constexpr size_t kMaxJsonArray = 64;     // longer arrays are summarized in JSON
+constexpr size_t kMaxShownString = 80;  // longer strings are summarized in text output
+constexpr size_t kMaxJsonArray = 64;    // longer arrays are summarized in JSON
 
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool StartsWith(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 
 // One-line rendering for text output: long strings and arrays summarized.
 std::string Show(const Value& v) {
@@ -40,10 +42,13 @@ std::string Show(const Value& v) {
 
 json ToJson(const Value& v, bool summarize_arrays) {
   switch (v.type) {
-    case ValueType::kBool: return v.u != 0;
+    case ValueType::kBool:
+      return v.u != 0;
     case ValueType::kFloat32:
-    case ValueType::kFloat64: return v.f;
-    case ValueType::kString: return v.s;
+    case ValueType::kFloat64:
+      return v.f;
+    case ValueType::kString:
+      return v.s;
     case ValueType::kArray: {
       if (summarize_arrays && v.arr.size() > kMaxJsonArray) {
         return json{{"array_of", gguf::ValueTypeName(v.elem_type)}, {"length", v.arr.size()}};
@@ -81,10 +86,11 @@ std::string Quoted(const std::optional<std::string>& s) {
 void PrintText(const GgufFile& f) {
   const std::string arch = f.Architecture();
   std::printf("file:         %s\n", f.path().c_str());
-  std::printf("format:       GGUF v%u, %zu metadata keys, %zu tensors, alignment %zu, "
-              "data at offset %zu, file %s\n",
-              f.version(), f.metadata().size(), f.tensors().size(), f.alignment(),
-              f.data_offset(), gguf::HumanBytes(f.file_size()).c_str());
+  std::printf(
+      "format:       GGUF v%u, %zu metadata keys, %zu tensors, alignment %zu, "
+      "data at offset %zu, file %s\n",
+      f.version(), f.metadata().size(), f.tensors().size(), f.alignment(), f.data_offset(),
+      gguf::HumanBytes(f.file_size()).c_str());
   std::printf("architecture: %s\n", arch.empty() ? "(none)" : arch.c_str());
   std::printf("\ngeneral:\n");
   PrintKeys(f, "general.", true);
@@ -103,7 +109,9 @@ void PrintText(const GgufFile& f) {
     std::printf("  %-40s %lld %s\n", (s.role + " token").c_str(), static_cast<long long>(s.id),
                 s.text ? Quoted(s.text).c_str() : "(not in vocab)");
   }
-  auto show_bool = [](const std::optional<bool>& b) { return b ? (*b ? "true" : "false") : "(unset)"; };
+  auto show_bool = [](const std::optional<bool>& b) {
+    return b ? (*b ? "true" : "false") : "(unset)";
+  };
   std::printf("  %-40s %s\n", "add_bos_token", show_bool(t.add_bos));
   std::printf("  %-40s %s\n", "add_eos_token", show_bool(t.add_eos));
   std::printf("  %-40s %s\n", "chat template",
@@ -244,8 +252,8 @@ int RunInspect(int argc, char** argv) {
     } else if (path.empty()) {
       path = a;
     } else {
-      std::fprintf(stderr, "tachyon inspect: expected one file, got '%s' and '%s'\n",
-                   path.c_str(), argv[k]);
+      std::fprintf(stderr, "tachyon inspect: expected one file, got '%s' and '%s'\n", path.c_str(),
+                   argv[k]);
       return 2;
     }
   }
@@ -266,8 +274,7 @@ int RunInspect(int argc, char** argv) {
   }
   if (as_json) {
     // Token strings need not be valid UTF-8: replace bad bytes rather than throw.
-    const std::string out =
-        BuildJson(*file).dump(2, ' ', false, json::error_handler_t::replace);
+    const std::string out = BuildJson(*file).dump(2, ' ', false, json::error_handler_t::replace);
     std::printf("%s\n", out.c_str());
   } else {
     PrintText(*file);

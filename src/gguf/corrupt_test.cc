@@ -46,8 +46,7 @@ struct Raw {
     return U64(n_kv);
   }
   Raw& KvU32(const std::string& key, uint32_t v) { return Str(key).U32(4).U32(v); }
-  Raw& Tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type,
-              uint64_t offset) {
+  Raw& Tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, uint64_t offset) {
     Str(name).U32(static_cast<uint32_t>(dims.size()));
     for (uint64_t d : dims) U64(d);
     return U32(type).U64(offset);
@@ -135,8 +134,8 @@ TEST(GgufCorrupt, TruncatedAtSectionBoundaries) {
   ExpectError(r.b.substr(0, after_kvs + 13), "tensor info 0 't' (dims)");
   ExpectError(r.b.substr(0, after_kvs + 21), "tensor info 0 't' (type)");
   ExpectError(r.b.substr(0, after_kvs + 25), "tensor info 0 't' (offset)");
-  ExpectError(r.b.substr(0, after_infos), "data section starts at offset " +
-                                              std::to_string(data_start));
+  ExpectError(r.b.substr(0, after_infos),
+              "data section starts at offset " + std::to_string(data_start));
   ExpectError(r.b.substr(0, data_start + 31), "tensor 0 't' data");
 }
 
@@ -182,8 +181,7 @@ TEST(GgufCorrupt, AbsurdCounts) {
   // An array whose strings are cut: the element index is named.
   ExpectError(Raw().Header(0, 1).Str("k").U32(9).U32(8).U64(3).Str("x").Str("y").U64(50).b,
               "metadata 0 'k' element 2 (string value)");
-  ExpectError(Raw().Header(1, 0).Str("t").U32(uint32_t{1} << 31).Zeros(64).b,
-              "n_dims 2147483648");
+  ExpectError(Raw().Header(1, 0).Str("t").U32(uint32_t{1} << 31).Zeros(64).b, "n_dims 2147483648");
   ExpectError(Raw().Header(1, 0).Str("t").U32(5).Zeros(64).b, "n_dims 5");
   ExpectError(Raw().Header(1, 0).Str("t").U32(0).Zeros(64).b, "n_dims 0");
   ExpectError(Raw().Header(1, 0).U64(k2p62).Zeros(64).b, "tensor info 0 (name): string length");
@@ -233,12 +231,11 @@ TEST(GgufCorrupt, TensorInfoErrors) {
   ExpectError(file({4}, 0, uint64_t{1} << 63), "runs past the end of the file");
   ExpectError(file({1024, 2}, 0, 0), "runs past the end of the file");
   // Duplicate and overlapping tensors; empty name.
-  ExpectError(Raw().Header(2, 0).Tensor("w", {4}, 0, 0).Tensor("w", {4}, 0, 32).Pad(32)
-                  .Zeros(64).b,
+  ExpectError(Raw().Header(2, 0).Tensor("w", {4}, 0, 0).Tensor("w", {4}, 0, 32).Pad(32).Zeros(64).b,
               "tensor info 1 'w': duplicate tensor name");
-  ExpectError(Raw().Header(2, 0).Tensor("a", {16}, 0, 32).Tensor("b", {16}, 0, 0).Pad(32)
-                  .Zeros(128).b,
-              "tensors 'b' [0, +64) and 'a' [32, +64) overlap");
+  ExpectError(
+      Raw().Header(2, 0).Tensor("a", {16}, 0, 32).Tensor("b", {16}, 0, 0).Pad(32).Zeros(128).b,
+      "tensors 'b' [0, +64) and 'a' [32, +64) overlap");
   ExpectError(Raw().Header(1, 0).Tensor("", {4}, 0, 0).Pad(32).Zeros(64).b, "empty tensor name");
 }
 

@@ -29,8 +29,8 @@
 namespace tachyon::gguf {
 
 inline constexpr size_t kDefaultAlignment = 32;
-inline constexpr int kMaxDims = 4;             // GGML_MAX_DIMS
-inline constexpr int kMaxArrayDepth = 8;       // nesting of arrays of arrays
+inline constexpr int kMaxDims = 4;                  // GGML_MAX_DIMS
+inline constexpr int kMaxArrayDepth = 8;            // nesting of arrays of arrays
 inline constexpr size_t kMaxTensorNameLength = 63;  // ggml names are char[64] with NUL
 // Bound on the total number of array elements a reader keeps (every array, all depths):
 // a file can never make the reader hold more than this many Values.
@@ -60,12 +60,12 @@ bool IsSignedType(ValueType t);    // i8, i16, i32, i64
 // and their elements (arrays of arrays nest).
 struct Value {
   ValueType type = ValueType::kUint8;
-  uint64_t u = 0;     // unsigned integers, bool (0/1)
-  int64_t i = 0;      // signed integers
-  double f = 0;       // float32 / float64
-  std::string s;      // string
+  uint64_t u = 0;                           // unsigned integers, bool (0/1)
+  int64_t i = 0;                            // signed integers
+  double f = 0;                             // float32 / float64
+  std::string s;                            // string
   ValueType elem_type = ValueType::kUint8;  // arrays
-  std::vector<Value> arr;                    // arrays
+  std::vector<Value> arr;                   // arrays
 
   bool IsInteger() const;
   bool IsFloat() const { return type == ValueType::kFloat32 || type == ValueType::kFloat64; }
@@ -97,8 +97,8 @@ struct TensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // ne[0] (contiguous, fastest-varying) first
   GgmlType type = GgmlType::kF32;
-  uint64_t offset = 0;        // relative to the data section
-  uint64_t nbytes = 0;        // computed from dims and type
+  uint64_t offset = 0;  // relative to the data section
+  uint64_t nbytes = 0;  // computed from dims and type
   int64_t NumElements() const;
 };
 
@@ -131,8 +131,8 @@ class GgufFile {
   const Value* Find(std::string_view key) const;
   // Typed lookups: nullopt when the key is missing or has another type.
   std::optional<std::string> GetString(std::string_view key) const;
-  std::optional<int64_t> GetInt(std::string_view key) const;    // any integer type
-  std::optional<double> GetFloat(std::string_view key) const;   // float or integer
+  std::optional<int64_t> GetInt(std::string_view key) const;   // any integer type
+  std::optional<double> GetFloat(std::string_view key) const;  // float or integer
   std::optional<bool> GetBool(std::string_view key) const;
   // "general.architecture", or "" if absent.
   std::string Architecture() const;
@@ -191,12 +191,12 @@ class GgufWriter {
     std::string name;
     GgmlType type;
     std::vector<int64_t> dims;
-    std::string owned;               // the copied bytes (AddTensor)
-    const uint8_t* data = nullptr;   // points into `owned` or the caller's buffer
+    std::string owned;              // the copied bytes (AddTensor)
+    const uint8_t* data = nullptr;  // points into `owned` or the caller's buffer
     size_t nbytes = 0;
   };
-  Status Add(const std::string& name, GgmlType type, std::vector<int64_t> dims,
-             const void* data, size_t nbytes, bool copy);
+  Status Add(const std::string& name, GgmlType type, std::vector<int64_t> dims, const void* data,
+             size_t nbytes, bool copy);
   // Writes the whole file through `sink` (called with consecutive byte ranges).
   Status Emit(const std::function<Status(const void*, size_t)>& sink) const;
   size_t alignment_ = 32;

@@ -17,8 +17,8 @@ std::string Testdata() {
   return TestdataDir();
 }
 
-#define REQUIRE_TESTDATA()                                                  \
-  const std::string td = Testdata();                                       \
+#define REQUIRE_TESTDATA()           \
+  const std::string td = Testdata(); \
   if (td.empty()) GTEST_SKIP() << "../shared/testdata not found (set TACHYON_TESTDATA)"
 
 TEST(GgufRealFiles, Stories260K) {

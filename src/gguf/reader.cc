@@ -17,24 +17,33 @@ uint64_t MinValueBytes(ValueType t) {
   switch (t) {
     case ValueType::kUint8:
     case ValueType::kInt8:
-    case ValueType::kBool: return 1;
+    case ValueType::kBool:
+      return 1;
     case ValueType::kUint16:
-    case ValueType::kInt16: return 2;
+    case ValueType::kInt16:
+      return 2;
     case ValueType::kUint32:
     case ValueType::kInt32:
-    case ValueType::kFloat32: return 4;
+    case ValueType::kFloat32:
+      return 4;
     case ValueType::kUint64:
     case ValueType::kInt64:
     case ValueType::kFloat64:
-    case ValueType::kString: return 8;  // the length
-    case ValueType::kArray: return 12;  // element type + length
+    case ValueType::kString:
+      return 8;  // the length
+    case ValueType::kArray:
+      return 12;  // element type + length
   }
   return 1;
 }
 
-bool KnownValueType(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::kFloat64); }
+bool KnownValueType(uint32_t t) {
+  return t <= static_cast<uint32_t>(ValueType::kFloat64);
+}
 
-bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool IsPowerOfTwo(uint64_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 }  // namespace
 
@@ -69,8 +78,8 @@ class GgufParser {
   Status Need(uint64_t n, const char* field) const {
     if (n <= Remaining()) return OkStatus();
     return DataLoss(name_ + ": truncated: " + Where() + " (" + field + ") needs " +
-                    std::to_string(n) + " bytes at offset " + std::to_string(pos_) +
-                    ", file has " + std::to_string(size_));
+                    std::to_string(n) + " bytes at offset " + std::to_string(pos_) + ", file has " +
+                    std::to_string(size_));
   }
 
   template <typename T>
@@ -163,21 +172,30 @@ class GgufParser {
     const auto type = static_cast<ValueType>(raw_type);
     v->type = type;
     switch (type) {
-      case ValueType::kUint8: return ReadUnsigned<uint8_t>(v);
-      case ValueType::kUint16: return ReadUnsigned<uint16_t>(v);
-      case ValueType::kUint32: return ReadUnsigned<uint32_t>(v);
-      case ValueType::kUint64: return ReadUnsigned<uint64_t>(v);
-      case ValueType::kInt8: return ReadSigned<int8_t>(v);
-      case ValueType::kInt16: return ReadSigned<int16_t>(v);
-      case ValueType::kInt32: return ReadSigned<int32_t>(v);
-      case ValueType::kInt64: return ReadSigned<int64_t>(v);
+      case ValueType::kUint8:
+        return ReadUnsigned<uint8_t>(v);
+      case ValueType::kUint16:
+        return ReadUnsigned<uint16_t>(v);
+      case ValueType::kUint32:
+        return ReadUnsigned<uint32_t>(v);
+      case ValueType::kUint64:
+        return ReadUnsigned<uint64_t>(v);
+      case ValueType::kInt8:
+        return ReadSigned<int8_t>(v);
+      case ValueType::kInt16:
+        return ReadSigned<int16_t>(v);
+      case ValueType::kInt32:
+        return ReadSigned<int32_t>(v);
+      case ValueType::kInt64:
+        return ReadSigned<int64_t>(v);
       case ValueType::kFloat32: {
         float x = 0;
         RETURN_IF_ERROR(Read(&x, "f32 value"));
         v->f = x;
         return OkStatus();
       }
-      case ValueType::kFloat64: return Read(&v->f, "f64 value");
+      case ValueType::kFloat64:
+        return Read(&v->f, "f64 value");
       case ValueType::kBool: {
         uint8_t b = 0;
         RETURN_IF_ERROR(Read(&b, "bool value"));
@@ -185,8 +203,10 @@ class GgufParser {
         v->u = b;
         return OkStatus();
       }
-      case ValueType::kString: return ReadString(&v->s, "string value");
-      case ValueType::kArray: return ReadArray(v);
+      case ValueType::kString:
+        return ReadString(&v->s, "string value");
+      case ValueType::kArray:
+        return ReadArray(v);
     }
     return CorruptHere("unknown value type");
   }
@@ -219,12 +239,11 @@ class GgufParser {
     RETURN_IF_ERROR(Read(&len, "array length"));
     const uint64_t min_bytes = MinValueBytes(static_cast<ValueType>(elem_type));
     if (len > Remaining() / min_bytes) {
-      return DataLoss(name_ + ": truncated: " + Where() + ": array length " +
-                      std::to_string(len) + " of " +
-                      std::string(ValueTypeName(static_cast<ValueType>(elem_type))) +
-                      " needs at least " + std::to_string(min_bytes) +
-                      " bytes per element, only " + std::to_string(Remaining()) +
-                      " bytes remain at offset " + std::to_string(pos_));
+      return DataLoss(name_ + ": truncated: " + Where() + ": array length " + std::to_string(len) +
+                      " of " + std::string(ValueTypeName(static_cast<ValueType>(elem_type))) +
+                      " needs at least " + std::to_string(min_bytes) + " bytes per element, only " +
+                      std::to_string(Remaining()) + " bytes remain at offset " +
+                      std::to_string(pos_));
     }
     if (len > kMaxMetadataElements - total_elements_) {
       return CorruptHere("too many metadata array elements (limit " +
@@ -278,9 +297,9 @@ class GgufParser {
       if (!traits) return CorruptHere("unknown tensor type " + std::to_string(type));
       t.type = static_cast<GgmlType>(type);
       if (t.dims[0] % traits->block_size != 0) {
-        return CorruptHere("dims[0] = " + std::to_string(t.dims[0]) +
-                           " is not a multiple of the " + std::string(traits->name) +
-                           " block size " + std::to_string(traits->block_size));
+        return CorruptHere("dims[0] = " + std::to_string(t.dims[0]) + " is not a multiple of the " +
+                           std::string(traits->name) + " block size " +
+                           std::to_string(traits->block_size));
       }
       const uint64_t blocks = elements / static_cast<uint64_t>(traits->block_size);
       if (blocks > std::numeric_limits<uint64_t>::max() / traits->type_size) {
@@ -319,8 +338,8 @@ class GgufParser {
     f.data_offset_ = static_cast<size_t>(data_offset);
     if (data_offset > size_) {
       return DataLoss(name_ + ": truncated: data section starts at offset " +
-                      std::to_string(data_offset) + " (after padding to " +
-                      std::to_string(align) + "), file has " + std::to_string(size_));
+                      std::to_string(data_offset) + " (after padding to " + std::to_string(align) +
+                      "), file has " + std::to_string(size_));
     }
     const uint64_t data_size = size_ - data_offset;
     for (size_t k = 0; k < f.tensors_.size(); ++k) {
@@ -339,9 +358,8 @@ class GgufParser {
     }
     std::vector<size_t> order(f.tensors_.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return f.tensors_[a].offset < f.tensors_[b].offset;
-    });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return f.tensors_[a].offset < f.tensors_[b].offset; });
     for (size_t k = 1; k < order.size(); ++k) {
       const TensorInfo& prev = f.tensors_[order[k - 1]];
       const TensorInfo& cur = f.tensors_[order[k]];

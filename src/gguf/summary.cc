@@ -10,7 +10,9 @@ constexpr std::string_view kTokenIdPrefix = "tokenizer.ggml.";
 constexpr std::string_view kTokenIdSuffix = "_token_id";
 constexpr std::string_view kTemplateVariantPrefix = "tokenizer.chat_template.";
 
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool StartsWith(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 bool EndsWith(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
@@ -28,8 +30,8 @@ TokenizerSummary SummarizeTokenizer(const GgufFile& f) {
   t.add_bos = f.GetBool("tokenizer.ggml.add_bos_token");
   t.add_eos = f.GetBool("tokenizer.ggml.add_eos_token");
   const Value* tokens = f.Find("tokenizer.ggml.tokens");
-  if (tokens != nullptr && (tokens->type != ValueType::kArray ||
-                            tokens->elem_type != ValueType::kString)) {
+  if (tokens != nullptr &&
+      (tokens->type != ValueType::kArray || tokens->elem_type != ValueType::kString)) {
     tokens = nullptr;
   }
   for (const auto& [key, value] : f.metadata()) {

@@ -26,9 +26,9 @@ struct TokenizerSummary {
   std::optional<size_t> merges;      // length of tokenizer.ggml.merges
   bool has_scores = false;
   bool has_token_types = false;
-  std::vector<SpecialToken> special;  // in file order
-  std::optional<bool> add_bos;        // tokenizer.ggml.add_bos_token
-  std::optional<bool> add_eos;        // tokenizer.ggml.add_eos_token
+  std::vector<SpecialToken> special;          // in file order
+  std::optional<bool> add_bos;                // tokenizer.ggml.add_bos_token
+  std::optional<bool> add_eos;                // tokenizer.ggml.add_eos_token
   std::optional<size_t> chat_template_bytes;  // tokenizer.chat_template
   // tokenizer.chat_template.<name> variants: (name, bytes).
   std::vector<std::pair<std::string, size_t>> chat_template_variants;

@@ -10,19 +10,32 @@ namespace tachyon::gguf {
 
 std::string_view ValueTypeName(ValueType t) {
   switch (t) {
-    case ValueType::kUint8: return "u8";
-    case ValueType::kInt8: return "i8";
-    case ValueType::kUint16: return "u16";
-    case ValueType::kInt16: return "i16";
-    case ValueType::kUint32: return "u32";
-    case ValueType::kInt32: return "i32";
-    case ValueType::kFloat32: return "f32";
-    case ValueType::kBool: return "bool";
-    case ValueType::kString: return "string";
-    case ValueType::kArray: return "array";
-    case ValueType::kUint64: return "u64";
-    case ValueType::kInt64: return "i64";
-    case ValueType::kFloat64: return "f64";
+    case ValueType::kUint8:
+      return "u8";
+    case ValueType::kInt8:
+      return "i8";
+    case ValueType::kUint16:
+      return "u16";
+    case ValueType::kInt16:
+      return "i16";
+    case ValueType::kUint32:
+      return "u32";
+    case ValueType::kInt32:
+      return "i32";
+    case ValueType::kFloat32:
+      return "f32";
+    case ValueType::kBool:
+      return "bool";
+    case ValueType::kString:
+      return "string";
+    case ValueType::kArray:
+      return "array";
+    case ValueType::kUint64:
+      return "u64";
+    case ValueType::kInt64:
+      return "i64";
+    case ValueType::kFloat64:
+      return "f64";
   }
   return "unknown";
 }
@@ -37,7 +50,9 @@ bool IsSignedType(ValueType t) {
          t == ValueType::kInt64;
 }
 
-bool Value::IsInteger() const { return IsUnsignedType(type) || IsSignedType(type); }
+bool Value::IsInteger() const {
+  return IsUnsignedType(type) || IsSignedType(type);
+}
 
 std::optional<int64_t> Value::AsInt() const {
   if (IsUnsignedType(type) || type == ValueType::kBool) {
@@ -98,10 +113,13 @@ std::string QuoteString(const std::string& s, size_t max_chars) {
 
 std::string Value::ToString(size_t max_items) const {
   switch (type) {
-    case ValueType::kBool: return u ? "true" : "false";
+    case ValueType::kBool:
+      return u ? "true" : "false";
     case ValueType::kFloat32:
-    case ValueType::kFloat64: return FormatDouble(f);
-    case ValueType::kString: return QuoteString(s, 200);
+    case ValueType::kFloat64:
+      return FormatDouble(f);
+    case ValueType::kString:
+      return QuoteString(s, 200);
     case ValueType::kArray: {
       std::string out = "[";
       for (size_t k = 0; k < arr.size() && k < max_items; ++k) {

@@ -30,18 +30,42 @@ class Encoder {
   }
   void PutValue(ValueType type, const Value& v) {
     switch (type) {
-      case ValueType::kUint8: Put<uint8_t>(static_cast<uint8_t>(v.u)); break;
-      case ValueType::kInt8: Put<int8_t>(static_cast<int8_t>(v.i)); break;
-      case ValueType::kUint16: Put<uint16_t>(static_cast<uint16_t>(v.u)); break;
-      case ValueType::kInt16: Put<int16_t>(static_cast<int16_t>(v.i)); break;
-      case ValueType::kUint32: Put<uint32_t>(static_cast<uint32_t>(v.u)); break;
-      case ValueType::kInt32: Put<int32_t>(static_cast<int32_t>(v.i)); break;
-      case ValueType::kUint64: Put<uint64_t>(v.u); break;
-      case ValueType::kInt64: Put<int64_t>(v.i); break;
-      case ValueType::kFloat32: Put<float>(static_cast<float>(v.f)); break;
-      case ValueType::kFloat64: Put<double>(v.f); break;
-      case ValueType::kBool: Put<uint8_t>(v.u ? 1 : 0); break;
-      case ValueType::kString: PutString(v.s); break;
+      case ValueType::kUint8:
+        Put<uint8_t>(static_cast<uint8_t>(v.u));
+        break;
+      case ValueType::kInt8:
+        Put<int8_t>(static_cast<int8_t>(v.i));
+        break;
+      case ValueType::kUint16:
+        Put<uint16_t>(static_cast<uint16_t>(v.u));
+        break;
+      case ValueType::kInt16:
+        Put<int16_t>(static_cast<int16_t>(v.i));
+        break;
+      case ValueType::kUint32:
+        Put<uint32_t>(static_cast<uint32_t>(v.u));
+        break;
+      case ValueType::kInt32:
+        Put<int32_t>(static_cast<int32_t>(v.i));
+        break;
+      case ValueType::kUint64:
+        Put<uint64_t>(v.u);
+        break;
+      case ValueType::kInt64:
+        Put<int64_t>(v.i);
+        break;
+      case ValueType::kFloat32:
+        Put<float>(static_cast<float>(v.f));
+        break;
+      case ValueType::kFloat64:
+        Put<double>(v.f);
+        break;
+      case ValueType::kBool:
+        Put<uint8_t>(v.u ? 1 : 0);
+        break;
+      case ValueType::kString:
+        PutString(v.s);
+        break;
       case ValueType::kArray:
         Put<uint32_t>(static_cast<uint32_t>(v.elem_type));
         Put<uint64_t>(v.arr.size());
@@ -54,9 +78,13 @@ class Encoder {
   std::string* out_;
 };
 
-size_t AlignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+size_t AlignUp(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
 
-bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool IsPowerOfTwo(uint64_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 }  // namespace
 
@@ -100,8 +128,8 @@ Status GgufWriter::AddTensor(const std::string& name, GgmlType type, std::vector
   return Add(name, type, std::move(dims), data, nbytes, /*copy=*/true);
 }
 
-Status GgufWriter::AddTensorRef(const std::string& name, GgmlType type,
-                                std::vector<int64_t> dims, const void* data, size_t nbytes) {
+Status GgufWriter::AddTensorRef(const std::string& name, GgmlType type, std::vector<int64_t> dims,
+                                const void* data, size_t nbytes) {
   return Add(name, type, std::move(dims), data, nbytes, /*copy=*/false);
 }
 
@@ -110,16 +138,15 @@ Status GgufWriter::Add(const std::string& name, GgmlType type, std::vector<int64
   const std::string where = "gguf writer: tensor '" + name + "'";
   if (name.empty()) return InvalidArgument("gguf writer: empty tensor name");
   if (name.size() > kMaxTensorNameLength) {
-    return InvalidArgument(where + ": name longer than " +
-                           std::to_string(kMaxTensorNameLength) + " bytes");
+    return InvalidArgument(where + ": name longer than " + std::to_string(kMaxTensorNameLength) +
+                           " bytes");
   }
   for (const auto& t : tensors_) {
     if (t.name == name) return InvalidArgument(where + ": duplicate tensor name");
   }
   const auto traits = GetTypeTraits(static_cast<uint32_t>(type));
   if (!traits) {
-    return InvalidArgument(where + ": unknown type " +
-                           std::to_string(static_cast<uint32_t>(type)));
+    return InvalidArgument(where + ": unknown type " + std::to_string(static_cast<uint32_t>(type)));
   }
   if (dims.empty() || dims.size() > static_cast<size_t>(kMaxDims)) {
     return InvalidArgument(where + ": " + std::to_string(dims.size()) + " dims (need 1.." +
@@ -128,8 +155,8 @@ Status GgufWriter::Add(const std::string& name, GgmlType type, std::vector<int64
   uint64_t elements = 1;
   for (int64_t d : dims) {
     if (d <= 0) return InvalidArgument(where + ": dim " + std::to_string(d) + " <= 0");
-    if (elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) /
-                       static_cast<uint64_t>(d)) {
+    if (elements >
+        static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / static_cast<uint64_t>(d)) {
       return InvalidArgument(where + ": element count overflows");
     }
     elements *= static_cast<uint64_t>(d);
@@ -218,7 +245,8 @@ Status GgufWriter::WriteFile(const std::string& path) const {
     }
     return OkStatus();
   });
-  if (st.ok() && std::fflush(f) != 0) st = Internal(path + ": flush failed: " + std::strerror(errno));
+  if (st.ok() && std::fflush(f) != 0)
+    st = Internal(path + ": flush failed: " + std::strerror(errno));
   if (st.ok() && ::fsync(::fileno(f)) != 0) {
     st = Internal(path + ": fsync failed: " + std::strerror(errno));
   }

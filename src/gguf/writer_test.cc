@@ -17,8 +17,7 @@ namespace tachyon::gguf {
 namespace {
 
 Result<GgufFile> ParseString(const std::string& bytes) {
-  return GgufFile::Parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                         "mem.gguf");
+  return GgufFile::Parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "mem.gguf");
 }
 
 std::vector<uint8_t> Pattern(size_t n, uint8_t seed) {
@@ -131,9 +130,12 @@ TEST(GgufWriter, TensorsRoundTripAtEveryAlignment) {
     std::vector<int64_t> dims;
   };
   const std::vector<Spec> specs = {
-      {"f32", GgmlType::kF32, {3}},         {"f16", GgmlType::kF16, {5, 3}},
-      {"q8_0", GgmlType::kQ8_0, {64, 2}},   {"q4_k", GgmlType::kQ4_K, {256, 1, 3}},
-      {"bf16", GgmlType::kBF16, {2, 2, 2, 2}}, {"q6_k", GgmlType::kQ6_K, {512}},
+      {"f32", GgmlType::kF32, {3}},
+      {"f16", GgmlType::kF16, {5, 3}},
+      {"q8_0", GgmlType::kQ8_0, {64, 2}},
+      {"q4_k", GgmlType::kQ4_K, {256, 1, 3}},
+      {"bf16", GgmlType::kBF16, {2, 2, 2, 2}},
+      {"q6_k", GgmlType::kQ6_K, {512}},
   };
   for (size_t align : {1u, 8u, 32u, 64u, 4096u}) {
     GgufWriter w;
@@ -230,8 +232,9 @@ TEST(GgufWriter, WriteFileIsAtomicAndReadable) {
 TEST(GgufWriter, RejectsBadTensors) {
   GgufWriter w;
   const std::vector<uint8_t> buf(4096);
-  auto add = [&](const std::string& name, GgmlType type, std::vector<int64_t> dims,
-                 size_t nbytes) { return w.AddTensor(name, type, dims, buf.data(), nbytes); };
+  auto add = [&](const std::string& name, GgmlType type, std::vector<int64_t> dims, size_t nbytes) {
+    return w.AddTensor(name, type, dims, buf.data(), nbytes);
+  };
   ASSERT_TRUE(add("ok", GgmlType::kF32, {4}, 16).ok());
   EXPECT_NE(add("ok", GgmlType::kF32, {4}, 16).message().find("duplicate"), std::string::npos);
   EXPECT_NE(add("", GgmlType::kF32, {4}, 16).message().find("empty"), std::string::npos);
@@ -240,8 +243,7 @@ TEST(GgufWriter, RejectsBadTensors) {
   EXPECT_NE(add("t", static_cast<GgmlType>(4), {4}, 16).message().find("unknown type"),
             std::string::npos);
   EXPECT_NE(add("t", GgmlType::kF32, {}, 16).message().find("dims"), std::string::npos);
-  EXPECT_NE(add("t", GgmlType::kF32, {1, 1, 1, 1, 1}, 4).message().find("dims"),
-            std::string::npos);
+  EXPECT_NE(add("t", GgmlType::kF32, {1, 1, 1, 1, 1}, 4).message().find("dims"), std::string::npos);
   EXPECT_NE(add("t", GgmlType::kF32, {0}, 0).message().find("<= 0"), std::string::npos);
   EXPECT_NE(add("t", GgmlType::kQ4_0, {48}, 36).message().find("block size"), std::string::npos);
   EXPECT_NE(add("t", GgmlType::kF32, {4}, 15).message().find("needs 16"), std::string::npos);
