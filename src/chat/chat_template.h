@@ -46,6 +46,9 @@ struct RenderLimits {
   int64_t max_steps = 2'000'000;            // loop iterations + macro calls, in total
   size_t max_output_bytes = 32u << 20;      // rendered text, and any single string value
   size_t max_list_items = 1u << 20;         // any single list / dict value
+  // Stack the evaluator may use for nesting (statements, expressions, macro calls) before
+  // failing; the rendering thread needs at least this much stack plus a margin.
+  size_t max_stack_bytes = 2u << 20;
 };
 
 struct RenderOptions {

@@ -36,7 +36,17 @@ Renderer::~Renderer() {
   if (root_) root_->vars.clear();
 }
 
+Status Renderer::CheckStack() const {
+  const char* here = static_cast<const char*>(__builtin_frame_address(0));
+  if (stack_base_ && stack_base_ > here &&
+      size_t(stack_base_ - here) > options_.limits.max_stack_bytes) {
+    return ResourceExhausted("template nesting or recursion too deep (evaluation stack limit reached)");
+  }
+  return OkStatus();
+}
+
 Result<std::string> Renderer::Render(const Value& context) {
+  stack_base_ = static_cast<const char*>(__builtin_frame_address(0));
   root_ = std::make_shared<Frame>();
   if (context.IsDict()) {
     for (const auto& [k, v] : context.dict().items) {
@@ -71,6 +81,7 @@ Status Renderer::Emit(const Value& v, std::string* out) {
 }
 
 Status Renderer::ExecBody(const Body& body, const FramePtr& frame, std::string* out) {
+  RETURN_IF_ERROR(CheckStack());
   for (const StmtPtr& s : body) {
     RETURN_IF_ERROR(Exec(*s, frame, out));
     if (flow_ != Flow::kNone) break;
@@ -239,6 +250,10 @@ Status Renderer::Assign(const Expr& target, Value v, const FramePtr& frame) {
       if (!obj || !obj->IsNamespace()) {
         return InvalidArgument("cannot assign attribute on non-namespace object");
       }
+      if (v.Depth() > kMaxValueDepth) {
+        return ResourceExhausted("value nested deeper than " + std::to_string(kMaxValueDepth) +
+                                 " levels");
+      }
       obj->mutable_dict().Set(Value(target.name), std::move(v));
       return OkStatus();
     }
@@ -294,7 +309,7 @@ Result<Value> Renderer::CallMacro(const Stmt& macro, const FramePtr& closure, Ca
       kwargs.emplace_back(Value(args.kw[k].first), args.kw[k].second);
     }
   }
-  frame->Set("varargs", Value::List(std::move(varargs)));
+  frame->Set("varargs", Value::List(std::move(varargs), /*is_tuple=*/true));
   frame->Set("kwargs", Value::Dict(std::move(kwargs)));
   if (!caller.IsUndefined()) frame->Set("caller", std::move(caller));
   ++call_depth_;
@@ -309,6 +324,7 @@ Result<Value> Renderer::CallMacro(const Stmt& macro, const FramePtr& closure, Ca
 // ---- expressions ----
 
 Result<Value> Renderer::Eval(const Expr& e, const FramePtr& frame) {
+  if (e.height > 1) RETURN_IF_ERROR(CheckStack());
   switch (e.kind) {
     case ExprKind::kConst:
       return e.value;
@@ -322,7 +338,9 @@ Result<Value> Renderer::Eval(const Expr& e, const FramePtr& frame) {
         ASSIGN_OR_RETURN(Value v, Eval(*a, frame));
         items.push_back(std::move(v));
       }
-      return Value::List(std::move(items), e.kind == ExprKind::kTuple);
+      Value list = Value::List(std::move(items), e.kind == ExprKind::kTuple);
+      if (list.Depth() > kMaxValueDepth) return ResourceExhausted("value nested too deeply");
+      return list;
     }
     case ExprKind::kDict: {
       Value d = Value::Dict();
@@ -334,6 +352,7 @@ Result<Value> Renderer::Eval(const Expr& e, const FramePtr& frame) {
         }
         d.mutable_dict().Set(std::move(k), std::move(v));
       }
+      if (d.Depth() > kMaxValueDepth) return ResourceExhausted("value nested too deeply");
       return d;
     }
     case ExprKind::kGetattr: {

@@ -72,7 +72,11 @@ class Renderer {
   Result<Value> EvalCompare(const Expr& e, const FramePtr& frame);
   Status EvalArgs(const Expr& e, const FramePtr& frame, CallArgs* args);
 
+  // Fails once the evaluator's recursion has used more than max_stack_bytes of stack.
+  Status CheckStack() const;
+
   const Program& program_;
+  const char* stack_base_ = nullptr;
   RenderOptions options_;
   SizeLimits size_limits_;
   FramePtr root_;

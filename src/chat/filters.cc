@@ -450,7 +450,7 @@ Result<Value> FRound(Renderer&, const Value& v, CallArgs& args) {
   if (method == "common") {
     if (v.IsIntegral()) return Value(v.AsInt());
     if (p >= 0) {
-      char buf[512];
+      char buf[1024];
       std::snprintf(buf, sizeof(buf), "%.*f", int(p), v.AsDouble());  // round-half-even, exact
       return Value(std::strtod(buf, nullptr));
     }
@@ -616,6 +616,17 @@ Result<Value> FPprint(Renderer& r, const Value& v, CallArgs&) {
   return Value(std::move(out));
 }
 
+// "%s-%s"|format(a, b) is "%s-%s" % (a, b).
+Result<Value> FFormat(Renderer& r, const Value& v, CallArgs& args) {
+  ASSIGN_OR_RETURN(std::string fmt, StrOf(r, v));
+  if (!args.kw.empty()) {
+    std::vector<std::pair<Value, Value>> items;
+    for (const auto& [k, val] : args.kw) items.emplace_back(Value(k), val);
+    return PercentFormat(fmt, Value::Dict(std::move(items)), r.size_limits().max_string_bytes);
+  }
+  return PercentFormat(fmt, Value::List(args.pos, true), r.size_limits().max_string_bytes);
+}
+
 const std::unordered_map<std::string_view, FilterFn>& Filters() {
   static const auto* m = new std::unordered_map<std::string_view, FilterFn>{
       {"tojson", FTojson},       {"length", FLength},         {"count", FLength},
@@ -632,7 +643,7 @@ const std::unordered_map<std::string_view, FilterFn>& Filters() {
       {"batch", FBatch},         {"sum", FSum},               {"min", FMin},
       {"max", FMax},             {"escape", FEscape},         {"e", FEscape},
       {"forceescape", FForceEscape},  {"center", FCenter},         {"truncate", FTruncate},
-      {"attr", FAttr},           {"pprint", FPprint},
+      {"attr", FAttr},           {"format", FFormat},           {"pprint", FPprint},
   };
   return *m;
 }

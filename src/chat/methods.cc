@@ -127,7 +127,7 @@ Result<Value> Pad(std::string_view method, const std::string& s, const std::vect
     }
     fill = a[1].str();
   }
-  int64_t width = std::min<int64_t>(a[0].AsInt(), 1 << 24);
+  int64_t width = std::min<int64_t>(a[0].AsInt(), 1 << 22);
   int64_t len = int64_t(Utf8Length(s));
   if (width <= len) return Value(s);
   int64_t marg = width - len;

@@ -20,6 +20,9 @@ Status TooLong(const char* what) {
 
 Result<Value> Repeat(const Value& seq, int64_t n, const SizeLimits& lim) {
   if (n < 0) n = 0;
+  if ((seq.IsString() && seq.str().empty()) || (seq.IsList() && seq.list().items.empty())) {
+    n = 0;
+  }
   if (seq.IsString()) {
     const std::string& s = seq.str();
     if (!s.empty() && uint64_t(n) > lim.max_string_bytes / s.size()) return TooLong("string");
@@ -135,9 +138,7 @@ Result<Value> BinaryOp(std::string_view op, const Value& a, const Value& b,
     if ((a.IsString() || a.IsList()) && b.IsIntegral()) return Repeat(a, b.AsInt(), lim);
     if ((b.IsString() || b.IsList()) && a.IsIntegral()) return Repeat(b, a.AsInt(), lim);
   }
-  if (op == "%" && a.IsString()) {
-    return TypeError("printf-style string formatting ('%') is not supported");
-  }
+  if (op == "%" && a.IsString()) return PercentFormat(a.str(), b, lim.max_string_bytes);
   return Unsupported(op == "**" ? "** or pow()" : op, a, b);
 }
 
@@ -346,7 +347,10 @@ Result<Value> Slice(const Value& obj, const Value& start_v, const Value& stop_v,
   int64_t start = adjust(start_v, step < 0 ? n - 1 : 0);
   int64_t stop = adjust(stop_v, step < 0 ? -1 : n);
   std::vector<int64_t> idx;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) idx.push_back(i);
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+    idx.push_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;
+  }
   if (obj.IsList()) {
     std::vector<Value> items;
     items.reserve(idx.size());

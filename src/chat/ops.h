@@ -32,6 +32,10 @@ Result<Value> GetItem(const Value& obj, const Value& key);
 // obj[start:stop:step]; each bound may be Undefined/None (absent).
 Result<Value> Slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
 
+// Python `fmt % args` (printf-style: %s %r %d %i %x %o %c %f %e %g, flags, width,
+// precision, %(name)s with a dict).
+Result<Value> PercentFormat(const std::string& fmt, const Value& args, size_t max_bytes);
+
 // Methods of str / list / dict values (Python's, minus the mutating ones, which the
 // immutable sandbox refuses).
 bool IsMethodName(const Value& receiver, std::string_view name);

@@ -25,6 +25,7 @@ const Value* DictData::Find(std::string_view key) const {
 }
 
 void DictData::Set(Value key, Value value) {
+  depth = std::max(depth, 1 + value.Depth());
   for (auto& [k, v] : items) {
     if (Equals(k, key)) {
       v = std::move(value);
@@ -47,12 +48,14 @@ Value Value::List(std::vector<Value> items, bool is_tuple) {
   auto l = std::make_shared<ListData>();
   l->items = std::move(items);
   l->is_tuple = is_tuple;
+  for (const Value& v : l->items) l->depth = std::max(l->depth, 1 + v.Depth());
   return Value(std::move(l));
 }
 
 Value Value::Dict(std::vector<std::pair<Value, Value>> items) {
   auto d = std::make_shared<DictData>();
   d->items = std::move(items);
+  for (const auto& kv : d->items) d->depth = std::max(d->depth, 1 + kv.second.Depth());
   return Value(std::move(d));
 }
 
@@ -60,6 +63,12 @@ Value Value::Namespace() {
   auto d = std::make_shared<DictData>();
   d->is_namespace = true;
   return Value(std::move(d));
+}
+
+int Value::Depth() const {
+  if (IsList()) return list().depth;
+  if (IsDict()) return dict().depth;
+  return 0;
 }
 
 bool Value::Truthy() const {

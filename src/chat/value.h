@@ -33,11 +33,13 @@ struct Undefined {
 struct ListData {
   std::vector<Value> items;
   bool is_tuple = false;
+  int depth = 1;  // nesting depth of lists / dicts (see Value::Depth)
 };
 
 struct DictData {
   std::vector<std::pair<Value, Value>> items;  // insertion order
   bool is_namespace = false;
+  int depth = 1;
   const Value* Find(const Value& key) const;
   const Value* Find(std::string_view key) const;
   // Inserts or replaces (keeps the original position on replace).
@@ -127,6 +129,9 @@ class Value {
   const ObjectPtr& object() const { return std::get<ObjectPtr>(v_); }
   const std::string& undefined_hint() const { return std::get<Undefined>(v_).hint; }
 
+  // Nesting depth of list / dict containers (0 for scalars and namespaces). Bounded so that
+  // destroying or printing a value never recurses deeper than the limit.
+  int Depth() const;
   // Python truthiness.
   bool Truthy() const;
   // Python type name: NoneType, bool, int, float, str, list, tuple, dict, Namespace, ...
@@ -154,6 +159,7 @@ Status UndefinedError(const Value& undefined);
 // Python str(v) / repr(v). Nesting deeper than kMaxPrintDepth (or a namespace cycle) and
 // output beyond max_bytes fail.
 inline constexpr int kMaxPrintDepth = 256;
+inline constexpr int kMaxValueDepth = 200;
 Status AppendStr(const Value& v, std::string* out, size_t max_bytes);
 Status AppendRepr(const Value& v, std::string* out, size_t max_bytes, int depth = 0);
 Result<std::string> ToStr(const Value& v, size_t max_bytes = 64u << 20);
