@@ -1,0 +1,107 @@
+#include "model/hf_tokenizer.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "util/mmap_file.h"
+
+namespace tachyon::model {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Result<std::optional<json>> ReadJsonIfExists(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return std::optional<json>();
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path.string()));
+  try {
+    json j = json::parse(text);
+    if (!j.is_object()) return InvalidArgument(path.string() + ": not a JSON object");
+    return std::optional<json>(std::move(j));
+  } catch (const json::exception& e) {
+    return InvalidArgument(path.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+// bos_token / eos_token: a string or an AddedToken object {"content": ...}.
+std::optional<std::string> TokenText(const json& cfg, const char* key) {
+  if (!cfg.contains(key)) return std::nullopt;
+  const json& v = cfg[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+    return v["content"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> TokenId(const json& tok, const std::string& text) {
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
+    for (const json& t : tok["added_tokens"]) {
+      if (t.is_object() && t.value("content", json()) == text && t.contains("id") &&
+          t["id"].is_number_integer()) {
+        return t["id"].get<int64_t>();
+      }
+    }
+  }
+  if (tok.contains("model") && tok["model"].is_object() && tok["model"].contains("vocab") &&
+      tok["model"]["vocab"].is_object()) {
+    const json& vocab = tok["model"]["vocab"];
+    auto it = vocab.find(text);
+    if (it != vocab.end() && it->is_number_integer()) return it->get<int64_t>();
+  }
+  return std::nullopt;
+}
+
+Status AddChatTemplates(const json& cfg, const std::string& path, gguf::GgufWriter* w) {
+  if (!cfg.contains("chat_template") || cfg["chat_template"].is_null()) return OkStatus();
+  const json& t = cfg["chat_template"];
+  if (t.is_string()) {
+    w->Set("tokenizer.chat_template", gguf::Value::String(t.get<std::string>()));
+    return OkStatus();
+  }
+  if (!t.is_array()) return InvalidArgument(path + ": chat_template must be a string or a list");
+  for (const json& item : t) {
+    if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
+        !item.contains("template") || !item["template"].is_string()) {
+      return InvalidArgument(path + ": chat_template entries need string name and template");
+    }
+    const std::string name = item["name"].get<std::string>();
+    w->Set(name == "default" ? "tokenizer.chat_template" : "tokenizer.chat_template." + name,
+           gguf::Value::String(item["template"].get<std::string>()));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status AddHfTokenizerMetadata(const std::string& dir, gguf::GgufWriter* w) {
+  const fs::path root(dir);
+  ASSIGN_OR_RETURN(std::optional<json> tok, ReadJsonIfExists(root / "tokenizer.json"));
+  if (tok) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString((root / "tokenizer.json").string()));
+    w->Set("tokenizer.huggingface.json", gguf::Value::String(std::move(text)));
+  }
+  const std::string cfg_path = (root / "tokenizer_config.json").string();
+  ASSIGN_OR_RETURN(std::optional<json> cfg, ReadJsonIfExists(cfg_path));
+  if (!cfg) return OkStatus();
+  RETURN_IF_ERROR(AddChatTemplates(*cfg, cfg_path, w));
+  if (cfg->contains("add_bos_token") && (*cfg)["add_bos_token"].is_boolean()) {
+    w->Set("tokenizer.ggml.add_bos_token", gguf::Value::Bool((*cfg)["add_bos_token"].get<bool>()));
+  }
+  if (!tok) return OkStatus();
+  for (const auto& [key, gguf_key] : {std::pair{"bos_token", "tokenizer.ggml.bos_token_id"},
+                                      std::pair{"eos_token", "tokenizer.ggml.eos_token_id"}}) {
+    std::optional<std::string> text = TokenText(*cfg, key);
+    if (!text) continue;
+    std::optional<int64_t> id = TokenId(*tok, *text);
+    if (id && *id >= 0 && *id <= INT32_MAX) {
+      w->Set(gguf_key, gguf::Value::Uint32(static_cast<uint32_t>(*id)));
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace tachyon::model

@@ -1,0 +1,21 @@
+// The tokenizer of a Hugging Face model folder as GGUF metadata.
+//
+// tokenizer.json is stored whole under tokenizer.huggingface.json (the GGUF spec's key for
+// it); tokenizer_config.json gives tokenizer.chat_template (and tokenizer.chat_template.<name>
+// for named templates), tokenizer.ggml.bos_token_id / eos_token_id (bos_token / eos_token
+// looked up in tokenizer.json) and tokenizer.ggml.add_bos_token. No tokenizer.ggml.tokens
+// vocabulary is written: a reader must build the tokenizer from tokenizer.huggingface.json.
+#pragma once
+
+#include <string>
+
+#include "gguf/gguf.h"
+#include "util/status.h"
+
+namespace tachyon::model {
+
+// Adds the keys above for the files of `dir` that exist (none is required). Errors name the
+// file and field of malformed JSON.
+Status AddHfTokenizerMetadata(const std::string& dir, gguf::GgufWriter* w);
+
+}  // namespace tachyon::model
