@@ -18,9 +18,11 @@ using Range = std::pair<size_t, size_t>;
 // Turns match ranges into the pieces a split behaviour keeps.
 void SplitByMatches(const std::string& text, const std::vector<Range>& matches,
                     SplitBehavior behavior, bool invert, std::vector<std::string>* out) {
-  // Alternating (range, is_match) list covering the text.
-  std::vector<std::pair<Range, bool>> parts;
-  parts.reserve(matches.size() * 2 + 1);
+  // Alternating (range, is_match) list covering the text (scratch reused per thread).
+  thread_local std::vector<std::pair<Range, bool>> parts;
+  thread_local std::vector<Range> kept;
+  parts.clear();
+  kept.clear();
   size_t prev = 0;
   for (auto [b, e] : matches) {
     if (b > prev) parts.push_back({{prev, b}, invert});
@@ -29,8 +31,6 @@ void SplitByMatches(const std::string& text, const std::vector<Range>& matches,
   }
   if (prev < text.size()) parts.push_back({{prev, text.size()}, invert});
 
-  std::vector<Range> kept;
-  kept.reserve(parts.size());
   switch (behavior) {
     case SplitBehavior::kRemoved:
       for (auto& [r, m] : parts) {
@@ -114,7 +114,8 @@ std::string ReplaceSpaces(const std::string& text, const std::string& with) {
 
 void ApplyStep(const PreStep& s, std::string piece, bool at_start,
                std::vector<std::string>* out) {
-  std::vector<Range> m;
+  thread_local std::vector<Range> m;
+  m.clear();
   switch (s.kind) {
     case PreStep::kSplit:
       s.regex->FindAll(piece, &m);
@@ -197,6 +198,9 @@ void ApplyPreTokenizers(const std::vector<PreStep>& steps, std::string text, boo
   cur.push_back(std::move(text));
   std::vector<std::string> next;
   for (size_t k = 0; k < steps.size(); ++k) {
+    const PreStep& st = steps[k];
+    // ByteLevel without regex or prefix space only marks pieces as bytes: nothing to do.
+    if (st.kind == PreStep::kByteLevel && !st.regex && !st.add_prefix_space) continue;
     next.clear();
     for (size_t i = 0; i < cur.size(); ++i) {
       ApplyStep(steps[k], std::move(cur[i]), at_start && i == 0, &next);
