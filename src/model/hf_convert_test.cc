@@ -54,7 +54,7 @@ class HfConvertTest : public ::testing::Test {
     ASSERT_TRUE(IsHfModelFolder(hf));
     auto ref = Model::Load(path);
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-    auto got = LoadHfModel(hf);
+    auto got = Model::Load(hf);  // a folder with config.json goes through LoadHfModel
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_EQ((*got)->config().arch, (*ref)->config().arch);
     EXPECT_EQ((*got)->config().tied_output, (*ref)->config().tied_output);

@@ -5,6 +5,8 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/arch.h"
+#include "model/hf_convert.h"
+#include "model/hf_load.h"
 
 namespace tachyon::model {
 
@@ -14,6 +16,7 @@ constexpr int64_t kMaxVocab = int64_t{1} << 24;
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  if (IsHfModelFolder(path)) return LoadHfModel(path);  // config.json + safetensors
   ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::Open(path));
   std::unique_ptr<Model> m(new Model());
   m->file_ = std::make_unique<gguf::GgufFile>(std::move(file));
