@@ -37,13 +37,14 @@ void AddedTokens::Build() {
   normalized_ = Matcher();
   for (size_t i = 0; i < tokens_.size(); ++i) {
     Matcher& m = tokens_[i].normalized ? normalized_ : raw_;
-    m.by_first_byte[static_cast<uint8_t>(tokens_[i].content[0])].push_back(static_cast<int>(i));
+    if (tokens_[i].pattern().empty()) continue;
+    m.by_first_byte[static_cast<uint8_t>(tokens_[i].pattern()[0])].push_back(static_cast<int>(i));
     m.any = true;
   }
   for (Matcher* m : {&raw_, &normalized_}) {
     for (auto& list : m->by_first_byte) {
       std::stable_sort(list.begin(), list.end(), [&](int a, int b) {
-        return tokens_[a].content.size() > tokens_[b].content.size();
+        return tokens_[a].pattern().size() > tokens_[b].pattern().size();
       });
     }
   }
@@ -69,12 +70,13 @@ void AddedTokens::Split(std::string_view text, bool normalized, bool parse_speci
       for (int idx : cands) {
         const AddedToken& t = tokens_[idx];
         if (t.special && !parse_special) continue;
-        if (text.size() - pos < t.content.size()) continue;
-        if (text.compare(pos, t.content.size(), t.content) != 0) continue;
+        const std::string& pat = t.pattern();
+        if (text.size() - pos < pat.size()) continue;
+        if (text.compare(pos, pat.size(), pat) != 0) continue;
         if (t.single_word) {
           size_t s;
           if (pos > 0 && IsWordChar(CodepointBefore(text, pos, &s))) continue;
-          const size_t end = pos + t.content.size();
+          const size_t end = pos + pat.size();
           if (end < text.size()) {
             uint32_t cp;
             DecodeUtf8(text, end, &cp);
@@ -88,7 +90,7 @@ void AddedTokens::Split(std::string_view text, bool normalized, bool parse_speci
         ++pos;
         continue;
       }
-      size_t start = pos, end = pos + hit->content.size();
+      size_t start = pos, end = pos + hit->pattern().size();
       if (hit->lstrip) {
         while (start > seg_begin) {
           size_t s;

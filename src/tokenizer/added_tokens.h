@@ -20,6 +20,10 @@ struct AddedToken {
   bool rstrip = false;
   bool single_word = false;
   bool normalized = false;   // matched in normalized text (else in raw text)
+  // What is searched for: content, or for normalized tokens the normalized content
+  // (set by the loader; empty means content).
+  std::string match;
+  const std::string& pattern() const { return match.empty() ? content : match; }
 };
 
 class AddedTokens {
@@ -28,6 +32,8 @@ class AddedTokens {
   void Add(AddedToken token);
   // Builds the matchers; call once after the last Add.
   void Build();
+  // Mutable access for loaders (e.g. to set `match`); call Build() afterwards.
+  std::vector<AddedToken>& mutable_tokens() { return tokens_; }
 
   bool empty() const { return tokens_.empty(); }
   const std::vector<AddedToken>& tokens() const { return tokens_; }

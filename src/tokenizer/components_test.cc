@@ -137,7 +137,8 @@ const char kWordPieceJson[] = R"({
   "added_tokens": [
     {"id": 0, "content": "[UNK]", "special": true},
     {"id": 1, "content": "[CLS]", "special": true},
-    {"id": 2, "content": "[SEP]", "special": true}],
+    {"id": 2, "content": "[SEP]", "special": true},
+    {"id": 10, "content": "Foo", "special": false, "normalized": true}],
   "normalizer": {"type": "BertNormalizer", "lowercase": true},
   "pre_tokenizer": {"type": "BertPreTokenizer"},
   "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 2], "cls": ["[CLS]", 1]},
@@ -153,6 +154,8 @@ TEST(HfJson, WordPiece) {
   const auto ids = (*tok)->Encode("Hello WORLDS! Unaffable zzz", true);
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 3, 4, 5, 6, 7, 8, 9, 0, 2}));
   EXPECT_EQ((*tok)->Decode(ids, true), "hello worlds! unaffable");
+  // A normalized added token is matched in its normalized form ("Foo" -> "foo").
+  EXPECT_EQ((*tok)->Encode("FOO hello", false), (std::vector<int32_t>{10, 3}));
   EXPECT_EQ((*tok)->bos_id(), 1);
   EXPECT_EQ((*tok)->eos_id(), 2);
   EXPECT_TRUE((*tok)->add_bos() && (*tok)->add_eos());

@@ -518,6 +518,13 @@ Result<std::unique_ptr<Pipeline>> Load(std::string_view tokenizer_json,
   RETURN_IF_ERROR(
       l.PreTokenizer(root.value("pre_tokenizer", json()), "pre_tokenizer", &p->pre_tokenizers));
   for (const PreStep& s : p->pre_tokenizers) p->byte_level |= s.kind == PreStep::kByteLevel;
+  // Normalized added tokens are searched for in their normalized form.
+  if (!p->normalizers.empty()) {
+    for (AddedToken& t : p->added.mutable_tokens()) {
+      if (t.normalized) t.match = ApplyNormalizers(p->normalizers, t.content);
+    }
+    p->added.Build();
+  }
   RETURN_IF_ERROR(l.BuildModel(*model, p.get()));
   RETURN_IF_ERROR(l.Decoder(root.value("decoder", json()), "decoder", &p->decoders));
   RETURN_IF_ERROR(
