@@ -133,7 +133,10 @@ int RunRun(int argc, char** argv) {
   if (!kv.ok()) return Fail(kv.status().message());
   ThreadPool pool(threads);
   SimpleSampler sampler(so, seed);
+  // The prompt goes through the detokenizer first (its text is not printed), so the first
+  // generated piece keeps its leading space as a continuation of the prompt.
   tokenizer::IncrementalDetokenizer detok(**tok);
+  for (int32_t id : ids) detok.Push(id);
 
   model::Batch batch;
   batch.seqs.resize(1);

@@ -1,0 +1,170 @@
+// The model commands of the tachyon binary: logits, run, bench, perplexity, synth.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "util/testdata.h"
+
+namespace tachyon::model_cli_test {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string Temp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("tachyon_model_cli_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs the tachyon binary with `args` (already shell-quoted).
+Result Tachyon(const std::string& args) {
+  const std::string out = Temp("stdout"), err = Temp("stderr");
+  const std::string cmd = std::string(TACHYON_BINARY) + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = Slurp(out);
+  r.err = Slurp(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+std::string Stories() {
+  const std::string dir = TestdataDir();
+  return dir.empty() ? "" : dir + "/stories260K";
+}
+
+#define REQUIRE_STORIES()                                                     \
+  if (Stories().empty()) GTEST_SKIP() << "testdata not found (TACHYON_TESTDATA)"
+
+TEST(ModelCliTest, LogitsMatchLlama2c) {
+  REQUIRE_STORIES();
+  const std::string out = Temp("logits.f32");
+  // p00's first 20 ids, in chunks of 6 through the KV cache.
+  Result r = Tachyon("logits -m " + Stories() + "/stories260K.gguf --chunk 6 --ids "
+                     "1,403,407,261,378,432,383,286,261,376,298,315,421,395,317,426,338,401,"
+                     "396,267 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string got = Slurp(out), want = Slurp(Stories() + "/reference/logits/p00_allpos.f32");
+  std::filesystem::remove(out);
+  ASSERT_EQ(got.size(), 20u * 512 * 4);
+  ASSERT_GE(want.size(), got.size());
+  const float* g = reinterpret_cast<const float*>(got.data());
+  const float* w = reinterpret_cast<const float*>(want.data());
+  float max_diff = 0;
+  for (size_t i = 0; i < 20 * 512; ++i) max_diff = std::max(max_diff, std::fabs(g[i] - w[i]));
+  EXPECT_LT(max_diff, 1e-3f);
+}
+
+TEST(ModelCliTest, RunGreedyMatchesLlama2cText) {
+  REQUIRE_STORIES();
+  std::ifstream f(Stories() + "/reference/generations.json");
+  const auto gens = nlohmann::json::parse(f);
+  int checked = 0;
+  for (const auto& c : gens["cases"]) {
+    const std::string prompt = c["prompt"];
+    if (c["stop_reason"] != "steps" || prompt.empty() || prompt.find('"') != std::string::npos) {
+      continue;
+    }
+    const size_t n = c["generated_ids"].size();
+    Result r = Tachyon("run -m " + Stories() + "/stories260K.gguf -t 1 --temp 0 -n " +
+                       std::to_string(n) + " -p \"" + prompt + "\"");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string stdout_ref = c["stdout"];
+    ASSERT_EQ(stdout_ref.substr(0, prompt.size()), prompt);
+    EXPECT_EQ(r.out, stdout_ref.substr(prompt.size())) << c["id"];
+    if (++checked == 2) break;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
+TEST(ModelCliTest, BenchJson) {
+  REQUIRE_STORIES();
+  Result r = Tachyon("bench -m " + Stories() +
+                     "/stories260K.gguf -p 32 -n 8 --reps 1 -t 1 --json --bw-mib 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"pp_tok_s", "tg_tok_s", "load_s", "weight_bytes", "bandwidth_gbs",
+                          "tg_roofline_ratio"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+    EXPECT_GT(j[key].get<double>(), 0) << key;
+  }
+  EXPECT_GT(j["weight_bytes"].get<double>(), 500000);  // ~1 MB of f32 weights
+}
+
+TEST(ModelCliTest, PerplexityOfOwnGreedyTextIsLow) {
+  REQUIRE_STORIES();
+  std::ifstream f(Stories() + "/reference/generations.json");
+  const auto gens = nlohmann::json::parse(f);
+  const std::string text_path = Temp("text.txt");
+  {
+    std::ofstream t(text_path);
+    for (const auto& c : gens["cases"]) t << c["stdout"].get<std::string>();
+  }
+  Result r = Tachyon("perplexity -m " + Stories() + "/stories260K.gguf -t 1 --ctx 128 -f " +
+                     text_path);
+  std::filesystem::remove(text_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  double ppl = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "perplexity: %lf", &ppl), 1) << r.out;
+  // Greedy text of the model itself: far below the vocabulary size (512), above 1.
+  EXPECT_GT(ppl, 1.0);
+  EXPECT_LT(ppl, 4.0);
+}
+
+TEST(ModelCliTest, SynthWritesALoadableModel) {
+  const std::string path = Temp("synth.gguf"), out = Temp("synth.f32");
+  Result r = Tachyon("synth --arch qwen3 --shape tiny --type Q4_K_M -t 1 -o " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Tachyon("logits -m " + path + " --ids 1,2,3 --out " + out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(out), 3u * 512 * 4);
+  std::filesystem::remove(path);
+  std::filesystem::remove(out);
+}
+
+TEST(ModelCliTest, BadInputsGiveOneLineErrors) {
+  Result r = Tachyon("synth --arch llama --shape tiny --type Q9_9 -o " + Temp("bad.gguf"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("Q9_9"), std::string::npos) << r.err;
+  r = Tachyon("synth --arch gpt2 --shape tiny --type Q8_0 -o " + Temp("bad.gguf"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("gpt2"), std::string::npos) << r.err;
+  r = Tachyon("run -m /nonexistent/model.gguf -p hi");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+  r = Tachyon("logits -m /nonexistent/model.gguf --ids 1 --out " + Temp("x"));
+  EXPECT_NE(r.exit_code, 0);
+  r = Tachyon("bench");
+  EXPECT_NE(r.exit_code, 0);
+  if (!Stories().empty()) {
+    r = Tachyon("logits -m " + Stories() + "/stories260K.gguf --ids 1,600 --out " + Temp("x"));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("600"), std::string::npos) << r.err;
+    r = Tachyon("logits -m " + Stories() + "/stories260K.gguf --ids 1,x --out " + Temp("x"));
+    EXPECT_NE(r.exit_code, 0);
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::model_cli_test
