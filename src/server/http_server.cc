@@ -287,6 +287,9 @@ class Session : public std::enable_shared_from_this<Session> {
     writing_ = true;
     out_.swap(pending_);
     pending_.clear();
+    // A client that reads nothing for this long is gone (only the write timer is set: the
+    // watch read may be pending).
+    stream_.expires_after(std::chrono::seconds(120));
     net::async_write(stream_, net::buffer(out_),
                      [self = shared_from_this()](error_code ec, size_t) {
                        self->writing_ = false;
