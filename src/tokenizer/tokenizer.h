@@ -130,7 +130,10 @@ class Tokenizer {
 // concatenation of every Push() and the final Flush() equals
 // tokenizer.Decode(all ids, skip_special) exactly (including SentencePiece's leading-space
 // stripping). Incomplete UTF-8 sequences are held back until complete; bytes that can never
-// complete become U+FFFD. Holds a reference to the tokenizer, which must outlive it.
+// complete become U+FFFD. With SentencePiece byte fallback a run of <0xXX> pieces decodes as
+// a unit, so it is held back until a non-byte token (or Flush) ends it. Cost per Push is
+// constant (a short window is re-decoded). Holds a reference to the tokenizer, which must
+// outlive it. Flush() ends the stream.
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special = true);
