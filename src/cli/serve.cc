@@ -29,7 +29,8 @@ struct ServeOptions {
 };
 
 void PrintServeUsage() {
-  std::fprintf(stderr,
+  std::fprintf(
+      stderr,
       "usage: tachyon serve -m MODEL.gguf [options]\n\n"
       "  -m, --model PATH             GGUF model to serve (required)\n"
       "  --host ADDR                  address to listen on (default 127.0.0.1)\n"
@@ -57,10 +58,14 @@ bool ParseSize(const std::string& s, int64_t* out) {
   if (end == s.c_str() || v <= 0) return false;
   std::string unit(end);
   double mult = 1;
-  if (unit == "K" || unit == "KB" || unit == "KiB") mult = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty()) return false;
+  if (unit == "K" || unit == "KB" || unit == "KiB")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty())
+    return false;
   *out = static_cast<int64_t>(v * mult);
   return true;
 }
@@ -82,8 +87,14 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
       PrintServeUsage();
       return -1;
     }
-    if (a == "--cors") { o->http.cors = true; continue; }
-    if (a == "--no-prefix-caching") { o->engine.enable_prefix_caching = false; continue; }
+    if (a == "--cors") {
+      o->http.cors = true;
+      continue;
+    }
+    if (a == "--no-prefix-caching") {
+      o->engine.enable_prefix_caching = false;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "tachyon serve: error: %s needs a value (or is unknown)\n", a.c_str());
       return 2;
@@ -91,25 +102,51 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
     std::string v = argv[++i];
     int64_t n = 0;
     auto bad = [&](const char* what) {
-      std::fprintf(stderr, "tachyon serve: error: %s: '%s' is not %s\n", a.c_str(), v.c_str(), what);
+      std::fprintf(stderr, "tachyon serve: error: %s: '%s' is not %s\n", a.c_str(), v.c_str(),
+                   what);
       return 2;
     };
-    if (a == "-m" || a == "--model") o->engine.model_path = v;
-    else if (a == "--host") o->http.host = v;
-    else if (a == "--port") { if (!ParseInt(v, 0, 65535, &n)) return bad("a port"); o->http.port = static_cast<int>(n); }
-    else if (a == "--served-model-name") o->engine.served_name = v;
-    else if (a == "--api-key") o->api_key = v;
-    else if (a == "--chat-template") o->engine.chat_template_path = v;
-    else if (a == "--threads") { if (!ParseInt(v, 1, 1024, &n)) return bad("a thread count"); o->engine.threads = static_cast<int>(n); }
-    else if (a == "--kv-cache-memory") { if (!ParseSize(v, &n)) return bad("a size like 512M"); o->engine.kv_cache_bytes = n; }
-    else if (a == "--max-num-batched-tokens") { if (!ParseInt(v, 1, 1 << 24, &n)) return bad("a token count"); o->engine.max_num_batched_tokens = n; }
-    else if (a == "--max-num-seqs") { if (!ParseInt(v, 1, 1 << 16, &n)) return bad("a count"); o->engine.max_num_seqs = static_cast<int>(n); }
-    else if (a == "--max-queue") { if (!ParseInt(v, 0, 1 << 20, &n)) return bad("a count"); o->engine.max_queue = static_cast<int>(n); }
-    else if (a == "--max-model-len") { if (!ParseInt(v, 1, 1 << 24, &n)) return bad("a token count"); o->engine.max_model_len = n; }
-    else if (a == "--io-threads") { if (!ParseInt(v, 1, 256, &n)) return bad("a thread count"); o->http.io_threads = static_cast<int>(n); }
-    else if (a == "--max-body-bytes") { if (!ParseInt(v, 1024, 1LL << 32, &n)) return bad("a byte count"); o->http.max_body_bytes = static_cast<size_t>(n); }
-    else if (a == "--shutdown-timeout") { if (!ParseInt(v, 0, 86400, &n)) return bad("a number of seconds"); o->shutdown_timeout_s = static_cast<double>(n); }
-    else {
+    if (a == "-m" || a == "--model")
+      o->engine.model_path = v;
+    else if (a == "--host")
+      o->http.host = v;
+    else if (a == "--port") {
+      if (!ParseInt(v, 0, 65535, &n)) return bad("a port");
+      o->http.port = static_cast<int>(n);
+    } else if (a == "--served-model-name")
+      o->engine.served_name = v;
+    else if (a == "--api-key")
+      o->api_key = v;
+    else if (a == "--chat-template")
+      o->engine.chat_template_path = v;
+    else if (a == "--threads") {
+      if (!ParseInt(v, 1, 1024, &n)) return bad("a thread count");
+      o->engine.threads = static_cast<int>(n);
+    } else if (a == "--kv-cache-memory") {
+      if (!ParseSize(v, &n)) return bad("a size like 512M");
+      o->engine.kv_cache_bytes = n;
+    } else if (a == "--max-num-batched-tokens") {
+      if (!ParseInt(v, 1, 1 << 24, &n)) return bad("a token count");
+      o->engine.max_num_batched_tokens = n;
+    } else if (a == "--max-num-seqs") {
+      if (!ParseInt(v, 1, 1 << 16, &n)) return bad("a count");
+      o->engine.max_num_seqs = static_cast<int>(n);
+    } else if (a == "--max-queue") {
+      if (!ParseInt(v, 0, 1 << 20, &n)) return bad("a count");
+      o->engine.max_queue = static_cast<int>(n);
+    } else if (a == "--max-model-len") {
+      if (!ParseInt(v, 1, 1 << 24, &n)) return bad("a token count");
+      o->engine.max_model_len = n;
+    } else if (a == "--io-threads") {
+      if (!ParseInt(v, 1, 256, &n)) return bad("a thread count");
+      o->http.io_threads = static_cast<int>(n);
+    } else if (a == "--max-body-bytes") {
+      if (!ParseInt(v, 1024, 1LL << 32, &n)) return bad("a byte count");
+      o->http.max_body_bytes = static_cast<size_t>(n);
+    } else if (a == "--shutdown-timeout") {
+      if (!ParseInt(v, 0, 86400, &n)) return bad("a number of seconds");
+      o->shutdown_timeout_s = static_cast<double>(n);
+    } else {
       std::fprintf(stderr, "tachyon serve: error: unknown option '%s'\n", a.c_str());
       return 2;
     }
@@ -150,10 +187,10 @@ int RunServe(int argc, char** argv) {
   }
   TLOG(INFO) << (*backend)->Summary();
   server::OpenAiApi api(backend->get(), {{(*backend)->Info().name}, o.api_key});
-  server::HttpServer http(o.http, [&api](server::HttpRequest r,
-                                         std::shared_ptr<server::ResponseChannel> c) {
-    api.Handle(std::move(r), std::move(c));
-  });
+  server::HttpServer http(
+      o.http, [&api](server::HttpRequest r, std::shared_ptr<server::ResponseChannel> c) {
+        api.Handle(std::move(r), std::move(c));
+      });
   if (Status st = http.Start(); !st.ok()) {
     std::fprintf(stderr, "tachyon serve: error: %s\n", st.ToString().c_str());
     return 1;

@@ -56,8 +56,7 @@ std::string OpenAiApi::NewId(const char* prefix) {
   uint64_t n = next_id_.fetch_add(1) + 1;
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%s-%016llx%08llx", prefix,
-                static_cast<unsigned long long>(id_salt_),
-                static_cast<unsigned long long>(n));
+                static_cast<unsigned long long>(id_salt_), static_cast<unsigned long long>(n));
   return buf;
 }
 
@@ -86,9 +85,7 @@ void OpenAiApi::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
       return SendError(*channel, e, path);
     }
   }
-  auto route = [&](const char* method, const char* p) {
-    return path == p && req.method == method;
-  };
+  auto route = [&](const char* method, const char* p) { return path == p && req.method == method; };
   if (route("POST", kCompletions)) return Completions(req, channel);
   if (route("POST", kChat)) return ChatCompletions(req, channel);
   if (route("POST", "/tokenize")) return Tokenize(req, channel);
@@ -99,8 +96,9 @@ void OpenAiApi::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
   if (route("GET", "/health")) return channel->Respond(JsonResponse(200, {{"status", "ok"}}));
   if (route("GET", "/health/ready") || route("GET", "/ready")) {
     bool ready = backend_->Ready() && !draining_;
-    return channel->Respond(JsonResponse(
-        ready ? 200 : 503, {{"status", ready ? "ready" : draining_ ? "draining" : "loading"}}));
+    return channel->Respond(JsonResponse(ready ? 200 : 503, {{"status", ready       ? "ready"
+                                                                        : draining_ ? "draining"
+                                                                                    : "loading"}}));
   }
   if (route("GET", "/metrics")) {
     HttpResponse r;
@@ -112,8 +110,9 @@ void OpenAiApi::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
                path == "/detokenize" || path == "/health" || path == "/health/ready" ||
                path == "/metrics" || path == "/v1/models";
   if (known) {
-    return SendError(*channel, Simple(405, "invalid_request_error",
-                                      "Method " + req.method + " is not allowed on " + path + "."),
+    return SendError(*channel,
+                     Simple(405, "invalid_request_error",
+                            "Method " + req.method + " is not allowed on " + path + "."),
                      "");
   }
   SendError(*channel, Simple(404, "invalid_request_error", "Unknown path: " + path), "");
@@ -155,8 +154,7 @@ std::optional<ApiError> OpenAiApi::CheckModel(const std::string& model) const {
 }
 
 std::optional<ApiError> OpenAiApi::FitContext(const CommonParams& common, size_t prompt_len,
-                                              SamplingOptions& sampling,
-                                              const char* param) const {
+                                              SamplingOptions& sampling, const char* param) const {
   const int64_t ctx = backend_->Info().context_length;
   const int64_t p = static_cast<int64_t>(prompt_len);
   if (p + (common.max_tokens_set ? common.sampling.max_tokens : 1) > ctx) {
@@ -229,8 +227,9 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
   if (auto e = CheckModel(cr.common.model)) return SendError(*channel, *e, kChat);
   if (!backend_->Info().has_chat_template) {
     return SendError(*channel,
-                     InvalidParam("messages", "This model has no chat template; start the server "
-                                              "with --chat-template FILE or use /v1/completions."),
+                     InvalidParam("messages",
+                                  "This model has no chat template; start the server "
+                                  "with --chat-template FILE or use /v1/completions."),
                      kChat);
   }
   if (draining_) {
@@ -279,7 +278,8 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
     add_special = it->get<bool>();
   }
   if (b.contains("messages")) {
-    auto chat = ParseChatRequest(nlohmann::ordered_json::parse(req.body), backend_->Info().vocab_size);
+    auto chat =
+        ParseChatRequest(nlohmann::ordered_json::parse(req.body), backend_->Info().vocab_size);
     if (!chat.ok()) return SendError(*channel, chat.error(), "/tokenize");
     auto rendered = backend_->ApplyChatTemplate(chat.value().template_context);
     if (!rendered.ok()) {
@@ -290,8 +290,10 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
   } else if (auto it = b.find("prompt"); it != b.end() && it->is_string()) {
     text = it->get<std::string>();
   } else {
-    return SendError(*channel, InvalidParam("prompt", "'prompt' (a string) or 'messages' is "
-                                                      "required."),
+    return SendError(*channel,
+                     InvalidParam("prompt",
+                                  "'prompt' (a string) or 'messages' is "
+                                  "required."),
                      "/tokenize");
   }
   auto ids = backend_->Tokenize(text, add_special);

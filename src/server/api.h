@@ -27,7 +27,7 @@ namespace tachyon::server {
 
 struct ApiOptions {
   std::vector<std::string> served_model_names;  // first is reported; empty: backend's name
-  std::string api_key;                           // "" = no authentication
+  std::string api_key;                          // "" = no authentication
 };
 
 class OpenAiApi {

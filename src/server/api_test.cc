@@ -97,9 +97,8 @@ TEST_F(ApiTest, StreamedTextEqualsNonStreamed) {
 }
 
 TEST_F(ApiTest, ChatStreamStartsWithRoleAndEndsWithFinish) {
-  json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-               {"max_tokens", 4},
-               {"stream", true}};
+  json body = {
+      {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 4}, {"stream", true}};
   auto ch = Post("/v1/chat/completions", body);
   auto events = ch->Events();
   ASSERT_GE(events.size(), 3u);
@@ -123,8 +122,8 @@ TEST_F(ApiTest, ChatStreamStartsWithRoleAndEndsWithFinish) {
 }
 
 TEST_F(ApiTest, MultiplePromptsAndN) {
-  auto ch = Post("/v1/completions",
-                 {{"prompt", {"a", "b"}}, {"n", 2}, {"max_tokens", 3}, {"seed", 5}});
+  auto ch =
+      Post("/v1/completions", {{"prompt", {"a", "b"}}, {"n", 2}, {"max_tokens", 3}, {"seed", 5}});
   json j = ch->Json();
   ASSERT_EQ(j["choices"].size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(j["choices"][i]["index"], i);
@@ -150,9 +149,9 @@ TEST_F(ApiTest, EchoAndLogprobs) {
   EXPECT_EQ(lp["text_offset"][2], 4);
 
   auto chat = Post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}},
-                                             {"max_tokens", 2},
-                                             {"logprobs", true},
-                                             {"top_logprobs", 3}});
+                                            {"max_tokens", 2},
+                                            {"logprobs", true},
+                                            {"top_logprobs", 3}});
   const json chat_json = chat->Json();
   const json& content = chat_json["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 2u);
@@ -179,8 +178,9 @@ TEST_F(ApiTest, Errors) {
   EXPECT_EQ(too_long->response.status, 400);
   EXPECT_EQ(too_long->Json()["error"]["code"], "context_length_exceeded");
 
-  auto too_long_chat = Post("/v1/chat/completions",
-                            {{"messages", {{{"role", "user"}, {"content", std::string(300, 'a')}}}}});
+  auto too_long_chat =
+      Post("/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", std::string(300, 'a')}}}}});
   EXPECT_EQ(too_long_chat->response.status, 400);
 
   EXPECT_EQ(Call("GET", "/nope", "")->response.status, 404);
@@ -227,8 +227,10 @@ TEST_F(ApiTest, DisconnectAbortsTheRequest) {
   opts.step_interval = std::chrono::microseconds(2000);
   Init(opts);
   auto ch = std::make_shared<TestChannel>();
-  HttpRequest req{"POST", "/v1/completions",
-                  json{{"prompt", "x"}, {"max_tokens", 100}, {"stream", true}}.dump(), {}};
+  HttpRequest req{"POST",
+                  "/v1/completions",
+                  json{{"prompt", "x"}, {"max_tokens", 100}, {"stream", true}}.dump(),
+                  {}};
   api_->Handle(req, ch);
   ch->PumpFor(std::chrono::milliseconds(20));
   EXPECT_FALSE(ch->done());
@@ -237,8 +239,9 @@ TEST_F(ApiTest, DisconnectAbortsTheRequest) {
   ch->PumpFor(std::chrono::milliseconds(30));
   WaitIdle();
   std::string metrics = Call("GET", "/metrics", "")->response.body;
-  EXPECT_NE(metrics.find("tachyon_http_requests_total{endpoint=\"/v1/completions\",status=\"499\"} 1"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics.find("tachyon_http_requests_total{endpoint=\"/v1/completions\",status=\"499\"} 1"),
+      std::string::npos)
       << metrics;
 }
 
@@ -278,8 +281,10 @@ TEST_F(ApiTest, MetricsText) {
         "tachyon_prompt_tokens_total 4", "tachyon_generation_tokens_total 3",
         "tachyon_http_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 1",
         "# TYPE tachyon_time_to_first_token_seconds histogram",
-        "tachyon_time_to_first_token_seconds_count 1", "tachyon_e2e_request_latency_seconds_count 1",
-        "tachyon_time_per_output_token_seconds_count 1", "tachyon_request_queue_time_seconds_count 1",
+        "tachyon_time_to_first_token_seconds_count 1",
+        "tachyon_e2e_request_latency_seconds_count 1",
+        "tachyon_time_per_output_token_seconds_count 1",
+        "tachyon_request_queue_time_seconds_count 1",
         "tachyon_e2e_request_latency_seconds_bucket{le=\"+Inf\"} 1"}) {
     EXPECT_NE(m.find(name), std::string::npos) << name << "\n" << m;
   }

@@ -29,7 +29,7 @@ namespace tachyon::server {
 
 // Per-request sampling and stopping options (already validated by the server).
 struct SamplingOptions {
-  int max_tokens = 16;  // >= 1
+  int max_tokens = 16;       // >= 1
   float temperature = 1.0f;  // 0 = greedy
   float top_p = 1.0f;
   int top_k = 0;  // <= 0: disabled

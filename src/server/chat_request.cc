@@ -12,8 +12,7 @@ using nlohmann::ordered_json;
 namespace {
 
 const std::set<std::string>& Roles() {
-  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant",
-                                               "tool"};
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
   return kRoles;
 }
 
@@ -31,8 +30,8 @@ std::optional<ApiError> FlattenContent(const ordered_json& parts, size_t index, 
                                      "' are not supported by this model; only 'text' is.");
     }
     if (!part.contains("text") || !part["text"].is_string()) {
-      return InvalidParam(param, "Invalid value for '" + param +
-                                     "': a text part needs a string 'text'.");
+      return InvalidParam(param,
+                          "Invalid value for '" + param + "': a text part needs a string 'text'.");
     }
     if (!out.empty()) out += "\n";
     out += part["text"].get<std::string>();
@@ -85,12 +84,14 @@ ApiResult<ordered_json> ParseMessages(const ordered_json& body) {
 std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& context) {
   ordered_json tools = nullptr;
   if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
-    if (!it->is_array()) return InvalidParam("tools", "Invalid value for 'tools': expected an array.");
+    if (!it->is_array())
+      return InvalidParam("tools", "Invalid value for 'tools': expected an array.");
     for (const auto& t : *it) {
       if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
           !t["function"].contains("name") || !t["function"]["name"].is_string()) {
-        return InvalidParam("tools", "Invalid value for 'tools': each tool must be "
-                                     "{\"type\": \"function\", \"function\": {\"name\": ...}}.");
+        return InvalidParam("tools",
+                            "Invalid value for 'tools': each tool must be "
+                            "{\"type\": \"function\", \"function\": {\"name\": ...}}.");
       }
     }
     if (!it->empty()) tools = *it;
@@ -99,8 +100,9 @@ std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& contex
   if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
     bool valid_string = it->is_string() && (*it == "none" || *it == "auto" || *it == "required");
     if (!valid_string && !it->is_object()) {
-      return InvalidParam("tool_choice", "Invalid value for 'tool_choice': expected 'none', "
-                                         "'auto', 'required' or an object naming a function.");
+      return InvalidParam("tool_choice",
+                          "Invalid value for 'tool_choice': expected 'none', "
+                          "'auto', 'required' or an object naming a function.");
     }
     tool_choice = *it;
   }

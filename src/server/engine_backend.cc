@@ -26,12 +26,18 @@ GenerationChunk Convert(engine::RequestOutput& out) {
   }
   c.finished = out.finish_reason != engine::FinishReason::kNone || out.finished;
   switch (out.finish_reason) {
-    case engine::FinishReason::kLength: c.finish_reason = FinishReason::kLength; break;
-    case engine::FinishReason::kAbort: c.finish_reason = FinishReason::kAbort; break;
+    case engine::FinishReason::kLength:
+      c.finish_reason = FinishReason::kLength;
+      break;
+    case engine::FinishReason::kAbort:
+      c.finish_reason = FinishReason::kAbort;
+      break;
     case engine::FinishReason::kError:
       c.error = Internal(out.error.ok() ? "the model failed" : out.error.message());
       break;
-    default: c.finish_reason = FinishReason::kStop; break;
+    default:
+      c.finish_reason = FinishReason::kStop;
+      break;
   }
   c.prompt_tokens = static_cast<int>(out.usage.prompt_tokens);
   c.cached_tokens = static_cast<int>(out.usage.cached_prompt_tokens);
@@ -80,24 +86,27 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(const EngineBackend
   const int64_t per_block = static_cast<int64_t>(model->KvBytesPerBlock(block));
   const int64_t blocks_per_seq = (max_len + block - 1) / block;
   int64_t budget = o.kv_cache_bytes;
-  if (budget <= 0) budget = std::min<int64_t>(blocks_per_seq * o.max_num_seqs * per_block, 4LL << 30);
+  if (budget <= 0)
+    budget = std::min<int64_t>(blocks_per_seq * o.max_num_seqs * per_block, 4LL << 30);
   int64_t num_blocks = kv::NumBlocksForBudget(budget, per_block);
   if (num_blocks < blocks_per_seq) {
-    return InvalidArgument("KV cache budget of " + std::to_string(budget >> 20) +
-                           " MiB holds " + std::to_string(num_blocks) + " blocks, fewer than one "
-                           "full context needs (" + std::to_string(blocks_per_seq) + ")");
+    return InvalidArgument("KV cache budget of " + std::to_string(budget >> 20) + " MiB holds " +
+                           std::to_string(num_blocks) +
+                           " blocks, fewer than one "
+                           "full context needs (" +
+                           std::to_string(blocks_per_seq) + ")");
   }
 
-  b->info_.name = o.served_name.empty() ? std::filesystem::path(o.model_path).stem().string()
-                                        : o.served_name;
+  b->info_.name =
+      o.served_name.empty() ? std::filesystem::path(o.model_path).stem().string() : o.served_name;
   b->info_.context_length = static_cast<int>(max_len);
   b->info_.vocab_size = static_cast<int>(cfg.n_vocab);
   b->info_.has_chat_template = b->template_.has_value();
 
   std::ostringstream summary;
   summary << cfg.arch << " model '" << cfg.name << "' (" << (model->weight_bytes() >> 20)
-          << " MiB of weights), context " << max_len << ", KV cache " << num_blocks
-          << " blocks of " << block << " tokens (" << ((num_blocks * per_block) >> 20)
+          << " MiB of weights), context " << max_len << ", KV cache " << num_blocks << " blocks of "
+          << block << " tokens (" << ((num_blocks * per_block) >> 20)
           << " MiB), chat template: " << (b->template_ ? "yes" : "none");
   b->summary_ = summary.str();
 
@@ -118,7 +127,9 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(const EngineBackend
   return b;
 }
 
-EngineBackend::~EngineBackend() { Shutdown(); }
+EngineBackend::~EngineBackend() {
+  Shutdown();
+}
 
 void EngineBackend::Shutdown() {
   ready_ = false;
@@ -139,7 +150,9 @@ Result<std::string> EngineBackend::Detokenize(std::span<const int32_t> ids) cons
   return tokenizer_->Decode(std::vector<int32_t>(ids.begin(), ids.end()), /*skip_special=*/true);
 }
 
-std::string EngineBackend::TokenBytes(int32_t id) const { return tokenizer_->TokenBytes(id); }
+std::string EngineBackend::TokenBytes(int32_t id) const {
+  return tokenizer_->TokenBytes(id);
+}
 
 Result<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_json& context) const {
   if (!template_) return InvalidArgument("this model has no chat template");
@@ -149,8 +162,8 @@ Result<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_jso
   }
   nlohmann::ordered_json ctx = chat::MakeChatContext(
       context.at("messages"), context.value("tools", nlohmann::ordered_json(nullptr)),
-      context.value("add_generation_prompt", true), tokenizer_->bos_text(),
-      tokenizer_->eos_text(), extra);
+      context.value("add_generation_prompt", true), tokenizer_->bos_text(), tokenizer_->eos_text(),
+      extra);
   auto text = template_->Render(ctx);
   if (!text.ok()) return InvalidArgument(text.status().message());
   return text;
@@ -200,7 +213,9 @@ Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback
   return *id;
 }
 
-void EngineBackend::Cancel(uint64_t handle) { core_->Abort(handle); }
+void EngineBackend::Cancel(uint64_t handle) {
+  core_->Abort(handle);
+}
 
 BackendMetrics EngineBackend::Metrics() const {
   engine::EngineMetrics m = core_->Metrics();

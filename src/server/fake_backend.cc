@@ -160,7 +160,7 @@ void FakeBackend::Loop() {
     if (stop_ && live_.empty()) return;
     std::vector<std::pair<OutputCallback*, GenerationChunk>> calls;
     std::vector<OutputCallback> finished;  // destroyed after their last call
-    finished.reserve(live_.size());  // `calls` points into it
+    finished.reserve(live_.size());        // `calls` points into it
     int running = 0;
     for (auto it = live_.begin(); it != live_.end();) {
       Running& r = it->second;

@@ -28,7 +28,9 @@ void FieldReader::Fail(const std::string& name, const std::string& message) {
   error_ = InvalidParam(param, "Invalid value for '" + param + "': " + message);
 }
 
-const nlohmann::json* FieldReader::Raw(const char* name) { return Get(name); }
+const nlohmann::json* FieldReader::Raw(const char* name) {
+  return Get(name);
+}
 
 std::optional<double> FieldReader::Number(const char* name, double lo, double hi) {
   const nlohmann::json* v = Get(name);

@@ -10,7 +10,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 json BytesArray(const std::string& s) {
   json a = json::array();
@@ -78,9 +80,8 @@ void GenerationJob::Start(JobSpec spec, JobContext ctx, std::shared_ptr<Response
     req.prompt_ids = prompt.ids;
     req.sampling = prompt.sampling;
     if (req.sampling.seed && s.n > 1) *req.sampling.seed += i % s.n;
-    auto handle = ctx.backend->Submit(std::move(req), [job, i](GenerationChunk chunk) {
-      job->OnChunk(i, std::move(chunk));
-    });
+    auto handle = ctx.backend->Submit(
+        std::move(req), [job, i](GenerationChunk chunk) { job->OnChunk(i, std::move(chunk)); });
     if (!handle.ok()) {
       job->Cancel();
       job->Fail(ApiErrorFromStatus(handle.status()));
@@ -148,11 +149,9 @@ void GenerationJob::Handle(size_t index, GenerationChunk& chunk) {
     if (chunk.completion_tokens > 0) c.completion_tokens = chunk.completion_tokens;
     finished_++;
     double ttft = c.has_first_token ? Seconds(c.first_token - spec_.arrival) : -1;
-    double tpot = c.completion_tokens > 1
-                      ? Seconds(now - c.first_token) / (c.completion_tokens - 1)
-                      : -1;
-    ctx_.metrics->ObserveGeneration(ttft, tpot, Seconds(now - spec_.arrival),
-                                    chunk.queue_seconds);
+    double tpot =
+        c.completion_tokens > 1 ? Seconds(now - c.first_token) / (c.completion_tokens - 1) : -1;
+    ctx_.metrics->ObserveGeneration(ttft, tpot, Seconds(now - spec_.arrival), chunk.queue_seconds);
   }
   if (done_) return;
   if (!chunk.error.ok()) {
@@ -183,8 +182,11 @@ void GenerationJob::Handle(size_t index, GenerationChunk& chunk) {
       if (spec_.chat) {
         for (auto& e : logprobs["content"]) dst.push_back(std::move(e));
       } else {
-        if (dst.empty()) dst = json{{"tokens", json::array()}, {"token_logprobs", json::array()},
-                                    {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+        if (dst.empty())
+          dst = json{{"tokens", json::array()},
+                     {"token_logprobs", json::array()},
+                     {"top_logprobs", json::array()},
+                     {"text_offset", json::array()}};
         for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
           for (auto& e : logprobs[key]) dst[key].push_back(std::move(e));
         }
@@ -212,8 +214,10 @@ json GenerationJob::LogprobsJson(Choice& c, const GenerationChunk& chunk) const 
     }
     return json{{"content", std::move(content)}, {"refusal", nullptr}};
   }
-  json out = {{"tokens", json::array()}, {"token_logprobs", json::array()},
-              {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
   size_t offset = c.text_bytes;
   if (spec_.echo) offset += spec_.prompts[c.prompt_index].echo_text.size();
   for (const TokenLogprob& lp : chunk.logprobs) {
@@ -239,13 +243,12 @@ json GenerationJob::ChunkEnvelope() const {
   return j;
 }
 
-json GenerationJob::StreamDelta(size_t index, const std::string& text,
-                                const json& logprobs) const {
+json GenerationJob::StreamDelta(size_t index, const std::string& text, const json& logprobs) const {
   json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
   if (spec_.chat) {
     bool first = text.empty() && logprobs.is_null();
-    choice["delta"] = first ? json{{"role", "assistant"}, {"content", ""}}
-                            : json{{"content", text}};
+    choice["delta"] =
+        first ? json{{"role", "assistant"}, {"content", ""}} : json{{"content", text}};
   } else {
     choice["text"] = text;
   }
@@ -335,7 +338,8 @@ void GenerationJob::Fail(const ApiError& error) {
   HttpResponse r;
   r.status = error.http_status;
   r.body = error.Body();
-  if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+  if (error.retry_after_s > 0)
+    r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
   channel_->Respond(std::move(r));
 }
 

@@ -17,7 +17,7 @@ struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string path;    // without the query string
   std::string body;
-  Headers headers;     // names in lower case
+  Headers headers;  // names in lower case
 
   // The value of a header (name in lower case), or "" when absent.
   std::string_view Header(std::string_view name) const {

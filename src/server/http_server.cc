@@ -90,20 +90,20 @@ class Session : public std::enable_shared_from_this<Session> {
     res->body() = std::move(r.body);
     res->prepare_payload();
     stream_.expires_after(std::chrono::seconds(60));
-    http::async_write(stream_, *res,
-                      [self = shared_from_this(), res](error_code ec, size_t) {
-                        if (ec) return self->Close();
-                        self->FinishRequest();
-                      });
+    http::async_write(stream_, *res, [self = shared_from_this(), res](error_code ec, size_t) {
+      if (ec) return self->Close();
+      self->FinishRequest();
+    });
   }
 
   void DoStartStream(Channel* ch, Headers headers) {
     if (ch != channel_.get() || answer_started_ || closed_) return;
     answer_started_ = true;
     streaming_ = true;
-    std::string head = "HTTP/1.1 200 OK\r\nServer: tachyon\r\n"
-                       "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                       "Transfer-Encoding: chunked\r\n";
+    std::string head =
+        "HTTP/1.1 200 OK\r\nServer: tachyon\r\n"
+        "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        "Transfer-Encoding: chunked\r\n";
     head += KeepAlive() ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
     if (server_->options.cors) head += "Access-Control-Allow-Origin: *\r\n";
     for (auto& [k, v] : headers) head += k + ": " + v + "\r\n";
@@ -145,10 +145,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(server_->options.max_body_bytes);
     parser_->header_limit(64 * 1024);
     stream_.expires_after(server_->options.idle_timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](error_code ec, size_t) {
-                              self->OnHeader(ec);
-                            });
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   void OnHeader(error_code ec) {
@@ -238,10 +237,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Watch() {
     watching_ = true;
-    stream_.async_read_some(buffer_.prepare(4096),
-                            [self = shared_from_this()](error_code ec, size_t n) {
-                              self->OnWatch(ec, n);
-                            });
+    stream_.async_read_some(
+        buffer_.prepare(4096),
+        [self = shared_from_this()](error_code ec, size_t n) { self->OnWatch(ec, n); });
   }
 
   // Half-closes, then discards what the client still sends (so that it reads our answer
@@ -344,32 +342,38 @@ class Session : public std::enable_shared_from_this<Session> {
 
 void Channel::Respond(HttpResponse response) {
   if (closed) return;
-  net::post(session_->executor(), [s = session_, self = shared_from_this(), r = std::move(response)]() mutable {
-    s->DoRespond(self.get(), std::move(r));
-  });
+  net::post(session_->executor(),
+            [s = session_, self = shared_from_this(), r = std::move(response)]() mutable {
+              s->DoRespond(self.get(), std::move(r));
+            });
 }
 
 void Channel::StartStream(Headers headers) {
   if (closed) return;
-  net::post(session_->executor(), [s = session_, self = shared_from_this(), h = std::move(headers)]() mutable {
-    s->DoStartStream(self.get(), std::move(h));
-  });
+  net::post(session_->executor(),
+            [s = session_, self = shared_from_this(), h = std::move(headers)]() mutable {
+              s->DoStartStream(self.get(), std::move(h));
+            });
 }
 
 bool Channel::Write(std::string data) {
   if (closed) return false;
-  net::post(session_->executor(), [s = session_, self = shared_from_this(), d = std::move(data)]() mutable {
-    s->DoWrite(self.get(), std::move(d));
-  });
+  net::post(session_->executor(),
+            [s = session_, self = shared_from_this(), d = std::move(data)]() mutable {
+              s->DoWrite(self.get(), std::move(d));
+            });
   return true;
 }
 
 void Channel::EndStream() {
   if (closed) return;
-  net::post(session_->executor(), [s = session_, self = shared_from_this()] { s->DoEndStream(self.get()); });
+  net::post(session_->executor(),
+            [s = session_, self = shared_from_this()] { s->DoEndStream(self.get()); });
 }
 
-void Channel::Post(std::function<void()> fn) { net::post(session_->executor(), std::move(fn)); }
+void Channel::Post(std::function<void()> fn) {
+  net::post(session_->executor(), std::move(fn));
+}
 
 }  // namespace
 
@@ -392,7 +396,9 @@ HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
   impl_->handler = std::move(handler);
 }
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+}
 
 Status HttpServer::Start() {
   Impl& s = *impl_;
@@ -406,8 +412,8 @@ Status HttpServer::Start() {
   if (!ec) s.acceptor->bind(endpoint, ec);
   if (!ec) s.acceptor->listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    return Unavailable("cannot listen on " + s.options.host + ":" +
-                       std::to_string(s.options.port) + ": " + ec.message());
+    return Unavailable("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) +
+                       ": " + ec.message());
   }
   s.port = s.acceptor->local_endpoint().port();
   s.Accept();
@@ -418,9 +424,13 @@ Status HttpServer::Start() {
   return OkStatus();
 }
 
-int HttpServer::port() const { return impl_->port; }
+int HttpServer::port() const {
+  return impl_->port;
+}
 
-size_t HttpServer::connections() const { return impl_->connections; }
+size_t HttpServer::connections() const {
+  return impl_->connections;
+}
 
 void HttpServer::StopAccepting() {
   Impl& s = *impl_;

@@ -16,7 +16,9 @@ json ApiError::ToJson() const {
   return json{{"error", std::move(e)}};
 }
 
-std::string ApiError::Body() const { return DumpJson(ToJson()); }
+std::string ApiError::Body() const {
+  return DumpJson(ToJson());
+}
 
 ApiError InvalidParam(std::string param, std::string message) {
   ApiError e;
@@ -62,8 +64,9 @@ std::string DumpJson(const json& j) {
 ApiResult<json> ParseJsonBody(std::string_view body) {
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return InvalidParam("", "We could not parse the JSON body of your request. The body must be "
-                            "a valid JSON object.");
+    return InvalidParam("",
+                        "We could not parse the JSON body of your request. The body must be "
+                        "a valid JSON object.");
   }
   if (!j.is_object()) return InvalidParam("", "The request body must be a JSON object.");
   return j;
@@ -72,8 +75,9 @@ ApiResult<json> ParseJsonBody(std::string_view body) {
 ApiResult<nlohmann::ordered_json> ParseOrderedJsonBody(std::string_view body) {
   auto j = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded()) {
-    return InvalidParam("", "We could not parse the JSON body of your request. The body must be "
-                            "a valid JSON object.");
+    return InvalidParam("",
+                        "We could not parse the JSON body of your request. The body must be "
+                        "a valid JSON object.");
   }
   if (!j.is_object()) return InvalidParam("", "The request body must be a JSON object.");
   return j;
@@ -90,8 +94,8 @@ void ReadLogitBias(FieldReader& r, int vocab_size, SamplingOptions& s) {
     int id = -1;
     auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
     if (ec != std::errc() || ptr != key.data() + key.size() || id < 0 || id >= vocab_size) {
-      return r.Fail("logit_bias", "'" + key + "' is not a token id in [0, " +
-                                      std::to_string(vocab_size) + ").");
+      return r.Fail("logit_bias",
+                    "'" + key + "' is not a token id in [0, " + std::to_string(vocab_size) + ").");
     }
     if (!bias.is_number() || bias.get<double>() < -100 || bias.get<double>() > 100) {
       return r.Fail("logit_bias", "biases must be numbers between -100 and 100.");
@@ -126,8 +130,9 @@ void ReadPrompts(FieldReader& r, int vocab_size, std::vector<PromptInput>& promp
     return;
   }
   if (!p->is_array() || p->empty()) {
-    return r.Fail("prompt", "expected a string, an array of strings, an array of token ids or "
-                            "an array of arrays of token ids.");
+    return r.Fail("prompt",
+                  "expected a string, an array of strings, an array of token ids or "
+                  "an array of arrays of token ids.");
   }
   if (p->size() > kMaxPrompts && !(*p)[0].is_number()) {
     return r.Fail("prompt", "at most " + std::to_string(kMaxPrompts) + " prompts per request.");
@@ -179,8 +184,8 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
     r.Fail("repetition_penalty", "must be greater than 0.");
   }
   ReadLogitBias(r, vocab_size, s);
-  if (auto seed = r.Int("seed", std::numeric_limits<int64_t>::min(),
-                        std::numeric_limits<int64_t>::max())) {
+  if (auto seed =
+          r.Int("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
     s.seed = static_cast<uint64_t>(*seed);
   }
   if (auto stop = r.StringOrList("stop", kMaxStopStrings)) {

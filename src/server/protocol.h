@@ -23,8 +23,8 @@ struct ApiError {
   int http_status = 400;
   std::string message;
   std::string type = "invalid_request_error";
-  std::string param;  // "" -> null
-  std::string code;   // "" -> null
+  std::string param;      // "" -> null
+  std::string code;       // "" -> null
   int retry_after_s = 0;  // > 0: send a Retry-After header
 
   nlohmann::json ToJson() const;
@@ -88,8 +88,7 @@ ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body, 
 ApiResult<ChatRequest> ParseChatRequest(const nlohmann::ordered_json& body, int vocab_size);
 
 // Parses shared fields; `is_chat` selects max_completion_tokens and the logprobs meaning.
-ApiResult<CommonParams> ParseCommonParams(const nlohmann::json& body, int vocab_size,
-                                          bool is_chat);
+ApiResult<CommonParams> ParseCommonParams(const nlohmann::json& body, int vocab_size, bool is_chat);
 
 // Parses a JSON body; malformed JSON or a non-object is a 400.
 ApiResult<nlohmann::json> ParseJsonBody(std::string_view body);

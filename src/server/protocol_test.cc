@@ -109,15 +109,32 @@ TEST(ProtocolTest, RejectsWrongTypesAndRangesNamingTheParam) {
     json value;
   };
   std::vector<Case> cases = {
-      {"temperature", "hot"}, {"temperature", 2.5},      {"temperature", -0.1},
-      {"top_p", 0},           {"top_p", 1.5},            {"top_k", -2},
-      {"top_k", 1.5},         {"min_p", 2},              {"presence_penalty", 3},
-      {"frequency_penalty", -3}, {"repetition_penalty", 0}, {"max_tokens", 0},
-      {"max_tokens", "10"},   {"n", 0},                  {"n", 100},
-      {"logprobs", 21},       {"logprobs", true},        {"echo", "yes"},
-      {"stream", 1},          {"stop", 5},               {"stop", json::array({"a", 1})},
-      {"seed", "x"},          {"logit_bias", {{"abc", 1}}}, {"logit_bias", {{"5", 101}}},
-      {"logit_bias", {{"100000", 1}}}, {"user", 5},
+      {"temperature", "hot"},
+      {"temperature", 2.5},
+      {"temperature", -0.1},
+      {"top_p", 0},
+      {"top_p", 1.5},
+      {"top_k", -2},
+      {"top_k", 1.5},
+      {"min_p", 2},
+      {"presence_penalty", 3},
+      {"frequency_penalty", -3},
+      {"repetition_penalty", 0},
+      {"max_tokens", 0},
+      {"max_tokens", "10"},
+      {"n", 0},
+      {"n", 100},
+      {"logprobs", 21},
+      {"logprobs", true},
+      {"echo", "yes"},
+      {"stream", 1},
+      {"stop", 5},
+      {"stop", json::array({"a", 1})},
+      {"seed", "x"},
+      {"logit_bias", {{"abc", 1}}},
+      {"logit_bias", {{"5", 101}}},
+      {"logit_bias", {{"100000", 1}}},
+      {"user", 5},
   };
   for (const auto& c : cases) {
     json body = {{"prompt", "x"}, {c.field, c.value}};
@@ -132,27 +149,27 @@ TEST(ProtocolTest, RejectsWrongTypesAndRangesNamingTheParam) {
 TEST(ProtocolTest, StreamOptionsNeedStream) {
   EXPECT_EQ(CompletionError({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}).param,
             "stream_options");
-  EXPECT_EQ(CompletionError({{"prompt", "x"},
-                             {"stream", true},
-                             {"stream_options", {{"include_usage", "y"}}}})
+  EXPECT_EQ(CompletionError(
+                {{"prompt", "x"}, {"stream", true}, {"stream_options", {{"include_usage", "y"}}}})
                 .param,
             "stream_options.include_usage");
 }
 
 TEST(ProtocolTest, ParsesChat) {
-  json body = {{"model", "m"},
-               {"messages",
-                {{{"role", "system"}, {"content", "be brief"}},
-                 {{"role", "user"},
-                  {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
-                 {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array()}},
-                 {{"role", "tool"}, {"content", "42"}, {"tool_call_id", "t1"}}}},
-               {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
-               {"tool_choice", "auto"},
-               {"max_completion_tokens", 9},
-               {"max_tokens", 3},
-               {"logprobs", true},
-               {"top_logprobs", 2}};
+  json body = {
+      {"model", "m"},
+      {"messages",
+       {{{"role", "system"}, {"content", "be brief"}},
+        {{"role", "user"},
+         {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
+        {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array()}},
+        {{"role", "tool"}, {"content", "42"}, {"tool_call_id", "t1"}}}},
+      {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
+      {"tool_choice", "auto"},
+      {"max_completion_tokens", 9},
+      {"max_tokens", 3},
+      {"logprobs", true},
+      {"top_logprobs", 2}};
   auto r = ParseChatRequest(body, kVocab);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const ChatRequest& c = r.value();
@@ -183,8 +200,7 @@ TEST(ProtocolTest, RejectsBadChat) {
             "messages[0].content");
   json ok_msgs = {{{"role", "user"}, {"content", "x"}}};
   EXPECT_EQ(err({{"messages", ok_msgs}, {"top_logprobs", 2}}), "top_logprobs");
-  EXPECT_EQ(err({{"messages", ok_msgs}, {"logprobs", true}, {"top_logprobs", 30}}),
-            "top_logprobs");
+  EXPECT_EQ(err({{"messages", ok_msgs}, {"logprobs", true}, {"top_logprobs", 30}}), "top_logprobs");
   EXPECT_EQ(err({{"messages", ok_msgs}, {"tools", "x"}}), "tools");
   EXPECT_EQ(err({{"messages", ok_msgs}, {"tool_choice", "sometimes"}}), "tool_choice");
   EXPECT_EQ(err({{"messages", ok_msgs}, {"max_completion_tokens", -1}}), "max_completion_tokens");
