@@ -48,19 +48,19 @@ ordered_json Conversation() {
                  {"content", "Question number " + std::to_string(turn) +
                                  ": what is the weather like in Paris today, and why?"}});
     if (turn % 3 == 1) {
-      ordered_json call = {{"type", "function"},
-                           {"id", "call_" + std::to_string(turn)},
-                           {"function",
-                            {{"name", "get_weather"},
-                             {"arguments", {{"city", "Paris"}, {"unit", "celsius"}}}}}};
+      ordered_json call = {
+          {"type", "function"},
+          {"id", "call_" + std::to_string(turn)},
+          {"function",
+           {{"name", "get_weather"}, {"arguments", {{"city", "Paris"}, {"unit", "celsius"}}}}}};
       m.push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}});
       m.push_back({{"role", "tool"},
                    {"tool_call_id", "call_" + std::to_string(turn)},
                    {"content", "{\"temperature\": 21, \"sky\": \"clear\"}"}});
     }
     m.push_back({{"role", "assistant"},
-                 {"content", "It is sunny and 21 degrees in Paris. Answer " +
-                                 std::to_string(turn) + " ends here."}});
+                 {"content", "It is sunny and 21 degrees in Paris. Answer " + std::to_string(turn) +
+                                 " ends here."}});
   }
   return m;
 }

@@ -35,9 +35,9 @@ using ExprPtr = std::unique_ptr<Expr>;
 struct Expr {
   ExprKind kind = ExprKind::kConst;
   int line = 0;
-  int height = 1;    // 1 + the tallest child (bounded by the parser)
-  std::string name;  // name / attribute / filter / test / operator
-  Value value;       // kConst
+  int height = 1;        // 1 + the tallest child (bounded by the parser)
+  std::string name;      // name / attribute / filter / test / operator
+  Value value;           // kConst
   bool negated = false;  // kTest: "is not"
   ExprPtr target;
   std::vector<ExprPtr> args;

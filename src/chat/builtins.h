@@ -23,8 +23,7 @@ TestFn FindTest(std::string_view name);
 Value FindGlobal(std::string_view name);
 
 // Python methods of str / list / dict receivers.
-Result<Value> CallMethod(Renderer& r, const Value& receiver, std::string_view name,
-                         CallArgs& args);
+Result<Value> CallMethod(Renderer& r, const Value& receiver, std::string_view name, CallArgs& args);
 
 // Binds positional then keyword arguments to `names` (in order); absent ones stay
 // Undefined. Errors on surplus or unknown arguments, naming `fn`.

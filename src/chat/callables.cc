@@ -31,8 +31,9 @@ Value MacroObject::GetAttr(std::string_view name) const {
 
 Result<Value> LoopObject::Call(Renderer& r, CallArgs& args) {
   if (!stmt_->recursive) {
-    return InvalidArgument("Tried to call non recursive loop. Maybe you forgot the 'recursive' "
-                           "modifier.");
+    return InvalidArgument(
+        "Tried to call non recursive loop. Maybe you forgot the 'recursive' "
+        "modifier.");
   }
   if (args.pos.size() != 1 || !args.kw.empty()) {
     return InvalidArgument("loop() takes exactly one argument");

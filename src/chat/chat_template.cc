@@ -11,7 +11,9 @@ Result<ChatTemplate> ChatTemplate::Parse(std::string_view source) {
   return ChatTemplate(std::shared_ptr<const Program>(std::move(program)));
 }
 
-const std::string& ChatTemplate::source() const { return program_->source; }
+const std::string& ChatTemplate::source() const {
+  return program_->source;
+}
 
 namespace {
 template <typename Json>

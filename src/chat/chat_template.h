@@ -42,10 +42,10 @@ namespace tachyon::chat {
 struct Program;  // the parsed template (chat/ast.h)
 
 struct RenderLimits {
-  int max_call_depth = 200;                 // nested macro / caller / recursive-loop calls
-  int64_t max_steps = 2'000'000;            // loop iterations + macro calls, in total
-  size_t max_output_bytes = 32u << 20;      // rendered text, and any single string value
-  size_t max_list_items = 1u << 20;         // any single list / dict value
+  int max_call_depth = 200;             // nested macro / caller / recursive-loop calls
+  int64_t max_steps = 2'000'000;        // loop iterations + macro calls, in total
+  size_t max_output_bytes = 32u << 20;  // rendered text, and any single string value
+  size_t max_list_items = 1u << 20;     // any single list / dict value
   // Stack the evaluator may use for nesting (statements, expressions, macro calls) before
   // failing; the rendering thread needs at least this much stack plus a margin.
   size_t max_stack_bytes = 2u << 20;

@@ -69,7 +69,8 @@ TEST(ChatTemplateCases, AllCasesMatchTransformers) {
       if (c.contains("expected_error")) {
         if (out.ok()) {
           ADD_FAILURE() << label << ": expected error '" << c["expected_error"].get<std::string>()
-                        << "' but rendered:\n" << *out;
+                        << "' but rendered:\n"
+                        << *out;
           continue;
         }
         if (c.value("error_raised_by_template", false) &&
@@ -90,8 +91,8 @@ TEST(ChatTemplateCases, AllCasesMatchTransformers) {
         size_t k = 0;
         while (k < out->size() && k < expected.size() && (*out)[k] == expected[k]) ++k;
         size_t from = k > 80 ? k - 80 : 0;
-        ADD_FAILURE() << label << ": mismatch at byte " << k << "\n got: "
-                      << nlohmann::json(out->substr(from, 200)).dump()
+        ADD_FAILURE() << label << ": mismatch at byte " << k
+                      << "\n got: " << nlohmann::json(out->substr(from, 200)).dump()
                       << "\nwant: " << nlohmann::json(expected.substr(from, 200)).dump();
         continue;
       }

@@ -40,7 +40,8 @@ Status Renderer::CheckStack() const {
   const char* here = static_cast<const char*>(__builtin_frame_address(0));
   if (stack_base_ && stack_base_ > here &&
       size_t(stack_base_ - here) > options_.limits.max_stack_bytes) {
-    return ResourceExhausted("template nesting or recursion too deep (evaluation stack limit reached)");
+    return ResourceExhausted(
+        "template nesting or recursion too deep (evaluation stack limit reached)");
   }
   return OkStatus();
 }
@@ -436,8 +437,7 @@ Result<Value> Renderer::EvalCall(const Expr& e, const FramePtr& frame) {
   Value callee;
   if (e.target->kind == ExprKind::kGetattr) {
     ASSIGN_OR_RETURN(Value recv, Eval(*e.target->target, frame));
-    if ((recv.IsString() || recv.IsList() || recv.IsDict()) &&
-        IsMethodName(recv, e.target->name)) {
+    if ((recv.IsString() || recv.IsList() || recv.IsDict()) && IsMethodName(recv, e.target->name)) {
       CallArgs args;
       RETURN_IF_ERROR(EvalArgs(e, frame, &args));
       return CallMethod(*this, recv, e.target->name, args);

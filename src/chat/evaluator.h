@@ -45,8 +45,7 @@ class Renderer {
   // Registers a namespace so its contents are released when rendering ends (breaks cycles).
   void TrackNamespace(const DictPtr& ns) { namespaces_.push_back(ns); }
   // Calls a macro / caller body with bound arguments.
-  Result<Value> CallMacro(const Stmt& macro, const FramePtr& closure, CallArgs& args,
-                          Value caller);
+  Result<Value> CallMacro(const Stmt& macro, const FramePtr& closure, CallArgs& args, Value caller);
   // Renders one iteration set of a (recursive) for loop over `items` into a string.
   Result<std::string> RunLoop(const Stmt& loop, const FramePtr& frame, const Value& iterable,
                               int depth);

@@ -16,7 +16,9 @@ namespace {
 
 using Args = std::vector<Value>;
 
-bool Absent(const Value& v) { return v.IsUndefined() || v.IsNone(); }
+bool Absent(const Value& v) {
+  return v.IsUndefined() || v.IsNone();
+}
 
 // Filters that transform a string keep markupsafe.Markup-ness, as Markup's methods do.
 Value Like(const Value& input, std::string s) {
@@ -32,8 +34,8 @@ Result<Value> GetPath(const Value& item, const Value& attribute) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos
-                                                                    : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     Value key(part);
     if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) && part.size() < 18) {
       key = Value(int64_t(std::stoll(part)));
@@ -67,8 +69,8 @@ Status SortValues(std::vector<std::pair<Value, Value>>* keyed, bool reverse) {
 
 Result<Value> FTojson(Renderer& r, const Value& v, CallArgs& args) {
   Args a;
-  RETURN_IF_ERROR(BindArgs("tojson", args, {"indent", "ensure_ascii", "separators", "sort_keys"},
-                           &a));
+  RETURN_IF_ERROR(
+      BindArgs("tojson", args, {"indent", "ensure_ascii", "separators", "sort_keys"}, &a));
   JsonDumpOptions opt;
   if (!Absent(a[0])) {
     opt.has_indent = true;
@@ -125,8 +127,8 @@ Result<Value> FItems(Renderer&, const Value& v, CallArgs&) {
 Result<Value> FJoin(Renderer& r, const Value& v, CallArgs& args) {
   Args a;
   RETURN_IF_ERROR(BindArgs("join", args, {"d", "attribute"}, &a));
-  ASSIGN_OR_RETURN(std::string sep, a[0].IsUndefined() ? Result<std::string>(std::string())
-                                                       : StrOf(r, a[0]));
+  ASSIGN_OR_RETURN(std::string sep,
+                   a[0].IsUndefined() ? Result<std::string>(std::string()) : StrOf(r, a[0]));
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -564,10 +566,16 @@ Result<Value> MinMax(const Value& v, CallArgs& args, bool want_max) {
   }
   return items[best];
 }
-Result<Value> FMin(Renderer&, const Value& v, CallArgs& a) { return MinMax(v, a, false); }
-Result<Value> FMax(Renderer&, const Value& v, CallArgs& a) { return MinMax(v, a, true); }
+Result<Value> FMin(Renderer&, const Value& v, CallArgs& a) {
+  return MinMax(v, a, false);
+}
+Result<Value> FMax(Renderer&, const Value& v, CallArgs& a) {
+  return MinMax(v, a, true);
+}
 
-Result<Value> FEscape(Renderer&, const Value& v, CallArgs&) { return EscapeToMarkup(v); }
+Result<Value> FEscape(Renderer&, const Value& v, CallArgs&) {
+  return EscapeToMarkup(v);
+}
 
 Result<Value> FForceEscape(Renderer& r, const Value& v, CallArgs&) {
   ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
@@ -629,21 +637,51 @@ Result<Value> FFormat(Renderer& r, const Value& v, CallArgs& args) {
 
 const std::unordered_map<std::string_view, FilterFn>& Filters() {
   static const auto* m = new std::unordered_map<std::string_view, FilterFn>{
-      {"tojson", FTojson},       {"length", FLength},         {"count", FLength},
-      {"trim", FTrim},           {"string", FString},         {"items", FItems},
-      {"join", FJoin},           {"default", FDefault},       {"d", FDefault},
-      {"list", FList},           {"safe", FSafe},             {"select", FSelect},
-      {"reject", FReject},       {"selectattr", FSelectAttr}, {"rejectattr", FRejectAttr},
-      {"map", FMap},             {"dictsort", FDictsort},     {"sort", FSort},
-      {"unique", FUnique},       {"upper", FUpper},           {"lower", FLower},
-      {"capitalize", FCapitalize}, {"title", FTitle},         {"replace", FReplace},
-      {"indent", FIndent},       {"int", FInt},               {"float", FFloat},
-      {"abs", FAbs},             {"round", FRound},           {"first", FFirst},
-      {"last", FLast},           {"reverse", FReverse},       {"wordcount", FWordcount},
-      {"batch", FBatch},         {"sum", FSum},               {"min", FMin},
-      {"max", FMax},             {"escape", FEscape},         {"e", FEscape},
-      {"forceescape", FForceEscape},  {"center", FCenter},         {"truncate", FTruncate},
-      {"attr", FAttr},           {"format", FFormat},           {"pprint", FPprint},
+      {"tojson", FTojson},
+      {"length", FLength},
+      {"count", FLength},
+      {"trim", FTrim},
+      {"string", FString},
+      {"items", FItems},
+      {"join", FJoin},
+      {"default", FDefault},
+      {"d", FDefault},
+      {"list", FList},
+      {"safe", FSafe},
+      {"select", FSelect},
+      {"reject", FReject},
+      {"selectattr", FSelectAttr},
+      {"rejectattr", FRejectAttr},
+      {"map", FMap},
+      {"dictsort", FDictsort},
+      {"sort", FSort},
+      {"unique", FUnique},
+      {"upper", FUpper},
+      {"lower", FLower},
+      {"capitalize", FCapitalize},
+      {"title", FTitle},
+      {"replace", FReplace},
+      {"indent", FIndent},
+      {"int", FInt},
+      {"float", FFloat},
+      {"abs", FAbs},
+      {"round", FRound},
+      {"first", FFirst},
+      {"last", FLast},
+      {"reverse", FReverse},
+      {"wordcount", FWordcount},
+      {"batch", FBatch},
+      {"sum", FSum},
+      {"min", FMin},
+      {"max", FMax},
+      {"escape", FEscape},
+      {"e", FEscape},
+      {"forceescape", FForceEscape},
+      {"center", FCenter},
+      {"truncate", FTruncate},
+      {"attr", FAttr},
+      {"format", FFormat},
+      {"pprint", FPprint},
   };
   return *m;
 }

@@ -14,8 +14,9 @@ TEST(Filters, Tojson) {
   EXPECT_EQ(Render("{{ x|tojson(indent=2) }}", ctx),
             "{\n  \"b\": 1,\n  \"a\": [\n    1.0,\n    true,\n    null,\n    \"é\\n\\\"q\\\"\"\n"
             "  ],\n  \"c\": {}\n}");
-  EXPECT_EQ(Render("{{ x|tojson(sort_keys=true, separators=(',', ':')) }}", R"({"x":{"b":1,"a":2}})"),
-            R"({"a":2,"b":1})");
+  EXPECT_EQ(
+      Render("{{ x|tojson(sort_keys=true, separators=(',', ':')) }}", R"({"x":{"b":1,"a":2}})"),
+      R"({"a":2,"b":1})");
   EXPECT_EQ(Render("{{ 'é<'|tojson(ensure_ascii=true) }}"), "\"\\u00e9<\"");
   EXPECT_EQ(Render("{{ undefined_var|tojson }}"),
             "ERROR: Object of type Undefined is not JSON serializable");
@@ -55,7 +56,8 @@ TEST(Filters, Conversions) {
 }
 
 TEST(Filters, Sequences) {
-  const char* ctx = R"({"u":[{"n":"b","a":2,"ok":true},{"n":"A","a":1},{"n":"c","a":3,"ok":false}]})";
+  const char* ctx =
+      R"({"u":[{"n":"b","a":2,"ok":true},{"n":"A","a":1},{"n":"c","a":3,"ok":false}]})";
   EXPECT_EQ(Render("{{ u|map(attribute='n')|join(',') }}", ctx), "b,A,c");
   EXPECT_EQ(Render("{{ u|selectattr('ok')|map(attribute='n')|list }}", ctx), "['b']");
   EXPECT_EQ(Render("{{ u|selectattr('ok', 'defined')|map(attribute='n')|list }}", ctx),
@@ -75,7 +77,8 @@ TEST(Filters, Sequences) {
   EXPECT_EQ(Render("{{ 'x'|items }}"), "ERROR: Can only get item pairs from a mapping.");
   EXPECT_EQ(Render("{{ [1, 2]|first }}{{ [1, 2]|last }}{{ []|first }}"), "12");
   EXPECT_EQ(Render("{{ [1, 2, 3]|sum }}{{ [1, 5, 3]|max }}{{ ['b', 'A']|min }}"), "65A");
-  EXPECT_EQ(Render("{{ [1, 2, 3]|batch(2) }}{{ [1, 2, 3]|batch(2, 0)|last }}"), "[[1, 2], [3]][3, 0]");
+  EXPECT_EQ(Render("{{ [1, 2, 3]|batch(2) }}{{ [1, 2, 3]|batch(2, 0)|last }}"),
+            "[[1, 2], [3]][3, 0]");
   EXPECT_EQ(Render("{{ [1, 2]|length }}{{ 'héllo'|count }}{{ missing|length }}"), "250");
   EXPECT_EQ(Render("{{ [1, 2]|reverse|list }}{{ 'abc'|reverse }}"), "[2, 1]cba");
 }
@@ -96,9 +99,10 @@ TEST(Tests, AllTests) {
             "TrueTrueTrueTrue");
   EXPECT_EQ(Render("{{ 1 is integer }}{{ true is integer }}{{ 1.0 is float }}{{ 1 is float }}"),
             "TrueFalseTrueFalse");
-  EXPECT_EQ(Render("{{ {} is mapping }}{{ [] is mapping }}{{ [] is iterable }}{{ 'a' is iterable }}"
-                   "{{ 1 is iterable }}{{ 'a' is sequence }}{{ {} is sequence }}{{ 1 is sequence }}"),
-            "TrueFalseTrueTrueFalseTrueTrueFalse");
+  EXPECT_EQ(
+      Render("{{ {} is mapping }}{{ [] is mapping }}{{ [] is iterable }}{{ 'a' is iterable }}"
+             "{{ 1 is iterable }}{{ 'a' is sequence }}{{ {} is sequence }}{{ 1 is sequence }}"),
+      "TrueFalseTrueTrueFalseTrueTrueFalse");
   EXPECT_EQ(Render("{{ true is boolean }}{{ 1 is boolean }}{{ true is true }}{{ 1 is true }}"
                    "{{ false is false }}"),
             "TrueFalseTrueFalseTrue");
@@ -106,8 +110,7 @@ TEST(Tests, AllTests) {
                    "{{ 1 is ne 1 }}{{ 'a' is equalto 'a' }}{{ 2 is gt 1 }}{{ 2 is lt 1 }}"
                    "{{ 2 is ge 2 }}{{ 2 is le 1 }}{{ 1 is in [1] }}"),
             "TrueTrueTrueTrueFalseTrueTrueFalseTrueFalseTrue");
-  EXPECT_EQ(Render("{{ 'ab' is lower }}{{ 'AB' is upper }}{{ x is not defined }}"),
-            "TrueTrueTrue");
+  EXPECT_EQ(Render("{{ 'ab' is lower }}{{ 'AB' is upper }}{{ x is not defined }}"), "TrueTrueTrue");
   EXPECT_EQ(Render("{% macro m() %}{% endmacro %}{{ m is callable }}{{ 'upper' is filter }}"),
             "TrueTrue");
 }

@@ -33,8 +33,9 @@ Result<Value> GRange(Renderer& r, CallArgs& args) {
   if (step == 0) return InvalidArgument("range() arg 3 must not be zero");
   // Count without overflow.
   __int128 span = step > 0 ? (__int128(stop) - start) : (__int128(start) - stop);
-  __int128 count = span <= 0 ? 0 : (span + (step > 0 ? step : -__int128(step)) - 1) /
-                                       (step > 0 ? step : -__int128(step));
+  __int128 count = span <= 0 ? 0
+                             : (span + (step > 0 ? step : -__int128(step)) - 1) /
+                                   (step > 0 ? step : -__int128(step));
   if (count > kMaxRange) {
     return ResourceExhausted(
         "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");

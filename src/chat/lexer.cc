@@ -11,8 +11,12 @@ namespace {
 bool IsIdentStart(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
-bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsIdentChar(char c) {
+  return IsIdentStart(c) || (c >= '0' && c <= '9');
+}
+bool IsDigit(char c) {
+  return c >= '0' && c <= '9';
+}
 bool IsAsciiSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
@@ -131,8 +135,8 @@ Result<std::vector<Token>> Lexer::Run() {
       break;
     }
     char kind = src_[k + 1];
-    char sign = (k + 2 < src_.size() && (src_[k + 2] == '-' || src_[k + 2] == '+')) ? src_[k + 2]
-                                                                                    : 0;
+    char sign =
+        (k + 2 < src_.size() && (src_[k + 2] == '-' || src_[k + 2] == '+')) ? src_[k + 2] : 0;
     // {% raw %}?
     bool raw = false;
     size_t raw_body = 0;
@@ -362,18 +366,41 @@ Status Lexer::LexString() {
     char e = src_[p + 1];
     p += 2;
     switch (e) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case 'r': out.push_back('\r'); break;
-      case '\\': out.push_back('\\'); break;
-      case '\'': out.push_back('\''); break;
-      case '"': out.push_back('"'); break;
-      case 'a': out.push_back('\a'); break;
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'v': out.push_back('\v'); break;
-      case '\n': break;  // line continuation
-      case 'x': case 'u': case 'U': {
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case '\\':
+        out.push_back('\\');
+        break;
+      case '\'':
+        out.push_back('\'');
+        break;
+      case '"':
+        out.push_back('"');
+        break;
+      case 'a':
+        out.push_back('\a');
+        break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'v':
+        out.push_back('\v');
+        break;
+      case '\n':
+        break;  // line continuation
+      case 'x':
+      case 'u':
+      case 'U': {
         int n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
         uint32_t cp = 0;
         for (int i = 0; i < n; ++i) {

@@ -20,10 +20,10 @@ enum class TokenType : uint8_t {
   kBlockBegin,  // {%
   kBlockEnd,    // %}
   kName,
-  kString,      // value: the decoded string
+  kString,  // value: the decoded string
   kInt,
   kFloat,
-  kOp,          // value: the operator, e.g. "//", "(", "|"
+  kOp,  // value: the operator, e.g. "//", "(", "|"
   kEof,
 };
 

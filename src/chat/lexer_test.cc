@@ -15,17 +15,39 @@ std::string Types(std::string_view src) {
   std::string out;
   for (const Token& t : *toks) {
     switch (t.type) {
-      case TokenType::kText: out += "T(" + t.value + ")"; break;
-      case TokenType::kVarBegin: out += "{{"; break;
-      case TokenType::kVarEnd: out += "}}"; break;
-      case TokenType::kBlockBegin: out += "{%"; break;
-      case TokenType::kBlockEnd: out += "%}"; break;
-      case TokenType::kName: out += "N(" + t.value + ")"; break;
-      case TokenType::kString: out += "S(" + t.value + ")"; break;
-      case TokenType::kInt: out += "I(" + std::to_string(t.int_value) + ")"; break;
-      case TokenType::kFloat: out += "F(" + t.value + ")"; break;
-      case TokenType::kOp: out += "O(" + t.value + ")"; break;
-      case TokenType::kEof: out += "$"; break;
+      case TokenType::kText:
+        out += "T(" + t.value + ")";
+        break;
+      case TokenType::kVarBegin:
+        out += "{{";
+        break;
+      case TokenType::kVarEnd:
+        out += "}}";
+        break;
+      case TokenType::kBlockBegin:
+        out += "{%";
+        break;
+      case TokenType::kBlockEnd:
+        out += "%}";
+        break;
+      case TokenType::kName:
+        out += "N(" + t.value + ")";
+        break;
+      case TokenType::kString:
+        out += "S(" + t.value + ")";
+        break;
+      case TokenType::kInt:
+        out += "I(" + std::to_string(t.int_value) + ")";
+        break;
+      case TokenType::kFloat:
+        out += "F(" + t.value + ")";
+        break;
+      case TokenType::kOp:
+        out += "O(" + t.value + ")";
+        break;
+      case TokenType::kEof:
+        out += "$";
+        break;
     }
   }
   return out;
@@ -39,14 +61,15 @@ TEST(Lexer, TokensOfEachKind) {
 }
 
 TEST(Lexer, StringEscapes) {
-  EXPECT_EQ(Types(R"({{ "a\nb\t\"c\u00e9\x41" }})"), "{{S(a\nb\t\"c\xc3\xa9" "A)}}$");
+  EXPECT_EQ(Types(R"({{ "a\nb\t\"c\u00e9\x41" }})"),
+            "{{S(a\nb\t\"c\xc3\xa9"
+            "A)}}$");
   EXPECT_EQ(Types(R"({{ 'it\'s' }})"), "{{S(it's)}}$");
   EXPECT_EQ(Types(R"({{ '\q' }})"), "{{S(\\q)}}$");
 }
 
 TEST(Lexer, DictBracesDoNotCloseTheTag) {
-  EXPECT_EQ(Types("{{ {'a': {'b': 1}} }}"),
-            "{{O({)S(a)O(:)O({)S(b)O(:)I(1)O(})O(})}}$");
+  EXPECT_EQ(Types("{{ {'a': {'b': 1}} }}"), "{{O({)S(a)O(:)O({)S(b)O(:)I(1)O(})O(})}}$");
 }
 
 TEST(Lexer, CommentsAndRaw) {

@@ -57,11 +57,13 @@ TEST(Limits, DeepOrCyclicValuesDoNotCrash) {
   Status st = RenderStatus("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}");
   EXPECT_FALSE(st.ok());
   // Deeply nested lists built in a loop.
-  st = RenderStatus("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
-                    "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}");
+  st = RenderStatus(
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
+      "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}");
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
-  st = RenderStatus("{% set ns = namespace(x={}) %}{% for i in range(100000) %}"
-                    "{% set ns.x = {'k': ns.x} %}{% endfor %}");
+  st = RenderStatus(
+      "{% set ns = namespace(x={}) %}{% for i in range(100000) %}"
+      "{% set ns.x = {'k': ns.x} %}{% endfor %}");
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
   nlohmann::ordered_json deep = nlohmann::ordered_json::array();
   for (int i = 0; i < 400; ++i) deep = nlohmann::ordered_json::array({deep});

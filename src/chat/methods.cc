@@ -10,15 +10,16 @@ namespace tachyon::chat {
 namespace {
 
 constexpr std::string_view kStrMethods[] = {
-    "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith",
-    "replace", "upper", "lower", "title", "capitalize", "swapcase", "casefold", "find", "rfind",
-    "index", "rindex", "count", "join", "isdigit", "isalpha", "isalnum", "isspace", "isupper",
-    "islower", "isnumeric", "isdecimal", "istitle", "center", "ljust", "rjust", "zfill",
-    "partition", "rpartition", "removeprefix", "removesuffix", "format"};
+    "strip",      "lstrip",       "rstrip",       "split",   "rsplit",  "splitlines", "startswith",
+    "endswith",   "replace",      "upper",        "lower",   "title",   "capitalize", "swapcase",
+    "casefold",   "find",         "rfind",        "index",   "rindex",  "count",      "join",
+    "isdigit",    "isalpha",      "isalnum",      "isspace", "isupper", "islower",    "isnumeric",
+    "isdecimal",  "istitle",      "center",       "ljust",   "rjust",   "zfill",      "partition",
+    "rpartition", "removeprefix", "removesuffix", "format"};
 constexpr std::string_view kListMethods[] = {"index", "count", "copy"};
 constexpr std::string_view kDictMethods[] = {"items", "keys", "values", "get", "copy"};
-constexpr std::string_view kUnsafeList[] = {"append", "extend", "insert", "pop",
-                                            "remove", "reverse", "sort", "clear"};
+constexpr std::string_view kUnsafeList[] = {"append", "extend",  "insert", "pop",
+                                            "remove", "reverse", "sort",   "clear"};
 constexpr std::string_view kUnsafeDict[] = {"pop", "popitem", "setdefault", "update", "clear"};
 
 template <size_t N>
@@ -37,7 +38,9 @@ Result<std::string> StrArg(std::string_view method, const Value& v) {
   return v.str();
 }
 
-bool Absent(const Value& v) { return v.IsUndefined() || v.IsNone(); }
+bool Absent(const Value& v) {
+  return v.IsUndefined() || v.IsNone();
+}
 
 // Byte offset → code point index.
 int64_t CpIndex(std::string_view s, size_t byte) {
@@ -149,7 +152,7 @@ Result<Value> Format(Renderer& r, const std::string& fmt, CallArgs& args) {
   size_t auto_index = 0;
   for (size_t i = 0; i < fmt.size(); ++i) {
     char c = fmt[i];
-    if (c == '}' ) {
+    if (c == '}') {
       if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
       out.push_back('}');
       continue;
@@ -164,7 +167,8 @@ Result<Value> Format(Renderer& r, const std::string& fmt, CallArgs& args) {
       continue;
     }
     size_t close = fmt.find('}', i);
-    if (close == std::string::npos) return InvalidArgument("Single '{' encountered in format string");
+    if (close == std::string::npos)
+      return InvalidArgument("Single '{' encountered in format string");
     std::string field = fmt.substr(i + 1, close - i - 1);
     if (field.find(':') != std::string::npos || field.find('!') != std::string::npos) {
       return InvalidArgument("format specs in str.format are not supported");
@@ -319,8 +323,8 @@ Result<Value> StrMethod(Renderer& r, const std::string& s, std::string_view m, C
     std::string out;
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].IsString()) {
-        return InvalidArgument("sequence item " + std::to_string(i) +
-                               ": expected str instance, " + items[i].TypeName() + " found");
+        return InvalidArgument("sequence item " + std::to_string(i) + ": expected str instance, " +
+                               items[i].TypeName() + " found");
       }
       if (i) out += s;
       out += items[i].str();
@@ -370,13 +374,13 @@ Result<Value> StrMethod(Renderer& r, const std::string& s, std::string_view m, C
       if (m == "partition") return Value::List({Value(s), Value(""), Value("")}, true);
       return Value::List({Value(""), Value(""), Value(s)}, true);
     }
-    return Value::List({Value(s.substr(0, k)), Value(sep), Value(s.substr(k + sep.size()))},
-                       true);
+    return Value::List({Value(s.substr(0, k)), Value(sep), Value(s.substr(k + sep.size()))}, true);
   }
   if (m == "removeprefix" || m == "removesuffix") {
     RETURN_IF_ERROR(BindArgs(m, args, {"fix"}, &a));
     ASSIGN_OR_RETURN(std::string fix, StrArg(m, a[0]));
-    if (m == "removeprefix" && s.compare(0, fix.size(), fix) == 0) return Value(s.substr(fix.size()));
+    if (m == "removeprefix" && s.compare(0, fix.size(), fix) == 0)
+      return Value(s.substr(fix.size()));
     if (m == "removesuffix" && fix.size() <= s.size() &&
         s.compare(s.size() - fix.size(), fix.size(), fix) == 0) {
       return Value(s.substr(0, s.size() - fix.size()));
@@ -440,8 +444,8 @@ Result<Value> CallMethod(Renderer& r, const Value& receiver, std::string_view na
   if (receiver.IsMarkup()) {
     // markupsafe.Markup: string-returning methods return Markup; replace escapes its args.
     static constexpr std::string_view kKeep[] = {
-        "strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize", "swapcase",
-        "replace", "center", "ljust", "rjust", "zfill", "casefold"};
+        "strip",    "lstrip",  "rstrip", "upper", "lower", "title", "capitalize",
+        "swapcase", "replace", "center", "ljust", "rjust", "zfill", "casefold"};
     if (name == "replace") {
       for (Value& a : args.pos) {
         if (a.IsString()) a = EscapeToMarkup(a);
@@ -522,8 +526,7 @@ Status BindArgs(std::string_view fn, const CallArgs& args,
   for (const auto& [k, v] : args.kw) {
     auto it = std::find(names.begin(), names.end(), k);
     if (it == names.end()) {
-      return InvalidArgument(std::string(fn) + "() got an unexpected keyword argument '" + k +
-                             "'");
+      return InvalidArgument(std::string(fn) + "() got an unexpected keyword argument '" + k + "'");
     }
     (*out)[it - names.begin()] = v;
   }

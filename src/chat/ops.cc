@@ -7,7 +7,9 @@
 namespace tachyon::chat {
 namespace {
 
-Status TypeError(std::string m) { return InvalidArgument(std::move(m)); }
+Status TypeError(std::string m) {
+  return InvalidArgument(std::move(m));
+}
 
 Status Unsupported(std::string_view op, const Value& a, const Value& b) {
   return TypeError("unsupported operand type(s) for " + std::string(op) + ": '" + a.TypeName() +
@@ -99,8 +101,7 @@ Result<Value> Arith(std::string_view op, const Value& a, const Value& b) {
 
 }  // namespace
 
-Result<Value> BinaryOp(std::string_view op, const Value& a, const Value& b,
-                       const SizeLimits& lim) {
+Result<Value> BinaryOp(std::string_view op, const Value& a, const Value& b, const SizeLimits& lim) {
   if (op == "~") {
     ASSIGN_OR_RETURN(std::string s, ToStr(a, lim.max_string_bytes));
     ASSIGN_OR_RETURN(std::string t, ToStr(b, lim.max_string_bytes));
@@ -146,8 +147,7 @@ Result<Value> UnaryOp(std::string_view op, const Value& a) {
   if (op == "not") return Value(!a.Truthy());
   if (a.IsUndefined()) return UndefinedError(a);
   if (!a.IsNumber()) {
-    return TypeError("bad operand type for unary " + std::string(op) + ": '" + a.TypeName() +
-                     "'");
+    return TypeError("bad operand type for unary " + std::string(op) + ": '" + a.TypeName() + "'");
   }
   if (op == "+") return a.IsBool() ? Value(a.AsInt()) : a;
   if (a.IsFloat()) return Value(-a.AsDouble());
@@ -161,8 +161,7 @@ Result<bool> Contains(const Value& hay, const Value& needle) {
       return false;
     case Value::Kind::kString:
       if (!needle.IsString()) {
-        return TypeError("'in <string>' requires string as left operand, not " +
-                         needle.TypeName());
+        return TypeError("'in <string>' requires string as left operand, not " + needle.TypeName());
       }
       return hay.str().find(needle.str()) != std::string::npos;
     case Value::Kind::kList:
@@ -184,9 +183,12 @@ Result<bool> Contains(const Value& hay, const Value& needle) {
 
 Result<int64_t> Length(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return int64_t{0};
-    case Value::Kind::kString: return int64_t(Utf8Length(v.str()));
-    case Value::Kind::kList: return int64_t(v.list().items.size());
+    case Value::Kind::kUndefined:
+      return int64_t{0};
+    case Value::Kind::kString:
+      return int64_t(Utf8Length(v.str()));
+    case Value::Kind::kList:
+      return int64_t(v.list().items.size());
     case Value::Kind::kDict:
       if (!v.IsNamespace()) return int64_t(v.dict().items.size());
       [[fallthrough]];

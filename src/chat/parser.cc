@@ -105,9 +105,8 @@ Result<ExprPtr> Parser::ParseCompare() {
   while (true) {
     std::string op;
     const Token& t = Cur();
-    if (t.type == TokenType::kOp &&
-        (t.value == "==" || t.value == "!=" || t.value == "<" || t.value == "<=" ||
-         t.value == ">" || t.value == ">=")) {
+    if (t.type == TokenType::kOp && (t.value == "==" || t.value == "!=" || t.value == "<" ||
+                                     t.value == "<=" || t.value == ">" || t.value == ">=")) {
       op = t.value;
       Next();
     } else if (IsName("in")) {
@@ -398,8 +397,7 @@ Result<ExprPtr> Parser::ParseTest(ExprPtr node) {
   if (IsOp("(")) {
     RETURN_IF_ERROR(ParseCallArgs(e.get()));
   } else if ((t.type == TokenType::kName || t.type == TokenType::kString ||
-              t.type == TokenType::kInt || t.type == TokenType::kFloat || IsOp("[") ||
-              IsOp("{")) &&
+              t.type == TokenType::kInt || t.type == TokenType::kFloat || IsOp("[") || IsOp("{")) &&
              !IsName("else") && !IsName("or") && !IsName("and")) {
     if (IsName("is")) return Error("You cannot chain multiple tests with is");
     DepthGuard guard(&depth_);

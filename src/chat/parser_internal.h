@@ -28,9 +28,7 @@ class Parser {
   void Next() {
     if (i_ + 1 < toks_.size()) ++i_;
   }
-  bool IsOp(std::string_view op) const {
-    return Cur().type == TokenType::kOp && Cur().value == op;
-  }
+  bool IsOp(std::string_view op) const { return Cur().type == TokenType::kOp && Cur().value == op; }
   bool IsName(std::string_view n) const {
     return Cur().type == TokenType::kName && Cur().value == n;
   }
@@ -49,11 +47,16 @@ class Parser {
   }
   std::string Describe() const {
     switch (Cur().type) {
-      case TokenType::kEof: return "end of template";
-      case TokenType::kBlockEnd: return "end of statement block";
-      case TokenType::kVarEnd: return "end of print statement";
-      case TokenType::kText: return "template data";
-      default: return "'" + Cur().value + "'";
+      case TokenType::kEof:
+        return "end of template";
+      case TokenType::kBlockEnd:
+        return "end of statement block";
+      case TokenType::kVarEnd:
+        return "end of print statement";
+      case TokenType::kText:
+        return "template data";
+      default:
+        return "'" + Cur().value + "'";
     }
   }
   Status Expect(TokenType t, const char* what) {

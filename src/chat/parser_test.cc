@@ -38,17 +38,16 @@ TEST(Parser, PostfixAndCalls) {
             "776");
   EXPECT_EQ(Render("{{ 'abc'.upper() }}{{ 'a-b'.split('-')[1] }}"), "ABCb");
   EXPECT_EQ(Render("{{ l[1:] }}{{ l[::-1] }}{{ l[-2] }}", R"({"l":[1,2,3]})"), "[2, 3][3, 2, 1]2");
-  EXPECT_EQ(Render("{{ x is divisibleby 3 }}{{ x is divisibleby(2) }}", R"({"x":9})"),
-            "TrueFalse");
+  EXPECT_EQ(Render("{{ x is divisibleby 3 }}{{ x is divisibleby(2) }}", R"({"x":9})"), "TrueFalse");
   EXPECT_EQ(Render("{{ 'ab' | replace('a', 'x') | upper }}"), "XB");
 }
 
 TEST(Parser, SyntaxErrors) {
-  for (const char* bad : {"{% if x %}", "{% for x in y %}", "{% endif %}", "{{ 1 + }}",
-                          "{% set %}", "{% macro m( %}{% endmacro %}", "{% foo %}",
-                          "{{ x is }}", "{% if x %}{% else %}{% else %}{% endif %}",
-                          "{{ (1 }}", "{{ [1 }}", "{{ {1: } }}", "{% break %}",
-                          "{% include 'x' %}", "{{ a[1:2:3:4] }}", "{{ f(a=1, 2) }}"}) {
+  for (const char* bad :
+       {"{% if x %}", "{% for x in y %}", "{% endif %}", "{{ 1 + }}", "{% set %}",
+        "{% macro m( %}{% endmacro %}", "{% foo %}", "{{ x is }}",
+        "{% if x %}{% else %}{% else %}{% endif %}", "{{ (1 }}", "{{ [1 }}", "{{ {1: } }}",
+        "{% break %}", "{% include 'x' %}", "{{ a[1:2:3:4] }}", "{{ f(a=1, 2) }}"}) {
     auto t = ChatTemplate::Parse(bad);
     EXPECT_FALSE(t.ok()) << bad;
     if (!t.ok()) {

@@ -72,7 +72,9 @@ Result<Value> PercentFormat(const std::string& fmt, const Value& args, size_t ma
     char buf[10048];
     std::string piece;
     switch (type) {
-      case 's': case 'r': case 'a': {
+      case 's':
+      case 'r':
+      case 'a': {
         std::string s;
         if (type == 's') {
           ASSIGN_OR_RETURN(s, ToStr(*v, max_bytes));
@@ -87,10 +89,16 @@ Result<Value> PercentFormat(const std::string& fmt, const Value& args, size_t ma
         piece = s;
         break;
       }
-      case 'd': case 'i': case 'u': case 'x': case 'X': case 'o': case 'c': {
+      case 'd':
+      case 'i':
+      case 'u':
+      case 'x':
+      case 'X':
+      case 'o':
+      case 'c': {
         if (!v->IsNumber()) {
-          return InvalidArgument(std::string("%") + type + " format: a real number is required, not " +
-                                 v->TypeName());
+          return InvalidArgument(std::string("%") + type +
+                                 " format: a real number is required, not " + v->TypeName());
         }
         if (type == 'c') {
           int64_t cp = v->IsFloat() ? -1 : v->AsInt();
@@ -106,7 +114,12 @@ Result<Value> PercentFormat(const std::string& fmt, const Value& args, size_t ma
         piece = buf;
         break;
       }
-      case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G': {
         if (!v->IsNumber()) {
           return InvalidArgument(std::string("must be real number, not ") + v->TypeName());
         }

@@ -33,32 +33,32 @@ TEST(Statements, ForLoopVariables) {
 }
 
 TEST(Statements, ForVariants) {
-  EXPECT_EQ(Render("{% for k, v in d.items() %}{{ k }}={{ v }},{% endfor %}",
-                   R"({"d":{"b":1,"a":2}})"),
-            "b=1,a=2,");
+  EXPECT_EQ(
+      Render("{% for k, v in d.items() %}{{ k }}={{ v }},{% endfor %}", R"({"d":{"b":1,"a":2}})"),
+      "b=1,a=2,");
   EXPECT_EQ(Render("{% for k in d %}{{ k }}{% endfor %}", R"({"d":{"b":1,"a":2}})"), "ba");
   EXPECT_EQ(Render("{% for c in 'héllo' %}{{ c }}.{% endfor %}"), "h.é.l.l.o.");
   EXPECT_EQ(Render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
-  EXPECT_EQ(Render("{% for x in l if x > 1 %}{{ x }}{{ loop.length }}{% endfor %}",
-                   R"({"l":[1,2,3]})"),
-            "2232");
+  EXPECT_EQ(
+      Render("{% for x in l if x > 1 %}{{ x }}{{ loop.length }}{% endfor %}", R"({"l":[1,2,3]})"),
+      "2232");
   EXPECT_EQ(Render("{% for x in l %}{% if x == 2 %}{% continue %}{% endif %}"
                    "{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}",
                    R"({"l":[1,2,3,4,5]})"),
             "13");
   EXPECT_EQ(Render("{% for x in missing %}x{% endfor %}"), "");
   EXPECT_EQ(Render("{% for a, b in [[1, 2], [3, 4]] %}{{ a + b }}{% endfor %}"), "37");
-  EXPECT_EQ(Render("{% for x in none %}{% endfor %}"),
-            "ERROR: 'NoneType' object is not iterable");
+  EXPECT_EQ(Render("{% for x in none %}{% endfor %}"), "ERROR: 'NoneType' object is not iterable");
   EXPECT_EQ(Render("{% for a, b in [[1]] %}{% endfor %}"),
             "ERROR: not enough values to unpack (expected 2, got 1)");
 }
 
 TEST(Statements, RecursiveLoop) {
-  EXPECT_EQ(Render("{% for n in tree recursive %}{{ n.name }}{% if n.kids %}({{ loop(n.kids) }})"
-                   "{% endif %}{% endfor %}",
-                   R"({"tree":[{"name":"a","kids":[{"name":"b"},{"name":"c","kids":[{"name":"d"}]}]}]})"),
-            "a(bc(d))");
+  EXPECT_EQ(
+      Render("{% for n in tree recursive %}{{ n.name }}{% if n.kids %}({{ loop(n.kids) }})"
+             "{% endif %}{% endfor %}",
+             R"({"tree":[{"name":"a","kids":[{"name":"b"},{"name":"c","kids":[{"name":"d"}]}]}]})"),
+      "a(bc(d))");
 }
 
 TEST(Statements, LoopScoping) {

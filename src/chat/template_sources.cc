@@ -55,8 +55,7 @@ Result<std::string> PickTemplate(const nlohmann::json& config, std::string_view 
   }
   if (it->is_string()) {
     if (!name.empty() && name != "default") {
-      return NotFound(std::string(origin) + ": no chat template named '" + std::string(name) +
-                      "'");
+      return NotFound(std::string(origin) + ": no chat template named '" + std::string(name) + "'");
     }
     return it->get<std::string>();
   }

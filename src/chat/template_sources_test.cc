@@ -1,7 +1,7 @@
 #include <unistd.h>
 
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 

@@ -16,17 +16,39 @@ Result<Value> Arg0(std::string_view test, const CallArgs& args) {
   return a[0];
 }
 
-Result<bool> TDefined(Renderer&, const Value& v, CallArgs&) { return !v.IsUndefined(); }
-Result<bool> TUndefined(Renderer&, const Value& v, CallArgs&) { return v.IsUndefined(); }
-Result<bool> TNone(Renderer&, const Value& v, CallArgs&) { return v.IsNone(); }
-Result<bool> TString(Renderer&, const Value& v, CallArgs&) { return v.IsString(); }
-Result<bool> TNumber(Renderer&, const Value& v, CallArgs&) { return v.IsNumber(); }
-Result<bool> TInteger(Renderer&, const Value& v, CallArgs&) { return v.IsInt(); }
-Result<bool> TFloat(Renderer&, const Value& v, CallArgs&) { return v.IsFloat(); }
-Result<bool> TMapping(Renderer&, const Value& v, CallArgs&) { return v.IsDict(); }
-Result<bool> TBoolean(Renderer&, const Value& v, CallArgs&) { return v.IsBool(); }
-Result<bool> TTrue(Renderer&, const Value& v, CallArgs&) { return v.IsBool() && v.AsBool(); }
-Result<bool> TFalse(Renderer&, const Value& v, CallArgs&) { return v.IsBool() && !v.AsBool(); }
+Result<bool> TDefined(Renderer&, const Value& v, CallArgs&) {
+  return !v.IsUndefined();
+}
+Result<bool> TUndefined(Renderer&, const Value& v, CallArgs&) {
+  return v.IsUndefined();
+}
+Result<bool> TNone(Renderer&, const Value& v, CallArgs&) {
+  return v.IsNone();
+}
+Result<bool> TString(Renderer&, const Value& v, CallArgs&) {
+  return v.IsString();
+}
+Result<bool> TNumber(Renderer&, const Value& v, CallArgs&) {
+  return v.IsNumber();
+}
+Result<bool> TInteger(Renderer&, const Value& v, CallArgs&) {
+  return v.IsInt();
+}
+Result<bool> TFloat(Renderer&, const Value& v, CallArgs&) {
+  return v.IsFloat();
+}
+Result<bool> TMapping(Renderer&, const Value& v, CallArgs&) {
+  return v.IsDict();
+}
+Result<bool> TBoolean(Renderer&, const Value& v, CallArgs&) {
+  return v.IsBool();
+}
+Result<bool> TTrue(Renderer&, const Value& v, CallArgs&) {
+  return v.IsBool() && v.AsBool();
+}
+Result<bool> TFalse(Renderer&, const Value& v, CallArgs&) {
+  return v.IsBool() && !v.AsBool();
+}
 Result<bool> TIterable(Renderer&, const Value& v, CallArgs&) {
   return v.IsUndefined() || v.IsString() || v.IsList() || v.IsDict();
 }
@@ -93,11 +115,16 @@ Result<bool> TSameAs(Renderer&, const Value& v, CallArgs& args) {
   ASSIGN_OR_RETURN(Value o, Arg0("sameas", args));
   if (v.kind() != o.kind()) return false;
   switch (v.kind()) {
-    case Value::Kind::kList: return v.list_ptr() == o.list_ptr();
-    case Value::Kind::kDict: return v.dict_ptr() == o.dict_ptr();
-    case Value::Kind::kObject: return v.object() == o.object();
-    case Value::Kind::kString: return v.str() == o.str();
-    default: return Equals(v, o);
+    case Value::Kind::kList:
+      return v.list_ptr() == o.list_ptr();
+    case Value::Kind::kDict:
+      return v.dict_ptr() == o.dict_ptr();
+    case Value::Kind::kObject:
+      return v.object() == o.object();
+    case Value::Kind::kString:
+      return v.str() == o.str();
+    default:
+      return Equals(v, o);
   }
 }
 Result<bool> TLower(Renderer&, const Value& v, CallArgs&) {
@@ -124,23 +151,50 @@ Result<bool> TFilter(Renderer&, const Value& v, CallArgs&) {
 Result<bool> TTest(Renderer&, const Value& v, CallArgs&) {
   return v.IsString() && FindTest(v.str()) != nullptr;
 }
-Result<bool> TEscaped(Renderer&, const Value&, CallArgs&) { return false; }
+Result<bool> TEscaped(Renderer&, const Value&, CallArgs&) {
+  return false;
+}
 
 const std::unordered_map<std::string_view, TestFn>& Tests() {
   static const auto* m = new std::unordered_map<std::string_view, TestFn>{
-      {"defined", TDefined},     {"undefined", TUndefined}, {"none", TNone},
-      {"string", TString},       {"number", TNumber},       {"integer", TInteger},
-      {"float", TFloat},         {"mapping", TMapping},     {"boolean", TBoolean},
-      {"true", TTrue},           {"false", TFalse},         {"iterable", TIterable},
-      {"sequence", TSequence},   {"callable", TCallable},   {"even", TEven},
-      {"odd", TOdd},             {"divisibleby", TDivisibleBy},
-      {"eq", TEq},               {"equalto", TEq},          {"==", TEq},
-      {"ne", TNe},               {"!=", TNe},               {"lt", TLt},
-      {"lessthan", TLt},         {"<", TLt},                {"gt", TGt},
-      {"greaterthan", TGt},      {">", TGt},                {"le", TLe},
-      {"<=", TLe},               {"ge", TGe},               {">=", TGe},
-      {"in", TIn},               {"sameas", TSameAs},       {"lower", TLower},
-      {"upper", TUpper},         {"filter", TFilter},       {"test", TTest},
+      {"defined", TDefined},
+      {"undefined", TUndefined},
+      {"none", TNone},
+      {"string", TString},
+      {"number", TNumber},
+      {"integer", TInteger},
+      {"float", TFloat},
+      {"mapping", TMapping},
+      {"boolean", TBoolean},
+      {"true", TTrue},
+      {"false", TFalse},
+      {"iterable", TIterable},
+      {"sequence", TSequence},
+      {"callable", TCallable},
+      {"even", TEven},
+      {"odd", TOdd},
+      {"divisibleby", TDivisibleBy},
+      {"eq", TEq},
+      {"equalto", TEq},
+      {"==", TEq},
+      {"ne", TNe},
+      {"!=", TNe},
+      {"lt", TLt},
+      {"lessthan", TLt},
+      {"<", TLt},
+      {"gt", TGt},
+      {"greaterthan", TGt},
+      {">", TGt},
+      {"le", TLe},
+      {"<=", TLe},
+      {"ge", TGe},
+      {">=", TGe},
+      {"in", TIn},
+      {"sameas", TSameAs},
+      {"lower", TLower},
+      {"upper", TUpper},
+      {"filter", TFilter},
+      {"test", TTest},
       {"escaped", TEscaped},
   };
   return *m;

@@ -77,9 +77,24 @@ size_t Utf8Length(std::string_view s) {
 
 bool IsSpace(char32_t c) {
   switch (c) {
-    case ' ': case '\t': case '\n': case '\v': case '\f': case '\r':
-    case 0x1C: case 0x1D: case 0x1E: case 0x1F: case 0x85: case 0xA0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case ' ':
+    case '\t':
+    case '\n':
+    case '\v':
+    case '\f':
+    case '\r':
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;
@@ -88,8 +103,16 @@ bool IsSpace(char32_t c) {
 
 bool IsLineBreak(char32_t c) {
   switch (c) {
-    case '\n': case '\r': case '\v': case '\f': case 0x1C: case 0x1D: case 0x1E: case 0x85:
-    case 0x2028: case 0x2029:
+    case '\n':
+    case '\r':
+    case '\v':
+    case '\f':
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x85:
+    case 0x2028:
+    case 0x2029:
       return true;
     default:
       return false;
@@ -113,8 +136,7 @@ namespace {
 bool InAlternating(char32_t c) {
   return (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 &&
           c != 0x17F) ||
-         (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF) ||
-         (c >= 0x1E00 && c <= 0x1EFF);
+         (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF) || (c >= 0x1E00 && c <= 0x1EFF);
 }
 }  // namespace
 
@@ -171,8 +193,8 @@ bool IsAlpha(char32_t c) {
   if (c >= 0x4E00 && c <= 0x9FFF) return true;  // CJK ideographs
   if (c >= 0x3040 && c <= 0x30FF) return true;  // kana
   if (c >= 0xAC00 && c <= 0xD7A3) return true;  // Hangul
-  if (c >= 0x5D0 && c <= 0x6FF) return true;   // Hebrew, Arabic (approx.)
-  if (c >= 0x900 && c <= 0xDFF) return true;   // Indic (approx.)
+  if (c >= 0x5D0 && c <= 0x6FF) return true;    // Hebrew, Arabic (approx.)
+  if (c >= 0x900 && c <= 0xDFF) return true;    // Indic (approx.)
   if (c >= 0x1E00 && c <= 0x1FFF) return true;
   return false;
 }

@@ -40,8 +40,8 @@ Result<Value> Object::Call(Renderer&, CallArgs&) {
 }
 
 Value Object::GetAttr(std::string_view name) const {
-  return Value::MakeUndefined("'" + TypeName() + " object' has no attribute '" +
-                              std::string(name) + "'");
+  return Value::MakeUndefined("'" + TypeName() + " object' has no attribute '" + std::string(name) +
+                              "'");
 }
 
 Value Value::List(std::vector<Value> items, bool is_tuple) {
@@ -96,15 +96,24 @@ bool Value::Truthy() const {
 
 std::string Value::TypeName() const {
   switch (kind()) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "NoneType";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "str";
-    case Kind::kList: return list().is_tuple ? "tuple" : "list";
-    case Kind::kDict: return dict().is_namespace ? "Namespace" : "dict";
-    case Kind::kObject: return object()->TypeName();
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return list().is_tuple ? "tuple" : "list";
+    case Kind::kDict:
+      return dict().is_namespace ? "Namespace" : "dict";
+    case Kind::kObject:
+      return object()->TypeName();
   }
   return "object";
 }
@@ -125,12 +134,23 @@ std::string HtmlEscape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -329,13 +349,27 @@ void AppendJsonString(std::string_view s, bool ensure_ascii, std::string* out) {
       continue;
     }
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
       default:
         if (c < 0x20 || (ensure_ascii && c == 0x7F)) {
           escape_unit(c);
@@ -350,11 +384,16 @@ void AppendJsonString(std::string_view s, bool ensure_ascii, std::string* out) {
 
 Result<std::string> JsonKey(const Value& k) {
   switch (k.kind()) {
-    case Value::Kind::kString: return k.str();
-    case Value::Kind::kBool: return std::string(k.AsBool() ? "true" : "false");
-    case Value::Kind::kNone: return std::string("null");
-    case Value::Kind::kInt: return std::to_string(k.AsInt());
-    case Value::Kind::kFloat: return ReprFloat(k.AsDouble());
+    case Value::Kind::kString:
+      return k.str();
+    case Value::Kind::kBool:
+      return std::string(k.AsBool() ? "true" : "false");
+    case Value::Kind::kNone:
+      return std::string("null");
+    case Value::Kind::kInt:
+      return std::to_string(k.AsInt());
+    case Value::Kind::kFloat:
+      return ReprFloat(k.AsDouble());
     default:
       return InvalidArgument("keys must be str, int, float, bool or None, not " + k.TypeName());
   }
@@ -371,17 +410,28 @@ Status DumpJson(const Value& v, const JsonDumpOptions& opt, std::string* out, si
     for (int i = 0; i < level; ++i) *out += opt.indent;
   };
   switch (v.kind()) {
-    case Value::Kind::kNone: *out += "null"; break;
-    case Value::Kind::kBool: *out += v.AsBool() ? "true" : "false"; break;
-    case Value::Kind::kInt: *out += std::to_string(v.AsInt()); break;
+    case Value::Kind::kNone:
+      *out += "null";
+      break;
+    case Value::Kind::kBool:
+      *out += v.AsBool() ? "true" : "false";
+      break;
+    case Value::Kind::kInt:
+      *out += std::to_string(v.AsInt());
+      break;
     case Value::Kind::kFloat: {
       double d = v.AsDouble();
-      if (std::isnan(d)) *out += "NaN";
-      else if (std::isinf(d)) *out += d > 0 ? "Infinity" : "-Infinity";
-      else *out += ReprFloat(d);
+      if (std::isnan(d))
+        *out += "NaN";
+      else if (std::isinf(d))
+        *out += d > 0 ? "Infinity" : "-Infinity";
+      else
+        *out += ReprFloat(d);
       break;
     }
-    case Value::Kind::kString: AppendJsonString(v.str(), opt.ensure_ascii, out); break;
+    case Value::Kind::kString:
+      AppendJsonString(v.str(), opt.ensure_ascii, out);
+      break;
     case Value::Kind::kList: {
       const auto& items = v.list().items;
       if (items.empty()) {
@@ -502,16 +552,21 @@ template <typename Json>
 Result<Value> FromJsonImpl(const Json& j, int depth) {
   if (depth > kMaxPrintDepth) return InvalidArgument("JSON context nested too deeply");
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::None();
-    case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value(j.template get<int64_t>());
+    case nlohmann::json::value_t::null:
+      return Value::None();
+    case nlohmann::json::value_t::boolean:
+      return Value(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return Value(j.template get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: {
       uint64_t u = j.template get<uint64_t>();
       if (u <= uint64_t(INT64_MAX)) return Value(int64_t(u));
       return Value(double(u));
     }
-    case nlohmann::json::value_t::number_float: return Value(j.template get<double>());
-    case nlohmann::json::value_t::string: return Value(j.template get<std::string>());
+    case nlohmann::json::value_t::number_float:
+      return Value(j.template get<double>());
+    case nlohmann::json::value_t::string:
+      return Value(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
@@ -536,7 +591,11 @@ Result<Value> FromJsonImpl(const Json& j, int depth) {
 }
 }  // namespace
 
-Result<Value> FromJson(const nlohmann::ordered_json& j) { return FromJsonImpl(j, 0); }
-Result<Value> FromJson(const nlohmann::json& j) { return FromJsonImpl(j, 0); }
+Result<Value> FromJson(const nlohmann::ordered_json& j) {
+  return FromJsonImpl(j, 0);
+}
+Result<Value> FromJson(const nlohmann::json& j) {
+  return FromJsonImpl(j, 0);
+}
 
 }  // namespace tachyon::chat

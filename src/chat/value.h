@@ -72,22 +72,30 @@ using ObjectPtr = std::shared_ptr<Object>;
 class Value {
  public:
   enum class Kind : uint8_t {
-    kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kObject
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kObject
   };
 
   Value() : v_(Undefined{}) {}
   static Value MakeUndefined(std::string hint = "") { return Value(Undefined{std::move(hint)}); }
   static Value None() { return Value(NoneType{}); }
-  Value(bool b) : v_(b) {}                  // NOLINT
-  Value(int64_t i) : v_(i) {}               // NOLINT
-  Value(int i) : v_(int64_t{i}) {}          // NOLINT
-  Value(double f) : v_(f) {}                // NOLINT
-  Value(std::string s) : v_(std::move(s)) {}  // NOLINT
+  Value(bool b) : v_(b) {}                           // NOLINT
+  Value(int64_t i) : v_(i) {}                        // NOLINT
+  Value(int i) : v_(int64_t{i}) {}                   // NOLINT
+  Value(double f) : v_(f) {}                         // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}         // NOLINT
   Value(std::string_view s) : v_(std::string(s)) {}  // NOLINT
   Value(const char* s) : v_(std::string(s)) {}       // NOLINT
-  Value(ListPtr l) : v_(std::move(l)) {}    // NOLINT
-  Value(DictPtr d) : v_(std::move(d)) {}    // NOLINT
-  Value(ObjectPtr o) : v_(std::move(o)) {}  // NOLINT
+  Value(ListPtr l) : v_(std::move(l)) {}             // NOLINT
+  Value(DictPtr d) : v_(std::move(d)) {}             // NOLINT
+  Value(ObjectPtr o) : v_(std::move(o)) {}           // NOLINT
 
   // A markupsafe.Markup string (from |safe / |escape): `+` with a plain string escapes the
   // plain side; prints like any string.
@@ -107,7 +115,7 @@ class Value {
   bool IsInt() const { return kind() == Kind::kInt; }
   bool IsFloat() const { return kind() == Kind::kFloat; }
   bool IsString() const { return kind() == Kind::kString; }
-  bool IsList() const { return kind() == Kind::kList; }   // list or tuple
+  bool IsList() const { return kind() == Kind::kList; }  // list or tuple
   bool IsTuple() const { return IsList() && list().is_tuple; }
   bool IsDict() const { return kind() == Kind::kDict && !dict().is_namespace; }
   bool IsNamespace() const { return kind() == Kind::kDict && dict().is_namespace; }
@@ -142,8 +150,7 @@ class Value {
  private:
   explicit Value(Undefined u) : v_(std::move(u)) {}
   explicit Value(NoneType n) : v_(n) {}
-  std::variant<Undefined, NoneType, bool, int64_t, double, std::string, ListPtr, DictPtr,
-               ObjectPtr>
+  std::variant<Undefined, NoneType, bool, int64_t, double, std::string, ListPtr, DictPtr, ObjectPtr>
       v_;
   bool markup_ = false;
 };
@@ -169,8 +176,8 @@ std::string ReprFloat(double d);  // Python repr(float)
 struct JsonDumpOptions {
   bool ensure_ascii = false;
   bool has_indent = false;
-  std::string indent;      // used when has_indent
-  std::string item_sep;    // default ", " or "," with indent
+  std::string indent;    // used when has_indent
+  std::string item_sep;  // default ", " or "," with indent
   std::string key_sep = ": ";
   bool sort_keys = false;
 };

@@ -19,15 +19,15 @@ TEST(Value, PrintsLikePython) {
   EXPECT_EQ(Render(R"({{ ["it's", 'say "hi"', 'both \' "', 'tab\tnl\n\\'] }})"),
             R"(["it's", 'say "hi"', 'both \' "', 'tab\tnl\n\\'])");
   EXPECT_EQ(Render("{{ ['é', '\x01', '\u00a0'] }}"), "['é', '\\x01', '\\xa0']");
-  EXPECT_EQ(Render("{{ x }}", R"({"x":{"k":[1,2.5,true,null]}})"),
-            "{'k': [1, 2.5, True, None]}");
+  EXPECT_EQ(Render("{{ x }}", R"({"x":{"k":[1,2.5,true,null]}})"), "{'k': [1, 2.5, True, None]}");
   EXPECT_EQ(Render("{{ namespace(a=1) }}"), "<Namespace {'a': 1}>");
 }
 
 TEST(Value, IntVersusFloat) {
-  EXPECT_EQ(Render("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7.0 // 2 }} {{ 2 ** 10 }}"
-                   " {{ 2 ** -1 }} {{ 4 / 2 }} {{ 1 + 1.0 }} {{ true + 1 }}"),
-            "3 -4 1 2 3.0 1024 0.5 2.0 2.0 2");
+  EXPECT_EQ(
+      Render("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7.0 // 2 }} {{ 2 ** 10 }}"
+             " {{ 2 ** -1 }} {{ 4 / 2 }} {{ 1 + 1.0 }} {{ true + 1 }}"),
+      "3 -4 1 2 3.0 1024 0.5 2.0 2.0 2");
   EXPECT_EQ(Render("{{ x }} {{ y }}", R"({"x":3,"y":3.0})"), "3 3.0");
   EXPECT_EQ(Render("{{ 1 / 0 }}"), "ERROR: division by zero");
   EXPECT_EQ(Render("{{ 9223372036854775807 + 1 }}"), "ERROR: integer overflow");
@@ -70,9 +70,10 @@ TEST(Value, StringMethods) {
   EXPECT_EQ(Render("{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith(('x', 'c')) }}"
                    "{{ 'abc'.startswith('b', 1) }}"),
             "TrueTrueTrue");
-  EXPECT_EQ(Render("{{ 'aXa'.replace('a', 'b') }} {{ 'ab'.upper() }} {{ 'AB'.lower() }} "
-                   "{{ 'hello world'.title() }} {{ 'hELLO'.capitalize() }} {{ \"they're\".title() }}"),
-            "bXb AB ab Hello World Hello They'Re");
+  EXPECT_EQ(
+      Render("{{ 'aXa'.replace('a', 'b') }} {{ 'ab'.upper() }} {{ 'AB'.lower() }} "
+             "{{ 'hello world'.title() }} {{ 'hELLO'.capitalize() }} {{ \"they're\".title() }}"),
+      "bXb AB ab Hello World Hello They'Re");
   EXPECT_EQ(Render("{{ 'héllo'.find('l') }}{{ 'abc'.find('z') }}{{ 'aaa'.count('a') }}"
                    "{{ '-'.join(['a', 'b']) }}"),
             "2-13a-b");
@@ -83,8 +84,9 @@ TEST(Value, StringMethods) {
                    "{{ d.values()|list }}",
                    R"({"d":{"a":1}})"),
             "1None5['a'][1]");
-  EXPECT_EQ(Render("{{ 'x' in 'axb' }}{{ 1 in [1, 2] }}{{ 'a' in {'a': 1} }}{{ 'q' not in 'abc' }}"),
-            "TrueTrueTrueTrue");
+  EXPECT_EQ(
+      Render("{{ 'x' in 'axb' }}{{ 1 in [1, 2] }}{{ 'a' in {'a': 1} }}{{ 'q' not in 'abc' }}"),
+      "TrueTrueTrueTrue");
   EXPECT_EQ(Render("{{ 'a' in none }}"), "ERROR: argument of type 'NoneType' is not iterable");
 }
 

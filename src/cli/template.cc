@@ -78,9 +78,9 @@ Result<std::string> RenderLine(const chat::ChatTemplate& tmpl, const std::string
                                const chat::ModelChatTemplate& model,
                                const chat::RenderOptions& options) {
   ASSIGN_OR_RETURN(Request r, ParseRequest(line, model));
-  return tmpl.Render(chat::MakeChatContext(r.messages, r.tools, r.add_generation_prompt, r.bos,
-                                           r.eos, r.extra),
-                     options);
+  return tmpl.Render(
+      chat::MakeChatContext(r.messages, r.tools, r.add_generation_prompt, r.bos, r.eos, r.extra),
+      options);
 }
 
 std::string Dump(const ordered_json& j) {
