@@ -91,6 +91,18 @@ TEST(SafetensorsCorruptTest, TruncatedHeaderLength) {
   EXPECT_NE(Error("").find("t.st"), std::string::npos);
 }
 
+TEST(SafetensorsCorruptTest, EveryTruncationFails) {
+  Writer w;
+  const float a[3] = {1, 2, 3};
+  ASSERT_TRUE(w.Add("a", Dtype::kF32, {3}, a, sizeof(a)).ok());
+  ASSERT_TRUE(w.Add("b", Dtype::kF32, {1, 3}, a, sizeof(a)).ok());
+  const std::string full = w.Serialize();
+  ASSERT_TRUE(ParseString(full).ok());
+  for (size_t n = 0; n < full.size(); ++n) {
+    EXPECT_FALSE(ParseString(full.substr(0, n)).ok()) << "prefix of " << n << " bytes";
+  }
+}
+
 TEST(SafetensorsCorruptTest, HeaderPastEnd) {
   std::string s = RawFile("{}", 0);
   s.resize(s.size() - 1);  // header cut short
