@@ -6,8 +6,9 @@
 
 namespace tachyon {
 namespace {
-constexpr int kSpinIterations = 20000;
-}
+// About 50-100 microseconds of spinning before a thread sleeps.
+constexpr int kSpinIterations = 2000;
+}  // namespace
 
 int HardwareThreads() {
   const unsigned n = std::thread::hardware_concurrency();
@@ -15,38 +16,47 @@ int HardwareThreads() {
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads <= 0 ? HardwareThreads() : n_threads) {
-  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+  next_part_.store(n_threads_);  // nothing to claim until the first Run
+  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_.store(true);
-    generation_.fetch_add(1);
-  }
-  cv_.notify_all();
+  stop_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::WorkerLoop(int tid) {
-  uint64_t seen = 0;
+void ThreadPool::RunParts() {
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
+    const int part = next_part_.fetch_add(1);
+    if (part >= n_threads_) return;
+    // A successful claim happens after Run published task_ (it stores task_ before it
+    // resets next_part_), so this is the task the part belongs to.
+    (*task_.load())(part, n_threads_);
+    if (done_parts_.fetch_add(1) + 1 == n_threads_ && caller_waiting_.load()) {
+      done_parts_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::WorkerLoop() {
+  uint32_t seen = generation_.load();
+  for (;;) {
+    uint32_t gen = generation_.load(std::memory_order_acquire);
     for (int i = 0; gen == seen && i < kSpinIterations; ++i) {
       _mm_pause();
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
-      std::unique_lock<std::mutex> lock(mu_);
       sleepers_.fetch_add(1);
-      cv_.wait(lock, [&] { return generation_.load() != seen; });
+      generation_.wait(seen);  // returns once generation_ != seen
       sleepers_.fetch_sub(1);
-      gen = generation_.load(std::memory_order_acquire);
+      gen = generation_.load();
     }
     seen = gen;
     if (stop_.load()) return;
-    (*task_)(tid, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    RunParts();
   }
 }
 
@@ -56,16 +66,22 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
-  task_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1);  // seq_cst: pairs with sleepers_ below
-  if (sleepers_.load() > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    cv_.notify_all();
+  task_.store(&fn);
+  done_parts_.store(0);
+  next_part_.store(0);
+  generation_.fetch_add(1);  // seq_cst: pairs with the worker's sleepers_ increment
+  if (sleepers_.load() > 0) generation_.notify_all();
+  RunParts();
+  int done = done_parts_.load();
+  for (int i = 0; done != n_threads_ && i < kSpinIterations; ++i) {
+    _mm_pause();
+    done = done_parts_.load();
   }
-  fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
-  task_ = nullptr;
+  if (done != n_threads_) {
+    caller_waiting_.store(true);
+    while ((done = done_parts_.load()) != n_threads_) done_parts_.wait(done);
+    caller_waiting_.store(false);
+  }
   in_run_.store(false);
 }
 

@@ -4,18 +4,19 @@
 //   pool.Run([&](int tid, int nthreads) { ... });          // every thread runs fn once
 //   pool.ParallelFor(n, [&](int64_t begin, int64_t end) { ... });  // static split of [0, n)
 //
-// The calling thread takes part as thread 0, so a pool of N threads starts N - 1 workers.
-// Workers spin briefly for new work, then sleep on a condition variable, so back-to-back
-// ops inside one model step cost well under a microsecond each to dispatch.
+// The calling thread takes part, so a pool of N threads starts N - 1 workers. The N parts
+// of a Run are claimed dynamically: whichever thread is free takes the next part, so when
+// the machine is oversubscribed and a worker is not scheduled, the caller runs its part
+// instead of waiting for it. Idle threads spin briefly, then sleep on a futex
+// (std::atomic::wait), so back-to-back ops inside one model step cost about a microsecond
+// each to dispatch and an idle pool costs no CPU.
 // Thread-safety: Run/ParallelFor may be called from one thread at a time (the owner).
 // Nested calls from inside a task run serially on the calling thread.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -31,7 +32,9 @@ class ThreadPool {
 
   int num_threads() const { return n_threads_; }
 
-  // Runs fn(tid, n_threads) on every thread (tid 0 is the caller) and waits for all.
+  // Runs fn(part, num_threads()) once for every part in [0, num_threads()) and waits for all.
+  // Parts may run on any thread (several parts may run one after another on the same
+  // thread), so fn must index per-part state by `part`, not by OS thread.
   void Run(const std::function<void(int, int)>& fn);
 
   // Splits [0, n) into num_threads() contiguous ranges (aligned to `grain`) and runs
@@ -39,18 +42,20 @@ class ThreadPool {
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
  private:
-  void WorkerLoop(int tid);
+  void WorkerLoop();
+  // Claims and runs parts of the current task until none are left.
+  void RunParts();
 
   const int n_threads_;
   std::vector<std::thread> workers_;
-  const std::function<void(int, int)>* task_ = nullptr;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<const std::function<void(int, int)>*> task_{nullptr};
+  std::atomic<uint32_t> generation_{0};   // bumped once per Run (futex word for workers)
+  std::atomic<int> next_part_{0};         // next unclaimed part of the current task
+  std::atomic<int> done_parts_{0};        // parts finished (futex word for the caller)
+  std::atomic<int> sleepers_{0};          // workers blocked in generation_.wait
+  std::atomic<bool> caller_waiting_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> in_run_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::atomic<int> sleepers_{0};
 };
 
 // Number of hardware threads (at least 1).
