@@ -1,11 +1,28 @@
 #include "util/thread_pool.h"
 
 #include <immintrin.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 
 namespace tachyon {
 namespace {
+
+// Sleeps while *word == expected (returns at once otherwise, or spuriously).
+template <typename T>
+void FutexWait(std::atomic<T>* word, T expected) {
+  static_assert(sizeof(T) == 4 && std::atomic<T>::is_always_lock_free);
+  syscall(SYS_futex, reinterpret_cast<T*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+
+template <typename T>
+void FutexWakeAll(std::atomic<T>* word) {
+  syscall(SYS_futex, reinterpret_cast<T*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
 // About 50-100 microseconds of spinning before a thread sleeps.
 constexpr int kSpinIterations = 2000;
 }  // namespace
@@ -23,7 +40,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads <= 0 ? HardwareThre
 ThreadPool::~ThreadPool() {
   stop_.store(true);
   generation_.fetch_add(1);
-  generation_.notify_all();
+  FutexWakeAll(&generation_);
   for (auto& w : workers_) w.join();
 }
 
@@ -35,7 +52,7 @@ void ThreadPool::RunParts() {
     // resets next_part_), so this is the task the part belongs to.
     (*task_.load())(part, n_threads_);
     if (done_parts_.fetch_add(1) + 1 == n_threads_ && caller_waiting_.load()) {
-      done_parts_.notify_one();
+      FutexWakeAll(&done_parts_);
     }
   }
 }
@@ -50,9 +67,8 @@ void ThreadPool::WorkerLoop() {
     }
     if (gen == seen) {
       sleepers_.fetch_add(1);
-      generation_.wait(seen);  // returns once generation_ != seen
+      while ((gen = generation_.load()) == seen) FutexWait(&generation_, seen);
       sleepers_.fetch_sub(1);
-      gen = generation_.load();
     }
     seen = gen;
     if (stop_.load()) return;
@@ -70,7 +86,7 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
   done_parts_.store(0);
   next_part_.store(0);
   generation_.fetch_add(1);  // seq_cst: pairs with the worker's sleepers_ increment
-  if (sleepers_.load() > 0) generation_.notify_all();
+  if (sleepers_.load() > 0) FutexWakeAll(&generation_);
   RunParts();
   int done = done_parts_.load();
   for (int i = 0; done != n_threads_ && i < kSpinIterations; ++i) {
@@ -79,7 +95,7 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
   }
   if (done != n_threads_) {
     caller_waiting_.store(true);
-    while ((done = done_parts_.load()) != n_threads_) done_parts_.wait(done);
+    while ((done = done_parts_.load()) != n_threads_) FutexWait(&done_parts_, done);
     caller_waiting_.store(false);
   }
   in_run_.store(false);

@@ -8,7 +8,7 @@
 // of a Run are claimed dynamically: whichever thread is free takes the next part, so when
 // the machine is oversubscribed and a worker is not scheduled, the caller runs its part
 // instead of waiting for it. Idle threads spin briefly, then sleep on a futex
-// (std::atomic::wait), so back-to-back ops inside one model step cost about a microsecond
+// (a futex), so back-to-back ops inside one model step cost about a microsecond
 // each to dispatch and an idle pool costs no CPU.
 // Thread-safety: Run/ParallelFor may be called from one thread at a time (the owner).
 // Nested calls from inside a task run serially on the calling thread.
