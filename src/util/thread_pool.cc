@@ -67,7 +67,9 @@ void ThreadPool::WorkerLoop() {
     }
     if (gen == seen) {
       sleepers_.fetch_add(1);
-      while ((gen = generation_.load()) == seen) FutexWait(&generation_, seen);
+      // stop_ is set before the destructor's generation bump, so a worker that starts late
+      // (and so never sees a change) still notices it.
+      while ((gen = generation_.load()) == seen && !stop_.load()) FutexWait(&generation_, seen);
       sleepers_.fetch_sub(1);
     }
     seen = gen;
