@@ -10,10 +10,10 @@ scripts/setup.sh
 scripts/build.sh release
 scripts/build.sh asan
 echo "== ctest (release)"
-ctest --test-dir build --output-on-failure -j "$(nproc)"
+ctest --test-dir build --output-on-failure --timeout 600 -j "$(nproc)"
 echo "== ctest (asan+ubsan)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+  ctest --test-dir build-asan --output-on-failure --timeout 900 -j "$(nproc)"
 if compgen -G "tests/python/test_*.py" >/dev/null; then
   echo "== pytest"
   TACHYON_BINARY="$root/build/tachyon" .venv/bin/python -m pytest -q tests/python
