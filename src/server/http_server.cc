@@ -48,7 +48,7 @@ class Session;
 // The ResponseChannel of one request on one connection; forwards to the session's strand.
 class Channel : public ResponseChannel, public std::enable_shared_from_this<Channel> {
  public:
-  explicit Channel(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+  explicit Channel(const std::shared_ptr<Session>& session);
   void Respond(HttpResponse response) override;
   void StartStream(Headers extra_headers) override;
   bool Write(std::string data) override;
@@ -60,7 +60,10 @@ class Channel : public ResponseChannel, public std::enable_shared_from_this<Chan
   std::function<void()> on_close_;  // strand only
 
  private:
-  std::shared_ptr<Session> session_;
+  // Weak: the session owns its current channel, so a strong pointer back would be a cycle
+  // that leaks both when the server stops with the connection open.
+  std::weak_ptr<Session> session_;
+  net::any_io_executor executor_;  // the session's strand
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -340,40 +343,39 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string out_;      // bytes of the write in flight
 };
 
+Channel::Channel(const std::shared_ptr<Session>& session)
+    : session_(session), executor_(session->executor()) {}
+
 void Channel::Respond(HttpResponse response) {
   if (closed) return;
-  net::post(session_->executor(),
-            [s = session_, self = shared_from_this(), r = std::move(response)]() mutable {
-              s->DoRespond(self.get(), std::move(r));
-            });
+  net::post(executor_, [w = session_, self = shared_from_this(), r = std::move(response)]() mutable {
+    if (auto s = w.lock()) s->DoRespond(self.get(), std::move(r));
+  });
 }
 
 void Channel::StartStream(Headers headers) {
   if (closed) return;
-  net::post(session_->executor(),
-            [s = session_, self = shared_from_this(), h = std::move(headers)]() mutable {
-              s->DoStartStream(self.get(), std::move(h));
-            });
+  net::post(executor_, [w = session_, self = shared_from_this(), h = std::move(headers)]() mutable {
+    if (auto s = w.lock()) s->DoStartStream(self.get(), std::move(h));
+  });
 }
 
 bool Channel::Write(std::string data) {
   if (closed) return false;
-  net::post(session_->executor(),
-            [s = session_, self = shared_from_this(), d = std::move(data)]() mutable {
-              s->DoWrite(self.get(), std::move(d));
-            });
+  net::post(executor_, [w = session_, self = shared_from_this(), d = std::move(data)]() mutable {
+    if (auto s = w.lock()) s->DoWrite(self.get(), std::move(d));
+  });
   return true;
 }
 
 void Channel::EndStream() {
   if (closed) return;
-  net::post(session_->executor(),
-            [s = session_, self = shared_from_this()] { s->DoEndStream(self.get()); });
+  net::post(executor_, [w = session_, self = shared_from_this()] {
+    if (auto s = w.lock()) s->DoEndStream(self.get());
+  });
 }
 
-void Channel::Post(std::function<void()> fn) {
-  net::post(session_->executor(), std::move(fn));
-}
+void Channel::Post(std::function<void()> fn) { net::post(executor_, std::move(fn)); }
 
 }  // namespace
 
