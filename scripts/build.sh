@@ -9,7 +9,7 @@ kind=${1:-release}
 jobs=$(nproc)
 case "$kind" in
   release) dir=build;      args=(-DCMAKE_BUILD_TYPE=Release) ;;
-  asan)    dir=build-asan; args=(-DCMAKE_BUILD_TYPE=Debug -DTACHYON_SANITIZE=ON -DTACHYON_BENCH=OFF -DCMAKE_CXX_FLAGS=-O1) ;;
+  asan)    dir=build-asan; args=(-DCMAKE_BUILD_TYPE=None -DTACHYON_SANITIZE=ON -DTACHYON_BENCH=OFF "-DCMAKE_CXX_FLAGS=-O1 -g1") ;;
   fuzz)    dir=build-fuzz; args=(-DCMAKE_BUILD_TYPE=Debug -DTACHYON_FUZZ=ON -DTACHYON_TESTS=OFF -DTACHYON_BENCH=OFF
                                  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_FLAGS=-O1) ;;
   *) echo "usage: $0 [release|asan|fuzz]" >&2; exit 2 ;;
