@@ -18,6 +18,9 @@ class TextDecoder {
   virtual std::string Push(int32_t id) = 0;
   // Ends the stream; returns text still held back (e.g. an incomplete UTF-8 sequence).
   virtual std::string Flush() = 0;
+  // Declares the prompt the generated text continues (called once, before any Push), so
+  // the first token's text is a continuation (e.g. keeps a SentencePiece leading space).
+  virtual void SetContext(const std::vector<int32_t>& prompt) {}
 };
 
 // A factory of decoders. Thread-safety: NewDecoder may be called from any thread.

@@ -100,7 +100,10 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     r->seed = base_seed + static_cast<uint64_t>(i);
     r->cache_salt = req.cache_salt;
     r->add_time = now;
-    if (config_.detokenizer) r->decoder = config_.detokenizer->NewDecoder();
+    if (config_.detokenizer) {
+      r->decoder = config_.detokenizer->NewDecoder();
+      r->decoder->SetContext(req.prompt_tokens);
+    }
     r->stop_matcher = StopStringMatcher(req.params.stop);
     scheduler_.Add(r.get());
     g.choices.push_back(std::move(r));

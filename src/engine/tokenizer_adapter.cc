@@ -9,6 +9,7 @@ class StreamingDecoder : public TextDecoder {
       : tokenizer_(std::move(t)), detok_(*tokenizer_, /*skip_special=*/true) {}
   std::string Push(int32_t id) override { return detok_.Push(id); }
   std::string Flush() override { return detok_.Flush(); }
+  void SetContext(const std::vector<int32_t>& prompt) override { detok_.SetContext(prompt); }
 
  private:
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;

@@ -72,6 +72,20 @@ std::string IncrementalDetokenizer::Push(int32_t id) {
   return out;
 }
 
+void IncrementalDetokenizer::SetContext(const std::vector<int32_t>& context) {
+  // The last token that a decode keeps is enough context for the leading-space rule.
+  for (size_t i = context.size(); i-- > 0;) {
+    const int32_t id = context[i];
+    if (id < 0 || id >= tokenizer_.vocab_size() || (skip_special_ && tokenizer_.IsSpecial(id))) {
+      continue;
+    }
+    ids_.assign(1, id);
+    prefix_offset_ = 0;
+    emitted_bytes_ = tokenizer_.Decode(ids_, skip_special_).size();
+    return;
+  }
+}
+
 std::string IncrementalDetokenizer::Flush() {
   const std::vector<int32_t> window(ids_.begin() + static_cast<std::ptrdiff_t>(prefix_offset_),
                                     ids_.end());

@@ -142,6 +142,10 @@ class IncrementalDetokenizer {
   std::string Push(int32_t id);
   // Ends the stream: returns whatever is still held back.
   std::string Flush();
+  // Declares the text that comes before the first pushed id (e.g. the prompt), so the first
+  // token decodes as a continuation (SentencePiece keeps its leading space). Its text is
+  // never returned. REQUIRES: nothing pushed yet.
+  void SetContext(const std::vector<int32_t>& context);
   // All ids pushed so far.
   const std::vector<int32_t>& ids() const { return ids_; }
 
