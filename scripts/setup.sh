@@ -7,6 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config git   # toolchain
+  ccache                                             # compiler cache (faster rebuilds)
   clang libclang-rt-14-dev                           # libFuzzer targets (fuzz/)
   libgtest-dev libgmock-dev                          # unit tests
   libbenchmark-dev                                   # kernel microbenchmarks (bench/)
