@@ -13,6 +13,7 @@
 #include "server/api.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
+#include "server/tool_calls.h"
 #include "util/logging.h"
 
 namespace tachyon::cli {
@@ -25,6 +26,7 @@ struct ServeOptions {
   EngineBackendOptions engine;
   HttpServerOptions http;
   std::string api_key;
+  std::string tool_call_parser = "auto";
   double shutdown_timeout_s = 30;
 };
 
@@ -38,6 +40,8 @@ void PrintServeUsage() {
       "  --served-model-name NAME     model name clients use (default: file name stem)\n"
       "  --api-key KEY                require 'Authorization: Bearer KEY' (or $TACHYON_API_KEY)\n"
       "  --chat-template FILE         Jinja chat template (or a tokenizer_config.json)\n"
+      "  --tool-call-parser NAME      how the model writes tool calls: auto (from the chat\n"
+      "                               template), hermes, llama3, mistral or none (default auto)\n"
       "  --threads N                  compute threads (default: all hardware threads)\n"
       "  --kv-cache-memory SIZE       KV cache budget, e.g. 512M, 2G (default: enough for\n"
       "                               max-num-seqs full contexts, at most 4G)\n"
@@ -119,7 +123,12 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
       o->api_key = v;
     else if (a == "--chat-template")
       o->engine.chat_template_path = v;
-    else if (a == "--threads") {
+    else if (a == "--tool-call-parser") {
+      if (v != "auto" && !server::ParseToolCallFormat(v).ok()) {
+        return bad("auto, hermes, llama3, mistral or none");
+      }
+      o->tool_call_parser = v;
+    } else if (a == "--threads") {
       if (!ParseInt(v, 1, 1024, &n)) return bad("a thread count");
       o->engine.threads = static_cast<int>(n);
     } else if (a == "--kv-cache-memory") {
@@ -186,7 +195,14 @@ int RunServe(int argc, char** argv) {
     return 1;
   }
   TLOG(INFO) << (*backend)->Summary();
-  server::OpenAiApi api(backend->get(), {{(*backend)->Info().name}, o.api_key});
+  server::ApiOptions api_options{{(*backend)->Info().name}, o.api_key};
+  api_options.tool_call_format =
+      o.tool_call_parser == "auto"
+          ? server::DetectToolCallFormat((*backend)->chat_template_source())
+          : *server::ParseToolCallFormat(o.tool_call_parser);
+  TLOG(INFO) << "tool-call parser: " << server::ToolCallFormatName(api_options.tool_call_format)
+             << (o.tool_call_parser == "auto" ? " (from the chat template)" : "");
+  server::OpenAiApi api(backend->get(), std::move(api_options));
   server::HttpServer http(
       o.http, [&api](server::HttpRequest r, std::shared_ptr<server::ResponseChannel> c) {
         api.Handle(std::move(r), std::move(c));

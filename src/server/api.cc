@@ -140,6 +140,15 @@ void OpenAiApi::Models(const HttpRequest& req, ResponseChannel& channel) {
   channel.Respond(JsonResponse(200, {{"object", "list"}, {"data", std::move(data)}}));
 }
 
+std::optional<ApiError> OpenAiApi::CheckCommon(const CommonParams& common) const {
+  const int max_n = backend_->Info().max_live_sequences;
+  if (max_n > 0 && common.n > max_n) {
+    return InvalidParam("n", "n = " + std::to_string(common.n) + " exceeds the " +
+                                 std::to_string(max_n) + " sequences this server holds at once.");
+  }
+  return CheckModel(common.model);
+}
+
 std::optional<ApiError> OpenAiApi::CheckModel(const std::string& model) const {
   if (model.empty()) return std::nullopt;
   for (const auto& name : options_.served_model_names) {
@@ -178,7 +187,7 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
   auto parsed = ParseCompletionRequest(body.value(), backend_->Info().vocab_size);
   if (!parsed.ok()) return SendError(*channel, parsed.error(), kCompletions);
   CompletionRequest& cr = parsed.value();
-  if (auto e = CheckModel(cr.common.model)) return SendError(*channel, *e, kCompletions);
+  if (auto e = CheckCommon(cr.common)) return SendError(*channel, *e, kCompletions);
   if (draining_) {
     return SendError(*channel, ApiErrorFromStatus(Unavailable("The server is shutting down.")),
                      kCompletions);
@@ -224,7 +233,7 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
   auto parsed = ParseChatRequest(body.value(), backend_->Info().vocab_size);
   if (!parsed.ok()) return SendError(*channel, parsed.error(), kChat);
   ChatRequest& cr = parsed.value();
-  if (auto e = CheckModel(cr.common.model)) return SendError(*channel, *e, kChat);
+  if (auto e = CheckCommon(cr.common)) return SendError(*channel, *e, kChat);
   if (!backend_->Info().has_chat_template) {
     return SendError(*channel,
                      InvalidParam("messages",
@@ -236,12 +245,32 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
     return SendError(*channel, ApiErrorFromStatus(Unavailable("The server is shutting down.")),
                      kChat);
   }
+  // Tools: parse the reply for calls; tool_choice "required" or a named function starts the
+  // reply with the opening of a call (there is no constrained decoding to force it otherwise).
+  const ToolCallFormat format = options_.tool_call_format;
+  const bool has_tools = !cr.tool_names.empty();
+  std::string forced;
+  const auto mode = cr.tool_choice.mode;
+  if (has_tools && (mode == ToolChoice::Mode::kRequired || mode == ToolChoice::Mode::kFunction)) {
+    if (format == ToolCallFormat::kNone) {
+      return SendError(*channel,
+                       InvalidParam("tool_choice",
+                                    "tool_choice 'required' or a named function needs a tool-call "
+                                    "format; this model's chat template shows none (start the "
+                                    "server with --tool-call-parser hermes|llama3|mistral)."),
+                       kChat);
+    }
+    std::string function = cr.tool_choice.function;
+    if (function.empty() && cr.tool_names.size() == 1) function = cr.tool_names[0];
+    forced = ForcedToolCallPrefix(format, function);
+  }
   auto text = backend_->ApplyChatTemplate(cr.template_context);
   if (!text.ok()) {
     ApiError e = ApiErrorFromStatus(text.status());
     if (e.http_status == 400) e.param = "messages";
     return SendError(*channel, e, kChat);
   }
+  *text += forced;
   auto ids = backend_->Tokenize(*text, /*add_special=*/false);
   if (!ids.ok()) return SendError(*channel, ApiErrorFromStatus(ids.status()), kChat);
   JobPrompt prompt;
@@ -261,6 +290,11 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
   spec.include_usage = cr.common.include_usage;
   spec.n = cr.common.n;
   spec.arrival = std::chrono::steady_clock::now();
+  if (has_tools && mode != ToolChoice::Mode::kNone) {
+    spec.tool_format = format;
+    spec.tool_prefix = std::move(forced);
+    spec.max_tool_calls = cr.parallel_tool_calls ? 0 : 1;
+  }
   GenerationJob::Start(std::move(spec), {backend_, &metrics_, &jobs_}, std::move(channel));
 }
 

@@ -22,12 +22,16 @@
 #include "server/generation_job.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/tool_calls.h"
 
 namespace tachyon::server {
 
 struct ApiOptions {
   std::vector<std::string> served_model_names;  // first is reported; empty: backend's name
   std::string api_key;                          // "" = no authentication
+  // How the model writes tool calls (from its chat template or --tool-call-parser); kNone:
+  // chat replies are never parsed for tool calls.
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
 };
 
 class OpenAiApi {
@@ -56,6 +60,8 @@ class OpenAiApi {
 
   // Common checks for the generation endpoints; returns an error to send, if any.
   std::optional<ApiError> CheckModel(const std::string& model) const;
+  // CheckModel plus limits the backend states (n).
+  std::optional<ApiError> CheckCommon(const CommonParams& common) const;
   // Fills max_tokens from the context, or rejects a prompt that does not fit.
   std::optional<ApiError> FitContext(const CommonParams& common, size_t prompt_len,
                                      SamplingOptions& sampling, const char* param) const;

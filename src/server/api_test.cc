@@ -132,6 +132,39 @@ TEST_F(ApiTest, MultiplePromptsAndN) {
   EXPECT_EQ(j["choices"][1]["text"], kText.substr(6, 3));
   EXPECT_EQ(j["usage"]["prompt_tokens"], 4);
   EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  // One backend request per prompt: its n choices are forked from it (shared prompt KV).
+  EXPECT_EQ(backend_->SubmittedPrompts().size(), 2u);
+  WaitIdle();
+}
+
+TEST_F(ApiTest, StreamingNChoicesAreIndexed) {
+  json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+               {"n", 3},
+               {"max_tokens", 4},
+               {"seed", 2},
+               {"stream", true}};
+  auto ch = Post("/v1/chat/completions", body);
+  std::map<int, std::string> texts;
+  std::map<int, std::string> finish;
+  std::map<int, int> roles;
+  for (const json& e : ch->Events()) {
+    for (const json& c : e["choices"]) {
+      int i = c["index"].get<int>();
+      if (c["delta"].contains("role")) roles[i]++;
+      if (c["delta"].contains("content")) texts[i] += c["delta"]["content"].get<std::string>();
+      if (!c["finish_reason"].is_null()) finish[i] = c["finish_reason"];
+    }
+  }
+  ASSERT_EQ(texts.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(roles[i], 1) << i;
+    EXPECT_EQ(texts[i], kText.substr(2 + i, 4)) << i;
+    EXPECT_EQ(finish[i], "length") << i;
+  }
+  body.erase("stream");
+  json plain = Post("/v1/chat/completions", body)->Json();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(plain["choices"][i]["message"]["content"], texts[i]);
+  EXPECT_EQ(backend_->SubmittedPrompts().size(), 2u);
   WaitIdle();
 }
 

@@ -2,10 +2,12 @@
 // generates tokens (the real engine adapter, or FakeBackend in tests).
 //
 // The server parses and validates a request, renders the chat template and tokenizes the prompt
-// through the backend, then Submit()s one GenerationRequest per choice. The backend reports
-// progress through the OutputCallback: zero or more chunks with new tokens and text, then
-// exactly one chunk with `finished` set (or with a non-OK `error`). After that final chunk the
-// callback is never called again and is destroyed.
+// through the backend, then Submit()s one GenerationRequest per prompt; a request asks for n
+// choices (n > 1: sequences forked from the prompt, sharing its KV blocks). The backend reports
+// progress through the OutputCallback: per choice (GenerationChunk::index in [0, n)), zero or
+// more chunks with new tokens and text, then exactly one chunk with `finished` set (or with a
+// non-OK `error`). After the final chunk of every choice the callback is never called again and
+// is destroyed.
 //
 // Thread-safety: every method may be called from any thread concurrently. The callback runs
 // on a backend-owned thread (possibly the engine loop): it must be cheap and must never block
@@ -49,6 +51,7 @@ struct GenerationRequest {
   std::string request_id;
   std::vector<int32_t> prompt_ids;
   SamplingOptions sampling;
+  int n = 1;  // choices; choice i samples with seed + i when a seed is set
 };
 
 enum class FinishReason { kStop, kLength, kAbort };
@@ -66,18 +69,18 @@ struct TokenLogprob {
   std::vector<TopLogprob> top;  // best first
 };
 
-// One progress report for one request.
+// One progress report for one choice of a request.
 struct GenerationChunk {
+  int index = 0;                   // the choice, in [0, n)
   std::vector<int32_t> token_ids;  // new tokens since the previous chunk
   std::string text;  // new text: always valid, complete UTF-8 (partial sequences held back)
   std::vector<TokenLogprob> logprobs;  // one per token id when logprobs were requested
-  bool finished = false;
+  bool finished = false;               // this choice is complete
   FinishReason finish_reason = FinishReason::kStop;
-  Status error;  // non-OK: the request failed; implies finished
-  // Filled on the final chunk.
+  Status error;  // non-OK: the choice failed; implies finished
+  // Filled on each choice's final chunk (the request's prompt, shared by its choices).
   int prompt_tokens = 0;
-  int cached_tokens = 0;  // prompt tokens served from the prefix cache
-  int completion_tokens = 0;
+  int cached_tokens = 0;      // prompt tokens served from the prefix cache
   double queue_seconds = -1;  // time from submission to first schedule; < 0 if unknown
 };
 
@@ -101,6 +104,7 @@ struct ModelInfo {
   int context_length = 0;
   int vocab_size = 0;
   bool has_chat_template = false;
+  int max_live_sequences = 0;  // > 0: a request with more choices than this can never be taken
 };
 
 class GenerationBackend {
@@ -121,12 +125,12 @@ class GenerationBackend {
   // `tools` (or null) and `add_generation_prompt`, plus any extra template variables.
   virtual Result<std::string> ApplyChatTemplate(const nlohmann::ordered_json& context) const = 0;
 
-  // Queues a request. Errors: ResourceExhausted when the queue is full, Unavailable when
-  // shutting down, InvalidArgument for a request the engine cannot take. On error the callback
-  // is never called. On success returns a handle for Cancel().
+  // Queues a request (all n choices). Errors: ResourceExhausted when the queue is full,
+  // Unavailable when shutting down, InvalidArgument for a request the engine cannot take. On
+  // error the callback is never called. On success returns a handle for Cancel().
   virtual Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) = 0;
-  // Aborts a request: its KV blocks are freed promptly and the callback receives a final chunk
-  // with FinishReason::kAbort (unless it already finished). Unknown handles are ignored.
+  // Aborts a request: its KV blocks are freed promptly and every unfinished choice receives a
+  // final chunk with FinishReason::kAbort. Unknown handles are ignored.
   virtual void Cancel(uint64_t handle) = 0;
 
   virtual BackendMetrics Metrics() const = 0;

@@ -81,7 +81,8 @@ ApiResult<ordered_json> ParseMessages(const ordered_json& body) {
   return messages;
 }
 
-std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& context) {
+std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& context,
+                                  ChatRequest& req) {
   ordered_json tools = nullptr;
   if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
     if (!it->is_array())
@@ -93,20 +94,52 @@ std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& contex
                             "Invalid value for 'tools': each tool must be "
                             "{\"type\": \"function\", \"function\": {\"name\": ...}}.");
       }
+      req.tool_names.push_back(t["function"]["name"].get<std::string>());
     }
     if (!it->empty()) tools = *it;
   }
   ordered_json tool_choice = "auto";
   if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
-    bool valid_string = it->is_string() && (*it == "none" || *it == "auto" || *it == "required");
-    if (!valid_string && !it->is_object()) {
+    const ordered_json& c = *it;
+    if (c == "none") {
+      req.tool_choice.mode = ToolChoice::Mode::kNone;
+    } else if (c == "auto") {
+      req.tool_choice.mode = ToolChoice::Mode::kAuto;
+    } else if (c == "required") {
+      req.tool_choice.mode = ToolChoice::Mode::kRequired;
+    } else if (c.is_object() && c.contains("function") && c["function"].is_object() &&
+               c["function"].contains("name") && c["function"]["name"].is_string()) {
+      req.tool_choice.mode = ToolChoice::Mode::kFunction;
+      req.tool_choice.function = c["function"]["name"].get<std::string>();
+      bool known = false;
+      for (const auto& name : req.tool_names) known = known || name == req.tool_choice.function;
+      if (!known) {
+        return InvalidParam("tool_choice", "Invalid value for 'tool_choice': function '" +
+                                               req.tool_choice.function +
+                                               "' is not one of the request's tools.");
+      }
+    } else {
       return InvalidParam("tool_choice",
-                          "Invalid value for 'tool_choice': expected 'none', "
-                          "'auto', 'required' or an object naming a function.");
+                          "Invalid value for 'tool_choice': expected 'none', 'auto', "
+                          "'required' or {\"type\": \"function\", \"function\": "
+                          "{\"name\": ...}}.");
     }
-    tool_choice = *it;
+    tool_choice = c;
   }
-  if (tool_choice == "none") tools = nullptr;
+  if (req.tool_choice.mode == ToolChoice::Mode::kRequired && req.tool_names.empty()) {
+    return InvalidParam("tool_choice", "'tool_choice' is 'required' but no 'tools' are given.");
+  }
+  if (auto it = body.find("parallel_tool_calls"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return InvalidParam("parallel_tool_calls",
+                          "Invalid type for 'parallel_tool_calls': expected a boolean.");
+    }
+    req.parallel_tool_calls = it->get<bool>();
+  }
+  if (req.tool_choice.mode == ToolChoice::Mode::kNone) {
+    tools = nullptr;
+    req.tool_names.clear();
+  }
   context["tools"] = std::move(tools);
   context["tool_choice"] = std::move(tool_choice);
   return std::nullopt;
@@ -134,7 +167,7 @@ ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vo
   }
   context["messages"] = std::move(messages.value());
   context["add_generation_prompt"] = r.Bool("add_generation_prompt").value_or(true);
-  if (auto err = ReadTools(ordered_body, context)) return *err;
+  if (auto err = ReadTools(ordered_body, context, req)) return *err;
 
   req.logprobs = r.Bool("logprobs").value_or(false);
   auto top = r.Int("top_logprobs", 0, kMaxLogprobs);

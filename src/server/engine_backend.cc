@@ -17,6 +17,7 @@ namespace {
 
 GenerationChunk Convert(engine::RequestOutput& out) {
   GenerationChunk c;
+  c.index = out.index;
   c.token_ids = std::move(out.token_ids);
   c.text = std::move(out.text);
   for (const auto& lp : out.logprobs) {
@@ -24,7 +25,7 @@ GenerationChunk Convert(engine::RequestOutput& out) {
     for (const auto& top : lp.top) t.top.push_back({top.token, top.logprob});
     c.logprobs.push_back(std::move(t));
   }
-  c.finished = out.finish_reason != engine::FinishReason::kNone || out.finished;
+  c.finished = out.finish_reason != engine::FinishReason::kNone;
   switch (out.finish_reason) {
     case engine::FinishReason::kLength:
       c.finish_reason = FinishReason::kLength;
@@ -41,7 +42,6 @@ GenerationChunk Convert(engine::RequestOutput& out) {
   }
   c.prompt_tokens = static_cast<int>(out.usage.prompt_tokens);
   c.cached_tokens = static_cast<int>(out.usage.cached_prompt_tokens);
-  c.completion_tokens = static_cast<int>(out.usage.completion_tokens);
   c.queue_seconds = out.queue_seconds;
   return c;
 }
@@ -77,6 +77,7 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(const EngineBackend
     auto parsed = chat::ChatTemplate::Parse(*source);
     if (!parsed.ok()) return parsed.status().WithContext("chat template");
     b->template_ = std::move(*parsed);
+    b->template_source_ = *source;
   }
 
   const model::ModelConfig& cfg = model->config();
@@ -102,6 +103,7 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(const EngineBackend
   b->info_.context_length = static_cast<int>(max_len);
   b->info_.vocab_size = static_cast<int>(cfg.n_vocab);
   b->info_.has_chat_template = b->template_.has_value();
+  b->info_.max_live_sequences = o.max_num_seqs + o.max_queue;
 
   std::ostringstream summary;
   summary << cfg.arch << " model '" << cfg.name << "' (" << (model->weight_bytes() >> 20)
@@ -171,17 +173,25 @@ Result<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_jso
 
 Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback callback) {
   if (!ready_) return Unavailable("the engine is not running");
-  const int64_t before = live_->fetch_add(1);  // released by the final output (or below)
-  if (before >= options_.max_num_seqs + options_.max_queue) {
-    live_->fetch_sub(1);
+  // Admission counts sequences (a request of n choices holds n), like the engine's limits.
+  const int64_t n = std::max(1, request.n);
+  const int64_t limit = options_.max_num_seqs + options_.max_queue;
+  if (n > limit) {
+    return InvalidArgument("n = " + std::to_string(n) +
+                           " exceeds what this server holds at once (" + std::to_string(limit) +
+                           " sequences)");
+  }
+  const int64_t before = live_->fetch_add(n);  // released by the final output (or below)
+  if (before + n > limit) {
+    live_->fetch_sub(n);
     return ResourceExhausted("The server is busy (" + std::to_string(before) +
-                             " requests in flight); retry later.");
+                             " sequences in flight); retry later.");
   }
   const SamplingOptions& s = request.sampling;
   engine::EngineRequest er;
   er.prompt_tokens = std::move(request.prompt_ids);
   sampling::SamplingParams& p = er.params;
-  p.n = 1;
+  p.n = static_cast<int>(n);
   p.temperature = s.temperature;
   p.top_k = s.top_k;
   p.top_p = s.top_p;
@@ -199,14 +209,13 @@ Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback
   const int64_t prompt_len = static_cast<int64_t>(er.prompt_tokens.size());
 
   auto id = core_->AddRequestWithCallback(
-      std::move(er), [cb = std::move(callback), live = live_](engine::RequestOutput out) {
-        GenerationChunk chunk = Convert(out);
-        bool final = chunk.finished;
-        cb(std::move(chunk));
-        if (final) live->fetch_sub(1);
+      std::move(er), [cb = std::move(callback), live = live_, n](engine::RequestOutput out) {
+        const bool request_done = out.finished;  // every choice has finished
+        cb(Convert(out));
+        if (request_done) live->fetch_sub(n);
       });
   if (!id.ok()) {
-    live_->fetch_sub(1);
+    live_->fetch_sub(n);
     return id.status();
   }
   prompt_tokens_ += prompt_len;

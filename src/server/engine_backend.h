@@ -57,6 +57,8 @@ class EngineBackend : public GenerationBackend {
   void Shutdown();
   // One line describing the loaded model and engine sizes (for the startup log).
   const std::string& Summary() const { return summary_; }
+  // The chat template's source text ("" when the model has none).
+  const std::string& chat_template_source() const { return template_source_; }
 
  private:
   EngineBackend() = default;
@@ -65,6 +67,7 @@ class EngineBackend : public GenerationBackend {
   EngineBackendOptions options_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   std::optional<chat::ChatTemplate> template_;
+  std::string template_source_;
   std::unique_ptr<engine::EngineCore> core_;
   std::shared_ptr<std::atomic<int64_t>> live_ = std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<int64_t> prompt_tokens_{0};

@@ -57,26 +57,42 @@ Result<std::string> FakeBackend::ApplyChatTemplate(const nlohmann::ordered_json&
 Result<uint64_t> FakeBackend::Submit(GenerationRequest request, OutputCallback callback) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) return Unavailable("the backend is shutting down");
-  int64_t waiting = static_cast<int64_t>(live_.size()) - options_.max_running;
-  if (waiting >= options_.max_waiting) return ResourceExhausted("the request queue is full");
   if (static_cast<int>(request.prompt_ids.size()) >= info_.context_length) {
     return InvalidArgument("prompt does not fit in the context");
   }
+  const int n = std::max(1, request.n);
+  if (static_cast<int64_t>(live_.size()) + n > options_.max_running + options_.max_waiting) {
+    return ResourceExhausted("the request queue is full");
+  }
   uint64_t handle = next_handle_++;
-  Running r;
-  r.offset = request.sampling.seed.value_or(0) % options_.text.size();
-  r.request = std::move(request);
-  r.callback = std::move(callback);
-  prompt_total_ += static_cast<int64_t>(r.request.prompt_ids.size());
-  live_.emplace(handle, std::move(r));
+  prompt_total_ += static_cast<int64_t>(request.prompt_ids.size());
+  submitted_.push_back(request.prompt_ids);
+  auto shared_request = std::make_shared<const GenerationRequest>(std::move(request));
+  auto shared_callback = std::make_shared<OutputCallback>(std::move(callback));
+  for (int i = 0; i < n; ++i) {
+    Running r;
+    r.handle = handle;
+    r.index = i;
+    r.offset = (shared_request->sampling.seed.value_or(0) + static_cast<uint64_t>(i)) %
+               options_.text.size();
+    r.request = shared_request;
+    r.callback = shared_callback;
+    live_.emplace(next_seq_++, std::move(r));
+  }
   cv_.notify_all();
   return handle;
 }
 
+std::vector<std::vector<int32_t>> FakeBackend::SubmittedPrompts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return submitted_;
+}
+
 void FakeBackend::Cancel(uint64_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = live_.find(handle);
-  if (it != live_.end()) it->second.cancel = true;
+  for (auto& [seq, r] : live_) {
+    if (r.handle == handle) r.cancel = true;
+  }
   cv_.notify_all();
 }
 
@@ -98,12 +114,12 @@ BackendMetrics FakeBackend::Metrics() const {
 }
 
 bool FakeBackend::Step(Running& r, GenerationChunk& out) {
-  const SamplingOptions& s = r.request.sampling;
+  const SamplingOptions& s = r.request->sampling;
+  out.index = r.index;
   auto finish = [&](FinishReason reason) {
     out.finished = true;
     out.finish_reason = reason;
-    out.prompt_tokens = static_cast<int>(r.request.prompt_ids.size());
-    out.completion_tokens = r.generated;
+    out.prompt_tokens = static_cast<int>(r.request->prompt_ids.size());
     out.queue_seconds = 0;
     return true;
   };
@@ -133,8 +149,9 @@ bool FakeBackend::Step(Running& r, GenerationChunk& out) {
       return finish(FinishReason::kStop);
     }
   }
-  bool length = r.generated >= s.max_tokens ||
-                static_cast<int>(r.request.prompt_ids.size()) + r.generated >= info_.context_length;
+  bool length =
+      r.generated >= s.max_tokens ||
+      static_cast<int>(r.request->prompt_ids.size()) + r.generated >= info_.context_length;
   // Hold back the longest tail that could still become a stop string.
   size_t hold = 0;
   if (!length) {
@@ -158,9 +175,8 @@ void FakeBackend::Loop() {
   while (true) {
     cv_.wait_for(lock, options_.step_interval, [&] { return stop_; });
     if (stop_ && live_.empty()) return;
-    std::vector<std::pair<OutputCallback*, GenerationChunk>> calls;
-    std::vector<OutputCallback> finished;  // destroyed after their last call
-    finished.reserve(live_.size());        // `calls` points into it
+    // Callbacks are shared by a request's choices; the last reference goes after its last call.
+    std::vector<std::pair<std::shared_ptr<OutputCallback>, GenerationChunk>> calls;
     int running = 0;
     for (auto it = live_.begin(); it != live_.end();) {
       Running& r = it->second;
@@ -172,17 +188,16 @@ void FakeBackend::Loop() {
       ++running;
       GenerationChunk chunk;
       if (Step(r, chunk)) {
-        finished.push_back(std::move(r.callback));
-        calls.emplace_back(&finished.back(), std::move(chunk));
+        calls.emplace_back(std::move(r.callback), std::move(chunk));
         it = live_.erase(it);
       } else {
-        calls.emplace_back(&r.callback, std::move(chunk));
+        calls.emplace_back(r.callback, std::move(chunk));
         ++it;
       }
     }
     lock.unlock();
     for (auto& [cb, chunk] : calls) (*cb)(std::move(chunk));
-    finished.clear();
+    calls.clear();
     lock.lock();
   }
 }

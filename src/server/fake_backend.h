@@ -2,11 +2,11 @@
 // layers. Never used by `tachyon serve`.
 //
 // Tokenizer: one token per byte (ids 0..255), BOS = 256, EOS = 257; vocab 258.
-// Generation: request i emits the bytes of `options.text` starting at offset (seed % size),
-// one token per step, every `step_interval`; greedy and seeded requests are therefore
-// reproducible. Stop strings, max_tokens, logprobs and the context limit behave like the engine.
-// A dedicated thread runs the steps; callbacks are invoked on it.
-// Thread-safe.
+// Generation: choice i of a request emits the bytes of `options.text` starting at offset
+// ((seed + i) % size), one token per step, every `step_interval`; greedy and seeded requests are
+// therefore reproducible. A request of n choices holds n sequences. Stop strings, max_tokens,
+// logprobs and the context limit behave like the engine. A dedicated thread runs the steps;
+// callbacks are invoked on it. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -23,8 +23,8 @@ struct FakeBackendOptions {
   std::string text = "Once upon a time there was a tiny robot. ";
   int context_length = 256;
   std::chrono::microseconds step_interval{200};
-  int max_running = 8;   // requests generating at once; the rest wait
-  int max_waiting = 64;  // Submit beyond this is ResourceExhausted
+  int max_running = 8;   // sequences generating at once; the rest wait
+  int max_waiting = 64;  // Submit beyond this many waiting sequences is ResourceExhausted
   int eos_after = -1;    // >= 0: emit EOS after this many tokens (unless ignore_eos)
 };
 
@@ -47,13 +47,17 @@ class FakeBackend : public GenerationBackend {
   void Cancel(uint64_t handle) override;
   BackendMetrics Metrics() const override;
 
-  // Number of requests submitted and not yet finished (for leak checks in tests).
+  // Number of sequences (choices) submitted and not yet finished (for leak checks in tests).
   int64_t Live() const;
+  // The prompts (token ids) of the requests submitted so far, in order.
+  std::vector<std::vector<int32_t>> SubmittedPrompts() const;
 
  private:
   struct Running {
-    GenerationRequest request;
-    OutputCallback callback;
+    uint64_t handle = 0;
+    int index = 0;  // choice
+    std::shared_ptr<const GenerationRequest> request;
+    std::shared_ptr<OutputCallback> callback;  // shared by the request's choices
     size_t offset = 0;
     int generated = 0;
     std::string text;  // generated text not yet released (may hold a stop-string prefix)
@@ -67,8 +71,10 @@ class FakeBackend : public GenerationBackend {
   ModelInfo info_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<uint64_t, Running> live_;  // ordered by handle: the first max_running run
+  std::map<uint64_t, Running> live_;  // by sequence, in submission order: the first max_running run
   uint64_t next_handle_ = 1;
+  uint64_t next_seq_ = 1;
+  std::vector<std::vector<int32_t>> submitted_;
   bool stop_ = false;
   int64_t generated_total_ = 0;
   int64_t prompt_total_ = 0;

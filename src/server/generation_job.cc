@@ -56,6 +56,11 @@ GenerationJob::GenerationJob(JobSpec spec, JobContext ctx, std::shared_ptr<Respo
     for (int k = 0; k < spec_.n; ++k) {
       Choice c;
       c.prompt_index = static_cast<int>(p);
+      if (spec_.tool_format != ToolCallFormat::kNone) {
+        c.tools = std::make_unique<ToolCallParser>(spec_.tool_format, spec_.max_tool_calls);
+        // The forced start of a call is part of the reply the parser reads (never content).
+        c.text += c.tools->Push(spec_.tool_prefix).content;
+      }
       choices_.push_back(std::move(c));
     }
   }
@@ -72,16 +77,20 @@ void GenerationJob::Start(JobSpec spec, JobContext ctx, std::shared_ptr<Response
   channel->SetOnClose([weak] {
     if (auto j = weak.lock()) j->OnClientGone();
   });
-  for (size_t i = 0; i < job->choices_.size(); ++i) {
+  // One backend request per prompt; its n choices share the prompt's KV blocks.
+  for (size_t p = 0; p < job->spec_.prompts.size(); ++p) {
     const JobSpec& s = job->spec_;
-    const JobPrompt& prompt = s.prompts[job->choices_[i].prompt_index];
+    const JobPrompt& prompt = s.prompts[p];
     GenerationRequest req;
-    req.request_id = s.id + "-" + std::to_string(i);
+    req.request_id = s.id + "-" + std::to_string(p);
     req.prompt_ids = prompt.ids;
     req.sampling = prompt.sampling;
-    if (req.sampling.seed && s.n > 1) *req.sampling.seed += i % s.n;
-    auto handle = ctx.backend->Submit(
-        std::move(req), [job, i](GenerationChunk chunk) { job->OnChunk(i, std::move(chunk)); });
+    req.n = s.n;
+    const size_t first_choice = p * static_cast<size_t>(s.n);
+    auto handle = ctx.backend->Submit(std::move(req), [job, first_choice](GenerationChunk chunk) {
+      const size_t index = first_choice + static_cast<size_t>(chunk.index);
+      job->OnChunk(index, std::move(chunk));
+    });
     if (!handle.ok()) {
       job->Cancel();
       job->Fail(ApiErrorFromStatus(handle.status()));
@@ -134,6 +143,7 @@ void GenerationJob::Drain() {
 }
 
 void GenerationJob::Handle(size_t index, GenerationChunk& chunk) {
+  if (index >= choices_.size()) return;  // a backend bug; never index out of range
   Choice& c = choices_[index];
   if (c.finished) return;
   auto now = Clock::now();
@@ -146,7 +156,6 @@ void GenerationJob::Handle(size_t index, GenerationChunk& chunk) {
     c.finished = true;
     c.reason = chunk.finish_reason;
     c.cached_tokens = chunk.cached_tokens;
-    if (chunk.completion_tokens > 0) c.completion_tokens = chunk.completion_tokens;
     finished_++;
     double ttft = c.has_first_token ? Seconds(c.first_token - spec_.arrival) : -1;
     double tpot =
@@ -160,6 +169,17 @@ void GenerationJob::Handle(size_t index, GenerationChunk& chunk) {
     return;
   }
   json logprobs = chunk.logprobs.empty() ? json(nullptr) : LogprobsJson(c, chunk);
+  std::vector<ToolCall> calls;
+  if (c.tools) {
+    ToolCallParser::Output out = c.tools->Push(chunk.text);
+    if (c.finished) {
+      ToolCallParser::Output rest = c.tools->Finish();
+      out.content += rest.content;
+      for (ToolCall& call : rest.calls) out.calls.push_back(std::move(call));
+    }
+    chunk.text = std::move(out.content);
+    calls = std::move(out.calls);
+  }
   if (spec_.stream) {
     std::string text = std::move(chunk.text);
     c.text_bytes += text.size();
@@ -168,15 +188,18 @@ void GenerationJob::Handle(size_t index, GenerationChunk& chunk) {
       text = spec_.prompts[c.prompt_index].echo_text + text;
     }
     if (!text.empty() || !logprobs.is_null()) WriteEvent(StreamDelta(index, text, logprobs));
+    for (const ToolCall& call : calls) WriteToolCall(index, c.num_calls++, call);
     if (c.finished && !done_) {
       json event = StreamDelta(index, "", nullptr);
-      event["choices"][0]["finish_reason"] = FinishReasonName(c.reason);
+      event["choices"][0]["finish_reason"] = FinishName(c);
       if (spec_.chat) event["choices"][0]["delta"] = json::object();
       WriteEvent(event);
     }
   } else {
     c.text += chunk.text;
     c.text_bytes += chunk.text.size();
+    c.num_calls += static_cast<int>(calls.size());
+    for (ToolCall& call : calls) c.calls.push_back(std::move(call));
     if (!logprobs.is_null()) {
       auto& dst = c.logprobs;
       if (spec_.chat) {
@@ -233,6 +256,37 @@ json GenerationJob::LogprobsJson(Choice& c, const GenerationChunk& chunk) const 
   return out;
 }
 
+namespace {
+
+json ToolCallJson(const ToolCall& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+}  // namespace
+
+std::string_view GenerationJob::FinishName(const Choice& c) const {
+  if (c.num_calls > 0 && c.reason != FinishReason::kAbort) return "tool_calls";
+  return FinishReasonName(c.reason);
+}
+
+void GenerationJob::WriteToolCall(size_t index, int call_index, const ToolCall& call) {
+  // As OpenAI streams them: id, type and name first (empty arguments), then the arguments.
+  json head = StreamDelta(index, "", nullptr);
+  head["choices"][0]["delta"] = {
+      {"tool_calls", json::array({{{"index", call_index},
+                                   {"id", call.id},
+                                   {"type", "function"},
+                                   {"function", {{"name", call.name}, {"arguments", ""}}}}})}};
+  WriteEvent(head);
+  json args = StreamDelta(index, "", nullptr);
+  args["choices"][0]["delta"] = {
+      {"tool_calls",
+       json::array({{{"index", call_index}, {"function", {{"arguments", call.arguments}}}}})}};
+  WriteEvent(args);
+}
+
 json GenerationJob::ChunkEnvelope() const {
   json j = {{"id", spec_.id},
             {"object", spec_.chat ? "chat.completion.chunk" : "text_completion"},
@@ -281,9 +335,15 @@ json GenerationJob::FinalBody() const {
     const Choice& c = choices_[i];
     json lp = c.logprobs.empty() ? json(nullptr) : c.logprobs;
     if (spec_.chat && !lp.is_null()) lp = json{{"content", c.logprobs}, {"refusal", nullptr}};
-    json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", FinishReasonName(c.reason)}};
+    json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", FinishName(c)}};
     if (spec_.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+      if (!c.calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        json calls = json::array();
+        for (const ToolCall& call : c.calls) calls.push_back(ToolCallJson(call));
+        choice["message"]["tool_calls"] = std::move(calls);
+      }
     } else {
       choice["text"] = spec_.echo ? spec_.prompts[c.prompt_index].echo_text + c.text : c.text;
     }

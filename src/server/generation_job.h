@@ -24,6 +24,7 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/protocol.h"
+#include "server/tool_calls.h"
 
 namespace tachyon::server {
 
@@ -62,6 +63,10 @@ struct JobSpec {
   int n = 1;
   std::vector<JobPrompt> prompts;
   std::chrono::steady_clock::time_point arrival;
+  // Chat with tools: the generated text is parsed into tool calls in this format.
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  std::string tool_prefix;  // forced start of a call, appended to the prompt (tool_choice)
+  int max_tool_calls = 0;   // 1 with parallel_tool_calls = false; 0: no limit
 };
 
 struct JobContext {
@@ -95,6 +100,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int cached_tokens = 0;
     std::chrono::steady_clock::time_point first_token;
     bool has_first_token = false;
+    std::unique_ptr<ToolCallParser> tools;  // chat with tools only
+    std::vector<ToolCall> calls;            // non-streaming: the calls parsed so far
+    int num_calls = 0;
   };
 
   void OnChunk(size_t choice, GenerationChunk chunk);  // backend thread
@@ -108,6 +116,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   nlohmann::json StreamDelta(size_t index, const std::string& text,
                              const nlohmann::json& logprobs) const;
   nlohmann::json LogprobsJson(Choice& c, const GenerationChunk& chunk) const;
+  // Streams one completed tool call: a delta with id and name, then one with the arguments.
+  void WriteToolCall(size_t index, int call_index, const ToolCall& call);
+  std::string_view FinishName(const Choice& c) const;
   nlohmann::json UsageJson() const;
   nlohmann::json FinalBody() const;
 

@@ -69,8 +69,18 @@ struct CompletionRequest {
   bool echo = false;
 };
 
+// tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.
+struct ToolChoice {
+  enum class Mode { kNone, kAuto, kRequired, kFunction };
+  Mode mode = Mode::kAuto;
+  std::string function;  // kFunction: the named function (one of the request's tools)
+};
+
 struct ChatRequest {
   CommonParams common;
+  std::vector<std::string> tool_names;  // names of the request's tools (empty: no tools)
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
   // Template context: messages (content flattened to strings), tools (or null),
   // tool_choice, add_generation_prompt, plus chat_template_kwargs entries. Ordered: templates
   // print dicts (tojson) in the client's key order.

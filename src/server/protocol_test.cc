@@ -213,6 +213,46 @@ TEST(ProtocolTest, ToolChoiceNoneHidesTools) {
   auto r = ParseChatRequest(body, kVocab);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r.value().template_context["tools"].is_null());
+  EXPECT_TRUE(r.value().tool_names.empty());
+  EXPECT_EQ(r.value().tool_choice.mode, ToolChoice::Mode::kNone);
+}
+
+TEST(ProtocolTest, ToolChoiceForms) {
+  json tools = {{{"type", "function"}, {"function", {{"name", "f"}}}},
+                {{"type", "function"}, {"function", {{"name", "g"}}}}};
+  json msgs = {{{"role", "user"}, {"content", "x"}}};
+  auto parse = [&](json extra) {
+    json body = {{"messages", msgs}, {"tools", tools}};
+    body.update(extra);
+    return ParseChatRequest(body, kVocab);
+  };
+  auto r = parse(json::object());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value().tool_choice.mode, ToolChoice::Mode::kAuto);
+  EXPECT_EQ(r.value().tool_names, (std::vector<std::string>{"f", "g"}));
+  EXPECT_TRUE(r.value().parallel_tool_calls);
+  r = parse({{"tool_choice", "required"}, {"parallel_tool_calls", false}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value().tool_choice.mode, ToolChoice::Mode::kRequired);
+  EXPECT_FALSE(r.value().parallel_tool_calls);
+  r = parse({{"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value().tool_choice.mode, ToolChoice::Mode::kFunction);
+  EXPECT_EQ(r.value().tool_choice.function, "g");
+  // The template sees tool_choice as given.
+  EXPECT_EQ(r.value().template_context["tool_choice"]["function"]["name"], "g");
+  for (json bad : {json{{"tool_choice", {{"type", "function"}, {"function", {{"name", "h"}}}}}},
+                   json{{"tool_choice", {{"type", "function"}}}}, json{{"tool_choice", 3}}}) {
+    auto e = parse(bad);
+    ASSERT_FALSE(e.ok()) << bad.dump();
+    EXPECT_EQ(e.error().param, "tool_choice");
+  }
+  auto e = parse({{"parallel_tool_calls", "yes"}});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().param, "parallel_tool_calls");
+  e = ParseChatRequest(json{{"messages", msgs}, {"tool_choice", "required"}}, kVocab);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().param, "tool_choice");
 }
 
 TEST(ProtocolTest, MalformedJson) {
