@@ -10,10 +10,20 @@ Workloads (see BENCHMARKS.md):
   A: distinct 128-token prompts, 64 new tokens
   B: one shared 512-token prefix + distinct 32-token suffix, 32 new tokens
 
+One point:
   bench/serve_load.py --url http://127.0.0.1:8080 --workload A --concurrency 8 --requests 32
+A sweep (every workload x concurrency; requests per point = --rounds x concurrency unless
+--requests is given), written as JSON and drawn against concurrency with gnuplot:
+  bench/serve_load.py --workload A,B --concurrency 1,8,32 --json out.json --png out.png
+
+Sizes can be shrunk for smoke tests (--prompt-tokens, --prefix-tokens, --max-tokens).
 """
 
 import argparse
+import os
+import shutil
+import subprocess
+import tempfile
 import http.client
 import json
 import random
@@ -87,6 +97,7 @@ def stream_one(url, api_key, model, prompt, max_tokens):
 
 
 def pct(values, p):
+    """Nearest-rank percentile (NaN when empty)."""
     if not values:
         return float("nan")
     values = sorted(values)
@@ -94,29 +105,26 @@ def pct(values, p):
     return values[k]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--url", default="http://127.0.0.1:8080")
-    ap.add_argument("--api-key", default="none")
-    ap.add_argument("--workload", choices=["A", "B"], default="A")
-    ap.add_argument("--concurrency", type=int, default=8)
-    ap.add_argument("--requests", type=int, default=0, help="total requests (default 4 x C)")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    total = args.requests or 4 * args.concurrency
-    rng = random.Random(args.seed)
-    words = ("once upon a time there was little girl named lily she loved to play with her ball "
-             "in the park one day big dog came and they were happy friends sun tree bird").split()
-    model = model_name(args.url, args.api_key)
-    if args.workload == "A":
-        prompts = [token_prompt(args.url, args.api_key, 128, rng, words) for _ in range(total)]
-        max_tokens = 64
-    else:
-        prefix = token_prompt(args.url, args.api_key, 512, rng, words)
-        prompts = [prefix + token_prompt(args.url, args.api_key, 33, rng, words)[1:]
-                   for _ in range(total)]
-        max_tokens = 32
+WORDS = ("once upon a time there was little girl named lily she loved to play with her ball "
+         "in the park one day big dog came and they were happy friends sun tree bird").split()
 
+
+def make_prompts(args, workload, total, rng):
+    """(prompts, max_tokens) for `total` requests of a workload."""
+    if workload == "A":
+        n = args.prompt_tokens or 128
+        prompts = [token_prompt(args.url, args.api_key, n, rng, WORDS) for _ in range(total)]
+        return prompts, args.max_tokens or 64
+    prefix = token_prompt(args.url, args.api_key, args.prefix_tokens or 512, rng, WORDS)
+    suffix = args.suffix_tokens or 32
+    prompts = [prefix + token_prompt(args.url, args.api_key, suffix + 1, rng, WORDS)[1:]
+               for _ in range(total)]
+    return prompts, args.max_tokens or 32
+
+
+def run_point(args, model, workload, concurrency, total, rng):
+    """Runs `total` requests with `concurrency` closed-loop clients; returns the summary dict."""
+    prompts, max_tokens = make_prompts(args, workload, total, rng)
     results, errors = [], []
     lock = threading.Lock()
     next_index = [0]
@@ -132,29 +140,171 @@ def main():
                 r = stream_one(args.url, args.api_key, model, prompts[i], max_tokens)
                 with lock:
                     results.append(r)
-            except Exception as e:  # noqa: BLE001 - reported below
+            except Exception as e:  # noqa: BLE001 - reported in the summary
                 with lock:
                     errors.append(str(e))
 
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-
     ttft = [r[0] for r in results]
     tpot = [r[1] for r in results if r[1] is not None]
+    e2e = [r[3] for r in results]
     gen = sum(r[2] for r in results)
-    print(f"workload {args.workload}: {len(results)} requests ok, {len(errors)} failed, "
-          f"concurrency {args.concurrency}, {wall:.2f} s")
-    print(f"  generated tokens/s (total): {gen / wall:.1f}")
-    print(f"  TTFT p50 / p99: {pct(ttft, 50):.3f} s / {pct(ttft, 99):.3f} s")
-    print(f"  TPOT p50 / p99: {pct(tpot, 50) * 1000:.1f} ms / {pct(tpot, 99) * 1000:.1f} ms")
+    point = {"workload": workload, "concurrency": concurrency, "requests": total,
+             "ok": len(results), "failed": len(errors), "max_tokens": max_tokens,
+             "prompt_tokens": len(prompts[0]) if prompts else 0, "wall_s": wall,
+             "request_throughput": len(results) / wall, "output_tokens_per_s": gen / wall}
+    for name, values, scale in (("ttft", ttft, 1.0), ("tpot", tpot, 1000.0), ("e2e", e2e, 1.0)):
+        unit = "ms" if scale == 1000.0 else "s"
+        for p in (50, 90, 99):
+            point[f"{name}_p{p}_{unit}"] = pct(values, p) * scale
     if errors:
-        print("  first error:", errors[0])
-    return 1 if errors else 0
+        point["first_error"] = errors[0]
+    return point
+
+
+def print_point(p):
+    print(f"workload {p['workload']}: {p['ok']} requests ok, {p['failed']} failed, "
+          f"concurrency {p['concurrency']}, {p['wall_s']:.2f} s", flush=True)
+    print(f"  requests/s: {p['request_throughput']:.3f}   generated tokens/s (total): "
+          f"{p['output_tokens_per_s']:.1f}")
+    print("  TTFT p50 / p90 / p99: {:.3f} / {:.3f} / {:.3f} s".format(
+        p["ttft_p50_s"], p["ttft_p90_s"], p["ttft_p99_s"]))
+    print("  TPOT p50 / p90 / p99: {:.1f} / {:.1f} / {:.1f} ms".format(
+        p["tpot_p50_ms"], p["tpot_p90_ms"], p["tpot_p99_ms"]), flush=True)
+    if p.get("first_error"):
+        print("  first error:", p["first_error"])
+
+
+def markdown_table(points):
+    lines = ["| workload | concurrency | requests | req/s | output tok/s | TTFT p50 / p90 / p99 (s) "
+             "| TPOT p50 / p90 / p99 (ms) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for p in points:
+        lines.append("| {workload} | {concurrency} | {ok} | {request_throughput:.2f} | "
+                     "{output_tokens_per_s:.1f} | {ttft_p50_s:.2f} / {ttft_p90_s:.2f} / "
+                     "{ttft_p99_s:.2f} | {tpot_p50_ms:.0f} / {tpot_p90_ms:.0f} / "
+                     "{tpot_p99_ms:.0f} |".format(**p))
+    return "\n".join(lines)
+
+
+def plot(points, png, title):
+    """Four panels against concurrency (one line per workload, p50/p90/p99 for latencies)."""
+    gnuplot = shutil.which("gnuplot")
+    if gnuplot is None:
+        raise RuntimeError("gnuplot not found (scripts/setup.sh installs gnuplot-nox)")
+    workloads = sorted({p["workload"] for p in points})
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for w in workloads:
+            path = os.path.join(tmp, f"{w}.dat")
+            with open(path, "w") as f:
+                f.write("# conc req_s tok_s ttft50 ttft90 ttft99 tpot50 tpot90 tpot99\n")
+                for p in sorted((p for p in points if p["workload"] == w),
+                                key=lambda p: p["concurrency"]):
+                    f.write("{concurrency} {request_throughput} {output_tokens_per_s} "
+                            "{ttft_p50_s} {ttft_p90_s} {ttft_p99_s} {tpot_p50_ms} {tpot_p90_ms} "
+                            "{tpot_p99_ms}\n".format(**p))
+            files[w] = path
+
+        def plots(columns):
+            out = []
+            for w in workloads:
+                for col, label, dash in columns:
+                    out.append(f"'{files[w]}' using 1:{col} with linespoints dt {dash} "
+                               f"title '{w} {label}'")
+            return ", ".join(out)
+
+        concs = sorted({p["concurrency"] for p in points})
+        xtics = ", ".join(f"'{c}' {c}" for c in concs)
+        script = f"""
+set terminal pngcairo size 1200,900 noenhanced font ',10'
+set output '{png}'
+set multiplot layout 2,2 title '{title}'
+set grid
+set key top left
+set xlabel 'concurrent clients'
+set logscale x 2
+set xtics ({xtics})
+set xrange [{concs[0] / 1.5}:{concs[-1] * 1.5}]
+set yrange [0:*]
+set title 'request throughput'
+set ylabel 'requests / s'
+plot {plots([(2, "", 1)])}
+set title 'generated tokens / s (total)'
+set ylabel 'tokens / s'
+plot {plots([(3, "", 1)])}
+set title 'time to first token'
+set ylabel 's'
+plot {plots([(4, "p50", 1), (5, "p90", 2), (6, "p99", 3)])}
+set title 'time per output token'
+set ylabel 'ms'
+plot {plots([(7, "p50", 1), (8, "p90", 2), (9, "p99", 3)])}
+unset multiplot
+"""
+        r = subprocess.run([gnuplot], input=script, text=True, capture_output=True)
+        if r.returncode != 0 or not os.path.exists(png):
+            # pngcairo may be missing from a minimal gnuplot: fall back to the plain png terminal.
+            script = script.replace("pngcairo size 1200,900 noenhanced font ',10'",
+                                    "png size 1200,900 noenhanced")
+            r = subprocess.run([gnuplot], input=script, text=True, capture_output=True)
+        if r.returncode != 0:
+            raise RuntimeError("gnuplot failed: " + r.stderr.strip())
+
+
+def int_list(text):
+    values = [int(v) for v in text.split(",") if v.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("expected positive integers separated by commas")
+    return values
+
+
+def workload_list(text):
+    values = [v.strip().upper() for v in text.split(",") if v.strip()]
+    if not values or any(v not in ("A", "B") for v in values):
+        raise argparse.ArgumentTypeError("workloads are A and/or B, separated by commas")
+    return values
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8080")
+    ap.add_argument("--api-key", default="none")
+    ap.add_argument("--workload", type=workload_list, default=["A"], help="A, B or A,B")
+    ap.add_argument("--concurrency", type=int_list, default=[8], help="e.g. 8 or 1,8,32")
+    ap.add_argument("--requests", type=int, default=0,
+                    help="requests per point (default: --rounds x concurrency)")
+    ap.add_argument("--rounds", type=int, default=4, help="requests per client per point")
+    ap.add_argument("--prompt-tokens", type=int, default=0, help="workload A prompt (128)")
+    ap.add_argument("--prefix-tokens", type=int, default=0, help="workload B prefix (512)")
+    ap.add_argument("--suffix-tokens", type=int, default=0, help="workload B suffix (32)")
+    ap.add_argument("--max-tokens", type=int, default=0, help="new tokens (A: 64, B: 32)")
+    ap.add_argument("--json", help="write every point's figures here")
+    ap.add_argument("--png", help="draw the sweep here (gnuplot)")
+    ap.add_argument("--title", default="", help="chart title")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    model = model_name(args.url, args.api_key)
+    points = []
+    for workload in args.workload:
+        for c in args.concurrency:
+            total = args.requests or args.rounds * c
+            point = run_point(args, model, workload, c, total, rng)
+            print_point(point)
+            points.append(point)
+    if len(points) > 1:
+        print(markdown_table(points))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": model, "url": args.url, "points": points}, f, indent=2)
+    if args.png:
+        plot(points, os.path.abspath(args.png), args.title or f"tachyon serve: {model}")
+    return 1 if any(p["failed"] for p in points) else 0
 
 
 if __name__ == "__main__":

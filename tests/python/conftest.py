@@ -63,15 +63,18 @@ def require_serve():
 class Server:
     """One `tachyon serve` process on a free port."""
 
-    def __init__(self, tmp_dir, extra_args=(), api_key=API_KEY):
+    def __init__(self, tmp_dir, extra_args=(), api_key=API_KEY, model=None,
+                 chat_template=CHAT_TEMPLATE):
+        """`model`: a GGUF path (default stories260K); `chat_template`: the text passed with
+        --chat-template, or None for the model's own template."""
         require_serve()
-        template = Path(tmp_dir) / "chat_template.jinja"
-        template.write_text(CHAT_TEMPLATE)
-        args = [str(binary_path()), "serve", "-m", str(model_path()), "--host", "127.0.0.1",
-                "--port", "0", "--served-model-name", MODEL_NAME, "--chat-template",
-                str(template), "--threads", "1", "--max-body-bytes", "1000000",
-                "--max-model-len", str(CONTEXT),
-                *extra_args]
+        args = [str(binary_path()), "serve", "-m", str(model or model_path()), "--host",
+                "127.0.0.1", "--port", "0", "--served-model-name", MODEL_NAME, "--threads", "1",
+                "--max-body-bytes", "1000000", "--max-model-len", str(CONTEXT), *extra_args]
+        if chat_template is not None:
+            template = Path(tmp_dir) / "chat_template.jinja"
+            template.write_text(chat_template)
+            args += ["--chat-template", str(template)]
         if api_key:
             args += ["--api-key", api_key]
         self.api_key = api_key
@@ -163,8 +166,82 @@ def client(server):
 
 
 @pytest.fixture(scope="session")
+def templated_server(tmp_path_factory):
+    """stories260K rewritten with the Qwen3 chat template in its GGUF (tokenizer.chat_template),
+    served without --chat-template (so the tool-call parser is auto-detected: hermes)."""
+    template = testdata_dir() / "chat-templates" / "templates" / "Qwen-Qwen3-0.6B.jinja"
+    require_serve()
+    if not template.exists():
+        pytest.skip(f"chat template missing: {template}")
+    d = tmp_path_factory.mktemp("templated")
+    gguf = d / "stories-chat.gguf"
+    write_gguf_with_string(model_path(), gguf, "tokenizer.chat_template", template.read_text())
+    # The Qwen3 template with tools renders ~650 stories260K tokens: a longer context.
+    s = Server(d, ["--max-model-len", "2048"], model=gguf, chat_template=None, api_key=None)
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture(scope="session")
 def reference_generations():
     path = testdata_dir() / "stories260K" / "reference" / "generations.json"
     if not path.exists():
         pytest.skip(f"reference generations missing: {path}")
     return json.loads(path.read_text())["cases"]
+
+
+# --- GGUF: a copy of a model with one more string key (e.g. tokenizer.chat_template) -----------
+
+_GGUF_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def _skip_gguf_value(buf, pos, vtype):
+    import struct
+    if vtype in _GGUF_SCALAR:
+        return pos + _GGUF_SCALAR[vtype]
+    if vtype == 8:
+        (n,) = struct.unpack_from("<Q", buf, pos)
+        return pos + 8 + n
+    if vtype == 9:
+        etype, count = struct.unpack_from("<IQ", buf, pos)
+        pos += 12
+        if etype in _GGUF_SCALAR:
+            return pos + count * _GGUF_SCALAR[etype]
+        for _ in range(count):
+            pos = _skip_gguf_value(buf, pos, etype)
+        return pos
+    raise ValueError(f"unknown GGUF value type {vtype}")
+
+
+def write_gguf_with_string(src, dst, key, value):
+    """Copies GGUF `src` to `dst` with the string metadata `key` = `value` added (or replaced)."""
+    import struct
+    buf = Path(src).read_bytes()
+    magic, version, n_tensors, n_kv = struct.unpack_from("<4sIQQ", buf, 0)
+    assert magic == b"GGUF" and version >= 2, "not a GGUF v2+ file"
+    pos = 24
+    kvs, alignment = [], 32
+    for _ in range(n_kv):
+        start = pos
+        (klen,) = struct.unpack_from("<Q", buf, pos)
+        name = buf[pos + 8:pos + 8 + klen].decode()
+        pos += 8 + klen
+        (vtype,) = struct.unpack_from("<I", buf, pos)
+        if name == "general.alignment":
+            (alignment,) = struct.unpack_from("<I", buf, pos + 4)
+        pos = _skip_gguf_value(buf, pos + 4, vtype)
+        if name != key:
+            kvs.append(buf[start:pos])
+    infos_start = pos
+    for _ in range(n_tensors):
+        (nlen,) = struct.unpack_from("<Q", buf, pos)
+        pos += 8 + nlen
+        (ndims,) = struct.unpack_from("<I", buf, pos)
+        pos += 4 + 8 * ndims + 4 + 8
+    infos = buf[infos_start:pos]
+    data_start = (pos + alignment - 1) // alignment * alignment
+    k, v = key.encode(), value.encode()
+    kvs.append(struct.pack("<Q", len(k)) + k + struct.pack("<IQ", 8, len(v)) + v)
+    head = struct.pack("<4sIQQ", b"GGUF", version, n_tensors, len(kvs)) + b"".join(kvs) + infos
+    head += b"\0" * ((-len(head)) % alignment)
+    Path(dst).write_bytes(head + buf[data_start:])

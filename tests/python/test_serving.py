@@ -73,14 +73,24 @@ def test_disconnect_mid_stream_frees_kv_blocks(server):
 def test_queue_full_is_429_with_retry_after(tmp_path):
     s = Server(tmp_path, ["--max-num-seqs", "1", "--max-queue", "1"], api_key=None)
     try:
-        # n choices are n engine requests: the third one finds the queue full (the first two
-        # are long enough to still be running).
+        # Admission counts sequences: one long request holds one, so n = 2 does not fit
+        # (n = 16 can never fit: 400, not a 429 that no retry could cure).
+        conn = socket.create_connection(("127.0.0.1", s.port))
+        conn.sendall(stream_request_bytes(s, {"prompt": "Once", "max_tokens": 480,
+                                              "ignore_eos": True, "stream": True}).replace(
+            b"Authorization: Bearer None\r\n", b""))
+        got = b""
+        while b'"text"' not in got:
+            got += conn.recv(4096)
         status, headers, body = s.request("POST", "/v1/completions",
-                                          {"prompt": "x", "max_tokens": 400, "n": 16,
-                                           "ignore_eos": True})
+                                          {"prompt": "x", "max_tokens": 4, "n": 2})
         assert status == 429, body
         assert int(headers["Retry-After"]) >= 1
         assert body["error"]["message"]
+        status, _, body = s.request("POST", "/v1/completions",
+                                    {"prompt": "x", "max_tokens": 4, "n": 16})
+        assert status == 400 and body["error"]["param"] == "n", body
+        conn.close()
         assert wait_for(lambda: s.metrics()["tachyon_kv_cache_blocks_used"] == 0)
         ok = s.client().completions.create(model=MODEL_NAME, prompt="x", max_tokens=4, n=2)
         assert len(ok.choices) == 2
