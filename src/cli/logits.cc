@@ -82,7 +82,8 @@ int RunLogits(int argc, char** argv) {
   }
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t bs = model::kDefaultBlockSize;
-  auto kv = (*model)->CreateKvCache((n + bs - 1) / bs, bs);
+  // f32 KV: this command exists to compare logits with outside references.
+  auto kv = (*model)->CreateKvCache((n + bs - 1) / bs, bs, model::KvDtype::kF32);
   if (!kv.ok()) return Fail(kv.status().message());
   ThreadPool pool(threads);
   model::Batch batch;

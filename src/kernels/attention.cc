@@ -1,38 +1,146 @@
-// Paged attention: scalar reference, run-time dispatch and the threaded batch driver.
+// Paged attention: KV dtypes, scalar reference, scalar tile kernel, run-time dispatch and
+// the threaded batch driver.
 #include "kernels/attention.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
+#include <string>
 
-#include "util/cpu_features.h"
+#include "kernels/attention_tile.h"
+#include "kernels/matmul.h"
+#include "tensor/quant_blocks.h"
 
 namespace tachyon::kernels {
 
 namespace {
 
-// Row of K or V for position `pos` and KV head `kv_head`.
-inline const float* KvRow(const float* base, const PagedKv& kv, const int32_t* block_table,
-                          int64_t pos, int64_t kv_head) {
-  const int64_t block = block_table[pos / kv.block_size];
-  const int64_t slot = pos % kv.block_size;
-  return base + ((block * kv.block_size + slot) * kv.n_kv_heads + kv_head) * kv.head_dim;
+GgmlType KvGgmlType(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF16:
+      return GgmlType::kF16;
+    case KvDtype::kBf16:
+      return GgmlType::kBF16;
+    case KvDtype::kQ8_0:
+      return GgmlType::kQ8_0;
+    case KvDtype::kF32:
+      break;
+  }
+  return GgmlType::kF32;
 }
 
+// The scalar policy of the tile kernel (see attention_tile.h).
+struct ScalarIsa {
+  static const float* LoadRow(KvDtype dtype, const uint8_t* src, float* buf, int64_t n) {
+    if (dtype == KvDtype::kF32) return reinterpret_cast<const float*>(src);
+    LoadKvRowReference(dtype, src, buf, n);
+    return buf;
+  }
+  static void Scores(const float* q, const float* const* rows, int64_t n_rows, int64_t hd,
+                     float scale, float* s) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+      float dot = 0;
+      for (int64_t d = 0; d < hd; ++d) dot += q[d] * rows[j][d];
+      s[j] = dot * scale;
+    }
+  }
+  static float ExpSub(float* s, int64_t n, float m) {
+    float sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - m));
+    return sum;
+  }
+  static void Scale(float* y, float a, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] *= a;
+  }
+  static void Axpy(float a, const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+  }
+};
+
 }  // namespace
+
+const char* KvDtypeName(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      return "f32";
+    case KvDtype::kF16:
+      return "f16";
+    case KvDtype::kBf16:
+      return "bf16";
+    case KvDtype::kQ8_0:
+      return "q8_0";
+  }
+  return "?";
+}
+
+Result<KvDtype> ParseKvDtype(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0}) {
+    if (lower == KvDtypeName(d)) return d;
+  }
+  return InvalidArgument("unknown KV cache dtype '" + std::string(name) +
+                         "' (choices: f16, bf16, q8_0, f32)");
+}
+
+Status CheckKvDtype(KvDtype dtype, int64_t head_dim) {
+  if (head_dim <= 0) return InvalidArgument("KV cache: head_dim must be > 0");
+  if (dtype == KvDtype::kQ8_0 && head_dim % kQK4 != 0) {
+    return InvalidArgument("KV cache dtype q8_0 needs head_dim to be a multiple of 32, got " +
+                           std::to_string(head_dim) + " (use f16, bf16 or f32)");
+  }
+  return OkStatus();
+}
+
+size_t KvRowBytes(KvDtype dtype, int64_t n) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      return static_cast<size_t>(n) * 4;
+    case KvDtype::kF16:
+    case KvDtype::kBf16:
+      return static_cast<size_t>(n) * 2;
+    case KvDtype::kQ8_0:
+      return static_cast<size_t>(n / kQK4) * sizeof(BlockQ8_0);
+  }
+  return 0;
+}
+
+void StoreKvRowReference(KvDtype dtype, const float* x, void* dst, int64_t n) {
+  QuantizeRow(KvGgmlType(dtype), x, dst, n);
+}
+
+void LoadKvRowReference(KvDtype dtype, const void* src, float* out, int64_t n) {
+  DequantizeRow(KvGgmlType(dtype), src, out, n);
+}
+
+void StoreKvRow(KvDtype dtype, const float* x, void* dst, int64_t n) {
+  static const SimdLevel level = BestSimdLevel();
+  switch (level) {
+    case SimdLevel::kAvx512:
+      return internal::StoreKvRowAvx512(dtype, x, dst, n);
+    case SimdLevel::kAvx2:
+      return internal::StoreKvRowAvx2(dtype, x, dst, n);
+    case SimdLevel::kScalar:
+      break;
+  }
+  StoreKvRowReference(dtype, x, dst, n);
+}
 
 void AttendGroupReference(const PagedKv& kv, const GroupJob& job, int64_t n_group, float scale,
                           float* scores) {
   const int64_t n_ctx = job.ctx_end - job.ctx_begin;
   const int64_t hd = kv.head_dim;
+  std::vector<float> row(static_cast<size_t>(hd));
   for (int64_t g = 0; g < n_group; ++g) {
     const float* q = job.q + g * hd;
     float* s = scores + g * n_ctx;
     float max_s = -INFINITY;
     for (int64_t t = 0; t < n_ctx; ++t) {
-      const float* k = KvRow(kv.k, kv, job.block_table, job.ctx_begin + t, job.kv_head);
+      LoadKvRowReference(kv.dtype, kv.Row(kv.k, job.block_table, job.ctx_begin + t, job.kv_head),
+                         row.data(), hd);
       double dot = 0;
-      for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * k[d];
+      for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * row[d];
       s[t] = static_cast<float>(dot) * scale;
       max_s = std::max(max_s, s[t]);
     }
@@ -41,31 +149,38 @@ void AttendGroupReference(const PagedKv& kv, const GroupJob& job, int64_t n_grou
       s[t] = std::exp(s[t] - max_s);
       sum += s[t];
     }
-    const float inv = static_cast<float>(1.0 / sum);
-    float* out = job.out + g * hd;
-    std::fill(out, out + hd, 0.0f);
+    std::vector<double> out(static_cast<size_t>(hd), 0.0);
     for (int64_t t = 0; t < n_ctx; ++t) {
-      const float* v = KvRow(kv.v, kv, job.block_table, job.ctx_begin + t, job.kv_head);
-      const float w = s[t] * inv;
-      for (int64_t d = 0; d < hd; ++d) out[d] += w * v[d];
+      LoadKvRowReference(kv.dtype, kv.Row(kv.v, job.block_table, job.ctx_begin + t, job.kv_head),
+                         row.data(), hd);
+      for (int64_t d = 0; d < hd; ++d) out[d] += static_cast<double>(s[t]) * row[d];
     }
+    for (int64_t d = 0; d < hd; ++d) job.out[g * hd + d] = static_cast<float>(out[d] / sum);
   }
 }
 
-AttendGroupFn BestAttendGroup() {
-  switch (BestSimdLevel()) {
+size_t TileScratchFloats(const PagedKv& kv, const TileJob& job, const TileParams& p) {
+  return internal::TileScratchFloatsFor(kv.head_dim, job.n_rows, p.n_group);
+}
+
+void AttendTileScalar(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
+  internal::AttendTileImpl<ScalarIsa>(kv, job, p, scratch);
+}
+
+AttendTileFn AttendTileAtLevel(SimdLevel level) {
+  switch (std::min(level, BestSimdLevel())) {
     case SimdLevel::kAvx512:
-      return AttendGroupAvx512;
+      return AttendTileAvx512;
     case SimdLevel::kAvx2:
-      return AttendGroupAvx2;
+      return AttendTileAvx2;
     case SimdLevel::kScalar:
       break;
   }
-  return AttendGroupReference;
+  return AttendTileScalar;
 }
 
-void AttentionScratch::EnsureThreads(int n_threads) {
-  if (static_cast<int>(per_thread_.size()) < n_threads) per_thread_.resize(n_threads);
+void AttentionScratch::EnsureThreads(int n) {
+  if (static_cast<int>(per_thread_.size()) < n) per_thread_.resize(n);
 }
 
 float* AttentionScratch::Get(int tid, size_t n) {
@@ -74,44 +189,65 @@ float* AttentionScratch::Get(int tid, size_t n) {
   return buf.data();
 }
 
-void PagedAttention(const PagedKv& kv, const AttentionParams& params, const AttentionSeq* seqs,
-                    int64_t n_seqs, ThreadPool* pool, AttentionScratch* scratch) {
-  static const AttendGroupFn attend = BestAttendGroup();
-  const int64_t n_kv = kv.n_kv_heads;
-  const int64_t n_group = params.n_heads / n_kv;
-  const int64_t hd = kv.head_dim;
-  const int n_threads = pool ? pool->num_threads() : 1;
-  scratch->EnsureThreads(n_threads);
-  // Work items: (sequence, token, kv head), numbered sequence by sequence.
-  int64_t n_items = 0;
-  for (int64_t s = 0; s < n_seqs; ++s) n_items += seqs[s].n_tokens * n_kv;
+namespace {
 
+// Query rows per tile job: about 64 query vectors (rows x heads of the group) share each
+// converted KV tile, and the tile's accumulators stay in L1/L2.
+int64_t RowsPerTile(int64_t n_group) {
+  return std::max<int64_t>(1, 64 / n_group);
+}
+
+}  // namespace
+
+void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionParams& params,
+                           const AttentionSeq* seqs, int64_t n_seqs, ThreadPool* pool,
+                           AttentionScratch* scratch) {
+  const AttendTileFn attend = AttendTileAtLevel(level);
+  const int64_t n_kv = kv.n_kv_heads;
+  TileParams tp;
+  tp.n_group = params.n_heads / n_kv;
+  tp.scale = params.scale;
+  tp.sliding_window = params.sliding_window;
+  const int64_t rows_per_tile = RowsPerTile(tp.n_group);
+  const int64_t hd = kv.head_dim;
+  const int n_parts = pool ? pool->num_threads() : 1;
+  scratch->EnsureThreads(n_parts);
+  // Work items: (sequence, query tile, kv head), numbered sequence by sequence; the tiles of
+  // a sequence are numbered from its last (longest context) to its first, so the expensive
+  // items are claimed first and the cheap ones fill the gaps at the end.
+  int64_t n_items = 0;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    n_items += (seqs[s].n_tokens + rows_per_tile - 1) / rows_per_tile * n_kv;
+  }
   std::atomic<int64_t> next{0};
-  auto worker = [&](int tid, int /*nt*/) {
+  auto worker = [&](int part, int /*n*/) {
     int64_t seq = 0, seq_first_item = 0;
+    auto seq_items = [&](int64_t s) {
+      return (seqs[s].n_tokens + rows_per_tile - 1) / rows_per_tile * n_kv;
+    };
     for (;;) {
       const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
       if (item >= n_items) return;
       // Items are handed out in increasing order, so the sequence only moves forward.
-      while (item >= seq_first_item + seqs[seq].n_tokens * n_kv) {
-        seq_first_item += seqs[seq].n_tokens * n_kv;
+      while (item >= seq_first_item + seq_items(seq)) {
+        seq_first_item += seq_items(seq);
         ++seq;
       }
       const AttentionSeq& sq = seqs[seq];
       const int64_t local = item - seq_first_item;
-      const int64_t token = local / n_kv, kv_head = local % n_kv;
-      const int64_t pos = sq.pos_start + token;
-      GroupJob job;
+      const int64_t n_tiles = (sq.n_tokens + rows_per_tile - 1) / rows_per_tile;
+      const int64_t tile = n_tiles - 1 - local / n_kv, kv_head = local % n_kv;
+      TileJob job;
       job.block_table = sq.block_table;
       job.kv_head = kv_head;
-      job.ctx_end = pos + 1;
-      job.ctx_begin =
-          params.sliding_window > 0 ? std::max<int64_t>(0, pos + 1 - params.sliding_window) : 0;
-      const int64_t offset = (token * params.n_heads + kv_head * n_group) * hd;
+      const int64_t row0 = tile * rows_per_tile;
+      job.pos_start = sq.pos_start + row0;
+      job.n_rows = std::min(rows_per_tile, sq.n_tokens - row0);
+      job.row_stride = params.n_heads * hd;
+      const int64_t offset = row0 * job.row_stride + kv_head * tp.n_group * hd;
       job.q = sq.q + offset;
       job.out = sq.out + offset;
-      float* scores = scratch->Get(tid, static_cast<size_t>(n_group * (job.ctx_end - job.ctx_begin)));
-      attend(kv, job, n_group, params.scale, scores);
+      attend(kv, job, tp, scratch->Get(part, TileScratchFloats(kv, job, tp)));
     }
   };
   if (pool && n_items > 1) {
@@ -119,6 +255,11 @@ void PagedAttention(const PagedKv& kv, const AttentionParams& params, const Atte
   } else {
     worker(0, 1);
   }
+}
+
+void PagedAttention(const PagedKv& kv, const AttentionParams& params, const AttentionSeq* seqs,
+                    int64_t n_seqs, ThreadPool* pool, AttentionScratch* scratch) {
+  PagedAttentionAtLevel(BestSimdLevel(), kv, params, seqs, n_seqs, pool, scratch);
 }
 
 }  // namespace tachyon::kernels

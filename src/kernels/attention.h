@@ -1,32 +1,74 @@
 // Paged attention: causal softmax attention of new query tokens over keys/values stored in
 // fixed-size KV blocks (the paged KV cache), with grouped-query attention (GQA).
 //
-// KV layout of one layer (f32): K and V are each [n_blocks, block_size, n_kv_heads, head_dim];
-// position p of a sequence lives in block block_table[p / block_size], slot p % block_size.
-// Query head h reads KV head h / (n_heads / n_kv_heads).
+// KV layout of one layer: K and V are each [n_blocks, block_size, n_kv_heads] rows of
+// head_dim elements stored as `dtype` (KvDtype: f32, f16, bf16, or q8_0 = head_dim / 32
+// blocks of {f16 scale, 32 x int8}, the GGUF Q8_0 block). Position p of a sequence lives in
+// block block_table[p / block_size], slot p % block_size. Query head h reads KV head
+// h / (n_heads / n_kv_heads). K/V are rounded to the dtype once, when written (StoreKvRows).
 //
 // Three layers of API:
-//   AttendGroup*     one query token, the query heads that share one KV head (a "group");
-//                    scalar reference and SIMD variants with identical contracts.
-//   PagedAttention   every new token of every sequence of a flat batch, threaded over
-//                    (token, KV head) work items with the pool; picks the best variant.
+//   AttendGroupReference  one query token, the query heads that share one KV head (a
+//                         "group"), full softmax in double precision: the oracle.
+//   AttendTile*           flash-style kernel: a tile of query rows of one sequence x all
+//                         heads of one group, streamed over KV tiles with an online softmax
+//                         (running max and sum), causal mask and sliding window; no score
+//                         matrix is materialised. Decode is a tile of one row, so each KV
+//                         row is read (and converted) once for all heads of the group.
+//                         Scalar, AVX2 (F16C) and AVX-512 (F16C / BF16) variants.
+//   PagedAttention        every new token of every sequence of a flat batch, threaded over
+//                         (sequence, KV head, query tile) work items; picks the best variant.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
+#include "util/cpu_features.h"
+#include "util/status.h"
 #include "util/thread_pool.h"
 
 namespace tachyon::kernels {
 
+// Element type of the KV cache.
+enum class KvDtype : uint8_t { kF32, kF16, kBf16, kQ8_0 };
+
+// "f32", "f16", "bf16", "q8_0".
+const char* KvDtypeName(KvDtype dtype);
+// Parses a KvDtypeName (case-insensitive). Errors: InvalidArgument listing the choices.
+Result<KvDtype> ParseKvDtype(std::string_view name);
+// InvalidArgument when rows of head_dim elements cannot be stored as dtype (q8_0 needs a
+// multiple of 32).
+Status CheckKvDtype(KvDtype dtype, int64_t head_dim);
+// Bytes of one row of n elements. REQUIRES: CheckKvDtype(dtype, n) ok.
+size_t KvRowBytes(KvDtype dtype, int64_t n);
+
+// Rounds n floats to dtype into dst (KvRowBytes(dtype, n) bytes). For q8_0, n must be a
+// multiple of 32; each 32 elements get their own scale. Dispatched to F16C / AVX-512 code.
+void StoreKvRow(KvDtype dtype, const float* x, void* dst, int64_t n);
+// Scalar references of the conversions (the SIMD variants must match them exactly).
+void StoreKvRowReference(KvDtype dtype, const float* x, void* dst, int64_t n);
+void LoadKvRowReference(KvDtype dtype, const void* src, float* out, int64_t n);
+
 // One layer's KV storage, read-only view.
 struct PagedKv {
-  const float* k = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim]
-  const float* v = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim]
+  const void* k = nullptr;  // [n_blocks, block_size, n_kv_heads] rows of head_dim (dtype)
+  const void* v = nullptr;  // same
+  KvDtype dtype = KvDtype::kF32;
   int64_t n_blocks = 0;
   int64_t block_size = 0;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
+
+  size_t row_bytes() const { return KvRowBytes(dtype, head_dim); }
+  // Row of K (or V) base for position `pos` of a sequence with `block_table`, KV head h.
+  const uint8_t* Row(const void* base, const int32_t* block_table, int64_t pos, int64_t h) const {
+    const int64_t block = block_table[pos / block_size];
+    const int64_t slot = pos % block_size;
+    return static_cast<const uint8_t*>(base) +
+           static_cast<size_t>((block * block_size + slot) * n_kv_heads + h) * row_bytes();
+  }
 };
 
 // Arguments of one group job: query heads [kv_head * n_group, (kv_head + 1) * n_group) of
@@ -36,23 +78,45 @@ struct GroupJob {
   const int32_t* block_table = nullptr;
   int64_t kv_head = 0;
   int64_t ctx_begin = 0;
-  int64_t ctx_end = 0;  // > ctx_begin
+  int64_t ctx_end = 0;       // > ctx_begin
   const float* q = nullptr;  // [n_group, head_dim]
   float* out = nullptr;      // [n_group, head_dim]
 };
 
-// out[g] = softmax(scale * q[g] · K[ctx]) · V[ctx] for each of the n_group query heads.
-// `scores` is scratch of at least n_group * (ctx_end - ctx_begin) floats.
+// out[g] = softmax(scale * q[g] · K[ctx]) · V[ctx] for each of the n_group query heads,
+// reading K/V through LoadKvRowReference, accumulating in double. `scores` is scratch of at
+// least n_group * (ctx_end - ctx_begin) floats.
 void AttendGroupReference(const PagedKv& kv, const GroupJob& job, int64_t n_group, float scale,
                           float* scores);
-void AttendGroupAvx2(const PagedKv& kv, const GroupJob& job, int64_t n_group, float scale,
-                     float* scores);
-void AttendGroupAvx512(const PagedKv& kv, const GroupJob& job, int64_t n_group, float scale,
-                       float* scores);
 
-using AttendGroupFn = void (*)(const PagedKv&, const GroupJob&, int64_t, float, float*);
-// The best variant for this CPU (util/cpu_features.h BestSimdLevel()).
-AttendGroupFn BestAttendGroup();
+// One tile job: query rows [0, n_rows) of one sequence (row r at position pos_start + r),
+// heads [kv_head * n_group, (kv_head + 1) * n_group) of each row. Row r sees positions
+// [max(0, pos + 1 - window), pos] (window 0: all of [0, pos]).
+struct TileJob {
+  const int32_t* block_table = nullptr;  // covers positions [0, pos_start + n_rows)
+  int64_t kv_head = 0;
+  int64_t pos_start = 0;
+  int64_t n_rows = 0;        // >= 1
+  const float* q = nullptr;  // row r, head g at q[r * row_stride + g * head_dim]
+  float* out = nullptr;      // same layout as q
+  int64_t row_stride = 0;    // floats between rows (n_heads * head_dim)
+};
+
+struct TileParams {
+  int64_t n_group = 1;         // query heads per KV head
+  float scale = 0;             // usually 1 / sqrt(head_dim)
+  int64_t sliding_window = 0;  // > 0: position p sees only (p - window, p]
+};
+
+// Floats of scratch one AttendTile call needs.
+size_t TileScratchFloats(const PagedKv& kv, const TileJob& job, const TileParams& p);
+
+using AttendTileFn = void (*)(const PagedKv&, const TileJob&, const TileParams&, float* scratch);
+void AttendTileScalar(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch);
+void AttendTileAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch);
+void AttendTileAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch);
+// The variant for `level`, capped by BestSimdLevel().
+AttendTileFn AttendTileAtLevel(SimdLevel level);
 
 // One sequence's part of a flat batch.
 struct AttentionSeq {
@@ -64,17 +128,17 @@ struct AttentionSeq {
 };
 
 struct AttentionParams {
-  int64_t n_heads = 0;          // query heads; a multiple of kv.n_kv_heads
-  float scale = 0;              // usually 1 / sqrt(head_dim)
-  int64_t sliding_window = 0;   // > 0: token at position p sees only (p - window, p]
+  int64_t n_heads = 0;         // query heads; a multiple of kv.n_kv_heads
+  float scale = 0;             // usually 1 / sqrt(head_dim)
+  int64_t sliding_window = 0;  // > 0: token at position p sees only (p - window, p]
 };
 
-// Per-thread scratch, grown on demand (never shrunk) so steady-state calls do not allocate.
+// Per-part scratch, grown on demand (never shrunk) so steady-state calls do not allocate.
 class AttentionScratch {
  public:
-  // Makes room for threads [0, n_threads). Not thread-safe; call before the threads start.
-  void EnsureThreads(int n_threads);
-  // Thread tid's buffer of at least n floats. Safe from different tids concurrently.
+  // Makes room for parts [0, n). Not thread-safe; call before the threads start.
+  void EnsureThreads(int n);
+  // Part tid's buffer of at least n floats. Safe from different tids concurrently.
   float* Get(int tid, size_t n);
 
  private:
@@ -83,9 +147,12 @@ class AttentionScratch {
 
 // Causal attention for every new token of every sequence: token i of a sequence (position
 // pos_start + i) sees positions [max(0, pos + 1 - window), pos]. Work is split over `pool`
-// (may be null). `scratch` must hold at least pool->num_threads() slots; it is grown here.
-// Thread-safety: one call at a time per scratch.
+// (may be null). Thread-safety: one call at a time per scratch.
 void PagedAttention(const PagedKv& kv, const AttentionParams& params, const AttentionSeq* seqs,
                     int64_t n_seqs, ThreadPool* pool, AttentionScratch* scratch);
+// Same with the tile kernel of `level` (capped by the CPU), for tests and benchmarks.
+void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionParams& params,
+                           const AttentionSeq* seqs, int64_t n_seqs, ThreadPool* pool,
+                           AttentionScratch* scratch);
 
 }  // namespace tachyon::kernels

@@ -1,85 +1,133 @@
-// Paged attention, AVX2 + FMA variant (compiled with -mavx2 -mfma; called only after
-// run-time dispatch).
-#include <immintrin.h>
+// Paged attention, AVX2 + FMA + F16C variant (compiled with AVX2 flags; called only after
+// run-time dispatch): the tile kernel of attention_tile.h over AVX2 row ops, and the KV row
+// conversions.
+#include "kernels/ops_avx2.h"
 
-#include <algorithm>
 #include <cmath>
 
-#include "kernels/attention.h"
+#include "kernels/attention_tile.h"
+#include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
 
 namespace tachyon::kernels {
-
 namespace {
 
-inline const float* KvRow(const float* base, const PagedKv& kv, const int32_t* block_table,
-                          int64_t pos, int64_t kv_head) {
-  const int64_t block = block_table[pos / kv.block_size];
-  const int64_t slot = pos % kv.block_size;
-  return base + ((block * kv.block_size + slot) * kv.n_kv_heads + kv_head) * kv.head_dim;
-}
+using internal::HMax;
+using internal::HSum;
 
-inline float HorizontalSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
+struct Avx2Isa {
+  static const float* LoadRow(KvDtype dtype, const uint8_t* src, float* buf, int64_t n) {
+    switch (dtype) {
+      case KvDtype::kF32:
+        return reinterpret_cast<const float*>(src);
+      case KvDtype::kF16: {
+        const auto* h = reinterpret_cast<const uint16_t*>(src);
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+          _mm256_storeu_ps(
+              buf + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+        }
+        for (; i < n; ++i) buf[i] = Fp16ToF32(h[i]);
+        return buf;
+      }
+      case KvDtype::kBf16: {
+        const auto* h = reinterpret_cast<const uint16_t*>(src);
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+          const __m256i w =
+              _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i)));
+          _mm256_storeu_ps(buf + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+        }
+        for (; i < n; ++i) buf[i] = Bf16ToF32(h[i]);
+        return buf;
+      }
+      case KvDtype::kQ8_0: {
+        const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+        for (int64_t i = 0; i < n / kQK4; ++i) {
+          const __m256 d = _mm256_set1_ps(Fp16ToF32(b[i].d));
+          for (int c = 0; c < 4; ++c) {
+            const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[i].qs + 8 * c));
+            const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
+            _mm256_storeu_ps(buf + i * kQK4 + 8 * c, _mm256_mul_ps(f, d));
+          }
+        }
+        return buf;
+      }
+    }
+    return buf;
+  }
 
-inline float DotAvx2(const float* a, const float* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  static float Dot(const float* a, const float* b, int64_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    for (; i + 8 <= n; i += 8) {
+      acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    }
+    float sum = HSum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; ++i) sum += a[i] * b[i];
+    return sum;
   }
-  for (; i + 8 <= n; i += 8) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  }
-  float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
 
-inline void AxpyAvx2(float w, const float* x, float* y, int64_t n) {
-  const __m256 vw = _mm256_set1_ps(w);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  static void Scores(const float* q, const float* const* rows, int64_t n_rows, int64_t hd,
+                     float scale, float* s) {
+    for (int64_t j = 0; j < n_rows; ++j) s[j] = Dot(q, rows[j], hd) * scale;
   }
-  for (; i < n; ++i) y[i] += w * x[i];
-}
+
+  static float ExpSub(float* s, int64_t n, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 sum = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 e = internal::Exp(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm));
+      _mm256_storeu_ps(s + i, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    float total = HSum(sum);
+    for (; i < n; ++i) total += (s[i] = std::exp(s[i] - m));
+    return total;
+  }
+
+  static void Scale(float* y, float a, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), va));
+    for (; i < n; ++i) y[i] *= a;
+  }
+
+  static void Axpy(float a, const float* x, float* y, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    }
+    for (; i < n; ++i) y[i] += a * x[i];
+  }
+};
 
 }  // namespace
 
-void AttendGroupAvx2(const PagedKv& kv, const GroupJob& job, int64_t n_group, float scale,
-                     float* scores) {
-  const int64_t n_ctx = job.ctx_end - job.ctx_begin;
-  const int64_t hd = kv.head_dim;
-  // Scores: each K row is read once for all heads of the group.
-  for (int64_t t = 0; t < n_ctx; ++t) {
-    const float* k = KvRow(kv.k, kv, job.block_table, job.ctx_begin + t, job.kv_head);
-    for (int64_t g = 0; g < n_group; ++g) {
-      scores[g * n_ctx + t] = DotAvx2(job.q + g * hd, k, hd) * scale;
-    }
-  }
-  for (int64_t g = 0; g < n_group; ++g) {
-    float* s = scores + g * n_ctx;
-    const float max_s = *std::max_element(s, s + n_ctx);
-    float sum = 0;
-    for (int64_t t = 0; t < n_ctx; ++t) {
-      s[t] = std::exp(s[t] - max_s);
-      sum += s[t];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t t = 0; t < n_ctx; ++t) s[t] *= inv;
-    std::fill(job.out + g * hd, job.out + (g + 1) * hd, 0.0f);
-  }
-  for (int64_t t = 0; t < n_ctx; ++t) {
-    const float* v = KvRow(kv.v, kv, job.block_table, job.ctx_begin + t, job.kv_head);
-    for (int64_t g = 0; g < n_group; ++g) AxpyAvx2(scores[g * n_ctx + t], v, job.out + g * hd, hd);
-  }
+void AttendTileAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
+  internal::AttendTileImpl<Avx2Isa>(kv, job, p, scratch);
 }
 
+namespace internal {
+
+// F16 through F16C (round to nearest even, like F32ToFp16); the others as the reference.
+void StoreKvRowAvx2(KvDtype dtype, const float* x, void* dst, int64_t n) {
+  if (dtype != KvDtype::kF16) return StoreKvRowReference(dtype, x, dst, n);
+  auto* h = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i v =
+        _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), v);
+  }
+  for (; i < n; ++i) h[i] = F32ToFp16(x[i]);
+}
+
+}  // namespace internal
 }  // namespace tachyon::kernels

@@ -1,93 +1,200 @@
-// Paged attention, AVX-512 variant (compiled with -mavx512f...; called only after run-time
-// dispatch). Tails use masked loads, so any head_dim works.
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm256_undefined_pd().
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+// Paged attention, AVX-512 variant (compiled with AVX-512 flags; called only after run-time
+// dispatch): the tile kernel of attention_tile.h over AVX-512 row ops, and the KV row
+// conversions (F16 via vcvtps2ph / vcvtph2ps, BF16 and Q8_0 in integer SIMD). Tails use
+// masked loads, so any head_dim works.
+#include "kernels/ops_avx512.h"  // first: see simd_avx512.h
 
-#include <algorithm>
 #include <cmath>
 
-#include "kernels/attention.h"
+#include "kernels/attention_tile.h"
+#include "tensor/fp16.h"
+#include "tensor/quant_blocks.h"
 
 namespace tachyon::kernels {
-
 namespace {
 
-inline const float* KvRow(const float* base, const PagedKv& kv, const int32_t* block_table,
-                          int64_t pos, int64_t kv_head) {
-  const int64_t block = block_table[pos / kv.block_size];
-  const int64_t slot = pos % kv.block_size;
-  return base + ((block * kv.block_size + slot) * kv.n_kv_heads + kv_head) * kv.head_dim;
+using internal::HAdd;
+using internal::HMax;
+using internal::Mask16;
+
+inline __m512 LoadBf16(const uint16_t* p, __mmask16 k) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 
-inline __mmask16 TailMask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+struct Avx512Isa {
+  static const float* LoadRow(KvDtype dtype, const uint8_t* src, float* buf, int64_t n) {
+    switch (dtype) {
+      case KvDtype::kF32:
+        return reinterpret_cast<const float*>(src);
+      case KvDtype::kF16: {
+        const auto* h = reinterpret_cast<const uint16_t*>(src);
+        for (int64_t i = 0; i < n; i += 16) {
+          const __mmask16 k = Mask16(n - i);
+          _mm512_mask_storeu_ps(buf + i, k, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, h + i)));
+        }
+        return buf;
+      }
+      case KvDtype::kBf16: {
+        const auto* h = reinterpret_cast<const uint16_t*>(src);
+        for (int64_t i = 0; i < n; i += 16) {
+          const __mmask16 k = Mask16(n - i);
+          _mm512_mask_storeu_ps(buf + i, k, LoadBf16(h + i, k));
+        }
+        return buf;
+      }
+      case KvDtype::kQ8_0: {
+        const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+        for (int64_t i = 0; i < n / kQK4; ++i) {
+          const __m512 d = _mm512_set1_ps(Fp16ToF32(b[i].d));
+          const __m128i* qs = reinterpret_cast<const __m128i*>(b[i].qs);
+          const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs)));
+          const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1)));
+          _mm512_storeu_ps(buf + i * kQK4, _mm512_mul_ps(lo, d));
+          _mm512_storeu_ps(buf + i * kQK4 + 16, _mm512_mul_ps(hi, d));
+        }
+        return buf;
+      }
+    }
+    return buf;
+  }
 
-inline float DotAvx512(const float* a, const float* b, int64_t n) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  // Four keys per pass: q's chunks are loaded once per four dot products.
+  static void Scores(const float* q, const float* const* rows, int64_t n_rows, int64_t hd,
+                     float scale, float* s) {
+    int64_t j = 0;
+    for (; j + 4 <= n_rows; j += 4) {
+      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
+             a3 = _mm512_setzero_ps();
+      const float *r0 = rows[j], *r1 = rows[j + 1], *r2 = rows[j + 2], *r3 = rows[j + 3];
+      for (int64_t d = 0; d < hd; d += 16) {
+        const __mmask16 k = Mask16(hd - d);
+        const __m512 qv = _mm512_maskz_loadu_ps(k, q + d);
+        a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(k, r0 + d), a0);
+        a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(k, r1 + d), a1);
+        a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(k, r2 + d), a2);
+        a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(k, r3 + d), a3);
+      }
+      s[j] = HAdd(a0) * scale;
+      s[j + 1] = HAdd(a1) * scale;
+      s[j + 2] = HAdd(a2) * scale;
+      s[j + 3] = HAdd(a3) * scale;
+    }
+    for (; j < n_rows; ++j) {
+      __m512 a = _mm512_setzero_ps();
+      for (int64_t d = 0; d < hd; d += 16) {
+        const __mmask16 k = Mask16(hd - d);
+        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, q + d), _mm512_maskz_loadu_ps(k, rows[j] + d),
+                            a);
+      }
+      s[j] = HAdd(a) * scale;
+    }
   }
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+
+  static float ExpSub(float* s, int64_t n, float m) {
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = Mask16(n - i);
+      const __m512 e = internal::Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), vm));
+      _mm512_mask_storeu_ps(s + i, k, e);
+      sum = _mm512_mask_add_ps(sum, k, sum, e);
+    }
+    return HAdd(sum);
   }
-  if (i < n) {
-    const __mmask16 m = TailMask(n - i);
-    acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc1);
+
+  static void Scale(float* y, float a, int64_t n) {
+    const __m512 va = _mm512_set1_ps(a);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = Mask16(n - i);
+      _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), va));
+    }
   }
-  const __m512 acc = _mm512_add_ps(acc0, acc1);
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-  __m128 l = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  l = _mm_add_ps(l, _mm_movehl_ps(l, l));
-  l = _mm_add_ss(l, _mm_movehdup_ps(l));
-  return _mm_cvtss_f32(l);
+
+  static void Axpy(float a, const float* x, float* y, int64_t n) {
+    const __m512 va = _mm512_set1_ps(a);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = Mask16(n - i);
+      _mm512_mask_storeu_ps(
+          y + i, k,
+          _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i)));
+    }
+  }
+};
+
+// Round-to-nearest-even f32 -> bf16 in integer SIMD (exactly as F32ToBf16, NaN included).
+inline __m256i ToBf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000));
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
 }
 
-inline void AxpyAvx512(float w, const float* x, float* y, int64_t n) {
-  const __m512 vw = _mm512_set1_ps(w);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vw, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+// One Q8_0 block as the reference quantizer: d = amax / 127, q = lround(x / d).
+inline void QuantQ8(const float* x, BlockQ8_0* b) {
+  const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+  const __m512 amax = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1));
+  const float d = HMax(amax) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  const __m512 vid = _mm512_set1_ps(id);
+  for (int h = 0; h < 2; ++h) {
+    const __m512 v = _mm512_mul_ps(h ? x1 : x0, vid);
+    // lround: round half away from zero = trunc(v) + (|v - trunc(v)| >= 0.5 ? sign : 0).
+    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask16 up =
+        _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m512 sgn = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
+    const __m512 r = _mm512_mask_add_ps(t, up, t, sgn);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b->qs + 16 * h),
+                     _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
   }
-  if (i < n) {
-    const __mmask16 m = TailMask(n - i);
-    const __m512 r = _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
-    _mm512_mask_storeu_ps(y + i, m, r);
-  }
+  b->d = F32ToFp16(d);
 }
 
 }  // namespace
 
-void AttendGroupAvx512(const PagedKv& kv, const GroupJob& job, int64_t n_group, float scale,
-                       float* scores) {
-  const int64_t n_ctx = job.ctx_end - job.ctx_begin;
-  const int64_t hd = kv.head_dim;
-  // Scores: each K row is read once for all heads of the group.
-  for (int64_t t = 0; t < n_ctx; ++t) {
-    const float* k = KvRow(kv.k, kv, job.block_table, job.ctx_begin + t, job.kv_head);
-    for (int64_t g = 0; g < n_group; ++g) {
-      scores[g * n_ctx + t] = DotAvx512(job.q + g * hd, k, hd) * scale;
+void AttendTileAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
+  internal::AttendTileImpl<Avx512Isa>(kv, job, p, scratch);
+}
+
+namespace internal {
+
+void StoreKvRowAvx512(KvDtype dtype, const float* x, void* dst, int64_t n) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = Mask16(n - i);
+        _mm512_mask_storeu_ps(static_cast<float*>(dst) + i, k, _mm512_maskz_loadu_ps(k, x + i));
+      }
+      return;
+    case KvDtype::kF16: {
+      auto* h = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = Mask16(n - i);
+        const __m256i v = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, x + i),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_mask_storeu_epi16(h + i, k, v);
+      }
+      return;
     }
-  }
-  for (int64_t g = 0; g < n_group; ++g) {
-    float* s = scores + g * n_ctx;
-    const float max_s = *std::max_element(s, s + n_ctx);
-    float sum = 0;
-    for (int64_t t = 0; t < n_ctx; ++t) {
-      s[t] = std::exp(s[t] - max_s);
-      sum += s[t];
+    case KvDtype::kBf16: {
+      auto* h = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = Mask16(n - i);
+        _mm256_mask_storeu_epi16(h + i, k, ToBf16(_mm512_maskz_loadu_ps(k, x + i)));
+      }
+      return;
     }
-    const float inv = 1.0f / sum;
-    for (int64_t t = 0; t < n_ctx; ++t) s[t] *= inv;
-    std::fill(job.out + g * hd, job.out + (g + 1) * hd, 0.0f);
-  }
-  for (int64_t t = 0; t < n_ctx; ++t) {
-    const float* v = KvRow(kv.v, kv, job.block_table, job.ctx_begin + t, job.kv_head);
-    for (int64_t g = 0; g < n_group; ++g) {
-      AxpyAvx512(scores[g * n_ctx + t], v, job.out + g * hd, hd);
+    case KvDtype::kQ8_0: {
+      auto* b = static_cast<BlockQ8_0*>(dst);
+      for (int64_t i = 0; i < n / kQK4; ++i) QuantQ8(x + i * kQK4, b + i);
+      return;
     }
   }
 }
 
+}  // namespace internal
 }  // namespace tachyon::kernels

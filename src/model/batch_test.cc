@@ -56,7 +56,8 @@ TEST(BatchTest, ChunkedPromptMatchesOnePass) {
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     Model& model = **m;
     const int64_t V = model.config().n_vocab;
-    const std::vector<float> want = AllLogits(model, ids, &pool);
+    const std::vector<float> want =
+        AllLogits(model, ids, &pool, kDefaultBlockSize, kDefaultKvDtype);
     // Chunks of 7 over a block table with scattered ids.
     const int64_t nb = (n + 15) / 16;
     auto kv = model.CreateKvCache(2 * nb + 2);
@@ -110,7 +111,7 @@ TEST(BatchTest, SeveralSequencesInOneBatchMatchSeparatePasses) {
     ASSERT_EQ(out.n_rows, 3 + static_cast<int64_t>(seqs[1].size()));
     std::vector<std::vector<float>> want;
     for (size_t s = 0; s < seqs.size(); ++s) {
-      want.push_back(AllLogits(model, seqs[s], &pool));
+      want.push_back(AllLogits(model, seqs[s], &pool, kDefaultBlockSize, kDefaultKvDtype));
       const int64_t n = static_cast<int64_t>(seqs[s].size());
       const int64_t first = b.seqs[s].all_logits ? 0 : n - 1;
       for (int64_t p = first; p < n; ++p) {
@@ -131,7 +132,8 @@ TEST(BatchTest, SeveralSequencesInOneBatchMatchSeparatePasses) {
     for (size_t s = 0; s < seqs.size(); ++s) {
       std::vector<int32_t> ext = seqs[s];
       ext.push_back(d.tokens[s]);
-      const std::vector<float> one = AllLogits(model, ext, &pool);
+      const std::vector<float> one =
+          AllLogits(model, ext, &pool, kDefaultBlockSize, kDefaultKvDtype);
       ASSERT_LT(MaxAbsDiff(out.Row(s), one.data() + (ext.size() - 1) * V, V), kTol) << "seq " << s;
     }
   }

@@ -1,10 +1,13 @@
-// KvCache: the paged key/value storage of every layer, f32.
+// KvCache: the paged key/value storage of every layer, in one KvDtype (f16 by default; bf16,
+// q8_0 or f32 on request).
 //
-// Layout per layer, for K and for V: [n_blocks, block_size, n_kv_heads, head_dim]; the engine
-// (kv/) hands out block ids in [0, n_blocks) and builds each sequence's block table; the model
-// writes and reads positions through those tables (model/batch.h).
+// Layout per layer, for K and for V: [n_blocks, block_size, n_kv_heads] rows of head_dim
+// elements of `dtype` (see kernels/attention.h); the engine (kv/) hands out block ids in
+// [0, n_blocks) and builds each sequence's block table; the model writes and reads positions
+// through those tables (model/batch.h). K/V are rounded to the dtype once, when stored.
 // Memory is allocated once at creation (uninitialised; only written slots are ever read).
 // Thread-safety: none; owned by the engine thread, which passes it to Model::Forward.
+// Store() of different slots may run concurrently.
 #pragma once
 
 #include <cstddef>
@@ -16,25 +19,32 @@
 
 namespace tachyon::model {
 
+using kernels::KvDtype;
+inline constexpr KvDtype kDefaultKvDtype = KvDtype::kF16;
+
 class KvCache {
  public:
-  // Bytes one block takes over all layers (K and V).
+  // Bytes one block takes over all layers (K and V). REQUIRES: CheckKvDtype ok.
   static size_t BytesPerBlock(int64_t n_layers, int64_t block_size, int64_t n_kv_heads,
-                              int64_t head_dim);
-  // Errors: InvalidArgument for non-positive sizes, ResourceExhausted if memory is short.
+                              int64_t head_dim, KvDtype dtype = kDefaultKvDtype);
+  // Errors: InvalidArgument for non-positive sizes or a dtype that cannot hold head_dim
+  // (q8_0 needs a multiple of 32), ResourceExhausted if memory is short.
   static Result<std::unique_ptr<KvCache>> Create(int64_t n_layers, int64_t n_blocks,
                                                  int64_t block_size, int64_t n_kv_heads,
-                                                 int64_t head_dim);
+                                                 int64_t head_dim, KvDtype dtype = kDefaultKvDtype);
 
   int64_t n_layers() const { return n_layers_; }
   int64_t n_blocks() const { return n_blocks_; }
   int64_t block_size() const { return block_size_; }
   int64_t n_kv_heads() const { return n_kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
-  size_t bytes() const { return 2 * layer_floats_ * n_layers_ * sizeof(float); }
+  KvDtype dtype() const { return dtype_; }
+  size_t bytes() const { return 2 * layer_bytes_ * n_layers_; }
 
-  float* k(int64_t layer) { return data_.get() + (2 * layer) * layer_floats_; }
-  float* v(int64_t layer) { return data_.get() + (2 * layer + 1) * layer_floats_; }
+  // Rounds one position's K and V ([n_kv_heads, head_dim] floats each) to the dtype and
+  // stores them at `slot` (= block * block_size + position in block) of `layer`.
+  // REQUIRES: layer < n_layers, slot < n_blocks * block_size.
+  void Store(int64_t layer, int64_t slot, const float* k, const float* v);
   kernels::PagedKv View(int64_t layer) const;
 
   // Copies block `src` over block `dst` in every layer (copy-on-write of a shared block).
@@ -43,9 +53,14 @@ class KvCache {
 
  private:
   KvCache() = default;
+  uint8_t* k(int64_t layer) const { return data_.get() + (2 * layer) * layer_bytes_; }
+  uint8_t* v(int64_t layer) const { return data_.get() + (2 * layer + 1) * layer_bytes_; }
+
   int64_t n_layers_ = 0, n_blocks_ = 0, block_size_ = 0, n_kv_heads_ = 0, head_dim_ = 0;
-  size_t layer_floats_ = 0;  // floats of one layer's K (or V)
-  std::unique_ptr<float[]> data_;  // [n_layers][K, V][n_blocks][block_size][n_kv_heads][head_dim]
+  KvDtype dtype_ = kDefaultKvDtype;
+  size_t slot_bytes_ = 0;            // one position's K (or V) of one layer: n_kv_heads rows
+  size_t layer_bytes_ = 0;           // one layer's K (or V)
+  std::unique_ptr<uint8_t[]> data_;  // [n_layers][K, V][n_blocks][block_size][n_kv_heads] rows
 };
 
 }  // namespace tachyon::model

@@ -114,16 +114,13 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
   if (w.k_norm) {
     kernels::RmsNorm(s.k.data(), w.k_norm, s.k.data(), n * c.n_kv_heads, hd, c.rms_eps);
   }
-  float* k_cache = ctx.kv->k(il);
-  float* v_cache = ctx.kv->v(il);
   const int64_t kv_dim = c.kv_dim();
   for (int64_t i = 0; i < n; ++i) {
     kernels::Rope(s.q.data() + i * c.q_dim(), c.n_heads, hd, c.rot_dim, ctx.positions[i],
                   c.rope_inv_freq.data(), c.rope_style);
     kernels::Rope(s.k.data() + i * kv_dim, c.n_kv_heads, hd, c.rot_dim, ctx.positions[i],
                   c.rope_inv_freq.data(), c.rope_style);
-    std::memcpy(k_cache + ctx.kv_slot[i] * kv_dim, s.k.data() + i * kv_dim, kv_dim * sizeof(float));
-    std::memcpy(v_cache + ctx.kv_slot[i] * kv_dim, s.v.data() + i * kv_dim, kv_dim * sizeof(float));
+    ctx.kv->Store(il, ctx.kv_slot[i], s.k.data() + i * kv_dim, s.v.data() + i * kv_dim);
   }
   kernels::AttentionParams params;
   params.n_heads = c.n_heads;

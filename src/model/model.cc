@@ -68,14 +68,15 @@ Status Model::LoadWeights() {
   return ComputeRopeFrequencies(keys, weights_.rope_freqs, &c);
 }
 
-size_t Model::KvBytesPerBlock(int64_t block_size) const {
+size_t Model::KvBytesPerBlock(int64_t block_size, KvDtype dtype) const {
   return KvCache::BytesPerBlock(config_.n_layers, block_size, config_.n_kv_heads,
-                                config_.head_dim);
+                                config_.head_dim, dtype);
 }
 
-Result<std::unique_ptr<KvCache>> Model::CreateKvCache(int64_t n_blocks, int64_t block_size) const {
+Result<std::unique_ptr<KvCache>> Model::CreateKvCache(int64_t n_blocks, int64_t block_size,
+                                                      KvDtype dtype) const {
   return KvCache::Create(config_.n_layers, n_blocks, block_size, config_.n_kv_heads,
-                         config_.head_dim);
+                         config_.head_dim, dtype);
 }
 
 Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {

@@ -54,11 +54,15 @@ class Model {
   // Bytes of all weight tensors the model uses.
   uint64_t weight_bytes() const { return weight_bytes_; }
 
-  // Bytes one KV block of `block_size` positions takes (all layers, K and V).
-  size_t KvBytesPerBlock(int64_t block_size = kDefaultBlockSize) const;
-  // A KV cache of n_blocks blocks for this model.
+  // Bytes one KV block of `block_size` positions takes (all layers, K and V) in `dtype`.
+  // f16 (the default) takes half of f32, so a memory budget holds twice the blocks.
+  size_t KvBytesPerBlock(int64_t block_size = kDefaultBlockSize,
+                         KvDtype dtype = kDefaultKvDtype) const;
+  // A KV cache of n_blocks blocks for this model. Errors: InvalidArgument when the dtype
+  // cannot hold this model's head_dim (q8_0 needs a multiple of 32), ResourceExhausted.
   Result<std::unique_ptr<KvCache>> CreateKvCache(int64_t n_blocks,
-                                                 int64_t block_size = kDefaultBlockSize) const;
+                                                 int64_t block_size = kDefaultBlockSize,
+                                                 KvDtype dtype = kDefaultKvDtype) const;
 
   // Runs every token of `batch` through the model, writing each token's K/V into `kv` at its
   // position (through its sequence's block table), and fills `out` with the requested

@@ -41,9 +41,9 @@ class SynthModelTest : public ::testing::Test {
     return path;
   }
   // Copies `src` to a new file, letting `edit` change metadata and tensors on the way.
-  std::string Rewrite(const std::string& src, const std::string& name,
-                      const std::function<void(gguf::GgufWriter&, std::vector<gguf::TensorInfo>&)>&
-                          edit) {
+  std::string Rewrite(
+      const std::string& src, const std::string& name,
+      const std::function<void(gguf::GgufWriter&, std::vector<gguf::TensorInfo>&)>& edit) {
     auto f = gguf::GgufFile::Open(src);
     EXPECT_TRUE(f.ok());
     gguf::GgufWriter w;
@@ -84,7 +84,8 @@ TEST_F(SynthModelTest, EveryArchLoadsAndChunkingMatchesOnePass) {
       EXPECT_EQ(c.qk_norm, arch == "qwen3");
       std::vector<int32_t> ids;
       for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 1) % 512);
-      const std::vector<float> want = AllLogits(**m, ids, &pool_);
+      const std::vector<float> want =
+          AllLogits(**m, ids, &pool_, kDefaultBlockSize, kDefaultKvDtype);
       auto kv = (*m)->CreateKvCache(8, 8);
       ASSERT_TRUE(kv.ok());
       ForwardOutput out;
@@ -156,12 +157,12 @@ TEST_F(SynthModelTest, BadBatchesAreRejected) {
   ForwardOutput out;
   auto run = [&](Batch b) { return model.Forward(b, kv->get(), nullptr, &out); };
   EXPECT_TRUE(run({{1, 2, 3}, {{0, 3, 0, {0}, false}}}).ok());
-  EXPECT_FALSE(run({{1, 512}, {{0, 2, 0, {0}, false}}}).ok());          // token out of range
-  EXPECT_FALSE(run({{1, -1}, {{0, 2, 0, {0}, false}}}).ok());           // negative token
-  EXPECT_FALSE(run({{1, 2}, {{0, 2, 15, {0}, false}}}).ok());           // table too short
-  EXPECT_FALSE(run({{1, 2}, {{0, 2, 0, {4}, false}}}).ok());            // block outside cache
-  EXPECT_FALSE(run({{1, 2}, {{0, 3, 0, {0}, false}}}).ok());            // slice past tokens
-  EXPECT_FALSE(run({{1, 2}, {{0, 1, 0, {0}, false}}}).ok());            // token 1 uncovered
+  EXPECT_FALSE(run({{1, 512}, {{0, 2, 0, {0}, false}}}).ok());  // token out of range
+  EXPECT_FALSE(run({{1, -1}, {{0, 2, 0, {0}, false}}}).ok());   // negative token
+  EXPECT_FALSE(run({{1, 2}, {{0, 2, 15, {0}, false}}}).ok());   // table too short
+  EXPECT_FALSE(run({{1, 2}, {{0, 2, 0, {4}, false}}}).ok());    // block outside cache
+  EXPECT_FALSE(run({{1, 2}, {{0, 3, 0, {0}, false}}}).ok());    // slice past tokens
+  EXPECT_FALSE(run({{1, 2}, {{0, 1, 0, {0}, false}}}).ok());    // token 1 uncovered
   EXPECT_FALSE(run({{1, 2}, {{0, 2, 0, {0}, false}, {1, 1, 0, {1}, false}}}).ok());  // overlap
   EXPECT_FALSE(run({{}, {}}).ok());
   EXPECT_FALSE(run({{1}, {{0, 1, -1, {0}, false}}}).ok());

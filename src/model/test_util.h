@@ -38,12 +38,14 @@ inline std::vector<int32_t> Blocks(int32_t first, int64_t n) {
 }
 
 // Runs `ids` as one sequence in one batch (positions 0..n-1) and returns every position's
-// logits, [n, n_vocab].
-inline std::vector<float> AllLogits(Model& model, const std::vector<int32_t>& ids,
-                                    ThreadPool* pool, int64_t block_size = kDefaultBlockSize) {
+// logits, [n, n_vocab]. The KV cache is f32 unless asked otherwise: the outside references
+// were computed with an f32 KV cache.
+inline std::vector<float> AllLogits(Model& model, const std::vector<int32_t>& ids, ThreadPool* pool,
+                                    int64_t block_size = kDefaultBlockSize,
+                                    KvDtype dtype = KvDtype::kF32) {
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t nb = (n + block_size - 1) / block_size;
-  auto kv = model.CreateKvCache(nb + 1, block_size);
+  auto kv = model.CreateKvCache(nb + 1, block_size, dtype);
   EXPECT_TRUE(kv.ok()) << kv.status().ToString();
   Batch b;
   b.tokens = ids;

@@ -1,0 +1,102 @@
+// Internal to kernels/: the flash-style tile kernel, written once over an "Isa" policy and
+// instantiated by attention.cc (scalar), attention_avx2.cc and attention_avx512.cc. Include
+// only from those files, after the intrinsics the policy uses.
+//
+// Isa provides (all on float32):
+//   const float* LoadRow(KvDtype, const uint8_t* src, float* buf, int64_t n)
+//       a pointer to row `src` as floats: src itself for f32, else buf after converting.
+//   void Scores(const float* q, const float* const* rows, int64_t n_rows, int64_t hd,
+//               float scale, float* s)        s[j] = scale * q · rows[j]
+//   float ExpSub(float* s, int64_t n, float m)  s[j] = exp(s[j] - m); returns the sum
+//   void Scale(float* y, float a, int64_t n)    y *= a
+//   void Axpy(float a, const float* x, float* y, int64_t n)   y += a * x
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/attention.h"
+
+namespace tachyon::kernels::internal {
+
+// KV positions per tile: K and V of one tile are converted to f32 once (kKvTile * head_dim
+// floats each) and reused by every query row and head of the tile job.
+inline constexpr int64_t kKvTile = 32;
+
+inline size_t TileScratchFloatsFor(int64_t head_dim, int64_t n_rows, int64_t n_group) {
+  const int64_t nq = n_rows * n_group;
+  return static_cast<size_t>(2 * kKvTile * head_dim + kKvTile + nq * (head_dim + 2));
+}
+
+template <class Isa>
+void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
+  const int64_t hd = kv.head_dim, n_group = p.n_group, n_rows = job.n_rows;
+  const int64_t nq = n_rows * n_group;
+  float* kf = scratch;            // [kKvTile, hd] converted K rows
+  float* vf = kf + kKvTile * hd;  // [kKvTile, hd] converted V rows
+  float* s = vf + kKvTile * hd;   // [kKvTile] scores of one query head
+  float* acc = s + kKvTile;       // [nq, hd] unnormalised outputs
+  float* m = acc + nq * hd;       // [nq] running max
+  float* l = m + nq;              // [nq] running sum of exp
+  std::fill(acc, acc + nq * hd, 0.0f);
+  std::fill(m, m + nq, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + nq, 0.0f);
+
+  const int64_t window = p.sliding_window;
+  const int64_t first = job.pos_start, end = job.pos_start + n_rows;  // query positions
+  const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
+  const float* krow[kKvTile];
+  const float* vrow[kKvTile];
+  for (int64_t t0 = lo; t0 < end; t0 += kKvTile) {
+    const int64_t t1 = std::min(t0 + kKvTile, end);
+    for (int64_t j = 0; j < t1 - t0; ++j) {
+      krow[j] = Isa::LoadRow(kv.dtype, kv.Row(kv.k, job.block_table, t0 + j, job.kv_head),
+                             kf + j * hd, hd);
+      vrow[j] = Isa::LoadRow(kv.dtype, kv.Row(kv.v, job.block_table, t0 + j, job.kv_head),
+                             vf + j * hd, hd);
+    }
+    // Rows whose position precedes the tile see none of it (causal).
+    for (int64_t r = std::max<int64_t>(0, t0 - first); r < n_rows; ++r) {
+      const int64_t pos = first + r;
+      const int64_t jlo = (window > 0 ? std::max(t0, pos + 1 - window) : t0) - t0;
+      const int64_t jhi = std::min(t1, pos + 1) - t0;
+      if (jlo >= jhi) continue;
+      for (int64_t g = 0; g < n_group; ++g) {
+        const int64_t qi = r * n_group + g;
+        const float* q = job.q + r * job.row_stride + g * hd;
+        Isa::Scores(q, krow + jlo, jhi - jlo, hd, p.scale, s + jlo);
+        float mx = s[jlo];
+        for (int64_t j = jlo + 1; j < jhi; ++j) mx = std::max(mx, s[j]);
+        const float m_new = std::max(m[qi], mx);
+        const float sum = Isa::ExpSub(s + jlo, jhi - jlo, m_new);
+        float* a = acc + qi * hd;
+        if (m[qi] != m_new) {
+          if (m[qi] != -std::numeric_limits<float>::infinity()) {  // rescale what we have
+            const float alpha = std::exp(m[qi] - m_new);
+            l[qi] *= alpha;
+            Isa::Scale(a, alpha, hd);
+          }
+          m[qi] = m_new;
+        }
+        l[qi] += sum;
+        for (int64_t j = jlo; j < jhi; ++j) Isa::Axpy(s[j], vrow[j], a, hd);
+      }
+    }
+  }
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t g = 0; g < n_group; ++g) {
+      const int64_t qi = r * n_group + g;
+      float* out = job.out + r * job.row_stride + g * hd;
+      const float inv = 1.0f / l[qi];
+      std::copy(acc + qi * hd, acc + (qi + 1) * hd, out);
+      Isa::Scale(out, inv, hd);
+    }
+  }
+}
+
+// SIMD conversions of StoreKvRow (attention_avx2.cc / attention_avx512.cc).
+void StoreKvRowAvx2(KvDtype dtype, const float* x, void* dst, int64_t n);
+void StoreKvRowAvx512(KvDtype dtype, const float* x, void* dst, int64_t n);
+
+}  // namespace tachyon::kernels::internal
