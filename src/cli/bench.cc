@@ -1,5 +1,9 @@
 // tachyon bench -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps R] [--json] [--bw-mib M]
+// tachyon bench -m MODEL --concurrency 1,4,16,64 [-p 128] [-n 64] [-t THREADS] [--json]
+//               [--max-batched-tokens 2048] [--kv-blocks B]
 //
+// With --concurrency: the serving engine under concurrent requests (bench_concurrency.cc).
+// Without it:
 // Like llama-bench pp512 / tg128: prompt processing of P random tokens in one batch (chunks
 // of 512), and decoding N tokens one at a time from an empty cache; medians over R reps after
 // one warm-up. The machine's read bandwidth is measured with the same thread count right
@@ -19,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_concurrency.h"
 #include "cli/command.h"
 #include "model/model.h"
 
@@ -27,7 +32,11 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tachyon bench -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps 5] [--json]\n"
-    "                     [--bw-mib 1024]\n";
+    "                     [--bw-mib 1024]\n"
+    "       tachyon bench -m MODEL --concurrency 1,4,16,64 [-p 128] [-n 64] [-t THREADS]\n"
+    "                     [--json] [--max-batched-tokens 2048] [--kv-blocks B]\n"
+    "  --concurrency drives the engine with N concurrent random-prompt requests per level\n"
+    "  and reports aggregate / per-request decode tok/s, TTFT and TPOT percentiles.\n";
 
 using Clock = std::chrono::steady_clock;
 
@@ -79,6 +88,9 @@ struct Options {
   int threads = 0, reps = 5;
   bool json = false;
   int64_t bw_mib = 1024;
+  bool have_prompt = false, have_gen = false;
+  std::string concurrency;  // empty: the pp/tg benchmark
+  int64_t max_batched_tokens = 2048, kv_blocks = 0;
 };
 
 int RunBench(int argc, char** argv) {
@@ -94,8 +106,16 @@ int RunBench(int argc, char** argv) {
       o.model_path = v;
     } else if ((a == "-p" || a == "--n-prompt") && (v = value())) {
       o.n_prompt = std::atoll(v);
+      o.have_prompt = true;
     } else if ((a == "-n" || a == "--n-gen") && (v = value())) {
       o.n_gen = std::atoll(v);
+      o.have_gen = true;
+    } else if (a == "--concurrency" && (v = value())) {
+      o.concurrency = v;
+    } else if (a == "--max-batched-tokens" && (v = value())) {
+      o.max_batched_tokens = std::atoll(v);
+    } else if (a == "--kv-blocks" && (v = value())) {
+      o.kv_blocks = std::atoll(v);
     } else if ((a == "-t" || a == "--threads") && (v = value())) {
       o.threads = std::atoi(v);
     } else if ((a == "-r" || a == "--reps") && (v = value())) {
@@ -110,6 +130,24 @@ int RunBench(int argc, char** argv) {
     }
   }
   if (o.model_path.empty()) return Fail("-m MODEL is required");
+  if (!o.concurrency.empty()) {
+    ConcurrencyBenchOptions co;
+    if (!ParseConcurrencyList(o.concurrency, &co.levels)) {
+      return Fail("--concurrency: '" + o.concurrency +
+                  "' is not a list of positive counts like 1,4,16,64");
+    }
+    if (o.max_batched_tokens < 1 || o.kv_blocks < 0 || o.threads < 0) {
+      return Fail("--max-batched-tokens must be >= 1, --kv-blocks and -t >= 0");
+    }
+    co.model_path = o.model_path;
+    co.n_prompt = o.have_prompt ? o.n_prompt : 128;
+    co.n_gen = o.have_gen ? o.n_gen : 64;
+    co.threads = o.threads;
+    co.max_num_batched_tokens = o.max_batched_tokens;
+    co.kv_blocks = o.kv_blocks;
+    co.json = o.json;
+    return RunConcurrencyBench(co);
+  }
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.bw_mib < 1 || o.bw_mib > 16384) {
     return Fail("-p/-n must be >= 0, --reps >= 1, --bw-mib in [1, 16384]");
   }

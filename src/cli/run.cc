@@ -1,18 +1,23 @@
-// tachyon run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]
-//             [-t THREADS]
-// Generates text for one prompt and streams it to stdout; stops after N tokens or at an
-// end-of-generation token. Greedy when --temp 0. Timing goes to stderr.
+// tachyon run -m MODEL -p PROMPT [-n N] [sampling options] [-t THREADS] [-c CTX]
+// Generates text for one prompt through the serving engine (EngineCore: the same scheduler,
+// sampler, stop checks and incremental detokenizer as `tachyon serve`) and streams it to
+// stdout as it is produced; stops after N tokens, at an end-of-generation token (unless
+// --ignore-eos), at a --stop string or at the end of the context. Greedy when --temp 0.
+// Timing goes to stderr.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
-#include <random>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "engine/engine_core.h"
+#include "engine/model_adapter.h"
+#include "engine/tokenizer_adapter.h"
+#include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,167 +25,221 @@ namespace tachyon::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tachyon run -m MODEL -p PROMPT [-n N=128] [--temp T=0.8] [--top-k K=40]\n"
-    "                   [--top-p P=0.95] [--seed S] [-t THREADS]\n";
-
-struct SamplerOptions {
-  float temp = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-};
-
-// A simple sampler: greedy at temp <= 0, else temperature -> top-k -> top-p -> draw.
-class SimpleSampler {
- public:
-  SimpleSampler(const SamplerOptions& o, uint64_t seed) : o_(o), rng_(seed) {}
-
-  int32_t Sample(const float* logits, int64_t n_vocab) {
-    if (o_.temp <= 0) return static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
-    idx_.resize(n_vocab);
-    std::iota(idx_.begin(), idx_.end(), 0);
-    const int64_t k = o_.top_k > 0 ? std::min<int64_t>(o_.top_k, n_vocab) : n_vocab;
-    std::partial_sort(idx_.begin(), idx_.begin() + k, idx_.end(),
-                      [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-    probs_.resize(k);
-    const float max_l = logits[idx_[0]];
-    double sum = 0;
-    for (int64_t i = 0; i < k; ++i) sum += probs_[i] = std::exp((logits[idx_[i]] - max_l) / o_.temp);
-    int64_t keep = k;
-    double cum = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      cum += probs_[i] / sum;
-      if (cum >= o_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-    std::discrete_distribution<int64_t> dist(probs_.begin(), probs_.begin() + keep);
-    return idx_[dist(rng_)];
-  }
-
- private:
-  SamplerOptions o_;
-  std::mt19937_64 rng_;
-  std::vector<int32_t> idx_;
-  std::vector<double> probs_;
-};
+    "usage: tachyon run -m MODEL -p PROMPT [options]\n"
+    "  -n, --n-predict N        tokens to generate (default 128; -1: until the context is full)\n"
+    "  -t, --threads N          compute threads (default: all hardware threads)\n"
+    "  -c, --ctx-size N         context length (default: the model's)\n"
+    "  --temp T                 temperature (default 0.8; 0: greedy)\n"
+    "  --top-k K                keep the K most likely tokens (default 40; 0: off)\n"
+    "  --top-p P                nucleus sampling (default 0.95; 1: off)\n"
+    "  --min-p P                drop tokens below P x the top probability (default 0: off)\n"
+    "  --repeat-penalty F       penalize tokens of the prompt and output (default 1: off)\n"
+    "  --presence-penalty F     OpenAI presence penalty in [-2, 2] (default 0)\n"
+    "  --frequency-penalty F    OpenAI frequency penalty in [-2, 2] (default 0)\n"
+    "  --seed S                 random seed (default: random)\n"
+    "  --ignore-eos             do not stop at end-of-generation tokens\n"
+    "  --stop STR               stop before STR (may be repeated)\n";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tachyon run: error: %s\n", msg.c_str());
   return 1;
 }
 
-int RunRun(int argc, char** argv) {
+bool ParseInt(const char* s, int64_t* out) {
+  char* end = nullptr;
+  const long long v = std::strtoll(s, &end, 10);
+  if (end == s || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+bool ParseFloat(const char* s, float* out) {
+  char* end = nullptr;
+  const float v = std::strtof(s, &end);
+  if (end == s || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+struct RunOptions {
   std::string model_path, prompt;
   bool have_prompt = false;
   int64_t n_predict = 128;
-  int threads = 0;
-  uint64_t seed = std::random_device{}();
-  SamplerOptions so;
+  int64_t threads = 0;
+  int64_t ctx = 0;
+  sampling::SamplingParams params;
+};
+
+// Returns 0 when the options are complete, -1 after --help, else the exit code.
+int ParseArgs(int argc, char** argv, RunOptions* o) {
+  sampling::SamplingParams& p = o->params;
+  p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
-      return 0;
-    } else if ((a == "-m" || a == "--model") && (v = value())) {
-      model_path = v;
-    } else if ((a == "-p" || a == "--prompt") && (v = value())) {
-      prompt = v;
-      have_prompt = true;
-    } else if ((a == "-n" || a == "--n-predict") && (v = value())) {
-      n_predict = std::atoll(v);
-    } else if ((a == "-t" || a == "--threads") && (v = value())) {
-      threads = std::atoi(v);
-    } else if (a == "--temp" && (v = value())) {
-      so.temp = std::strtof(v, nullptr);
-    } else if (a == "--top-k" && (v = value())) {
-      so.top_k = std::atoi(v);
-    } else if (a == "--top-p" && (v = value())) {
-      so.top_p = std::strtof(v, nullptr);
-    } else if (a == "--seed" && (v = value())) {
-      seed = std::strtoull(v, nullptr, 10);
-    } else {
+      return -1;
+    }
+    if (a == "--ignore-eos") {
+      p.ignore_eos = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
       std::fputs(kUsage, stderr);
       return Fail("bad or incomplete argument '" + a + "'");
     }
+    const char* v = argv[++i];
+    int64_t n = 0;
+    float f = 0;
+    const bool is_int = ParseInt(v, &n), is_float = ParseFloat(v, &f);
+    auto bad = [&](const char* what) {
+      return Fail(a + ": '" + v + "' is not " + what);
+    };
+    if (a == "-m" || a == "--model") {
+      o->model_path = v;
+    } else if (a == "-p" || a == "--prompt") {
+      o->prompt = v;
+      o->have_prompt = true;
+    } else if (a == "--stop") {
+      p.stop.emplace_back(v);
+    } else if (a == "-n" || a == "--n-predict") {
+      if (!is_int || n < -1 || n > (1 << 30)) return bad("a token count (or -1)");
+      o->n_predict = n;
+    } else if (a == "-t" || a == "--threads") {
+      if (!is_int || n < 0 || n > 1024) return bad("a thread count");
+      o->threads = n;
+    } else if (a == "-c" || a == "--ctx-size") {
+      if (!is_int || n < 0 || n > (1 << 24)) return bad("a context length");
+      o->ctx = n;
+    } else if (a == "--top-k") {
+      if (!is_int || n > (1 << 30)) return bad("an integer");
+      p.top_k = static_cast<int>(n);
+    } else if (a == "--seed") {
+      char* end = nullptr;
+      const unsigned long long s = std::strtoull(v, &end, 10);
+      if (end == v || *end != '\0' || *v == '-') return bad("a non-negative integer");
+      p.seed = s;
+    } else if (!is_float &&
+               (a == "--temp" || a == "--top-p" || a == "--min-p" || a == "--repeat-penalty" ||
+                a == "--presence-penalty" || a == "--frequency-penalty")) {
+      return bad("a number");
+    } else if (a == "--temp") {
+      p.temperature = std::max(f, 0.0f);  // like llama.cpp: a negative temperature is greedy
+    } else if (a == "--top-p") {
+      p.top_p = f;
+    } else if (a == "--min-p") {
+      p.min_p = f;
+    } else if (a == "--repeat-penalty") {
+      p.repetition_penalty = f;
+    } else if (a == "--presence-penalty") {
+      p.presence_penalty = f;
+    } else if (a == "--frequency-penalty") {
+      p.frequency_penalty = f;
+    } else {
+      std::fputs(kUsage, stderr);
+      return Fail("unknown argument '" + a + "'");
+    }
   }
-  if (model_path.empty() || !have_prompt) {
+  if (o->model_path.empty() || !o->have_prompt) {
     std::fputs(kUsage, stderr);
     return Fail("-m and -p are required");
   }
-  if (n_predict < 0) return Fail("-n must be >= 0");
-  if (!(so.top_p > 0 && so.top_p <= 1) || !std::isfinite(so.temp)) {
-    return Fail("--top-p must be in (0, 1] and --temp finite");
-  }
-  auto model = model::Model::Load(model_path);
-  if (!model.ok()) return Fail(model.status().message());
-  model::Model& m = **model;
-  auto tok = tokenizer::Tokenizer::FromGguf(m.file());
-  if (!tok.ok()) return Fail(tok.status().message());
-  std::vector<int32_t> ids = (*tok)->Encode(prompt);
-  if (ids.empty()) ids.push_back(std::max<int32_t>(0, (*tok)->bos_id()));
-  const int64_t n_ctx = std::max<int64_t>(m.config().n_ctx_train, 1);
+  return 0;
+}
+
+int RunRun(int argc, char** argv) {
+  RunOptions o;
+  if (int rc = ParseArgs(argc, argv, &o); rc != 0) return rc < 0 ? 0 : rc;
+
+  auto loaded = model::Model::Load(o.model_path);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  std::shared_ptr<model::Model> model(std::move(loaded).value());
+  auto tok_or = tokenizer::Tokenizer::FromGguf(model->file());
+  if (!tok_or.ok()) return Fail(tok_or.status().message());
+  std::shared_ptr<const tokenizer::Tokenizer> tok(std::move(tok_or).value());
+
+  std::vector<int32_t> ids = tok->Encode(o.prompt);
+  if (ids.empty()) ids.push_back(std::max<int32_t>(0, tok->bos_id()));
+  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::max<int64_t>(model->config().n_ctx_train, 1);
   const int64_t n_prompt = static_cast<int64_t>(ids.size());
   if (n_prompt >= n_ctx) {
     return Fail("prompt of " + std::to_string(n_prompt) + " tokens does not fit the context of " +
                 std::to_string(n_ctx));
   }
-  const int64_t total = std::min(n_ctx, n_prompt + n_predict);
-  const int64_t bs = model::kDefaultBlockSize;
-  auto kv = m.CreateKvCache((total + bs - 1) / bs, bs);
-  if (!kv.ok()) return Fail(kv.status().message());
-  ThreadPool pool(threads);
-  SimpleSampler sampler(so, seed);
-  // The prompt goes through the detokenizer first (its text is not printed), so the first
-  // generated piece keeps its leading space as a continuation of the prompt.
-  tokenizer::IncrementalDetokenizer detok(**tok);
-  for (int32_t id : ids) detok.Push(id);
+  if (o.n_predict == 0) {  // nothing to generate
+    std::fputc('\n', stdout);
+    return 0;
+  }
+  // A context of n_ctx positions yields n_ctx predicted tokens: the token sampled from the last
+  // position needs no KV of its own, so a sequence may hold n_ctx + 1 tokens (as llama2.c).
+  const int64_t max_len = n_ctx + 1;
+  const int64_t room = max_len - n_prompt;
+  o.params.max_tokens =
+      static_cast<int>(o.n_predict < 0 ? room : std::min<int64_t>(o.n_predict, room));
 
-  model::Batch batch;
-  batch.seqs.resize(1);
-  for (int64_t b = 0; b < (total + bs - 1) / bs; ++b) {
-    batch.seqs[0].block_table.push_back(static_cast<int32_t>(b));
-  }
-  model::ForwardOutput out;
+  engine::EngineConfig ec;
+  const int64_t bs = model::kDefaultBlockSize;
+  ec.kv.block_size = static_cast<int>(bs);
+  ec.kv.num_blocks = static_cast<int>((n_prompt + o.params.max_tokens + bs - 1) / bs);
+  ec.max_model_len = max_len;
+  ec.scheduler.max_num_batched_tokens = 512;  // prefill in chunks of 512 tokens
+  ec.scheduler.max_num_seqs = 1;
+  ec.eos_token_ids = tok->EogIds();
+  ec.detokenizer = std::make_shared<engine::TokenizerDetokenizer>(tok);
+  auto executor =
+      engine::ModelAdapter::Create(model, ec.kv.num_blocks, bs, static_cast<int>(o.threads));
+  if (!executor.ok()) return Fail(executor.status().message());
+  auto core = engine::EngineCore::Create(ec, std::move(executor).value());
+  if (!core.ok()) return Fail(core.status().message());
+
+  engine::EngineRequest req;
+  req.prompt_tokens = ids;
+  req.params = o.params;
   using Clock = std::chrono::steady_clock;
+  // The first output carries the first token: its time (taken on the engine thread by the
+  // stream's notifier) ends the prompt phase.
+  std::atomic<int64_t> first_ns{-1};
   const auto t0 = Clock::now();
-  // Prefill in chunks of up to 512 tokens.
-  for (int64_t start = 0; start < n_prompt; start += 512) {
-    const int64_t len = std::min<int64_t>(512, n_prompt - start);
-    batch.tokens.assign(ids.begin() + start, ids.begin() + start + len);
-    batch.seqs[0].n_tokens = len;
-    batch.seqs[0].pos_start = start;
-    Status st = m.Forward(batch, kv->get(), &pool, &out);
-    if (!st.ok()) return Fail(st.message());
-  }
-  const auto t1 = Clock::now();
+  auto stream = (*core)->AddRequest(std::move(req), [&first_ns, t0] {
+    if (first_ns.load(std::memory_order_relaxed) < 0) {
+      first_ns.store((Clock::now() - t0).count(), std::memory_order_relaxed);
+    }
+  });
+  if (!stream.ok()) return Fail(stream.status().message());
   int64_t n_gen = 0;
-  for (int64_t pos = n_prompt; n_gen < n_predict; ++pos) {
-    const int32_t next = sampler.Sample(out.Row(0), out.n_vocab);
-    if ((*tok)->IsEog(next)) break;
-    ++n_gen;
-    const std::string text = detok.Push(next);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+  int32_t last_token = -1;
+  engine::FinishReason reason = engine::FinishReason::kNone;
+  Status error;
+  while (auto out = (*stream)->Next()) {
+    n_gen += static_cast<int64_t>(out->token_ids.size());
+    if (!out->token_ids.empty()) last_token = out->token_ids.back();
+    std::fwrite(out->text.data(), 1, out->text.size(), stdout);
     std::fflush(stdout);
-    if (pos >= total) break;
-    batch.tokens = {next};
-    batch.seqs[0].n_tokens = 1;
-    batch.seqs[0].pos_start = pos;
-    if (n_gen == n_predict) break;
-    Status st = m.Forward(batch, kv->get(), &pool, &out);
-    if (!st.ok()) return Fail(st.message());
+    if (out->finish_reason != engine::FinishReason::kNone) reason = out->finish_reason;
+    if (!out->error.ok()) error = out->error;
   }
-  const std::string rest = detok.Flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   const auto t2 = Clock::now();
-  const double pp_s = std::chrono::duration<double>(t1 - t0).count();
-  const double tg_s = std::chrono::duration<double>(t2 - t1).count();
-  std::fprintf(stderr, "prompt: %lld tokens, %.2f tok/s; generated: %lld tokens, %.2f tok/s\n",
+  (*core)->Stop();  // joins the engine thread: its notifier calls are done
+  const Clock::time_point t_first =
+      first_ns.load() < 0 ? t2 : t0 + Clock::duration(first_ns.load());
+  if (reason == engine::FinishReason::kError) return Fail(error.message());
+  // An end-of-generation token is not part of the output; count only the printed tokens.
+  if (reason == engine::FinishReason::kStop && !o.params.ignore_eos && tok->IsEog(last_token)) {
+    --n_gen;
+  }
+  const double pp_s = std::chrono::duration<double>(t_first - t0).count();
+  const double tg_s = std::chrono::duration<double>(t2 - t_first).count();
+  // The first token comes with the prompt; the decode rate counts the ones after it.
+  const int64_t n_decoded = std::max<int64_t>(n_gen - 1, 0);
+  std::fprintf(stderr,
+               "prompt: %lld tokens, %.2f tok/s; generated: %lld tokens, %.2f tok/s "
+               "(finish: %s)\n",
                static_cast<long long>(n_prompt), n_prompt / std::max(pp_s, 1e-9),
-               static_cast<long long>(n_gen), n_gen / std::max(tg_s, 1e-9));
+               static_cast<long long>(n_gen), n_decoded / std::max(tg_s, 1e-9),
+               std::string(engine::FinishReasonName(reason)).c_str());
   return 0;
 }
 

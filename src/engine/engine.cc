@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "sampling/sampler.h"
@@ -10,6 +11,11 @@ namespace tachyon::engine {
 namespace {
 bool Contains(const std::vector<int32_t>& v, int32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 }  // namespace
 
@@ -176,8 +182,10 @@ void Engine::ProcessSample(Request* r, const sampling::SampleResult& s) {
       Contains(r->params.stop_token_ids, tok)) {
     reason = FinishReason::kStop;  // the stop token itself is not part of the text
   } else if (r->decoder) {
+    const auto t0 = Clock::now();
     o.text = r->stop_matcher.Append(r->decoder->Push(tok), &stopped_by_string);
     if (stopped_by_string) reason = FinishReason::kStop;
+    counters_.detokenize_seconds += Since(t0);
   }
   if (reason == FinishReason::kNone &&
       (r->num_output_tokens() >= r->max_tokens ||
@@ -215,7 +223,9 @@ std::vector<RequestOutput> Engine::Step() {
   SchedulerOutput out = scheduler_.Schedule();
   if (!out.empty()) {
     ++counters_.num_steps;
+    const auto t_forward = Clock::now();
     Result<std::span<float>> logits = runner_.Execute(out);
+    counters_.forward_seconds += Since(t_forward);
     if (!logits.ok()) {
       FailStep(out, logits.status());
     } else {
@@ -236,8 +246,10 @@ std::vector<RequestOutput> Engine::Step() {
         in.seed = r->seed;
         in.eos_ids = r->params.ignore_eos ? std::span<const int32_t>()
                                           : std::span<const int32_t>(config_.eos_token_ids);
+        const auto t_sample = Clock::now();
         sampling::SampleResult sample =
             sampling::Sample(logits->subspan(i * n_vocab, n_vocab), r->params, in);
+        counters_.sample_seconds += Since(t_sample);
         ProcessSample(r, sample);
       }
     }

@@ -50,6 +50,11 @@ struct EngineMetrics {
   int64_t generation_tokens = 0;       // tokens sampled
   int64_t requests_finished = 0;       // user requests, all finish reasons
   int64_t requests_aborted = 0;
+  // Engine-thread time, cumulative (seconds): the model's forward passes; sampling (logits
+  // processors + sampler); detokenization and stop-string matching of the outputs.
+  double forward_seconds = 0;
+  double sample_seconds = 0;
+  double detokenize_seconds = 0;
 };
 
 class Engine {

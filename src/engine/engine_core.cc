@@ -51,6 +51,27 @@ Result<uint64_t> EngineCore::AddRequestWithCallback(EngineRequest request,
   return id;
 }
 
+Result<std::vector<uint64_t>> EngineCore::AddRequestsWithCallbacks(
+    std::vector<std::pair<EngineRequest, std::function<void(RequestOutput)>>> requests) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Status s = engine_->Validate(requests[i].first);
+    if (!s.ok()) return s.WithContext("request " + std::to_string(i));
+  }
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Unavailable("the engine is shutting down");
+    for (auto& [request, on_output] : requests) {
+      const uint64_t id = next_id_.fetch_add(1);
+      inbox_.push_back({id, std::move(request),
+                        std::make_shared<RequestStream>(id, std::move(on_output))});
+      ids.push_back(id);
+    }
+  }
+  cv_.notify_one();
+  return ids;
+}
+
 void EngineCore::Abort(uint64_t request_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);

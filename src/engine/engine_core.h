@@ -51,6 +51,11 @@ class EngineCore {
   // request id (for Abort).
   Result<uint64_t> AddRequestWithCallback(EngineRequest request,
                                           std::function<void(RequestOutput)> on_output);
+  // Adds several requests at once, each with its callback (as AddRequestWithCallback): all of
+  // them reach the engine before the same step (a burst), or none is added if one is invalid
+  // (the error names its index). Returns their ids in order.
+  Result<std::vector<uint64_t>> AddRequestsWithCallbacks(
+      std::vector<std::pair<EngineRequest, std::function<void(RequestOutput)>>> requests);
   // Aborts a request (no-op for unknown or finished ids).
   void Abort(uint64_t request_id);
   // Ends the loop and joins the thread; idempotent.

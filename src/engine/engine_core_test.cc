@@ -225,6 +225,35 @@ TEST(EngineCoreTest, StreamTryNextAndNextFor) {
   EXPECT_FALSE(s->Next().has_value());  // after the final output: ends immediately
 }
 
+TEST(EngineCoreTest, BurstOfRequestsStartsInOneStepOrNotAtAll) {
+  EngineConfig c = CoreConfig();
+  c.scheduler.max_num_batched_tokens = 64;  // room for every prompt in the first step
+  auto core = NewCore(c);
+  std::atomic<int> finished{0};
+  std::vector<std::pair<EngineRequest, std::function<void(RequestOutput)>>> burst;
+  for (int i = 0; i < 6; ++i) {
+    burst.emplace_back(Greedy(MakePrompt(7, i), 5), [&](RequestOutput o) {
+      if (o.finished) ++finished;
+    });
+  }
+  auto ids = core->AddRequestsWithCallbacks(std::move(burst));
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_EQ(ids->size(), 6u);
+  ASSERT_TRUE(WaitUntil([&] { return finished.load() == 6 && core->Metrics().num_steps == 5; }));
+  // They all arrived before the same step: 5 tokens each took exactly 5 steps in all.
+  EXPECT_EQ(core->Metrics().num_steps, 5);
+
+  // One invalid request (empty prompt) rejects the whole burst, naming its index.
+  std::vector<std::pair<EngineRequest, std::function<void(RequestOutput)>>> bad;
+  bad.emplace_back(Greedy(MakePrompt(7, 1), 5), [](RequestOutput) {});
+  bad.emplace_back(Greedy({}, 5), [](RequestOutput) {});
+  auto rejected = core->AddRequestsWithCallbacks(std::move(bad));
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_NE(rejected.status().message().find("request 1"), std::string::npos)
+      << rejected.status().ToString();
+  EXPECT_EQ(core->Metrics().num_waiting + core->Metrics().num_running, 0);
+}
+
 }  // namespace
 }  // namespace tachyon::engine
 

@@ -141,6 +141,54 @@ TEST(EngineTest, PreemptionUnderPressureKeepsOutputs) {
   }
 }
 
+// Under the priority policy, important requests arriving while the pool is full preempt the
+// least important running ones; every request still completes with its unpressured output,
+// and the important ones finish first.
+TEST(EngineTest, PriorityPreemptionKeepsOutputsAndServesImportantFirst) {
+  Workload w;
+  HarnessOptions roomy;
+  roomy.max_batched_tokens = 16;
+  roomy.policy = SchedulePolicy::kPriority;
+  HarnessOptions tight = roomy;
+  tight.num_blocks = 24;
+  Harness a(roomy), b(tight);
+  // Eight unimportant requests start; after a few steps eight important ones arrive.
+  for (int i = 0; i < 8; ++i) {
+    EngineRequest r = w.Request(i);
+    r.priority = 10;
+    ASSERT_TRUE(a.Add(i, r).ok());
+    ASSERT_TRUE(b.Add(i, std::move(r)).ok());
+  }
+  for (int s = 0; s < 6; ++s) b.Step();
+  const int64_t preemptions_before = b.engine().Metrics().num_preemptions;
+  for (int i = 8; i < 16; ++i) {
+    EngineRequest r = w.Request(i);
+    r.priority = 0;
+    ASSERT_TRUE(a.Add(i, r).ok());
+    ASSERT_TRUE(b.Add(i, std::move(r)).ok());
+  }
+  a.RunToCompletion();
+  std::vector<uint64_t> finish_order;
+  for (int s = 0; s < 100000 && b.engine().HasWork(); ++s) {
+    std::vector<RequestOutput> outs = b.engine().Step();
+    for (const RequestOutput& o : outs) {
+      if (o.finished) finish_order.push_back(o.request_id);
+    }
+    b.Collect(outs);
+  }
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(b.finished(i)) << i;
+    EXPECT_EQ(a.result(i).tokens, b.result(i).tokens) << "request " << i;
+  }
+  EXPECT_GT(b.engine().Metrics().num_preemptions, preemptions_before);
+  // The last request to finish is an unimportant one (they waited for the important ones).
+  ASSERT_FALSE(finish_order.empty());
+  EXPECT_LT(finish_order.back(), 8u);
+  EngineMetrics m = b.engine().Metrics();
+  EXPECT_EQ(m.kv.used_blocks, 0);
+  EXPECT_EQ(m.kv.free_blocks, tight.num_blocks);
+}
+
 TEST(EngineTest, RejectsRequestsThatCanNeverFit) {
   HarnessOptions opts;
   opts.num_blocks = 8;  // 32 tokens

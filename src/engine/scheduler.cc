@@ -54,9 +54,7 @@ void Scheduler::ScheduleRunning(Request* r, SchedulerOutput* out, int64_t* budge
   if (n <= 0) return;
   while (!kv_->Allocate(r->seq_id, r->num_computed_tokens + n)) {
     // Out of blocks: preempt the least important running request (possibly r itself).
-    Request* victim =
-        *std::max_element(running_.begin(), running_.end(),
-                          [&](const Request* a, const Request* b) { return Before(a, b); });
+    Request* victim = LeastImportantRunning();
     Preempt(victim, out, budget);
     if (victim == r) return;
   }
@@ -124,20 +122,35 @@ SchedulerOutput Scheduler::Schedule() {
     ScheduleRunning(r, &out, &budget);
   }
 
-  // Admit waiting requests, unless this step already had to preempt.
+  // Admit waiting requests, unless this step already had to preempt for a running one.
   if (out.preempted.empty()) {
     for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (budget <= 0 || num_running() >= config_.max_num_seqs) break;
+      if (budget <= 0) break;
       Request* r = *it;
       if (BlockedOnLeader(r)) {
         ++it;
         continue;
       }
-      if (!ScheduleWaiting(r, &out, &budget)) break;  // head of line waits for blocks
-      it = waiting_.erase(it);
+      bool admitted = num_running() < config_.max_num_seqs && ScheduleWaiting(r, &out, &budget);
+      // Under the priority policy, a request that cannot be admitted (no blocks or no seat)
+      // preempts running requests of strictly lower priority, least important first.
+      while (!admitted && config_.policy == SchedulePolicy::kPriority && budget > 0) {
+        Request* victim = LeastImportantRunning();
+        if (victim == nullptr || victim->priority <= r->priority) break;
+        Preempt(victim, &out, &budget);
+        admitted = num_running() < config_.max_num_seqs && ScheduleWaiting(r, &out, &budget);
+      }
+      if (!admitted) break;  // head of line waits (no one behind it overtakes: no starvation)
+      it = waiting_.erase(it);  // (set iterators survive the victims' insertion)
     }
   }
   return out;
+}
+
+Request* Scheduler::LeastImportantRunning() const {
+  if (running_.empty()) return nullptr;
+  return *std::max_element(running_.begin(), running_.end(),
+                           [&](const Request* a, const Request* b) { return Before(a, b); });
 }
 
 void Scheduler::OnStepComputed(const SchedulerOutput& out) {

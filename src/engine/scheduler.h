@@ -11,6 +11,10 @@
 //  - When blocks run out, the lowest-priority / newest running request is preempted: its
 //    blocks are freed and it goes back to the waiting queue to be recomputed later (its cached
 //    blocks usually make that cheap). No new requests are admitted in a step that preempted.
+//  - Under kPriority, a waiting request that cannot be admitted (blocks or max_num_seqs)
+//    preempts running requests of strictly lower priority (larger value), least important
+//    first. Equal priorities never preempt each other, so there is no cycle; a preempted
+//    request keeps its arrival and resumes ahead of later requests of its priority.
 // Admission checks (request can fit at all) are done by the engine before Add().
 // The output is plain data; the scheduler never sees tensors.
 // Thread-safety: none (engine thread).
@@ -78,6 +82,8 @@ class Scheduler {
   bool BlockedOnLeader(const Request* r) const;
   kv::PrefixHit FindPrefix(const Request* r);
   void Preempt(Request* victim, SchedulerOutput* out, int64_t* budget);
+  // The running request to preempt first: lowest priority (under kPriority), then newest.
+  Request* LeastImportantRunning() const;
   int64_t ChunkSize(const Request* r, int64_t budget) const;
 
   SchedulerConfig config_;

@@ -1,0 +1,283 @@
+// tachyon bench -m MODEL --concurrency 1,4,16,64 [-p 128] [-n 64] [-t T] [--json]
+//
+// Drives EngineCore directly (no HTTP) the way a burst of clients would: for each level N,
+// N requests are added at once, each with its own random prompt of P token ids (distinct
+// content, so the prefix cache cannot short-cut them; the cached-token count is reported to
+// prove it) and ignore_eos, generating exactly G tokens greedily, with streaming
+// detokenization on as when serving. Per level: aggregate decode tok/s = all generated tokens
+// / wall time of the level (first add to last finish), per-request decode tok/s, TTFT (add to
+// first token, queueing included) and TPOT (mean gap between a request's later tokens)
+// percentiles, engine steps, preemptions, and where the engine thread's time went (forward,
+// sampling, detokenization + stop strings).
+#include "cli/bench_concurrency.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "engine/engine_core.h"
+#include "engine/model_adapter.h"
+#include "engine/tokenizer_adapter.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace tachyon::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Linear interpolation between closest ranks; 0 for an empty set.
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "tachyon bench: error: %s\n", msg.c_str());
+  return 1;
+}
+
+struct RequestTiming {
+  Clock::time_point added, first, last;
+  int64_t tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  engine::FinishReason reason = engine::FinishReason::kNone;
+  std::string error;
+};
+
+struct LevelResult {
+  int concurrency = 0;
+  int64_t generated_tokens = 0, cached_prompt_tokens = 0;
+  double wall_s = 0, aggregate_tok_s = 0, per_request_tok_s_p50 = 0;
+  double ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, tpot_p99_ms = 0;
+  int64_t steps = 0, preemptions = 0;
+  double forward_s = 0, sample_s = 0, detokenize_s = 0;
+};
+
+class Runner {
+ public:
+  Runner(engine::EngineCore* core, const ConcurrencyBenchOptions& o, int32_t n_vocab)
+      : core_(core), o_(o), n_vocab_(n_vocab) {}
+
+  // Runs `n` requests at once generating `n_gen` tokens each; waits for all of them.
+  Result<LevelResult> Level(int n, int64_t n_gen) {
+    const engine::EngineMetrics before = core_->Metrics();
+    std::vector<RequestTiming> t(static_cast<size_t>(n));
+    int done = 0;
+    std::vector<std::pair<engine::EngineRequest, std::function<void(engine::RequestOutput)>>>
+        batch;
+    for (int i = 0; i < n; ++i) {
+      engine::EngineRequest req;
+      req.prompt_tokens.resize(static_cast<size_t>(o_.n_prompt));
+      for (int32_t& id : req.prompt_tokens) id = static_cast<int32_t>(rng_() % n_vocab_);
+      req.params.temperature = 0;
+      req.params.ignore_eos = true;
+      req.params.max_tokens = static_cast<int>(n_gen);
+      RequestTiming* rt = &t[static_cast<size_t>(i)];
+      batch.emplace_back(std::move(req), [this, rt, &done](engine::RequestOutput out) {
+        const auto now = Clock::now();  // engine thread: record and return
+        if (!out.token_ids.empty()) {
+          if (rt->tokens == 0) rt->first = now;
+          rt->last = now;
+          rt->tokens += static_cast<int64_t>(out.token_ids.size());
+        }
+        if (out.finish_reason != engine::FinishReason::kNone) rt->reason = out.finish_reason;
+        if (!out.error.ok()) rt->error = out.error.message();
+        if (out.finished) {
+          rt->cached_prompt_tokens = out.usage.cached_prompt_tokens;
+          std::lock_guard<std::mutex> lock(mu_);
+          ++done;
+          cv_.notify_all();
+        }
+      });
+    }
+    // All requests arrive together, before the same engine step.
+    const auto t0 = Clock::now();
+    for (RequestTiming& x : t) x.added = t0;
+    auto ids = core_->AddRequestsWithCallbacks(std::move(batch));
+    if (!ids.ok()) return ids.status();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return done == n; });
+    }
+    const auto t1 = Clock::now();
+    // The metrics snapshot is taken right after the step that delivered the last output.
+    engine::EngineMetrics after = core_->Metrics();
+    while (after.requests_finished < before.requests_finished + n) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      after = core_->Metrics();
+    }
+
+    LevelResult r;
+    r.concurrency = n;
+    r.wall_s = Seconds(t0, t1);
+    std::vector<double> ttft, tpot, req_tok_s;
+    for (const RequestTiming& x : t) {
+      if (!x.error.empty()) return Internal("a request failed: " + x.error);
+      r.generated_tokens += x.tokens;
+      r.cached_prompt_tokens += x.cached_prompt_tokens;
+      if (x.tokens > 0) ttft.push_back(1e3 * Seconds(x.added, x.first));
+      if (x.tokens > 1) {
+        const double decode_s = Seconds(x.first, x.last);
+        tpot.push_back(1e3 * decode_s / static_cast<double>(x.tokens - 1));
+        req_tok_s.push_back(decode_s > 0 ? static_cast<double>(x.tokens - 1) / decode_s : 0);
+      }
+    }
+    r.aggregate_tok_s = static_cast<double>(r.generated_tokens) / std::max(r.wall_s, 1e-9);
+    r.per_request_tok_s_p50 = Percentile(req_tok_s, 0.5);
+    r.ttft_p50_ms = Percentile(ttft, 0.5);
+    r.ttft_p99_ms = Percentile(ttft, 0.99);
+    r.tpot_p50_ms = Percentile(tpot, 0.5);
+    r.tpot_p99_ms = Percentile(tpot, 0.99);
+    r.steps = after.num_steps - before.num_steps;
+    r.preemptions = after.num_preemptions - before.num_preemptions;
+    r.forward_s = after.forward_seconds - before.forward_seconds;
+    r.sample_s = after.sample_seconds - before.sample_seconds;
+    r.detokenize_s = after.detokenize_seconds - before.detokenize_seconds;
+    return r;
+  }
+
+ private:
+  engine::EngineCore* core_;
+  const ConcurrencyBenchOptions& o_;
+  int32_t n_vocab_;
+  std::mt19937_64 rng_{20260601};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+nlohmann::json ToJson(const LevelResult& r, const ConcurrencyBenchOptions& o) {
+  return {{"concurrency", r.concurrency},
+          {"prompt_tokens", o.n_prompt},
+          {"gen_tokens", o.n_gen},
+          {"generated_tokens", r.generated_tokens},
+          {"cached_prompt_tokens", r.cached_prompt_tokens},
+          {"wall_s", r.wall_s},
+          {"aggregate_tok_s", r.aggregate_tok_s},
+          {"per_request_tok_s_p50", r.per_request_tok_s_p50},
+          {"ttft_p50_ms", r.ttft_p50_ms},
+          {"ttft_p99_ms", r.ttft_p99_ms},
+          {"tpot_p50_ms", r.tpot_p50_ms},
+          {"tpot_p99_ms", r.tpot_p99_ms},
+          {"steps", r.steps},
+          {"preemptions", r.preemptions},
+          {"forward_s", r.forward_s},
+          {"sample_s", r.sample_s},
+          {"detokenize_s", r.detokenize_s}};
+}
+
+}  // namespace
+
+bool ParseConcurrencyList(const std::string& s, std::vector<int>* out) {
+  out->clear();
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 4096) return false;
+    out->push_back(static_cast<int>(v));
+  }
+  return !out->empty() && s.back() != ',';
+}
+
+int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
+  if (o.n_prompt < 1 || o.n_gen < 1) {
+    return Fail("with --concurrency, -p and -n must be at least 1");
+  }
+  const auto tl0 = Clock::now();
+  auto loaded = model::Model::Load(o.model_path);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  const double load_s = Seconds(tl0, Clock::now());
+  std::shared_ptr<model::Model> model(std::move(loaded).value());
+  const model::ModelConfig& c = model->config();
+  const int max_level = *std::max_element(o.levels.begin(), o.levels.end());
+
+  engine::EngineConfig ec;
+  const int64_t bs = model::kDefaultBlockSize;
+  const int64_t per_request = (o.n_prompt + o.n_gen + bs - 1) / bs;
+  const int64_t num_blocks = o.kv_blocks > 0 ? o.kv_blocks : per_request * max_level;
+  if (num_blocks > (1 << 30)) return Fail("the KV pool would need too many blocks");
+  ec.kv.num_blocks = static_cast<int>(num_blocks);
+  ec.kv.block_size = static_cast<int>(bs);
+  ec.max_model_len = std::max<int64_t>(c.n_ctx_train, o.n_prompt + o.n_gen);
+  ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  ec.scheduler.max_num_seqs = max_level;
+  auto tok = tokenizer::Tokenizer::FromGguf(model->file());
+  if (tok.ok()) {
+    ec.detokenizer = std::make_shared<engine::TokenizerDetokenizer>(
+        std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value()));
+  } else {
+    std::fprintf(stderr, "tachyon bench: note: no tokenizer (%s): outputs are not detokenized\n",
+                 tok.status().message().c_str());
+  }
+  const int threads = o.threads > 0 ? o.threads : HardwareThreads();
+  auto executor = engine::ModelAdapter::Create(model, num_blocks, bs, threads);
+  if (!executor.ok()) return Fail(executor.status().message());
+  auto core_or = engine::EngineCore::Create(ec, std::move(executor).value());
+  if (!core_or.ok()) return Fail(core_or.status().message());
+  engine::EngineCore* core = core_or->get();
+  const double kv_mib =
+      static_cast<double>(num_blocks) * static_cast<double>(model->KvBytesPerBlock(bs)) / 1048576;
+
+  Runner runner(core, o, static_cast<int32_t>(c.n_vocab));
+  // Warm-up (pages the weights in, sizes the buffers); not reported.
+  if (auto w = runner.Level(1, std::min<int64_t>(o.n_gen, 4)); !w.ok()) {
+    return Fail(w.status().message());
+  }
+  if (!o.json) {
+    std::printf("model %s (%s), %d threads, load %.3f s; KV pool %lld blocks of %lld (%.0f MiB);"
+                " %lld prompt + %lld generated tokens per request, token budget %lld\n",
+                o.model_path.c_str(), c.arch.c_str(), threads, load_s,
+                static_cast<long long>(num_blocks), static_cast<long long>(bs), kv_mib,
+                static_cast<long long>(o.n_prompt), static_cast<long long>(o.n_gen),
+                static_cast<long long>(o.max_num_batched_tokens));
+    std::printf("%5s %10s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc", "agg tok/s",
+                "req tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "steps", "preempt",
+                "fwd%", "samp%", "detok%");
+    std::fflush(stdout);
+  }
+  nlohmann::json all = nlohmann::json::array();
+  for (int level : o.levels) {
+    auto r = runner.Level(level, o.n_gen);
+    if (!r.ok()) return Fail(r.status().message());
+    if (o.json) {
+      all.push_back(ToJson(*r, o));
+      continue;
+    }
+    const double wall = std::max(r->wall_s, 1e-9);
+    std::printf("%5d %10.2f %10.2f %9.1f %9.1f %9.1f %9.1f %6lld %7lld %6.1f %6.2f %6.2f\n",
+                r->concurrency, r->aggregate_tok_s, r->per_request_tok_s_p50, r->ttft_p50_ms,
+                r->ttft_p99_ms, r->tpot_p50_ms, r->tpot_p99_ms,
+                static_cast<long long>(r->steps), static_cast<long long>(r->preemptions),
+                100 * r->forward_s / wall, 100 * r->sample_s / wall,
+                100 * r->detokenize_s / wall);
+    std::fflush(stdout);
+  }
+  if (o.json) std::printf("%s\n", all.dump().c_str());
+  else std::printf("(ms for TTFT/TPOT; fwd/samp/detok: share of the wall time spent by the "
+                   "engine thread in forward passes, sampling, detokenization + stop strings)\n");
+  core->Stop();
+  return 0;
+}
+
+}  // namespace tachyon::cli
