@@ -1,4 +1,4 @@
-// tachyon logits -m MODEL --ids 1,2,3 --out FILE [-t THREADS] [--chunk N]
+// tachyon logits -m MODEL --ids 1,2,3 --out FILE [-t THREADS] [--chunk N] [--quantize Q]
 // Writes float32 little-endian logits for every position: [n_ids, n_vocab], row i = the
 // prediction after ids[0..i]. Long inputs run in chunks over the paged KV cache.
 #include <cerrno>
@@ -9,13 +9,15 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "hub/resolve.h"
 #include "model/model.h"
 
 namespace tachyon::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tachyon logits -m MODEL --ids 1,2,3 --out FILE [-t THREADS] [--chunk N]\n";
+    "usage: tachyon logits -m MODEL --ids 1,2,3 --out FILE [-t THREADS] [--chunk N]\n"
+    "                      [--quantize q8_0|q4_0|q4_k]\n";
 
 bool ParseIds(const std::string& s, std::vector<int32_t>* ids) {
   size_t i = 0;
@@ -42,6 +44,7 @@ int RunLogits(int argc, char** argv) {
   std::string model_path, ids_text, out_path;
   int threads = 0;
   int64_t chunk = 512;
+  model::LoadOptions load;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -57,6 +60,8 @@ int RunLogits(int argc, char** argv) {
       out_path = v;
     } else if ((a == "-t" || a == "--threads") && (v = value())) {
       threads = std::atoi(v);
+    } else if (a == "--quantize" && (v = value())) {
+      load.quantize = v;
     } else if (a == "--chunk" && (v = value())) {
       chunk = std::atoll(v);
     } else {
@@ -71,7 +76,10 @@ int RunLogits(int argc, char** argv) {
   if (chunk < 1) return Fail("--chunk must be >= 1");
   std::vector<int32_t> ids;
   if (!ParseIds(ids_text, &ids)) return Fail("--ids must be comma-separated non-negative ints");
-  auto model = model::Model::Load(model_path);
+  auto resolved = hub::ResolveModel(model_path);
+  if (!resolved.ok()) return Fail(resolved.status().message());
+  load.threads = threads;
+  auto model = model::Model::Load(resolved->model_path, load);
   if (!model.ok()) return Fail(model.status().message());
   const int64_t n_vocab = (*model)->config().n_vocab;
   for (int32_t id : ids) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "hub/resolve.h"
 #include "model/hf_quantize.h"
 #include "util/thread_pool.h"
 
@@ -16,7 +17,8 @@ namespace {
 
 const char kUsage[] =
     "usage: tachyon quantize IN OUT.gguf --type TYPE [-t THREADS]\n"
-    "  IN     a GGUF file or a Hugging Face model folder (config.json + *.safetensors)\n"
+    "  IN     a GGUF file, a Hugging Face model folder (config.json + *.safetensors) or a\n"
+    "         Hub repository ORG/NAME[:FILE] (downloaded into the cache when missing)\n"
     "  TYPE   Q8_0 | Q4_0 | Q4_K_M | Q5_K_M | Q6_K | F16 | BF16\n";
 
 int Fail(const std::string& msg) {
@@ -59,7 +61,9 @@ int RunQuantize(int argc, char** argv) {
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ThreadPool pool(threads);
   const auto start = std::chrono::steady_clock::now();
-  auto stats = model::QuantizeModelFile(in, out, *preset, &pool);
+  auto resolved = hub::ResolveModel(in);
+  if (!resolved.ok()) return Fail(resolved.status().message());
+  auto stats = model::QuantizeModelFile(resolved->model_path, out, *preset, &pool);
   if (!stats.ok()) return Fail(stats.status().message());
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

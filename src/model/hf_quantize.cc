@@ -123,8 +123,17 @@ GgmlType ChooseQuantType(const QuantPreset& preset, const std::string& name,
   return Fallback(t, dims[0]);
 }
 
+std::optional<QuantPreset> FindLoadQuantization(std::string_view name) {
+  if (EqualsIgnoreCase(name, "q8_0")) return FindQuantPreset("Q8_0");
+  if (EqualsIgnoreCase(name, "q4_0")) return FindQuantPreset("Q4_0");
+  if (EqualsIgnoreCase(name, "q4_k") || EqualsIgnoreCase(name, "q4_k_m")) {
+    return FindQuantPreset("Q4_K_M");
+  }
+  return std::nullopt;
+}
+
 Result<QuantizeStats> QuantizeGguf(const gguf::GgufFile& in, const std::string& out_path,
-                                   const QuantPreset& preset, ThreadPool* pool) {
+                                   const QuantPreset& preset, ThreadPool* pool, bool float_only) {
   gguf::GgufWriter w;
   w.SetAlignment(in.alignment());
   for (const auto& [key, value] : in.metadata()) w.Set(key, value);
@@ -136,7 +145,11 @@ Result<QuantizeStats> QuantizeGguf(const gguf::GgufFile& in, const std::string& 
   QuantizeStats stats;
   std::deque<std::vector<uint8_t>> buffers;
   for (const gguf::TensorInfo& t : in.tensors()) {
-    const GgmlType type = ChooseQuantType(preset, t.name, t.dims, n_layers, tied);
+    const bool is_float =
+        t.type == GgmlType::kF32 || t.type == GgmlType::kF16 || t.type == GgmlType::kBF16;
+    const GgmlType type = float_only && !is_float
+                              ? t.type
+                              : ChooseQuantType(preset, t.name, t.dims, n_layers, tied);
     const size_t nbytes = RowBytes(type, t.dims[0]) * static_cast<size_t>(t.NumElements() / t.dims[0]);
     buffers.emplace_back(nbytes);
     RETURN_IF_ERROR(ConvertTensor(in, t, type, buffers.back().data(), pool));
@@ -151,10 +164,11 @@ Result<QuantizeStats> QuantizeGguf(const gguf::GgufFile& in, const std::string& 
 }
 
 Result<QuantizeStats> QuantizeModelFile(const std::string& in, const std::string& out_path,
-                                        const QuantPreset& preset, ThreadPool* pool) {
+                                        const QuantPreset& preset, ThreadPool* pool,
+                                        bool float_only) {
   if (!IsHfModelFolder(in)) {
     ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::Open(in));
-    return QuantizeGguf(file, out_path, preset, pool);
+    return QuantizeGguf(file, out_path, preset, pool, float_only);
   }
   // Convert to a temporary GGUF next to the output (same disk), quantize it, remove it.
   std::string tmp = out_path + ".hf-XXXXXX";
@@ -167,7 +181,7 @@ Result<QuantizeStats> QuantizeModelFile(const std::string& in, const std::string
       RETURN_IF_ERROR(conv->writer().WriteFile(tmp));
     }
     ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::Open(tmp));
-    return QuantizeGguf(file, out_path, preset, pool);
+    return QuantizeGguf(file, out_path, preset, pool, float_only);
   }();
   std::error_code ec;
   std::filesystem::remove(tmp, ec);

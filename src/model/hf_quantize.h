@@ -49,12 +49,21 @@ struct QuantizeStats {
 };
 
 // Quantizes every tensor of `in` and writes `out_path`. `pool` may be null.
+// `float_only`: tensors already stored in a quantized type are copied as they are (only
+// F32 / F16 / BF16 matrices are converted), as quantize-on-load does.
 // Errors name the file and the tensor (unsupported input type, write failure).
 Result<QuantizeStats> QuantizeGguf(const gguf::GgufFile& in, const std::string& out_path,
-                                   const QuantPreset& preset, ThreadPool* pool);
+                                   const QuantPreset& preset, ThreadPool* pool,
+                                   bool float_only = false);
 
 // `in` is a GGUF file or a Hugging Face folder (converted first; see model/hf_convert.h).
 Result<QuantizeStats> QuantizeModelFile(const std::string& in, const std::string& out_path,
-                                        const QuantPreset& preset, ThreadPool* pool);
+                                        const QuantPreset& preset, ThreadPool* pool,
+                                        bool float_only = false);
+
+// Quantize-on-load names ("q8_0", "q4_0", "q4_k", case-insensitive) to their preset:
+// Q8_0, Q4_0 and Q4_K_M (llama.cpp's usual mix for 4-bit K-quants). nullopt if unknown.
+std::optional<QuantPreset> FindLoadQuantization(std::string_view name);
+inline constexpr const char* kLoadQuantizationNames = "q8_0, q4_0, q4_k";
 
 }  // namespace tachyon::model

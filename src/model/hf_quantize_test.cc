@@ -158,6 +158,78 @@ TEST_F(QuantizeTest, HfFolderToQ4_K_M) {
   EXPECT_EQ(files, 1);
 }
 
+// Quantize on load gives exactly the model `tachyon quantize` writes (same choices, same
+// blocks), for a GGUF file and for an HF folder.
+TEST_F(QuantizeTest, QuantizeOnLoadEqualsQuantizedFile) {
+  const std::string dir = ModelsDir();
+  if (dir.empty()) GTEST_SKIP() << "testdata/models not found";
+  auto g = gguf::GgufFile::Open(dir + "/tiny-qwen2-F32.gguf");
+  ASSERT_TRUE(g.ok());
+  const std::string hf = (dir_ / "qwen2").string();
+  testing::HfExportOptions opt;
+  opt.matrix_dtype = safetensors::Dtype::kF16;
+  ASSERT_TRUE(testing::ExportHfFolder(*g, hf, opt).ok());
+  struct Case {
+    std::string in, load_name, preset;
+    GgmlType wq_type;
+  };
+  const Case cases[] = {
+      {dir + "/tiny-llama-F32.gguf", "q8_0", "Q8_0", GgmlType::kQ8_0},
+      {dir + "/tiny-llama-F32.gguf", "Q4_0", "Q4_0", GgmlType::kQ4_0},
+      {dir + "/tiny-llama-F32.gguf", "q4_k", "Q4_K_M", GgmlType::kQ4_K},
+      {hf, "q8_0", "Q8_0", GgmlType::kQ8_0},
+  };
+  ThreadPool pool(2);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.in + " " + c.load_name);
+    LoadOptions lo;
+    lo.quantize = c.load_name;
+    lo.threads = 2;
+    auto loaded = Model::Load(c.in, lo);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ((*loaded)->weights().layers[0].wq.type, c.wq_type);
+    const std::string out = (dir_ / "ref.gguf").string();
+    ASSERT_TRUE(QuantizeModelFile(c.in, out, *FindQuantPreset(c.preset), &pool).ok());
+    auto file = Model::Load(out);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    const std::vector<float> a = AllLogits(**loaded, kIds, nullptr);
+    const std::vector<float> b = AllLogits(**file, kIds, nullptr);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+    EXPECT_EQ((*loaded)->weight_bytes(), (*file)->weight_bytes());
+  }
+}
+
+// Matrices already quantized are kept; 1-D tensors stay F32.
+TEST_F(QuantizeTest, QuantizeOnLoadKeepsQuantizedMatrices) {
+  const std::string dir = ModelsDir();
+  if (dir.empty()) GTEST_SKIP() << "testdata/models not found";
+  LoadOptions lo;
+  lo.quantize = "q8_0";
+  auto q = Model::Load(dir + "/tiny-llama-Q4_0.gguf", lo);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto plain = Model::Load(dir + "/tiny-llama-Q4_0.gguf");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*q)->weights().layers[0].wq.type, GgmlType::kQ4_0);
+  const std::vector<float> a = AllLogits(**q, kIds, nullptr);
+  const std::vector<float> b = AllLogits(**plain, kIds, nullptr);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+TEST_F(QuantizeTest, QuantizeOnLoadErrors) {
+  LoadOptions lo;
+  lo.quantize = "q3_xs";
+  auto r = Model::Load((dir_ / "none.gguf").string(), lo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("q8_0, q4_0, q4_k"), std::string::npos);
+  lo.quantize = "q8_0";
+  r = Model::Load((dir_ / "none.gguf").string(), lo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("none.gguf"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(FindLoadQuantization("Q4_K").has_value());
+  EXPECT_FALSE(FindLoadQuantization("f16").has_value());
+}
+
 TEST_F(QuantizeTest, Errors) {
   auto missing = QuantizeModelFile((dir_ / "none.gguf").string(), (dir_ / "o.gguf").string(),
                                    *FindQuantPreset("Q8_0"), nullptr);

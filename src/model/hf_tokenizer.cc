@@ -86,8 +86,16 @@ Status AddHfTokenizerMetadata(const std::string& dir, gguf::GgufWriter* w) {
   }
   const std::string cfg_path = (root / "tokenizer_config.json").string();
   ASSIGN_OR_RETURN(std::optional<json> cfg, ReadJsonIfExists(cfg_path));
+  // Newer folders keep the template in chat_template.jinja (it wins over the config's).
+  const fs::path jinja = root / "chat_template.jinja";
+  std::error_code ec;
+  const bool has_jinja = fs::is_regular_file(jinja, ec);
+  if (has_jinja) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(jinja.string()));
+    w->Set("tokenizer.chat_template", gguf::Value::String(std::move(text)));
+  }
   if (!cfg) return OkStatus();
-  RETURN_IF_ERROR(AddChatTemplates(*cfg, cfg_path, w));
+  if (!has_jinja) RETURN_IF_ERROR(AddChatTemplates(*cfg, cfg_path, w));
   if (cfg->contains("add_bos_token") && (*cfg)["add_bos_token"].is_boolean()) {
     w->Set("tokenizer.ggml.add_bos_token", gguf::Value::Bool((*cfg)["add_bos_token"].get<bool>()));
   }

@@ -1,10 +1,12 @@
 // The tokenizer of a Hugging Face model folder as GGUF metadata.
 //
 // tokenizer.json is stored whole under tokenizer.huggingface.json (the GGUF spec's key for
-// it); tokenizer_config.json gives tokenizer.chat_template (and tokenizer.chat_template.<name>
-// for named templates), tokenizer.ggml.bos_token_id / eos_token_id (bos_token / eos_token
+// it); chat_template.jinja (when present) or tokenizer_config.json gives
+// tokenizer.chat_template (and tokenizer.chat_template.<name> for named templates from the
+// config), tokenizer.ggml.bos_token_id / eos_token_id (bos_token / eos_token
 // looked up in tokenizer.json) and tokenizer.ggml.add_bos_token. No tokenizer.ggml.tokens
-// vocabulary is written: a reader must build the tokenizer from tokenizer.huggingface.json.
+// vocabulary is written: a reader builds the tokenizer from tokenizer.huggingface.json
+// (tokenizer::Tokenizer::FromGguf does).
 #pragma once
 
 #include <string>

@@ -15,6 +15,11 @@ constexpr int64_t kMaxPosition = int64_t{1} << 40;
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 }  // namespace
 
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOptions& options) {
+  if (!options.quantize.empty()) return LoadQuantized(path, options);
+  return Load(path);
+}
+
 Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   if (IsHfModelFolder(path)) return LoadHfModel(path);  // config.json + safetensors
   ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::Open(path));

@@ -42,11 +42,23 @@ struct ForwardOutput {
   const float* Row(int64_t r) const { return logits.data() + r * n_vocab; }
 };
 
+// How Model::Load prepares the weights.
+struct LoadOptions {
+  // Quantize on load: "" keeps the stored types; "q8_0", "q4_0" or "q4_k" converts every
+  // F32 / F16 / BF16 matrix with the per-tensor choices of `tachyon quantize --type` Q8_0,
+  // Q4_0, Q4_K_M (model/hf_quantize.h: 1-D tensors stay F32, rows that do not fit the block
+  // fall back); matrices already quantized are kept.
+  std::string quantize;
+  int threads = 0;  // threads for the conversion; <= 0: one per hardware thread
+};
+
 class Model {
  public:
   // Maps and validates the file: supported architecture, every tensor present with the
   // right shape and a supported type. Errors name the file and the key/tensor.
+  // `path` is a GGUF file or a Hugging Face folder (model/hf_load.h).
   static Result<std::unique_ptr<Model>> Load(const std::string& path);
+  static Result<std::unique_ptr<Model>> Load(const std::string& path, const LoadOptions& options);
 
   const ModelConfig& config() const { return config_; }
   const gguf::GgufFile& file() const { return *file_; }

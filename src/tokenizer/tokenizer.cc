@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
 #include "tokenizer/gguf_loader.h"
@@ -110,7 +111,45 @@ void Pipeline::FinishSpecials() {
 Tokenizer::Tokenizer(std::unique_ptr<Pipeline> pipeline) : pipeline_(std::move(pipeline)) {}
 Tokenizer::~Tokenizer() = default;
 
+namespace {
+
+// A GGUF converted from a Hugging Face folder may carry its tokenizer only as the whole
+// tokenizer.json (tokenizer.huggingface.json) plus tokenizer.chat_template and the BOS/EOS ids.
+Result<std::unique_ptr<Pipeline>> LoadGgufHfJson(const gguf::GgufFile& file,
+                                                 const std::string& tokenizer_json) {
+  std::string config;
+  if (std::optional<std::string> t = file.GetString("tokenizer.chat_template")) {
+    // Only the template: the ids below come from the GGUF keys.
+    nlohmann::json cfg = nlohmann::json::object();
+    cfg["chat_template"] = *t;
+    config = cfg.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  ASSIGN_OR_RETURN(auto p, LoadHfTokenizer(tokenizer_json, config,
+                                           file.path() + ": tokenizer.huggingface.json"));
+  const int32_t n = p->vocab.size();
+  for (auto [key, field] : {std::pair{"tokenizer.ggml.bos_token_id", &p->bos},
+                            std::pair{"tokenizer.ggml.eos_token_id", &p->eos}}) {
+    std::optional<int64_t> id = file.GetInt(key);
+    if (!id) continue;
+    if (*id < 0 || *id >= n) {
+      return InvalidArgument(file.path() + ": " + key + " = " + std::to_string(*id) +
+                             " is outside the vocabulary of " + std::to_string(n));
+    }
+    *field = static_cast<int32_t>(*id);
+  }
+  p->FinishSpecials();
+  return p;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const gguf::GgufFile& file) {
+  if (!file.GetString("tokenizer.ggml.model")) {
+    if (std::optional<std::string> hf = file.GetString("tokenizer.huggingface.json")) {
+      ASSIGN_OR_RETURN(auto p, LoadGgufHfJson(file, *hf));
+      return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(p)));
+    }
+  }
   ASSIGN_OR_RETURN(auto p, LoadGgufTokenizer(file));
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(p)));
 }

@@ -1,0 +1,80 @@
+// tachyon pull REPO[:FILE]: downloads a model from the Hugging Face Hub into the cache (see
+// hub/pull.h and hub/cache.h) and prints where it is. Later `-m REPO[:FILE]` finds it there.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cli/command.h"
+#include "hub/pull.h"
+#include "hub/resolve.h"
+
+namespace tachyon::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tachyon pull REPO[@REV][:FILE] [--quiet] [--parallel N]\n"
+    "  REPO    a Hugging Face Hub repository, e.g. Qwen/Qwen2.5-0.5B-Instruct (or "
+    "hf://REPO[/FILE])\n"
+    "  FILE    one file of it, e.g. a .gguf of a GGUF repository (default: the HF model folder,\n"
+    "          else a Q4_K_M / Q4_0 / Q8_0 GGUF)\n"
+    "environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN (gated models),\n"
+    "  HF_HOME / HF_HUB_CACHE (cache folder), HF_HUB_OFFLINE=1 (use only the cache)\n";
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "tachyon pull: error: %s\n", msg.c_str());
+  return 1;
+}
+
+int RunPull(int argc, char** argv) {
+  std::string spec_text;
+  hub::HubOptions options = hub::HubOptionsFromEnv();
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "-q" || a == "--quiet") {
+      options.progress = false;
+    } else if (a == "--parallel" && i + 1 < argc) {
+      options.parallel = std::atoi(argv[++i]);
+      if (options.parallel < 1 || options.parallel > 64)
+        return Fail("--parallel must be in [1, 64]");
+    } else if (!a.empty() && a[0] != '-' && spec_text.empty()) {
+      spec_text = a;
+    } else {
+      std::fputs(kUsage, stderr);
+      return Fail("bad or incomplete argument '" + a + "'");
+    }
+  }
+  if (spec_text.empty()) {
+    std::fputs(kUsage, stderr);
+    return Fail("REPO is required");
+  }
+  auto spec = hub::ParseModelSpec(spec_text);
+  if (!spec.ok()) return Fail(spec.status().message());
+  if (!spec->is_hub()) {
+    return Fail("'" + spec_text + "' is a local path, not a Hub repository (ORG/NAME[:FILE])");
+  }
+  auto pulled = hub::Pull(*spec, options);
+  if (!pulled.ok()) return Fail(pulled.status().message());
+  if (!pulled->gguf_choices.empty() && spec->file.empty()) {
+    std::fprintf(stderr, "pull: %s has %zu GGUF files; picked %s (name one with %s:FILE):\n",
+                 spec->repo.c_str(), pulled->gguf_choices.size(), pulled->files.front().c_str(),
+                 spec->repo.c_str());
+    for (const std::string& f : pulled->gguf_choices) std::fprintf(stderr, "  %s\n", f.c_str());
+  }
+  if (pulled->from_cache_only) {
+    std::fprintf(stderr, "pull: offline; using the cached snapshot %s\n", pulled->commit.c_str());
+  } else if (pulled->downloaded_files == 0) {
+    std::fprintf(stderr, "pull: %s is up to date (commit %s)\n", spec->ToString().c_str(),
+                 pulled->commit.c_str());
+  }
+  std::printf("%s\n", pulled->model_path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+TACHYON_COMMAND(pull, "Download a model from the Hugging Face Hub into the local cache", RunPull);
+
+}  // namespace tachyon::cli
