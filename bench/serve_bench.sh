@@ -7,13 +7,14 @@
 # Environment: TACHYON (binary, default build/tachyon), THREADS (compute threads, default 2),
 # PORT (default 0 = a free port), SERVE_ARGS (extra `tachyon serve` options),
 # CONCURRENCY (default 1,8,32), WORKLOADS (default A,B), ROUNDS (requests per client, default 2),
+# MIN_REQUESTS (at least this many per point, default 8),
 # PYTHON (default .venv/bin/python, else python3).
 # Writes OUT_PREFIX.json, OUT_PREFIX.png and OUT_PREFIX.log (server log); OUT_PREFIX defaults
 # to ./serve_bench.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set /p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'
   exit 2
 fi
 model=$1; shift
@@ -58,4 +59,5 @@ url=${url%%/v1*}
 echo "serve_bench: $line" >&2
 "$python" "$root/bench/serve_load.py" --url "$url" --workload "${WORKLOADS:-A,B}" \
   --concurrency "${CONCURRENCY:-1,8,32}" --rounds "${ROUNDS:-2}" \
+  --min-requests "${MIN_REQUESTS:-8}" \
   --json "$out.json" --png "$out.png" --title "tachyon serve: $(basename "$model")" "$@"

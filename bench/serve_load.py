@@ -12,8 +12,8 @@ Workloads (see BENCHMARKS.md):
 
 One point:
   bench/serve_load.py --url http://127.0.0.1:8080 --workload A --concurrency 8 --requests 32
-A sweep (every workload x concurrency; requests per point = --rounds x concurrency unless
---requests is given), written as JSON and drawn against concurrency with gnuplot:
+A sweep (every workload x concurrency; requests per point = --rounds x concurrency, at least
+--min-requests, unless --requests is given), written as JSON and drawn against concurrency with gnuplot:
   bench/serve_load.py --workload A,B --concurrency 1,8,32 --json out.json --png out.png
 
 Sizes can be shrunk for smoke tests (--prompt-tokens, --prefix-tokens, --max-tokens).
@@ -279,6 +279,8 @@ def main():
     ap.add_argument("--requests", type=int, default=0,
                     help="requests per point (default: --rounds x concurrency)")
     ap.add_argument("--rounds", type=int, default=4, help="requests per client per point")
+    ap.add_argument("--min-requests", type=int, default=0,
+                    help="at least this many requests per point (low concurrency)")
     ap.add_argument("--prompt-tokens", type=int, default=0, help="workload A prompt (128)")
     ap.add_argument("--prefix-tokens", type=int, default=0, help="workload B prefix (512)")
     ap.add_argument("--suffix-tokens", type=int, default=0, help="workload B suffix (32)")
@@ -293,7 +295,7 @@ def main():
     points = []
     for workload in args.workload:
         for c in args.concurrency:
-            total = args.requests or args.rounds * c
+            total = args.requests or max(args.rounds * c, args.min_requests)
             point = run_point(args, model, workload, c, total, rng)
             print_point(point)
             points.append(point)

@@ -63,6 +63,12 @@ TEST_F(ApiTest, CompletionNonStreaming) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 5);
   EXPECT_EQ(j["usage"]["total_tokens"], 9);
   EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  // The timings extension.
+  const json& t = j["timings"];
+  EXPECT_EQ(t["queue_ms"], 0.0);  // FakeBackend reports no queueing
+  EXPECT_GE(t["ttft_ms"].get<double>(), 0.0);
+  EXPECT_GE(t["e2e_ms"].get<double>(), t["ttft_ms"].get<double>());
+  EXPECT_GE(t["generation_ms"].get<double>(), 0.0);
   WaitIdle();
 }
 

@@ -1,5 +1,7 @@
 #include "server/generation_job.h"
 
+#include <cmath>
+
 #include "server/sse.h"
 #include "util/logging.h"
 
@@ -161,6 +163,8 @@ void GenerationJob::Handle(size_t index, GenerationChunk& chunk) {
     double tpot =
         c.completion_tokens > 1 ? Seconds(now - c.first_token) / (c.completion_tokens - 1) : -1;
     ctx_.metrics->ObserveGeneration(ttft, tpot, Seconds(now - spec_.arrival), chunk.queue_seconds);
+    if (chunk.queue_seconds >= 0) queue_seconds_ = chunk.queue_seconds;
+    last_finish_ = now;
   }
   if (done_) return;
   if (!chunk.error.ok()) {
@@ -311,6 +315,27 @@ json GenerationJob::StreamDelta(size_t index, const std::string& text, const jso
   return j;
 }
 
+json GenerationJob::TimingsJson() const {
+  // A tachyon extension (like llama.cpp's "timings"): where the time of this request went.
+  auto ms = [](double s) { return std::round(s * 1e6) / 1e3; };
+  bool any = false;
+  Clock::time_point first{};
+  int tokens = 0;
+  for (const Choice& c : choices_) {
+    tokens += c.completion_tokens;
+    if (c.has_first_token && (!any || c.first_token < first)) first = c.first_token;
+    any = any || c.has_first_token;
+  }
+  json t = {{"queue_ms", queue_seconds_ >= 0 ? json(ms(queue_seconds_)) : json(nullptr)},
+            {"ttft_ms", any ? json(ms(Seconds(first - spec_.arrival))) : json(nullptr)},
+            {"e2e_ms", ms(Seconds(last_finish_ - spec_.arrival))}};
+  double gen = any ? Seconds(last_finish_ - first) : 0;
+  t["generation_ms"] = ms(gen);
+  t["output_tokens_per_second"] =
+      gen > 0 && tokens > 1 ? json(std::round((tokens - 1) / gen * 100) / 100) : json(nullptr);
+  return t;
+}
+
 json GenerationJob::UsageJson() const {
   int prompt_tokens = 0, completion_tokens = 0;
   std::vector<int> cached(spec_.prompts.size(), 0);
@@ -355,7 +380,8 @@ json GenerationJob::FinalBody() const {
           {"model", spec_.model},
           {"system_fingerprint", nullptr},
           {"choices", std::move(choices)},
-          {"usage", UsageJson()}};
+          {"usage", UsageJson()},
+          {"timings", TimingsJson()}};
 }
 
 void GenerationJob::WriteEvent(const json& event) {
@@ -372,6 +398,7 @@ void GenerationJob::Complete() {
       json j = ChunkEnvelope();
       j["choices"] = json::array();
       j["usage"] = UsageJson();
+      j["timings"] = TimingsJson();
       WriteEvent(j);
     }
     channel_->Write(std::string(kSseDone));

@@ -120,6 +120,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void WriteToolCall(size_t index, int call_index, const ToolCall& call);
   std::string_view FinishName(const Choice& c) const;
   nlohmann::json UsageJson() const;
+  nlohmann::json TimingsJson() const;
   nlohmann::json FinalBody() const;
 
   JobSpec spec_;
@@ -138,7 +139,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<Choice> choices_;
   size_t finished_ = 0;
   bool stream_started_ = false;
-  bool done_ = false;  // the client's answer is complete (or the client is gone)
+  bool done_ = false;          // the client's answer is complete (or the client is gone)
+  double queue_seconds_ = -1;  // from the backend, when it reports it
+  std::chrono::steady_clock::time_point last_finish_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace tachyon::server

@@ -178,3 +178,19 @@ def test_model_with_its_own_chat_template(templated_server):
     status, _, tok = s.request("POST", "/tokenize", {"messages": messages, "tools": tools})
     status, _, text = s.request("POST", "/detokenize", {"tokens": tok["tokens"]})
     assert '"name": "get_weather"' in text["prompt"] and "<tool_call>" in text["prompt"]
+
+
+
+def test_timings_extension(server, client):
+    status, _, body = server.request("POST", "/v1/completions", {
+        "model": MODEL_NAME, "prompt": "Once", "max_tokens": 6, "ignore_eos": True})
+    assert status == 200
+    t = body["timings"]
+    assert t["queue_ms"] >= 0 and 0 <= t["ttft_ms"] <= t["e2e_ms"]
+    assert t["generation_ms"] >= 0 and t["output_tokens_per_second"] > 0
+    # The openai client keeps unknown fields; the usage chunk of a stream carries them too.
+    r = client.completions.create(model=MODEL_NAME, prompt="Once", max_tokens=3)
+    assert r.model_extra["timings"]["e2e_ms"] > 0
+    last = list(client.completions.create(model=MODEL_NAME, prompt="Once", max_tokens=3,
+                                          stream=True, stream_options={"include_usage": True}))[-1]
+    assert last.model_extra["timings"]["ttft_ms"] >= 0
