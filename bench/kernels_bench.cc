@@ -1,13 +1,18 @@
-// Kernel micro-benchmarks: MatMul per weight type at Llama-3.2-1B shapes, and a plain
-// memory-read benchmark for the roofline ratio.
+// Kernel micro-benchmarks: MatMul per weight type at Llama-3.2-1B matrix shapes and per M
+// regime (decode m = 1, batched decode m = 4 / 16 / 64, prefill m = 512), plus the machine's
+// peaks measured in the same run: a memory-read probe and int8 (vpdpbusd) / bf16
+// (vdpbf16ps) compute probes.
 //
-//   cmake -S . -B build-bench -G Ninja -DTACHYON_BENCH=ON && ninja -C build-bench kernels_bench
-//   build-bench/kernels_bench --benchmark_filter=... [--benchmark_min_time=0.3s]
+//   scripts/build.sh release && cmake --build build -j2 --target kernels_bench
+//   build/kernels_bench --benchmark_filter='Peak|MemRead|MatMul/Q4_0/.*/m:1/' [--benchmark_min_time=0.3s]
 //
 // Counters: WGB/s = weight bytes streamed per second (meaningful at m = 1, where decode is
 // bandwidth-bound); GOP/s = 2 * m * rows * cols per second (meaningful at large m).
 // MemRead/threads:N reads a 1 GiB array (AVX-512 loads where available) — compare WGB/s
-// with it measured in the same run. One-thread rates use CPU time (robust on a shared,
+// with it; PeakInt8 / PeakBf16 run independent vpdpbusd / vdpbf16ps chains on registers
+// (GOP/s, 2 ops per multiply-add) — compare GOP/s with them. Weights with a packed layout
+// (kernels/pack.h) are packed as the model loader does; MatMulUnpacked/... runs the same
+// matrices in the GGUF layout. One-thread rates use CPU time (robust on a shared,
 // time-sliced machine); two-thread rates use wall time (meaningful only on a quiet machine).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 
@@ -39,6 +45,7 @@ struct Matrix {
   GgmlType type;
   int64_t rows = 0, cols = 0;
   std::vector<uint8_t> data;
+  kernels::AlignedBuffer packed;  // null when the type has no packed layout
 };
 const Matrix& GetMatrix(GgmlType type, int64_t rows, int64_t cols) {
   static Matrix m;
@@ -59,13 +66,20 @@ const Matrix& GetMatrix(GgmlType type, int64_t rows, int64_t cols) {
   }
   for (int64_t r = 16; r < rows; ++r)
     std::memcpy(m.data.data() + r * rb, m.data.data() + (r % 16) * rb, rb);
+  m.packed.reset();
+  if (kernels::HasPackedLayout(type)) {
+    m.packed = kernels::AllocateAligned(kernels::PackedBytes(type, rows, cols));
+    kernels::Weight w{type, rows, cols, m.data.data(), rb};
+    kernels::PackWeight(w, m.packed.get(), nullptr);
+  }
   return m;
 }
 
 void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t m,
-               int threads) {
+               int threads, bool packed) {
   const Matrix& mat = GetMatrix(type, rows, cols);
   kernels::Weight w{type, rows, cols, mat.data.data(), RowBytes(type, cols)};
+  if (packed) w.packed = mat.packed.get();
   std::vector<float> x(m * cols), y(m * rows);
   std::mt19937 rng(2);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -128,7 +142,85 @@ void BM_MemRead(benchmark::State& state) {
       benchmark::Counter(kBytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Repacking at load (kernels/pack.h): GB/s of GGUF bytes packed, one thread.
+void BM_Pack(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols) {
+  const Matrix& mat = GetMatrix(type, rows, cols);
+  kernels::Weight w{type, rows, cols, mat.data.data(), RowBytes(type, cols)};
+  kernels::AlignedBuffer out = kernels::AllocateAligned(kernels::PackedBytes(type, rows, cols));
+  for (auto _ : state) {
+    kernels::PackWeight(w, out.get(), nullptr);
+    benchmark::DoNotOptimize(out.get());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(mat.data.size()) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Compute peaks: 12 independent accumulator chains per thread (enough to cover latency).
+constexpr int kPeakIters = 1 << 20;
+__attribute__((target("avx512f,avx512vnni"))) int PeakInt8Loop(int iters) {
+  __m512i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int it = 0; it < iters; ++it) {
+    for (int i = 0; i < 12; ++i) {
+      acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+      asm volatile("" : "+v"(acc[i]));
+    }
+  }
+  __m512i s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
+  alignas(64) int out[16];
+  _mm512_store_si512(out, s);
+  return out[0];
+}
+__attribute__((target("avx512f,avx512bf16"))) float PeakBf16Loop(int iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3c00);
+  for (int it = 0; it < iters; ++it) {
+    for (int i = 0; i < 12; ++i) {
+      acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+      asm volatile("" : "+v"(acc[i]));
+    }
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0];
+}
+
+// ops_per_instr: 128 for vpdpbusd zmm (64 multiply-adds), 64 for vdpbf16ps zmm.
+void BM_Peak(benchmark::State& state, bool int8) {
+  const int threads = static_cast<int>(state.range(0));
+  const CpuFeatures& f = DetectedCpuFeatures();
+  if (int8 ? !(f.avx512f && f.avx512vnni) : !(f.avx512f && f.avx512bf16)) {
+    state.SkipWithError("needs AVX-512 VNNI / BF16");
+    return;
+  }
+  ThreadPool* pool = Pool(threads);
+  std::vector<double> sink(threads);
+  for (auto _ : state) {
+    pool->Run([&](int tid, int) {
+      sink[tid] = int8 ? PeakInt8Loop(kPeakIters) : PeakBf16Loop(kPeakIters);
+    });
+    benchmark::DoNotOptimize(sink.data());
+  }
+  const double ops = 12.0 * kPeakIters * (int8 ? 128 : 64) * threads;
+  state.counters["GOP/s"] =
+      benchmark::Counter(ops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void RegisterAll() {
+  for (int threads : {1, 2}) {
+    for (bool int8 : {true, false}) {
+      const std::string name = std::string(int8 ? "PeakInt8" : "PeakBf16") +
+                               "/threads:" + std::to_string(threads);
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Peak, int8)->Arg(threads);
+      b->Unit(benchmark::kMillisecond);
+      if (threads > 1) b->UseRealTime();
+    }
+  }
   benchmark::RegisterBenchmark("MemRead/threads:1", BM_MemRead)
       ->Arg(1)
       ->Unit(benchmark::kMillisecond);
@@ -136,24 +228,32 @@ void RegisterAll() {
       ->Arg(2)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const std::string name = "Pack/" + std::string(TypeName(t)) + "/8192x2048";
+    benchmark::RegisterBenchmark(name.c_str(), BM_Pack, t, 8192, 2048)
+        ->Unit(benchmark::kMillisecond);
+  }
   const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
                             GgmlType::kQ6_K, GgmlType::kF16,  GgmlType::kBF16};
   struct Shape {
     int64_t rows, cols;
   } shapes[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}};
-  for (GgmlType t : types) {
-    for (const Shape& s : shapes) {
-      for (int64_t m : {1, 16, 512}) {
-        if (s.rows > 100000 && m > 16) continue;  // the output matrix runs for few rows
-        for (int threads : {1, 2}) {
-          const std::string name = "MatMul/" + std::string(TypeName(t)) + "/" +
-                                   std::to_string(s.rows) + "x" + std::to_string(s.cols) +
-                                   "/m:" + std::to_string(m) +
-                                   "/threads:" + std::to_string(threads);
-          auto* b =
-              benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, s.rows, s.cols, m, threads);
-          b->Unit(benchmark::kMillisecond);
-          if (threads > 1) b->UseRealTime();
+  for (bool packed : {true, false}) {
+    for (GgmlType t : types) {
+      if (!packed && !kernels::HasPackedLayout(t)) continue;  // same as the packed run
+      for (const Shape& s : shapes) {
+        for (int64_t m : {1, 4, 16, 64, 512}) {
+          if (s.rows > 100000 && m > 16) continue;  // the output matrix runs for few rows
+          for (int threads : {1, 2}) {
+            const std::string name = std::string(packed ? "MatMul/" : "MatMulUnpacked/") +
+                                     std::string(TypeName(t)) + "/" + std::to_string(s.rows) +
+                                     "x" + std::to_string(s.cols) + "/m:" + std::to_string(m) +
+                                     "/threads:" + std::to_string(threads);
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, s.rows, s.cols, m,
+                                                   threads, packed);
+            b->Unit(benchmark::kMillisecond);
+            if (threads > 1) b->UseRealTime();
+          }
         }
       }
     }

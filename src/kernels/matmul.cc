@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/pack.h"
 #include "util/logging.h"
 
 namespace tachyon::kernels {
@@ -13,31 +14,38 @@ namespace {
 
 using internal::ActFormat;
 using internal::DotFn;
+using internal::PackedFn;
 using internal::QuantizeActFn;
 
 // Bytes of weight rows swept per pass over the activation rows.
 constexpr size_t kWeightTileBytes = 192 * 1024;
+// Packed path: activation bytes per chunk of rows swept over a thread's tiles (L2-resident).
+constexpr size_t kActChunkBytes = 256 * 1024;
 
 struct Impl {
   ActFormat act;
   QuantizeActFn quantize;  // null for kF32
   DotFn dot;
+  PackedFn packed;  // kernel for the packed layout (null: the type has none)
 };
 
 Impl MakeImpl(SimdLevel level, GgmlType type) {
-  Impl impl{internal::ActFormatFor(type), nullptr, nullptr};
+  Impl impl{internal::ActFormatFor(type), nullptr, nullptr, nullptr};
   if (level >= SimdLevel::kAvx512) {
+    impl.packed = internal::PackedAvx512(type);
     impl.dot = internal::DotAvx512Float(type);
     if (!impl.dot) impl.dot = internal::DotAvx512Block32(type);
     if (!impl.dot) impl.dot = internal::DotAvx512K(type);
     impl.quantize = internal::QuantizeActAvx512(impl.act);
   }
   if (level >= SimdLevel::kAvx2) {
+    if (!impl.packed) impl.packed = internal::PackedAvx2(type);
     if (!impl.dot) impl.dot = internal::DotAvx2Float(type);
     if (!impl.dot) impl.dot = internal::DotAvx2Quant(type);
     if (!impl.quantize) impl.quantize = internal::QuantizeActAvx2(impl.act);
   }
   if (!impl.dot) impl.dot = internal::DotScalar(type);
+  if (!impl.packed) impl.packed = internal::PackedScalar(type);
   if (!impl.quantize) impl.quantize = internal::QuantizeActScalar(impl.act);
   return impl;
 }
@@ -84,26 +92,83 @@ void RunRows(const Impl& impl, const Weight& w, const uint8_t* act, size_t strid
   }
 }
 
+// Packed layout: tiles [t0, t1) of kPackRows rows. Activation rows are taken in chunks that
+// stay in L2 while this thread's tiles sweep past them; within a chunk each tile (L1/L2) is
+// reused for every group of kPackedMaxRows rows.
+void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride,
+                    int64_t m, float* y, int64_t t0, int64_t t1) {
+  const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
+  constexpr int64_t g = internal::kPackedMaxRows;
+  const int64_t mc =
+      std::max<int64_t>(g, static_cast<int64_t>(kActChunkBytes / stride) / g * g);
+  for (int64_t i0 = 0; i0 < m; i0 += mc) {
+    const int64_t i1 = std::min(m, i0 + mc);
+    for (int64_t t = t0; t < t1; ++t) {
+      const uint8_t* tile = w.packed + static_cast<size_t>(t) * tile_bytes;
+      const int nrows = static_cast<int>(std::min<int64_t>(kPackRows, w.rows - t * kPackRows));
+      float* yt = y + t * kPackRows;
+      for (int64_t i = i0; i < i1; i += g) {
+        const int nx = static_cast<int>(std::min<int64_t>(g, i1 - i));
+        impl.packed(w.cols, tile, act + static_cast<size_t>(i) * stride, stride, nx,
+                    yt + i * w.rows, w.rows, nrows);
+      }
+    }
+  }
+}
+
+// Units of work are 16 output rows (one packed tile, or 16 unpacked rows).
+constexpr int64_t kUnitRows = 16;
+int64_t Units(const Weight& w) {
+  return (w.rows + kUnitRows - 1) / kUnitRows;
+}
+
+void RunUnits(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride, int64_t m,
+              float* y, int64_t u0, int64_t u1) {
+  static_assert(kUnitRows == kPackRows);
+  if (w.packed != nullptr && impl.packed != nullptr) {
+    RunPackedTiles(impl, w, act, stride, m, y, u0, u1);
+  } else {
+    RunRows(impl, w, act, stride, m, y, u0 * kUnitRows, std::min(w.rows, u1 * kUnitRows));
+  }
+}
+
+void CheckWeight(const Weight& w) {
+  CHECK(IsSupportedWeightType(w.type)) << "MatMul: unsupported weight type " << TypeName(w.type);
+  const auto traits = GetTypeTraits(static_cast<uint32_t>(w.type));
+  CHECK(w.cols % traits->block_size == 0) << "MatMul: cols not a multiple of the block";
+}
+
 }  // namespace
 
 bool IsSupportedWeightType(GgmlType type) {
   return internal::DotScalar(type) != nullptr;
 }
 
-void MatMulAtLevel(SimdLevel level, const Weight& w, const float* x, int64_t m, float* y,
-                   ThreadPool* pool) {
-  CHECK(IsSupportedWeightType(w.type)) << "MatMul: unsupported weight type " << TypeName(w.type);
-  const auto traits = GetTypeTraits(static_cast<uint32_t>(w.type));
-  CHECK(w.cols % traits->block_size == 0) << "MatMul: cols not a multiple of the block";
-  if (m <= 0 || w.rows <= 0) return;
-  const Impl& impl = GetImpl(std::min(level, BestSimdLevel()), w.type);
+void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, const float* x,
+                        int64_t m, std::span<float* const> ys, ThreadPool* pool) {
+  CHECK(ws.size() == ys.size() && ws.size() <= kMaxMultiWeights) << "MatMulMulti: bad counts";
+  if (m <= 0 || ws.empty()) return;
+  level = std::min(level, BestSimdLevel());
+  const Impl* impls[kMaxMultiWeights];
+  const int64_t cols = ws[0]->cols;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    CheckWeight(*ws[i]);
+    impls[i] = &GetImpl(level, ws[i]->type);
+    if (ws[i]->cols != cols || impls[i]->act != impls[0]->act) {
+      // Different inputs or activation formats: one call each.
+      for (size_t j = 0; j < ws.size(); ++j) MatMulMultiAtLevel(level, ws.subspan(j, 1), x, m,
+                                                                ys.subspan(j, 1), pool);
+      return;
+    }
+  }
+  const Impl& first = *impls[0];
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-  size_t stride = static_cast<size_t>(w.cols) * sizeof(float);
-  if (impl.act != ActFormat::kF32) {
-    stride = internal::ActRowBytes(impl.act, w.cols);
+  size_t stride = static_cast<size_t>(cols) * sizeof(float);
+  if (first.act != ActFormat::kF32) {
+    stride = internal::ActRowBytes(first.act, cols);
     uint8_t* buf = Scratch(stride * static_cast<size_t>(m));
     auto convert = [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) impl.quantize(x + i * w.cols, w.cols, buf + i * stride);
+      for (int64_t i = b; i < e; ++i) first.quantize(x + i * cols, cols, buf + i * stride);
     };
     if (pool && m >= 8) {
       pool->ParallelFor(m, convert);
@@ -112,15 +177,47 @@ void MatMulAtLevel(SimdLevel level, const Weight& w, const float* x, int64_t m, 
     }
     act = buf;
   }
-  auto work = [&](int64_t r0, int64_t r1) { RunRows(impl, w, act, stride, m, y, r0, r1); };
-  // Tiny problems are not worth waking the workers.
-  const bool parallel = pool && pool->num_threads() > 1 && w.rows >= 32 &&
-                        static_cast<double>(w.rows) * static_cast<double>(w.cols) * m >= 65536;
-  if (parallel) {
-    pool->ParallelFor(w.rows, work, 16);
-  } else {
-    work(0, w.rows);
+  // Units of all weights laid end to end; one parallel pass covers them all.
+  int64_t unit_end[kMaxMultiWeights];
+  int64_t total = 0, rows = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    total += Units(*ws[i]);
+    rows += ws[i]->rows;
+    unit_end[i] = total;
   }
+  if (total == 0) return;
+  auto work = [&](int64_t u0, int64_t u1) {
+    int64_t begin = 0;
+    for (size_t i = 0; i < ws.size() && u0 < u1; ++i) {
+      const int64_t end = unit_end[i];
+      if (u0 < end) {
+        const int64_t e = std::min(u1, end);
+        RunUnits(*impls[i], *ws[i], act, stride, m, ys[i], u0 - begin, e - begin);
+        u0 = e;
+      }
+      begin = end;
+    }
+  };
+  // Tiny problems are not worth waking the workers.
+  const bool parallel = pool && pool->num_threads() > 1 && rows >= 32 &&
+                        static_cast<double>(rows) * static_cast<double>(cols) * m >= 65536;
+  if (parallel) {
+    pool->ParallelFor(total, work);
+  } else {
+    work(0, total);
+  }
+}
+
+void MatMulMulti(std::span<const Weight* const> ws, const float* x, int64_t m,
+                 std::span<float* const> ys, ThreadPool* pool) {
+  MatMulMultiAtLevel(BestSimdLevel(), ws, x, m, ys, pool);
+}
+
+void MatMulAtLevel(SimdLevel level, const Weight& w, const float* x, int64_t m, float* y,
+                   ThreadPool* pool) {
+  const Weight* ws[1] = {&w};
+  float* ys[1] = {y};
+  MatMulMultiAtLevel(level, ws, x, m, ys, pool);
 }
 
 void MatMul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool* pool) {

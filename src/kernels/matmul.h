@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "tensor/dtype.h"
 #include "util/cpu_features.h"
@@ -29,6 +30,9 @@ struct Weight {
   int64_t cols = 0;            // input features (k); a multiple of the type's block size
   const void* data = nullptr;  // rows * RowBytes(type, cols) bytes
   size_t row_bytes = 0;        // bytes per row; 0 means RowBytes(type, cols)
+  // Optional repacked copy of the same matrix (kernels/pack.h), 64-byte aligned; MatMul uses
+  // it when set. `data` must stay valid too (DequantizeRow, MatMulReference use it).
+  const uint8_t* packed = nullptr;
 };
 
 // Whether MatMul / DequantizeRow support this type.
@@ -44,6 +48,17 @@ void MatMul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool* po
 // use it to run each variant. Scalar / AVX2 / AVX-512 results agree to float rounding.
 void MatMulAtLevel(SimdLevel level, const Weight& w, const float* x, int64_t m, float* y,
                    ThreadPool* pool);
+
+// Several weights that read the same input (wq/wk/wv, w_gate/w_up): ys[i][m, ws[i]->rows] =
+// x[m, cols] · ws[i]ᵀ. The activations are converted once and all outputs are computed in one
+// parallel pass (one fork/join instead of one per weight). Weights whose cols or activation
+// format differ from the first one's are run one by one. Results equal MatMul's exactly.
+// REQUIRES: ws.size() == ys.size() <= kMaxMultiWeights; outputs do not overlap x or each other.
+inline constexpr size_t kMaxMultiWeights = 4;
+void MatMulMulti(std::span<const Weight* const> ws, const float* x, int64_t m,
+                 std::span<float* const> ys, ThreadPool* pool);
+void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, const float* x,
+                        int64_t m, std::span<float* const> ys, ThreadPool* pool);
 
 // Scalar reference of MatMul (dequantize each row exactly, accumulate in float/double);
 // used by tests to check the fast paths.

@@ -73,6 +73,16 @@ DotFn DotAvx2Quant(GgmlType type);      // Q4_0 .. Q8_0, Q2_K .. Q6_K
 DotFn DotAvx512Float(GgmlType type);    // F32, F16, BF16
 DotFn DotAvx512Block32(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 DotFn DotAvx512K(GgmlType type);        // Q2_K .. Q6_K
+// Packed kernels (layouts in kernels/pack.h; kQ8_32 activations): one tile of
+// kPackRows weight rows against nx <= kPackedMaxRows activation rows:
+//   y[i * ldy + r] = dot(tile row r, activation row i)   for i < nx, r < nrows.
+inline constexpr int kPackedMaxRows = 4;
+using PackedFn = void (*)(int64_t k, const uint8_t* tile, const uint8_t* act, size_t act_stride,
+                          int nx, float* y, int64_t ldy, int nrows);
+PackedFn PackedScalar(GgmlType type);
+PackedFn PackedAvx2(GgmlType type);
+PackedFn PackedAvx512(GgmlType type);
+
 QuantizeActFn QuantizeActScalar(ActFormat f);
 QuantizeActFn QuantizeActAvx2(ActFormat f);
 QuantizeActFn QuantizeActAvx512(ActFormat f);

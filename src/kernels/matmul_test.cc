@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 
@@ -157,6 +158,136 @@ TEST(MatMul, ThreadedEqualsSingleThreaded) {
     std::vector<float> c(a.size());
     MatMul(p.weight, p.x.data(), p.m, c.data(), &pool);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], c[i]) << i;
+  }
+}
+
+// Packed layouts: every level on the packed copy against the exact reference (activation
+// rounding bound) and against the unpacked scalar kernel (float summation order only).
+void CheckPacked(const Problem& p, ThreadPool* pool = nullptr) {
+  ASSERT_TRUE(HasPackedLayout(p.type));
+  AlignedBuffer buf = AllocateAligned(PackedBytes(p.type, p.rows, p.cols));
+  PackWeight(p.weight, buf.get(), pool);
+  Weight packed = p.weight;
+  packed.packed = buf.get();
+  std::vector<float> ref(p.m * p.rows);
+  MatMulReference(p.weight, p.x.data(), p.m, ref.data());
+  const std::vector<double> bound = Bounds(p);
+  const std::vector<float> scalar = RunAt(p, SimdLevel::kScalar);
+  for (SimdLevel l : Levels()) {
+    std::vector<float> y(p.m * p.rows, NAN);
+    MatMulAtLevel(l, packed, p.x.data(), p.m, y.data(), pool);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_LE(std::fabs(y[i] - ref[i]), bound[i])
+          << "packed " << TypeName(p.type) << " " << SimdLevelName(l) << " rows " << p.rows
+          << " cols " << p.cols << " m " << p.m << " at " << i;
+      const double tol = 1e-5 * (std::fabs(ref[i]) + bound[i] * 50) + 1e-5;
+      ASSERT_NEAR(y[i], scalar[i], tol) << "packed " << TypeName(p.type) << " "
+                                        << SimdLevelName(l) << " rows " << p.rows << " cols "
+                                        << p.cols << " m " << p.m << " at " << i;
+    }
+  }
+}
+
+const GgmlType kPackedTypes[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                  GgmlType::kQ6_K};
+
+TEST(MatMulPacked, OddColumnCounts) {
+  for (GgmlType t : kPackedTypes) {
+    const int64_t blk = IsK(t) ? 256 : 32;
+    for (int64_t n : {1, 2, 3, 5, 11, 32, 128}) {
+      if (IsK(t) && n > 16) continue;  // 4096 columns at most
+      CheckPacked(Make(t, 37, n * blk, 3, static_cast<uint32_t>(n)));
+    }
+  }
+}
+
+TEST(MatMulPacked, ActivationRowCounts) {
+  for (GgmlType t : kPackedTypes) {
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 64, 100}) {
+      CheckPacked(Make(t, 21, 256, m, static_cast<uint32_t>(m)));
+    }
+    CheckPacked(Make(t, 19, IsK(t) ? 256 : 96, 512, 7));
+  }
+}
+
+TEST(MatMulPacked, RowCountsAroundTheTile) {
+  for (GgmlType t : kPackedTypes) {
+    for (int64_t rows : {1, 15, 16, 17, 31, 48}) {
+      CheckPacked(Make(t, rows, IsK(t) ? 512 : 128, 5, static_cast<uint32_t>(rows)));
+    }
+  }
+}
+
+TEST(MatMulPacked, ThreadedEqualsSingleThreaded) {
+  ThreadPool pool(2);
+  for (GgmlType t : kPackedTypes) {
+    const Problem p = Make(t, 200, 512, 9, 3);
+    CheckPacked(p, &pool);
+    AlignedBuffer buf = AllocateAligned(PackedBytes(t, p.rows, p.cols));
+    PackWeight(p.weight, buf.get(), &pool);
+    Weight packed = p.weight;
+    packed.packed = buf.get();
+    std::vector<float> a(p.m * p.rows), b(p.m * p.rows);
+    MatMul(packed, p.x.data(), p.m, a.data(), nullptr);
+    MatMul(packed, p.x.data(), p.m, b.data(), &pool);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+  }
+}
+
+TEST(MatMulPacked, LayoutSizes) {
+  EXPECT_TRUE(HasPackedLayout(GgmlType::kQ4_0));
+  EXPECT_FALSE(HasPackedLayout(GgmlType::kF32));
+  EXPECT_EQ(PackedTileBytes(GgmlType::kQ4_0, 64), 2u * (256 + 32));
+  EXPECT_EQ(PackedTileBytes(GgmlType::kQ8_0, 32), 576u);  // 512 + 32 rounded to 64
+  EXPECT_EQ(PackedBytes(GgmlType::kQ8_0, 17, 32), 2u * 576u);
+  EXPECT_EQ(PackedTileBytes(GgmlType::kQ4_K, 512), 2u * (2048 + 320));
+  EXPECT_EQ(PackedTileBytes(GgmlType::kQ6_K, 256), 3392u);  // 3072 + 288 rounded to 64
+  // Same bytes as the GGUF rows (Q4_0 / Q8_0), or within 3% (K-quants: unpacked scales).
+  EXPECT_EQ(PackedBytes(GgmlType::kQ4_0, 32, 4096), RowBytes(GgmlType::kQ4_0, 4096) * 32);
+}
+
+// MatMulMulti == one MatMul per weight, bit for bit (packed, unpacked, mixed types and
+// formats, threaded or not).
+TEST(MatMulMulti, EqualsSeparateCalls) {
+  ThreadPool pool(2);
+  struct Case {
+    GgmlType a, b, c;
+    bool pack;
+  } cases[] = {{GgmlType::kQ4_0, GgmlType::kQ4_0, GgmlType::kQ4_0, true},
+               {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_0, true},
+               {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ4_K, false},
+               {GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kQ4_0, true}};
+  for (const Case& c : cases) {
+    for (int64_t m : {1, 5, 20}) {
+      for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        Problem ps[3] = {Make(c.a, 64, 512, m, 1), Make(c.b, 16, 512, m, 2), Make(c.c, 35, 512, m, 3)};
+        std::vector<AlignedBuffer> bufs;
+        const Weight* ws[3];
+        Weight packed[3];
+        std::vector<float> sep[3], multi[3];
+        float* ys[3];
+        for (int i = 0; i < 3; ++i) {
+          packed[i] = ps[i].weight;
+          if (c.pack && HasPackedLayout(ps[i].type)) {
+            bufs.push_back(AllocateAligned(PackedBytes(ps[i].type, ps[i].rows, ps[i].cols)));
+            PackWeight(ps[i].weight, bufs.back().get(), nullptr);
+            packed[i].packed = bufs.back().get();
+          }
+          ws[i] = &packed[i];
+          sep[i].resize(m * ps[i].rows);
+          multi[i].assign(m * ps[i].rows, NAN);
+          ys[i] = multi[i].data();
+          // Same x for all three (the shared input).
+          MatMul(packed[i], ps[0].x.data(), m, sep[i].data(), pl);
+        }
+        MatMulMulti(ws, ps[0].x.data(), m, ys, pl);
+        for (int i = 0; i < 3; ++i) {
+          for (size_t j = 0; j < sep[i].size(); ++j) {
+            ASSERT_EQ(sep[i][j], multi[i][j]) << TypeName(ps[i].type) << " m " << m << " weight " << i;
+          }
+        }
+      }
+    }
   }
 }
 

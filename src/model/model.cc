@@ -61,11 +61,11 @@ Status Model::LoadWeights() {
     return InvalidArgument(path + ": " + keys.Key("vocab_size") + " = " + std::to_string(*v) +
                            " but token_embd.weight has " + std::to_string(c.n_vocab) + " rows");
   }
-  ASSIGN_OR_RETURN(weights_.token_embd, src.Matrix("token_embd.weight", c.n_embd, c.n_vocab));
+  ASSIGN_OR_RETURN(weights_.token_embd, src.Table("token_embd.weight", c.n_embd, c.n_vocab));
   ASSIGN_OR_RETURN(weights_.output_norm, src.Vector("output_norm.weight", c.n_embd));
   c.tied_output = !src.Has("output.weight");
   if (c.tied_output) {
-    weights_.output = weights_.token_embd;
+    weights_.output = src.PackForMatMul(weights_.token_embd);
   } else {
     ASSIGN_OR_RETURN(weights_.output, src.Matrix("output.weight", c.n_embd, c.n_vocab));
   }

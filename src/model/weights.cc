@@ -1,6 +1,10 @@
 #include "model/weights.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+
+#include "util/thread_pool.h"
 
 namespace tachyon::model {
 
@@ -69,8 +73,37 @@ Result<kernels::Weight> TensorSource::ToWeight(const gguf::TensorInfo& t, int64_
 
 Result<kernels::Weight> TensorSource::Matrix(const std::string& name, int64_t cols,
                                              int64_t rows) {
+  ASSIGN_OR_RETURN(kernels::Weight w, Table(name, cols, rows));
+  return PackForMatMul(w);
+}
+
+Result<kernels::Weight> TensorSource::Table(const std::string& name, int64_t cols,
+                                            int64_t rows) {
   ASSIGN_OR_RETURN(const gguf::TensorInfo* t, Find(name, {cols, rows}));
   return ToWeight(*t, cols, rows);
+}
+
+kernels::Weight TensorSource::PackForMatMul(const kernels::Weight& w) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TACHYON_REPACK");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  if (!enabled || w.packed != nullptr || !kernels::HasPackedLayout(w.type)) return w;
+  const size_t bytes = kernels::PackedBytes(w.type, w.rows, w.cols);
+  kernels::AlignedBuffer buf = kernels::AllocateAligned(bytes);
+  if (buf == nullptr) return w;  // out of memory: the unpacked kernels still work
+  // Large matrices are packed on every hardware thread (the pool lives for one matrix:
+  // thread start-up is small next to packing megabytes).
+  std::unique_ptr<ThreadPool> pool;
+  if (bytes >= (size_t{4} << 20) && HardwareThreads() > 1) {
+    pool = std::make_unique<ThreadPool>(HardwareThreads());
+  }
+  kernels::PackWeight(w, buf.get(), pool.get());
+  kernels::Weight out = w;
+  out.packed = buf.get();
+  packed_.push_back(std::move(buf));
+  bytes_packed_ += bytes;
+  return out;
 }
 
 Result<kernels::Weight> TensorSource::Experts(const std::string& name, int64_t cols,

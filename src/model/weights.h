@@ -13,6 +13,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 #include "util/status.h"
 
 namespace tachyon::model {
@@ -60,8 +61,15 @@ class TensorSource {
   explicit TensorSource(const gguf::GgufFile& file) : file_(file) {}
 
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
-  // A 2-D matrix with GGUF dims exactly [cols, rows] of a type MatMul supports.
+  // A 2-D matrix with GGUF dims exactly [cols, rows] of a type MatMul supports, repacked
+  // for MatMul (see PackForMatMul).
   Result<kernels::Weight> Matrix(const std::string& name, int64_t cols, int64_t rows);
+  // The same without repacking (a table read by rows, e.g. token embeddings).
+  Result<kernels::Weight> Table(const std::string& name, int64_t cols, int64_t rows);
+  // A copy of w whose `packed` points at a repacked copy owned by this source, when the type
+  // has a packed layout (kernels/pack.h) and TACHYON_REPACK is not "0"; w itself otherwise.
+  // Packing runs on all hardware threads for large matrices.
+  kernels::Weight PackForMatMul(const kernels::Weight& w);
   // A 3-D stack of n matrices, GGUF dims [cols, rows, n].
   Result<kernels::Weight> Experts(const std::string& name, int64_t cols, int64_t rows, int64_t n);
   // A 1-D vector of n elements as f32.
@@ -72,6 +80,8 @@ class TensorSource {
 
   // Bytes of every tensor handed out so far (each counted once).
   uint64_t bytes_used() const { return bytes_used_; }
+  // Bytes of repacked copies made so far.
+  uint64_t bytes_packed() const { return bytes_packed_; }
 
  private:
   Result<const gguf::TensorInfo*> Find(const std::string& name, std::vector<int64_t> dims);
@@ -79,7 +89,9 @@ class TensorSource {
 
   const gguf::GgufFile& file_;
   std::deque<std::vector<float>> converted_;  // vectors converted to f32
+  std::deque<kernels::AlignedBuffer> packed_;  // repacked matrices
   uint64_t bytes_used_ = 0;
+  uint64_t bytes_packed_ = 0;
 };
 
 }  // namespace tachyon::model

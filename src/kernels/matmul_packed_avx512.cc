@@ -1,0 +1,292 @@
+// AVX-512 VNNI kernels for the packed 16-row layouts (kernels/pack.h).
+//
+// One 64-byte step of a tile holds 4 code bytes of each of the 16 rows, so
+//   vpdpbusd(acc, codes, broadcast(4 activation bytes))
+// adds 4 products to each row's int32 lane; a block's 8 steps give the 16 rows' block dots in
+// one register. Per activation row and block:
+//   acc += float(isum) * (dw * dx) + (-kOffset * dw) * (dx * sum(xq))
+// with dw the 16 rows' scales (one vcvtph2ps). Each unpacked block is used for all nx
+// activation rows; the 16 outputs of a row are stored at once (masked for a partial tile).
+#include "kernels/simd_avx512.h"  // first: see its note
+
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+#include "kernels/pack.h"
+
+namespace tachyon::kernels::internal {
+namespace {
+
+inline __m512i Bcast(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Bytes ahead of the current block that are prefetched (weights stream from memory at m = 1).
+constexpr int kPrefetchBytes = 1024;
+
+template <int kCodeSteps, int kOffset, int NX>
+void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
+           int64_t ldy, int nrows) {
+  const int64_t nb = k / 32;
+  constexpr int kBlockBytes = kCodeSteps * 64;
+  const auto* scales = reinterpret_cast<const uint16_t*>(tile + nb * kBlockBytes);
+  Q8Row32 x[NX];
+  __m512 acc[NX];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    x[i] = ViewQ8Row32(act + i * stride, k);
+    acc[i] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* codes = tile + b * kBlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(codes + kPrefetchBytes), _MM_HINT_T0);
+    if constexpr (kBlockBytes > 256) {
+      _mm_prefetch(reinterpret_cast<const char*>(codes + kPrefetchBytes + 256), _MM_HINT_T0);
+    }
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * kPackRows)));
+    const __m512 dwc = _mm512_mul_ps(dw, _mm512_set1_ps(-4.0f * kOffset));
+    __m512i u[8];
+    if constexpr (kCodeSteps == 4) {
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const __m512i v = _mm512_load_si512(codes + 64 * s);
+        u[s] = _mm512_and_si512(v, m4);
+        u[s + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) u[s] = _mm512_load_si512(codes + 64 * s);
+    }
+    const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      const int8_t* xb = x[i].qs + xoff;
+      __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], Bcast(xb));
+      __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[4], Bcast(xb + 64));
+      s0 = _mm512_dpbusd_epi32(s0, u[1], Bcast(xb + 4));
+      s1 = _mm512_dpbusd_epi32(s1, u[5], Bcast(xb + 68));
+      s0 = _mm512_dpbusd_epi32(s0, u[2], Bcast(xb + 8));
+      s1 = _mm512_dpbusd_epi32(s1, u[6], Bcast(xb + 72));
+      s0 = _mm512_dpbusd_epi32(s0, u[3], Bcast(xb + 12));
+      s1 = _mm512_dpbusd_epi32(s1, u[7], Bcast(xb + 76));
+      const __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x[i].d4[4 * b]));
+      acc[i] = _mm512_fmadd_ps(isum, scale, acc[i]);
+      acc[i] = _mm512_fmadd_ps(dwc, _mm512_set1_ps(x[i].s4[4 * b]), acc[i]);
+    }
+  }
+  const __mmask16 mask = Mask16(nrows);
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) _mm512_mask_storeu_ps(y + i * ldy, mask, acc[i]);
+}
+
+template <int kCodeSteps, int kOffset>
+void Tile(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx, float* y,
+          int64_t ldy, int nrows) {
+  switch (nx) {
+    case 1:
+      return TileN<kCodeSteps, kOffset, 1>(k, tile, act, stride, y, ldy, nrows);
+    case 2:
+      return TileN<kCodeSteps, kOffset, 2>(k, tile, act, stride, y, ldy, nrows);
+    case 3:
+      return TileN<kCodeSteps, kOffset, 3>(k, tile, act, stride, y, ldy, nrows);
+    default:
+      return TileN<kCodeSteps, kOffset, 4>(k, tile, act, stride, y, ldy, nrows);
+  }
+}
+
+inline __m512i Bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+inline __m512i U8x16(const uint8_t* p) {  // 16 bytes -> 16 int32 (zero-extended)
+  return _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m512 Fp16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// Q4_K (layout in pack.cc): per super-block and activation row, 8 sub-block dots of 8
+// vpdpbusd each, scaled in int32 by the 6-bit scales (vpmulld); the mins term
+// sum_j min_j * (bsum_2j + bsum_2j+1) with vpdpwssd on (min_j, min_j) pairs.
+template <int NX>
+void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
+              int64_t ldy, int nrows) {
+  const int64_t nb = k / 256;
+  Q8Row256 x[NX];
+  __m512 acc[NX];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    x[i] = ViewQ8Row256(act + i * stride, k);
+    acc[i] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* codes = tile + b * 2048;
+    const uint8_t* meta = tile + nb * 2048 + b * 320;
+    __m512i isum[NX], msum[NX];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) isum[i] = msum[i] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t* cc = codes + 512 * c;
+      _mm_prefetch(reinterpret_cast<const char*>(cc + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(cc + kPrefetchBytes + 128), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(cc + kPrefetchBytes + 256), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(cc + kPrefetchBytes + 384), _MM_HINT_T0);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {  // low nibbles: sub-block 2c; high: 2c + 1
+        __m512i u[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) {
+          const __m512i v = _mm512_load_si512(cc + 64 * t);
+          u[t] = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, m4);
+        }
+        const __m512i sc = U8x16(meta + 16 * (2 * c + h));
+#pragma GCC unroll 8
+        for (int i = 0; i < NX; ++i) {
+          const int8_t* xq = x[i].qs + 256 * b + 64 * c + 32 * h;
+          __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], Bcast32(xq));
+          __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], Bcast32(xq + 4));
+#pragma GCC unroll 8
+          for (int t = 2; t < 8; t += 2) {
+            d0 = _mm512_dpbusd_epi32(d0, u[t], Bcast32(xq + 4 * t));
+            d1 = _mm512_dpbusd_epi32(d1, u[t + 1], Bcast32(xq + 4 * t + 4));
+          }
+          isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(d0, d1), sc));
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512i mn = U8x16(meta + 128 + 16 * j);
+      const __m512i pair = _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16));
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        msum[i] = _mm512_dpwssd_epi32(msum[i], pair, Bcast32(x[i].bsums + 16 * b + 2 * j));
+      }
+    }
+    const __m512 d = Fp16x16(meta + 256), dmin = Fp16x16(meta + 288);
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      const __m512 dx = _mm512_set1_ps(x[i].d[b]);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(d, dx), acc[i]);
+      acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[i]), _mm512_mul_ps(dmin, dx), acc[i]);
+    }
+  }
+  const __mmask16 mask = Mask16(nrows);
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) _mm512_mask_storeu_ps(y + i * ldy, mask, acc[i]);
+}
+
+// Q6_K: per 16-element sub-block g, 4 vpdpbusd on the rebuilt 6-bit codes, started from
+// -32 * bsum_g (the offset), then scaled by the int8 scale in int32.
+template <int NX>
+void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
+              int64_t ldy, int nrows) {
+  const int64_t nb = k / 256;
+  Q8Row256 x[NX];
+  __m512 acc[NX];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    x[i] = ViewQ8Row256(act + i * stride, k);
+    acc[i] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* codes = tile + b * 3072;
+    const uint8_t* meta = tile + nb * 3072 + b * 288;
+    __m512i isum[NX];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) isum[i] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int g = 0; g < 16; ++g) {
+      const uint8_t* cg = codes + 192 * g;
+      _mm_prefetch(reinterpret_cast<const char*>(cg + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(cg + kPrefetchBytes + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(cg + kPrefetchBytes + 128), _MM_HINT_T0);
+      const __m512i n0 = _mm512_load_si512(cg), n1 = _mm512_load_si512(cg + 64);
+      const __m512i h = _mm512_load_si512(cg + 128);
+      const __m512i qa = _mm512_or_si512(_mm512_and_si512(n0, m4),
+                                         _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+      const __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n0, 4), m4),
+                                         _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
+      const __m512i qc = _mm512_or_si512(_mm512_and_si512(n1, m4), _mm512_and_si512(h, m30));
+      const __m512i qd = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n1, 4), m4),
+                                         _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+      const __m512i sc = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(meta + 16 * g)));
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        const int8_t* xq = x[i].qs + 256 * b + 16 * g;
+        __m512i dot = _mm512_set1_epi32(-32 * x[i].bsums[16 * b + g]);
+        dot = _mm512_dpbusd_epi32(dot, qa, Bcast32(xq));
+        dot = _mm512_dpbusd_epi32(dot, qb, Bcast32(xq + 4));
+        dot = _mm512_dpbusd_epi32(dot, qc, Bcast32(xq + 8));
+        dot = _mm512_dpbusd_epi32(dot, qd, Bcast32(xq + 12));
+        isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(dot, sc));
+      }
+    }
+    const __m512 d = Fp16x16(meta + 256);
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]),
+                               _mm512_mul_ps(d, _mm512_set1_ps(x[i].d[b])), acc[i]);
+    }
+  }
+  const __mmask16 mask = Mask16(nrows);
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) _mm512_mask_storeu_ps(y + i * ldy, mask, acc[i]);
+}
+
+template <template <int> class K>
+void ByNx(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx, float* y,
+          int64_t ldy, int nrows) {
+  switch (nx) {
+    case 1:
+      return K<1>::Run(k, tile, act, stride, y, ldy, nrows);
+    case 2:
+      return K<2>::Run(k, tile, act, stride, y, ldy, nrows);
+    case 3:
+      return K<3>::Run(k, tile, act, stride, y, ldy, nrows);
+    default:
+      return K<4>::Run(k, tile, act, stride, y, ldy, nrows);
+  }
+}
+template <int NX>
+struct Q4KK {
+  static void Run(int64_t k, const uint8_t* t, const uint8_t* a, size_t s, float* y, int64_t l,
+                  int n) {
+    Q4KTileN<NX>(k, t, a, s, y, l, n);
+  }
+};
+template <int NX>
+struct Q6KK {
+  static void Run(int64_t k, const uint8_t* t, const uint8_t* a, size_t s, float* y, int64_t l,
+                  int n) {
+    Q6KTileN<NX>(k, t, a, s, y, l, n);
+  }
+};
+
+}  // namespace
+
+PackedFn PackedAvx512(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return Tile<4, 8>;
+    case GgmlType::kQ8_0:
+      return Tile<8, 128>;
+    case GgmlType::kQ4_K:
+      return ByNx<Q4KK>;
+    case GgmlType::kQ6_K:
+      return ByNx<Q6KK>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace tachyon::kernels::internal
