@@ -104,9 +104,11 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
   Scratch& s = *ctx.s;
   const int64_t n = ctx.n_tokens, hd = c.head_dim;
   kernels::RmsNorm(s.x.data(), w.attn_norm, s.xn.data(), n, c.n_embd, c.rms_eps);
-  kernels::MatMul(w.wq, s.xn.data(), n, s.q.data(), ctx.pool);
-  kernels::MatMul(w.wk, s.xn.data(), n, s.k.data(), ctx.pool);
-  kernels::MatMul(w.wv, s.xn.data(), n, s.v.data(), ctx.pool);
+  {  // one activation pass and one parallel pass for the three projections
+    const kernels::Weight* ws[] = {&w.wq, &w.wk, &w.wv};
+    float* ys[] = {s.q.data(), s.k.data(), s.v.data()};
+    kernels::MatMulMulti(ws, s.xn.data(), n, ys, ctx.pool);
+  }
   if (w.bq) AddBiasRows(s.q.data(), w.bq, n, c.q_dim());
   if (w.bk) AddBiasRows(s.k.data(), w.bk, n, c.kv_dim());
   if (w.bv) AddBiasRows(s.v.data(), w.bv, n, c.kv_dim());
@@ -138,8 +140,11 @@ void DenseFfn(StepContext& ctx, const LayerWeights& w) {
   const ModelConfig& c = *ctx.config;
   Scratch& s = *ctx.s;
   const int64_t n = ctx.n_tokens;
-  kernels::MatMul(w.w_gate, s.xn.data(), n, s.gate.data(), ctx.pool);
-  kernels::MatMul(w.w_up, s.xn.data(), n, s.up.data(), ctx.pool);
+  {
+    const kernels::Weight* ws[] = {&w.w_gate, &w.w_up};
+    float* ys[] = {s.gate.data(), s.up.data()};
+    kernels::MatMulMulti(ws, s.xn.data(), n, ys, ctx.pool);
+  }
   kernels::SiluMul(s.gate.data(), s.up.data(), s.gate.data(), n * c.n_ff);
   kernels::MatMul(w.w_down, s.gate.data(), n, s.tmp.data(), ctx.pool);
   kernels::AddInPlace(s.x.data(), s.tmp.data(), n * c.n_embd);
