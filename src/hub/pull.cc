@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
+
+#include "util/mmap_file.h"
 
 namespace tachyon::hub {
 
@@ -38,6 +42,37 @@ const char* kLocalHint =
     "pass a local path instead: -m /path/to/model.gguf or -m /path/to/hf-folder "
     "(config.json + *.safetensors), or run `tachyon pull` where the Hub is reachable";
 
+// Drops the *.safetensors of an HF file list that the model does not use: with an index in
+// the snapshot, those its weight_map does not name (e.g. Mistral's consolidated.safetensors
+// beside the shards); without one, all but model.safetensors when that exists.
+Result<std::vector<std::string>> KeepUsedWeights(std::vector<std::string> files,
+                                                 const RepoCache& cache,
+                                                 const std::string& commit) {
+  auto is_weights = [](const std::string& f) { return EndsWith(f, ".safetensors"); };
+  const std::string index = "model.safetensors.index.json";
+  std::set<std::string> keep;
+  if (std::find(files.begin(), files.end(), index) != files.end()) {
+    const std::string path = cache.SnapshotPath(commit, index);
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+        !j["weight_map"].is_object()) {
+      return InvalidArgument(path + ": expected a JSON object with a weight_map");
+    }
+    for (const auto& [tensor, shard] : j["weight_map"].items()) {
+      if (shard.is_string()) keep.insert(shard.get<std::string>());
+    }
+  } else if (std::find(files.begin(), files.end(), "model.safetensors") != files.end()) {
+    keep.insert("model.safetensors");
+  } else {
+    return files;
+  }
+  files.erase(std::remove_if(files.begin(), files.end(),
+                             [&](const std::string& f) { return is_weights(f) && !keep.count(f); }),
+              files.end());
+  return files;
+}
+
 // Completes `r` from what the snapshot folder holds for `spec`.
 Status FillFromSnapshot(const ModelSpec& spec, const RepoCache& cache,
                         const std::vector<std::string>& available, PullResult* r) {
@@ -51,6 +86,11 @@ Status FillFromSnapshot(const ModelSpec& spec, const RepoCache& cache,
   }
   std::vector<std::string> hf = SelectHfFolderFiles(available);
   if (!hf.empty()) {
+    const std::string index = "model.safetensors.index.json";
+    if (std::find(hf.begin(), hf.end(), index) != hf.end() && !cache.Has(r->commit, index)) {
+      return NotFound(index);
+    }
+    ASSIGN_OR_RETURN(hf, KeepUsedWeights(hf, cache, r->commit));
     for (const std::string& f : hf) {
       if (!cache.Has(r->commit, f)) return NotFound(f);
     }
@@ -84,6 +124,39 @@ Result<PullResult> FromCache(const ModelSpec& spec, const HubOptions& o, const s
                     cache.SnapshotDir(r.commit) + " and " + why + "; " + kLocalHint);
   }
   return r;
+}
+
+// Downloads the files of `wanted` the snapshot lacks, a few at a time. Returns how many.
+Result<int64_t> Fetch(const HubClient& client, const RepoCache& cache, const std::string& commit,
+                      const std::vector<RepoFileInfo>& files,
+                      const std::vector<std::string>& wanted, const HubOptions& o) {
+  std::vector<const RepoFileInfo*> todo;
+  int64_t total = 0;
+  for (const RepoFileInfo& f : files) {
+    if (std::find(wanted.begin(), wanted.end(), f.path) == wanted.end()) continue;
+    if (cache.Has(commit, f.path)) continue;
+    todo.push_back(&f);
+    total += std::max<int64_t>(f.size, 0);
+  }
+  if (todo.empty()) return int64_t{0};
+  Progress progress(o.progress, total, static_cast<int>(todo.size()));
+  std::atomic<size_t> next{0};
+  std::vector<Status> results(todo.size());
+  auto worker = [&]() {
+    for (size_t i = next++; i < todo.size(); i = next++) {
+      results[i] = client.Download(cache, commit, *todo[i], &progress);
+    }
+  };
+  const int n = std::min<int>(o.parallel, static_cast<int>(todo.size()));
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n; ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+  progress.Finish();
+  for (const Status& st : results) {
+    if (!st.ok()) return st;
+  }
+  return static_cast<int64_t>(todo.size());
 }
 
 }  // namespace
@@ -167,35 +240,17 @@ Result<PullResult> Pull(const ModelSpec& spec, const HubOptions& o) {
       wanted = {pick};
     }
   }
-  // Download what the snapshot lacks, a few files at a time.
-  std::vector<const RepoFileInfo*> todo;
-  int64_t total = 0;
-  for (const RepoFileInfo& f : info->files) {
-    if (std::find(wanted.begin(), wanted.end(), f.path) == wanted.end()) continue;
-    if (cache.Has(r.commit, f.path)) continue;
-    todo.push_back(&f);
-    total += std::max<int64_t>(f.size, 0);
+  // The shard index comes first: it says which *.safetensors the model uses.
+  const std::string index = "model.safetensors.index.json";
+  if (std::find(wanted.begin(), wanted.end(), index) != wanted.end()) {
+    ASSIGN_OR_RETURN(int64_t n, Fetch(client, cache, r.commit, info->files, {index}, o));
+    r.downloaded_files += n;
   }
-  if (!todo.empty()) {
-    Progress progress(o.progress, total, static_cast<int>(todo.size()));
-    std::atomic<size_t> next{0};
-    std::vector<Status> results(todo.size());
-    auto worker = [&]() {
-      for (size_t i = next++; i < todo.size(); i = next++) {
-        results[i] = client.Download(cache, r.commit, *todo[i], &progress);
-      }
-    };
-    const int n = std::min<int>(o.parallel, static_cast<int>(todo.size()));
-    std::vector<std::thread> threads;
-    for (int t = 1; t < n; ++t) threads.emplace_back(worker);
-    worker();
-    for (std::thread& t : threads) t.join();
-    progress.Finish();
-    for (const Status& st : results) {
-      if (!st.ok()) return st;
-    }
+  if (spec.file.empty()) {
+    ASSIGN_OR_RETURN(wanted, KeepUsedWeights(wanted, cache, r.commit));
   }
-  r.downloaded_files = static_cast<int64_t>(todo.size());
+  ASSIGN_OR_RETURN(int64_t n, Fetch(client, cache, r.commit, info->files, wanted, o));
+  r.downloaded_files += n;
   RETURN_IF_ERROR(cache.WriteRef(spec.revision, r.commit));
   RETURN_IF_ERROR(FillFromSnapshot(spec, cache, names, &r));
   if (spec.file.empty() && !r.is_hf_folder) r.gguf_choices = Ggufs(names);

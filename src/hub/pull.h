@@ -3,7 +3,8 @@
 // Which files: FILE when the spec names one; else, for a repository with config.json and
 // *.safetensors, the Hugging Face folder (config.json, generation_config.json, tokenizer.json,
 // tokenizer_config.json, special_tokens_map.json, chat_template.jinja, tokenizer.model,
-// model.safetensors.index.json, *.safetensors); else one GGUF: the default choice below.
+// model.safetensors.index.json, and the *.safetensors the index names, or model.safetensors
+// alone when there is no index); else one GGUF: the default choice below.
 // Files already in the snapshot are not fetched again (a second pull is a no-op).
 // Offline ($HF_HUB_OFFLINE=1, or the Hub unreachable): the cached snapshot of refs/REV is
 // used; if the files are not there, the error says how to pass a local path.

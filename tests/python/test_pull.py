@@ -375,3 +375,19 @@ def test_gated_repo_needs_hf_token(hub, env):
 def test_unknown_repo_is_a_clear_error(hub, env):
     p = tachyon(env, "pull", "org/nothing", check=False)
     assert p.returncode != 0 and "404" in p.stderr, p.stderr
+
+
+def test_only_the_shards_the_index_names_are_fetched(hub, env, qwen2_files, tmp_path):
+    files = dict(qwen2_files)
+    extra = b"\0" * 4096  # e.g. Mistral's consolidated.safetensors beside the HF shards
+    files["consolidated.safetensors"] = extra
+    commit = hub.add_repo("org/tiny-qwen2", files)
+    tachyon(env, "pull", "org/tiny-qwen2")
+    snapshot = repo_dir(env, "org/tiny-qwen2") / "snapshots" / commit
+    assert not (snapshot / "consolidated.safetensors").exists()
+    assert not hub.served("GET", "/cdn/" + hashlib.sha256(extra).hexdigest())
+    assert (snapshot / "model-00002-of-00002.safetensors").exists()
+    # Offline, the same set resolves from the cache.
+    hub.offline = True
+    off = dict(env, HF_HUB_OFFLINE="1")
+    assert tachyon(off, "pull", "org/tiny-qwen2").stdout.strip() == str(snapshot)
