@@ -129,7 +129,8 @@ Result<PullResult> FromCache(const ModelSpec& spec, const HubOptions& o, const s
 // Downloads the files of `wanted` the snapshot lacks, a few at a time. Returns how many.
 Result<int64_t> Fetch(const HubClient& client, const RepoCache& cache, const std::string& commit,
                       const std::vector<RepoFileInfo>& files,
-                      const std::vector<std::string>& wanted, const HubOptions& o) {
+                      const std::vector<std::string>& wanted, const HubOptions& o,
+                      bool show_progress = true) {
   std::vector<const RepoFileInfo*> todo;
   int64_t total = 0;
   for (const RepoFileInfo& f : files) {
@@ -139,7 +140,7 @@ Result<int64_t> Fetch(const HubClient& client, const RepoCache& cache, const std
     total += std::max<int64_t>(f.size, 0);
   }
   if (todo.empty()) return int64_t{0};
-  Progress progress(o.progress, total, static_cast<int>(todo.size()));
+  Progress progress(o.progress && show_progress, total, static_cast<int>(todo.size()));
   std::atomic<size_t> next{0};
   std::vector<Status> results(todo.size());
   auto worker = [&]() {
@@ -243,7 +244,8 @@ Result<PullResult> Pull(const ModelSpec& spec, const HubOptions& o) {
   // The shard index comes first: it says which *.safetensors the model uses.
   const std::string index = "model.safetensors.index.json";
   if (std::find(wanted.begin(), wanted.end(), index) != wanted.end()) {
-    ASSIGN_OR_RETURN(int64_t n, Fetch(client, cache, r.commit, info->files, {index}, o));
+    ASSIGN_OR_RETURN(int64_t n, Fetch(client, cache, r.commit, info->files, {index}, o,
+                                      /*show_progress=*/false));
     r.downloaded_files += n;
   }
   if (spec.file.empty()) {
