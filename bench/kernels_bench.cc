@@ -159,15 +159,18 @@ void BM_Pack(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols)
 constexpr int kPeakIters = 1 << 20;
 __attribute__((target("avx512f,avx512vnni"))) int PeakInt8Loop(int iters) {
   __m512i acc[12];
+#pragma GCC unroll 12
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
   const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
   for (int it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) {
       acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
       asm volatile("" : "+v"(acc[i]));
     }
   }
   __m512i s = acc[0];
+#pragma GCC unroll 12
   for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
   alignas(64) int out[16];
   _mm512_store_si512(out, s);
@@ -175,15 +178,18 @@ __attribute__((target("avx512f,avx512vnni"))) int PeakInt8Loop(int iters) {
 }
 __attribute__((target("avx512f,avx512bf16"))) float PeakBf16Loop(int iters) {
   __m512 acc[12];
+#pragma GCC unroll 12
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
   const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3c00);
   for (int it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) {
       acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
       asm volatile("" : "+v"(acc[i]));
     }
   }
   __m512 s = acc[0];
+#pragma GCC unroll 12
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
   alignas(64) float out[16];
   _mm512_store_ps(out, s);

@@ -14,6 +14,7 @@ namespace {
 
 using internal::ActFormat;
 using internal::DotFn;
+using internal::Packed2Fn;
 using internal::PackedFn;
 using internal::QuantizeActFn;
 
@@ -26,13 +27,15 @@ struct Impl {
   ActFormat act;
   QuantizeActFn quantize;  // null for kF32
   DotFn dot;
-  PackedFn packed;  // kernel for the packed layout (null: the type has none)
+  PackedFn packed;    // kernel for the packed layout (null: the type has none)
+  Packed2Fn packed2;  // two tiles at once (m >= 2), optional
 };
 
 Impl MakeImpl(SimdLevel level, GgmlType type) {
-  Impl impl{internal::ActFormatFor(type), nullptr, nullptr, nullptr};
+  Impl impl{internal::ActFormatFor(type), nullptr, nullptr, nullptr, nullptr};
   if (level >= SimdLevel::kAvx512) {
     impl.packed = internal::PackedAvx512(type);
+    impl.packed2 = internal::Packed2Avx512(type);
     impl.dot = internal::DotAvx512Float(type);
     if (!impl.dot) impl.dot = internal::DotAvx512Block32(type);
     if (!impl.dot) impl.dot = internal::DotAvx512K(type);
@@ -103,7 +106,23 @@ void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_
       std::max<int64_t>(g, static_cast<int64_t>(kActChunkBytes / stride) / g * g);
   for (int64_t i0 = 0; i0 < m; i0 += mc) {
     const int64_t i1 = std::min(m, i0 + mc);
-    for (int64_t t = t0; t < t1; ++t) {
+    int64_t t = t0;
+    // Several activation rows: two tiles per pass, each broadcast activation word is used
+    // for 32 weight rows.
+    if (impl.packed2 != nullptr && i1 - i0 >= 2) {
+      for (; t + 2 <= t1; t += 2) {
+        const uint8_t* tile = w.packed + static_cast<size_t>(t) * tile_bytes;
+        const int nrows_b =
+            static_cast<int>(std::min<int64_t>(kPackRows, w.rows - (t + 1) * kPackRows));
+        float* yt = y + t * kPackRows;
+        for (int64_t i = i0; i < i1; i += g) {
+          const int nx = static_cast<int>(std::min<int64_t>(g, i1 - i));
+          impl.packed2(w.cols, tile, tile_bytes, act + static_cast<size_t>(i) * stride, stride,
+                       nx, yt + i * w.rows, w.rows, nrows_b);
+        }
+      }
+    }
+    for (; t < t1; ++t) {
       const uint8_t* tile = w.packed + static_cast<size_t>(t) * tile_bytes;
       const int nrows = static_cast<int>(std::min<int64_t>(kPackRows, w.rows - t * kPackRows));
       float* yt = y + t * kPackRows;

@@ -79,6 +79,12 @@ DotFn DotAvx512K(GgmlType type);        // Q2_K .. Q6_K
 inline constexpr int kPackedMaxRows = 4;
 using PackedFn = void (*)(int64_t k, const uint8_t* tile, const uint8_t* act, size_t act_stride,
                           int nx, float* y, int64_t ldy, int nrows);
+// Two consecutive tiles at once (tile B = tile A + tile_bytes; B has nrows_b rows, A all
+// 16): y[i * ldy + r] for r < 16 + nrows_b. Used when there are several activation rows.
+using Packed2Fn = void (*)(int64_t k, const uint8_t* tile_a, size_t tile_bytes,
+                           const uint8_t* act, size_t act_stride, int nx, float* y, int64_t ldy,
+                           int nrows_b);
+Packed2Fn Packed2Avx512(GgmlType type);
 PackedFn PackedScalar(GgmlType type);
 PackedFn PackedAvx2(GgmlType type);
 PackedFn PackedAvx512(GgmlType type);

@@ -84,6 +84,100 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
   for (int i = 0; i < NX; ++i) _mm512_mask_storeu_ps(y + i * ldy, mask, acc[i]);
 }
 
+// Two consecutive tiles (32 weight rows) against nx activation rows: each broadcast
+// activation word feeds two vpdpbusd, halving the broadcast loads per multiply (prefill and
+// batched decode are load-port bound otherwise). Tile B may be partial (nrows_b rows).
+template <int kCodeSteps, int kOffset, int NX>
+void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act, size_t stride,
+            float* y, int64_t ldy, int nrows_b) {
+  const int64_t nb = k / 32;
+  constexpr int kBlockBytes = kCodeSteps * 64;
+  const uint8_t* tb = ta + tile_bytes;
+  const auto* sa = reinterpret_cast<const uint16_t*>(ta + nb * kBlockBytes);
+  const auto* sb = reinterpret_cast<const uint16_t*>(tb + nb * kBlockBytes);
+  Q8Row32 x[NX];
+  __m512 acc[NX][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    x[i] = ViewQ8Row32(act + i * stride, k);
+    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* ca = ta + b * kBlockBytes;
+    const uint8_t* cb = tb + b * kBlockBytes;
+    const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
+    __m512i is[NX][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) is[i][0] = is[i][1] = _mm512_setzero_si512();
+    if constexpr (kCodeSteps == 4) {
+#pragma GCC unroll 4
+      for (int st = 0; st < 4; ++st) {
+        const __m512i va = _mm512_load_si512(ca + 64 * st), vb = _mm512_load_si512(cb + 64 * st);
+        const __m512i la = _mm512_and_si512(va, m4), lb = _mm512_and_si512(vb, m4);
+        const __m512i ha = _mm512_and_si512(_mm512_srli_epi16(va, 4), m4);
+        const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(vb, 4), m4);
+#pragma GCC unroll 8
+        for (int i = 0; i < NX; ++i) {
+          const int8_t* xb = x[i].qs + xoff;
+          const __m512i xl = Bcast(xb + 4 * st), xh = Bcast(xb + 64 + 4 * st);
+          is[i][0] = _mm512_dpbusd_epi32(is[i][0], la, xl);
+          is[i][1] = _mm512_dpbusd_epi32(is[i][1], lb, xl);
+          is[i][0] = _mm512_dpbusd_epi32(is[i][0], ha, xh);
+          is[i][1] = _mm512_dpbusd_epi32(is[i][1], hb, xh);
+        }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int st = 0; st < 8; ++st) {
+        const __m512i va = _mm512_load_si512(ca + 64 * st), vb = _mm512_load_si512(cb + 64 * st);
+        const int off = st < 4 ? 4 * st : 64 + 4 * (st - 4);
+#pragma GCC unroll 8
+        for (int i = 0; i < NX; ++i) {
+          const __m512i xs = Bcast(x[i].qs + xoff + off);
+          is[i][0] = _mm512_dpbusd_epi32(is[i][0], va, xs);
+          is[i][1] = _mm512_dpbusd_epi32(is[i][1], vb, xs);
+        }
+      }
+    }
+    const __m512 dwa = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(sa + b * kPackRows)));
+    const __m512 dwb = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(sb + b * kPackRows)));
+    const __m512 ca4 = _mm512_mul_ps(dwa, _mm512_set1_ps(-4.0f * kOffset));
+    const __m512 cb4 = _mm512_mul_ps(dwb, _mm512_set1_ps(-4.0f * kOffset));
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      const __m512 dx = _mm512_set1_ps(x[i].d4[4 * b]), sx = _mm512_set1_ps(x[i].s4[4 * b]);
+      acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[i][0]), _mm512_mul_ps(dwa, dx), acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[i][1]), _mm512_mul_ps(dwb, dx), acc[i][1]);
+      acc[i][0] = _mm512_fmadd_ps(ca4, sx, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(cb4, sx, acc[i][1]);
+    }
+  }
+  const __mmask16 mask = Mask16(nrows_b);
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    _mm512_storeu_ps(y + i * ldy, acc[i][0]);
+    _mm512_mask_storeu_ps(y + i * ldy + kPackRows, mask, acc[i][1]);
+  }
+}
+
+template <int kCodeSteps, int kOffset>
+void Tile2(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act, size_t stride,
+           int nx, float* y, int64_t ldy, int nrows_b) {
+  switch (nx) {
+    case 1:
+      return Tile2N<kCodeSteps, kOffset, 1>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
+    case 2:
+      return Tile2N<kCodeSteps, kOffset, 2>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
+    case 3:
+      return Tile2N<kCodeSteps, kOffset, 3>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
+    default:
+      return Tile2N<kCodeSteps, kOffset, 4>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
+  }
+}
+
 template <int kCodeSteps, int kOffset>
 void Tile(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx, float* y,
           int64_t ldy, int nrows) {
@@ -273,6 +367,17 @@ struct Q6KK {
 };
 
 }  // namespace
+
+Packed2Fn Packed2Avx512(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return Tile2<4, 8>;
+    case GgmlType::kQ8_0:
+      return Tile2<8, 128>;
+    default:
+      return nullptr;
+  }
+}
 
 PackedFn PackedAvx512(GgmlType type) {
   switch (type) {
