@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "hub/resolve.h"
+#include "kernels/attention.h"
 #include "server/api.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
@@ -27,14 +29,17 @@ struct ServeOptions {
   HttpServerOptions http;
   std::string api_key;
   std::string tool_call_parser = "auto";
+  bool use_generation_config = true;
   double shutdown_timeout_s = 30;
 };
 
 void PrintServeUsage() {
   std::fprintf(
       stderr,
-      "usage: tachyon serve -m MODEL.gguf [options]\n\n"
-      "  -m, --model PATH             GGUF model to serve (required)\n"
+      "usage: tachyon serve -m MODEL [options]\n\n"
+      "  -m, --model MODEL            model to serve (required): a GGUF file, a Hugging Face\n"
+      "                               folder, ORG/NAME[:FILE] or hf://ORG/NAME (downloaded to the\n"
+      "                               cache when missing; see tachyon pull)\n"
       "  --host ADDR                  address to listen on (default 127.0.0.1)\n"
       "  --port N                     port (default 8080; 0 = any free port)\n"
       "  --served-model-name NAME     model name clients use (default: file name stem)\n"
@@ -45,6 +50,9 @@ void PrintServeUsage() {
       "  --threads N                  compute threads (default: all hardware threads)\n"
       "  --kv-cache-memory SIZE       KV cache budget, e.g. 512M, 2G (default: enough for\n"
       "                               max-num-seqs full contexts, at most 4G)\n"
+      "  --kv-cache-dtype TYPE        KV cache storage: f16 (default), bf16, q8_0 or f32\n"
+      "  --no-generation-config       ignore the model folder's generation_config.json (its\n"
+      "                               sampling defaults and extra EOS ids)\n"
       "  --max-num-batched-tokens N   tokens per engine step (default 2048)\n"
       "  --max-num-seqs N             requests generating at once (default 64)\n"
       "  --max-queue N                requests waiting beyond those; more get 429 (default 1024)\n"
@@ -99,6 +107,10 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
       o->engine.enable_prefix_caching = false;
       continue;
     }
+    if (a == "--no-generation-config") {
+      o->use_generation_config = false;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "tachyon serve: error: %s needs a value (or is unknown)\n", a.c_str());
       return 2;
@@ -134,6 +146,10 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
     } else if (a == "--kv-cache-memory") {
       if (!ParseSize(v, &n)) return bad("a size like 512M");
       o->engine.kv_cache_bytes = n;
+    } else if (a == "--kv-cache-dtype") {
+      auto dtype = kernels::ParseKvDtype(v);
+      if (!dtype.ok()) return bad("f16, bf16, q8_0 or f32");
+      o->engine.kv_dtype = *dtype;
     } else if (a == "--max-num-batched-tokens") {
       if (!ParseInt(v, 1, 1 << 24, &n)) return bad("a token count");
       o->engine.max_num_batched_tokens = n;
@@ -167,6 +183,36 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
   return 0;
 }
 
+// The publisher's generation_config.json: sampling defaults for parameters a request leaves
+// unset (OpenAI's defaults otherwise), and extra end-of-generation ids. Logs what it applies.
+server::SamplingDefaults ApplyGenerationConfig(const hub::GenerationDefaults& g,
+                                               server::EngineBackendOptions* engine) {
+  server::SamplingDefaults d;
+  std::string applied;
+  auto note = [&](const char* name, double v) {
+    applied += std::string(applied.empty() ? "" : ", ") + name + "=" + std::to_string(v);
+  };
+  if (g.do_sample.has_value() && !*g.do_sample) {
+    d.temperature = 0;
+    applied = "greedy (do_sample=false)";
+  } else if (g.temperature && *g.temperature >= 0 && *g.temperature <= 2) {
+    d.temperature = *g.temperature;
+    note("temperature", d.temperature);
+  }
+  if (g.top_p && *g.top_p > 0 && *g.top_p <= 1) note("top_p", d.top_p = *g.top_p);
+  if (g.top_k && *g.top_k > 0) note("top_k", d.top_k = *g.top_k);
+  if (g.min_p && *g.min_p >= 0 && *g.min_p <= 1) note("min_p", d.min_p = *g.min_p);
+  if (g.repetition_penalty && *g.repetition_penalty > 0 && *g.repetition_penalty <= 10) {
+    note("repetition_penalty", d.repetition_penalty = *g.repetition_penalty);
+  }
+  if (g.max_new_tokens && *g.max_new_tokens > 0) {
+    note("max_tokens", d.max_tokens = *g.max_new_tokens);
+  }
+  engine->extra_eos_token_ids = g.eos_token_ids;
+  if (!applied.empty()) TLOG(INFO) << "generation_config.json defaults: " << applied;
+  return d;
+}
+
 template <class Pred>
 bool WaitUntil(Pred pred, double seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -189,6 +235,17 @@ int RunServe(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   TLOG(INFO) << "loading " << o.engine.model_path;
+  auto resolved = hub::ResolveModel(o.engine.model_path);
+  if (!resolved.ok()) {
+    std::fprintf(stderr, "tachyon serve: error: %s\n", resolved.status().ToString().c_str());
+    return 1;
+  }
+  o.engine.model_path = resolved->model_path;
+  if (o.engine.served_name.empty()) o.engine.served_name = resolved->name;
+  server::SamplingDefaults defaults;
+  if (o.use_generation_config) {
+    defaults = ApplyGenerationConfig(resolved->generation, &o.engine);
+  }
   auto backend = server::EngineBackend::Create(o.engine);
   if (!backend.ok()) {
     std::fprintf(stderr, "tachyon serve: error: %s\n", backend.status().ToString().c_str());
@@ -196,6 +253,7 @@ int RunServe(int argc, char** argv) {
   }
   TLOG(INFO) << (*backend)->Summary();
   server::ApiOptions api_options{{(*backend)->Info().name}, o.api_key};
+  api_options.sampling_defaults = defaults;
   api_options.tool_call_format =
       o.tool_call_parser == "auto"
           ? server::DetectToolCallFormat((*backend)->chat_template_source())

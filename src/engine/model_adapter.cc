@@ -6,10 +6,10 @@ namespace tachyon::engine {
 
 Result<std::unique_ptr<ModelAdapter>> ModelAdapter::Create(std::shared_ptr<model::Model> model,
                                                            int64_t num_blocks, int64_t block_size,
-                                                           int n_threads) {
+                                                           int n_threads, model::KvDtype kv_dtype) {
   if (!model) return InvalidArgument("model adapter: no model");
   ASSIGN_OR_RETURN(std::unique_ptr<model::KvCache> kv,
-                   model->CreateKvCache(num_blocks, block_size));
+                   model->CreateKvCache(num_blocks, block_size, kv_dtype));
   return std::unique_ptr<ModelAdapter>(
       new ModelAdapter(std::move(model), std::move(kv), n_threads));
 }

@@ -17,10 +17,11 @@ namespace tachyon::engine {
 
 class ModelAdapter : public ModelExecutor {
  public:
-  // n_threads <= 0: one per hardware thread. Errors: from KV cache creation (e.g. memory).
-  static Result<std::unique_ptr<ModelAdapter>> Create(std::shared_ptr<model::Model> model,
-                                                      int64_t num_blocks, int64_t block_size,
-                                                      int n_threads);
+  // n_threads <= 0: one per hardware thread. Errors: from KV cache creation (e.g. memory, a
+  // dtype that cannot hold the model's head_dim).
+  static Result<std::unique_ptr<ModelAdapter>> Create(
+      std::shared_ptr<model::Model> model, int64_t num_blocks, int64_t block_size, int n_threads,
+      model::KvDtype kv_dtype = model::kDefaultKvDtype);
 
   int32_t n_vocab() const override { return static_cast<int32_t>(model_->config().n_vocab); }
   Status Execute(const model::Batch& batch, std::span<float> logits) override;

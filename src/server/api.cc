@@ -1,5 +1,6 @@
 #include "server/api.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -177,14 +178,19 @@ std::optional<ApiError> OpenAiApi::FitContext(const CommonParams& common, size_t
     e.code = "context_length_exceeded";
     return e;
   }
-  if (!common.max_tokens_set) sampling.max_tokens = static_cast<int>(ctx - p);
+  if (!common.max_tokens_set) {
+    sampling.max_tokens = static_cast<int>(ctx - p);
+    const int default_max = options_.sampling_defaults.max_tokens;
+    if (default_max > 0) sampling.max_tokens = std::min(sampling.max_tokens, default_max);
+  }
   return std::nullopt;
 }
 
 void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
   auto body = ParseJsonBody(req.body);
   if (!body.ok()) return SendError(*channel, body.error(), kCompletions);
-  auto parsed = ParseCompletionRequest(body.value(), backend_->Info().vocab_size);
+  auto parsed =
+      ParseCompletionRequest(body.value(), backend_->Info().vocab_size, options_.sampling_defaults);
   if (!parsed.ok()) return SendError(*channel, parsed.error(), kCompletions);
   CompletionRequest& cr = parsed.value();
   if (auto e = CheckCommon(cr.common)) return SendError(*channel, *e, kCompletions);
@@ -230,7 +236,8 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
 void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
   auto body = ParseOrderedJsonBody(req.body);
   if (!body.ok()) return SendError(*channel, body.error(), kChat);
-  auto parsed = ParseChatRequest(body.value(), backend_->Info().vocab_size);
+  auto parsed =
+      ParseChatRequest(body.value(), backend_->Info().vocab_size, options_.sampling_defaults);
   if (!parsed.ok()) return SendError(*channel, parsed.error(), kChat);
   ChatRequest& cr = parsed.value();
   if (auto e = CheckCommon(cr.common)) return SendError(*channel, *e, kChat);

@@ -32,6 +32,8 @@ struct ApiOptions {
   // How the model writes tool calls (from its chat template or --tool-call-parser); kNone:
   // chat replies are never parsed for tool calls.
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
+  // For parameters a request leaves unset (e.g. from the model's generation_config.json).
+  SamplingDefaults sampling_defaults;
 };
 
 class OpenAiApi {

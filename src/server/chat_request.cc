@@ -147,9 +147,10 @@ std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& contex
 
 }  // namespace
 
-ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vocab_size) {
+ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vocab_size,
+                                        const SamplingDefaults& defaults) {
   const json body = ordered_body;
-  auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/true);
+  auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/true, defaults);
   if (!common.ok()) return common.error();
   ChatRequest req;
   req.common = std::move(common.value());

@@ -84,7 +84,10 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(const EngineBackend
   int64_t max_len = o.max_model_len > 0 ? o.max_model_len : cfg.n_ctx_train;
   if (max_len <= 0) max_len = 2048;
   const int64_t block = model::kDefaultBlockSize;
-  const int64_t per_block = static_cast<int64_t>(model->KvBytesPerBlock(block));
+  if (Status st = kernels::CheckKvDtype(o.kv_dtype, cfg.head_dim); !st.ok()) {
+    return st.WithContext("--kv-cache-dtype");
+  }
+  const int64_t per_block = static_cast<int64_t>(model->KvBytesPerBlock(block, o.kv_dtype));
   const int64_t blocks_per_seq = (max_len + block - 1) / block;
   int64_t budget = o.kv_cache_bytes;
   if (budget <= 0)
@@ -108,8 +111,9 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(const EngineBackend
   std::ostringstream summary;
   summary << cfg.arch << " model '" << cfg.name << "' (" << (model->weight_bytes() >> 20)
           << " MiB of weights), context " << max_len << ", KV cache " << num_blocks << " blocks of "
-          << block << " tokens (" << ((num_blocks * per_block) >> 20)
-          << " MiB), chat template: " << (b->template_ ? "yes" : "none");
+          << block << " tokens (" << ((num_blocks * per_block) >> 20) << " MiB, "
+          << kernels::KvDtypeName(o.kv_dtype)
+          << "), chat template: " << (b->template_ ? "yes" : "none");
   b->summary_ = summary.str();
 
   engine::EngineConfig ec;
@@ -120,10 +124,16 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(const EngineBackend
   ec.kv.enable_prefix_caching = o.enable_prefix_caching;
   ec.max_model_len = max_len;
   ec.eos_token_ids = b->tokenizer_->EogIds();
+  for (int32_t id : o.extra_eos_token_ids) {
+    if (id >= 0 && id < cfg.n_vocab &&
+        std::find(ec.eos_token_ids.begin(), ec.eos_token_ids.end(), id) == ec.eos_token_ids.end()) {
+      ec.eos_token_ids.push_back(id);
+    }
+  }
   ec.detokenizer = std::make_shared<engine::TokenizerDetokenizer>(b->tokenizer_);
   int threads = o.threads > 0 ? o.threads : HardwareThreads();
   ASSIGN_OR_RETURN(std::unique_ptr<engine::ModelAdapter> executor,
-                   engine::ModelAdapter::Create(model, num_blocks, block, threads));
+                   engine::ModelAdapter::Create(model, num_blocks, block, threads, o.kv_dtype));
   ASSIGN_OR_RETURN(b->core_, engine::EngineCore::Create(ec, std::move(executor)));
   b->ready_ = true;
   return b;

@@ -17,13 +17,14 @@
 
 #include "chat/chat_template.h"
 #include "engine/engine_core.h"
+#include "model/kv_cache.h"
 #include "server/backend.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::server {
 
 struct EngineBackendOptions {
-  std::string model_path;
+  std::string model_path;  // a GGUF file or a Hugging Face folder (as hub::ResolveModel gives)
   std::string chat_template_path;  // Jinja file or tokenizer_config.json; "" = the model's
   std::string served_name;         // "" = the model file's stem
   int threads = 0;                 // compute threads; <= 0: one per hardware thread
@@ -34,6 +35,9 @@ struct EngineBackendOptions {
   int max_queue = 1024;
   int64_t max_model_len = 0;  // 0: the model's training context
   bool enable_prefix_caching = true;
+  model::KvDtype kv_dtype = model::kDefaultKvDtype;
+  // End-of-generation ids besides the tokenizer's (e.g. generation_config.json's eos_token_id).
+  std::vector<int32_t> extra_eos_token_ids;
 };
 
 class EngineBackend : public GenerationBackend {

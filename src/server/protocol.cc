@@ -157,7 +157,8 @@ void ReadPrompts(FieldReader& r, int vocab_size, std::vector<PromptInput>& promp
 
 }  // namespace
 
-ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool is_chat) {
+ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool is_chat,
+                                          const SamplingDefaults& d) {
   CommonParams c;
   SamplingOptions& s = c.sampling;
   FieldReader r(body);
@@ -171,15 +172,16 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
     s.max_tokens = static_cast<int>(*max_tokens);
     c.max_tokens_set = true;
   }
-  s.temperature = static_cast<float>(r.Number("temperature", 0, 2).value_or(1.0));
-  s.top_p = static_cast<float>(r.Number("top_p", 0, 1).value_or(1.0));
+  s.temperature = static_cast<float>(r.Number("temperature", 0, 2).value_or(d.temperature));
+  s.top_p = static_cast<float>(r.Number("top_p", 0, 1).value_or(d.top_p));
   if (!r.failed() && s.top_p <= 0) r.Fail("top_p", "must be greater than 0 and at most 1.");
-  s.top_k = static_cast<int>(r.Int("top_k", -1, kIntMax).value_or(0));
+  s.top_k = static_cast<int>(r.Int("top_k", -1, kIntMax).value_or(d.top_k));
   if (s.top_k < 0) s.top_k = 0;
-  s.min_p = static_cast<float>(r.Number("min_p", 0, 1).value_or(0.0));
+  s.min_p = static_cast<float>(r.Number("min_p", 0, 1).value_or(d.min_p));
   s.presence_penalty = static_cast<float>(r.Number("presence_penalty", -2, 2).value_or(0.0));
   s.frequency_penalty = static_cast<float>(r.Number("frequency_penalty", -2, 2).value_or(0.0));
-  s.repetition_penalty = static_cast<float>(r.Number("repetition_penalty", 0, 10).value_or(1.0));
+  s.repetition_penalty =
+      static_cast<float>(r.Number("repetition_penalty", 0, 10).value_or(d.repetition_penalty));
   if (!r.failed() && s.repetition_penalty <= 0) {
     r.Fail("repetition_penalty", "must be greater than 0.");
   }
@@ -215,8 +217,9 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
   return c;
 }
 
-ApiResult<CompletionRequest> ParseCompletionRequest(const json& body, int vocab_size) {
-  auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/false);
+ApiResult<CompletionRequest> ParseCompletionRequest(const json& body, int vocab_size,
+                                                    const SamplingDefaults& defaults) {
+  auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/false, defaults);
   if (!common.ok()) return common.error();
   CompletionRequest req;
   req.common = std::move(common.value());

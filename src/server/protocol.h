@@ -49,6 +49,17 @@ class ApiResult {
   std::variant<T, ApiError> v_;
 };
 
+// Values the server uses for parameters a request leaves unset (OpenAI's defaults, or the
+// model's generation_config.json).
+struct SamplingDefaults {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  int max_tokens = 0;  // > 0: default max_tokens (capped by the context); 0: rest of the context
+};
+
 // Options shared by both endpoints.
 struct CommonParams {
   std::string model;
@@ -94,11 +105,14 @@ inline constexpr int kMaxLogprobs = 20;
 inline constexpr int kMaxStopStrings = 16;
 
 // `vocab_size` bounds token ids in prompts and logit_bias keys.
-ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body, int vocab_size);
-ApiResult<ChatRequest> ParseChatRequest(const nlohmann::ordered_json& body, int vocab_size);
+ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body, int vocab_size,
+                                                    const SamplingDefaults& defaults = {});
+ApiResult<ChatRequest> ParseChatRequest(const nlohmann::ordered_json& body, int vocab_size,
+                                        const SamplingDefaults& defaults = {});
 
 // Parses shared fields; `is_chat` selects max_completion_tokens and the logprobs meaning.
-ApiResult<CommonParams> ParseCommonParams(const nlohmann::json& body, int vocab_size, bool is_chat);
+ApiResult<CommonParams> ParseCommonParams(const nlohmann::json& body, int vocab_size, bool is_chat,
+                                          const SamplingDefaults& defaults = {});
 
 // Parses a JSON body; malformed JSON or a non-object is a 400.
 ApiResult<nlohmann::json> ParseJsonBody(std::string_view body);

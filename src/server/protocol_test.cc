@@ -217,6 +217,31 @@ TEST(ProtocolTest, ToolChoiceNoneHidesTools) {
   EXPECT_EQ(r.value().tool_choice.mode, ToolChoice::Mode::kNone);
 }
 
+TEST(ProtocolTest, SamplingDefaultsFillUnsetFields) {
+  SamplingDefaults d;
+  d.temperature = 0.7f;
+  d.top_p = 0.8f;
+  d.top_k = 20;
+  d.min_p = 0.05f;
+  d.repetition_penalty = 1.1f;
+  auto r = ParseCompletionRequest({{"prompt", "x"}}, kVocab, d);
+  ASSERT_TRUE(r.ok());
+  const SamplingOptions& s = r.value().common.sampling;
+  EXPECT_FLOAT_EQ(s.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(s.top_p, 0.8f);
+  EXPECT_EQ(s.top_k, 20);
+  EXPECT_FLOAT_EQ(s.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty, 1.1f);
+  // What the request sets wins; null means unset.
+  auto c = ParseChatRequest({{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                             {"temperature", 0},
+                             {"top_p", nullptr}},
+                            kVocab, d);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FLOAT_EQ(c.value().common.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(c.value().common.sampling.top_p, 0.8f);
+}
+
 TEST(ProtocolTest, ToolChoiceForms) {
   json tools = {{{"type", "function"}, {"function", {{"name", "f"}}}},
                 {{"type", "function"}, {"function", {{"name", "g"}}}}};

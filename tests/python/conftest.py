@@ -64,13 +64,16 @@ class Server:
     """One `tachyon serve` process on a free port."""
 
     def __init__(self, tmp_dir, extra_args=(), api_key=API_KEY, model=None,
-                 chat_template=CHAT_TEMPLATE):
-        """`model`: a GGUF path (default stories260K); `chat_template`: the text passed with
-        --chat-template, or None for the model's own template."""
+                 chat_template=CHAT_TEMPLATE, served_name=MODEL_NAME):
+        """`model`: a GGUF path or HF folder (default stories260K); `chat_template`: the text
+        passed with --chat-template, or None for the model's own template; `served_name`: None
+        for the server's default name."""
         require_serve()
         args = [str(binary_path()), "serve", "-m", str(model or model_path()), "--host",
-                "127.0.0.1", "--port", "0", "--served-model-name", MODEL_NAME, "--threads", "1",
-                "--max-body-bytes", "1000000", "--max-model-len", str(CONTEXT), *extra_args]
+                "127.0.0.1", "--port", "0", "--threads", "1", "--max-body-bytes", "1000000",
+                "--max-model-len", str(CONTEXT), *extra_args]
+        if served_name:
+            args += ["--served-model-name", served_name]
         if chat_template is not None:
             template = Path(tmp_dir) / "chat_template.jinja"
             template.write_text(chat_template)

@@ -194,3 +194,22 @@ def test_timings_extension(server, client):
     last = list(client.completions.create(model=MODEL_NAME, prompt="Once", max_tokens=3,
                                           stream=True, stream_options={"include_usage": True}))[-1]
     assert last.model_extra["timings"]["ttft_ms"] >= 0
+
+
+def test_kv_cache_dtype_option(tmp_path):
+    import subprocess
+    from conftest import binary_path, model_path
+    s = Server(tmp_path, ["--kv-cache-dtype", "f32"], api_key=None)
+    try:
+        r = s.client().completions.create(model=MODEL_NAME, prompt="Once", max_tokens=4)
+        assert r.usage.completion_tokens >= 1
+        assert "f32)" in s.log_text()
+    finally:
+        assert s.stop() == 0
+    # stories260K's head_dim is 8: q8_0 rows need a multiple of 32, a clear startup error.
+    p = subprocess.run([str(binary_path()), "serve", "-m", str(model_path()), "--port", "0",
+                        "--kv-cache-dtype", "q8_0"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "kv-cache-dtype" in p.stderr and "q8_0" in p.stderr, p.stderr
+    p = subprocess.run([str(binary_path()), "serve", "-m", str(model_path()),
+                        "--kv-cache-dtype", "f8"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "f16, bf16, q8_0 or f32" in p.stderr
