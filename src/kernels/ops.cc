@@ -10,8 +10,8 @@ namespace tachyon::kernels {
 namespace internal {
 
 const OpsTable& OpsScalar() {
-  static const OpsTable t{RmsNormReference, SiluMulReference, SoftmaxReference, AddInPlaceReference,
-                          DotReference};
+  static const OpsTable t{RmsNormReference,    SiluMulReference, SoftmaxReference,
+                          AddInPlaceReference, DotReference,     AddRmsNormReference};
   return t;
 }
 
@@ -39,18 +39,15 @@ void RmsNorm(const float* x, const float* weight, float* out, int64_t m, int64_t
   Ops().rms_norm(x, weight, out, m, n, eps);
 }
 
-// RoPE is cheap next to the matmuls: the cos/sin pairs are computed once per call and the
-// rotation is applied to every head.
-void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
-          const float* inv_freq, RopeStyle style) {
-  const int64_t half = rot_dim / 2;
-  thread_local std::vector<float> cs;
-  cs.resize(static_cast<size_t>(2 * half));
-  for (int64_t i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(pos) * inv_freq[i];
-    cs[2 * i] = static_cast<float>(std::cos(angle));
-    cs[2 * i + 1] = static_cast<float>(std::sin(angle));
-  }
+void AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int64_t m, int64_t n,
+                float eps) {
+  Ops().add_rms_norm(x, delta, weight, out, m, n, eps);
+}
+
+namespace {
+
+void RotateHeads(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cs,
+                 RopeStyle style) {
   for (int64_t h = 0; h < n_heads; ++h) {
     float* xh = x + h * head_dim;
     if (style == RopeStyle::kAdjacent) {
@@ -67,6 +64,37 @@ void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t 
       }
     }
   }
+}
+
+}  // namespace
+
+void RopeQk(float* q, int64_t n_heads, float* k, int64_t n_kv_heads, int64_t head_dim,
+            int64_t rot_dim, int64_t pos, const float* inv_freq, RopeStyle style) {
+  const int64_t half = rot_dim / 2;
+  thread_local std::vector<float> cs;  // grow-only per thread
+  if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * inv_freq[i];
+    cs[2 * i] = static_cast<float>(std::cos(angle));
+    cs[2 * i + 1] = static_cast<float>(std::sin(angle));
+  }
+  RotateHeads(q, n_heads, head_dim, half, cs.data(), style);
+  RotateHeads(k, n_kv_heads, head_dim, half, cs.data(), style);
+}
+
+// RoPE is cheap next to the matmuls: the cos/sin pairs are computed once per call and the
+// rotation is applied to every head.
+void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
+          const float* inv_freq, RopeStyle style) {
+  const int64_t half = rot_dim / 2;
+  thread_local std::vector<float> cs;  // grow-only per thread
+  if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * inv_freq[i];
+    cs[2 * i] = static_cast<float>(std::cos(angle));
+    cs[2 * i + 1] = static_cast<float>(std::sin(angle));
+  }
+  RotateHeads(x, n_heads, head_dim, half, cs.data(), style);
 }
 
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {

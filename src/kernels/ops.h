@@ -11,6 +11,11 @@ namespace tachyon::kernels {
 // out may alias x.
 void RmsNorm(const float* x, const float* weight, float* out, int64_t m, int64_t n, float eps);
 
+// Fused residual add + RmsNorm, one read of x for both: x[i, :] += delta[i, :], then
+// out[i, :] = RmsNorm(x[i, :]) * weight.  x, delta, out: [m, n]; out must not alias x/delta.
+void AddRmsNorm(float* x, const float* delta, const float* weight, float* out, int64_t m, int64_t n,
+                float eps);
+
 enum class RopeStyle {
   kAdjacent,  // rotates pairs (2i, 2i+1): GGUF "llama" layout
   kNeox,      // rotates pairs (i, i + rot_dim/2): qwen2/qwen3 ("NEOX")
@@ -21,6 +26,11 @@ enum class RopeStyle {
 // of each pair (theta^(-2i/rot_dim), already divided by any rope_freqs factors).
 void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
           const float* inv_freq, RopeStyle style);
+
+// RoPE of one token's queries and keys at `pos` in one pass: the cos/sin of each pair are
+// computed once for both. q: [n_heads, head_dim], k: [n_kv_heads, head_dim], in place.
+void RopeQk(float* q, int64_t n_heads, float* k, int64_t n_kv_heads, int64_t head_dim,
+            int64_t rot_dim, int64_t pos, const float* inv_freq, RopeStyle style);
 
 // out[i] = silu(gate[i]) * up[i], silu(v) = v / (1 + exp(-v)). out may alias gate or up.
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
@@ -37,6 +47,8 @@ float Dot(const float* x, const float* y, int64_t n);
 // Scalar references (ops_ref.cc): same contracts, double accumulation where it matters.
 void RmsNormReference(const float* x, const float* weight, float* out, int64_t m, int64_t n,
                       float eps);
+void AddRmsNormReference(float* x, const float* delta, const float* weight, float* out, int64_t m,
+                         int64_t n, float eps);
 void RopeReference(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
                    const float* inv_freq, RopeStyle style);
 void SiluMulReference(const float* gate, const float* up, float* out, int64_t n);

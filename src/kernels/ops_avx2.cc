@@ -30,6 +30,35 @@ void RmsNorm256(const float* x, const float* weight, float* out, int64_t m, int6
   }
 }
 
+// x += delta and the sum of squares in one pass; then the scaled product.
+void AddRmsNorm256(float* x, const float* delta, const float* weight, float* out, int64_t m,
+                   int64_t n, float eps) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* xr = x + r * n;
+    const float* dr = delta + r * n;
+    float* o = out + r * n;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(xr + i), _mm256_loadu_ps(dr + i));
+      _mm256_storeu_ps(xr + i, v);
+      acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    float ss = HSum(acc);
+    for (; i < n; ++i) {
+      xr[i] += dr[i];
+      ss += xr[i] * xr[i];
+    }
+    const float sc = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+    const __m256 vs = _mm256_set1_ps(sc);
+    for (i = 0; i + 8 <= n; i += 8) {
+      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + i), vs);
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(v, _mm256_loadu_ps(weight + i)));
+    }
+    for (; i < n; ++i) o[i] = xr[i] * sc * weight[i];
+  }
+}
+
 void SiluMul256(const float* gate, const float* up, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -92,7 +121,7 @@ float Dot256(const float* x, const float* y, int64_t n) {
 }  // namespace
 
 const OpsTable& OpsAvx2() {
-  static const OpsTable t{RmsNorm256, SiluMul256, Softmax256, Add256, Dot256};
+  static const OpsTable t{RmsNorm256, SiluMul256, Softmax256, Add256, Dot256, AddRmsNorm256};
   return t;
 }
 

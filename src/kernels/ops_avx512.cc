@@ -41,6 +41,30 @@ void RmsNorm512(const float* x, const float* weight, float* out, int64_t m, int6
   }
 }
 
+// x += delta and the sum of squares in one pass; then the scaled product.
+void AddRmsNorm512(float* x, const float* delta, const float* weight, float* out, int64_t m,
+                   int64_t n, float eps) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* xr = x + r * n;
+    const float* dr = delta + r * n;
+    float* o = out + r * n;
+    __m512 a0 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+      const __m512 v =
+          _mm512_add_ps(_mm512_maskz_loadu_ps(k, xr + i), _mm512_maskz_loadu_ps(k, dr + i));
+      _mm512_mask_storeu_ps(xr + i, k, v);
+      a0 = _mm512_fmadd_ps(v, v, a0);
+    }
+    const __m512 sc = _mm512_set1_ps(1.0f / std::sqrt(HAdd(a0) / static_cast<float>(n) + eps));
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, xr + i), sc);
+      _mm512_mask_storeu_ps(o + i, k, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(k, weight + i)));
+    }
+  }
+}
+
 void SiluMul512(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
@@ -99,7 +123,7 @@ float Dot512(const float* x, const float* y, int64_t n) {
 }  // namespace
 
 const OpsTable& OpsAvx512() {
-  static const OpsTable t{RmsNorm512, SiluMul512, Softmax512, Add512, Dot512};
+  static const OpsTable t{RmsNorm512, SiluMul512, Softmax512, Add512, Dot512, AddRmsNorm512};
   return t;
 }
 

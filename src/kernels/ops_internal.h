@@ -15,6 +15,8 @@ struct OpsTable {
   void (*softmax)(float* x, int64_t n);
   void (*add_in_place)(float* y, const float* x, int64_t n);
   float (*dot)(const float* x, const float* y, int64_t n);
+  void (*add_rms_norm)(float* x, const float* delta, const float* weight, float* out, int64_t m,
+                       int64_t n, float eps);
 };
 
 const OpsTable& OpsScalar();

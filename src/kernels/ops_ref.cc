@@ -17,6 +17,12 @@ void RmsNormReference(const float* x, const float* weight, float* out, int64_t m
   }
 }
 
+void AddRmsNormReference(float* x, const float* delta, const float* weight, float* out, int64_t m,
+                         int64_t n, float eps) {
+  for (int64_t i = 0; i < m * n; ++i) x[i] += delta[i];
+  RmsNormReference(x, weight, out, m, n, eps);
+}
+
 void RopeReference(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
                    const float* inv_freq, RopeStyle style) {
   const int64_t half = rot_dim / 2;

@@ -53,6 +53,44 @@ TEST(Ops, RmsNormVariants) {
   }
 }
 
+TEST(Ops, AddRmsNormVariants) {
+  for (SimdLevel l : Levels()) {
+    const auto& ops = internal::OpsAtLevel(l);
+    for (int64_t n : kSizes) {
+      const auto x0 = Randn(3 * n, 11), d = Randn(3 * n, 12), w = Randn(n, 13);
+      std::vector<float> xr = x0, ref(3 * n), xo = x0, out(3 * n);
+      AddRmsNormReference(xr.data(), d.data(), w.data(), ref.data(), 3, n, 1e-5f);
+      ops.add_rms_norm(xo.data(), d.data(), w.data(), out.data(), 3, n, 1e-5f);
+      ExpectClose(xo, xr, 0, 0, SimdLevelName(l), n);  // the residual sum is exact
+      ExpectClose(out, ref, 2e-6f, 1e-7f, SimdLevelName(l), n);
+      // Same as the unfused pair.
+      std::vector<float> sum = x0, sep(3 * n);
+      AddInPlaceReference(sum.data(), d.data(), 3 * n);
+      RmsNormReference(sum.data(), w.data(), sep.data(), 3, n, 1e-5f);
+      ExpectClose(ref, sep, 0, 0, "fused vs separate", n);
+    }
+  }
+}
+
+TEST(Ops, RopeQkMatchesTwoRopes) {
+  for (RopeStyle style : {RopeStyle::kAdjacent, RopeStyle::kNeox}) {
+    for (int64_t hd : {2, 4, 64, 128}) {
+      for (int64_t rot : {hd, hd / 2}) {
+        if (rot % 2) continue;
+        std::vector<float> inv(rot / 2);
+        for (int64_t i = 0; i < rot / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rot);
+        auto q = Randn(4 * hd, 21), k = Randn(2 * hd, 22);
+        std::vector<float> qr = q, kr = k;
+        RopeReference(qr.data(), 4, hd, rot, 17, inv.data(), style);
+        RopeReference(kr.data(), 2, hd, rot, 17, inv.data(), style);
+        RopeQk(q.data(), 4, k.data(), 2, hd, rot, 17, inv.data(), style);
+        ExpectClose(q, qr, 1e-6f, 1e-6f, "rope q", hd);
+        ExpectClose(k, kr, 1e-6f, 1e-6f, "rope k", hd);
+      }
+    }
+  }
+}
+
 TEST(Ops, RmsNormValue) {
   const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f};
   float out[4];

@@ -28,6 +28,35 @@ void AddBiasRows(float* x, const float* bias, int64_t n, int64_t dim) {
   for (int64_t i = 0; i < n; ++i) kernels::AddInPlace(x + i * dim, bias, dim);
 }
 
+// Runs fn(begin, end) over rows [0, n), split over the pool when there are enough rows.
+template <typename Fn>
+void ForRows(ThreadPool* pool, int64_t n, const Fn& fn) {
+  if (pool != nullptr && pool->num_threads() > 1 && n >= 8) {
+    pool->ParallelFor(n, fn, 4);
+  } else {
+    fn(0, n);
+  }
+}
+
+// xn = RmsNorm(x) * weight, first adding a pending block output (s.tmp) to x in the same
+// pass.
+void NormInput(StepContext& ctx, const float* weight) {
+  OpTimer t(ctx.prof, OpKind::kRmsNorm);
+  const ModelConfig& c = *ctx.config;
+  Scratch& s = *ctx.s;
+  const int64_t d = c.n_embd;
+  const bool add = ctx.pending_residual;
+  ForRows(ctx.pool, ctx.n_tokens, [&](int64_t b, int64_t e) {
+    if (add) {
+      kernels::AddRmsNorm(s.x.data() + b * d, s.tmp.data() + b * d, weight, s.xn.data() + b * d,
+                          e - b, d, c.rms_eps);
+    } else {
+      kernels::RmsNorm(s.x.data() + b * d, weight, s.xn.data() + b * d, e - b, d, c.rms_eps);
+    }
+  });
+  ctx.pending_residual = false;
+}
+
 }  // namespace
 
 Status LoadAttention(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w) {
@@ -103,35 +132,59 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
   const ModelConfig& c = *ctx.config;
   Scratch& s = *ctx.s;
   const int64_t n = ctx.n_tokens, hd = c.head_dim;
-  kernels::RmsNorm(s.x.data(), w.attn_norm, s.xn.data(), n, c.n_embd, c.rms_eps);
-  {  // one activation pass and one parallel pass for the three projections
-    const kernels::Weight* ws[] = {&w.wq, &w.wk, &w.wv};
-    float* ys[] = {s.q.data(), s.k.data(), s.v.data()};
-    kernels::MatMulMulti(ws, s.xn.data(), n, ys, ctx.pool);
-  }
-  if (w.bq) AddBiasRows(s.q.data(), w.bq, n, c.q_dim());
-  if (w.bk) AddBiasRows(s.k.data(), w.bk, n, c.kv_dim());
-  if (w.bv) AddBiasRows(s.v.data(), w.bv, n, c.kv_dim());
-  if (w.q_norm) kernels::RmsNorm(s.q.data(), w.q_norm, s.q.data(), n * c.n_heads, hd, c.rms_eps);
-  if (w.k_norm) {
-    kernels::RmsNorm(s.k.data(), w.k_norm, s.k.data(), n * c.n_kv_heads, hd, c.rms_eps);
+  NormInput(ctx, w.attn_norm);
+  {
+    OpTimer t(ctx.prof, OpKind::kMatMulQkv);
+    {  // one activation pass and one parallel pass for the three projections
+      const kernels::Weight* ws[] = {&w.wq, &w.wk, &w.wv};
+      float* ys[] = {s.q.data(), s.k.data(), s.v.data()};
+      kernels::MatMulMulti(ws, s.xn.data(), n, ys, ctx.pool);
+    }
+    if (w.bq) AddBiasRows(s.q.data(), w.bq, n, c.q_dim());
+    if (w.bk) AddBiasRows(s.k.data(), w.bk, n, c.kv_dim());
+    if (w.bv) AddBiasRows(s.v.data(), w.bv, n, c.kv_dim());
+    if (w.q_norm) kernels::RmsNorm(s.q.data(), w.q_norm, s.q.data(), n * c.n_heads, hd, c.rms_eps);
+    if (w.k_norm) {
+      kernels::RmsNorm(s.k.data(), w.k_norm, s.k.data(), n * c.n_kv_heads, hd, c.rms_eps);
+    }
   }
   const int64_t kv_dim = c.kv_dim();
-  for (int64_t i = 0; i < n; ++i) {
-    kernels::Rope(s.q.data() + i * c.q_dim(), c.n_heads, hd, c.rot_dim, ctx.positions[i],
-                  c.rope_inv_freq.data(), c.rope_style);
-    kernels::Rope(s.k.data() + i * kv_dim, c.n_kv_heads, hd, c.rot_dim, ctx.positions[i],
-                  c.rope_inv_freq.data(), c.rope_style);
-    ctx.kv->Store(il, ctx.kv_slot[i], s.k.data() + i * kv_dim, s.v.data() + i * kv_dim);
+  {
+    OpTimer t(ctx.prof, OpKind::kRope);
+    ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        kernels::RopeQk(s.q.data() + i * c.q_dim(), c.n_heads, s.k.data() + i * kv_dim,
+                        c.n_kv_heads, hd, c.rot_dim, ctx.positions[i], c.rope_inv_freq.data(),
+                        c.rope_style);
+      }
+    });
   }
-  kernels::AttentionParams params;
-  params.n_heads = c.n_heads;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  params.sliding_window = c.sliding_window;
-  kernels::PagedAttention(ctx.kv->View(il), params, ctx.seqs.data(),
-                          static_cast<int64_t>(ctx.seqs.size()), ctx.pool, ctx.attn_scratch);
-  kernels::MatMul(w.wo, s.attn.data(), n, s.tmp.data(), ctx.pool);
-  kernels::AddInPlace(s.x.data(), s.tmp.data(), n * c.n_embd);
+  {
+    OpTimer t(ctx.prof, OpKind::kAttention);
+    ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {  // distinct slots: safe to store concurrently
+        ctx.kv->Store(il, ctx.kv_slot[i], s.k.data() + i * kv_dim, s.v.data() + i * kv_dim);
+      }
+    });
+    kernels::AttentionParams params;
+    params.n_heads = c.n_heads;
+    params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    params.sliding_window = c.sliding_window;
+    kernels::PagedAttention(ctx.kv->View(il), params, ctx.seqs.data(),
+                            static_cast<int64_t>(ctx.seqs.size()), ctx.pool, ctx.attn_scratch);
+  }
+  {
+    OpTimer t(ctx.prof, OpKind::kMatMulO);
+    kernels::MatMul(w.wo, s.attn.data(), n, s.tmp.data(), ctx.pool);
+  }
+  ctx.pending_residual = true;  // x += tmp happens inside the FFN norm
+}
+
+void FinishLayers(StepContext& ctx) {
+  if (!ctx.pending_residual) return;
+  OpTimer t(ctx.prof, OpKind::kOther);
+  kernels::AddInPlace(ctx.s->x.data(), ctx.s->tmp.data(), ctx.n_tokens * ctx.config->n_embd);
+  ctx.pending_residual = false;
 }
 
 namespace {
@@ -141,13 +194,24 @@ void DenseFfn(StepContext& ctx, const LayerWeights& w) {
   Scratch& s = *ctx.s;
   const int64_t n = ctx.n_tokens;
   {
+    OpTimer t(ctx.prof, OpKind::kFfnMatMul);
     const kernels::Weight* ws[] = {&w.w_gate, &w.w_up};
     float* ys[] = {s.gate.data(), s.up.data()};
     kernels::MatMulMulti(ws, s.xn.data(), n, ys, ctx.pool);
   }
-  kernels::SiluMul(s.gate.data(), s.up.data(), s.gate.data(), n * c.n_ff);
-  kernels::MatMul(w.w_down, s.gate.data(), n, s.tmp.data(), ctx.pool);
-  kernels::AddInPlace(s.x.data(), s.tmp.data(), n * c.n_embd);
+  {
+    OpTimer t(ctx.prof, OpKind::kActivation);
+    const int64_t ff = c.n_ff;
+    ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
+      kernels::SiluMul(s.gate.data() + b * ff, s.up.data() + b * ff, s.gate.data() + b * ff,
+                       (e - b) * ff);
+    });
+  }
+  {
+    OpTimer t(ctx.prof, OpKind::kFfnMatMul);
+    kernels::MatMul(w.w_down, s.gate.data(), n, s.tmp.data(), ctx.pool);
+  }
+  ctx.pending_residual = true;  // x += tmp happens inside the next norm
 }
 
 // Softmax over all experts, top-k (ties to the lower id), optional renormalisation.
@@ -174,6 +238,7 @@ void MoeFfn(StepContext& ctx, const LayerWeights& w) {
   const ModelConfig& c = *ctx.config;
   Scratch& s = *ctx.s;
   const int64_t n = ctx.n_tokens, k = c.n_experts_used, d = c.n_embd;
+  OpTimer t(ctx.prof, OpKind::kFfnMatMul);  // the whole MoE FFN (router, experts, mixing)
   kernels::MatMul(w.router, s.xn.data(), n, s.router.data(), ctx.pool);
   for (int64_t i = 0; i < n; ++i) {
     Route(c, s.router.data() + i * c.n_experts, s.expert_ids.data() + i * k,
@@ -207,9 +272,7 @@ void MoeFfn(StepContext& ctx, const LayerWeights& w) {
 }  // namespace
 
 void FfnBlock(StepContext& ctx, const LayerWeights& w) {
-  const ModelConfig& c = *ctx.config;
-  kernels::RmsNorm(ctx.s->x.data(), w.ffn_norm, ctx.s->xn.data(), ctx.n_tokens, c.n_embd,
-                   c.rms_eps);
+  NormInput(ctx, w.ffn_norm);
   if (w.is_moe()) {
     MoeFfn(ctx, w);
   } else {

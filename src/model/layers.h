@@ -8,6 +8,7 @@
 #include "kernels/attention.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/profile.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
 
@@ -22,15 +23,15 @@ Status LoadMoeFfn(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeig
 
 // Grow-only activation buffers of one step (sized for the largest batch seen so far).
 struct Scratch {
-  std::vector<float> x;      // [n, n_embd] residual stream
-  std::vector<float> xn;     // [n, n_embd] normalised input of a block
-  std::vector<float> q;      // [n, q_dim]
-  std::vector<float> k;      // [n, kv_dim]
-  std::vector<float> v;      // [n, kv_dim]
-  std::vector<float> attn;   // [n, q_dim]
-  std::vector<float> tmp;    // [n, n_embd] block output
-  std::vector<float> gate;   // [n, max(n_ff, n_ff_expert)]
-  std::vector<float> up;     // [n, max(n_ff, n_ff_expert)]
+  std::vector<float> x;     // [n, n_embd] residual stream
+  std::vector<float> xn;    // [n, n_embd] normalised input of a block
+  std::vector<float> q;     // [n, q_dim]
+  std::vector<float> k;     // [n, kv_dim]
+  std::vector<float> v;     // [n, kv_dim]
+  std::vector<float> attn;  // [n, q_dim]
+  std::vector<float> tmp;   // [n, n_embd] block output
+  std::vector<float> gate;  // [n, max(n_ff, n_ff_expert)]
+  std::vector<float> up;    // [n, max(n_ff, n_ff_expert)]
   // MoE
   std::vector<float> router;        // [n, n_experts]
   std::vector<int32_t> expert_ids;  // [n, n_experts_used]
@@ -51,9 +52,13 @@ struct StepContext {
   KvCache* kv = nullptr;
   kernels::AttentionScratch* attn_scratch = nullptr;
   int64_t n_tokens = 0;
-  std::vector<int64_t> positions;        // [n_tokens]
-  std::vector<int64_t> kv_slot;          // [n_tokens] block * block_size + slot
+  std::vector<int64_t> positions;           // [n_tokens]
+  std::vector<int64_t> kv_slot;             // [n_tokens] block * block_size + slot
   std::vector<kernels::AttentionSeq> seqs;  // q / out point into s->q / s->attn
+  OpProfile* prof = nullptr;                // per-op wall time when profiling, else null
+  // True while s->tmp holds a block output not yet added to s->x: the next norm adds it in
+  // the same pass (kernels::AddRmsNorm); FinishLayers adds it before the output norm.
+  bool pending_residual = false;
 };
 
 // x += Wo · Attention(RoPE(Wq·xn), RoPE(Wk·xn), Wv·xn) with xn = RmsNorm(x); stores this
@@ -61,5 +66,7 @@ struct StepContext {
 void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il);
 // x += FFN(RmsNorm(x)), dense SwiGLU or mixture of experts.
 void FfnBlock(StepContext& ctx, const LayerWeights& w);
+// Completes x after the last block (adds a pending residual).
+void FinishLayers(StepContext& ctx);
 
 }  // namespace tachyon::model

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "kernels/matmul.h"
@@ -29,8 +30,8 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   if (arch.empty()) return InvalidArgument(path + ": missing metadata key general.architecture");
   const ArchDef* def = FindArch(arch);
   if (def == nullptr) {
-    return Unimplemented(path + ": unsupported architecture '" + arch + "' (supported: " +
-                         SupportedArchNames() + ")");
+    return Unimplemented(path + ": unsupported architecture '" + arch +
+                         "' (supported: " + SupportedArchNames() + ")");
   }
   ASSIGN_OR_RETURN(m->config_, ReadBaseConfig(*m->file_, arch));
   RETURN_IF_ERROR(def->configure(ArchKeys(*m->file_, arch), &m->config_));
@@ -74,8 +75,8 @@ Status Model::LoadWeights() {
 }
 
 size_t Model::KvBytesPerBlock(int64_t block_size, KvDtype dtype) const {
-  return KvCache::BytesPerBlock(config_.n_layers, block_size, config_.n_kv_heads,
-                                config_.head_dim, dtype);
+  return KvCache::BytesPerBlock(config_.n_layers, block_size, config_.n_kv_heads, config_.head_dim,
+                                dtype);
 }
 
 Result<std::unique_ptr<KvCache>> Model::CreateKvCache(int64_t n_blocks, int64_t block_size,
@@ -94,8 +95,8 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
   if (n == 0 || batch.seqs.empty()) return InvalidArgument("Forward: empty batch");
   for (int64_t i = 0; i < n; ++i) {
     if (batch.tokens[i] < 0 || batch.tokens[i] >= c.n_vocab) {
-      return InvalidArgument("Forward: token id " + std::to_string(batch.tokens[i]) +
-                             " at index " + std::to_string(i) + " is outside the vocabulary [0, " +
+      return InvalidArgument("Forward: token id " + std::to_string(batch.tokens[i]) + " at index " +
+                             std::to_string(i) + " is outside the vocabulary [0, " +
                              std::to_string(c.n_vocab) + ")");
     }
   }
@@ -124,9 +125,9 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
     const int64_t end = sq.pos_start + sq.n_tokens;
     const int64_t need_blocks = (end + bs - 1) / bs;
     if (static_cast<int64_t>(sq.block_table.size()) < need_blocks) {
-      return InvalidArgument(where + ": block table has " +
-                             std::to_string(sq.block_table.size()) + " blocks, positions up to " +
-                             std::to_string(end) + " need " + std::to_string(need_blocks));
+      return InvalidArgument(where + ": block table has " + std::to_string(sq.block_table.size()) +
+                             " blocks, positions up to " + std::to_string(end) + " need " +
+                             std::to_string(need_blocks));
     }
     for (int64_t b = 0; b < need_blocks; ++b) {
       if (sq.block_table[b] < 0 || sq.block_table[b] >= kv->n_blocks()) {
@@ -200,15 +201,42 @@ void Model::ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* o
 }
 
 Status Model::Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, ForwardOutput* out) {
+  const bool profiling = profiling_;
+  const auto t0 =
+      profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  double ops_before = 0;
+  if (profiling) {
+    for (double s : profile_.seconds) ops_before += s;
+  }
   RETURN_IF_ERROR(PrepareStep(batch, kv, out));
   ctx_.pool = pool;
-  Embed(batch, pool);
+  ctx_.prof = profiling ? &profile_ : nullptr;
+  ctx_.pending_residual = false;
+  {
+    OpTimer t(ctx_.prof, OpKind::kEmbed);
+    Embed(batch, pool);
+  }
   for (int64_t il = 0; il < config_.n_layers; ++il) {
     const LayerWeights& w = weights_.layers[il];
     AttentionBlock(ctx_, w, il);
     FfnBlock(ctx_, w);
   }
-  ComputeLogits(batch, pool, out);
+  FinishLayers(ctx_);
+  {
+    OpTimer t(ctx_.prof, OpKind::kLogits);
+    ComputeLogits(batch, pool, out);
+  }
+  if (profiling) {
+    const double total =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double ops_after = 0;
+    for (double s : profile_.seconds) ops_after += s;
+    // Whatever no timed region covered (validation, gathers) counts as "other".
+    profile_.seconds[static_cast<int>(OpKind::kOther)] += total - (ops_after - ops_before);
+    profile_.total_seconds += total;
+    profile_.forwards += 1;
+    profile_.tokens += static_cast<int64_t>(batch.tokens.size());
+  }
   return OkStatus();
 }
 

@@ -23,6 +23,7 @@
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/layers.h"
+#include "model/profile.h"
 #include "model/weights.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
@@ -33,7 +34,7 @@ inline constexpr int64_t kDefaultBlockSize = 16;
 
 // Logits of one Forward call.
 struct ForwardOutput {
-  std::vector<float> logits;           // [n_rows, n_vocab] (grow-only; may be larger)
+  std::vector<float> logits;  // [n_rows, n_vocab] (grow-only; may be larger)
   int64_t n_rows = 0;
   int64_t n_vocab = 0;
   // Row of sequence s's first logits: it has n_tokens rows if all_logits, else 1 (its last
@@ -85,6 +86,14 @@ class Model {
   // table too short or naming a block outside the cache, a KV cache of another shape.
   Status Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, ForwardOutput* out);
 
+  // Per-op wall time accumulated by Forward since the last ResetProfile, when the
+  // environment has TACHYON_PROFILE=1 (model/profile.h; FormatProfile prints it). Without
+  // it the profile stays empty and Forward pays one branch per op.
+  const OpProfile& profile() const { return profile_; }
+  void ResetProfile() { profile_.Reset(); }
+  // Turns profiling on or off regardless of the environment.
+  void SetProfiling(bool on) { profiling_ = on; }
+
  private:
   Model() = default;
   Status LoadWeights();
@@ -104,6 +113,8 @@ class Model {
   kernels::AttentionScratch attn_scratch_;
   std::vector<int64_t> out_token_;  // [n_rows] token index of each logits row
   std::vector<float> out_x_;        // [n_rows, n_embd]
+  OpProfile profile_;
+  bool profiling_ = ProfilingEnabled();
 };
 
 }  // namespace tachyon::model

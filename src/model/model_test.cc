@@ -172,5 +172,64 @@ TEST_F(SynthModelTest, BadBatchesAreRejected) {
   EXPECT_FALSE(model.Forward(b, other->get(), nullptr, &out).ok());
 }
 
+TEST_F(SynthModelTest, ProfileAccountsForEveryForward) {
+  auto m = Model::Load(Synth("llama", "F32"));
+  ASSERT_TRUE(m.ok());
+  Model& model = **m;
+  model.SetProfiling(true);
+  model.ResetProfile();
+  auto kv = model.CreateKvCache(4, 16);
+  ASSERT_TRUE(kv.ok());
+  ForwardOutput out;
+  ASSERT_TRUE(
+      model.Forward({{1, 2, 3, 4, 5}, {{0, 5, 0, {0}, false}}}, kv->get(), &pool_, &out).ok());
+  ASSERT_TRUE(model.Forward({{6}, {{0, 1, 5, {0}, false}}}, kv->get(), &pool_, &out).ok());
+  const OpProfile& p = model.profile();
+  EXPECT_EQ(p.forwards, 2);
+  EXPECT_EQ(p.tokens, 6);
+  double sum = 0;
+  for (double s : p.seconds) {
+    EXPECT_GE(s, 0.0);
+    sum += s;
+  }
+  EXPECT_NEAR(sum, p.total_seconds, 1e-9 + 1e-6 * p.total_seconds);  // "other" closes the gap
+  for (OpKind op : {OpKind::kMatMulQkv, OpKind::kAttention, OpKind::kFfnMatMul, OpKind::kLogits}) {
+    EXPECT_GT(p.seconds[static_cast<int>(op)], 0.0) << OpKindName(op);
+  }
+  const std::string table = FormatProfile(p, "test");
+  EXPECT_NE(table.find("| attention (+kv store) |"), std::string::npos) << table;
+  EXPECT_NE(table.find("2 forward(s), 6 token(s)"), std::string::npos) << table;
+  model.SetProfiling(false);
+  model.ResetProfile();
+  ASSERT_TRUE(model.Forward({{7}, {{0, 1, 6, {0}, false}}}, kv->get(), &pool_, &out).ok());
+  EXPECT_EQ(model.profile().forwards, 0);
+  EXPECT_EQ(model.profile().total_seconds, 0.0);
+}
+
+// Every KV dtype runs the synth model (head_dim 64) and chunked prefill matches one pass
+// over the same dtype.
+TEST_F(SynthModelTest, EveryKvDtypeChunksLikeOnePass) {
+  auto m = Model::Load(Synth("qwen2", "F32"));
+  ASSERT_TRUE(m.ok());
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 30; ++i) ids.push_back((i * 53 + 3) % 512);
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0}) {
+    SCOPED_TRACE(kernels::KvDtypeName(d));
+    const std::vector<float> want = AllLogits(**m, ids, &pool_, 16, d);
+    auto kv = (*m)->CreateKvCache(4, 16, d);
+    ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+    EXPECT_EQ((*kv)->dtype(), d);
+    ForwardOutput out;
+    for (int64_t start = 0; start < 30; start += 11) {
+      const int64_t len = std::min<int64_t>(11, 30 - start);
+      Batch b;
+      b.tokens.assign(ids.begin() + start, ids.begin() + start + len);
+      b.seqs.push_back({0, len, start, Blocks(1, 2), false});
+      ASSERT_TRUE((*m)->Forward(b, kv->get(), nullptr, &out).ok());
+      EXPECT_LT(MaxAbsDiff(out.Row(0), want.data() + (start + len - 1) * 512, 512), 2e-4f);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tachyon::model
