@@ -84,6 +84,41 @@ std::optional<ToolCall> CallFromJson(const json& j) {
   return call;
 }
 
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
+}
+
+// Length of the leading function name (name characters) of `s`.
+size_t NameLength(std::string_view s) {
+  size_t n = 0;
+  while (n < s.size() && IsNameChar(s[n])) ++n;
+  return n;
+}
+
+// Where the JSON object starting at s[0] == '{' ends (one past its '}'), or npos.
+size_t JsonObjectEnd(std::string_view s) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
 json ParseJson(std::string_view text) {
   return json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
 }
@@ -204,8 +239,8 @@ bool ToolCallParser::ProcessStart(bool final) {
     }
     if (!final && StartsWith(kPythonTag, rest)) return false;  // a partial <|python_tag|>
   }
-  // Mistral without its [TOOL_CALLS] marker in the text (a special token the detokenizer
-  // dropped): a reply that starts as a JSON array of objects.
+  // Mistral without its [TOOL_CALLS] / [ARGS] markers in the text (control tokens a
+  // detokenizer drops): a reply that starts as a JSON array of objects, or as name{...}.
   if (format_ == ToolCallFormat::kMistral && StartsWith(rest, "[") &&
       !StartsWith(rest, kMistralCalls)) {
     std::string_view after = Trim(rest.substr(1));
@@ -214,6 +249,14 @@ bool ToolCallParser::ProcessStart(bool final) {
       return true;
     }
     if (after.empty() && !final) return false;
+  }
+  if (format_ == ToolCallFormat::kMistral && !rest.empty() && IsNameChar(rest[0])) {
+    size_t n = NameLength(rest);
+    if (n == rest.size() && !final) return false;  // the name may go on
+    if (n < rest.size() && rest[n] == '{') {
+      mode_ = Mode::kCall;
+      return true;
+    }
   }
   mode_ = Mode::kContent;
   return true;
@@ -293,6 +336,21 @@ bool ToolCallParser::ParseRegion(std::string_view region, std::vector<ToolCall>&
     case ToolCallFormat::kMistral: {
       if (StartsWith(body, kMistralCalls)) body = Trim(body.substr(kMistralCalls.size()));
       if (StartsWith(body, "[")) return CallsFromJson(ParseJson(body), calls);
+      if (body.find(kMistralArgs) == std::string_view::npos) {
+        // Markers dropped: name{...}name{...}.
+        while (!body.empty()) {
+          size_t n = NameLength(body);
+          if (n == 0 || n >= body.size() || body[n] != '{') return false;
+          size_t end = JsonObjectEnd(body.substr(n));
+          if (end == std::string_view::npos) return false;
+          json arguments = ParseJson(body.substr(n, end));
+          if (!arguments.is_object()) return false;
+          calls.push_back({"", std::string(body.substr(0, n)),
+                           arguments.dump(-1, ' ', false, json::error_handler_t::replace)});
+          body = Trim(body.substr(n + end));
+        }
+        return !calls.empty();
+      }
       // name[ARGS]{...}, repeated with [TOOL_CALLS] before each further call.
       while (!body.empty()) {
         size_t args = body.find(kMistralArgs);

@@ -211,6 +211,20 @@ TEST(ToolCallsTest, MistralFormats) {
   // The marker is a special token a detokenizer may drop: a reply that is a JSON array of calls.
   o = ParseToolCalls(ToolCallFormat::kMistral, " [{\"name\": \"f\", \"arguments\": {}}]");
   ASSERT_EQ(o.calls.size(), 1u);
+  // ... or name{...} per call once [TOOL_CALLS] and [ARGS] are dropped.
+  const std::string bare = "get_weather{\"city\": \"R{o}me\"}get_time{}";
+  o = ParseToolCalls(ToolCallFormat::kMistral, bare);
+  ASSERT_EQ(o.calls.size(), 2u);
+  EXPECT_EQ(o.calls[0].name, "get_weather");
+  EXPECT_EQ(o.calls[0].arguments, R"({"city":"R{o}me"})");
+  EXPECT_EQ(o.calls[1].name, "get_time");
+  ExpectSameEveryChunking(ToolCallFormat::kMistral, bare);
+  for (const std::string text : {"Hello world{x}", "Hello{not json", "word", "a{\"b\": 1} tail"}) {
+    o = ParseToolCalls(ToolCallFormat::kMistral, text);
+    EXPECT_TRUE(o.calls.empty()) << text;
+    EXPECT_EQ(o.content, text);
+    ExpectSameEveryChunking(ToolCallFormat::kMistral, text);
+  }
   const std::string bad = "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {";
   o = ParseToolCalls(ToolCallFormat::kMistral, bad);
   EXPECT_TRUE(o.calls.empty());
