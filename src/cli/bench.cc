@@ -1,6 +1,6 @@
 // tachyon bench -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps R] [--json] [--bw-mib M]
 // tachyon bench -m MODEL --concurrency 1,4,16,64 [-p 128] [-n 64] [-t THREADS] [--json]
-//               [--max-batched-tokens 2048] [--kv-blocks B]
+//               [--max-batched-tokens 2048] [--kv-blocks B] [--stop STR ...]
 //
 // With --concurrency: the serving engine under concurrent requests (bench_concurrency.cc).
 // Without it:
@@ -34,7 +34,7 @@ constexpr const char* kUsage =
     "usage: tachyon bench -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps 5] [--json]\n"
     "                     [--bw-mib 1024]\n"
     "       tachyon bench -m MODEL --concurrency 1,4,16,64 [-p 128] [-n 64] [-t THREADS]\n"
-    "                     [--json] [--max-batched-tokens 2048] [--kv-blocks B]\n"
+    "                     [--json] [--max-batched-tokens 2048] [--kv-blocks B] [--stop S]\n"
     "  --concurrency drives the engine with N concurrent random-prompt requests per level\n"
     "  and reports aggregate / per-request decode tok/s, TTFT and TPOT percentiles.\n";
 
@@ -91,6 +91,7 @@ struct Options {
   bool have_prompt = false, have_gen = false;
   std::string concurrency;  // empty: the pp/tg benchmark
   int64_t max_batched_tokens = 2048, kv_blocks = 0;
+  std::vector<std::string> stop;
 };
 
 int RunBench(int argc, char** argv) {
@@ -116,6 +117,8 @@ int RunBench(int argc, char** argv) {
       o.max_batched_tokens = std::atoll(v);
     } else if (a == "--kv-blocks" && (v = value())) {
       o.kv_blocks = std::atoll(v);
+    } else if (a == "--stop" && (v = value())) {
+      o.stop.emplace_back(v);
     } else if ((a == "-t" || a == "--threads") && (v = value())) {
       o.threads = std::atoi(v);
     } else if ((a == "-r" || a == "--reps") && (v = value())) {
@@ -146,6 +149,7 @@ int RunBench(int argc, char** argv) {
     co.max_num_batched_tokens = o.max_batched_tokens;
     co.kv_blocks = o.kv_blocks;
     co.json = o.json;
+    co.stop = o.stop;
     return RunConcurrencyBench(co);
   }
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.bw_mib < 1 || o.bw_mib > 16384) {

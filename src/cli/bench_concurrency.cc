@@ -75,8 +75,9 @@ struct LevelResult {
 
 class Runner {
  public:
-  Runner(engine::EngineCore* core, const ConcurrencyBenchOptions& o, int32_t n_vocab)
-      : core_(core), o_(o), n_vocab_(n_vocab) {}
+  Runner(engine::EngineCore* core, const ConcurrencyBenchOptions& o, int32_t n_vocab,
+         bool has_detokenizer)
+      : core_(core), o_(o), n_vocab_(n_vocab), ec_has_detokenizer_(has_detokenizer) {}
 
   // Runs `n` requests at once generating `n_gen` tokens each; waits for all of them.
   Result<LevelResult> Level(int n, int64_t n_gen) {
@@ -92,6 +93,7 @@ class Runner {
       req.params.temperature = 0;
       req.params.ignore_eos = true;
       req.params.max_tokens = static_cast<int>(n_gen);
+      if (ec_has_detokenizer_) req.params.stop = o_.stop;
       RequestTiming* rt = &t[static_cast<size_t>(i)];
       batch.emplace_back(std::move(req), [this, rt, &done](engine::RequestOutput out) {
         const auto now = Clock::now();  // engine thread: record and return
@@ -160,6 +162,7 @@ class Runner {
   engine::EngineCore* core_;
   const ConcurrencyBenchOptions& o_;
   int32_t n_vocab_;
+  bool ec_has_detokenizer_;
   std::mt19937_64 rng_{20260601};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -239,7 +242,7 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   const double kv_mib =
       static_cast<double>(num_blocks) * static_cast<double>(model->KvBytesPerBlock(bs)) / 1048576;
 
-  Runner runner(core, o, static_cast<int32_t>(c.n_vocab));
+  Runner runner(core, o, static_cast<int32_t>(c.n_vocab), ec.detokenizer != nullptr);
   // Warm-up (pages the weights in, sizes the buffers); not reported.
   if (auto w = runner.Level(1, std::min<int64_t>(o.n_gen, 4)); !w.ok()) {
     return Fail(w.status().message());

@@ -16,6 +16,8 @@ struct ConcurrencyBenchOptions {
   int threads = 0;                        // <= 0: all hardware threads
   int64_t max_num_batched_tokens = 2048;  // engine token budget per step
   int64_t kv_blocks = 0;                  // <= 0: enough for the largest level at once
+  std::vector<std::string> stop;          // stop strings given to every request (their
+                                          // matching cost shows in detokenize_s)
   bool json = false;
 };
 
