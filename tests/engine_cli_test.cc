@@ -56,7 +56,7 @@ std::string Model() {
   return std::filesystem::exists(path) ? path : "";
 }
 
-#define REQUIRE_MODEL()                                                                \
+#define REQUIRE_MODEL() \
   if (Model().empty()) GTEST_SKIP() << "stories260K not found (TACHYON_TESTDATA)"
 
 TEST(EngineCliTest, BenchConcurrencyJsonShapeAndCounts) {
@@ -94,8 +94,8 @@ TEST(EngineCliTest, BenchConcurrencyJsonShapeAndCounts) {
 TEST(EngineCliTest, BenchConcurrencyReportsPreemptionsInASmallPool) {
   REQUIRE_MODEL();
   // 16 prompt + 16 generated tokens need 2 blocks of 16 each; 5 blocks cannot hold 4 requests.
-  Result r = Tachyon("bench -m " + Model() +
-                     " --concurrency 4 -p 16 -n 16 -t 1 --kv-blocks 5 --json");
+  Result r =
+      Tachyon("bench -m " + Model() + " --concurrency 4 -p 16 -n 16 -t 1 --kv-blocks 5 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 1u);
@@ -162,10 +162,10 @@ TEST(EngineCliTest, RunBadValuesGiveOneLineErrors) {
   struct Case {
     const char* args;
     const char* expect;
-  } cases[] = {{"--temp abc", "--temp"},      {"--min-p 2", "min_p"},
-               {"--top-p 0", "top_p"},        {"--repeat-penalty 0", "repetition_penalty"},
-               {"-n x", "-n"},                {"--seed -1", "--seed"},
-               {"--bogus 1", "--bogus"},      {"--presence-penalty 3", "presence_penalty"}};
+  } cases[] = {{"--temp abc", "--temp"}, {"--min-p 2", "min_p"},
+               {"--top-p 0", "top_p"},   {"--repeat-penalty 0", "repetition_penalty"},
+               {"-n x", "-n"},           {"--seed -1", "--seed"},
+               {"--bogus 1", "--bogus"}, {"--presence-penalty 3", "presence_penalty"}};
   for (const Case& c : cases) {
     Result r = Tachyon(base + c.args);
     EXPECT_NE(r.exit_code, 0) << c.args;

@@ -25,6 +25,7 @@
 
 #include "cli/bench_concurrency.h"
 #include "cli/command.h"
+#include "hub/resolve.h"
 #include "model/model.h"
 
 namespace tachyon::cli {
@@ -156,7 +157,9 @@ int RunBench(int argc, char** argv) {
     return Fail("-p/-n must be >= 0, --reps >= 1, --bw-mib in [1, 16384]");
   }
   const auto tl0 = Clock::now();
-  auto loaded = model::Model::Load(o.model_path);
+  auto resolved = hub::ResolveModel(o.model_path);  // file, HF folder or hub name
+  if (!resolved.ok()) return Fail(resolved.status().message());
+  auto loaded = model::Model::Load(resolved->model_path);
   if (!loaded.ok()) return Fail(loaded.status().message());
   const double load_s = Seconds(tl0, Clock::now());
   model::Model& m = **loaded;
@@ -227,25 +230,31 @@ int RunBench(int argc, char** argv) {
   const double bw = 0.5 * (bw_before + bw_after);
   const double ratio = bw > 0 ? tg_tok_s * weight_bytes / (bw * 1e9) : 0;
   if (o.json) {
-    nlohmann::json j = {{"model", o.model_path}, {"arch", c.arch},
-                        {"threads", pool.num_threads()}, {"n_prompt", o.n_prompt},
-                        {"n_gen", o.n_gen}, {"reps", o.reps},
-                        {"pp_tok_s", pp_tok_s}, {"tg_tok_s", tg_tok_s},
-                        {"load_s", load_s}, {"weight_bytes", weight_bytes},
-                        {"bandwidth_gbs", bw}, {"bandwidth_before_gbs", bw_before},
-                        {"bandwidth_after_gbs", bw_after}, {"tg_roofline_ratio", ratio}};
+    nlohmann::json j = {{"model", o.model_path},
+                        {"arch", c.arch},
+                        {"threads", pool.num_threads()},
+                        {"n_prompt", o.n_prompt},
+                        {"n_gen", o.n_gen},
+                        {"reps", o.reps},
+                        {"pp_tok_s", pp_tok_s},
+                        {"tg_tok_s", tg_tok_s},
+                        {"load_s", load_s},
+                        {"weight_bytes", weight_bytes},
+                        {"bandwidth_gbs", bw},
+                        {"bandwidth_before_gbs", bw_before},
+                        {"bandwidth_after_gbs", bw_after},
+                        {"tg_roofline_ratio", ratio}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("model %s (%s), %d threads, load %.3f s, weights %.3f GB\n",
-                o.model_path.c_str(), c.arch.c_str(), pool.num_threads(), load_s,
-                weight_bytes / 1e9);
+    std::printf("model %s (%s), %d threads, load %.3f s, weights %.3f GB\n", o.model_path.c_str(),
+                c.arch.c_str(), pool.num_threads(), load_s, weight_bytes / 1e9);
     if (o.n_prompt > 0) {
       std::printf("pp%lld: %8.2f tok/s (median of %d)\n", static_cast<long long>(o.n_prompt),
                   pp_tok_s, o.reps);
     }
     if (o.n_gen > 0) {
-      std::printf("tg%lld: %8.2f tok/s (median of %d)\n", static_cast<long long>(o.n_gen),
-                  tg_tok_s, o.reps);
+      std::printf("tg%lld: %8.2f tok/s (median of %d)\n", static_cast<long long>(o.n_gen), tg_tok_s,
+                  o.reps);
       std::printf("read bandwidth %.1f GB/s (before %.1f, after %.1f); tg roofline ratio %.3f\n",
                   bw, bw_before, bw_after, ratio);
     }

@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -28,6 +28,7 @@
 #include "engine/engine_core.h"
 #include "engine/model_adapter.h"
 #include "engine/tokenizer_adapter.h"
+#include "hub/resolve.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
@@ -84,8 +85,7 @@ class Runner {
     const engine::EngineMetrics before = core_->Metrics();
     std::vector<RequestTiming> t(static_cast<size_t>(n));
     int done = 0;
-    std::vector<std::pair<engine::EngineRequest, std::function<void(engine::RequestOutput)>>>
-        batch;
+    std::vector<std::pair<engine::EngineRequest, std::function<void(engine::RequestOutput)>>> batch;
     for (int i = 0; i < n; ++i) {
       engine::EngineRequest req;
       req.prompt_tokens.resize(static_cast<size_t>(o_.n_prompt));
@@ -208,7 +208,9 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
     return Fail("with --concurrency, -p and -n must be at least 1");
   }
   const auto tl0 = Clock::now();
-  auto loaded = model::Model::Load(o.model_path);
+  auto resolved = hub::ResolveModel(o.model_path);  // file, HF folder or hub name
+  if (!resolved.ok()) return Fail(resolved.status().message());
+  auto loaded = model::Model::Load(resolved->model_path);
   if (!loaded.ok()) return Fail(loaded.status().message());
   const double load_s = Seconds(tl0, Clock::now());
   std::shared_ptr<model::Model> model(std::move(loaded).value());
@@ -248,12 +250,12 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
     return Fail(w.status().message());
   }
   if (!o.json) {
-    std::printf("model %s (%s), %d threads, load %.3f s; KV pool %lld blocks of %lld (%.0f MiB);"
-                " %lld prompt + %lld generated tokens per request, token budget %lld\n",
-                o.model_path.c_str(), c.arch.c_str(), threads, load_s,
-                static_cast<long long>(num_blocks), static_cast<long long>(bs), kv_mib,
-                static_cast<long long>(o.n_prompt), static_cast<long long>(o.n_gen),
-                static_cast<long long>(o.max_num_batched_tokens));
+    std::printf(
+        "model %s (%s), %d threads, load %.3f s; KV pool %lld blocks of %lld (%.0f MiB);"
+        " %lld prompt + %lld generated tokens per request, token budget %lld\n",
+        o.model_path.c_str(), c.arch.c_str(), threads, load_s, static_cast<long long>(num_blocks),
+        static_cast<long long>(bs), kv_mib, static_cast<long long>(o.n_prompt),
+        static_cast<long long>(o.n_gen), static_cast<long long>(o.max_num_batched_tokens));
     std::printf("%5s %10s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc", "agg tok/s",
                 "req tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "steps", "preempt",
                 "fwd%", "samp%", "detok%");
@@ -270,15 +272,17 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
     const double wall = std::max(r->wall_s, 1e-9);
     std::printf("%5d %10.2f %10.2f %9.1f %9.1f %9.1f %9.1f %6lld %7lld %6.1f %6.2f %6.2f\n",
                 r->concurrency, r->aggregate_tok_s, r->per_request_tok_s_p50, r->ttft_p50_ms,
-                r->ttft_p99_ms, r->tpot_p50_ms, r->tpot_p99_ms,
-                static_cast<long long>(r->steps), static_cast<long long>(r->preemptions),
-                100 * r->forward_s / wall, 100 * r->sample_s / wall,
-                100 * r->detokenize_s / wall);
+                r->ttft_p99_ms, r->tpot_p50_ms, r->tpot_p99_ms, static_cast<long long>(r->steps),
+                static_cast<long long>(r->preemptions), 100 * r->forward_s / wall,
+                100 * r->sample_s / wall, 100 * r->detokenize_s / wall);
     std::fflush(stdout);
   }
-  if (o.json) std::printf("%s\n", all.dump().c_str());
-  else std::printf("(ms for TTFT/TPOT; fwd/samp/detok: share of the wall time spent by the "
-                   "engine thread in forward passes, sampling, detokenization + stop strings)\n");
+  if (o.json)
+    std::printf("%s\n", all.dump().c_str());
+  else
+    std::printf(
+        "(ms for TTFT/TPOT; fwd/samp/detok: share of the wall time spent by the "
+        "engine thread in forward passes, sampling, detokenization + stop strings)\n");
   core->Stop();
   return 0;
 }

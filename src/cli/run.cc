@@ -17,6 +17,7 @@
 #include "engine/engine_core.h"
 #include "engine/model_adapter.h"
 #include "engine/tokenizer_adapter.h"
+#include "hub/resolve.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -94,9 +95,7 @@ int ParseArgs(int argc, char** argv, RunOptions* o) {
     int64_t n = 0;
     float f = 0;
     const bool is_int = ParseInt(v, &n), is_float = ParseFloat(v, &f);
-    auto bad = [&](const char* what) {
-      return Fail(a + ": '" + v + "' is not " + what);
-    };
+    auto bad = [&](const char* what) { return Fail(a + ": '" + v + "' is not " + what); };
     if (a == "-m" || a == "--model") {
       o->model_path = v;
     } else if (a == "-p" || a == "--prompt") {
@@ -153,7 +152,9 @@ int RunRun(int argc, char** argv) {
   RunOptions o;
   if (int rc = ParseArgs(argc, argv, &o); rc != 0) return rc < 0 ? 0 : rc;
 
-  auto loaded = model::Model::Load(o.model_path);
+  auto resolved = hub::ResolveModel(o.model_path);  // file, HF folder or hub name
+  if (!resolved.ok()) return Fail(resolved.status().message());
+  auto loaded = model::Model::Load(resolved->model_path);
   if (!loaded.ok()) return Fail(loaded.status().message());
   std::shared_ptr<model::Model> model(std::move(loaded).value());
   auto tok_or = tokenizer::Tokenizer::FromGguf(model->file());
@@ -187,6 +188,11 @@ int RunRun(int argc, char** argv) {
   ec.scheduler.max_num_batched_tokens = 512;  // prefill in chunks of 512 tokens
   ec.scheduler.max_num_seqs = 1;
   ec.eos_token_ids = tok->EogIds();
+  for (int32_t id : resolved->generation.eos_token_ids) {  // generation_config.json
+    if (std::find(ec.eos_token_ids.begin(), ec.eos_token_ids.end(), id) == ec.eos_token_ids.end()) {
+      ec.eos_token_ids.push_back(id);
+    }
+  }
   ec.detokenizer = std::make_shared<engine::TokenizerDetokenizer>(tok);
   auto executor =
       engine::ModelAdapter::Create(model, ec.kv.num_blocks, bs, static_cast<int>(o.threads));

@@ -63,8 +63,8 @@ Result<std::vector<uint64_t>> EngineCore::AddRequestsWithCallbacks(
     if (stopping_) return Unavailable("the engine is shutting down");
     for (auto& [request, on_output] : requests) {
       const uint64_t id = next_id_.fetch_add(1);
-      inbox_.push_back({id, std::move(request),
-                        std::make_shared<RequestStream>(id, std::move(on_output))});
+      inbox_.push_back(
+          {id, std::move(request), std::make_shared<RequestStream>(id, std::move(on_output))});
       ids.push_back(id);
     }
   }

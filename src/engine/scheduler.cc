@@ -140,7 +140,7 @@ SchedulerOutput Scheduler::Schedule() {
         Preempt(victim, &out, &budget);
         admitted = num_running() < config_.max_num_seqs && ScheduleWaiting(r, &out, &budget);
       }
-      if (!admitted) break;  // head of line waits (no one behind it overtakes: no starvation)
+      if (!admitted) break;     // head of line waits (no one behind it overtakes: no starvation)
       it = waiting_.erase(it);  // (set iterators survive the victims' insertion)
     }
   }

@@ -225,8 +225,7 @@ TEST_F(SchedulerTest, LargeRequestIsNotStarvedByLaterSmallOnes) {
       NewRequest(6);  // one more small request every step
       Step();
       for (auto& r : reqs_) {  // small requests finish after 4 generated tokens
-        if (r.get() != big && r->state == RequestState::kRunning &&
-            r->num_output_tokens() >= 4) {
+        if (r.get() != big && r->state == RequestState::kRunning && r->num_output_tokens() >= 4) {
           sched_->Remove(r.get());
         }
       }
