@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <vector>
 
 #include "kernels/matmul_internal.h"
@@ -98,6 +99,16 @@ void RunRows(const Impl& impl, const Weight& w, const uint8_t* act, size_t strid
 // Packed layout: tiles [t0, t1) of kPackRows rows. Activation rows are taken in chunks that
 // stay in L2 while this thread's tiles sweep past them; within a chunk each tile (L1/L2) is
 // reused for every group of kPackedMaxRows rows.
+// Two-tile kernel for m activation rows (TACHYON_TWO_TILES=0 / 1 / 2 forces never / m >= 2 /
+// always, for benchmarks).
+bool TwoTiles(int64_t m) {
+  static const int mode = [] {
+    const char* v = std::getenv("TACHYON_TWO_TILES");
+    return v ? std::atoi(v) : 2;
+  }();
+  return mode == 2 || (mode == 1 && m >= 2);
+}
+
 void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride,
                     int64_t m, float* y, int64_t t0, int64_t t1) {
   const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
@@ -109,7 +120,7 @@ void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_
     int64_t t = t0;
     // Several activation rows: two tiles per pass, each broadcast activation word is used
     // for 32 weight rows.
-    if (impl.packed2 != nullptr && i1 - i0 >= 2) {
+    if (impl.packed2 != nullptr && TwoTiles(i1 - i0)) {
       for (; t + 2 <= t1; t += 2) {
         const uint8_t* tile = w.packed + static_cast<size_t>(t) * tile_bytes;
         const int nrows_b =

@@ -106,6 +106,12 @@ void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* ca = ta + b * kBlockBytes;
     const uint8_t* cb = tb + b * kBlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(ca + kPrefetchBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(cb + kPrefetchBytes), _MM_HINT_T0);
+    if constexpr (kBlockBytes > 256) {
+      _mm_prefetch(reinterpret_cast<const char*>(ca + kPrefetchBytes + 256), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(cb + kPrefetchBytes + 256), _MM_HINT_T0);
+    }
     const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
     __m512i is[NX][2];
 #pragma GCC unroll 8
