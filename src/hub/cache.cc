@@ -48,12 +48,17 @@ std::string EtagToBlobName(const std::string& etag) {
   return s;
 }
 
-RepoCache::RepoCache(std::string cache_dir, std::string repo) : repo_(std::move(repo)) {
-  std::string folder = "models--" + repo_;
-  for (size_t p = folder.find('/'); p != std::string::npos; p = folder.find('/', p)) {
-    folder.replace(p, 1, "--");
+RepoCache::RepoCache(std::string cache_dir, std::string repo)
+    : repo_(std::move(repo)), cache_dir_(std::move(cache_dir)) {
+  folder_ = "models--" + repo_;
+  for (size_t p = folder_.find('/'); p != std::string::npos; p = folder_.find('/', p)) {
+    folder_.replace(p, 1, "--");
   }
-  dir_ = cache_dir + "/" + folder;
+  dir_ = cache_dir_ + "/" + folder_;
+}
+
+std::string RepoCache::LockPath(const std::string& etag) const {
+  return cache_dir_ + "/.locks/" + folder_ + "/" + etag + ".lock";
 }
 
 std::string RepoCache::BlobPath(const std::string& etag) const {
@@ -100,6 +105,8 @@ Status RepoCache::Prepare(const std::string& commit, const std::string& file) co
   std::error_code ec;
   fs::create_directories(dir_ + "/blobs", ec);
   if (ec) return Unavailable(dir_ + "/blobs: cannot create: " + ec.message());
+  fs::create_directories(cache_dir_ + "/.locks/" + folder_, ec);
+  if (ec) return Unavailable(cache_dir_ + "/.locks: cannot create: " + ec.message());
   const fs::path parent = fs::path(SnapshotPath(commit, file)).parent_path();
   fs::create_directories(parent, ec);
   if (ec) return Unavailable(parent.string() + ": cannot create: " + ec.message());

@@ -7,6 +7,7 @@
 //                                downloading (resumed with an HTTP Range request)
 //     refs/REVISION              the commit hash REVISION ("main", a tag) last resolved to
 //     snapshots/COMMIT/FILE      relative symlink to ../../blobs/ETAG (FILE may have folders)
+//   CACHE/.locks/models--ORG--NAME/ETAG.lock   one download of a blob at a time
 //
 // CACHE is $HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
 // ~/.cache/huggingface/hub.
@@ -34,6 +35,8 @@ class RepoCache {
   std::string IncompletePath(const std::string& etag) const {
     return BlobPath(etag) + ".incomplete";
   }
+  // CACHE/.locks/models--ORG--NAME/ETAG.lock (as huggingface_hub keeps its locks).
+  std::string LockPath(const std::string& etag) const;
   std::string SnapshotDir(const std::string& commit) const;
   std::string SnapshotPath(const std::string& commit, const std::string& file) const;
 
@@ -52,6 +55,8 @@ class RepoCache {
 
  private:
   std::string repo_;
+  std::string cache_dir_;
+  std::string folder_;  // models--ORG--NAME
   std::string dir_;
 };
 

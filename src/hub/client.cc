@@ -1,6 +1,8 @@
 #include "hub/client.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -198,6 +200,23 @@ std::string Header(const std::map<std::string, std::string>& h, const char* key)
   return it == h.end() ? std::string() : it->second;
 }
 
+// An exclusive advisory lock (flock) on a file, held for the object's lifetime. Best effort:
+// without it (a file system that refuses locks) downloads still work, unserialized.
+class BlobLock {
+ public:
+  explicit BlobLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT, 0644)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~BlobLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  BlobLock(const BlobLock&) = delete;
+  BlobLock& operator=(const BlobLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 }  // namespace
 
 HubOptions HubOptionsFromEnv() {
@@ -363,6 +382,9 @@ Status HubClient::Download(const RepoCache& cache, const std::string& commit,
   RETURN_IF_ERROR(cache.Prepare(commit, file.path));
   std::error_code ec;
   const std::string blob = cache.BlobPath(etag);
+  // Another process (a second pull, a server starting) may be fetching the same blob: one
+  // at a time, and the later one finds the blob in place.
+  BlobLock lock(cache.LockPath(etag));
   if (fs::is_regular_file(blob, ec)) {
     if (progress) {
       progress->Add(file.size > 0 ? file.size : 0);

@@ -146,6 +146,7 @@ TEST(CacheTest, LayoutAndRefs) {
   RepoCache cache(dir.path(), "Org/Name");
   EXPECT_EQ(cache.dir(), dir.path() + "/models--Org--Name");
   EXPECT_EQ(cache.BlobPath("abc"), dir.path() + "/models--Org--Name/blobs/abc");
+  EXPECT_EQ(cache.LockPath("abc"), dir.path() + "/.locks/models--Org--Name/abc.lock");
   const std::string commit(40, 'a');
   EXPECT_FALSE(cache.ReadRef("main").has_value());
   ASSERT_TRUE(cache.WriteRef("main", commit).ok());

@@ -391,3 +391,18 @@ def test_only_the_shards_the_index_names_are_fetched(hub, env, qwen2_files, tmp_
     hub.offline = True
     off = dict(env, HF_HUB_OFFLINE="1")
     assert tachyon(off, "pull", "org/tiny-qwen2").stdout.strip() == str(snapshot)
+
+
+def test_two_pulls_at_once_share_the_cache(hub, env, qwen2_files):
+    commit = hub.add_repo("org/tiny-qwen2", qwen2_files)
+    cmd = [str(binary_path()), "pull", "org/tiny-qwen2", "--quiet"]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    snapshot = repo_dir(env, "org/tiny-qwen2") / "snapshots" / commit
+    for name, data in qwen2_files.items():
+        if name != "README.md":
+            assert (snapshot / name).read_bytes() == data, name
+    assert not list((repo_dir(env, "org/tiny-qwen2") / "blobs").glob("*.incomplete"))
