@@ -1,5 +1,7 @@
 #include "hub/cache.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -90,7 +92,7 @@ Status RepoCache::WriteRef(const std::string& revision, const std::string& commi
   const fs::path path = fs::path(dir_) / "refs" / revision;
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
-  const std::string tmp = path.string() + ".tmp";
+  const std::string tmp = path.string() + ".tmp-" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << commit;
@@ -119,12 +121,21 @@ Status RepoCache::Link(const std::string& commit, const std::string& file,
   const fs::path link(SnapshotPath(commit, file));
   const fs::path target = fs::relative(fs::path(BlobPath(etag)), link.parent_path());
   std::error_code ec;
-  fs::remove(link, ec);
-  fs::create_symlink(target, link, ec);
+  if (fs::is_symlink(link, ec) && fs::read_symlink(link, ec) == target) return OkStatus();
+  // Made beside and renamed over, so a reader (another pull) never sees the file missing.
+  const fs::path tmp = link.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove(tmp, ec);
+  fs::create_symlink(target, tmp, ec);
   if (ec) {
     // File systems without symlinks: copy the blob instead.
-    fs::copy_file(BlobPath(etag), link, fs::copy_options::overwrite_existing, ec);
+    ec.clear();
+    fs::copy_file(BlobPath(etag), tmp, fs::copy_options::overwrite_existing, ec);
     if (ec) return Unavailable(link.string() + ": cannot link to the blob: " + ec.message());
+  }
+  fs::rename(tmp, link, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return Unavailable(link.string() + ": cannot link to the blob: " + ec.message());
   }
   return OkStatus();
 }
