@@ -69,9 +69,10 @@ TEST(EngineCliTest, BenchConcurrencyJsonShapeAndCounts) {
   const int levels[] = {1, 3, 8};
   for (size_t i = 0; i < 3; ++i) {
     const auto& e = j[i];
-    for (const char* key : {"concurrency", "aggregate_tok_s", "ttft_p50_ms", "ttft_p99_ms",
-                            "tpot_p50_ms", "tpot_p99_ms", "generated_tokens", "steps",
-                            "preemptions", "cached_prompt_tokens", "per_request_tok_s_p50"}) {
+    for (const char* key :
+         {"concurrency", "aggregate_tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
+          "tpot_p99_ms", "generated_tokens", "steps", "preemptions", "cached_prompt_tokens",
+          "per_request_tok_s_p50", "decode_tok_s"}) {
       ASSERT_TRUE(e.contains(key)) << key;
     }
     const int n = levels[i];
@@ -84,6 +85,7 @@ TEST(EngineCliTest, BenchConcurrencyJsonShapeAndCounts) {
     // prompts (within the token budget) and first tokens in one step, then one step per token.
     EXPECT_EQ(e["steps"].get<int64_t>(), 6);
     EXPECT_GT(e["aggregate_tok_s"].get<double>(), 0);
+    EXPECT_GT(e["decode_tok_s"].get<double>(), 0);
     EXPECT_GT(e["ttft_p50_ms"].get<double>(), 0);
     EXPECT_LE(e["ttft_p50_ms"].get<double>(), e["ttft_p99_ms"].get<double>());
     EXPECT_GT(e["tpot_p50_ms"].get<double>(), 0);

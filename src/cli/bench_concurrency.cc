@@ -1,14 +1,19 @@
 // tachyon bench -m MODEL --concurrency 1,4,16,64 [-p 128] [-n 64] [-t T] [--json]
 //
 // Drives EngineCore directly (no HTTP) the way a burst of clients would: for each level N,
-// N requests are added at once, each with its own random prompt of P token ids (distinct
-// content, so the prefix cache cannot short-cut them; the cached-token count is reported to
-// prove it) and ignore_eos, generating exactly G tokens greedily, with streaming
-// detokenization on as when serving. Per level: aggregate decode tok/s = all generated tokens
-// / wall time of the level (first add to last finish), per-request decode tok/s, TTFT (add to
-// first token, queueing included) and TPOT (mean gap between a request's later tokens)
-// percentiles, engine steps, preemptions, and where the engine thread's time went (forward,
-// sampling, detokenization + stop strings).
+// N requests are added at once (they reach the same engine step), each with its own random
+// prompt of P token ids (distinct content, so the prefix cache cannot short-cut them; the
+// cached-token count is reported to prove it) and ignore_eos, generating exactly G tokens
+// greedily (unless a --stop string matches), with streaming detokenization on as when serving.
+// Per level:
+//  - aggregate_tok_s: all generated tokens / wall time of the level (first add to last finish;
+//    prefill included);
+//  - decode_tok_s: the sum of the requests' decode rates (tokens after the first / time from
+//    their first to their last token): batched decode throughput without the prefill;
+//  - per-request decode tok/s (median), TTFT (add to first token, queueing included) and TPOT
+//    (mean gap between a request's later tokens) percentiles;
+//  - engine steps, preemptions, and where the engine thread's time went (forward passes,
+//    sampling, detokenization + stop strings).
 #include "cli/bench_concurrency.h"
 
 #include <algorithm>
@@ -68,7 +73,7 @@ struct RequestTiming {
 struct LevelResult {
   int concurrency = 0;
   int64_t generated_tokens = 0, cached_prompt_tokens = 0;
-  double wall_s = 0, aggregate_tok_s = 0, per_request_tok_s_p50 = 0;
+  double wall_s = 0, aggregate_tok_s = 0, decode_tok_s = 0, per_request_tok_s_p50 = 0;
   double ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, tpot_p99_ms = 0;
   int64_t steps = 0, preemptions = 0;
   double forward_s = 0, sample_s = 0, detokenize_s = 0;
@@ -145,6 +150,7 @@ class Runner {
       }
     }
     r.aggregate_tok_s = static_cast<double>(r.generated_tokens) / std::max(r.wall_s, 1e-9);
+    for (double x : req_tok_s) r.decode_tok_s += x;
     r.per_request_tok_s_p50 = Percentile(req_tok_s, 0.5);
     r.ttft_p50_ms = Percentile(ttft, 0.5);
     r.ttft_p99_ms = Percentile(ttft, 0.99);
@@ -176,6 +182,7 @@ nlohmann::json ToJson(const LevelResult& r, const ConcurrencyBenchOptions& o) {
           {"cached_prompt_tokens", r.cached_prompt_tokens},
           {"wall_s", r.wall_s},
           {"aggregate_tok_s", r.aggregate_tok_s},
+          {"decode_tok_s", r.decode_tok_s},
           {"per_request_tok_s_p50", r.per_request_tok_s_p50},
           {"ttft_p50_ms", r.ttft_p50_ms},
           {"ttft_p99_ms", r.ttft_p99_ms},
@@ -256,9 +263,9 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
         o.model_path.c_str(), c.arch.c_str(), threads, load_s, static_cast<long long>(num_blocks),
         static_cast<long long>(bs), kv_mib, static_cast<long long>(o.n_prompt),
         static_cast<long long>(o.n_gen), static_cast<long long>(o.max_num_batched_tokens));
-    std::printf("%5s %10s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc", "agg tok/s",
-                "req tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "steps", "preempt",
-                "fwd%", "samp%", "detok%");
+    std::printf("%5s %10s %10s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc", "agg tok/s",
+                "dec tok/s", "req tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "steps",
+                "preempt", "fwd%", "samp%", "detok%");
     std::fflush(stdout);
   }
   nlohmann::json all = nlohmann::json::array();
@@ -270,11 +277,11 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
       continue;
     }
     const double wall = std::max(r->wall_s, 1e-9);
-    std::printf("%5d %10.2f %10.2f %9.1f %9.1f %9.1f %9.1f %6lld %7lld %6.1f %6.2f %6.2f\n",
-                r->concurrency, r->aggregate_tok_s, r->per_request_tok_s_p50, r->ttft_p50_ms,
-                r->ttft_p99_ms, r->tpot_p50_ms, r->tpot_p99_ms, static_cast<long long>(r->steps),
-                static_cast<long long>(r->preemptions), 100 * r->forward_s / wall,
-                100 * r->sample_s / wall, 100 * r->detokenize_s / wall);
+    std::printf("%5d %10.2f %10.2f %10.2f %9.1f %9.1f %9.1f %9.1f %6lld %7lld %6.1f %6.2f %6.2f\n",
+                r->concurrency, r->aggregate_tok_s, r->decode_tok_s, r->per_request_tok_s_p50,
+                r->ttft_p50_ms, r->ttft_p99_ms, r->tpot_p50_ms, r->tpot_p99_ms,
+                static_cast<long long>(r->steps), static_cast<long long>(r->preemptions),
+                100 * r->forward_s / wall, 100 * r->sample_s / wall, 100 * r->detokenize_s / wall);
     std::fflush(stdout);
   }
   if (o.json)
