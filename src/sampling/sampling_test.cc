@@ -67,6 +67,31 @@ TEST(LogitsProcessorsTest, BiasAndBan) {
   EXPECT_EQ(Argmax(l), 1);  // tie between 1 and 2: lowest id
 }
 
+// The lane-parallel Argmax against a plain scan, over sizes around its 8-wide lanes, with the
+// maximum anywhere (tail included), ties (lowest id wins), -inf and NaN entries.
+TEST(LogitsProcessorsTest, ArgmaxMatchesAPlainScan) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-3, 3);  // few distinct values: many ties
+  for (size_t n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 1003}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> l(n);
+      for (float& x : l) x = static_cast<float>(small(rng));
+      if (trial % 3 == 1) l[rng() % n] = -kInf;
+      if (trial % 3 == 2) l[rng() % n] = std::numeric_limits<float>::quiet_NaN();
+      if (trial % 4 == 3) l[n - 1] = 9;  // the maximum in the tail
+      int32_t want = -1;
+      for (size_t i = 0; i < n; ++i) {
+        if (!std::isnan(l[i]) && (want < 0 || l[i] > l[want])) want = static_cast<int32_t>(i);
+      }
+      EXPECT_EQ(Argmax(l), std::max(want, 0)) << "n=" << n << " trial " << trial;
+    }
+  }
+  std::vector<float> all_nan(5, std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(Argmax(all_nan), 0);
+  std::vector<float> all_ninf(9, -kInf);
+  EXPECT_EQ(Argmax(all_ninf), 0);
+}
+
 TEST(LogitsProcessorsTest, TopKKeepsHighestSorted) {
   std::vector<float> l = {0.1f, 3.0f, 2.0f, 3.0f, -1.0f};
   EXPECT_EQ(Tokens(TopKCandidates(l, 2)), (std::vector<int32_t>{1, 3}));
