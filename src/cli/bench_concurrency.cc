@@ -14,6 +14,7 @@
 //    (mean gap between a request's later tokens) percentiles;
 //  - engine steps, preemptions, and where the engine thread's time went (forward passes,
 //    sampling, detokenization + stop strings).
+// With TACHYON_PROFILE=1, each level's per-op profile of the forward passes goes to stderr.
 #include "cli/bench_concurrency.h"
 
 #include <algorithm>
@@ -269,9 +270,16 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
     std::fflush(stdout);
   }
   nlohmann::json all = nlohmann::json::array();
+  const bool profile = model::ProfilingEnabled();
   for (int level : o.levels) {
+    // The engine thread is idle between levels: the profile is ours to reset and read.
+    if (profile) model->ResetProfile();
     auto r = runner.Level(level, o.n_gen);
     if (!r.ok()) return Fail(r.status().message());
+    if (profile) {
+      const std::string title = "concurrency " + std::to_string(level) + " (whole level)";
+      std::fprintf(stderr, "%s", model::FormatProfile(model->profile(), title).c_str());
+    }
     if (o.json) {
       all.push_back(ToJson(*r, o));
       continue;
