@@ -53,8 +53,11 @@ struct ScalarIsa {
   static void Scale(float* y, float a, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] *= a;
   }
-  static void Axpy(float a, const float* x, float* y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+  static void Accumulate(const float* p, const float* const* rows, int64_t n_rows, float* acc,
+                         int64_t hd) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+      for (int64_t d = 0; d < hd; ++d) acc[d] += p[j] * rows[j][d];
+    }
   }
 };
 

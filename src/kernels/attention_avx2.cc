@@ -98,13 +98,38 @@ struct Avx2Isa {
     for (; i < n; ++i) y[i] *= a;
   }
 
-  static void Axpy(float a, const float* x, float* y, int64_t n) {
-    const __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  // 32 output floats at a time stay in four registers across all rows; scalar tail.
+  static void Accumulate(const float* p, const float* const* rows, int64_t n_rows, float* acc,
+                         int64_t hd) {
+    int64_t d = 0;
+    for (; d + 32 <= hd; d += 32) {
+      __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8),
+             a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
+      for (int64_t j = 0; j < n_rows; ++j) {
+        const __m256 w = _mm256_set1_ps(p[j]);
+        const float* r = rows[j] + d;
+        a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r), a0);
+        a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r + 8), a1);
+        a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r + 16), a2);
+        a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r + 24), a3);
+      }
+      _mm256_storeu_ps(acc + d, a0);
+      _mm256_storeu_ps(acc + d + 8, a1);
+      _mm256_storeu_ps(acc + d + 16, a2);
+      _mm256_storeu_ps(acc + d + 24, a3);
     }
-    for (; i < n; ++i) y[i] += a * x[i];
+    for (; d + 8 <= hd; d += 8) {
+      __m256 a = _mm256_loadu_ps(acc + d);
+      for (int64_t j = 0; j < n_rows; ++j) {
+        a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(rows[j] + d), a);
+      }
+      _mm256_storeu_ps(acc + d, a);
+    }
+    for (; d < hd; ++d) {
+      float a = acc[d];
+      for (int64_t j = 0; j < n_rows; ++j) a += p[j] * rows[j][d];
+      acc[d] = a;
+    }
   }
 };
 

@@ -17,6 +17,8 @@ using internal::HAdd;
 using internal::HMax;
 using internal::Mask16;
 
+inline __mmask16 MaskOrZero(int64_t n) { return n <= 0 ? 0 : Mask16(n); }
+
 inline __m512 LoadBf16(const uint16_t* p, __mmask16 k) {
   const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
@@ -111,13 +113,28 @@ struct Avx512Isa {
     }
   }
 
-  static void Axpy(float a, const float* x, float* y, int64_t n) {
-    const __m512 va = _mm512_set1_ps(a);
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 k = Mask16(n - i);
-      _mm512_mask_storeu_ps(
-          y + i, k,
-          _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i)));
+  // 64 output floats at a time stay in four registers across all rows.
+  static void Accumulate(const float* p, const float* const* rows, int64_t n_rows, float* acc,
+                         int64_t hd) {
+    for (int64_t d = 0; d < hd; d += 64) {
+      const __mmask16 k0 = MaskOrZero(hd - d), k1 = MaskOrZero(hd - d - 16),
+                      k2 = MaskOrZero(hd - d - 32), k3 = MaskOrZero(hd - d - 48);
+      __m512 a0 = _mm512_maskz_loadu_ps(k0, acc + d);
+      __m512 a1 = hd - d > 16 ? _mm512_maskz_loadu_ps(k1, acc + d + 16) : _mm512_setzero_ps();
+      __m512 a2 = hd - d > 32 ? _mm512_maskz_loadu_ps(k2, acc + d + 32) : _mm512_setzero_ps();
+      __m512 a3 = hd - d > 48 ? _mm512_maskz_loadu_ps(k3, acc + d + 48) : _mm512_setzero_ps();
+      for (int64_t j = 0; j < n_rows; ++j) {
+        const __m512 w = _mm512_set1_ps(p[j]);
+        const float* r = rows[j] + d;
+        a0 = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(k0, r), a0);
+        if (hd - d > 16) a1 = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(k1, r + 16), a1);
+        if (hd - d > 32) a2 = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(k2, r + 32), a2);
+        if (hd - d > 48) a3 = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(k3, r + 48), a3);
+      }
+      _mm512_mask_storeu_ps(acc + d, k0, a0);
+      if (hd - d > 16) _mm512_mask_storeu_ps(acc + d + 16, k1, a1);
+      if (hd - d > 32) _mm512_mask_storeu_ps(acc + d + 32, k2, a2);
+      if (hd - d > 48) _mm512_mask_storeu_ps(acc + d + 48, k3, a3);
     }
   }
 };

@@ -9,7 +9,8 @@
 //               float scale, float* s)        s[j] = scale * q · rows[j]
 //   float ExpSub(float* s, int64_t n, float m)  s[j] = exp(s[j] - m); returns the sum
 //   void Scale(float* y, float a, int64_t n)    y *= a
-//   void Axpy(float a, const float* x, float* y, int64_t n)   y += a * x
+//   void Accumulate(const float* p, const float* const* rows, int64_t n_rows, float* acc,
+//                   int64_t hd)                acc += sum_j p[j] * rows[j] (acc in registers)
 #pragma once
 
 #include <algorithm>
@@ -80,7 +81,7 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
           m[qi] = m_new;
         }
         l[qi] += sum;
-        for (int64_t j = jlo; j < jhi; ++j) Isa::Axpy(s[j], vrow[j], a, hd);
+        Isa::Accumulate(s + jlo, vrow + jlo, jhi - jlo, a, hd);
       }
     }
   }
