@@ -1,8 +1,9 @@
 // Paged attention: causal softmax attention of new query tokens over keys/values stored in
 // fixed-size KV blocks (the paged KV cache), with grouped-query attention (GQA).
 //
-// KV layout of one layer: K and V are each [n_blocks, block_size, n_kv_heads] rows of
-// head_dim elements stored as `dtype` (KvDtype: f32, f16, bf16, or q8_0 = head_dim / 32
+// KV layout of one layer: K and V are each [n_blocks, n_kv_heads, block_size] rows of
+// head_dim elements stored as `dtype` (head-major inside a block, so the rows one KV head
+// reads from a block are contiguous) (KvDtype: f32, f16, bf16, or q8_0 = head_dim / 32
 // blocks of {f16 scale, 32 x int8}, the GGUF Q8_0 block). Position p of a sequence lives in
 // block block_table[p / block_size], slot p % block_size. Query head h reads KV head
 // h / (n_heads / n_kv_heads). K/V are rounded to the dtype once, when written (StoreKvRows).
@@ -53,7 +54,7 @@ void LoadKvRowReference(KvDtype dtype, const void* src, float* out, int64_t n);
 
 // One layer's KV storage, read-only view.
 struct PagedKv {
-  const void* k = nullptr;  // [n_blocks, block_size, n_kv_heads] rows of head_dim (dtype)
+  const void* k = nullptr;  // [n_blocks, n_kv_heads, block_size] rows of head_dim (dtype)
   const void* v = nullptr;  // same
   KvDtype dtype = KvDtype::kF32;
   int64_t n_blocks = 0;
@@ -67,7 +68,7 @@ struct PagedKv {
     const int64_t block = block_table[pos / block_size];
     const int64_t slot = pos % block_size;
     return static_cast<const uint8_t*>(base) +
-           static_cast<size_t>((block * block_size + slot) * n_kv_heads + h) * row_bytes();
+           static_cast<size_t>((block * n_kv_heads + h) * block_size + slot) * row_bytes();
   }
 };
 

@@ -17,11 +17,36 @@ using internal::HAdd;
 using internal::HMax;
 using internal::Mask16;
 
-inline __mmask16 MaskOrZero(int64_t n) { return n <= 0 ? 0 : Mask16(n); }
+inline __mmask16 MaskOrZero(int64_t n) {
+  return n <= 0 ? 0 : Mask16(n);
+}
 
 inline __m512 LoadBf16(const uint16_t* p, __mmask16 k) {
   const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+// Lane sums of 16 vectors as one vector: result[t] = sum of a[t]'s 16 lanes.
+inline __m512 Reduce16(const __m512* a) {
+  __m512 s[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [x0+x2, y0+y2, x1+x3, y1+y3]
+    s[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                         _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  }
+  __m512 u[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: the lane's sums of 4 consecutive keys
+    const __m512d x = _mm512_castps_pd(s[2 * i]), y = _mm512_castps_pd(s[2 * i + 1]);
+    u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  const __m512 w01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 w23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(w01, w23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 struct Avx512Isa {
@@ -61,10 +86,26 @@ struct Avx512Isa {
     return buf;
   }
 
-  // Four keys per pass: q's chunks are loaded once per four dot products.
+  // Sixteen keys per pass: each chunk of q is loaded once for 16 dot products, and the 16
+  // accumulators are reduced together into one vector of scores.
   static void Scores(const float* q, const float* const* rows, int64_t n_rows, int64_t hd,
                      float scale, float* s) {
     int64_t j = 0;
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (; j + 16 <= n_rows; j += 16) {
+      __m512 a[16];
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; ++t) a[t] = _mm512_setzero_ps();
+      for (int64_t d = 0; d < hd; d += 16) {
+        const __mmask16 k = Mask16(hd - d);
+        const __m512 qv = _mm512_maskz_loadu_ps(k, q + d);
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; ++t) {
+          a[t] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(k, rows[j + t] + d), a[t]);
+        }
+      }
+      _mm512_storeu_ps(s + j, _mm512_mul_ps(Reduce16(a), vscale));
+    }
     for (; j + 4 <= n_rows; j += 4) {
       __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
              a3 = _mm512_setzero_ps();

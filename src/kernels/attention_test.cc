@@ -61,7 +61,7 @@ struct TestKv {
                    int64_t h) const {
     const int64_t b = bt[p / view.block_size];
     return base.data() +
-           ((b * view.block_size + p % view.block_size) * view.n_kv_heads + h) * view.head_dim;
+           ((b * view.n_kv_heads + h) * view.block_size + p % view.block_size) * view.head_dim;
   }
 };
 

@@ -33,6 +33,7 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(int64_t n_layers, int64_t n_blo
   cache->n_kv_heads_ = n_kv_heads;
   cache->head_dim_ = head_dim;
   cache->dtype_ = dtype;
+  cache->row_bytes_ = row;
   cache->slot_bytes_ = static_cast<size_t>(n_kv_heads) * row;
   cache->layer_bytes_ = static_cast<size_t>(n_blocks * block_size) * cache->slot_bytes_;
   cache->data_.reset(new (std::nothrow) uint8_t[static_cast<size_t>(total)]);
@@ -45,9 +46,13 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(int64_t n_layers, int64_t n_blo
 }
 
 void KvCache::Store(int64_t layer, int64_t slot, const float* k_row, const float* v_row) {
-  const int64_t n = n_kv_heads_ * head_dim_;  // q8_0 blocks never straddle heads
-  kernels::StoreKvRow(dtype_, k_row, k(layer) + slot * slot_bytes_, n);
-  kernels::StoreKvRow(dtype_, v_row, v(layer) + slot * slot_bytes_, n);
+  const int64_t block = slot / block_size_, in_block = slot % block_size_;
+  for (int64_t h = 0; h < n_kv_heads_; ++h) {
+    const size_t off =
+        static_cast<size_t>((block * n_kv_heads_ + h) * block_size_ + in_block) * row_bytes_;
+    kernels::StoreKvRow(dtype_, k_row + h * head_dim_, k(layer) + off, head_dim_);
+    kernels::StoreKvRow(dtype_, v_row + h * head_dim_, v(layer) + off, head_dim_);
+  }
 }
 
 kernels::PagedKv KvCache::View(int64_t layer) const {

@@ -1,7 +1,7 @@
 // KvCache: the paged key/value storage of every layer, in one KvDtype (f16 by default; bf16,
 // q8_0 or f32 on request).
 //
-// Layout per layer, for K and for V: [n_blocks, block_size, n_kv_heads] rows of head_dim
+// Layout per layer, for K and for V: [n_blocks, n_kv_heads, block_size] rows of head_dim
 // elements of `dtype` (see kernels/attention.h); the engine (kv/) hands out block ids in
 // [0, n_blocks) and builds each sequence's block table; the model writes and reads positions
 // through those tables (model/batch.h). K/V are rounded to the dtype once, when stored.
@@ -58,9 +58,10 @@ class KvCache {
 
   int64_t n_layers_ = 0, n_blocks_ = 0, block_size_ = 0, n_kv_heads_ = 0, head_dim_ = 0;
   KvDtype dtype_ = kDefaultKvDtype;
+  size_t row_bytes_ = 0;             // one head's row of one position
   size_t slot_bytes_ = 0;            // one position's K (or V) of one layer: n_kv_heads rows
   size_t layer_bytes_ = 0;           // one layer's K (or V)
-  std::unique_ptr<uint8_t[]> data_;  // [n_layers][K, V][n_blocks][block_size][n_kv_heads] rows
+  std::unique_ptr<uint8_t[]> data_;  // [n_layers][K, V][n_blocks][n_kv_heads][block_size] rows
 };
 
 }  // namespace tachyon::model
