@@ -343,6 +343,188 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
   for (int i = 0; i < NX; ++i) _mm512_mask_storeu_ps(y + i * ldy, mask, acc[i]);
 }
 
+// Two-tile K-quant kernels (32 weight rows per pass, each broadcast activation word feeds two
+// vpdpbusd), at most 2 activation rows per pass to stay within the 32 vector registers.
+template <int NX>
+void Q4KTile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
+               size_t stride, float* y, int64_t ldy, int nrows_b) {
+  const int64_t nb = k / 256;
+  const uint8_t* tiles[2] = {ta, ta + tile_bytes};
+  Q8Row256 x[NX];
+  __m512 acc[NX][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    x[i] = ViewQ8Row256(act + i * stride, k);
+    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* code[2] = {tiles[0] + b * 2048, tiles[1] + b * 2048};
+    const uint8_t* meta[2] = {tiles[0] + nb * 2048 + b * 320, tiles[1] + nb * 2048 + b * 320};
+    __m512i isum[NX][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) isum[i][0] = isum[i][1] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int c = 0; c < 4; ++c) {
+#pragma GCC unroll 2
+      for (int u = 0; u < 2; ++u) {
+        _mm_prefetch(reinterpret_cast<const char*>(code[u] + 512 * c + kPrefetchBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(code[u] + 512 * c + kPrefetchBytes + 128),
+                     _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(code[u] + 512 * c + kPrefetchBytes + 256),
+                     _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(code[u] + 512 * c + kPrefetchBytes + 384),
+                     _MM_HINT_T0);
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {  // low nibbles: sub-block 2c; high: 2c + 1
+        __m512i d[NX][2];
+#pragma GCC unroll 8
+        for (int i = 0; i < NX; ++i) d[i][0] = d[i][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) {
+          const __m512i va = _mm512_load_si512(code[0] + 512 * c + 64 * t);
+          const __m512i vb = _mm512_load_si512(code[1] + 512 * c + 64 * t);
+          const __m512i ua = _mm512_and_si512(h ? _mm512_srli_epi16(va, 4) : va, m4);
+          const __m512i ub = _mm512_and_si512(h ? _mm512_srli_epi16(vb, 4) : vb, m4);
+#pragma GCC unroll 8
+          for (int i = 0; i < NX; ++i) {
+            const __m512i xs = Bcast32(x[i].qs + 256 * b + 64 * c + 32 * h + 4 * t);
+            d[i][0] = _mm512_dpbusd_epi32(d[i][0], ua, xs);
+            d[i][1] = _mm512_dpbusd_epi32(d[i][1], ub, xs);
+          }
+        }
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; ++u) {
+          const __m512i sc = U8x16(meta[u] + 16 * (2 * c + h));
+#pragma GCC unroll 8
+          for (int i = 0; i < NX; ++i) {
+            isum[i][u] = _mm512_add_epi32(isum[i][u], _mm512_mullo_epi32(d[i][u], sc));
+          }
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int u = 0; u < 2; ++u) {
+      __m512i msum[NX];
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) msum[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m512i mn = U8x16(meta[u] + 128 + 16 * j);
+        const __m512i pair = _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16));
+#pragma GCC unroll 8
+        for (int i = 0; i < NX; ++i) {
+          msum[i] = _mm512_dpwssd_epi32(msum[i], pair, Bcast32(x[i].bsums + 16 * b + 2 * j));
+        }
+      }
+      const __m512 dd = Fp16x16(meta[u] + 256), dmin = Fp16x16(meta[u] + 288);
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        const __m512 dx = _mm512_set1_ps(x[i].d[b]);
+        acc[i][u] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][u]), _mm512_mul_ps(dd, dx), acc[i][u]);
+        acc[i][u] =
+            _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[i]), _mm512_mul_ps(dmin, dx), acc[i][u]);
+      }
+    }
+  }
+  const __mmask16 mask = Mask16(nrows_b);
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    _mm512_storeu_ps(y + i * ldy, acc[i][0]);
+    _mm512_mask_storeu_ps(y + i * ldy + kPackRows, mask, acc[i][1]);
+  }
+}
+
+template <int NX>
+void Q6KTile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
+               size_t stride, float* y, int64_t ldy, int nrows_b) {
+  const int64_t nb = k / 256;
+  const uint8_t* tiles[2] = {ta, ta + tile_bytes};
+  Q8Row256 x[NX];
+  __m512 acc[NX][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    x[i] = ViewQ8Row256(act + i * stride, k);
+    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i isum[NX][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) isum[i][0] = isum[i][1] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int g = 0; g < 16; ++g) {
+      __m512i q[2][4], sc[2];
+#pragma GCC unroll 2
+      for (int u = 0; u < 2; ++u) {
+        const uint8_t* cg = tiles[u] + b * 3072 + 192 * g;
+        _mm_prefetch(reinterpret_cast<const char*>(cg + kPrefetchBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(cg + kPrefetchBytes + 64), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(cg + kPrefetchBytes + 128), _MM_HINT_T0);
+        const __m512i n0 = _mm512_load_si512(cg), n1 = _mm512_load_si512(cg + 64);
+        const __m512i h = _mm512_load_si512(cg + 128);
+        q[u][0] = _mm512_or_si512(_mm512_and_si512(n0, m4),
+                                  _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+        q[u][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n0, 4), m4),
+                                  _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
+        q[u][2] = _mm512_or_si512(_mm512_and_si512(n1, m4), _mm512_and_si512(h, m30));
+        q[u][3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n1, 4), m4),
+                                  _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+        const uint8_t* meta = tiles[u] + nb * 3072 + b * 288;
+        sc[u] = _mm512_cvtepi8_epi32(
+            _mm_load_si128(reinterpret_cast<const __m128i*>(meta + 16 * g)));
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        const int8_t* xq = x[i].qs + 256 * b + 16 * g;
+        const __m512i off = _mm512_set1_epi32(-32 * x[i].bsums[16 * b + g]);
+        __m512i da = off, db = off;
+#pragma GCC unroll 4
+        for (int a = 0; a < 4; ++a) {
+          const __m512i xs = Bcast32(xq + 4 * a);
+          da = _mm512_dpbusd_epi32(da, q[0][a], xs);
+          db = _mm512_dpbusd_epi32(db, q[1][a], xs);
+        }
+        isum[i][0] = _mm512_add_epi32(isum[i][0], _mm512_mullo_epi32(da, sc[0]));
+        isum[i][1] = _mm512_add_epi32(isum[i][1], _mm512_mullo_epi32(db, sc[1]));
+      }
+    }
+#pragma GCC unroll 2
+    for (int u = 0; u < 2; ++u) {
+      const __m512 dd = Fp16x16(tiles[u] + nb * 3072 + b * 288 + 256);
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        acc[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][u]),
+                                    _mm512_mul_ps(dd, _mm512_set1_ps(x[i].d[b])), acc[i][u]);
+      }
+    }
+  }
+  const __mmask16 mask = Mask16(nrows_b);
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    _mm512_storeu_ps(y + i * ldy, acc[i][0]);
+    _mm512_mask_storeu_ps(y + i * ldy + kPackRows, mask, acc[i][1]);
+  }
+}
+
+using Tile2Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*,
+                         int64_t, int);
+// nx activation rows in passes of at most two.
+template <Tile2Fn K1, Tile2Fn K2>
+void KTile2(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act, size_t stride,
+            int nx, float* y, int64_t ldy, int nrows_b) {
+  for (int i = 0; i < nx; i += 2) {
+    const uint8_t* a = act + static_cast<size_t>(i) * stride;
+    if (nx - i >= 2) {
+      K2(k, ta, tile_bytes, a, stride, y + i * ldy, ldy, nrows_b);
+    } else {
+      K1(k, ta, tile_bytes, a, stride, y + i * ldy, ldy, nrows_b);
+    }
+  }
+}
+
 template <template <int> class K>
 void ByNx(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx, float* y,
           int64_t ldy, int nrows) {
@@ -372,6 +554,15 @@ struct Q6KK {
   }
 };
 
+// Q6_K: the two-tile kernel pays off at one activation row (decode: broadcasts halve); with
+// more rows the one-tile kernel, which shares each tile's code rebuild over 4 rows, is faster.
+void Q6KTile2(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
+              size_t stride, int nx, float* y, int64_t ldy, int nrows_b) {
+  if (nx == 1) return Q6KTile2N<1>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
+  ByNx<Q6KK>(k, ta, act, stride, nx, y, ldy, static_cast<int>(kPackRows));
+  ByNx<Q6KK>(k, ta + tile_bytes, act, stride, nx, y + kPackRows, ldy, nrows_b);
+}
+
 }  // namespace
 
 Packed2Fn Packed2Avx512(GgmlType type) {
@@ -380,6 +571,10 @@ Packed2Fn Packed2Avx512(GgmlType type) {
       return Tile2<4, 8>;
     case GgmlType::kQ8_0:
       return Tile2<8, 128>;
+    case GgmlType::kQ4_K:
+      return KTile2<Q4KTile2N<1>, Q4KTile2N<2>>;
+    case GgmlType::kQ6_K:
+      return Q6KTile2;
     default:
       return nullptr;
   }
