@@ -49,7 +49,9 @@ Impl MakeImpl(SimdLevel level, GgmlType type) {
     if (!impl.quantize) impl.quantize = internal::QuantizeActAvx2(impl.act);
   }
   if (!impl.dot) impl.dot = internal::DotScalar(type);
-  if (!impl.packed) impl.packed = internal::PackedScalar(type);
+  // The scalar packed kernels only stand in for a missing SIMD kernel at the scalar level;
+  // at AVX2 a type without an AVX2 packed kernel (K-quants) runs the GGUF-layout AVX2 kernel.
+  if (level == SimdLevel::kScalar) impl.packed = internal::PackedScalar(type);
   if (!impl.quantize) impl.quantize = internal::QuantizeActScalar(impl.act);
   return impl;
 }
