@@ -252,7 +252,9 @@ int RunServe(int argc, char** argv) {
     return 1;
   }
   TLOG(INFO) << (*backend)->Summary();
-  server::ApiOptions api_options{{(*backend)->Info().name}, o.api_key};
+  server::ApiOptions api_options;
+  api_options.served_model_names = {(*backend)->Info().name};
+  api_options.api_key = o.api_key;
   api_options.sampling_defaults = defaults;
   api_options.tool_call_format =
       o.tool_call_parser == "auto"

@@ -229,7 +229,10 @@ TEST_F(ApiTest, Errors) {
 }
 
 TEST_F(ApiTest, ApiKey) {
-  Init({}, {{"tiny"}, "sekret"});
+  ApiOptions api_options;
+  api_options.served_model_names = {"tiny"};
+  api_options.api_key = "sekret";
+  Init({}, api_options);
   json body = {{"prompt", "x"}, {"max_tokens", 1}};
   auto missing = Post("/v1/completions", body);
   EXPECT_EQ(missing->response.status, 401);

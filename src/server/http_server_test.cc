@@ -105,7 +105,9 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void Start(FakeBackendOptions fake = {}, HttpServerOptions opts = {}) {
     backend_ = std::make_unique<FakeBackend>(fake);
-    api_ = std::make_unique<OpenAiApi>(backend_.get(), ApiOptions{{"tiny"}, ""});
+    ApiOptions api_options;
+    api_options.served_model_names = {"tiny"};
+    api_ = std::make_unique<OpenAiApi>(backend_.get(), api_options);
     opts.port = 0;
     server_ = std::make_unique<HttpServer>(
         opts, [this](HttpRequest r, std::shared_ptr<ResponseChannel> c) {
