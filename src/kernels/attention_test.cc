@@ -215,23 +215,36 @@ TEST(AttentionTest, TileKernelsMatchReference) {
   };
   const Case cases[] = {{0, 1, 0}, {0, 9, 0}, {37, 1, 0}, {21, 12, 0}, {30, 5, 7}};
   const int64_t block_sizes[] = {1, 16, 32};
+  const std::vector<SimdLevel> levels = Levels();
   std::mt19937 rng(42);
   int combo = 0;
-  for (SimdLevel level : Levels()) {
-    const AttendTileFn tile = AttendTileAtLevel(level);
-    for (KvDtype d : kAllDtypes) {
-      for (int64_t hd : HeadDims(d)) {
-        for (int64_t n_group : {1, 2, 4, 8}) {
-          const int64_t bs = block_sizes[combo++ % 3];
-          const int64_t n_kv = 2, kv_head = 1, max_pos = 42;
-          const int64_t nb = (max_pos + bs - 1) / bs + 1;
-          TestKv kv(d, nb, bs, n_kv, hd, &rng);
-          auto bt = ShuffledTable(nb, &rng);
-          const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-          for (const Case& c : cases) {
-            const int64_t stride = n_kv * n_group * hd;
-            auto q = Randn(c.n_rows * stride, &rng);
-            std::vector<float> got(q.size(), -7.0f), want(n_group * hd);
+  for (KvDtype d : kAllDtypes) {
+    for (int64_t hd : HeadDims(d)) {
+      for (int64_t n_group : {1, 2, 4, 8}) {
+        const int64_t bs = block_sizes[combo++ % 3];
+        const int64_t n_kv = 2, kv_head = 1, max_pos = 42;
+        const int64_t nb = (max_pos + bs - 1) / bs + 1;
+        TestKv kv(d, nb, bs, n_kv, hd, &rng);
+        auto bt = ShuffledTable(nb, &rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        for (const Case& c : cases) {
+          const int64_t stride = n_kv * n_group * hd;
+          auto q = Randn(c.n_rows * stride, &rng);
+          // The reference, once per case: [n_rows, n_group * hd].
+          std::vector<float> want(c.n_rows * n_group * hd);
+          std::vector<float> scores(n_group * (c.pos_start + c.n_rows));
+          for (int64_t r = 0; r < c.n_rows; ++r) {
+            const int64_t pos = c.pos_start + r;
+            GroupJob gj{bt.data(),
+                        kv_head,
+                        c.window > 0 ? std::max<int64_t>(0, pos + 1 - c.window) : 0,
+                        pos + 1,
+                        q.data() + r * stride + kv_head * n_group * hd,
+                        want.data() + r * n_group * hd};
+            AttendGroupReference(kv.view, gj, n_group, scale, scores.data());
+          }
+          for (SimdLevel level : levels) {
+            std::vector<float> got(q.size(), -7.0f);
             TileJob job;
             job.block_table = bt.data();
             job.kv_head = kv_head;
@@ -242,24 +255,15 @@ TEST(AttentionTest, TileKernelsMatchReference) {
             job.out = got.data() + kv_head * n_group * hd;
             const TileParams tp{n_group, scale, c.window};
             std::vector<float> scratch(TileScratchFloats(kv.view, job, tp));
-            tile(kv.view, job, tp, scratch.data());
-            std::vector<float> scores(n_group * (c.pos_start + c.n_rows));
+            AttendTileAtLevel(level)(kv.view, job, tp, scratch.data());
             for (int64_t r = 0; r < c.n_rows; ++r) {
-              const int64_t pos = c.pos_start + r;
-              GroupJob gj{bt.data(),
-                          kv_head,
-                          c.window > 0 ? std::max<int64_t>(0, pos + 1 - c.window) : 0,
-                          pos + 1,
-                          job.q + r * stride,
-                          want.data()};
-              AttendGroupReference(kv.view, gj, n_group, scale, scores.data());
               for (int64_t i = 0; i < n_group * hd; ++i) {
-                ASSERT_NEAR(job.out[r * stride + i], want[i], 1e-4f * (1 + std::fabs(want[i])))
+                const float w = want[r * n_group * hd + i];
+                ASSERT_NEAR(job.out[r * stride + i], w, 1e-4f * (1 + std::fabs(w)))
                     << SimdLevelName(level) << " " << KvDtypeName(d) << " hd " << hd << " group "
-                    << n_group << " bs " << bs << " pos " << pos << " i " << i;
+                    << n_group << " bs " << bs << " pos " << c.pos_start + r << " i " << i;
               }
-              // Heads of the other KV head are untouched.
-              ASSERT_EQ(got[r * stride], -7.0f);
+              ASSERT_EQ(got[r * stride], -7.0f);  // heads of the other KV head untouched
             }
           }
         }

@@ -123,7 +123,8 @@ TEST(ReferenceModelsTest, KvDtypesStayCloseToLlamaCpp) {
       const double rms_tol =
           moe ? index["tolerances"]["moe_rule"]["rms_rel"].get<double>() : t.rms_rel;
       for (const auto& lf : index["logits"]) {
-        if (lf["model"] != f["model"] || lf["type"] != "F32") continue;
+        // S4 only (200 tokens over 13 blocks): the longest context, and keeps the test fast.
+        if (lf["model"] != f["model"] || lf["type"] != "F32" || lf["seq"] != "S4") continue;
         const std::string lpath = dir + "/" + lf["path"].get<std::string>();
         if (!std::filesystem::exists(lpath)) continue;
         const std::vector<int32_t> ids = seqs[lf["seq"].get<std::string>()];
