@@ -127,7 +127,7 @@ void GenerationJob::OnChunk(size_t choice, GenerationChunk chunk) {
   bool post = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.emplace_back(choice, std::move(chunk));
+    queue_.push_back({choice, std::move(chunk), Clock::now()});
     post = !drain_scheduled_;
     drain_scheduled_ = true;
   }
@@ -135,20 +135,19 @@ void GenerationJob::OnChunk(size_t choice, GenerationChunk chunk) {
 }
 
 void GenerationJob::Drain() {
-  std::deque<std::pair<size_t, GenerationChunk>> items;
+  std::deque<Queued> items;
   {
     std::lock_guard<std::mutex> lock(mu_);
     items.swap(queue_);
     drain_scheduled_ = false;
   }
-  for (auto& [index, chunk] : items) Handle(index, chunk);
+  for (Queued& q : items) Handle(q.index, q.chunk, q.arrived);
 }
 
-void GenerationJob::Handle(size_t index, GenerationChunk& chunk) {
+void GenerationJob::Handle(size_t index, GenerationChunk& chunk, Clock::time_point now) {
   if (index >= choices_.size()) return;  // a backend bug; never index out of range
   Choice& c = choices_[index];
   if (c.finished) return;
-  auto now = Clock::now();
   if (!chunk.token_ids.empty() && !c.has_first_token) {
     c.has_first_token = true;
     c.first_token = now;

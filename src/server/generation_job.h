@@ -107,7 +107,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   void OnChunk(size_t choice, GenerationChunk chunk);  // backend thread
   void Drain();                                        // executor
-  void Handle(size_t index, GenerationChunk& chunk);
+  // `arrived`: when the backend produced the chunk (timings are taken from it, not from when
+  // the executor gets to it).
+  void Handle(size_t index, GenerationChunk& chunk, std::chrono::steady_clock::time_point arrived);
   void OnClientGone();
   void Fail(const ApiError& error);
   void Complete();
@@ -130,7 +132,12 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   // Shared with backend threads.
   std::mutex mu_;
-  std::deque<std::pair<size_t, GenerationChunk>> queue_;
+  struct Queued {
+    size_t index;
+    GenerationChunk chunk;
+    std::chrono::steady_clock::time_point arrived;
+  };
+  std::deque<Queued> queue_;
   bool drain_scheduled_ = false;
   std::vector<uint64_t> handles_;
   bool cancelled_ = false;
