@@ -289,6 +289,16 @@ TEST(ResolveTest, UnreachableHubFallsBackToCache) {
   EXPECT_NE(r.status().message().find("cannot be reached"), std::string::npos)
       << r.status().message();
   EXPECT_NE(r.status().message().find("local path"), std::string::npos);
+
+  // What the cache holds still resolves.
+  RepoCache cache(dir.path(), "org/model");
+  const std::string commit(40, 'd');
+  WriteFile(cache.BlobPath("e2"), "GGUF");
+  ASSERT_TRUE(cache.Link(commit, "m.Q8_0.gguf", "e2").ok());
+  ASSERT_TRUE(cache.WriteRef("main", commit).ok());
+  r = ResolveModel("hf://org/model/m.Q8_0.gguf", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->model_path, cache.SnapshotPath(commit, "m.Q8_0.gguf"));
 }
 
 }  // namespace
