@@ -31,28 +31,29 @@ class GgufHfJsonTest : public ::testing::Test {
 };
 
 TEST_F(GgufHfJsonTest, SameAsTheFolder) {
-  const std::string dir = testing_util::TokenizerDir("qwen3");
+  const std::string dir = testing_util::TokenizerDir("llama2");
   if (dir.empty()) GTEST_SKIP() << "testdata/tokenizers not found";
-  const Tokenizer* ref = testing_util::HfTokenizer("qwen3");
+  const Tokenizer* ref = testing_util::HfTokenizer("llama2");
   ASSERT_NE(ref, nullptr);
   auto json = ReadFileToString(dir + "/tokenizer.json");
   ASSERT_TRUE(json.ok());
   gguf::GgufWriter w;
-  w.Set("general.architecture", gguf::Value::String("qwen3"));
+  w.Set("general.architecture", gguf::Value::String("llama"));
   w.Set("tokenizer.huggingface.json", gguf::Value::String(*json));
   w.Set("tokenizer.chat_template", gguf::Value::String("{{ messages }}"));
-  const int32_t im_end = ref->TokenId("<|im_end|>");
-  ASSERT_GE(im_end, 0);
-  w.Set("tokenizer.ggml.eos_token_id", gguf::Value::Uint32(static_cast<uint32_t>(im_end)));
+  const int32_t eos = ref->TokenId("</s>");
+  ASSERT_GE(eos, 0);
+  w.Set("tokenizer.ggml.eos_token_id", gguf::Value::Uint32(static_cast<uint32_t>(eos)));
   auto tok = Load(w);
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   EXPECT_EQ((*tok)->vocab_size(), ref->vocab_size());
-  for (const char* text : {"Hello world!", "  123 456\n\tÜber ünïcode 你好", "<|im_start|>user"}) {
+  for (const char* text : {"Hello world!", "  123 456\n\tÜber ünïcode 你好", "<s>[INST] hi"}) {
     EXPECT_EQ((*tok)->Encode(text), ref->Encode(text)) << text;
   }
-  EXPECT_EQ((*tok)->eos_id(), im_end);
-  EXPECT_EQ((*tok)->eos_text(), "<|im_end|>");
-  EXPECT_TRUE((*tok)->IsEog(im_end));
+  EXPECT_EQ((*tok)->eos_id(), eos);
+  EXPECT_EQ((*tok)->eos_text(), "</s>");
+  EXPECT_TRUE((*tok)->IsEog(eos));
+  EXPECT_EQ((*tok)->add_bos(), ref->add_bos());
   EXPECT_EQ((*tok)->chat_template(), "{{ messages }}");
 }
 
@@ -64,7 +65,7 @@ TEST_F(GgufHfJsonTest, Errors) {
   EXPECT_NE(tok.status().message().find("tokenizer.huggingface.json"), std::string::npos)
       << tok.status().message();
 
-  const std::string dir = testing_util::TokenizerDir("qwen3");
+  const std::string dir = testing_util::TokenizerDir("llama2");
   if (dir.empty()) return;
   auto json = ReadFileToString(dir + "/tokenizer.json");
   ASSERT_TRUE(json.ok());
