@@ -45,6 +45,11 @@ struct ScalarIsa {
       s[j] = dot * scale;
     }
   }
+  static void Scores2(const float* q0, const float* q1, const float* const* rows, int64_t n_rows,
+                      int64_t hd, float scale, float* s0, float* s1) {
+    Scores(q0, rows, n_rows, hd, scale, s0);
+    Scores(q1, rows, n_rows, hd, scale, s1);
+  }
   static float ExpSub(float* s, int64_t n, float m) {
     float sum = 0;
     for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - m));

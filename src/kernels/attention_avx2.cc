@@ -77,6 +77,11 @@ struct Avx2Isa {
     for (int64_t j = 0; j < n_rows; ++j) s[j] = Dot(q, rows[j], hd) * scale;
   }
 
+  static void Scores2(const float* q0, const float* q1, const float* const* rows, int64_t n_rows,
+                      int64_t hd, float scale, float* s0, float* s1) {
+    Scores(q0, rows, n_rows, hd, scale, s0);
+    Scores(q1, rows, n_rows, hd, scale, s1);
+  }
   static float ExpSub(float* s, int64_t n, float m) {
     const __m256 vm = _mm256_set1_ps(m);
     __m256 sum = _mm256_setzero_ps();

@@ -134,6 +134,36 @@ struct Avx512Isa {
     }
   }
 
+  // Two query heads x 8 keys per pass: each K chunk load feeds two FMAs; lanes 0-7 of the
+  // joint reduction are q0's scores, lanes 8-15 q1's.
+  static void Scores2(const float* q0, const float* q1, const float* const* rows, int64_t n_rows,
+                      int64_t hd, float scale, float* s0, float* s1) {
+    int64_t j = 0;
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (; j + 8 <= n_rows; j += 8) {
+      __m512 a[16];
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; ++t) a[t] = _mm512_setzero_ps();
+      for (int64_t d = 0; d < hd; d += 16) {
+        const __mmask16 k = Mask16(hd - d);
+        const __m512 x0 = _mm512_maskz_loadu_ps(k, q0 + d), x1 = _mm512_maskz_loadu_ps(k, q1 + d);
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) {
+          const __m512 kr = _mm512_maskz_loadu_ps(k, rows[j + t] + d);
+          a[t] = _mm512_fmadd_ps(x0, kr, a[t]);
+          a[8 + t] = _mm512_fmadd_ps(x1, kr, a[8 + t]);
+        }
+      }
+      const __m512 r = _mm512_mul_ps(Reduce16(a), vscale);
+      _mm256_storeu_ps(s0 + j, _mm512_castps512_ps256(r));
+      _mm256_storeu_ps(s1 + j, _mm512_extractf32x8_ps(r, 1));
+    }
+    if (j < n_rows) {
+      Scores(q0, rows + j, n_rows - j, hd, scale, s0 + j);
+      Scores(q1, rows + j, n_rows - j, hd, scale, s1 + j);
+    }
+  }
+
   static float ExpSub(float* s, int64_t n, float m) {
     const __m512 vm = _mm512_set1_ps(m);
     __m512 sum = _mm512_setzero_ps();

@@ -206,7 +206,7 @@ TEST(AttentionTest, ReferenceMatchesDenseForEveryDtype) {
   }
 }
 
-// Every tile kernel against the reference, per dtype: odd head_dims, GQA ratios 1/2/4/8,
+// Every tile kernel against the reference, per dtype: odd head_dims, GQA ratios 1/2/3/4/7/8,
 // block sizes 1/16/32, prompts from position 0, decode rows and chunks after cached blocks,
 // with and without a sliding window.
 TEST(AttentionTest, TileKernelsMatchReference) {
@@ -220,7 +220,7 @@ TEST(AttentionTest, TileKernelsMatchReference) {
   int combo = 0;
   for (KvDtype d : kAllDtypes) {
     for (int64_t hd : HeadDims(d)) {
-      for (int64_t n_group : {1, 2, 4, 8}) {
+      for (int64_t n_group : {1, 2, 3, 4, 7, 8}) {
         const int64_t bs = block_sizes[combo++ % 3];
         const int64_t n_kv = 2, kv_head = 1, max_pos = 42;
         const int64_t nb = (max_pos + bs - 1) / bs + 1;

@@ -7,6 +7,8 @@
 //       a pointer to row `src` as floats: src itself for f32, else buf after converting.
 //   void Scores(const float* q, const float* const* rows, int64_t n_rows, int64_t hd,
 //               float scale, float* s)        s[j] = scale * q · rows[j]
+//   void Scores2(const float* q0, const float* q1, const float* const* rows, int64_t n_rows,
+//                int64_t hd, float scale, float* s0, float* s1)   Scores of two query heads
 //   float ExpSub(float* s, int64_t n, float m)  s[j] = exp(s[j] - m); returns the sum
 //   void Scale(float* y, float a, int64_t n)    y *= a
 //   void Accumulate(const float* p, const float* const* rows, int64_t n_rows, float* acc,
@@ -27,7 +29,7 @@ inline constexpr int64_t kKvTile = 32;
 
 inline size_t TileScratchFloatsFor(int64_t head_dim, int64_t n_rows, int64_t n_group) {
   const int64_t nq = n_rows * n_group;
-  return static_cast<size_t>(2 * kKvTile * head_dim + kKvTile + nq * (head_dim + 2));
+  return static_cast<size_t>(2 * kKvTile * head_dim + 2 * kKvTile + nq * (head_dim + 2));
 }
 
 template <class Isa>
@@ -36,8 +38,8 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
   const int64_t nq = n_rows * n_group;
   float* kf = scratch;            // [kKvTile, hd] converted K rows
   float* vf = kf + kKvTile * hd;  // [kKvTile, hd] converted V rows
-  float* s = vf + kKvTile * hd;   // [kKvTile] scores of one query head
-  float* acc = s + kKvTile;       // [nq, hd] unnormalised outputs
+  float* s2 = vf + kKvTile * hd;  // [2, kKvTile] scores of two query heads
+  float* acc = s2 + 2 * kKvTile;  // [nq, hd] unnormalised outputs
   float* m = acc + nq * hd;       // [nq] running max
   float* l = m + nq;              // [nq] running sum of exp
   std::fill(acc, acc + nq * hd, 0.0f);
@@ -66,7 +68,16 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
       for (int64_t g = 0; g < n_group; ++g) {
         const int64_t qi = r * n_group + g;
         const float* q = job.q + r * job.row_stride + g * hd;
-        Isa::Scores(q, krow + jlo, jhi - jlo, hd, p.scale, s + jlo);
+        // Heads of one row see the same keys: score them two at a time (shared K loads).
+        float* s = s2 + (g % 2) * kKvTile;
+        if (g % 2 == 0) {
+          if (g + 1 < n_group) {
+            Isa::Scores2(q, q + hd, krow + jlo, jhi - jlo, hd, p.scale, s2 + jlo,
+                         s2 + kKvTile + jlo);
+          } else {
+            Isa::Scores(q, krow + jlo, jhi - jlo, hd, p.scale, s + jlo);
+          }
+        }
         float mx = s[jlo];
         for (int64_t j = jlo + 1; j < jhi; ++j) mx = std::max(mx, s[j]);
         const float m_new = std::max(m[qi], mx);
