@@ -143,6 +143,43 @@ TEST(ModelCliTest, SynthWritesALoadableModel) {
   std::filesystem::remove(out);
 }
 
+// --quantize converts at load exactly as `tachyon quantize` does to a file; --kv-cache-dtype
+// picks the KV storage (f32 keeps llama2.c's text exactly; q8_0 needs head_dim % 32 == 0).
+TEST(ModelCliTest, RunQuantizeOnLoadAndKvDtype) {
+  REQUIRE_STORIES();
+  const std::string model = Stories() + "/stories260K.gguf";
+  const std::string q8 = Temp("q8.gguf");
+  Result r = Tachyon("quantize " + model + " " + q8 + " --type Q8_0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string args = " -t 1 --temp 0 -n 24 -p \"Once upon a time\"";
+  Result from_file = Tachyon("run -m " + q8 + args);
+  Result on_load = Tachyon("run -m " + model + " --quantize q8_0" + args);
+  std::filesystem::remove(q8);
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  ASSERT_EQ(on_load.exit_code, 0) << on_load.err;
+  EXPECT_FALSE(on_load.out.empty());
+  EXPECT_EQ(on_load.out, from_file.out);
+
+  Result f32 = Tachyon("run -m " + model + " --kv-cache-dtype f32" + args);
+  Result bf16 = Tachyon("run -m " + model + " --kv-cache-dtype bf16" + args);
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_FALSE(bf16.out.empty());
+
+  r = Tachyon("run -m " + model + " --kv-cache-dtype q8_0" + args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("head_dim"), std::string::npos) << r.err;
+  r = Tachyon("run -m " + model + " --kv-cache-dtype f8" + args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("f8"), std::string::npos) << r.err;
+  r = Tachyon("run -m " + model + " --quantize q5_0" + args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("q5_0"), std::string::npos) << r.err;
+  r = Tachyon("bench -m " + model + " --quantize q5_0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("q5_0"), std::string::npos) << r.err;
+}
+
 TEST(ModelCliTest, BadInputsGiveOneLineErrors) {
   Result r = Tachyon("synth --arch llama --shape tiny --type Q9_9 -o " + Temp("bad.gguf"));
   EXPECT_NE(r.exit_code, 0);

@@ -26,6 +26,7 @@
 #include "cli/bench_concurrency.h"
 #include "cli/command.h"
 #include "hub/resolve.h"
+#include "kernels/attention.h"
 #include "model/model.h"
 
 namespace tachyon::cli {
@@ -33,7 +34,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tachyon bench -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps 5] [--json]\n"
-    "                     [--bw-mib 1024]\n"
+    "                     [--bw-mib 1024] [--kv-cache-dtype f16] [--quantize q8_0|q4_0|q4_k]\n"
     "       tachyon bench -m MODEL --concurrency 1,4,16,64 [-p 128] [-n 64] [-t THREADS]\n"
     "                     [--json] [--max-batched-tokens 2048] [--kv-blocks B] [--stop S]\n"
     "  --concurrency drives the engine with N concurrent random-prompt requests per level\n"
@@ -93,6 +94,8 @@ struct Options {
   std::string concurrency;  // empty: the pp/tg benchmark
   int64_t max_batched_tokens = 2048, kv_blocks = 0;
   std::vector<std::string> stop;
+  model::KvDtype kv_dtype = model::kDefaultKvDtype;
+  std::string quantize;  // quantize float weights at load ("" keeps them)
 };
 
 int RunBench(int argc, char** argv) {
@@ -126,6 +129,16 @@ int RunBench(int argc, char** argv) {
       o.reps = std::atoi(v);
     } else if (a == "--bw-mib" && (v = value())) {
       o.bw_mib = std::atoll(v);
+    } else if (a == "--kv-cache-dtype" && (v = value())) {
+      auto dtype = kernels::ParseKvDtype(v);
+      if (!dtype.ok())
+        return Fail("--kv-cache-dtype: '" + std::string(v) + "' is not f16, bf16, q8_0 or f32");
+      o.kv_dtype = *dtype;
+    } else if (a == "--quantize" && (v = value())) {
+      o.quantize = v;
+      if (o.quantize != "q8_0" && o.quantize != "q4_0" && o.quantize != "q4_k") {
+        return Fail("--quantize: '" + o.quantize + "' is not q8_0, q4_0 or q4_k");
+      }
     } else if (a == "--json") {
       o.json = true;
     } else {
@@ -151,6 +164,8 @@ int RunBench(int argc, char** argv) {
     co.kv_blocks = o.kv_blocks;
     co.json = o.json;
     co.stop = o.stop;
+    co.kv_dtype = o.kv_dtype;
+    co.quantize = o.quantize;
     return RunConcurrencyBench(co);
   }
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.bw_mib < 1 || o.bw_mib > 16384) {
@@ -159,7 +174,8 @@ int RunBench(int argc, char** argv) {
   const auto tl0 = Clock::now();
   auto resolved = hub::ResolveModel(o.model_path);  // file, HF folder or hub name
   if (!resolved.ok()) return Fail(resolved.status().message());
-  auto loaded = model::Model::Load(resolved->model_path);
+  auto loaded = model::Model::Load(
+      resolved->model_path, model::LoadOptions{.quantize = o.quantize, .threads = o.threads});
   if (!loaded.ok()) return Fail(loaded.status().message());
   const double load_s = Seconds(tl0, Clock::now());
   model::Model& m = **loaded;
@@ -170,7 +186,7 @@ int RunBench(int argc, char** argv) {
   }
   const int64_t bs = model::kDefaultBlockSize;
   const int64_t max_pos = std::max(o.n_prompt, o.n_gen);
-  auto kv = m.CreateKvCache(std::max<int64_t>(1, (max_pos + bs - 1) / bs), bs);
+  auto kv = m.CreateKvCache(std::max<int64_t>(1, (max_pos + bs - 1) / bs), bs, o.kv_dtype);
   if (!kv.ok()) return Fail(kv.status().message());
   ThreadPool pool(o.threads);
   std::mt19937 rng(1234);

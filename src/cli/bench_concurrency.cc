@@ -218,7 +218,8 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   const auto tl0 = Clock::now();
   auto resolved = hub::ResolveModel(o.model_path);  // file, HF folder or hub name
   if (!resolved.ok()) return Fail(resolved.status().message());
-  auto loaded = model::Model::Load(resolved->model_path);
+  auto loaded = model::Model::Load(
+      resolved->model_path, model::LoadOptions{.quantize = o.quantize, .threads = o.threads});
   if (!loaded.ok()) return Fail(loaded.status().message());
   const double load_s = Seconds(tl0, Clock::now());
   std::shared_ptr<model::Model> model(std::move(loaded).value());
@@ -244,13 +245,13 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
                  tok.status().message().c_str());
   }
   const int threads = o.threads > 0 ? o.threads : HardwareThreads();
-  auto executor = engine::ModelAdapter::Create(model, num_blocks, bs, threads);
+  auto executor = engine::ModelAdapter::Create(model, num_blocks, bs, threads, o.kv_dtype);
   if (!executor.ok()) return Fail(executor.status().message());
   auto core_or = engine::EngineCore::Create(ec, std::move(executor).value());
   if (!core_or.ok()) return Fail(core_or.status().message());
   engine::EngineCore* core = core_or->get();
-  const double kv_mib =
-      static_cast<double>(num_blocks) * static_cast<double>(model->KvBytesPerBlock(bs)) / 1048576;
+  const double kv_mib = static_cast<double>(num_blocks) *
+                        static_cast<double>(model->KvBytesPerBlock(bs, o.kv_dtype)) / 1048576;
 
   Runner runner(core, o, static_cast<int32_t>(c.n_vocab), ec.detokenizer != nullptr);
   // Warm-up (pages the weights in, sizes the buffers); not reported.

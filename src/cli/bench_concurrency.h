@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "model/model.h"
+
 namespace tachyon::cli {
 
 struct ConcurrencyBenchOptions {
@@ -19,6 +21,8 @@ struct ConcurrencyBenchOptions {
   std::vector<std::string> stop;          // stop strings given to every request (their
                                           // matching cost shows in detokenize_s)
   bool json = false;
+  model::KvDtype kv_dtype = model::kDefaultKvDtype;
+  std::string quantize;  // quantize float weights at load ("" keeps them)
 };
 
 // Runs every level and prints the table (or a JSON list); returns the exit code.

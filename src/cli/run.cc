@@ -18,6 +18,7 @@
 #include "engine/model_adapter.h"
 #include "engine/tokenizer_adapter.h"
 #include "hub/resolve.h"
+#include "kernels/attention.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -39,7 +40,9 @@ constexpr const char* kUsage =
     "  --frequency-penalty F    OpenAI frequency penalty in [-2, 2] (default 0)\n"
     "  --seed S                 random seed (default: random)\n"
     "  --ignore-eos             do not stop at end-of-generation tokens\n"
-    "  --stop STR               stop before STR (may be repeated)\n";
+    "  --stop STR               stop before STR (may be repeated)\n"
+    "  --kv-cache-dtype TYPE    KV cache storage: f16 (default), bf16, q8_0 or f32\n"
+    "  --quantize TYPE          quantize float weights at load: q8_0, q4_0 or q4_k\n";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tachyon run: error: %s\n", msg.c_str());
@@ -68,6 +71,8 @@ struct RunOptions {
   int64_t n_predict = 128;
   int64_t threads = 0;
   int64_t ctx = 0;
+  model::KvDtype kv_dtype = model::kDefaultKvDtype;
+  std::string quantize;
   sampling::SamplingParams params;
 };
 
@@ -101,6 +106,14 @@ int ParseArgs(int argc, char** argv, RunOptions* o) {
     } else if (a == "-p" || a == "--prompt") {
       o->prompt = v;
       o->have_prompt = true;
+    } else if (a == "--kv-cache-dtype") {
+      auto dtype = kernels::ParseKvDtype(v);
+      if (!dtype.ok()) return bad("f16, bf16, q8_0 or f32");
+      o->kv_dtype = *dtype;
+    } else if (a == "--quantize") {
+      if (std::string q = v; q != "q8_0" && q != "q4_0" && q != "q4_k")
+        return bad("q8_0, q4_0 or q4_k");
+      o->quantize = v;
     } else if (a == "--stop") {
       p.stop.emplace_back(v);
     } else if (a == "-n" || a == "--n-predict") {
@@ -154,7 +167,9 @@ int RunRun(int argc, char** argv) {
 
   auto resolved = hub::ResolveModel(o.model_path);  // file, HF folder or hub name
   if (!resolved.ok()) return Fail(resolved.status().message());
-  auto loaded = model::Model::Load(resolved->model_path);
+  auto loaded = model::Model::Load(
+      resolved->model_path,
+      model::LoadOptions{.quantize = o.quantize, .threads = static_cast<int>(o.threads)});
   if (!loaded.ok()) return Fail(loaded.status().message());
   std::shared_ptr<model::Model> model(std::move(loaded).value());
   auto tok_or = tokenizer::Tokenizer::FromGguf(model->file());
@@ -194,8 +209,8 @@ int RunRun(int argc, char** argv) {
     }
   }
   ec.detokenizer = std::make_shared<engine::TokenizerDetokenizer>(tok);
-  auto executor =
-      engine::ModelAdapter::Create(model, ec.kv.num_blocks, bs, static_cast<int>(o.threads));
+  auto executor = engine::ModelAdapter::Create(model, ec.kv.num_blocks, bs,
+                                               static_cast<int>(o.threads), o.kv_dtype);
   if (!executor.ok()) return Fail(executor.status().message());
   auto core = engine::EngineCore::Create(ec, std::move(executor).value());
   if (!core.ok()) return Fail(core.status().message());

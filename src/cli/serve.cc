@@ -51,6 +51,7 @@ void PrintServeUsage() {
       "  --kv-cache-memory SIZE       KV cache budget, e.g. 512M, 2G (default: enough for\n"
       "                               max-num-seqs full contexts, at most 4G)\n"
       "  --kv-cache-dtype TYPE        KV cache storage: f16 (default), bf16, q8_0 or f32\n"
+      "  --quantize TYPE              quantize float weights at load: q8_0, q4_0 or q4_k\n"
       "  --no-generation-config       ignore the model folder's generation_config.json (its\n"
       "                               sampling defaults and extra EOS ids)\n"
       "  --max-num-batched-tokens N   tokens per engine step (default 2048)\n"
@@ -146,6 +147,10 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
     } else if (a == "--kv-cache-memory") {
       if (!ParseSize(v, &n)) return bad("a size like 512M");
       o->engine.kv_cache_bytes = n;
+    } else if (a == "--quantize") {
+      if (std::string q = v; q != "q8_0" && q != "q4_0" && q != "q4_k")
+        return bad("q8_0, q4_0 or q4_k");
+      o->engine.quantize = v;
     } else if (a == "--kv-cache-dtype") {
       auto dtype = kernels::ParseKvDtype(v);
       if (!dtype.ok()) return bad("f16, bf16, q8_0 or f32");

@@ -62,7 +62,9 @@ Result<std::string> ReadTemplateFile(const std::string& path) {
 Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(const EngineBackendOptions& o) {
   std::unique_ptr<EngineBackend> b(new EngineBackend());
   b->options_ = o;
-  ASSIGN_OR_RETURN(std::shared_ptr<model::Model> model, model::Model::Load(o.model_path));
+  ASSIGN_OR_RETURN(std::shared_ptr<model::Model> model,
+                   model::Model::Load(o.model_path, model::LoadOptions{.quantize = o.quantize,
+                                                                       .threads = o.threads}));
   ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
                    tokenizer::Tokenizer::FromGguf(model->file()));
   b->tokenizer_ = std::move(tok);

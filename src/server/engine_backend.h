@@ -36,6 +36,8 @@ struct EngineBackendOptions {
   int64_t max_model_len = 0;  // 0: the model's training context
   bool enable_prefix_caching = true;
   model::KvDtype kv_dtype = model::kDefaultKvDtype;
+  // Quantize float matrices at load: "" keeps the stored types; q8_0, q4_0 or q4_k.
+  std::string quantize;
   // End-of-generation ids besides the tokenizer's (e.g. generation_config.json's eos_token_id).
   std::vector<int32_t> extra_eos_token_ids;
 };
