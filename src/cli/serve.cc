@@ -59,6 +59,8 @@ void PrintServeUsage() {
       "  --max-queue N                requests waiting beyond those; more get 429 (default 1024)\n"
       "  --max-model-len N            context length (default: the model's)\n"
       "  --no-prefix-caching          disable prefix caching\n"
+      "  --scheduling-policy P        fcfs (default) or priority (the request's `priority`,\n"
+      "                               lower first, orders admission and preemption)\n"
       "  --io-threads N               HTTP io threads (default 2)\n"
       "  --max-body-bytes N           larger request bodies get 413 (default 8388608)\n"
       "  --cors                       allow cross-origin requests from any origin\n"
@@ -151,6 +153,9 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
       if (std::string q = v; q != "q8_0" && q != "q4_0" && q != "q4_k")
         return bad("q8_0, q4_0 or q4_k");
       o->engine.quantize = v;
+    } else if (a == "--scheduling-policy") {
+      if (std::string p = v; p != "fcfs" && p != "priority") return bad("fcfs or priority");
+      o->engine.priority_scheduling = std::string(v) == "priority";
     } else if (a == "--kv-cache-dtype") {
       auto dtype = kernels::ParseKvDtype(v);
       if (!dtype.ok()) return bad("f16, bf16, q8_0 or f32");

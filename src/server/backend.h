@@ -44,6 +44,7 @@ struct SamplingOptions {
   std::vector<std::string> stop;  // stop strings; the matched string is not part of the text
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  int priority = 0;   // lower runs first under --scheduling-policy priority (as vLLM)
   int logprobs = -1;  // -1: none; k >= 0: logprob of the sampled token plus the top k
 };
 

@@ -124,6 +124,8 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(const EngineBackend
   ec.kv.num_blocks = static_cast<int>(num_blocks);
   ec.kv.block_size = static_cast<int>(block);
   ec.kv.enable_prefix_caching = o.enable_prefix_caching;
+  ec.scheduler.policy =
+      o.priority_scheduling ? engine::SchedulePolicy::kPriority : engine::SchedulePolicy::kFcfs;
   ec.max_model_len = max_len;
   ec.eos_token_ids = b->tokenizer_->EogIds();
   for (int32_t id : o.extra_eos_token_ids) {
@@ -217,6 +219,7 @@ Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback
   p.stop = s.stop;
   p.stop_token_ids = s.stop_token_ids;
   p.ignore_eos = s.ignore_eos;
+  er.priority = s.priority;
   p.logprobs = s.logprobs;
   const int64_t prompt_len = static_cast<int64_t>(er.prompt_tokens.size());
 

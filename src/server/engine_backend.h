@@ -35,6 +35,8 @@ struct EngineBackendOptions {
   int max_queue = 1024;
   int64_t max_model_len = 0;  // 0: the model's training context
   bool enable_prefix_caching = true;
+  // Requests' `priority` orders admission and preemption (else first come, first served).
+  bool priority_scheduling = false;
   model::KvDtype kv_dtype = model::kDefaultKvDtype;
   // Quantize float matrices at load: "" keeps the stored types; q8_0, q4_0 or q4_k.
   std::string quantize;

@@ -196,6 +196,7 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
     }
   }
   s.ignore_eos = r.Bool("ignore_eos").value_or(false);
+  s.priority = static_cast<int>(r.Int("priority", -1000000, 1000000).value_or(0));
   c.n = static_cast<int>(r.Int("n", 1, kMaxN).value_or(1));
   c.stream = r.Bool("stream").value_or(false);
   c.user = r.String("user").value_or("");

@@ -48,6 +48,7 @@ TEST(ProtocolTest, ParsesEveryCompletionParameter) {
                {"logprobs", 2},
                {"echo", true},
                {"ignore_eos", true},
+               {"priority", -3},
                {"user", "u1"},
                {"stream", true},
                {"stream_options", {{"include_usage", true}}},
@@ -74,6 +75,7 @@ TEST(ProtocolTest, ParsesEveryCompletionParameter) {
   EXPECT_EQ(s.logprobs, 2);
   EXPECT_TRUE(c.echo);
   EXPECT_TRUE(s.ignore_eos);
+  EXPECT_EQ(s.priority, -3);
   EXPECT_EQ(c.common.user, "u1");
   EXPECT_TRUE(c.common.stream);
   EXPECT_TRUE(c.common.include_usage);
@@ -135,6 +137,8 @@ TEST(ProtocolTest, RejectsWrongTypesAndRangesNamingTheParam) {
       {"logit_bias", {{"5", 101}}},
       {"logit_bias", {{"100000", 1}}},
       {"user", 5},
+      {"priority", "high"},
+      {"priority", 1e9},
   };
   for (const auto& c : cases) {
     json body = {{"prompt", "x"}, {c.field, c.value}};
