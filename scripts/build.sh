@@ -15,10 +15,12 @@ case "$kind" in
   *) echo "usage: $0 [release|asan|fuzz]" >&2; exit 2 ;;
 esac
 # ccache (installed by setup.sh) makes rebuilds and extra worktrees cheap; paths under the
-# repository's parent are hashed relative, so clones side by side share one cache.
+# repository's parent are hashed relative, so clones side by side share one cache. Direct mode
+# is off: every lookup hashes the preprocessed source, so a header that differs between two
+# clones can never bring back the other clone's object.
 if command -v ccache >/dev/null; then
   args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")} CCACHE_NOHASHDIR=1
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")} CCACHE_NOHASHDIR=1 CCACHE_NODIRECT=1
 fi
 if [ ! -f "$root/$dir/build.ninja" ]; then
   cmake -S "$root" -B "$root/$dir" -G Ninja "${args[@]}" >/dev/null
