@@ -12,41 +12,22 @@
 #include <sstream>
 #include <string>
 
+#include "cli_test_util.h"
 #include "util/testdata.h"
 
 namespace tachyon::engine_cli_test {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Result = cli_test_util::CommandResult;
+using cli_test_util::Slurp;
 
 std::string Temp(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("tachyon_engine_cli_" + std::to_string(getpid()) + "_" + name))
-      .string();
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return cli_test_util::TempPath("engine_cli", name);
 }
 
 // Runs the tachyon binary with `args` (already shell-quoted).
 Result Tachyon(const std::string& args) {
-  const std::string out = Temp("stdout"), err = Temp("stderr");
-  const std::string cmd = std::string(TACHYON_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = Slurp(out);
-  r.err = Slurp(err);
-  std::filesystem::remove(out);
-  std::filesystem::remove(err);
-  return r;
+  return cli_test_util::RunTachyon(args, Temp("cmd"));
 }
 
 std::string Model() {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_test_util.h"
 #include "util/testdata.h"
 
 namespace tachyon::hub_cli_test {
@@ -21,17 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using Output = cli_test_util::CommandResult;
+using cli_test_util::Slurp;
 
 class HubCliTest : public ::testing::Test {
  protected:
@@ -49,15 +41,8 @@ class HubCliTest : public ::testing::Test {
 
   // Runs the tachyon binary with `args` (already shell-quoted), with the Hub unreachable.
   Output Tachyon(const std::string& args) const {
-    const std::string out = Path("stdout"), err = Path("stderr");
-    const std::string cmd = "HF_HUB_OFFLINE=1 HF_HUB_CACHE=" + Path("cache") + " " +
-                            TACHYON_BINARY + " " + args + " >" + out + " 2>" + err;
-    const int status = std::system(cmd.c_str());
-    Output r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
+    return cli_test_util::RunTachyon(args, Path("cmd"),
+                                     "HF_HUB_OFFLINE=1 HF_HUB_CACHE=" + Path("cache"));
   }
 
   std::string WriteStory() const {

@@ -12,41 +12,22 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_util.h"
 #include "util/testdata.h"
 
 namespace tachyon::model_cli_test {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Result = cli_test_util::CommandResult;
+using cli_test_util::Slurp;
 
 std::string Temp(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("tachyon_model_cli_" + std::to_string(getpid()) + "_" + name))
-      .string();
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return cli_test_util::TempPath("model_cli", name);
 }
 
 // Runs the tachyon binary with `args` (already shell-quoted).
 Result Tachyon(const std::string& args) {
-  const std::string out = Temp("stdout"), err = Temp("stderr");
-  const std::string cmd = std::string(TACHYON_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = Slurp(out);
-  r.err = Slurp(err);
-  std::filesystem::remove(out);
-  std::filesystem::remove(err);
-  return r;
+  return cli_test_util::RunTachyon(args, Temp("cmd"));
 }
 
 std::string Stories() {
@@ -54,16 +35,18 @@ std::string Stories() {
   return dir.empty() ? "" : dir + "/stories260K";
 }
 
-#define REQUIRE_STORIES()                                                     \
+#define REQUIRE_STORIES() \
   if (Stories().empty()) GTEST_SKIP() << "testdata not found (TACHYON_TESTDATA)"
 
 TEST(ModelCliTest, LogitsMatchLlama2c) {
   REQUIRE_STORIES();
   const std::string out = Temp("logits.f32");
   // p00's first 20 ids, in chunks of 6 through the KV cache.
-  Result r = Tachyon("logits -m " + Stories() + "/stories260K.gguf --chunk 6 --ids "
+  Result r = Tachyon("logits -m " + Stories() +
+                     "/stories260K.gguf --chunk 6 --ids "
                      "1,403,407,261,378,432,383,286,261,376,298,315,421,395,317,426,338,401,"
-                     "396,267 --out " + out);
+                     "396,267 --out " +
+                     out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string got = Slurp(out), want = Slurp(Stories() + "/reference/logits/p00_allpos.f32");
   std::filesystem::remove(out);
@@ -104,8 +87,8 @@ TEST(ModelCliTest, BenchJson) {
                      "/stories260K.gguf -p 32 -n 8 --reps 1 -t 1 --json --bw-mib 8");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* key : {"pp_tok_s", "tg_tok_s", "load_s", "weight_bytes", "bandwidth_gbs",
-                          "tg_roofline_ratio"}) {
+  for (const char* key :
+       {"pp_tok_s", "tg_tok_s", "load_s", "weight_bytes", "bandwidth_gbs", "tg_roofline_ratio"}) {
     ASSERT_TRUE(j.contains(key)) << key;
     EXPECT_GT(j[key].get<double>(), 0) << key;
   }
@@ -121,8 +104,8 @@ TEST(ModelCliTest, PerplexityOfOwnGreedyTextIsLow) {
     std::ofstream t(text_path);
     for (const auto& c : gens["cases"]) t << c["stdout"].get<std::string>();
   }
-  Result r = Tachyon("perplexity -m " + Stories() + "/stories260K.gguf -t 1 --ctx 128 -f " +
-                     text_path);
+  Result r =
+      Tachyon("perplexity -m " + Stories() + "/stories260K.gguf -t 1 --ctx 128 -f " + text_path);
   std::filesystem::remove(text_path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   double ppl = 0;

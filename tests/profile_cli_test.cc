@@ -9,36 +9,16 @@
 #include <sstream>
 #include <string>
 
+#include "cli_test_util.h"
 #include "util/testdata.h"
 
 namespace tachyon::profile_cli_test {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using Result = cli_test_util::CommandResult;
 
 Result Tachyon(const std::string& args) {
-  const auto base =
-      std::filesystem::temp_directory_path() / ("tachyon_profile_cli_" + std::to_string(getpid()));
-  const std::string out = base.string() + ".out", err = base.string() + ".err";
-  const std::string cmd = std::string(TACHYON_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = Slurp(out);
-  r.err = Slurp(err);
-  std::filesystem::remove(out);
-  std::filesystem::remove(err);
-  return r;
+  return cli_test_util::RunTachyon(args, cli_test_util::TempPath("profile_cli", "cmd"));
 }
 
 TEST(ProfileCliTest, PrintsBothBreakdowns) {
