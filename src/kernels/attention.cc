@@ -125,6 +125,7 @@ void LoadKvRowReference(KvDtype dtype, const void* src, float* out, int64_t n) {
 void StoreKvRow(KvDtype dtype, const float* x, void* dst, int64_t n) {
   static const SimdLevel level = BestSimdLevel();
   switch (level) {
+    case SimdLevel::kAmx:
     case SimdLevel::kAvx512:
       return internal::StoreKvRowAvx512(dtype, x, dst, n);
     case SimdLevel::kAvx2:
@@ -177,6 +178,7 @@ void AttendTileScalar(const PagedKv& kv, const TileJob& job, const TileParams& p
 
 AttendTileFn AttendTileAtLevel(SimdLevel level) {
   switch (std::min(level, BestSimdLevel())) {
+    case SimdLevel::kAmx:
     case SimdLevel::kAvx512:
       return AttendTileAvx512;
     case SimdLevel::kAvx2:

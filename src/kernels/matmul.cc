@@ -59,8 +59,8 @@ Impl MakeImpl(SimdLevel level, GgmlType type) {
 // Tables per level, built once.
 const Impl& GetImpl(SimdLevel level, GgmlType type) {
   static const auto tables = [] {
-    std::array<std::array<Impl, 64>, 3> t{};
-    for (int l = 0; l < 3; ++l) {
+    std::array<std::array<Impl, 64>, 4> t{};
+    for (int l = 0; l < 4; ++l) {
       for (uint32_t ty = 0; ty < 64; ++ty) {
         if (GetTypeTraits(ty))
           t[l][ty] = MakeImpl(static_cast<SimdLevel>(l), static_cast<GgmlType>(ty));

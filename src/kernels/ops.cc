@@ -17,6 +17,7 @@ const OpsTable& OpsScalar() {
 
 const OpsTable& OpsAtLevel(SimdLevel level) {
   switch (std::min(level, BestSimdLevel())) {
+    case SimdLevel::kAmx:
     case SimdLevel::kAvx512:
       return OpsAvx512();
     case SimdLevel::kAvx2:

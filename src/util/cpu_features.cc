@@ -1,6 +1,8 @@
 #include "util/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +15,18 @@ uint64_t Xgetbv() {
   uint32_t eax, edx;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
   return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+// Linux: ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; the grant covers every thread of the
+// process. Without it the first tile instruction raises SIGILL.
+bool RequestAmxPermission() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 CpuFeatures Detect() {
@@ -39,9 +53,16 @@ CpuFeatures Detect() {
     f.avx512bw = b & (1u << 30);
     f.avx512vl = b & (1u << 31);
     f.avx512vnni = c & (1u << 11);
+    f.amx_bf16 = d & (1u << 22);
+    f.amx_tile = d & (1u << 24);
+    f.amx_int8 = d & (1u << 25);
     __cpuid_count(7, 1, a, b, c, d);
     f.avx512bf16 = a & (1u << 5);
     f.avxvnni = a & (1u << 4);
+    // XCR0 bits 17/18: tile config and tile data state enabled by the OS; Linux additionally
+    // requires a per-process request before the first tile instruction.
+    const bool tiles_os = (xcr0 & (3ull << 17)) == (3ull << 17);
+    if (f.amx_tile && tiles_os) f.amx_os = RequestAmxPermission();
   } else {
     __cpuid_count(7, 1, a, b, c, d);
     f.avxvnni = a & (1u << 4);
@@ -74,13 +95,17 @@ std::string CpuFeatures::ToString() const {
   add(avx512vnni, "avx512vnni");
   add(avx512bf16, "avx512bf16");
   add(avxvnni, "avxvnni");
+  add(amx_tile && amx_os, "amx-tile");
+  add(amx_int8 && amx_os, "amx-int8");
+  add(amx_bf16 && amx_os, "amx-bf16");
   return s.empty() ? "none" : s;
 }
 
 SimdLevel BestSimdLevel() {
   static const SimdLevel level = [] {
     const CpuFeatures& f = DetectedCpuFeatures();
-    SimdLevel l = f.HasAvx512Set() ? SimdLevel::kAvx512
+    SimdLevel l = f.HasAmxSet()      ? SimdLevel::kAmx
+                  : f.HasAvx512Set() ? SimdLevel::kAvx512
                   : f.HasAvx2Set() ? SimdLevel::kAvx2
                                    : SimdLevel::kScalar;
     if (const char* cap = std::getenv("TACHYON_CPU")) {
@@ -88,6 +113,7 @@ SimdLevel BestSimdLevel() {
       if (std::strcmp(cap, "scalar") == 0) c = SimdLevel::kScalar;
       else if (std::strcmp(cap, "avx2") == 0) c = SimdLevel::kAvx2;
       else if (std::strcmp(cap, "avx512") == 0) c = SimdLevel::kAvx512;
+      else if (std::strcmp(cap, "amx") == 0) c = SimdLevel::kAmx;
       if (c < l) l = c;
     }
     return l;
@@ -100,6 +126,7 @@ const char* SimdLevelName(SimdLevel level) {
     case SimdLevel::kScalar: return "scalar";
     case SimdLevel::kAvx2: return "avx2";
     case SimdLevel::kAvx512: return "avx512";
+    case SimdLevel::kAmx: return "amx";
   }
   return "?";
 }
