@@ -1,0 +1,49 @@
+// bf16 weight panels (kernels/bf16_panel.h): the scalar reference and the dispatcher.
+#include "kernels/bf16_panel.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "tensor/fp16.h"
+#include "util/logging.h"
+
+namespace tachyon::kernels {
+
+int64_t PanelKAlign(GgmlType type) {
+  const auto traits = GetTypeTraits(static_cast<uint32_t>(type));
+  CHECK(traits) << "PanelKAlign: unknown type";
+  return std::lcm<int64_t>(32, traits->block_size);
+}
+
+void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc,
+                               uint16_t* dst) {
+  CHECK(kc > 0 && kc % 32 == 0 && k0 % PanelKAlign(w.type) == 0 && k0 < w.cols)
+      << "DequantPanelBf16: bad input range";
+  const auto traits = GetTypeTraits(static_cast<uint32_t>(w.type));
+  const int64_t block = traits->block_size;
+  // Whole blocks covering [k0, min(k0 + kc, cols)).
+  const int64_t kend = std::min(k0 + kc, w.cols);
+  const int64_t kdeq = (kend - k0 + block - 1) / block * block;
+  const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
+  const size_t off = static_cast<size_t>(k0 / block) * traits->type_size;
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(kdeq));
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t n = 0; n < 16; ++n) {
+    const int64_t r = 16 * t + n;
+    if (r < w.rows) {
+      DequantizeRow(w.type, base + static_cast<size_t>(r) * row_bytes + off, row.data(), kdeq);
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      const bool inside = r < w.rows && k0 + k < w.cols;
+      dst[(k / 2) * 32 + 2 * n + k % 2] = inside ? F32ToBf16(row[static_cast<size_t>(k)]) : 0;
+    }
+  }
+}
+
+void DequantPanelBf16(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst) {
+  DequantPanelBf16Reference(w, t, k0, kc, dst);
+}
+
+}  // namespace tachyon::kernels

@@ -1,0 +1,38 @@
+// bf16 weight panels: the B operand of the AMX bf16 tile multiply (TDPBF16PS).
+//
+// A panel holds 16 consecutive weight rows ("tile" t = rows 16t .. 16t+15) over an input range
+// [k0, k0 + kc), dequantized to float and rounded to bf16 (nearest even), in the layout a B
+// tile expects: for each pair of input features (k, k+1) one 64-byte row of [16 rows][2]:
+//
+//   dst[((k - k0) / 2) * 32 + 2 * n + (k - k0) % 2] = bf16(W[16 t + n][k])
+//
+// so one B tile (16 pair-rows, 1 KiB) covers 32 input features of the 16 weight rows, and a
+// panel is kc / 32 such tiles back to back. Weight rows at or past w.rows and features at or
+// past w.cols are written as +0, so a partial last tile and a cols that is not a multiple of
+// 32 multiply as zeros.
+//
+// Values are exactly DequantizeRow's floats, rounded once to bf16; every implementation
+// writes identical bytes. Quantized types with a packed copy (w.packed, kernels/pack.h) may
+// be read from either layout.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul.h"
+
+namespace tachyon::kernels {
+
+// The alignment k0 must have for w.type (a multiple of 32 and of the type's block size).
+int64_t PanelKAlign(GgmlType type);
+
+// Writes the panel of tile t over [k0, k0 + kc) to dst (kc * 16 uint16, 64-byte aligned).
+// REQUIRES: IsSupportedWeightType(w.type), 0 <= t < ceil(w.rows / 16),
+// k0 % PanelKAlign(w.type) == 0, kc % 32 == 0, kc > 0, k0 < w.cols.
+void DequantPanelBf16(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst);
+
+// The scalar reference of DequantPanelBf16 (DequantizeRow per row, then F32ToBf16); tests
+// check the fast paths against it byte for byte.
+void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc,
+                               uint16_t* dst);
+
+}  // namespace tachyon::kernels
