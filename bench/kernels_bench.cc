@@ -234,7 +234,8 @@ void RegisterAll() {
       ->Arg(2)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
-  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
+                     GgmlType::kF16, GgmlType::kBF16}) {
     const std::string name = "Pack/" + std::string(TypeName(t)) + "/8192x2048";
     benchmark::RegisterBenchmark(name.c_str(), BM_Pack, t, 8192, 2048)
         ->Unit(benchmark::kMillisecond);

@@ -73,7 +73,7 @@ DotFn DotAvx2Quant(GgmlType type);      // Q4_0 .. Q8_0, Q2_K .. Q6_K
 DotFn DotAvx512Float(GgmlType type);    // F32, F16, BF16
 DotFn DotAvx512Block32(GgmlType type);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 DotFn DotAvx512K(GgmlType type);        // Q2_K .. Q6_K
-// Packed kernels (layouts in kernels/pack.h; kQ8_32 activations): one tile of
+// Packed kernels (layouts in kernels/pack.h; the type's activation format): one tile of
 // kPackRows weight rows against nx <= kPackedMaxRows activation rows:
 //   y[i * ldy + r] = dot(tile row r, activation row i)   for i < nx, r < nrows.
 inline constexpr int kPackedMaxRows = 4;
@@ -88,6 +88,11 @@ Packed2Fn Packed2Avx512(GgmlType type);
 PackedFn PackedScalar(GgmlType type);
 PackedFn PackedAvx2(GgmlType type);
 PackedFn PackedAvx512(GgmlType type);
+// F16 / BF16 packed tiles (matmul_packed_float*.cc; kF32 / kBF16 activations), returned by
+// the Packed* lookups above for those types.
+PackedFn PackedFloatScalar(GgmlType type);
+PackedFn PackedFloatAvx2(GgmlType type);
+PackedFn PackedFloatAvx512(GgmlType type);
 
 QuantizeActFn QuantizeActScalar(ActFormat f);
 QuantizeActFn QuantizeActAvx2(ActFormat f);

@@ -114,7 +114,7 @@ PackedFn PackedAvx2(GgmlType type) {
     case GgmlType::kQ8_0:
       return Tile<true>;
     default:
-      return nullptr;
+      return PackedFloatAvx2(type);  // F16 / BF16, or null
   }
 }
 

@@ -591,7 +591,7 @@ PackedFn PackedAvx512(GgmlType type) {
     case GgmlType::kQ6_K:
       return ByNx<Q6KK>;
     default:
-      return nullptr;
+      return PackedFloatAvx512(type);  // F16 / BF16, or null
   }
 }
 

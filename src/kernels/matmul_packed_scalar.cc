@@ -134,7 +134,7 @@ PackedFn PackedScalar(GgmlType type) {
     case GgmlType::kQ6_K:
       return TileQ6K;
     default:
-      return nullptr;
+      return PackedFloatScalar(type);  // F16 / BF16, or null
   }
 }
 

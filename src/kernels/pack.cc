@@ -21,6 +21,12 @@
 //                                hi2(q[16g + 8 + j]) << 4 | hi2(q[16g + 12 + j]) << 6
 //        meta:  288 bytes: scale[16][16] i8 ([sub-block][row]), d[16] fp16
 //   (q the unsigned codes: Q4_K 0..15, Q6_K 0..63, i.e. value + 32).
+//
+// F16 / BF16 (values unchanged, 2 bytes each; kp = ceil(cols / 32) * 16 input pairs):
+//   pair p = inputs 2p, 2p + 1 occupies 64 bytes [64 p, 64 p + 64) as [r][2]:
+//     element (2p + j) of row r at uint16 index 32 p + 2 r + j
+//   inputs past cols are +0 (cols rounded up to 32), so a BF16 tile is exactly the AMX B
+//   operand (kernels/bf16_panel.h) of the whole row range: 16 pairs = one 1 KiB B tile.
 #include "kernels/pack.h"
 
 #include <sys/mman.h>
@@ -124,8 +130,8 @@ void PackTileQ6K(const Weight& w, int64_t t, uint8_t* tile, size_t tile_bytes) {
         for (int j = 0; j < 4; ++j) {
           codes[64 * (3 * g) + j] = static_cast<uint8_t>(lo[j] | (lo[4 + j] << 4));
           codes[64 * (3 * g + 1) + j] = static_cast<uint8_t>(lo[8 + j] | (lo[12 + j] << 4));
-          codes[64 * (3 * g + 2) + j] = static_cast<uint8_t>(
-              hi[j] | (hi[4 + j] << 2) | (hi[8 + j] << 4) | (hi[12 + j] << 6));
+          codes[64 * (3 * g + 2) + j] =
+              static_cast<uint8_t>(hi[j] | (hi[4 + j] << 2) | (hi[8 + j] << 4) | (hi[12 + j] << 6));
         }
       }
       uint8_t* meta = tile + nb * kQ6KCode + b * kQ6KMeta;
@@ -137,11 +143,39 @@ void PackTileQ6K(const Weight& w, int64_t t, uint8_t* tile, size_t tile_bytes) {
   if (used < tile_bytes) std::memset(tile + used, 0, tile_bytes - used);
 }
 
+// F16 / BF16: each row's pairs of 2-byte values (one uint32) are spread at a stride of 64
+// bytes; the tile (cols * 32 bytes) is written in bands of 16 pairs (1 KiB, L1) so every
+// output line is completed while it is still cached.
+void PackTileFloat(const Weight& w, int64_t t, uint8_t* tile, size_t tile_bytes) {
+  const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
+  const int64_t r_end = std::min<int64_t>(kPackRows, w.rows - t * kPackRows);
+  const int64_t full_pairs = w.cols / 2;  // pairs with both inputs inside the row
+  const int64_t pairs = static_cast<int64_t>(tile_bytes / 64);
+  if (r_end < kPackRows || full_pairs < pairs) std::memset(tile, 0, tile_bytes);
+  const uint8_t* rows[kPackRows];
+  for (int64_t r = 0; r < r_end; ++r) {
+    rows[r] =
+        static_cast<const uint8_t*>(w.data) + static_cast<size_t>(t * kPackRows + r) * row_bytes;
+  }
+  constexpr int64_t kBand = 16;
+  for (int64_t p0 = 0; p0 < full_pairs; p0 += kBand) {
+    const int64_t p1 = std::min(full_pairs, p0 + kBand);
+    for (int64_t r = 0; r < r_end; ++r) {
+      for (int64_t p = p0; p < p1; ++p) std::memcpy(tile + 64 * p + 4 * r, rows[r] + 4 * p, 2 * 2);
+    }
+  }
+  if (w.cols % 2 != 0) {  // odd cols: the last input pairs with a zero
+    for (int64_t r = 0; r < r_end; ++r) {
+      std::memcpy(tile + 64 * full_pairs + 4 * r, rows[r] + 4 * full_pairs, 2);
+    }
+  }
+}
+
 }  // namespace
 
 bool HasPackedLayout(GgmlType type) {
   return type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K ||
-         type == GgmlType::kQ6_K;
+         type == GgmlType::kQ6_K || type == GgmlType::kF16 || type == GgmlType::kBF16;
 }
 
 size_t PackedTileBytes(GgmlType type, int64_t cols) {
@@ -153,9 +187,12 @@ size_t PackedTileBytes(GgmlType type, int64_t cols) {
     case GgmlType::kQ6_K:
       n = static_cast<size_t>(cols / 256) * (kQ6KCode + kQ6KMeta);
       break;
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+      n = static_cast<size_t>((cols + 31) / 32) * 1024;
+      break;
     default:
-      n = static_cast<size_t>(cols / 32) *
-          ((type == GgmlType::kQ8_0 ? 512 : 256) + 2 * kPackRows);
+      n = static_cast<size_t>(cols / 32) * ((type == GgmlType::kQ8_0 ? 512 : 256) + 2 * kPackRows);
   }
   return (n + 63) / 64 * 64;
 }
@@ -179,6 +216,10 @@ void PackTiles(const Weight& w, int64_t t0, int64_t t1, uint8_t* dst) {
         break;
       case GgmlType::kQ4_K:
         PackTileQ4K(w, t, tile, tile_bytes);
+        break;
+      case GgmlType::kF16:
+      case GgmlType::kBF16:
+        PackTileFloat(w, t, tile, tile_bytes);
         break;
       default:
         PackTileQ6K(w, t, tile, tile_bytes);

@@ -31,7 +31,7 @@ namespace tachyon::kernels {
 
 inline constexpr int64_t kPackRows = 16;
 
-// Whether `type` has a packed layout (Q4_0, Q8_0, Q4_K, Q6_K).
+// Whether `type` has a packed layout (Q4_0, Q8_0, Q4_K, Q6_K, F16, BF16).
 bool HasPackedLayout(GgmlType type);
 
 // Bytes of one packed tile of kPackRows rows (a multiple of 64).
