@@ -22,8 +22,10 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/bf16_panel.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
 #include "util/cpu_features.h"
@@ -155,6 +157,34 @@ void BM_Pack(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols)
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// bf16 weight panels for the AMX GEMM (kernels/bf16_panel.h): the whole matrix as 16-row
+// tiles x kc = 256 input panels into one L1-resident buffer, as the GEMM consumes them.
+// Gelem/s = weight elements dequantized per second (one thread, CPU time); "ref" runs the
+// scalar reference, "gguf" reads the GGUF layout of a type that is normally packed.
+void BM_Panel(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, bool packed,
+              bool reference) {
+  const Matrix& mat = GetMatrix(type, rows, cols);
+  kernels::Weight w{type, rows, cols, mat.data.data(), RowBytes(type, cols)};
+  if (packed) w.packed = mat.packed.get();
+  constexpr int64_t kc = 256;
+  alignas(64) static uint16_t panel[kc * 16];
+  const int64_t tiles = (rows + 15) / 16;
+  for (auto _ : state) {
+    for (int64_t t = 0; t < tiles; ++t) {
+      for (int64_t k0 = 0; k0 < cols; k0 += kc) {
+        if (reference) {
+          kernels::DequantPanelBf16Reference(w, t, k0, kc, panel);
+        } else {
+          kernels::DequantPanelBf16(w, t, k0, kc, panel);
+        }
+        benchmark::DoNotOptimize(panel);
+      }
+    }
+  }
+  state.counters["Gelem/s"] = benchmark::Counter(static_cast<double>(rows) * cols / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Compute peaks: 12 independent accumulator chains per thread (enough to cover latency).
 constexpr int kPeakIters = 1 << 20;
 __attribute__((target("avx512f,avx512vnni"))) int PeakInt8Loop(int iters) {
@@ -239,6 +269,22 @@ void RegisterAll() {
     const std::string name = "Pack/" + std::string(TypeName(t)) + "/8192x2048";
     benchmark::RegisterBenchmark(name.c_str(), BM_Pack, t, 8192, 2048)
         ->Unit(benchmark::kMillisecond);
+  }
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
+                     GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32}) {
+    const bool has_packed = kernels::HasPackedLayout(t);
+    // 2048x8192 streams from L3 / memory; 16x512 stays in L1 (the compute rate).
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{2048, 8192}, {16, 512}}) {
+      for (const char* variant : {"fast", "gguf", "ref"}) {
+        const std::string v = variant;
+        if (v == "gguf" && !has_packed) continue;
+        const std::string name = "Panel/" + std::string(TypeName(t)) + "/" + v + "/" +
+                                 std::to_string(rows) + "x" + std::to_string(cols);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Panel, t, rows, cols,
+                                     has_packed && v != "gguf", v == "ref")
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
   }
   const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
                             GgmlType::kQ6_K, GgmlType::kF16,  GgmlType::kBF16};

@@ -5,10 +5,21 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/bf16_panel_internal.h"
 #include "tensor/fp16.h"
 #include "util/logging.h"
 
 namespace tachyon::kernels {
+namespace {
+
+void CheckPanelArgs(const Weight& w, int64_t t, int64_t k0, int64_t kc) {
+  CHECK(kc > 0 && kc % 32 == 0 && k0 >= 0 && k0 % PanelKAlign(w.type) == 0 && k0 < w.cols)
+      << "DequantPanelBf16: bad input range k0=" << k0 << " kc=" << kc << " cols=" << w.cols;
+  CHECK(t >= 0 && 16 * t < w.rows) << "DequantPanelBf16: tile " << t << " past " << w.rows
+                                   << " rows";
+}
+
+}  // namespace
 
 int64_t PanelKAlign(GgmlType type) {
   const auto traits = GetTypeTraits(static_cast<uint32_t>(type));
@@ -18,8 +29,7 @@ int64_t PanelKAlign(GgmlType type) {
 
 void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc,
                                uint16_t* dst) {
-  CHECK(kc > 0 && kc % 32 == 0 && k0 % PanelKAlign(w.type) == 0 && k0 < w.cols)
-      << "DequantPanelBf16: bad input range";
+  CheckPanelArgs(w, t, k0, kc);
   const auto traits = GetTypeTraits(static_cast<uint32_t>(w.type));
   const int64_t block = traits->block_size;
   // Whole blocks covering [k0, min(k0 + kc, cols)).
@@ -43,6 +53,10 @@ void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t k
 }
 
 void DequantPanelBf16(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst) {
+  // The panel code needs AVX-512 (BF16) only, no tile instructions: kAmx uses it too.
+  static const bool avx512 = BestSimdLevel() >= SimdLevel::kAvx512;
+  CheckPanelArgs(w, t, k0, kc);
+  if (avx512 && internal::DequantPanelBf16Avx512(w, t, k0, kc, dst)) return;
   DequantPanelBf16Reference(w, t, k0, kc, dst);
 }
 

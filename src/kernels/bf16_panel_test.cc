@@ -1,13 +1,20 @@
-// The bf16 panel layout, checked element by element against DequantizeRow.
+// The bf16 panel layout, checked element by element against DequantizeRow; the AVX-512 panel
+// writer against the scalar reference, byte for byte.
 #include "kernels/bf16_panel.h"
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "kernels/bf16_panel_internal.h"
+#include "kernels/pack.h"
 #include "tensor/fp16.h"
+#include "util/cpu_features.h"
 
 namespace tachyon::kernels {
 namespace {
@@ -72,6 +79,235 @@ TEST(Bf16Panel, KAlignCoversTheBlock) {
   EXPECT_EQ(PanelKAlign(GgmlType::kF16), 32);
   EXPECT_EQ(PanelKAlign(GgmlType::kQ8_0), 32);
   EXPECT_EQ(PanelKAlign(GgmlType::kQ6_K), 256);
+}
+
+// ---- the AVX-512 panel writer against the reference -------------------------------------------
+
+const GgmlType kAllTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                              GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                              GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                              GgmlType::kQ6_K};
+
+int64_t BlockOf(GgmlType type) {
+  return GetTypeTraits(static_cast<uint32_t>(type))->block_size;
+}
+
+// A matrix of arbitrary bytes: every code and every scale bit pattern (fp16 scales include
+// subnormals, infinities and NaNs), optionally repacked as the loader does.
+struct RawMatrix {
+  Weight w;
+  std::vector<uint8_t> bytes;
+  AlignedBuffer packed;
+};
+
+RawMatrix MakeRaw(GgmlType type, int64_t rows, int64_t cols, uint32_t seed, bool pack) {
+  RawMatrix m;
+  std::mt19937 rng(seed);
+  const size_t row_bytes = RowBytes(type, cols);
+  m.bytes.resize(row_bytes * static_cast<size_t>(rows));
+  for (uint8_t& b : m.bytes) b = static_cast<uint8_t>(rng());
+  m.w = Weight{type, rows, cols, m.bytes.data(), row_bytes, nullptr};
+  if (pack) {
+    m.packed = AllocateAligned(PackedBytes(type, rows, cols));
+    PackWeight(m.w, m.packed.get(), nullptr);
+    m.w.packed = m.packed.get();
+  }
+  return m;
+}
+
+// Compares the AVX-512 writer (and the public dispatcher) with the reference for tile t over
+// [k0, k0 + kc); the buffers start as garbage so a skipped element shows.
+void ExpectSameAsReference(const Weight& w, int64_t t, int64_t k0, int64_t kc) {
+  const size_t n = static_cast<size_t>(kc) * 16;
+  std::vector<uint16_t> want(n, 0xABCD), fast(n, 0x5A5A), pub(n, 0x1234);
+  DequantPanelBf16Reference(w, t, k0, kc, want.data());
+  ASSERT_TRUE(internal::DequantPanelBf16Avx512(w, t, k0, kc, fast.data()));
+  DequantPanelBf16(w, t, k0, kc, pub.data());
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t k = k0 + static_cast<int64_t>(i / 32) * 2 + static_cast<int64_t>(i % 2);
+    const int64_t row = 16 * t + static_cast<int64_t>(i % 32) / 2;
+    ASSERT_EQ(fast[i], want[i]) << TypeName(w.type) << (w.packed ? " packed" : " gguf") << " "
+                                << w.rows << "x" << w.cols << " tile " << t << " k0 " << k0
+                                << " kc " << kc << ": row " << row << " k " << k;
+    ASSERT_EQ(pub[i], want[i]) << "dispatcher, " << TypeName(w.type) << " row " << row << " k "
+                               << k;
+  }
+}
+
+bool HasFastPath(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+#define SKIP_WITHOUT_AVX512()                                     \
+  if (!DetectedCpuFeatures().HasAvx512Set()) {                    \
+    GTEST_SKIP() << "no AVX-512 (F/BW/VL/DQ/VNNI/BF16) on this CPU"; \
+  }
+
+// Every type, packed and GGUF layout, partial tiles, every aligned k0, kc from one B tile to
+// past the end of the row (zero padding), arbitrary bytes.
+TEST(Bf16PanelAvx512, ByteIdenticalToReference) {
+  SKIP_WITHOUT_AVX512();
+  for (GgmlType type : kAllTypes) {
+    if (!HasFastPath(type)) continue;
+    const int64_t block = BlockOf(type);
+    const int64_t align = PanelKAlign(type);
+    for (bool pack : {false, true}) {
+      if (pack && !HasPackedLayout(type)) continue;
+      const std::vector<int64_t> all_cols =
+          block == 256 ? std::vector<int64_t>{256, 768}
+          : block == 32 ? std::vector<int64_t>{32, 96, 160}
+                        : std::vector<int64_t>{1, 7, 31, 32, 33, 45, 64, 100};
+      for (int64_t rows : {1, 15, 16, 21, 37}) {
+        for (int64_t cols : all_cols) {
+          const RawMatrix m = MakeRaw(type, rows, cols, static_cast<uint32_t>(rows * 1000 + cols),
+                                      pack);
+          const int64_t tiles = (rows + 15) / 16;
+          for (int64_t t = 0; t < tiles; ++t) {
+            for (int64_t k0 = 0; k0 < cols; k0 += align) {
+              const int64_t rest = (cols - k0 + 31) / 32 * 32;
+              for (int64_t kc : {int64_t{32}, int64_t{96}, rest, rest + 64}) {
+                ExpectSameAsReference(m.w, t, k0, kc);
+                if (HasFailure()) return;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Weights quantized from real-looking values (finite scales), a longer row.
+TEST(Bf16PanelAvx512, QuantizedRowsMatchReference) {
+  SKIP_WITHOUT_AVX512();
+  for (GgmlType type : kAllTypes) {
+    if (!HasFastPath(type)) continue;
+    Matrix m = Make(type, 40, 2048, 11);
+    ExpectSameAsReference(m.w, 0, 0, 2048);
+    ExpectSameAsReference(m.w, 2, 1024, 512);
+    if (HasPackedLayout(type)) {
+      AlignedBuffer buf = AllocateAligned(PackedBytes(type, m.w.rows, m.w.cols));
+      PackWeight(m.w, buf.get(), nullptr);
+      m.w.packed = buf.get();
+      ExpectSameAsReference(m.w, 0, 0, 2048);
+      ExpectSameAsReference(m.w, 2, 1024, 512);
+      ExpectSameAsReference(m.w, 1, 256, 320);  // ends inside a K-quant super-block
+    }
+  }
+}
+
+// Float special values: NaNs (signalling and quiet), infinities, signed zeros, subnormals
+// (vcvtne2ps2bf16 alone would flush F32 subnormals), rounding ties.
+TEST(Bf16PanelAvx512, FloatSpecialValues) {
+  SKIP_WITHOUT_AVX512();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> special = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+                                BitsToF32(0x7F800001u), BitsToF32(0xFFC12345u),
+                                BitsToF32(0x00000001u), BitsToF32(0x807FFFFFu),
+                                BitsToF32(0x00408000u), BitsToF32(0x3F808000u),  // ties
+                                BitsToF32(0x3F818000u), BitsToF32(0x7F7FFFFFu), 1.0f, -2.5f};
+  const int64_t rows = 19, cols = 77;
+  std::vector<float> f32(static_cast<size_t>(rows * cols));
+  std::mt19937 rng(5);
+  for (size_t i = 0; i < f32.size(); ++i) {
+    f32[i] = (rng() % 3 == 0) ? special[rng() % special.size()] : BitsToF32(rng());
+  }
+  // F16 / BF16: every bit pattern is possible, including subnormal halves and NaN payloads.
+  std::vector<uint16_t> h16(f32.size()), b16(f32.size());
+  for (size_t i = 0; i < f32.size(); ++i) {
+    h16[i] = static_cast<uint16_t>(rng());
+    b16[i] = static_cast<uint16_t>(rng());
+  }
+  h16[0] = 0x0001;  // smallest subnormal half
+  h16[1] = 0x7C01;  // signalling NaN
+  h16[2] = 0xFC00;  // -inf
+  b16[0] = 0x7F81;  // signalling NaN
+  b16[1] = 0x0001;  // subnormal
+  const Weight ws[] = {{GgmlType::kF32, rows, cols, f32.data(), 0, nullptr},
+                       {GgmlType::kF16, rows, cols, h16.data(), 0, nullptr},
+                       {GgmlType::kBF16, rows, cols, b16.data(), 0, nullptr}};
+  for (const Weight& w : ws) {
+    for (int64_t t = 0; t < 2; ++t) {
+      ExpectSameAsReference(w, t, 0, 96);
+      ExpectSameAsReference(w, t, 32, 64);
+      ExpectSameAsReference(w, t, 64, 32);
+    }
+  }
+}
+
+// Independent of the reference: a matrix that is zero except one 1.0 per row, at a different
+// input in every row, must give a panel with exactly those 16 elements at 1 (a swapped nibble,
+// a row or scale taken from the wrong place, a wrong pair order all fail this).
+TEST(Bf16PanelAvx512, OneHotRowsLandWhereTheLayoutSays) {
+  SKIP_WITHOUT_AVX512();
+  for (GgmlType type : kAllTypes) {
+    if (!HasFastPath(type)) continue;
+    const int64_t cols = 512, rows = 16;
+    std::vector<uint8_t> bytes(RowBytes(type, cols) * rows);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::fill(row.begin(), row.end(), 0.0f);
+      row[static_cast<size_t>((37 * r + 11) % cols)] = 1.0f;
+      QuantizeRow(type, row.data(), bytes.data() + r * RowBytes(type, cols), cols);
+    }
+    Weight w{type, rows, cols, bytes.data(), 0, nullptr};
+    AlignedBuffer buf;
+    for (bool pack : {false, true}) {
+      if (pack) {
+        if (!HasPackedLayout(type)) continue;
+        buf = AllocateAligned(PackedBytes(type, rows, cols));
+        PackWeight(w, buf.get(), nullptr);
+        w.packed = buf.get();
+      }
+      std::vector<uint16_t> panel(static_cast<size_t>(cols) * 16);
+      ASSERT_TRUE(internal::DequantPanelBf16Avx512(w, 0, 0, cols, panel.data()));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t k = 0; k < cols; ++k) {
+          const float v = Bf16ToF32(panel[static_cast<size_t>((k / 2) * 32 + 2 * r + k % 2)]);
+          const float want = k == (37 * r + 11) % cols ? 1.0f : 0.0f;
+          ASSERT_NEAR(v, want, 0.05f) << TypeName(type) << (pack ? " packed" : " gguf") << " row "
+                                      << r << " k " << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(Bf16PanelAvx512, TypesWithoutAFastPathAreDeclined) {
+  SKIP_WITHOUT_AVX512();
+  const RawMatrix m = MakeRaw(GgmlType::kQ5_0, 16, 64, 1, false);
+  std::vector<uint16_t> panel(64 * 16, 0x7777);
+  EXPECT_FALSE(internal::DequantPanelBf16Avx512(m.w, 0, 0, 64, panel.data()));
+  EXPECT_EQ(panel[0], 0x7777);  // nothing written
+}
+
+TEST(Bf16Panel, DispatcherMatchesReferenceForEveryType) {
+  for (GgmlType type : kAllTypes) {
+    const int64_t cols = BlockOf(type) == 256 ? 512 : 96;
+    const RawMatrix m = MakeRaw(type, 20, cols, 3, false);
+    std::vector<uint16_t> want(static_cast<size_t>(cols) * 16), got(want.size());
+    DequantPanelBf16Reference(m.w, 1, 0, cols, want.data());
+    DequantPanelBf16(m.w, 1, 0, cols, got.data());
+    EXPECT_EQ(got, want) << TypeName(type);
+  }
+}
+
+TEST(Bf16PanelDeathTest, BadRangeIsAClearError) {
+  const RawMatrix m = MakeRaw(GgmlType::kQ4_K, 16, 512, 1, false);
+  std::vector<uint16_t> panel(512 * 16);
+  EXPECT_DEATH(DequantPanelBf16(m.w, 0, 32, 64, panel.data()), "bad input range");
+  EXPECT_DEATH(DequantPanelBf16(m.w, 1, 0, 64, panel.data()), "past 16 rows");
 }
 
 }  // namespace
