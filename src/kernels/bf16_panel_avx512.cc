@@ -376,6 +376,132 @@ struct ChunkQ6_K {
   }
 };
 
+// 5-bit codes: float(q - 16) and float(q) for q in the low 5 bits of each lane.
+inline __m512 Q5Minus16(__m512i v) {
+  return _mm512_permutex2var_ps(
+      _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1), v,
+      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+}
+inline __m512 Q5Value(__m512i v) {
+  return _mm512_permutex2var_ps(
+      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), v,
+      _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31));
+}
+
+inline uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+struct ChunkQ4_1 {
+  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+    const uint8_t* blk = row + (k / 32) * sizeof(BlockQ4_1);
+    const __m512 d = _mm512_set1_ps(Fp16At(blk)), m = _mm512_set1_ps(Fp16At(blk + 2));
+    const __m512i v = U8x16(blk + 4);
+    return ToBf16(Add(Mul(d, Q4Value(v)), m), Add(Mul(d, Q4Value(_mm512_srli_epi32(v, 4))), m));
+  }
+};
+
+// Q5_0 / Q5_1: the 4-bit codes of qs with bit j (low nibbles) / 16 + j (high) of qh as bit 4.
+inline void Q5Codes(const uint8_t* qh, const uint8_t* qs, __m512i* lo, __m512i* hi) {
+  const uint32_t h = LoadU32(qh);
+  const __m512i v = U8x16(qs), b4 = _mm512_set1_epi32(16);
+  const __m512i l4 = _mm512_and_si512(v, _mm512_set1_epi32(0xF)), h4 = _mm512_srli_epi32(v, 4);
+  *lo = _mm512_mask_or_epi32(l4, static_cast<__mmask16>(h), l4, b4);
+  *hi = _mm512_mask_or_epi32(h4, static_cast<__mmask16>(h >> 16), h4, b4);
+}
+
+struct ChunkQ5_0 {
+  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+    const uint8_t* blk = row + (k / 32) * sizeof(BlockQ5_0);
+    const __m512 d = _mm512_set1_ps(Fp16At(blk));
+    __m512i lo, hi;
+    Q5Codes(blk + 2, blk + 6, &lo, &hi);
+    return ToBf16(Mul(d, Q5Minus16(lo)), Mul(d, Q5Minus16(hi)));
+  }
+};
+
+struct ChunkQ5_1 {
+  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+    const uint8_t* blk = row + (k / 32) * sizeof(BlockQ5_1);
+    const __m512 d = _mm512_set1_ps(Fp16At(blk)), m = _mm512_set1_ps(Fp16At(blk + 2));
+    __m512i lo, hi;
+    Q5Codes(blk + 4, blk + 8, &lo, &hi);
+    return ToBf16(Add(Mul(d, Q5Value(lo)), m), Add(Mul(d, Q5Value(hi)), m));
+  }
+};
+
+struct ChunkQ5_K {
+  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+    const auto* blk = reinterpret_cast<const BlockQ5_K*>(row) + k / 256;
+    const int j = static_cast<int>(k % 256) / 32;  // sub-block
+    uint8_t sc, mn;
+    UnpackScaleMinK4(blk->scales, j, &sc, &mn);
+    const __m512 ds = Mul(_mm512_set1_ps(Fp16ToF32(blk->d)), _mm512_set1_ps(sc));
+    const __m512 dm = Mul(_mm512_set1_ps(Fp16ToF32(blk->dmin)), _mm512_set1_ps(mn));
+    const uint8_t* qs = blk->qs + 32 * (j / 2);
+    const __m128i shift = _mm_cvtsi32_si128(4 * (j & 1));
+    const __m128i hshift = _mm_cvtsi32_si128(j);
+    auto value = [&](int l0) {
+      const __m512i lo = _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift),
+                                          _mm512_set1_epi32(0xF));
+      const __m512i hb = _mm512_slli_epi32(_mm512_srl_epi32(U8x16(blk->qh + l0), hshift), 4);
+      // lo | (hb & 16)
+      const __m512i q = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi32(16), 0xF8);
+      return Sub(Mul(ds, Q5Value(q)), dm);
+    };
+    return ToBf16(value(0), value(16));
+  }
+};
+
+struct ChunkQ2_K {
+  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+    const auto* blk = reinterpret_cast<const BlockQ2_K*>(row) + k / 256;
+    const int j = static_cast<int>(k % 256) / 32;  // inputs 32 j ..: half j / 4, shift 2 (j % 4)
+    const uint8_t* qs = blk->qs + 32 * (j / 4);
+    const __m128i shift = _mm_cvtsi32_si128(2 * (j % 4));
+    const __m512 d = _mm512_set1_ps(Fp16ToF32(blk->d));
+    const __m512 dmin = _mm512_set1_ps(Fp16ToF32(blk->dmin));
+    auto value = [&](int l0, uint8_t sc) {
+      const __m512i q = _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift),
+                                         _mm512_set1_epi32(3));
+      const __m512 ds = Mul(d, _mm512_set1_ps(sc & 0xF));
+      return Sub(Mul(ds, _mm512_cvtepi32_ps(q)), Mul(dmin, _mm512_set1_ps(sc >> 4)));
+    };
+    return ToBf16(value(0, blk->scales[2 * j]), value(16, blk->scales[2 * j + 1]));
+  }
+};
+
+// Q3_K's 6-bit scale i (0..15) without its +32 bias.
+inline int Q3Scale(const uint8_t* s, int i) {
+  const int lo = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
+  const int hi = (s[8 + (i % 4)] >> (2 * (i / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+struct ChunkQ3_K {
+  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+    const auto* blk = reinterpret_cast<const BlockQ3_K*>(row) + k / 256;
+    const int j = static_cast<int>(k % 256) / 32;  // half j / 4, shift 2 (j % 4), hmask bit j
+    const uint8_t* qs = blk->qs + 32 * (j / 4);
+    const __m128i shift = _mm_cvtsi32_si128(2 * (j % 4));
+    const __m128i hshift = _mm_cvtsi32_si128(j);
+    const __m512 d = _mm512_set1_ps(Fp16ToF32(blk->d));
+    // index q2 | hbit << 2 -> float(q2 - (hbit ? 0 : 4))
+    const __m512 table = _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0);
+    auto value = [&](int l0, int sc) {
+      const __m512i q2 = _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift),
+                                          _mm512_set1_epi32(3));
+      const __m512i hb = _mm512_slli_epi32(_mm512_srl_epi32(U8x16(blk->hmask + l0), hshift), 2);
+      const __m512i idx = _mm512_ternarylogic_epi32(q2, hb, _mm512_set1_epi32(4), 0xF8);
+      const __m512 ds = Mul(d, _mm512_set1_ps(static_cast<float>(sc)));
+      return Mul(ds, _mm512_permutexvar_ps(idx, table));
+    };
+    return ToBf16(value(0, Q3Scale(blk->scales, 2 * j)), value(16, Q3Scale(blk->scales, 2 * j + 1)));
+  }
+};
+
 template <typename Chunk>
 void RowMajorPanel(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst) {
   const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
@@ -432,6 +558,24 @@ bool DequantPanelBf16Avx512(const Weight& w, int64_t t, int64_t k0, int64_t kc, 
     case GgmlType::kQ6_K:
       packed ? PackedPanel<PackedQ6_K, 256>(w, t, k0, kc, dst)
              : RowMajorPanel<ChunkQ6_K>(w, t, k0, kc, dst);
+      return true;
+    case GgmlType::kQ4_1:
+      RowMajorPanel<ChunkQ4_1>(w, t, k0, kc, dst);
+      return true;
+    case GgmlType::kQ5_0:
+      RowMajorPanel<ChunkQ5_0>(w, t, k0, kc, dst);
+      return true;
+    case GgmlType::kQ5_1:
+      RowMajorPanel<ChunkQ5_1>(w, t, k0, kc, dst);
+      return true;
+    case GgmlType::kQ2_K:
+      RowMajorPanel<ChunkQ2_K>(w, t, k0, kc, dst);
+      return true;
+    case GgmlType::kQ3_K:
+      RowMajorPanel<ChunkQ3_K>(w, t, k0, kc, dst);
+      return true;
+    case GgmlType::kQ5_K:
+      RowMajorPanel<ChunkQ5_K>(w, t, k0, kc, dst);
       return true;
     default:
       return false;
