@@ -53,10 +53,15 @@ inline __m512i ToBf16(__m512 lo, __m512 hi) {
 inline __m512 LoadFp16x16(const void* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
 }
+// vcvtph2ps: exact for every half; it quiets a signalling NaN, which the multiply by the
+// scale that follows would do anyway, so the bytes still equal the reference's.
+inline float Half(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 inline float Fp16At(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return Fp16ToF32(h);
+  return Half(h);
 }
 inline __m512i U8x16(const uint8_t* p) {
   return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -179,31 +184,39 @@ void PackedQ6_K(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
   const uint8_t* codes = tile + b * 3072;
   const uint8_t* meta = tile + nb * 3072 + b * 288;  // int8 scale[16][16], d
   const __m512 d = LoadFp16x16(meta + 256);
-  const __m512i m30 = _mm512_set1_epi32(0x30), m0f = _mm512_set1_epi32(0xF);
-  const __m512i k32 = _mm512_set1_epi32(32);
-  // lo | (hi2 bits already at 4..5): ternlog A | (B & C).
-  auto q6 = [&](__m512i lo, __m512i hi_at4) {
-    const __m512i q = _mm512_ternarylogic_epi32(lo, hi_at4, m30, 0xF8);
-    return _mm512_cvtepi32_ps(_mm512_sub_epi32(q, k32));
-  };
+  const __m512i m0f = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i k32 = _mm512_set1_epi8(32);
   for (int g16 = 0; g16 < 16; ++g16) {
     // Sub-block g16: inputs 16 g16 .. 16 g16 + 15 = B tile g16 / 2, pair rows from 8 (g16 % 2).
-    const __m512 s = Mul(d, _mm512_cvtepi32_ps(I8x16(meta + 16 * g16)));
+    // The 6-bit codes of its 4 quarters (inputs 4i .. 4i + 3 of the 16 rows) are assembled
+    // 64 at a time in bytes, minus 32 (int8), and widened from a small L1 buffer.
     const uint8_t* step = codes + 64 * 3 * g16;
-    __m512 f[4][4];  // [quarter i: inputs 4i .. 4i + 3][row group]
-    #pragma GCC unroll 8
-    for (int g = 0; g < 4; ++g) {
-      const __m512 sg = Spread4(s, g);
-      const __m512i a = U8x16(step + 16 * g), c = U8x16(step + 64 + 16 * g);
-      const __m512i h = U8x16(step + 128 + 16 * g);
-      f[0][g] = Mul(sg, q6(_mm512_and_si512(a, m0f), _mm512_slli_epi32(h, 4)));
-      f[1][g] = Mul(sg, q6(_mm512_srli_epi32(a, 4), _mm512_slli_epi32(h, 2)));
-      f[2][g] = Mul(sg, q6(_mm512_and_si512(c, m0f), h));
-      f[3][g] = Mul(sg, q6(_mm512_srli_epi32(c, 4), _mm512_srli_epi32(h, 2)));
-    }
+    const __m512i a = _mm512_loadu_si512(step), c = _mm512_loadu_si512(step + 64);
+    const __m512i h = _mm512_loadu_si512(step + 128);
+    // lo | (hi2 moved to bits 4..5), ternlog A | (B & C); 16-bit shifts only leak bits that the
+    // masks drop.
+    auto q6 = [&](__m512i lo, __m512i hi_at4) {
+      return _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo, hi_at4, m30, 0xF8), k32);
+    };
+    alignas(64) int8_t q[4][64];
+    _mm512_store_si512(q[0], q6(_mm512_and_si512(a, m0f), _mm512_slli_epi16(h, 4)));
+    _mm512_store_si512(q[1], q6(_mm512_and_si512(_mm512_srli_epi16(a, 4), m0f),
+                                _mm512_slli_epi16(h, 2)));
+    _mm512_store_si512(q[2], q6(_mm512_and_si512(c, m0f), h));
+    _mm512_store_si512(q[3], q6(_mm512_and_si512(_mm512_srli_epi16(c, 4), m0f),
+                                _mm512_srli_epi16(h, 2)));
+    const __m512 s = Mul(d, _mm512_cvtepi32_ps(I8x16(meta + 16 * g16)));
+    __m512 sg[4];
+#pragma GCC unroll 8
+    for (int g = 0; g < 4; ++g) sg[g] = Spread4(s, g);
     uint16_t* dst = out + (g16 / 2) * kTileElems + (g16 % 2) * 256;
-    #pragma GCC unroll 8
-    for (int i = 0; i < 4; ++i) Emit4(f[i], dst + 64 * i);
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; ++i) {
+      __m512 f[4];
+#pragma GCC unroll 8
+      for (int g = 0; g < 4; ++g) f[g] = Mul(sg[g], _mm512_cvtepi32_ps(I8x16(q[i] + 16 * g)));
+      Emit4(f, dst + 64 * i);
+    }
   }
 }
 
@@ -268,13 +281,12 @@ __attribute__((always_inline)) inline void Transpose16(__m512i r[16]) {
   }
 }
 
-// Chunk readers: 32 bf16 of one row for inputs k .. k + 31 (k a multiple of 32, k < cols);
-// inputs at or past cols read as +0.
+// Chunk readers: Get(row, k, n) returns 32 bf16 of one row for inputs k .. k + 31 (k a
+// multiple of 32) of which the first n (n >= 1; n >= 32: all) exist; the others read as +0.
 
 struct ChunkF32 {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t cols) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t n) {
     const float* p = reinterpret_cast<const float*>(row) + k;
-    const int64_t n = cols - k;
     __m512 lo, hi;
     if (n >= 32) {
       lo = _mm512_loadu_ps(p);
@@ -295,29 +307,30 @@ struct ChunkF32 {
 };
 
 struct ChunkF16 {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t cols) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t n) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + k;
-    const int64_t n = cols - k;
-    const __m512i v = n >= 32 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(Mask32(n), p);
+    if (n >= 32) return ToBf16(LoadFp16x16(p), LoadFp16x16(p + 16));  // converts from memory
+    const __m512i v = _mm512_maskz_loadu_epi16(Mask32(n), p);
     return ToBf16(_mm512_cvtph_ps(_mm512_castsi512_si256(v)),
                   _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)));
   }
 };
 
 struct ChunkBf16 {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t cols) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t n) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + k;
-    const int64_t n = cols - k;
     const __m512i v = n >= 32 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(Mask32(n), p);
-    // The reference goes through float: a NaN comes back with its quiet bit set.
-    const __mmask32 nan = _mm512_cmpgt_epu16_mask(
-        _mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)), _mm512_set1_epi16(0x7F80));
-    return _mm512_mask_mov_epi16(v, nan, _mm512_or_si512(v, _mm512_set1_epi16(0x40)));
+    // The reference goes through float: a NaN comes back with its quiet bit (0x40) set.
+    // (v & 0x7FFF) + 0x7F carries into bit 15 exactly for NaNs (> 0x7F80); that bit >> 9 is
+    // 0x40. No compare, so nothing here competes with the transpose's shuffle port.
+    const __m512i t = _mm512_add_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)),
+                                       _mm512_set1_epi16(0x7F));
+    return _mm512_ternarylogic_epi32(v, _mm512_srli_epi16(t, 9), _mm512_set1_epi16(0x40), 0xF8);
   }
 };
 
 struct ChunkQ4_0 {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ4_0);
     const __m512 d = _mm512_set1_ps(Fp16At(blk));
     const __m512i v = U8x16(blk + 2);
@@ -326,7 +339,7 @@ struct ChunkQ4_0 {
 };
 
 struct ChunkQ8_0 {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ8_0);
     const __m512 d = _mm512_set1_ps(Fp16At(blk));
     return ToBf16(Mul(d, _mm512_cvtepi32_ps(I8x16(blk + 2))),
@@ -335,13 +348,13 @@ struct ChunkQ8_0 {
 };
 
 struct ChunkQ4_K {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const auto* blk = reinterpret_cast<const BlockQ4_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // sub-block
     uint8_t sc, mn;
     UnpackScaleMinK4(blk->scales, j, &sc, &mn);
-    const __m512 ds = Mul(_mm512_set1_ps(Fp16ToF32(blk->d)), _mm512_set1_ps(sc));
-    const __m512 dm = Mul(_mm512_set1_ps(Fp16ToF32(blk->dmin)), _mm512_set1_ps(mn));
+    const __m512 ds = Mul(_mm512_set1_ps(Half(blk->d)), _mm512_set1_ps(sc));
+    const __m512 dm = Mul(_mm512_set1_ps(Half(blk->dmin)), _mm512_set1_ps(mn));
     const uint8_t* qs = blk->qs + 32 * (j / 2);
     __m512i v0 = U8x16(qs), v1 = U8x16(qs + 16);
     if (j & 1) {
@@ -353,7 +366,7 @@ struct ChunkQ4_K {
 };
 
 struct ChunkQ6_K {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const auto* blk = reinterpret_cast<const BlockQ6_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // 32 inputs: half j / 4, quarter s
     const int half = j / 4, s = j % 4;
@@ -369,7 +382,7 @@ struct ChunkQ6_K {
       const __m512i q = _mm512_ternarylogic_epi32(lo, hi, m30, 0xF8);  // lo | (hi & 0x30)
       return _mm512_cvtepi32_ps(_mm512_sub_epi32(q, k32));
     };
-    const __m512 d = _mm512_set1_ps(Fp16ToF32(blk->d));
+    const __m512 d = _mm512_set1_ps(Half(blk->d));
     const __m512 ds0 = Mul(d, _mm512_set1_ps(blk->scales[2 * j]));
     const __m512 ds1 = Mul(d, _mm512_set1_ps(blk->scales[2 * j + 1]));
     return ToBf16(Mul(ds0, value(0)), Mul(ds1, value(16)));
@@ -395,7 +408,7 @@ inline uint32_t LoadU32(const uint8_t* p) {
 }
 
 struct ChunkQ4_1 {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ4_1);
     const __m512 d = _mm512_set1_ps(Fp16At(blk)), m = _mm512_set1_ps(Fp16At(blk + 2));
     const __m512i v = U8x16(blk + 4);
@@ -413,7 +426,7 @@ inline void Q5Codes(const uint8_t* qh, const uint8_t* qs, __m512i* lo, __m512i* 
 }
 
 struct ChunkQ5_0 {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ5_0);
     const __m512 d = _mm512_set1_ps(Fp16At(blk));
     __m512i lo, hi;
@@ -423,7 +436,7 @@ struct ChunkQ5_0 {
 };
 
 struct ChunkQ5_1 {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ5_1);
     const __m512 d = _mm512_set1_ps(Fp16At(blk)), m = _mm512_set1_ps(Fp16At(blk + 2));
     __m512i lo, hi;
@@ -433,13 +446,13 @@ struct ChunkQ5_1 {
 };
 
 struct ChunkQ5_K {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const auto* blk = reinterpret_cast<const BlockQ5_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // sub-block
     uint8_t sc, mn;
     UnpackScaleMinK4(blk->scales, j, &sc, &mn);
-    const __m512 ds = Mul(_mm512_set1_ps(Fp16ToF32(blk->d)), _mm512_set1_ps(sc));
-    const __m512 dm = Mul(_mm512_set1_ps(Fp16ToF32(blk->dmin)), _mm512_set1_ps(mn));
+    const __m512 ds = Mul(_mm512_set1_ps(Half(blk->d)), _mm512_set1_ps(sc));
+    const __m512 dm = Mul(_mm512_set1_ps(Half(blk->dmin)), _mm512_set1_ps(mn));
     const uint8_t* qs = blk->qs + 32 * (j / 2);
     const __m128i shift = _mm_cvtsi32_si128(4 * (j & 1));
     const __m128i hshift = _mm_cvtsi32_si128(j);
@@ -456,13 +469,13 @@ struct ChunkQ5_K {
 };
 
 struct ChunkQ2_K {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const auto* blk = reinterpret_cast<const BlockQ2_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // inputs 32 j ..: half j / 4, shift 2 (j % 4)
     const uint8_t* qs = blk->qs + 32 * (j / 4);
     const __m128i shift = _mm_cvtsi32_si128(2 * (j % 4));
-    const __m512 d = _mm512_set1_ps(Fp16ToF32(blk->d));
-    const __m512 dmin = _mm512_set1_ps(Fp16ToF32(blk->dmin));
+    const __m512 d = _mm512_set1_ps(Half(blk->d));
+    const __m512 dmin = _mm512_set1_ps(Half(blk->dmin));
     auto value = [&](int l0, uint8_t sc) {
       const __m512i q = _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift),
                                          _mm512_set1_epi32(3));
@@ -481,13 +494,13 @@ inline int Q3Scale(const uint8_t* s, int i) {
 }
 
 struct ChunkQ3_K {
-  static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
     const auto* blk = reinterpret_cast<const BlockQ3_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // half j / 4, shift 2 (j % 4), hmask bit j
     const uint8_t* qs = blk->qs + 32 * (j / 4);
     const __m128i shift = _mm_cvtsi32_si128(2 * (j % 4));
     const __m128i hshift = _mm_cvtsi32_si128(j);
-    const __m512 d = _mm512_set1_ps(Fp16ToF32(blk->d));
+    const __m512 d = _mm512_set1_ps(Half(blk->d));
     // index q2 | hbit << 2 -> float(q2 - (hbit ? 0 : 4))
     const __m512 table = _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0);
     auto value = [&](int l0, int sc) {
@@ -502,6 +515,22 @@ struct ChunkQ3_K {
   }
 };
 
+// One B tile (32 inputs) of the panel: the 16 rows' chunks, transposed. kAllRows: all 16 rows
+// exist (no per-row test); n: inputs of the chunk that exist (a constant 32 for whole chunks).
+template <typename Chunk, bool kAllRows>
+__attribute__((always_inline)) inline void RowMajorTile(const uint8_t* const* rows, int nrows,
+                                                        int64_t k, int64_t n, uint16_t* out) {
+  // Fully unrolled so the 16 vectors stay in registers through the transpose.
+  __m512i v[kRows];
+#pragma GCC unroll 16
+  for (int i = 0; i < kRows; ++i) {
+    v[i] = (kAllRows || i < nrows) ? Chunk::Get(rows[i], k, n) : _mm512_setzero_si512();
+  }
+  Transpose16(v);
+#pragma GCC unroll 16
+  for (int p = 0; p < kRows; ++p) _mm512_storeu_si512(out + 32 * p, v[p]);
+}
+
 template <typename Chunk>
 void RowMajorPanel(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst) {
   const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
@@ -513,17 +542,14 @@ void RowMajorPanel(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t*
   }
   const int64_t kvalid = std::min(k0 + kc, w.cols) - k0;
   const int64_t chunks = (kvalid + kTileK - 1) / kTileK;
-  for (int64_t c = 0; c < chunks; ++c) {
-    // Fully unrolled so the 16 vectors stay in registers through the transpose.
-    __m512i v[kRows];
-#pragma GCC unroll 16
-    for (int n = 0; n < kRows; ++n) {
-      v[n] = n < nrows ? Chunk::Get(rows[n], k0 + kTileK * c, w.cols) : _mm512_setzero_si512();
-    }
-    Transpose16(v);
-    uint16_t* out = dst + c * kTileElems;
-#pragma GCC unroll 16
-    for (int p = 0; p < kRows; ++p) _mm512_storeu_si512(out + 32 * p, v[p]);
+  // Whole tiles (16 rows, 32 inputs) take the branch-free path.
+  const int64_t whole = nrows == kRows ? kvalid / kTileK : 0;
+  for (int64_t c = 0; c < whole; ++c) {
+    RowMajorTile<Chunk, true>(rows, kRows, k0 + kTileK * c, kTileK, dst + c * kTileElems);
+  }
+  for (int64_t c = whole; c < chunks; ++c) {
+    RowMajorTile<Chunk, false>(rows, nrows, k0 + kTileK * c, kvalid - kTileK * c,
+                               dst + c * kTileElems);
   }
   std::memset(dst + chunks * kTileElems, 0,
               static_cast<size_t>(kc / kTileK - chunks) * kTileElems * 2);
