@@ -2,6 +2,7 @@
 #include "kernels/bf16_panel.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <vector>
 
@@ -22,9 +23,19 @@ void CheckPanelArgs(const Weight& w, int64_t t, int64_t k0, int64_t kc) {
 }  // namespace
 
 int64_t PanelKAlign(GgmlType type) {
-  const auto traits = GetTypeTraits(static_cast<uint32_t>(type));
-  CHECK(traits) << "PanelKAlign: unknown type";
-  return std::lcm<int64_t>(32, traits->block_size);
+  // A table built once: the panel writers check k0 on every call (a few hundred ns of work),
+  // and the type table lookup is a linear search.
+  static const auto table = [] {
+    std::array<int64_t, 64> t{};  // 0: unknown type
+    for (uint32_t id = 0; id < t.size(); ++id) {
+      if (const auto traits = GetTypeTraits(id)) t[id] = std::lcm<int64_t>(32, traits->block_size);
+    }
+    return t;
+  }();
+  const auto id = static_cast<uint32_t>(type);
+  const int64_t align = id < table.size() ? table[id] : 0;
+  CHECK(align > 0) << "PanelKAlign: unknown type " << id;
+  return align;
 }
 
 void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc,

@@ -108,13 +108,13 @@ void PackedQ4_0(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
   const uint8_t* codes = tile + b * 256;
   const __m512 d = LoadFp16x16(tile + nb * 256 + b * 32);
   __m512 dg[4];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int g = 0; g < 4; ++g) dg[g] = Spread4(d, g);
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int s = 0; s < 4; ++s) {
     // Step s: low nibbles are inputs 4s .. 4s + 3, high nibbles 16 + 4s .. 16 + 4s + 3.
     __m512 lo[4], hi[4];
-    #pragma GCC unroll 8
+  #pragma GCC unroll 8
     for (int g = 0; g < 4; ++g) {
       const __m512i v = U8x16(codes + 64 * s + 16 * g);
       lo[g] = Mul(dg[g], Q4Minus8(v));
@@ -131,12 +131,12 @@ void PackedQ8_0(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
   // Codes are stored XOR 0x80: sign-extending the stored byte and flipping bits 7..31 gives q.
   const __m512i flip = _mm512_set1_epi32(static_cast<int>(0xFFFFFF80u));
   __m512 dg[4];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int g = 0; g < 4; ++g) dg[g] = Spread4(d, g);
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int s = 0; s < 8; ++s) {
     __m512 f[4];
-    #pragma GCC unroll 8
+  #pragma GCC unroll 8
     for (int g = 0; g < 4; ++g) {
       const __m512i q = _mm512_xor_si512(I8x16(codes + 64 * s + 16 * g), flip);
       f[g] = Mul(dg[g], _mm512_cvtepi32_ps(q));
@@ -145,11 +145,22 @@ void PackedQ8_0(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
   }
 }
 
-void PackedQ4_K(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
-  const uint8_t* codes = tile + b * 2048;
-  const uint8_t* meta = tile + nb * 2048 + b * 320;  // scale[8][16], min[8][16], d, dmin
-  const __m512 d = LoadFp16x16(meta + 256), dmin = LoadFp16x16(meta + 288);
-  #pragma GCC unroll 8
+// ds * q - dm with the reference's two roundings, or fused: ds = d * scale (11 x 6 significant
+// bits) times a 4-bit q is exact in float, so the reference's first rounding does nothing and
+// one FMA gives the same bits (signed zeros included) -- when d and dmin are finite; a
+// super-block with an infinite or NaN scale takes the unfused path (NaN payloads).
+template <bool kFused>
+inline __m512 ScaleMin(__m512 ds, __m512 q, __m512 dm) {
+  return kFused ? _mm512_fmsub_ps(ds, q, dm) : Sub(Mul(ds, q), dm);
+}
+inline bool AllFinite(__m512 a, __m512 b) {
+  return (_mm512_fpclass_ps_mask(a, 0x99) | _mm512_fpclass_ps_mask(b, 0x99)) == 0;  // NaN, inf
+}
+
+template <bool kFused>
+void PackedQ4_KImpl(const uint8_t* codes, const uint8_t* meta, __m512 d, __m512 dmin,
+                    uint16_t* out) {
+#pragma GCC unroll 8
   for (int c = 0; c < 4; ++c) {
     // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles): d * scale, dmin * min per row.
     const __m512 s_lo = Mul(d, _mm512_cvtepi32_ps(U8x16(meta + 16 * (2 * c))));
@@ -157,26 +168,37 @@ void PackedQ4_K(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
     const __m512 m_lo = Mul(dmin, _mm512_cvtepi32_ps(U8x16(meta + 128 + 16 * (2 * c))));
     const __m512 m_hi = Mul(dmin, _mm512_cvtepi32_ps(U8x16(meta + 128 + 16 * (2 * c + 1))));
     __m512 sl[4], sh[4], ml[4], mh[4];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < 4; ++g) {
       sl[g] = Spread4(s_lo, g);
       sh[g] = Spread4(s_hi, g);
       ml[g] = Spread4(m_lo, g);
       mh[g] = Spread4(m_hi, g);
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       const uint8_t* step = codes + 64 * (8 * c + s);
       __m512 lo[4], hi[4];
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int g = 0; g < 4; ++g) {
         const __m512i v = U8x16(step + 16 * g);
-        lo[g] = Sub(Mul(sl[g], Q4Value(v)), ml[g]);
-        hi[g] = Sub(Mul(sh[g], Q4Value(_mm512_srli_epi32(v, 4))), mh[g]);
+        lo[g] = ScaleMin<kFused>(sl[g], Q4Value(v), ml[g]);
+        hi[g] = ScaleMin<kFused>(sh[g], Q4Value(_mm512_srli_epi32(v, 4)), mh[g]);
       }
       Emit4(lo, out + (2 * c) * kTileElems + 64 * s);
       Emit4(hi, out + (2 * c + 1) * kTileElems + 64 * s);
     }
+  }
+}
+
+void PackedQ4_K(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
+  const uint8_t* codes = tile + b * 2048;
+  const uint8_t* meta = tile + nb * 2048 + b * 320;  // scale[8][16], min[8][16], d, dmin
+  const __m512 d = LoadFp16x16(meta + 256), dmin = LoadFp16x16(meta + 288);
+  if (AllFinite(d, dmin)) {
+    PackedQ4_KImpl<true>(codes, meta, d, dmin, out);
+  } else {
+    PackedQ4_KImpl<false>(codes, meta, d, dmin, out);
   }
 }
 
@@ -254,21 +276,21 @@ void PackedPanel(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* d
 // Transposes 16 vectors of 16 32-bit lanes: r[i] lane j -> r[j] lane i.
 __attribute__((always_inline)) inline void Transpose16(__m512i r[16]) {
   __m512i t[16];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
   }
   // u[4i + e], 128-bit lane L: rows 4i .. 4i + 3 of column 4L + e.
   __m512i u[16];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int i = 0; i < 4; ++i) {
     u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
     u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
     u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
     u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int e = 0; e < 4; ++e) {
     const __m512i x0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88);
     const __m512i x1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD);
