@@ -16,6 +16,7 @@ namespace {
 using internal::ActFormat;
 using internal::DotFn;
 using internal::Packed2Fn;
+using internal::PackedGemmFn;
 using internal::PackedFn;
 using internal::QuantizeActFn;
 
@@ -30,13 +31,15 @@ struct Impl {
   DotFn dot;
   PackedFn packed;    // kernel for the packed layout (null: the type has none)
   Packed2Fn packed2;  // two tiles at once (m >= 2), optional
+  PackedGemmFn gemm;  // many activation rows at once, optional
 };
 
 Impl MakeImpl(SimdLevel level, GgmlType type) {
-  Impl impl{internal::ActFormatFor(type), nullptr, nullptr, nullptr, nullptr};
+  Impl impl{internal::ActFormatFor(type), nullptr, nullptr, nullptr, nullptr, nullptr};
   if (level >= SimdLevel::kAvx512) {
     impl.packed = internal::PackedAvx512(type);
     impl.packed2 = internal::Packed2Avx512(type);
+    impl.gemm = internal::PackedGemmAvx512(type);
     impl.dot = internal::DotAvx512Float(type);
     if (!impl.dot) impl.dot = internal::DotAvx512Block32(type);
     if (!impl.dot) impl.dot = internal::DotAvx512K(type);
@@ -111,9 +114,24 @@ bool TwoTiles(int64_t m) {
   return mode == 2 || (mode == 1 && m >= 2);
 }
 
+// From this many activation rows on, a type with a GEMM kernel runs it (TACHYON_GEMM_MIN_ROWS
+// overrides, for benchmarks).
+int64_t GemmMinRows() {
+  static const int64_t rows = [] {
+    const char* v = std::getenv("TACHYON_GEMM_MIN_ROWS");
+    return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{4};
+  }();
+  return rows;
+}
+
 void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride,
                     int64_t m, float* y, int64_t t0, int64_t t1) {
   const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
+  if (impl.gemm != nullptr && m >= GemmMinRows()) {
+    impl.gemm(w.cols, w.packed + static_cast<size_t>(t0) * tile_bytes, tile_bytes, t1 - t0,
+              w.rows - t0 * kPackRows, act, stride, m, y + t0 * kPackRows, w.rows);
+    return;
+  }
   constexpr int64_t g = internal::kPackedMaxRows;
   const int64_t mc =
       std::max<int64_t>(g, static_cast<int64_t>(kActChunkBytes / stride) / g * g);

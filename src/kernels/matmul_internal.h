@@ -85,6 +85,15 @@ using Packed2Fn = void (*)(int64_t k, const uint8_t* tile_a, size_t tile_bytes,
                            const uint8_t* act, size_t act_stride, int nx, float* y, int64_t ldy,
                            int nrows_b);
 Packed2Fn Packed2Avx512(GgmlType type);
+// Many activation rows (prefill, batched decode): tiles [0, ntiles) from `tiles` (tile_bytes
+// apart, `rows` valid weight rows in all, so the last tile may be partial) against m
+// activation rows, the kernel blocking for registers and caches itself (it takes the rows in
+// L2-sized chunks):
+//   y[i * ldy + r] = dot(weight row r, activation row i)   for i < m, r < rows.
+using PackedGemmFn = void (*)(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles,
+                              int64_t rows, const uint8_t* act, size_t act_stride, int64_t m,
+                              float* y, int64_t ldy);
+PackedGemmFn PackedGemmAvx512(GgmlType type);
 PackedFn PackedScalar(GgmlType type);
 PackedFn PackedAvx2(GgmlType type);
 PackedFn PackedAvx512(GgmlType type);

@@ -1,0 +1,325 @@
+// AVX-512 VNNI GEMM for the packed 32-blocks (Q4_0, Q8_0) at many activation rows (prefill,
+// batched decode; MatMul uses it from 4 rows on). The m = 1..3 kernels
+// (matmul_packed_avx512.cc) unpack codes in registers for every group of 4 rows and apply the
+// code offset with a float FMA per block and row. Here, per L2-sized chunk of activation rows
+// against a thread's tiles:
+//
+//  1. An activation panel is built once: per group of 6 rows and block, the int32 offset term
+//     -kOffset * sum(xq) (the starting value of the block's int32 accumulators, so the offset
+//     costs no vector work in the inner loop), the row scales and the activation words in
+//     step order, all in one linear stream.
+//  2. Weights are taken a pair of tiles (32 rows) and a slice of 16 blocks at a time; Q4_0
+//     nibbles are split once per chunk into a u8 slice (16 KiB, L1), Q8_0's packed codes
+//     already are one. Every group of rows runs over the slice; the next slice is prefetched
+//     meanwhile.
+//  3. The micro-kernel keeps 2 x 6 int32 accumulators (32 weight rows x 6 activation rows):
+//     per 4-byte step two code loads feed 12 vpdpbusd that take the activation word as an
+//     embedded broadcast; per block and row only cvt, mul (by dx) and fma (by dw) remain.
+//
+// Integer sums are exact, so the result equals the scalar kernel up to float summation order
+// (and does not depend on how rows or tiles are split over threads).
+#include "kernels/simd_avx512.h"  // first: see its note
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/matmul_internal.h"
+#include "kernels/pack.h"
+
+namespace tachyon::kernels::internal {
+namespace {
+
+constexpr int kBlockBytes = 512;  // one 32-block of 16 rows as 8 steps of u8 codes
+
+uint8_t* Scratch(size_t bytes) {
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+  auto p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t{63});
+}
+
+// Activation panel: the chunk's rows in groups of kRowsPerPass (the last group holds the
+// rest), so that the micro-kernel reads one linear stream. Per group of n rows and block b, a
+// record of 44 n bytes:
+//   int32 corr[2][n] = -offset * sum of the block's 32 codes of row j (the int32 start value;
+//                     twice, so that each of the two tiles' accumulators loads its own copy
+//                     instead of the compiler copying registers)
+//   float dx[n]     = the block's activation scale of row j
+//   int8  step[8][n][4]: the 4 activation bytes of step s of row j (s < 4: bytes 4 s..4 s+3 of
+//                    the block, s >= 4: bytes 16 + 4 (s - 4)..), matching the code steps
+constexpr int kRowsPerPass = 6;  // activation rows per micro-kernel pass (2 x 6 accumulators)
+constexpr int kRecordBytesPerRow = 44;
+
+inline size_t GroupBytes(int64_t nb) {
+  return static_cast<size_t>(nb) * kRecordBytesPerRow * kRowsPerPass;
+}
+
+void BuildActPanel(int64_t k, const uint8_t* act, size_t stride, int64_t m, int offset,
+                   uint8_t* panel) {
+  const int64_t nb = k / 32, ng = Q8Groups(k);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t g = i / kRowsPerPass, j = i % kRowsPerPass;
+    const int64_t n = std::min<int64_t>(kRowsPerPass, m - g * kRowsPerPass);
+    uint8_t* grp = panel + g * GroupBytes(nb);
+    const Q8Row32 x = ViewQ8Row32(act + static_cast<size_t>(i) * stride, k);
+    for (int64_t q = 0; q < ng; ++q) {
+      // Bytes + 128 as unsigned; psadbw against zero sums 8 of them per 64-bit lane. Lanes
+      // 2 c, 2 c + 1 of each half are block 4 q + c.
+      const auto* qs = reinterpret_cast<const uint8_t*>(x.qs) + 128 * q;
+      const __m512i lo = _mm512_xor_si512(_mm512_load_si512(qs), flip);
+      const __m512i hi = _mm512_xor_si512(_mm512_load_si512(qs + 64), flip);
+      const __m512i sums = _mm512_add_epi64(_mm512_sad_epu8(lo, _mm512_setzero_si512()),
+                                            _mm512_sad_epu8(hi, _mm512_setzero_si512()));
+      alignas(64) int64_t lanes[8];
+      _mm512_store_si512(lanes, sums);
+      for (int c = 0; c < 4 && 4 * q + c < nb; ++c) {
+        const int64_t b = 4 * q + c;
+        uint8_t* rec = grp + b * kRecordBytesPerRow * n;
+        const auto corr =
+            static_cast<int32_t>(-offset * (lanes[2 * c] + lanes[2 * c + 1] - 128 * 32));
+        std::memcpy(rec + 4 * j, &corr, 4);
+        std::memcpy(rec + 4 * (n + j), &corr, 4);
+        std::memcpy(rec + 4 * (2 * n + j), x.d4 + 4 * b, 4);
+        for (int st = 0; st < 8; ++st) {
+          const int off = st < 4 ? 4 * st : 64 + 4 * (st - 4);
+          std::memcpy(rec + 4 * (3 * n + st * n + j), qs + 16 * c + off, 4);
+        }
+      }
+    }
+  }
+}
+
+// acc + vpdpbusd(w, broadcast of the 4 bytes at p), with the activation word as an embedded
+// broadcast memory operand ({1to16}). The intrinsic with _mm512_set1_epi32 makes GCC load one
+// vpbroadcastd per word shared by both tiles, and that broadcast costs a vector-port slot
+// (measured on the Xeon VM: 12 dpbusd chains with 6 such broadcasts run at ~0.7-0.8 of the
+// register-only rate, with 12 embedded broadcasts at ~0.9-1.0).
+inline __m512i DpbusdBcast(__m512i acc, __m512i w, const uint8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
+// Q4_0 tile -> u8 panel: block step s (low nibbles) -> step s, high nibbles -> step s + 4.
+void UnpackQ4_0(const uint8_t* tile, int64_t nb, uint8_t* panel) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* src = tile + b * 256;
+    uint8_t* dst = panel + b * kBlockBytes;
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+      const __m512i v = _mm512_load_si512(src + 64 * s);
+      _mm512_store_si512(dst + 64 * s, _mm512_and_si512(v, m4));
+      _mm512_store_si512(dst + 64 * (s + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+    }
+  }
+}
+
+// NT tiles (code panels p[u], fp16 scales s[u] per block x 16 rows) x NX activation rows
+// (one group of the activation panel) over blocks [b0, b1). Writes y[i * ldy + 16 u + r]; the
+// last tile stores nrows_last rows. Passes after the first over the same outputs (b0 > 0)
+// continue from y, which gives the same float sums as one pass.
+template <int NT, int NX>
+void Micro(int64_t b0, int64_t b1, int64_t pb0, const uint8_t* const* p, const uint16_t* const* s,
+           const uint8_t* grp, float* y, int64_t ldy, int nrows_last) {
+  const __mmask16 mask = Mask16(nrows_last);
+  __m512 acc[NX][NT];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 2
+    for (int u = 0; u < NT; ++u) {
+      acc[i][u] = b0 == 0 ? _mm512_setzero_ps()
+                          : _mm512_maskz_loadu_ps(u + 1 < NT ? __mmask16{0xFFFF} : mask,
+                                                  y + i * ldy + 16 * u);
+    }
+  }
+  const uint8_t* pa = p[0] + (b0 - pb0) * kBlockBytes;
+  const uint8_t* pb = p[NT - 1] + (b0 - pb0) * kBlockBytes;
+  const uint8_t* rec = grp + b0 * kRecordBytesPerRow * NX;
+  for (int64_t b = b0; b < b1; ++b) {
+    const auto* corr = reinterpret_cast<const int32_t*>(rec);
+    const auto* dx = reinterpret_cast<const float*>(rec + 8 * NX);
+    const uint8_t* words = rec + 12 * NX;
+    __m512i is[NX][NT];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 2
+      for (int u = 0; u < NT; ++u) is[i][u] = _mm512_set1_epi32(corr[u * NX + i]);
+    }
+#pragma GCC unroll 8
+    for (int st = 0; st < 8; ++st) {
+      const __m512i wa = _mm512_load_si512(pa + 64 * st);
+      const __m512i wb = NT == 2 ? _mm512_load_si512(pb + 64 * st) : wa;
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        const uint8_t* xw = words + 4 * (st * NX + i);
+        is[i][0] = DpbusdBcast(is[i][0], wa, xw);
+        if constexpr (NT == 2) is[i][1] = DpbusdBcast(is[i][1], wb, xw);
+      }
+    }
+    __m512 dw[NT];
+#pragma GCC unroll 2
+    for (int u = 0; u < NT; ++u) {
+      dw[u] = _mm512_cvtph_ps(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(s[u] + b * kPackRows)));
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      const __m512 d = _mm512_set1_ps(dx[i]);
+#pragma GCC unroll 2
+      for (int u = 0; u < NT; ++u) {
+        acc[i][u] =
+            _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(is[i][u]), d), dw[u], acc[i][u]);
+      }
+    }
+    pa += kBlockBytes;
+    pb += kBlockBytes;
+    rec += kRecordBytesPerRow * NX;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 2
+    for (int u = 0; u + 1 < NT; ++u) _mm512_storeu_ps(y + i * ldy + 16 * u, acc[i][u]);
+    _mm512_mask_storeu_ps(y + i * ldy + 16 * (NT - 1), mask, acc[i][NT - 1]);
+  }
+}
+
+// Blocks per pass: a two-tile panel slice of kBlocksPerPass KiB stays in L1 while all the
+// chunk's activation rows run over it.
+constexpr int64_t kBlocksPerPass = 16;
+
+// All m activation rows (panel groups) against NT tiles (code streams c[u]: packed Q8_0 codes,
+// or Q4_0 codes unpacked slice by slice into `slice`, which then stays in L1).
+template <int NT, bool kQ4>
+void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, const uint16_t* const* s,
+          const uint8_t* apanel, int64_t m, float* y, int64_t ldy, int nrows_last,
+          uint8_t* slice) {
+  constexpr int kCodeBytes = kQ4 ? 256 : 512;  // per block in the packed tile
+  const int64_t ngroups = (m + kRowsPerPass - 1) / kRowsPerPass;
+  for (int64_t b0 = 0; b0 < nb; b0 += kBlocksPerPass) {
+    const int64_t b1 = std::min(nb, b0 + kBlocksPerPass);
+    // The next slice's codes (or the next tile pair's first slice) are prefetched a share per
+    // group, so that their memory latency overlaps this slice's multiplies.
+    const uint8_t* next[2];
+    int64_t next_lines;
+    if (b1 < nb) {
+      for (int u = 0; u < NT; ++u) next[u] = c[u] + b1 * kCodeBytes;
+      next_lines = (std::min(nb, b1 + kBlocksPerPass) - b1) * kCodeBytes / 64;
+    } else {
+      for (int u = 0; u < NT; ++u) next[u] = c[0] + (NT + u) * tile_bytes;
+      next_lines = std::min<int64_t>(nb, kBlocksPerPass) * kCodeBytes / 64;
+    }
+    const int64_t lines_per_group = (next_lines + ngroups - 1) / ngroups;
+    const uint8_t* p[2];
+    int64_t pb0 = 0;
+    for (int u = 0; u < NT; ++u) {
+      if constexpr (kQ4) {
+        p[u] = slice + u * kBlocksPerPass * kBlockBytes;
+        UnpackQ4_0(c[u] + b0 * 256, b1 - b0, slice + u * kBlocksPerPass * kBlockBytes);
+        pb0 = b0;
+      } else {
+        p[u] = c[u];
+      }
+    }
+    for (int64_t i = 0; i < m; i += kRowsPerPass) {
+      const int64_t gi = i / kRowsPerPass;
+      for (int64_t l = gi * lines_per_group; l < std::min(next_lines, (gi + 1) * lines_per_group);
+           ++l) {
+        for (int u = 0; u < NT; ++u) {
+          _mm_prefetch(reinterpret_cast<const char*>(next[u] + 64 * l), _MM_HINT_T0);
+        }
+      }
+      const uint8_t* grp = apanel + gi * GroupBytes(nb);
+      float* yi = y + i * ldy;
+      switch (std::min<int64_t>(kRowsPerPass, m - i)) {
+        case 1:
+          Micro<NT, 1>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          break;
+        case 2:
+          Micro<NT, 2>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          break;
+        case 3:
+          Micro<NT, 3>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          break;
+        case 4:
+          Micro<NT, 4>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          break;
+        case 5:
+          Micro<NT, 5>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          break;
+        default:
+          Micro<NT, 6>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          break;
+      }
+    }
+  }
+}
+static_assert(kRowsPerPass == 6, "Rows() dispatches group sizes 1..6");
+
+// Activation panel bytes per chunk of rows: the panel stays in L2 while the thread's tiles sweep
+// past it, each tile read from memory once per chunk.
+constexpr size_t kActPanelBytes = 768 * 1024;
+
+template <bool kQ4>
+void Gemm32Chunk(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles,
+                 int64_t rows, const uint8_t* act, size_t stride, int64_t m, float* y,
+                 int64_t ldy) {
+  const int64_t nb = k / 32;
+  constexpr int kCodeBytes = kQ4 ? 256 : 512;  // per block in the packed tile
+  // Scratch: the activation panel, then (Q4_0) a two-tile u8 code slice.
+  const size_t groups = static_cast<size_t>((m + kRowsPerPass - 1) / kRowsPerPass);
+  const size_t act_bytes = (GroupBytes(nb) * groups + 63) / 64 * 64;
+  const size_t code_bytes = kQ4 ? 2 * kBlocksPerPass * kBlockBytes : 0;
+  uint8_t* scratch = Scratch(act_bytes + code_bytes);
+  BuildActPanel(k, act, stride, m, kQ4 ? 8 : 128, scratch);
+  uint8_t* code_panel = scratch + act_bytes;
+  for (int64_t t = 0; t < ntiles; t += 2) {
+    const int nt = ntiles - t >= 2 ? 2 : 1;
+    const uint8_t* c[2];
+    const uint16_t* s[2];
+    for (int u = 0; u < nt; ++u) {
+      c[u] = tiles + static_cast<size_t>(t + u) * tile_bytes;
+      s[u] = reinterpret_cast<const uint16_t*>(c[u] + nb * kCodeBytes);
+    }
+    const int nrows_last =
+        static_cast<int>(std::min<int64_t>(kPackRows, rows - (t + nt - 1) * kPackRows));
+    float* yt = y + t * kPackRows;
+    if (nt == 2) {
+      Rows<2, kQ4>(nb, c, tile_bytes, s, scratch, m, yt, ldy, nrows_last, code_panel);
+    } else {
+      Rows<1, kQ4>(nb, c, tile_bytes, s, scratch, m, yt, ldy, nrows_last, code_panel);
+    }
+  }
+}
+
+// Chunks of rows whose activation panel fits kActPanelBytes, equal sizes in whole groups (so
+// that no chunk ends in a small, latency-bound group when that can be avoided).
+template <bool kQ4>
+void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
+            const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
+  const int64_t row_bytes = k / 32 * kRecordBytesPerRow;
+  const int64_t max_rows = std::max<int64_t>(kRowsPerPass, static_cast<int64_t>(kActPanelBytes) / row_bytes);
+  const int64_t chunks = (m + max_rows - 1) / max_rows;
+  int64_t mc = (m + chunks - 1) / chunks;
+  mc = (mc + kRowsPerPass - 1) / kRowsPerPass * kRowsPerPass;
+  for (int64_t i0 = 0; i0 < m; i0 += mc) {
+    Gemm32Chunk<kQ4>(k, tiles, tile_bytes, ntiles, rows, act + static_cast<size_t>(i0) * stride,
+                     stride, std::min(mc, m - i0), y + i0 * ldy, ldy);
+  }
+}
+
+}  // namespace
+
+PackedGemmFn PackedGemmAvx512(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return Gemm32<true>;
+    case GgmlType::kQ8_0:
+      return Gemm32<false>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace tachyon::kernels::internal
