@@ -274,7 +274,9 @@ void RegisterAll() {
                      GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32, GgmlType::kQ4_1,
                      GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
                      GgmlType::kQ5_K}) {
-    const bool has_packed = kernels::HasPackedLayout(t);
+    // Packed quantized layouts are read by the panel writer; F16/BF16 panels read w.data.
+    const bool has_packed =
+        kernels::HasPackedLayout(t) && t != GgmlType::kF16 && t != GgmlType::kBF16;
     // 2048x8192 streams from L3 / memory; 16x512 stays in L1 (the compute rate).
     for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{2048, 8192}, {16, 512}}) {
       for (const char* variant : {"fast", "gguf", "ref"}) {

@@ -82,6 +82,13 @@ inline __m512 Q4Value(__m512i v) {
 
 // ---- packed layouts -------------------------------------------------------------------------
 
+// A tile's codes are one stream: fetch 1 KiB ahead (as the decode kernels do), so panels of
+// weights that come from memory rather than cache do not wait on each line.
+constexpr int kPrefetchAhead = 1024;
+inline void Prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
+}
+
 // Per-row values (lane r = row r) to the [row][4] order of group g (rows 4g .. 4g + 3).
 inline __m512 Spread4(__m512 per_row, int g) {
   const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * g),
@@ -113,6 +120,7 @@ void PackedQ4_0(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
 #pragma GCC unroll 8
   for (int s = 0; s < 4; ++s) {
     // Step s: low nibbles are inputs 4s .. 4s + 3, high nibbles 16 + 4s .. 16 + 4s + 3.
+    Prefetch(codes + 64 * s);
     __m512 lo[4], hi[4];
   #pragma GCC unroll 8
     for (int g = 0; g < 4; ++g) {
@@ -135,6 +143,7 @@ void PackedQ8_0(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
   for (int g = 0; g < 4; ++g) dg[g] = Spread4(d, g);
 #pragma GCC unroll 8
   for (int s = 0; s < 8; ++s) {
+    Prefetch(codes + 64 * s);
     __m512 f[4];
   #pragma GCC unroll 8
     for (int g = 0; g < 4; ++g) {
@@ -178,6 +187,7 @@ void PackedQ4_KImpl(const uint8_t* codes, const uint8_t* meta, __m512 d, __m512 
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       const uint8_t* step = codes + 64 * (8 * c + s);
+      Prefetch(step);
       __m512 lo[4], hi[4];
 #pragma GCC unroll 8
       for (int g = 0; g < 4; ++g) {
@@ -213,6 +223,8 @@ void PackedQ6_K(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
     // The 6-bit codes of its 4 quarters (inputs 4i .. 4i + 3 of the 16 rows) are assembled
     // 64 at a time in bytes, minus 32 (int8), and widened from a small L1 buffer.
     const uint8_t* step = codes + 64 * 3 * g16;
+#pragma GCC unroll 4
+    for (int i = 0; i < 3; ++i) Prefetch(step + 64 * i);
     const __m512i a = _mm512_loadu_si512(step), c = _mm512_loadu_si512(step + 64);
     const __m512i h = _mm512_loadu_si512(step + 128);
     // lo | (hi2 moved to bits 4..5), ternlog A | (B & C); 16-bit shifts only leak bits that the
