@@ -1,5 +1,5 @@
-// AVX-512 VNNI GEMM for the packed 32-blocks (Q4_0, Q8_0) at many activation rows (prefill,
-// batched decode; MatMul uses it from 4 rows on). The m = 1..3 kernels
+// AVX-512 VNNI GEMM for the packed layouts (Q4_0, Q8_0; Q4_K, Q6_K below) at many activation
+// rows (prefill, batched decode; MatMul uses it from 4 rows on). The m = 1..3 kernels
 // (matmul_packed_avx512.cc) unpack codes in registers for every group of 4 rows and apply the
 // code offset with a float FMA per block and row. Here, per L2-sized chunk of activation rows
 // against a thread's tiles:
@@ -309,6 +309,276 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
   }
 }
 
+// ---- K-quants (Q4_K, Q6_K; kQ8_256 activations) ----
+//
+// Both are brought to one form per super-block of 256 inputs and tile: 64 steps of u8 codes
+// (step s holds inputs 4 s .. 4 s + 3 of the 16 rows, so the activation word of step s is
+// simply bytes 4 s.. of the row's codes), sub-blocks of kSubSteps steps with a float scale
+// vector scd = d * sc per sub-block, and a correction sum over 8 int16 pairs against the
+// activation's 16-element sums, scaled by cscale:
+//   Q4_K: sub-blocks of 32 (8 steps); correction pairs (min_j, min_j) x (bsum_2j, bsum_2j+1),
+//         cscale = -dmin.
+//   Q6_K: sub-blocks of 16 (4 steps); correction pairs (-32 sc_2p, -32 sc_2p+1) x
+//         (bsum_2p, bsum_2p+1) (the code offset 32), cscale = d.
+// Per sub-block and row the exact int32 dot becomes acc += float(dot) * (scd * dx); the
+// correction acc += float(csum) * (cscale * dx) once per super-block.
+
+constexpr int kKStepBytes = 64 * 64;  // codes of one super-block of one tile in the slice
+constexpr int64_t kSupersPerPass = 2;  // super-blocks per slice (2 tiles: 16 KiB of codes)
+
+// Slice meta per tile and super-block: float scd[16][16] (Q4_K uses 8), int32 pairs[8][16],
+// float cscale[16].
+constexpr int kKMetaBytes = 16 * 64 + 8 * 64 + 64;
+
+inline __m512i DpwssdBcast(__m512i acc, __m512i w, const int16_t* p) {
+  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+inline __m512 MulBcast(__m512 v, const float* p) {
+  __m512 r;
+  asm("vmulps %2%{1to16%}, %1, %0" : "=v"(r) : "v"(v), "m"(*p));
+  return r;
+}
+
+inline __m512 LoadF16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// One tile's super-block b (packed layout, pack.h) -> 64 u8 code steps and the meta above.
+void UnpackQ4K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8_t* meta) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const uint8_t* src = tile + b * 2048;
+  for (int c = 0; c < 4; ++c) {
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      const __m512i v = _mm512_load_si512(src + 64 * (8 * c + t));
+      _mm512_store_si512(codes + 64 * (16 * c + t), _mm512_and_si512(v, m4));
+      _mm512_store_si512(codes + 64 * (16 * c + 8 + t),
+                         _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+    }
+  }
+  const uint8_t* m = tile + nb * 2048 + b * 320;
+  const __m512 d = LoadF16x16(m + 256), dmin = LoadF16x16(m + 288);
+  auto* scd = reinterpret_cast<float*>(meta);
+  for (int j = 0; j < 8; ++j) {
+    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 16 * j)));
+    _mm512_store_ps(scd + 16 * j, _mm512_mul_ps(_mm512_cvtepi32_ps(sc), d));
+    const __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 128 + 16 * j)));
+    _mm512_store_si512(meta + 1024 + 64 * j, _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)));
+  }
+  _mm512_store_ps(reinterpret_cast<float*>(meta + 1536), _mm512_sub_ps(_mm512_setzero_ps(), dmin));
+}
+
+void UnpackQ6K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8_t* meta) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const uint8_t* src = tile + b * 3072;
+  for (int g = 0; g < 16; ++g) {
+    const __m512i n0 = _mm512_load_si512(src + 192 * g), n1 = _mm512_load_si512(src + 192 * g + 64);
+    const __m512i h = _mm512_load_si512(src + 192 * g + 128);
+    uint8_t* dst = codes + 256 * g;
+    _mm512_store_si512(dst, _mm512_or_si512(_mm512_and_si512(n0, m4),
+                                            _mm512_and_si512(_mm512_slli_epi16(h, 4), m30)));
+    _mm512_store_si512(dst + 64, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n0, 4), m4),
+                                                 _mm512_and_si512(_mm512_slli_epi16(h, 2), m30)));
+    _mm512_store_si512(dst + 128, _mm512_or_si512(_mm512_and_si512(n1, m4), _mm512_and_si512(h, m30)));
+    _mm512_store_si512(dst + 192, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n1, 4), m4),
+                                                  _mm512_and_si512(_mm512_srli_epi16(h, 2), m30)));
+  }
+  const uint8_t* m = tile + nb * 3072 + b * 288;
+  const __m512 d = LoadF16x16(m + 256);
+  auto* scd = reinterpret_cast<float*>(meta);
+  for (int g = 0; g < 16; ++g) {
+    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 16 * g)));
+    _mm512_store_ps(scd + 16 * g, _mm512_mul_ps(_mm512_cvtepi32_ps(sc), d));
+  }
+  for (int p = 0; p < 8; ++p) {
+    const __m512i lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 32 * p)));
+    const __m512i hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 32 * p + 16)));
+    // Low half: int16(-32 sc_2p); high half: int16(-32 sc_2p+1) (|32 sc| <= 4096).
+    const __m512i a = _mm512_and_si512(_mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(lo, 5)),
+                                       _mm512_set1_epi32(0xFFFF));
+    const __m512i c = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(hi, 21));
+    _mm512_store_si512(meta + 1024 + 64 * p, _mm512_or_si512(a, c));
+  }
+  _mm512_store_ps(reinterpret_cast<float*>(meta + 1536), d);
+}
+
+// NT tiles x NX activation rows (kQ8_256 rows at act + i * stride) over super-blocks [b0, b1);
+// codes / meta: the slice (super-block b0 first). As Micro() for the 32-blocks otherwise.
+template <int kSubSteps, int NT, int NX>
+void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8_t* meta,
+            const uint8_t* act, size_t stride, float* y, int64_t ldy, int nrows_last) {
+  const __mmask16 mask = Mask16(nrows_last);
+  const int8_t* xq[NX];
+  const float* xd[NX];
+  const int16_t* xs[NX];
+  __m512 acc[NX][NT];
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+    const Q8Row256 x = ViewQ8Row256(act + i * stride, k);
+    xq[i] = x.qs + 256 * b0;
+    xd[i] = x.d + b0;
+    xs[i] = x.bsums + 16 * b0;
+#pragma GCC unroll 2
+    for (int u = 0; u < NT; ++u) {
+      acc[i][u] = b0 == 0 ? _mm512_setzero_ps()
+                          : _mm512_maskz_loadu_ps(u + 1 < NT ? __mmask16{0xFFFF} : mask,
+                                                  y + i * ldy + 16 * u);
+    }
+  }
+  for (int64_t b = 0; b < b1 - b0; ++b) {
+    const uint8_t* ca = codes + (b * NT) * kKStepBytes;
+    const uint8_t* ma = meta + (b * NT) * kKMetaBytes;
+#pragma GCC unroll 1
+    for (int sub = 0; sub < 64 / kSubSteps; ++sub) {
+      __m512i dot[NX][NT];
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 2
+        for (int u = 0; u < NT; ++u) dot[i][u] = _mm512_setzero_si512();
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < kSubSteps; ++t) {
+        const int st = sub * kSubSteps + t;
+        __m512i w[NT];
+#pragma GCC unroll 2
+        for (int u = 0; u < NT; ++u) w[u] = _mm512_load_si512(ca + u * kKStepBytes + 64 * st);
+#pragma GCC unroll 8
+        for (int i = 0; i < NX; ++i) {
+          const auto* xw = reinterpret_cast<const uint8_t*>(xq[i] + 256 * b + 4 * st);
+#pragma GCC unroll 2
+          for (int u = 0; u < NT; ++u) dot[i][u] = DpbusdBcast(dot[i][u], w[u], xw);
+        }
+      }
+#pragma GCC unroll 2
+      for (int u = 0; u < NT; ++u) {
+        const __m512 scd = _mm512_load_ps(reinterpret_cast<const float*>(ma + u * kKMetaBytes) + 16 * sub);
+#pragma GCC unroll 8
+        for (int i = 0; i < NX; ++i) {
+          acc[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][u]), MulBcast(scd, xd[i] + b), acc[i][u]);
+        }
+      }
+    }
+    // Correction: 8 int16 pairs per row against the activation's 16-element sums.
+    __m512i cs[NX][NT];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 2
+      for (int u = 0; u < NT; ++u) cs[i][u] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+#pragma GCC unroll 2
+      for (int u = 0; u < NT; ++u) {
+        const __m512i pr = _mm512_load_si512(ma + u * kKMetaBytes + 1024 + 64 * p);
+#pragma GCC unroll 8
+        for (int i = 0; i < NX; ++i) cs[i][u] = DpwssdBcast(cs[i][u], pr, xs[i] + 16 * b + 2 * p);
+      }
+    }
+#pragma GCC unroll 2
+    for (int u = 0; u < NT; ++u) {
+      const __m512 csc = _mm512_load_ps(reinterpret_cast<const float*>(ma + u * kKMetaBytes + 1536));
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        acc[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cs[i][u]), MulBcast(csc, xd[i] + b), acc[i][u]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 2
+    for (int u = 0; u + 1 < NT; ++u) _mm512_storeu_ps(y + i * ldy + 16 * u, acc[i][u]);
+    _mm512_mask_storeu_ps(y + i * ldy + 16 * (NT - 1), mask, acc[i][NT - 1]);
+  }
+}
+
+constexpr int kKRowsPerPass = 6;
+
+template <int kSubSteps, int NT>
+void RowsK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8_t* meta,
+           const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy, int nrows_last) {
+  for (int64_t i = 0; i < m; i += kKRowsPerPass) {
+    const uint8_t* a = act + static_cast<size_t>(i) * stride;
+    float* yi = y + i * ldy;
+    switch (std::min<int64_t>(kKRowsPerPass, m - i)) {
+      case 1:
+        MicroK<kSubSteps, NT, 1>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        break;
+      case 2:
+        MicroK<kSubSteps, NT, 2>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        break;
+      case 3:
+        MicroK<kSubSteps, NT, 3>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        break;
+      case 4:
+        MicroK<kSubSteps, NT, 4>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        break;
+      case 5:
+        MicroK<kSubSteps, NT, 5>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        break;
+      default:
+        MicroK<kSubSteps, NT, 6>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        break;
+    }
+  }
+}
+static_assert(kKRowsPerPass == 6, "RowsK() dispatches group sizes 1..6");
+
+// Activation bytes per chunk of rows (L2).
+constexpr size_t kActChunkBytesK = 512 * 1024;
+
+template <bool kQ6>
+void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
+           const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
+  constexpr int kSubSteps = kQ6 ? 4 : 8;
+  constexpr int kCodeBytes = kQ6 ? 3072 : 2048;  // per super-block in the packed tile
+  const int64_t nb = k / 256;
+  uint8_t* codes = Scratch(kSupersPerPass * 2 * (kKStepBytes + kKMetaBytes));
+  uint8_t* meta = codes + kSupersPerPass * 2 * kKStepBytes;
+  const int64_t max_rows =
+      std::max<int64_t>(kKRowsPerPass, static_cast<int64_t>(kActChunkBytesK / stride));
+  const int64_t chunks = (m + max_rows - 1) / max_rows;
+  int64_t mc = (m + chunks - 1) / chunks;
+  mc = (mc + kKRowsPerPass - 1) / kKRowsPerPass * kKRowsPerPass;
+  for (int64_t i0 = 0; i0 < m; i0 += mc) {
+    const int64_t n = std::min(mc, m - i0);
+    const uint8_t* a = act + static_cast<size_t>(i0) * stride;
+    float* yc = y + i0 * ldy;
+    for (int64_t t = 0; t < ntiles; t += 2) {
+      const int nt = ntiles - t >= 2 ? 2 : 1;
+      const uint8_t* tile = tiles + static_cast<size_t>(t) * tile_bytes;
+      const int nrows_last =
+          static_cast<int>(std::min<int64_t>(kPackRows, rows - (t + nt - 1) * kPackRows));
+      for (int64_t b0 = 0; b0 < nb; b0 += kSupersPerPass) {
+        const int64_t b1 = std::min(nb, b0 + kSupersPerPass);
+        for (int64_t b = b0; b < b1; ++b) {
+          for (int u = 0; u < nt; ++u) {
+            uint8_t* c = codes + ((b - b0) * nt + u) * kKStepBytes;
+            uint8_t* mt = meta + ((b - b0) * nt + u) * kKMetaBytes;
+            if constexpr (kQ6) {
+              UnpackQ6K(tile + u * tile_bytes, nb, b, c, mt);
+            } else {
+              UnpackQ4K(tile + u * tile_bytes, nb, b, c, mt);
+            }
+          }
+        }
+        // The next slice's codes (or the next tile pair's) are prefetched meanwhile.
+        const uint8_t* next = b1 < nb ? tile + b1 * kCodeBytes : tile + nt * tile_bytes;
+        for (int u = 0; u < nt; ++u) {
+          for (int l = 0; l < kSupersPerPass * kCodeBytes / 64; l += 2) {
+            _mm_prefetch(reinterpret_cast<const char*>(next + u * tile_bytes + 64 * l), _MM_HINT_T1);
+          }
+        }
+        if (nt == 2) {
+          RowsK<kSubSteps, 2>(k, b0, b1, codes, meta, a, stride, n, yc + t * kPackRows, ldy, nrows_last);
+        } else {
+          RowsK<kSubSteps, 1>(k, b0, b1, codes, meta, a, stride, n, yc + t * kPackRows, ldy, nrows_last);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 PackedGemmFn PackedGemmAvx512(GgmlType type) {
@@ -317,6 +587,10 @@ PackedGemmFn PackedGemmAvx512(GgmlType type) {
       return Gemm32<true>;
     case GgmlType::kQ8_0:
       return Gemm32<false>;
+    case GgmlType::kQ4_K:
+      return GemmK<false>;
+    case GgmlType::kQ6_K:
+      return GemmK<true>;
     default:
       return nullptr;
   }
