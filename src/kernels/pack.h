@@ -30,6 +30,9 @@
 namespace tachyon::kernels {
 
 inline constexpr int64_t kPackRows = 16;
+// Version of the packed byte layouts; bump it whenever any layout changes (on-disk caches of
+// packed weights, model/pack_cache.h, written by another version are then ignored).
+inline constexpr uint32_t kPackVersion = 2;
 
 // Whether `type` has a packed layout (Q4_0, Q8_0, Q4_K, Q6_K, F16, BF16).
 bool HasPackedLayout(GgmlType type);

@@ -41,6 +41,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
     m->weights_.layers.emplace_back();
     RETURN_IF_ERROR(def->load_layer(*m->source_, m->config_, il, &m->weights_.layers.back()));
   }
+  m->source_->FinishLoad();  // writes the packed-weight cache after a miss
   m->weight_bytes_ = m->source_->bytes_used();
   return m;
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "util/logging.h"
 #include "util/thread_pool.h"
 
 namespace tachyon::model {
@@ -90,6 +91,28 @@ kernels::Weight TensorSource::PackForMatMul(const kernels::Weight& w) {
   }();
   if (!enabled || w.packed != nullptr || !kernels::HasPackedLayout(w.type)) return w;
   const size_t bytes = kernels::PackedBytes(w.type, w.rows, w.cols);
+  // Tensors that lie in the mapped file can be cached (keyed by their offset in it).
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const uint8_t* begin =
+      file_.tensors().empty()
+          ? nullptr
+          : file_.TensorData(file_.tensors()[0]) - file_.tensors()[0].offset - file_.data_offset();
+  const bool in_file = begin != nullptr && data >= begin && data < begin + file_.file_size();
+  if (in_file && !cache_opened_) {
+    cache_opened_ = true;
+    cache_ = PackCache::Open(cache_options_, file_);
+  }
+  const PackKey key{in_file ? static_cast<uint64_t>(data - begin) : 0,
+                    static_cast<uint32_t>(w.type), w.rows, w.cols};
+  kernels::Weight out = w;
+  if (in_file && cache_ != nullptr) {
+    if (const uint8_t* p = cache_->Find(key, bytes); p != nullptr) {
+      out.packed = p;
+      bytes_packed_ += bytes;
+      bytes_from_cache_ += bytes;
+      return out;
+    }
+  }
   kernels::AlignedBuffer buf = kernels::AllocateAligned(bytes);
   if (buf == nullptr) return w;  // out of memory: the unpacked kernels still work
   // Large matrices are packed on every hardware thread (the pool lives for one matrix:
@@ -99,11 +122,27 @@ kernels::Weight TensorSource::PackForMatMul(const kernels::Weight& w) {
     pool = std::make_unique<ThreadPool>(HardwareThreads());
   }
   kernels::PackWeight(w, buf.get(), pool.get());
-  kernels::Weight out = w;
   out.packed = buf.get();
+  if (in_file && cache_ != nullptr) cache_->Add(key, buf.get(), bytes);
   packed_.push_back(std::move(buf));
   bytes_packed_ += bytes;
   return out;
+}
+
+TensorSource::~TensorSource() {
+  if (cache_writer_.joinable()) cache_writer_.join();
+}
+
+void TensorSource::FinishLoad(bool wait) {
+  if (cache_ == nullptr || cache_writer_.joinable()) return;
+  auto save = [cache = cache_.get()] {
+    if (Status s = cache->Save(); !s.ok()) TLOG(WARN) << s.message();
+  };
+  if (wait) {
+    save();
+  } else {
+    cache_writer_ = std::thread(save);
+  }
 }
 
 Result<kernels::Weight> TensorSource::Experts(const std::string& name, int64_t cols,

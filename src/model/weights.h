@@ -8,12 +8,15 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
+#include "model/pack_cache.h"
 #include "util/status.h"
 
 namespace tachyon::model {
@@ -58,7 +61,15 @@ kernels::Weight ExpertSlice(const kernels::Weight& experts, int64_t e);
 
 class TensorSource {
  public:
-  explicit TensorSource(const gguf::GgufFile& file) : file_(file) {}
+  // Packed weights are cached on disk per PackCacheOptions::FromEnv() (model/pack_cache.h).
+  explicit TensorSource(const gguf::GgufFile& file)
+      : TensorSource(file, PackCacheOptions::FromEnv()) {}
+  TensorSource(const gguf::GgufFile& file, PackCacheOptions cache_options)
+      : file_(file), cache_options_(std::move(cache_options)) {}
+  // Waits for a cache file still being written (FinishLoad).
+  ~TensorSource();
+  TensorSource(const TensorSource&) = delete;
+  TensorSource& operator=(const TensorSource&) = delete;
 
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
   // A 2-D matrix with GGUF dims exactly [cols, rows] of a type MatMul supports, repacked
@@ -68,8 +79,14 @@ class TensorSource {
   Result<kernels::Weight> Table(const std::string& name, int64_t cols, int64_t rows);
   // A copy of w whose `packed` points at a repacked copy owned by this source, when the type
   // has a packed layout (kernels/pack.h) and TACHYON_REPACK is not "0"; w itself otherwise.
-  // Packing runs on all hardware threads for large matrices.
+  // The copy comes from the on-disk cache when it holds this tensor (w.data in the file),
+  // else packing runs (on all hardware threads for large matrices).
   kernels::Weight PackForMatMul(const kernels::Weight& w);
+  // Call once every matrix is loaded: when this load packed anything (a cache miss), writes
+  // the packed-weight cache on a background thread (the model is usable at once; the
+  // destructor waits for the write). Failing to write is logged, not an error. `wait`: write
+  // before returning (tests).
+  void FinishLoad(bool wait = false);
   // A 3-D stack of n matrices, GGUF dims [cols, rows, n].
   Result<kernels::Weight> Experts(const std::string& name, int64_t cols, int64_t rows, int64_t n);
   // A 1-D vector of n elements as f32.
@@ -80,18 +97,27 @@ class TensorSource {
 
   // Bytes of every tensor handed out so far (each counted once).
   uint64_t bytes_used() const { return bytes_used_; }
-  // Bytes of repacked copies made so far.
+  // Bytes of repacked copies made so far (packed here or mapped from the cache).
   uint64_t bytes_packed() const { return bytes_packed_; }
+  // Bytes of packed copies mapped from the on-disk cache.
+  uint64_t bytes_from_cache() const { return bytes_from_cache_; }
+  // The cache file in use ("" when there is none).
+  std::string pack_cache_path() const { return cache_ ? cache_->path() : std::string(); }
 
  private:
   Result<const gguf::TensorInfo*> Find(const std::string& name, std::vector<int64_t> dims);
   Result<kernels::Weight> ToWeight(const gguf::TensorInfo& t, int64_t cols, int64_t rows);
 
   const gguf::GgufFile& file_;
-  std::deque<std::vector<float>> converted_;  // vectors converted to f32
+  PackCacheOptions cache_options_;
+  std::unique_ptr<PackCache> cache_;  // opened at the first packed matrix
+  bool cache_opened_ = false;
+  std::thread cache_writer_;                   // reads cache_ and packed_ until joined
+  std::deque<std::vector<float>> converted_;   // vectors converted to f32
   std::deque<kernels::AlignedBuffer> packed_;  // repacked matrices
   uint64_t bytes_used_ = 0;
   uint64_t bytes_packed_ = 0;
+  uint64_t bytes_from_cache_ = 0;
 };
 
 }  // namespace tachyon::model
