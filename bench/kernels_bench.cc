@@ -299,7 +299,7 @@ void RegisterAll() {
     for (GgmlType t : types) {
       if (!packed && !kernels::HasPackedLayout(t)) continue;  // same as the packed run
       for (const Shape& s : shapes) {
-        for (int64_t m : {1, 4, 16, 64, 512}) {
+        for (int64_t m : {1, 4, 8, 16, 64, 512}) {
           if (s.rows > 100000 && m > 16) continue;  // the output matrix runs for few rows
           for (int threads : {1, 2}) {
             const std::string name = std::string(packed ? "MatMul/" : "MatMulUnpacked/") +

@@ -114,12 +114,13 @@ bool TwoTiles(int64_t m) {
   return mode == 2 || (mode == 1 && m >= 2);
 }
 
-// From this many activation rows on, a type with a GEMM kernel runs it (TACHYON_GEMM_MIN_ROWS
+// From this many activation rows on, a type with a GEMM kernel runs it (below, weight streaming
+// dominates and the register-unpacking kernels do better; TACHYON_GEMM_MIN_ROWS
 // overrides, for benchmarks).
 int64_t GemmMinRows() {
   static const int64_t rows = [] {
     const char* v = std::getenv("TACHYON_GEMM_MIN_ROWS");
-    return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{4};
+    return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{8};
   }();
   return rows;
 }

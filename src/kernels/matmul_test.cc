@@ -263,7 +263,7 @@ TEST(MatMulPacked, ManyRowsChunksAndSlices) {
     const int64_t blk = IsK(t) ? 256 : 32;
     CheckPacked(Make(t, 37, (IsK(t) ? 9 : 33) * blk, 29, 11));  // 1 chunk, slices 16+16+1
     CheckPacked(Make(t, 17, 4096, IsK(t) ? 120 : 140, 12));    // two chunks
-    for (int64_t m = 4; m <= 11; ++m) CheckPacked(Make(t, 50, 2 * blk, m, static_cast<uint32_t>(m)));
+    for (int64_t m = 8; m <= 13; ++m) CheckPacked(Make(t, 50, 2 * blk, m, static_cast<uint32_t>(m)));
   }
 }
 
