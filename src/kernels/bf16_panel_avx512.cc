@@ -319,7 +319,8 @@ __attribute__((always_inline)) inline void Transpose16(__m512i r[16]) {
 // multiple of 32) of which the first n (n >= 1; n >= 32: all) exist; the others read as +0.
 
 struct ChunkF32 {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t n) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t n,
+                                                    const float*) {
     const float* p = reinterpret_cast<const float*>(row) + k;
     __m512 lo, hi;
     if (n >= 32) {
@@ -341,7 +342,8 @@ struct ChunkF32 {
 };
 
 struct ChunkF16 {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t n) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t n,
+                                                    const float*) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + k;
     if (n >= 32) return ToBf16(LoadFp16x16(p), LoadFp16x16(p + 16));  // converts from memory
     const __m512i v = _mm512_maskz_loadu_epi16(Mask32(n), p);
@@ -351,7 +353,8 @@ struct ChunkF16 {
 };
 
 struct ChunkBf16 {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t n) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t n,
+                                                    const float*) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + k;
     const __m512i v = n >= 32 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(Mask32(n), p);
     // The reference goes through float: a NaN comes back with its quiet bit (0x40) set.
@@ -364,7 +367,8 @@ struct ChunkBf16 {
 };
 
 struct ChunkQ4_0 {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ4_0);
     const __m512 d = _mm512_set1_ps(Fp16At(blk));
     const __m512i v = U8x16(blk + 2);
@@ -373,7 +377,8 @@ struct ChunkQ4_0 {
 };
 
 struct ChunkQ8_0 {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ8_0);
     const __m512 d = _mm512_set1_ps(Fp16At(blk));
     return ToBf16(Mul(d, _mm512_cvtepi32_ps(I8x16(blk + 2))),
@@ -381,14 +386,29 @@ struct ChunkQ8_0 {
   }
 };
 
+// K-quant chunk readers take their super-block's float scales from a small table that the
+// panel loop fills once per row and super-block (Scales), so a chunk costs no scalar unpacking
+// and its broadcasts are loads. The products are the reference's (d * scale, dmin * min).
+inline void ScaleMinTableK4(const uint8_t* scales, float d, float dmin, float* out) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, mn;
+    UnpackScaleMinK4(scales, j, &sc, &mn);
+    out[2 * j] = d * static_cast<float>(sc);
+    out[2 * j + 1] = dmin * static_cast<float>(mn);
+  }
+}
+
 struct ChunkQ4_K {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  static constexpr int kScales = 16;  // [sub-block][d * scale, dmin * min]
+  static void Scales(const uint8_t* row, int64_t sb, float* out) {
+    const auto* blk = reinterpret_cast<const BlockQ4_K*>(row) + sb;
+    ScaleMinTableK4(blk->scales, Half(blk->d), Half(blk->dmin), out);
+  }
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const auto* blk = reinterpret_cast<const BlockQ4_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // sub-block
-    uint8_t sc, mn;
-    UnpackScaleMinK4(blk->scales, j, &sc, &mn);
-    const __m512 ds = Mul(_mm512_set1_ps(Half(blk->d)), _mm512_set1_ps(sc));
-    const __m512 dm = Mul(_mm512_set1_ps(Half(blk->dmin)), _mm512_set1_ps(mn));
+    const __m512 ds = _mm512_set1_ps(sc[2 * j]), dm = _mm512_set1_ps(sc[2 * j + 1]);
     const uint8_t* qs = blk->qs + 32 * (j / 2);
     __m512i v0 = U8x16(qs), v1 = U8x16(qs + 16);
     if (j & 1) {
@@ -400,7 +420,14 @@ struct ChunkQ4_K {
 };
 
 struct ChunkQ6_K {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  static constexpr int kScales = 16;  // d * scale per 16-input sub-block
+  static void Scales(const uint8_t* row, int64_t sb, float* out) {
+    const auto* blk = reinterpret_cast<const BlockQ6_K*>(row) + sb;
+    const float d = Half(blk->d);
+    for (int g = 0; g < 16; ++g) out[g] = d * static_cast<float>(blk->scales[g]);
+  }
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const auto* blk = reinterpret_cast<const BlockQ6_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // 32 inputs: half j / 4, quarter s
     const int half = j / 4, s = j % 4;
@@ -416,10 +443,8 @@ struct ChunkQ6_K {
       const __m512i q = _mm512_ternarylogic_epi32(lo, hi, m30, 0xF8);  // lo | (hi & 0x30)
       return _mm512_cvtepi32_ps(_mm512_sub_epi32(q, k32));
     };
-    const __m512 d = _mm512_set1_ps(Half(blk->d));
-    const __m512 ds0 = Mul(d, _mm512_set1_ps(blk->scales[2 * j]));
-    const __m512 ds1 = Mul(d, _mm512_set1_ps(blk->scales[2 * j + 1]));
-    return ToBf16(Mul(ds0, value(0)), Mul(ds1, value(16)));
+    return ToBf16(Mul(_mm512_set1_ps(sc[2 * j]), value(0)),
+                  Mul(_mm512_set1_ps(sc[2 * j + 1]), value(16)));
   }
 };
 
@@ -442,7 +467,8 @@ inline uint32_t LoadU32(const uint8_t* p) {
 }
 
 struct ChunkQ4_1 {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ4_1);
     const __m512 d = _mm512_set1_ps(Fp16At(blk)), m = _mm512_set1_ps(Fp16At(blk + 2));
     const __m512i v = U8x16(blk + 4);
@@ -460,7 +486,8 @@ inline void Q5Codes(const uint8_t* qh, const uint8_t* qs, __m512i* lo, __m512i* 
 }
 
 struct ChunkQ5_0 {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ5_0);
     const __m512 d = _mm512_set1_ps(Fp16At(blk));
     __m512i lo, hi;
@@ -470,7 +497,8 @@ struct ChunkQ5_0 {
 };
 
 struct ChunkQ5_1 {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const uint8_t* blk = row + (k / 32) * sizeof(BlockQ5_1);
     const __m512 d = _mm512_set1_ps(Fp16At(blk)), m = _mm512_set1_ps(Fp16At(blk + 2));
     __m512i lo, hi;
@@ -480,13 +508,16 @@ struct ChunkQ5_1 {
 };
 
 struct ChunkQ5_K {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  static constexpr int kScales = 16;  // as Q4_K
+  static void Scales(const uint8_t* row, int64_t sb, float* out) {
+    const auto* blk = reinterpret_cast<const BlockQ5_K*>(row) + sb;
+    ScaleMinTableK4(blk->scales, Half(blk->d), Half(blk->dmin), out);
+  }
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const auto* blk = reinterpret_cast<const BlockQ5_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // sub-block
-    uint8_t sc, mn;
-    UnpackScaleMinK4(blk->scales, j, &sc, &mn);
-    const __m512 ds = Mul(_mm512_set1_ps(Half(blk->d)), _mm512_set1_ps(sc));
-    const __m512 dm = Mul(_mm512_set1_ps(Half(blk->dmin)), _mm512_set1_ps(mn));
+    const __m512 ds = _mm512_set1_ps(sc[2 * j]), dm = _mm512_set1_ps(sc[2 * j + 1]);
     const uint8_t* qs = blk->qs + 32 * (j / 2);
     const __m128i shift = _mm_cvtsi32_si128(4 * (j & 1));
     const __m128i hshift = _mm_cvtsi32_si128(j);
@@ -503,20 +534,28 @@ struct ChunkQ5_K {
 };
 
 struct ChunkQ2_K {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  static constexpr int kScales = 32;  // [sub-block][d * (sc & 15), dmin * (sc >> 4)]
+  static void Scales(const uint8_t* row, int64_t sb, float* out) {
+    const auto* blk = reinterpret_cast<const BlockQ2_K*>(row) + sb;
+    const float d = Half(blk->d), dmin = Half(blk->dmin);
+    for (int g = 0; g < 16; ++g) {
+      out[2 * g] = d * static_cast<float>(blk->scales[g] & 0xF);
+      out[2 * g + 1] = dmin * static_cast<float>(blk->scales[g] >> 4);
+    }
+  }
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const auto* blk = reinterpret_cast<const BlockQ2_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // inputs 32 j ..: half j / 4, shift 2 (j % 4)
     const uint8_t* qs = blk->qs + 32 * (j / 4);
     const __m128i shift = _mm_cvtsi32_si128(2 * (j % 4));
-    const __m512 d = _mm512_set1_ps(Half(blk->d));
-    const __m512 dmin = _mm512_set1_ps(Half(blk->dmin));
-    auto value = [&](int l0, uint8_t sc) {
+    auto value = [&](int l0, int g) {
       const __m512i q = _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift),
                                          _mm512_set1_epi32(3));
-      const __m512 ds = Mul(d, _mm512_set1_ps(sc & 0xF));
-      return Sub(Mul(ds, _mm512_cvtepi32_ps(q)), Mul(dmin, _mm512_set1_ps(sc >> 4)));
+      return Sub(Mul(_mm512_set1_ps(sc[2 * g]), _mm512_cvtepi32_ps(q)),
+                 _mm512_set1_ps(sc[2 * g + 1]));
     };
-    return ToBf16(value(0, blk->scales[2 * j]), value(16, blk->scales[2 * j + 1]));
+    return ToBf16(value(0, 2 * j), value(16, 2 * j + 1));
   }
 };
 
@@ -528,37 +567,55 @@ inline int Q3Scale(const uint8_t* s, int i) {
 }
 
 struct ChunkQ3_K {
-  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t) {
+  static constexpr int kScales = 16;  // d * (scale - 32) per 16-input sub-block
+  static void Scales(const uint8_t* row, int64_t sb, float* out) {
+    const auto* blk = reinterpret_cast<const BlockQ3_K*>(row) + sb;
+    const float d = Half(blk->d);
+    for (int g = 0; g < 16; ++g) out[g] = d * static_cast<float>(Q3Scale(blk->scales, g));
+  }
+  __attribute__((always_inline)) static __m512i Get(const uint8_t* row, int64_t k, int64_t,
+                                                    const float* sc) {
     const auto* blk = reinterpret_cast<const BlockQ3_K*>(row) + k / 256;
     const int j = static_cast<int>(k % 256) / 32;  // half j / 4, shift 2 (j % 4), hmask bit j
     const uint8_t* qs = blk->qs + 32 * (j / 4);
     const __m128i shift = _mm_cvtsi32_si128(2 * (j % 4));
     const __m128i hshift = _mm_cvtsi32_si128(j);
-    const __m512 d = _mm512_set1_ps(Half(blk->d));
     // index q2 | hbit << 2 -> float(q2 - (hbit ? 0 : 4))
     const __m512 table = _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0);
-    auto value = [&](int l0, int sc) {
+    auto value = [&](int l0, int g) {
       const __m512i q2 = _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift),
                                           _mm512_set1_epi32(3));
       const __m512i hb = _mm512_slli_epi32(_mm512_srl_epi32(U8x16(blk->hmask + l0), hshift), 2);
       const __m512i idx = _mm512_ternarylogic_epi32(q2, hb, _mm512_set1_epi32(4), 0xF8);
-      const __m512 ds = Mul(d, _mm512_set1_ps(static_cast<float>(sc)));
-      return Mul(ds, _mm512_permutexvar_ps(idx, table));
+      return Mul(_mm512_set1_ps(sc[g]), _mm512_permutexvar_ps(idx, table));
     };
-    return ToBf16(value(0, Q3Scale(blk->scales, 2 * j)), value(16, Q3Scale(blk->scales, 2 * j + 1)));
+    return ToBf16(value(0, 2 * j), value(16, 2 * j + 1));
   }
 };
 
+// Scale-table floats per row and super-block a chunk reader needs (0: none).
+template <typename Chunk>
+constexpr int ScalesOf() {
+  if constexpr (requires { Chunk::kScales; }) {
+    return Chunk::kScales;
+  } else {
+    return 0;
+  }
+}
+
 // One B tile (32 inputs) of the panel: the 16 rows' chunks, transposed. kAllRows: all 16 rows
-// exist (no per-row test); n: inputs of the chunk that exist (a constant 32 for whole chunks).
+// exist (no per-row test); n: inputs of the chunk that exist (a constant 32 for whole chunks);
+// sc: the rows' scale tables, `stride` floats apart.
 template <typename Chunk, bool kAllRows>
 __attribute__((always_inline)) inline void RowMajorTile(const uint8_t* const* rows, int nrows,
-                                                        int64_t k, int64_t n, uint16_t* out) {
+                                                        int64_t k, int64_t n, const float* sc,
+                                                        int stride, uint16_t* out) {
   // Fully unrolled so the 16 vectors stay in registers through the transpose.
   __m512i v[kRows];
 #pragma GCC unroll 16
   for (int i = 0; i < kRows; ++i) {
-    v[i] = (kAllRows || i < nrows) ? Chunk::Get(rows[i], k, n) : _mm512_setzero_si512();
+    v[i] = (kAllRows || i < nrows) ? Chunk::Get(rows[i], k, n, sc + i * stride)
+                                   : _mm512_setzero_si512();
   }
   Transpose16(v);
 #pragma GCC unroll 16
@@ -574,15 +631,29 @@ void RowMajorPanel(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t*
   for (int n = 0; n < kRows; ++n) {
     rows[n] = base + static_cast<size_t>(kRows * t + std::min(n, nrows - 1)) * row_bytes;
   }
+  constexpr int kStride = ScalesOf<Chunk>();
+  alignas(64) float sc[kRows * (kStride > 0 ? kStride : 1)];
+  int64_t sc_block = -1;
+  auto prepare = [&](int64_t k) {
+    if constexpr (kStride > 0) {
+      if (k / 256 != sc_block) {
+        sc_block = k / 256;
+        for (int n = 0; n < nrows; ++n) Chunk::Scales(rows[n], sc_block, sc + n * kStride);
+      }
+    }
+  };
   const int64_t kvalid = std::min(k0 + kc, w.cols) - k0;
   const int64_t chunks = (kvalid + kTileK - 1) / kTileK;
   // Whole tiles (16 rows, 32 inputs) take the branch-free path.
   const int64_t whole = nrows == kRows ? kvalid / kTileK : 0;
   for (int64_t c = 0; c < whole; ++c) {
-    RowMajorTile<Chunk, true>(rows, kRows, k0 + kTileK * c, kTileK, dst + c * kTileElems);
+    prepare(k0 + kTileK * c);
+    RowMajorTile<Chunk, true>(rows, kRows, k0 + kTileK * c, kTileK, sc, kStride,
+                              dst + c * kTileElems);
   }
   for (int64_t c = whole; c < chunks; ++c) {
-    RowMajorTile<Chunk, false>(rows, nrows, k0 + kTileK * c, kvalid - kTileK * c,
+    prepare(k0 + kTileK * c);
+    RowMajorTile<Chunk, false>(rows, nrows, k0 + kTileK * c, kvalid - kTileK * c, sc, kStride,
                                dst + c * kTileElems);
   }
   std::memset(dst + chunks * kTileElems, 0,
