@@ -5,6 +5,9 @@
 //         the -8 offset is applied through the activation block sum as in the scalar kernel.
 //   Q8_0: codes are stored as q + 128; flipped back to signed q and multiplied with the sign
 //         trick (|q| x sign(x, q), at most 2 * 128 * 127 per int16), so no offset term.
+//   Q4_K / Q6_K: vpmaddubsw sums per sub-block in int16, the scale applied by the vpmaddwd
+//         that widens them; mins / the Q6_K offset 32 through vpmaddwd on int16 pairs against
+//         the activation's 16-element sums (see Q4KTileN / Q6KTileN).
 #include <immintrin.h>
 
 #include <cstring>
@@ -105,6 +108,182 @@ void Tile(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int
   }
 }
 
+// y[i * ldy + r] for r < nrows from the two 8-row halves.
+template <int NX>
+void StoreRows(const __m256 (&acc)[NX][2], float* y, int64_t ldy, int nrows) {
+  for (int i = 0; i < NX; ++i) {
+    alignas(32) float out[16];
+    _mm256_store_ps(out, acc[i][0]);
+    _mm256_store_ps(out + 8, acc[i][1]);
+    std::memcpy(y + i * ldy, out, sizeof(float) * nrows);
+  }
+}
+
+// K-quants (kQ8_256 activations), one tile in two halves of 8 rows (one 32-bit lane per row),
+// at most 2 activation rows per pass (16 ymm registers). vpmaddubsw multiplies the unsigned
+// codes by the signed activation bytes into int16 pairs; sums stay below 2^15 (Q4_K: 8 steps
+// of at most 2 * 15 * 127; Q6_K: 2 steps of at most 2 * 63 * 127), and the sub-block scale is
+// applied by the vpmaddwd that widens them (scale pairs (sc, sc) per row lane).
+inline __m256i ScalePairs8(const uint8_t* p, bool is_signed) {  // 8 scales -> (sc, sc) int16
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m256i s = is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+  return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
+}
+inline __m256 Fp16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i Bcast16(const int16_t* p) {  // two int16 as one broadcast dword
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+template <int NX>
+void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
+              int64_t ldy, int nrows) {
+  const int64_t nb = k / 256;
+  Q8Row256 x[NX];
+  __m256 acc[NX][2];
+  for (int i = 0; i < NX; ++i) {
+    x[i] = ViewQ8Row256(act + i * stride, k);
+    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* codes = tile + b * 2048;
+    const uint8_t* meta = tile + nb * 2048 + b * 320;
+    _mm_prefetch(reinterpret_cast<const char*>(codes + 2048), _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[NX], msum[NX];
+      for (int i = 0; i < NX; ++i) isum[i] = msum[i] = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {  // low nibbles: sub-block 2c; high: 2c + 1
+        __m256i lo[NX], hi[NX];
+        for (int i = 0; i < NX; ++i) lo[i] = hi[i] = _mm256_setzero_si256();
+        for (int t = 0; t < 8; ++t) {
+          const __m256i v = LoadY(codes + 64 * (8 * c + t) + 32 * h);
+          const __m256i ul = _mm256_and_si256(v, m4);
+          const __m256i uh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          for (int i = 0; i < NX; ++i) {
+            const int8_t* xq = x[i].qs + 256 * b + 64 * c + 4 * t;
+            lo[i] = _mm256_add_epi16(lo[i], _mm256_maddubs_epi16(ul, Bcast(xq)));
+            hi[i] = _mm256_add_epi16(hi[i], _mm256_maddubs_epi16(uh, Bcast(xq + 32)));
+          }
+        }
+        const __m256i sl = ScalePairs8(meta + 16 * (2 * c) + 8 * h, false);
+        const __m256i sh = ScalePairs8(meta + 16 * (2 * c + 1) + 8 * h, false);
+        for (int i = 0; i < NX; ++i) {
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(_mm256_madd_epi16(lo[i], sl),
+                                                               _mm256_madd_epi16(hi[i], sh)));
+        }
+      }
+      for (int j = 0; j < 8; ++j) {  // mins: sum_j min_j * (bsum_2j + bsum_2j+1)
+        const __m256i mn = ScalePairs8(meta + 128 + 16 * j + 8 * h, false);
+        for (int i = 0; i < NX; ++i) {
+          msum[i] = _mm256_add_epi32(msum[i], _mm256_madd_epi16(mn, Bcast16(x[i].bsums + 16 * b + 2 * j)));
+        }
+      }
+      const __m256 d = Fp16x8(meta + 256 + 16 * h), dmin = Fp16x8(meta + 288 + 16 * h);
+      for (int i = 0; i < NX; ++i) {
+        const __m256 dx = _mm256_set1_ps(x[i].d[b]);
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, dx), acc[i][h]);
+        acc[i][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[i]), _mm256_mul_ps(dmin, dx), acc[i][h]);
+      }
+    }
+  }
+  StoreRows<NX>(acc, y, ldy, nrows);
+}
+
+// Q6_K: per 16-element sub-block g the 6-bit codes are rebuilt from the two nibble steps and
+// the high-bit step; the code offset 32 goes through sum_g sc_g * bsum_g (vpmaddwd on
+// (sc_2p, sc_2p+1) pairs), subtracted 32 times at the end of the super-block.
+template <int NX>
+void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
+              int64_t ldy, int nrows) {
+  const int64_t nb = k / 256;
+  Q8Row256 x[NX];
+  __m256 acc[NX][2];
+  for (int i = 0; i < NX; ++i) {
+    x[i] = ViewQ8Row256(act + i * stride, k);
+    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* codes = tile + b * 3072;
+    const uint8_t* meta = tile + nb * 3072 + b * 288;
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[NX], cs[NX];
+      for (int i = 0; i < NX; ++i) isum[i] = cs[i] = _mm256_setzero_si256();
+      for (int g = 0; g < 16; ++g) {
+        const uint8_t* cg = codes + 192 * g + 32 * h;
+        if (h == 0) _mm_prefetch(reinterpret_cast<const char*>(cg + 3072), _MM_HINT_T0);
+        const __m256i n0 = LoadY(cg), n1 = LoadY(cg + 64), hb = LoadY(cg + 128);
+        const __m256i qa = _mm256_or_si256(_mm256_and_si256(n0, m4),
+                                           _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+        const __m256i qb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n0, 4), m4),
+                                           _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+        const __m256i qc = _mm256_or_si256(_mm256_and_si256(n1, m4), _mm256_and_si256(hb, m30));
+        const __m256i qd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n1, 4), m4),
+                                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+        const __m256i sc = ScalePairs8(meta + 16 * g + 8 * h, true);
+        for (int i = 0; i < NX; ++i) {
+          const int8_t* xq = x[i].qs + 256 * b + 16 * g;
+          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(qa, Bcast(xq)),
+                                              _mm256_maddubs_epi16(qb, Bcast(xq + 4)));
+          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(qc, Bcast(xq + 8)),
+                                              _mm256_maddubs_epi16(qd, Bcast(xq + 12)));
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(_mm256_madd_epi16(p0, sc),
+                                                               _mm256_madd_epi16(p1, sc)));
+        }
+      }
+      for (int p = 0; p < 8; ++p) {
+        const __m128i l = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 32 * p + 8 * h));
+        const __m128i u = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 32 * p + 16 + 8 * h));
+        const __m256i pair = _mm256_or_si256(
+            _mm256_and_si256(_mm256_cvtepi8_epi32(l), _mm256_set1_epi32(0xFFFF)),
+            _mm256_slli_epi32(_mm256_cvtepi8_epi32(u), 16));
+        for (int i = 0; i < NX; ++i) {
+          cs[i] = _mm256_add_epi32(cs[i], _mm256_madd_epi16(pair, Bcast16(x[i].bsums + 16 * b + 2 * p)));
+        }
+      }
+      const __m256 d = Fp16x8(meta + 256 + 16 * h);
+      for (int i = 0; i < NX; ++i) {
+        const __m256i tot = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(cs[i], 5));
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot),
+                                    _mm256_mul_ps(d, _mm256_set1_ps(x[i].d[b])), acc[i][h]);
+      }
+    }
+  }
+  StoreRows<NX>(acc, y, ldy, nrows);
+}
+
+// nx activation rows in passes of at most two.
+template <template <int> class K>
+void KPairs(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx, float* y,
+            int64_t ldy, int nrows) {
+  for (int i = 0; i < nx; i += 2) {
+    const uint8_t* a = act + static_cast<size_t>(i) * stride;
+    if (nx - i >= 2) {
+      K<2>::Run(k, tile, a, stride, y + i * ldy, ldy, nrows);
+    } else {
+      K<1>::Run(k, tile, a, stride, y + i * ldy, ldy, nrows);
+    }
+  }
+}
+template <int NX>
+struct Q4KK {
+  static void Run(int64_t k, const uint8_t* t, const uint8_t* a, size_t s, float* y, int64_t l,
+                  int n) {
+    Q4KTileN<NX>(k, t, a, s, y, l, n);
+  }
+};
+template <int NX>
+struct Q6KK {
+  static void Run(int64_t k, const uint8_t* t, const uint8_t* a, size_t s, float* y, int64_t l,
+                  int n) {
+    Q6KTileN<NX>(k, t, a, s, y, l, n);
+  }
+};
+
 }  // namespace
 
 PackedFn PackedAvx2(GgmlType type) {
@@ -113,6 +292,10 @@ PackedFn PackedAvx2(GgmlType type) {
       return Tile<false>;
     case GgmlType::kQ8_0:
       return Tile<true>;
+    case GgmlType::kQ4_K:
+      return KPairs<Q4KK>;
+    case GgmlType::kQ6_K:
+      return KPairs<Q6KK>;
     default:
       return PackedFloatAvx2(type);  // F16 / BF16, or null
   }
