@@ -261,8 +261,8 @@ TEST(MatMulPacked, RowCountsAroundTheTile) {
 TEST(MatMulPacked, ManyRowsChunksAndSlices) {
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const int64_t blk = IsK(t) ? 256 : 32;
-    CheckPacked(Make(t, 37, (IsK(t) ? 9 : 33) * blk, 29, 11));  // 1 chunk, slices 16+16+1
-    CheckPacked(Make(t, 17, 4096, IsK(t) ? 120 : 140, 12));    // two chunks
+    CheckPacked(Make(t, 37, (IsK(t) ? 3 : 33) * blk, 13, 11));  // slices 16+16+1 / 2+1
+    CheckPacked(Make(t, 3, 4096, IsK(t) ? 120 : 140, 12));     // two chunks
     for (int64_t m = 8; m <= 13; ++m) CheckPacked(Make(t, 50, 2 * blk, m, static_cast<uint32_t>(m)));
   }
 }
