@@ -1,7 +1,8 @@
 // Kernel micro-benchmarks: MatMul per weight type at Llama-3.2-1B matrix shapes and per M
 // regime (decode m = 1, batched decode m = 4 / 16 / 64, prefill m = 512), plus the machine's
 // peaks measured in the same run: a memory-read probe and int8 (vpdpbusd) / bf16
-// (vdpbf16ps) compute probes.
+// (vdpbf16ps) / AMX bf16 (tdpbf16ps) compute probes; MatMulAt/... runs the AVX-512 and the AMX
+// kernels side by side at each m (where the AMX threshold goes).
 //
 //   scripts/build.sh release && cmake --build build -j2 --target kernels_bench
 //   build/kernels_bench --benchmark_filter='Peak|MemRead|MatMul/Q4_0/.*/m:1/' [--benchmark_min_time=0.3s]
@@ -25,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/amx.h"
 #include "kernels/bf16_panel.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
@@ -94,6 +96,32 @@ void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t col
   const double bytes = static_cast<double>(mat.data.size());
   state.counters["WGB/s"] =
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GOP/s"] = benchmark::Counter(2.0 * m * rows * cols / 1e9,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// One row-count regime on one kernel family: "avx512" = the VNNI / AVX-512 kernels (what
+// TACHYON_CPU=avx512 runs), "amx" = the AMX bf16 path whatever m (SetAmxMinRows(1)). Compare
+// the two per type and m to place kernels::internal::AmxMinRows; one thread, CPU time.
+void BM_MatMulAt(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t m,
+                 SimdLevel level) {
+  if (level > BestSimdLevel()) {
+    state.SkipWithError("level not available on this CPU (or capped by TACHYON_CPU)");
+    return;
+  }
+  const Matrix& mat = GetMatrix(type, rows, cols);
+  kernels::Weight w{type, rows, cols, mat.data.data(), RowBytes(type, cols)};
+  w.packed = mat.packed.get();
+  std::vector<float> x(m * cols), y(m * rows);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(rng);
+  if (level == SimdLevel::kAmx) kernels::SetAmxMinRows(1);
+  for (auto _ : state) {
+    kernels::MatMulAtLevel(level, w, x.data(), m, y.data(), nullptr);
+    benchmark::DoNotOptimize(y.data());
+  }
+  kernels::SetAmxMinRows(0);
   state.counters["GOP/s"] = benchmark::Counter(2.0 * m * rows * cols / 1e9,
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -226,6 +254,50 @@ __attribute__((target("avx512f,avx512bf16"))) float PeakBf16Loop(int iters) {
   return out[0];
 }
 
+// AMX TDPBF16PS into 4 independent accumulator tiles (16 x 16 f32 += 16 x 32 bf16 · 32 x 16
+// bf16: 16384 ops each); A / B tiles loaded once. Only called where HasAmxSet().
+__attribute__((target("amx-tile,amx-bf16"))) float PeakAmxBf16Loop(int iters) {
+  kernels::TileConfig cfg;
+  for (int i = 0; i < kernels::kAmxTiles; ++i) cfg.Set(i, 16, 64);
+  kernels::LoadTileConfig(cfg);
+  alignas(64) static const uint16_t ab[16 * 32] = {};
+  alignas(64) float c[16 * 16];
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ab, 64);
+  _tile_loadd(5, ab, 64);
+  _tile_loadd(6, ab, 64);
+  _tile_loadd(7, ab, 64);
+  for (int it = 0; it < iters; ++it) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, 64);
+  kernels::ReleaseTiles();
+  return c[0];
+}
+void BM_PeakAmxBf16(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  if (!DetectedCpuFeatures().HasAmxSet()) {
+    state.SkipWithError("needs AMX (amx-tile, amx-bf16, OS tile state)");
+    return;
+  }
+  constexpr int kIters = 1 << 18;
+  ThreadPool* pool = Pool(threads);
+  std::vector<double> sink(threads);
+  for (auto _ : state) {
+    pool->Run([&](int tid, int) { sink[tid] = PeakAmxBf16Loop(kIters); });
+    benchmark::DoNotOptimize(sink.data());
+  }
+  const double ops = 4.0 * kIters * 16384 * threads;
+  state.counters["GOP/s"] =
+      benchmark::Counter(ops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // ops_per_instr: 128 for vpdpbusd zmm (64 multiply-adds), 64 for vdpbf16ps zmm.
 void BM_Peak(benchmark::State& state, bool int8) {
   const int threads = static_cast<int>(state.range(0));
@@ -256,6 +328,13 @@ void RegisterAll() {
       b->Unit(benchmark::kMillisecond);
       if (threads > 1) b->UseRealTime();
     }
+  }
+  for (int threads : {1, 2}) {
+    auto* b = benchmark::RegisterBenchmark(("PeakAmxBf16/threads:" + std::to_string(threads)).c_str(),
+                                           BM_PeakAmxBf16)
+                  ->Arg(threads)
+                  ->Unit(benchmark::kMillisecond);
+    if (threads > 1) b->UseRealTime();
   }
   benchmark::RegisterBenchmark("MemRead/threads:1", BM_MemRead)
       ->Arg(1)
@@ -295,6 +374,16 @@ void RegisterAll() {
   struct Shape {
     int64_t rows, cols;
   } shapes[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}};
+  for (GgmlType t : types) {
+    for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAmx}) {
+      for (int64_t m : {2, 4, 8, 16, 32, 64, 512}) {
+        const std::string name = "MatMulAt/" + std::string(TypeName(t)) + "/2048x2048/m:" +
+                                 std::to_string(m) + "/" + SimdLevelName(level);
+        benchmark::RegisterBenchmark(name.c_str(), BM_MatMulAt, t, 2048, 2048, m, level)
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
   for (bool packed : {true, false}) {
     for (GgmlType t : types) {
       if (!packed && !kernels::HasPackedLayout(t)) continue;  // same as the packed run

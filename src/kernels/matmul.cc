@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <vector>
 
@@ -195,18 +196,131 @@ bool IsSupportedWeightType(GgmlType type) {
   return internal::DotScalar(type) != nullptr;
 }
 
+namespace {
+
+// Runs run(i, u0, u1) over units [u0, u1) of weight i, the units of all weights laid end to
+// end and split over the pool in one parallel pass.
+template <typename Fn>
+void ParallelUnits(std::span<const Weight* const> ws, int64_t cols, int64_t m, ThreadPool* pool,
+                   const Fn& run) {
+  int64_t unit_end[kMaxMultiWeights];
+  int64_t total = 0, rows = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    total += Units(*ws[i]);
+    rows += ws[i]->rows;
+    unit_end[i] = total;
+  }
+  if (total == 0) return;
+  auto work = [&](int64_t u0, int64_t u1) {
+    int64_t begin = 0;
+    for (size_t i = 0; i < ws.size() && u0 < u1; ++i) {
+      const int64_t end = unit_end[i];
+      if (u0 < end) {
+        const int64_t e = std::min(u1, end);
+        run(i, u0 - begin, e - begin);
+        u0 = e;
+      }
+      begin = end;
+    }
+  };
+  // Tiny problems are not worth waking the workers.
+  const bool parallel = pool && pool->num_threads() > 1 && rows >= 32 &&
+                        static_cast<double>(rows) * static_cast<double>(cols) * m >= 65536;
+  if (parallel) {
+    pool->ParallelFor(total, work);
+  } else {
+    work(0, total);
+  }
+}
+
+// Whether MatMulMultiAtLevel takes the AMX path: every weight reads the same inputs and has
+// at least its type's threshold of activation rows.
+bool UseAmx(SimdLevel level, std::span<const Weight* const> ws, int64_t m) {
+  if (level < SimdLevel::kAmx) return false;
+  for (const Weight* w : ws) {
+    if (w->cols != ws[0]->cols || m < internal::AmxMinRows(w->type)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+namespace internal {
+
+constexpr int64_t kNeverAmx = int64_t{1} << 62;
+
+std::atomic<int64_t>& AmxMinRowsOverride() {
+  static std::atomic<int64_t> forced = [] {
+    const char* v = std::getenv("TACHYON_AMX_MIN_M");
+    return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{0};
+  }();
+  return forced;
+}
+
+int64_t AmxMinRows(GgmlType type) {
+  const int64_t forced = AmxMinRowsOverride().load(std::memory_order_relaxed);
+  if (forced > 0) return forced;
+  switch (type) {
+    // Rounding F32 / F16 weights and their activations to bf16 moves the reference models'
+    // logits 5x past the tolerances that tell a correct F32 / F16 implementation (max |d| 7e-3
+    // against 1e-3 / 3e-3, docs/kernels.md): those stay on the float kernels unless forced.
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+      return kNeverAmx;
+    default:
+      return 8;
+  }
+}
+
+void MatMulMultiAmx(std::span<const Weight* const> ws, const float* x, int64_t m,
+                    std::span<float* const> ys, ThreadPool* pool) {
+  CHECK(ws.size() == ys.size() && ws.size() <= kMaxMultiWeights) << "MatMulMulti: bad counts";
+  CHECK(DetectedCpuFeatures().HasAmxSet()) << "MatMulMultiAmx: no AMX";
+  if (m <= 0 || ws.empty()) return;
+  const int64_t cols = ws[0]->cols;
+  for (const Weight* w : ws) {
+    CheckWeight(*w);
+    CHECK(w->cols == cols) << "MatMulMultiAmx: weights read different inputs";
+  }
+  // bf16 activation rows, padded to a multiple of 16 rows (the A tiles' height).
+  const int64_t mp = (m + 15) / 16 * 16;
+  uint8_t* act = Scratch(AmxActStride(cols) * static_cast<size_t>(mp));
+  auto convert = [&](int64_t b, int64_t e) { AmxConvertRows(x, cols, m, b, e, act); };
+  if (pool && m >= 8) {
+    pool->ParallelFor(mp, convert);
+  } else {
+    convert(0, mp);
+  }
+  ParallelUnits(ws, cols, m, pool, [&](size_t i, int64_t u0, int64_t u1) {
+    AmxRunTiles(*ws[i], act, m, ys[i], u0, u1);
+  });
+}
+
+}  // namespace internal
+
+void SetAmxMinRows(int64_t n) {
+  static const int64_t from_env = internal::AmxMinRowsOverride().load();
+  internal::AmxMinRowsOverride().store(n > 0 ? n : from_env);
+}
+
 void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, const float* x,
                         int64_t m, std::span<float* const> ys, ThreadPool* pool) {
   CHECK(ws.size() == ys.size() && ws.size() <= kMaxMultiWeights) << "MatMulMulti: bad counts";
   if (m <= 0 || ws.empty()) return;
   level = std::min(level, BestSimdLevel());
+  if (UseAmx(level, ws, m)) {
+    internal::MatMulMultiAmx(ws, x, m, ys, pool);
+    return;
+  }
   const Impl* impls[kMaxMultiWeights];
   const int64_t cols = ws[0]->cols;
   for (size_t i = 0; i < ws.size(); ++i) {
     CheckWeight(*ws[i]);
     impls[i] = &GetImpl(level, ws[i]->type);
-    if (ws[i]->cols != cols || impls[i]->act != impls[0]->act) {
-      // Different inputs or activation formats: one call each.
+    if (ws[i]->cols != cols || impls[i]->act != impls[0]->act ||
+        (level >= SimdLevel::kAmx && m >= internal::AmxMinRows(ws[i]->type))) {
+      // Different inputs or activation formats, or (at kAmx) a weight that takes the AMX path
+      // at this m beside one that does not: one call each, so each takes MatMul's path.
       for (size_t j = 0; j < ws.size(); ++j) MatMulMultiAtLevel(level, ws.subspan(j, 1), x, m,
                                                                 ys.subspan(j, 1), pool);
       return;
@@ -228,35 +342,9 @@ void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, cons
     }
     act = buf;
   }
-  // Units of all weights laid end to end; one parallel pass covers them all.
-  int64_t unit_end[kMaxMultiWeights];
-  int64_t total = 0, rows = 0;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    total += Units(*ws[i]);
-    rows += ws[i]->rows;
-    unit_end[i] = total;
-  }
-  if (total == 0) return;
-  auto work = [&](int64_t u0, int64_t u1) {
-    int64_t begin = 0;
-    for (size_t i = 0; i < ws.size() && u0 < u1; ++i) {
-      const int64_t end = unit_end[i];
-      if (u0 < end) {
-        const int64_t e = std::min(u1, end);
-        RunUnits(*impls[i], *ws[i], act, stride, m, ys[i], u0 - begin, e - begin);
-        u0 = e;
-      }
-      begin = end;
-    }
-  };
-  // Tiny problems are not worth waking the workers.
-  const bool parallel = pool && pool->num_threads() > 1 && rows >= 32 &&
-                        static_cast<double>(rows) * static_cast<double>(cols) * m >= 65536;
-  if (parallel) {
-    pool->ParallelFor(total, work);
-  } else {
-    work(0, total);
-  }
+  ParallelUnits(ws, cols, m, pool, [&](size_t i, int64_t u0, int64_t u1) {
+    RunUnits(*impls[i], *ws[i], act, stride, m, ys[i], u0, u1);
+  });
 }
 
 void MatMulMulti(std::span<const Weight* const> ws, const float* x, int64_t m,

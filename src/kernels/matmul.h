@@ -60,6 +60,13 @@ void MatMulMulti(std::span<const Weight* const> ws, const float* x, int64_t m,
 void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, const float* x,
                         int64_t m, std::span<float* const> ys, ThreadPool* pool);
 
+// At SimdLevel::kAmx, calls with at least a type-dependent number of activation rows (the
+// header comment above) take the AMX path. SetAmxMinRows(n), n >= 1, makes n the threshold for
+// every type, F32 and F16 included (a huge n disables the path); SetAmxMinRows(0) restores the
+// defaults (or TACHYON_AMX_MIN_M). For tests and benchmarks that need every m on one path;
+// REQUIRES: no MatMul running on another thread.
+void SetAmxMinRows(int64_t n);
+
 // Scalar reference of MatMul (dequantize each row exactly, accumulate in float/double);
 // used by tests to check the fast paths.
 void MatMulReference(const Weight& w, const float* x, int64_t m, float* y);

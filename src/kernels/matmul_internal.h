@@ -9,8 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <span>
+
+#include "kernels/matmul.h"
 #include "tensor/dtype.h"
 #include "util/cpu_features.h"
+#include "util/thread_pool.h"
 
 namespace tachyon::kernels::internal {
 
@@ -102,6 +106,28 @@ PackedFn PackedAvx512(GgmlType type);
 PackedFn PackedFloatScalar(GgmlType type);
 PackedFn PackedFloatAvx2(GgmlType type);
 PackedFn PackedFloatAvx512(GgmlType type);
+
+// AMX-BF16 path (SimdLevel::kAmx, m >= AmxMinRows(type); matmul_amx.cc). Activations are
+// converted once per call to bf16 rows (round to nearest even) of AmxActStride(cols) bytes:
+// cols rounded up to a multiple of 32 with +0, one spare cache line; the rows past m up to a
+// multiple of 16 are all +0. Each thread then runs AmxRunTiles over its weight tiles.
+size_t AmxActStride(int64_t cols);
+// Writes activation rows [i0, i1) of the m real rows (rows >= m: zeros).
+void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
+                    uint8_t* act);
+// y[i, 16t + r] = dot(activation row i, weight row 16t + r) for i < m, tiles t in [t0, t1)
+// (rows past w.rows are not written): bf16 weight panels (DequantPanelBf16) times the bf16
+// activations with TDPBF16PS, f32 accumulation over the whole row. A row's results do not
+// depend on m, the tile range or the thread. REQUIRES: HasAmxSet().
+void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64_t t0,
+                 int64_t t1);
+// Smallest m that MatMul runs on AMX for weights of `type` at SimdLevel::kAmx (measured; see
+// docs/kernels.md). TACHYON_AMX_MIN_M=N overrides it for every type (a large N disables AMX).
+int64_t AmxMinRows(GgmlType type);
+// The AMX path itself, whatever m (tests): MatMulMulti's contract with the rounding above.
+// REQUIRES: DetectedCpuFeatures().HasAmxSet(), all ws[i]->cols equal.
+void MatMulMultiAmx(std::span<const Weight* const> ws, const float* x, int64_t m,
+                    std::span<float* const> ys, ThreadPool* pool);
 
 QuantizeActFn QuantizeActScalar(ActFormat f);
 QuantizeActFn QuantizeActAvx2(ActFormat f);

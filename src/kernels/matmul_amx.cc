@@ -1,0 +1,199 @@
+// AMX-BF16 GEMM behind MatMul for several activation rows (declarations and the layout in
+// kernels/matmul_internal.h; design, blocking and measured rates in docs/kernels.md).
+//
+// Tiles (one configuration, all 16 rows x 64 bytes): C(a, b) = tile 2a + b (16 activation
+// rows x 16 weight rows of f32), A(a) = tile 4 + a (16 activation rows x 32 bf16),
+// B(b) = tile 6 + b (one KiB of a bf16 weight panel: 32 input features x 16 weight rows).
+// A block of up to 2 x 2 C tiles runs TDPBF16PS over one K chunk; C lives in y between
+// chunks (a 16 x 16 scratch tile where the block overhangs m or w.rows).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/amx.h"
+#include "kernels/bf16_panel.h"
+#include "kernels/matmul_internal.h"
+
+namespace tachyon::kernels::internal {
+namespace {
+
+// Input features per K chunk: the two panels of a block (2 x 16 KiB) stay in L1 and the
+// activation chunk [rows, kAmxKChunk] in L2 while every weight tile of the thread passes.
+// A multiple of 256, so every chunk start is PanelKAlign-aligned for every type.
+constexpr int64_t kAmxKChunk = 512;
+// Activation bytes per row chunk kept in L2 (rows beyond it are a second sweep, which
+// dequantizes the panels again).
+constexpr size_t kAmxActChunkBytes = 1 << 20;
+
+const TileConfig& Config() {
+  static const TileConfig cfg = [] {
+    TileConfig c;
+    for (int i = 0; i < kAmxTiles; ++i) c.Set(i, 16, 64);
+    return c;
+  }();
+  return cfg;
+}
+
+uint16_t* PanelScratch(size_t elems) {
+  thread_local std::vector<uint16_t> buf;
+  if (buf.size() < elems + 32) buf.resize(elems + 32);
+  auto p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<uint16_t*>((p + 63) & ~uintptr_t{63});
+}
+
+// Where one C tile is loaded from / stored to.
+struct CTile {
+  float* p;
+  size_t ld;  // bytes
+};
+
+// GCC's tile intrinsics paste the tile number into the instruction text: it must be a literal.
+#define TACHYON_LOAD_OR_ZERO(tile, c, load) \
+  do {                                      \
+    if (load) {                             \
+      _tile_loadd(tile, (c).p, (c).ld);     \
+    } else {                                \
+      _tile_zero(tile);                     \
+    }                                       \
+  } while (0)
+
+// C(a, b) (+)= A rows [16a, 16a + 16) · panel b over nsteps steps of 32 input features.
+// a: the block's first activation row at the chunk's first feature; b: panel 0 (panel 1
+// follows at b + panel_bytes).
+template <int kMa, int kNb>
+void Block(const uint8_t* a, size_t lda, const uint8_t* b, size_t panel_bytes, int64_t nsteps,
+           const CTile* c, bool load) {
+  TACHYON_LOAD_OR_ZERO(0, c[0], load);
+  if constexpr (kNb == 2) TACHYON_LOAD_OR_ZERO(1, c[1], load);
+  if constexpr (kMa == 2) TACHYON_LOAD_OR_ZERO(2, c[2], load);
+  if constexpr (kMa == 2 && kNb == 2) TACHYON_LOAD_OR_ZERO(3, c[3], load);
+  const uint8_t* a1 = a + 16 * lda;
+  const uint8_t* b1 = b + panel_bytes;
+  for (int64_t s = 0; s < nsteps; ++s) {
+    _tile_loadd(4, a + 64 * s, lda);
+    _tile_loadd(6, b + 1024 * s, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (kNb == 2) {
+      _tile_loadd(7, b1 + 1024 * s, 64);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (kMa == 2) {
+      _tile_loadd(5, a1 + 64 * s, lda);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (kNb == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, c[0].p, c[0].ld);
+  if constexpr (kNb == 2) _tile_stored(1, c[1].p, c[1].ld);
+  if constexpr (kMa == 2) _tile_stored(2, c[2].p, c[2].ld);
+  if constexpr (kMa == 2 && kNb == 2) _tile_stored(3, c[3].p, c[3].ld);
+}
+
+using BlockFn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, const CTile*,
+                         bool);
+constexpr BlockFn kBlocks[2][2] = {{Block<1, 1>, Block<1, 2>}, {Block<2, 1>, Block<2, 2>}};
+
+#undef TACHYON_LOAD_OR_ZERO
+
+}  // namespace
+
+size_t AmxActStride(int64_t cols) {
+  // Rows padded to whole 32-feature steps, plus one cache line so that the 16 rows a tile
+  // load touches do not all fall into the same L1 set (a multiple of 4 KiB would).
+  return static_cast<size_t>((cols + 31) / 32 * 32) * 2 + 64;
+}
+
+void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
+                    uint8_t* act) {
+  const size_t stride = AmxActStride(cols);
+  for (int64_t i = i0; i < i1; ++i) {
+    auto* o = reinterpret_cast<uint16_t*>(act + static_cast<size_t>(i) * stride);
+    if (i >= m) {
+      std::memset(o, 0, stride);
+      continue;
+    }
+    const float* xi = x + i * cols;
+    const int64_t kp = (cols + 31) / 32 * 32;
+    for (int64_t k = 0; k < kp; k += 16) {
+      const int64_t n = std::clamp<int64_t>(cols - k, 0, 16);
+      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+      // Round to nearest even (as F32ToBf16); features past cols become +0.
+      const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, xi + k));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + k), (__m256i)v);
+    }
+  }
+}
+
+void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64_t t0,
+                 int64_t t1) {
+  if (t0 >= t1) return;
+  const size_t lda = AmxActStride(w.cols);
+  const int64_t mp = (m + 15) / 16 * 16;
+  const int64_t kp = (w.cols + 31) / 32 * 32;
+  const int64_t kc = std::min(kp, kAmxKChunk);
+  const int64_t mc = std::max<int64_t>(
+      32, static_cast<int64_t>(kAmxActChunkBytes / (static_cast<size_t>(kc) * 2)) / 32 * 32);
+  const size_t ldy = static_cast<size_t>(w.rows) * sizeof(float);
+  uint16_t* panel = PanelScratch(static_cast<size_t>(kc) * 32);
+  alignas(64) float edge[4][256];
+  LoadTileConfig(Config());
+  for (int64_t i0 = 0; i0 < mp; i0 += mc) {
+    const int64_t i1 = std::min(mp, i0 + mc);
+    for (int64_t k0 = 0; k0 < kp; k0 += kc) {
+      const int64_t kcur = std::min(kc, kp - k0);
+      const int64_t nsteps = kcur / 32;
+      const size_t panel_bytes = static_cast<size_t>(kcur) * 32;
+      const bool load = k0 > 0;
+      for (int64_t t = t0; t < t1; t += 2) {
+        const int nb = static_cast<int>(std::min<int64_t>(2, t1 - t));
+        for (int b = 0; b < nb; ++b) DequantPanelBf16(w, t + b, k0, kcur, panel + b * kcur * 16);
+        const auto* pb = reinterpret_cast<const uint8_t*>(panel);
+        for (int64_t i = i0; i < i1; i += 32) {
+          const int ma = static_cast<int>(std::min<int64_t>(2, (i1 - i) / 16));
+          CTile c[4];
+          int edges[4];
+          int nedge = 0;
+          for (int a = 0; a < ma; ++a) {
+            for (int b = 0; b < nb; ++b) {
+              const int idx = 2 * a + b;
+              const int64_t r = i + 16 * a, j = 16 * (t + b);
+              const int64_t nr = std::min<int64_t>(16, m - r), nc = std::min<int64_t>(16, w.rows - j);
+              float* out = y + r * w.rows + j;
+              if (nr == 16 && nc == 16) {
+                c[idx] = {out, ldy};
+                continue;
+              }
+              // Overhanging tile: go through a 16 x 16 scratch, copying only the valid part.
+              float* e = edge[idx];
+              if (load) {
+                std::memset(e, 0, sizeof edge[idx]);
+                for (int64_t rr = 0; rr < nr; ++rr)
+                  std::memcpy(e + 16 * rr, out + rr * w.rows, static_cast<size_t>(nc) * 4);
+              }
+              c[idx] = {e, 64};
+              edges[nedge++] = idx;
+            }
+          }
+          // Block<kMa, kNb> indexes C(a, b) as 2a + b; with one weight tile, C(1, 0) is c[2].
+          const uint8_t* pa = act + static_cast<size_t>(i) * lda + static_cast<size_t>(k0) * 2;
+          kBlocks[ma - 1][nb - 1](pa, lda, pb, panel_bytes, nsteps, c, load);
+          for (int q = 0; q < nedge; ++q) {
+            const int idx = edges[q];
+            const int a = idx / 2, b = idx % 2;
+            const int64_t r = i + 16 * a, j = 16 * (t + b);
+            const int64_t nr = std::min<int64_t>(16, m - r), nc = std::min<int64_t>(16, w.rows - j);
+            for (int64_t rr = 0; rr < nr; ++rr)
+              std::memcpy(y + (r + rr) * w.rows + j, edge[idx] + 16 * rr,
+                          static_cast<size_t>(nc) * 4);
+          }
+        }
+      }
+    }
+  }
+  // Hand the tile state back, so a context switch does not save 8 KiB of tiles.
+  ReleaseTiles();
+}
+
+}  // namespace tachyon::kernels::internal

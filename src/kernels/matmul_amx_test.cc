@@ -1,0 +1,233 @@
+// The AMX-BF16 MatMul path (matmul_amx.cc) against the exact reference, over every weight
+// type, odd shapes (partial tiles in both directions, cols not a multiple of 32, K chunks,
+// activation row chunks), MatMulMulti, threads and packed weights.
+//
+// Error bound (per output y = sum_k x_k w_k, w_k the exact dequantized weight): the path
+// rounds x_k and w_k to bf16 once each (8 significant bits, round to nearest even:
+// |bf16(v) - v| <= 2^-8 |v|); the product of two bf16 values is exact in f32, and the sum
+// over K runs in f32 (any order, the chunks stored and reloaded exactly), so
+//   |y - ref| <= S (2^-8 + 2^-8 + 2^-16) + S' (K + 2) 2^-24,   S = sum_k |x_k| |w_k|,
+// with S' = S (1 + 2^-8)^2 the sum of the rounded magnitudes; bf16 inputs below 2^-126 read as
+// zero and the f32 result of MatMulReference is itself rounded, which the absolute 1e-6 and
+// the 1.01 margin cover.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
+#include "kernels/pack.h"
+#include "util/cpu_features.h"
+#include "util/thread_pool.h"
+
+namespace tachyon::kernels {
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                           GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                           GgmlType::kQ6_K};
+
+int64_t Block(GgmlType t) {
+  return GetTypeTraits(static_cast<uint32_t>(t))->block_size;
+}
+
+#define SKIP_WITHOUT_AMX()                                                      \
+  if (!DetectedCpuFeatures().HasAmxSet()) {                                     \
+    GTEST_SKIP() << "this CPU (or OS) has no AMX tiles: the AMX path never runs"; \
+  }
+
+struct Problem {
+  GgmlType type;
+  int64_t rows, cols, m;
+  std::vector<uint8_t> w;
+  std::vector<float> wf;  // dequantized weights [rows, cols]
+  std::vector<float> x;   // [m, cols]
+  Weight weight;
+};
+
+Problem Make(GgmlType t, int64_t rows, int64_t cols, int64_t m, uint32_t seed) {
+  Problem p{t, rows, cols, m, {}, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t rb = RowBytes(t, cols);
+  p.w.resize(rb * rows);
+  p.wf.resize(rows * cols);
+  std::vector<float> tmp(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : tmp) v = nd(rng);
+    QuantizeRow(t, tmp.data(), p.w.data() + r * rb, cols);
+    DequantizeRow(t, p.w.data() + r * rb, p.wf.data() + r * cols, cols);
+  }
+  p.x.resize(m * cols);
+  // Activations with outliers, like real hidden states.
+  for (float& v : p.x) v = nd(rng) * (std::uniform_int_distribution<int>(0, 50)(rng) == 0 ? 8 : 1);
+  p.weight = {t, rows, cols, p.w.data(), rb};
+  return p;
+}
+
+std::vector<float> RunAmx(const Weight& w, const float* x, int64_t m, ThreadPool* pool = nullptr) {
+  std::vector<float> y(m * w.rows, NAN);
+  const Weight* ws[1] = {&w};
+  float* ys[1] = {y.data()};
+  internal::MatMulMultiAmx(ws, x, m, ys, pool);
+  return y;
+}
+
+// The bound of the header comment, checked for every output.
+void CheckBound(const Problem& p, const std::vector<float>& y, const char* what) {
+  std::vector<float> ref(p.m * p.rows);
+  MatMulReference(p.weight, p.x.data(), p.m, ref.data());
+  const double kb = std::ldexp(1.0, -8), kf = std::ldexp(1.0, -24);
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < p.rows; ++j) {
+      double mag = 0;
+      for (int64_t c = 0; c < p.cols; ++c)
+        mag += std::fabs(double{p.x[i * p.cols + c]}) * std::fabs(double{p.wf[j * p.cols + c]});
+      const double bound =
+          1.01 * (mag * (2 * kb + kb * kb) + mag * (1 + kb) * (1 + kb) * (p.cols + 2) * kf) + 1e-6;
+      const size_t at = i * p.rows + j;
+      ASSERT_LE(std::fabs(double{y[at]} - ref[at]), bound)
+          << what << " " << TypeName(p.type) << " rows " << p.rows << " cols " << p.cols
+          << " m " << p.m << " at row " << i << " col " << j << " (ref " << ref[at] << ")";
+    }
+  }
+}
+
+TEST(MatMulAmx, OddShapesEveryType) {
+  SKIP_WITHOUT_AMX();
+  for (GgmlType t : kTypes) {
+    const int64_t blk = Block(t);
+    // Input counts: below / at / above one 32-step and one 512 chunk, and a long row.
+    std::vector<int64_t> cols;
+    if (blk == 1) {
+      cols = {1, 31, 32, 33, 97, 511, 513, 4096};
+    } else if (blk == 32) {
+      cols = {32, 64, 96, 512, 544, 4096};
+    } else {
+      cols = {256, 512, 768, 4096};
+    }
+    for (int64_t c : cols) {
+      for (int64_t rows : {1, 15, 16, 17, 33, 48}) {
+        if (c >= 4096 && rows > 17) continue;  // keep the exact reference quick
+        const int64_t m = c >= 4096 ? 3 : 17;
+        const Problem p = Make(t, rows, c, m, static_cast<uint32_t>(c + rows));
+        CheckBound(p, RunAmx(p.weight, p.x.data(), p.m), "amx");
+      }
+    }
+  }
+}
+
+TEST(MatMulAmx, ActivationRowCounts) {
+  SKIP_WITHOUT_AMX();
+  for (GgmlType t : kTypes) {
+    const int64_t cols = Block(t) == 256 ? 512 : (Block(t) == 1 ? 100 : 96);
+    for (int64_t m : {1, 2, 3, 15, 16, 17, 33, 100, 512}) {
+      const Problem p = Make(t, 19, cols, m, static_cast<uint32_t>(m));
+      CheckBound(p, RunAmx(p.weight, p.x.data(), p.m), "amx");
+    }
+  }
+}
+
+// More activation rows than one L2 row chunk (1 MiB of bf16 activations per 512-input chunk):
+// the second row chunk dequantizes the panels again.
+TEST(MatMulAmx, SeveralRowChunks) {
+  SKIP_WITHOUT_AMX();
+  const Problem p = Make(GgmlType::kQ4_0, 17, 1024, 1040, 7);
+  CheckBound(p, RunAmx(p.weight, p.x.data(), p.m), "amx");
+}
+
+// A row's result does not depend on how many rows come with it (prefill in chunks gives the
+// same numbers as prefill at once), nor on the thread split, nor on the weight layout.
+TEST(MatMulAmx, RowResultsIndependentOfBatch) {
+  SKIP_WITHOUT_AMX();
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ6_K, GgmlType::kF16}) {
+    const Problem p = Make(t, 40, 1024, 100, 11);
+    const std::vector<float> all = RunAmx(p.weight, p.x.data(), p.m);
+    for (int64_t m : {1, 2, 17, 33}) {
+      const std::vector<float> part = RunAmx(p.weight, p.x.data(), m);
+      for (size_t i = 0; i < part.size(); ++i)
+        ASSERT_EQ(part[i], all[i]) << TypeName(t) << " m " << m << " at " << i;
+    }
+  }
+}
+
+TEST(MatMulAmx, ThreadedEqualsSingleThreaded) {
+  SKIP_WITHOUT_AMX();
+  ThreadPool pool(2);
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kF32}) {
+    const Problem p = Make(t, 200, 512, 37, 5);
+    const std::vector<float> a = RunAmx(p.weight, p.x.data(), p.m);
+    const std::vector<float> b = RunAmx(p.weight, p.x.data(), p.m, &pool);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << TypeName(t) << " at " << i;
+  }
+}
+
+TEST(MatMulAmx, PackedEqualsUnpacked) {
+  SKIP_WITHOUT_AMX();
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    ASSERT_TRUE(HasPackedLayout(t));
+    const Problem p = Make(t, 37, 1024, 20, 3);
+    AlignedBuffer buf = AllocateAligned(PackedBytes(t, p.rows, p.cols));
+    PackWeight(p.weight, buf.get(), nullptr);
+    Weight packed = p.weight;
+    packed.packed = buf.get();
+    const std::vector<float> a = RunAmx(p.weight, p.x.data(), p.m);
+    const std::vector<float> b = RunAmx(packed, p.x.data(), p.m);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << TypeName(t) << " at " << i;
+    CheckBound(p, b, "amx packed");
+  }
+}
+
+// MatMulMulti on the AMX path: mixed types in one pass, equal to one call per weight.
+TEST(MatMulAmx, MultiEqualsSeparateCalls) {
+  SKIP_WITHOUT_AMX();
+  ThreadPool pool(2);
+  const int64_t m = 21;
+  Problem ps[3] = {Make(GgmlType::kQ4_K, 64, 512, m, 1), Make(GgmlType::kQ6_K, 16, 512, m, 2),
+                   Make(GgmlType::kQ8_0, 35, 512, m, 3)};
+  for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    const Weight* ws[3];
+    std::vector<float> multi[3];
+    float* ys[3];
+    for (int i = 0; i < 3; ++i) {
+      ws[i] = &ps[i].weight;
+      multi[i].assign(m * ps[i].rows, NAN);
+      ys[i] = multi[i].data();
+    }
+    internal::MatMulMultiAmx(ws, ps[0].x.data(), m, ys, pl);
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<float> sep = RunAmx(ps[i].weight, ps[0].x.data(), m);
+      for (size_t j = 0; j < sep.size(); ++j)
+        ASSERT_EQ(sep[j], multi[i][j]) << TypeName(ps[i].type) << " weight " << i << " at " << j;
+    }
+  }
+}
+
+// MatMul at the default level takes the AMX path from AmxMinRows(type) rows on, and the
+// AVX-512 kernels below it.
+TEST(MatMulAmx, DispatchByRowCount) {
+  SKIP_WITHOUT_AMX();
+  if (BestSimdLevel() < SimdLevel::kAmx) GTEST_SKIP() << "TACHYON_CPU caps the level below amx";
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kBF16}) {
+    const int64_t threshold = internal::AmxMinRows(t);
+    ASSERT_GE(threshold, 2) << "m = 1 stays on the decode kernels";
+    for (int64_t m : {threshold - 1, threshold}) {
+      const Problem p = Make(t, 33, 512, m, 9);
+      std::vector<float> y(m * p.rows), expect(m * p.rows);
+      MatMul(p.weight, p.x.data(), m, y.data(), nullptr);
+      if (m >= threshold) {
+        expect = RunAmx(p.weight, p.x.data(), m);
+      } else {
+        MatMulAtLevel(SimdLevel::kAvx512, p.weight, p.x.data(), m, expect.data(), nullptr);
+      }
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_EQ(y[i], expect[i]) << TypeName(t) << " m " << m << " at " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::kernels
