@@ -260,6 +260,10 @@ std::atomic<int64_t>& AmxMinRowsOverride() {
 int64_t AmxMinRows(GgmlType type) {
   const int64_t forced = AmxMinRowsOverride().load(std::memory_order_relaxed);
   if (forced > 0) return forced;
+  // Where the AMX path (dequantize each weight panel once to bf16, then ~2.2 T-op/s of tile
+  // multiplies) overtakes the AVX-512 kernels at 2048 x 2048, one thread (MatMulAt/...
+  // benchmarks, docs/kernels.md): below it the panel conversion costs more than the multiply
+  // saves.
   switch (type) {
     // Rounding F32 / F16 weights and their activations to bf16 moves the reference models'
     // logits 5x past the tolerances that tell a correct F32 / F16 implementation (max |d| 7e-3
@@ -267,8 +271,16 @@ int64_t AmxMinRows(GgmlType type) {
     case GgmlType::kF32:
     case GgmlType::kF16:
       return kNeverAmx;
-    default:
-      return 8;
+    case GgmlType::kBF16:
+      return 12;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      return 16;
+    default:  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: the fastest int8 kernels
+      return 48;
   }
 }
 

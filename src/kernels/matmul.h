@@ -8,8 +8,15 @@
 // bf16 for BF16 weights; F32/F16 weights use the float activations. MatMulReference does
 // not round (exact dequantization, double accumulation).
 // Variants (scalar, AVX2, AVX-512 VNNI/BF16) are picked once at run time by BestSimdLevel()
-// (TACHYON_CPU=scalar|avx2 caps it); all variants use the same rounded activations and agree
-// to float summation order. Thread-safety: MatMul may run concurrently from several threads
+// (TACHYON_CPU=scalar|avx2|avx512 caps it); all variants use the same rounded activations and
+// agree to float summation order.
+// Exception, SimdLevel::kAmx (Intel AMX) with m >= a per-type threshold (8-bit-activation
+// types 48 rows, K-quants 16, BF16 12; F32/F16 never unless SetAmxMinRows / TACHYON_AMX_MIN_M
+// forces it): every type then rounds the activations to bf16 (nearest even) and the weights,
+// dequantized exactly, to bf16 too, and accumulates in f32 (|error| <= sum_k |x_k w_k| *
+// (2^-7 + 2^-16 + (cols + 2) 2^-24), kernels/matmul_amx_test.cc). So at kAmx the same input
+// row can give slightly different outputs with fewer or more rows in the call; with the same
+// path, a row's outputs never depend on the other rows. Thread-safety: MatMul may run concurrently from several threads
 // (scratch is thread-local); the pool must not be shared by concurrent callers.
 #pragma once
 
