@@ -13,7 +13,10 @@
 //
 // Values are exactly DequantizeRow's floats, rounded once to bf16; every implementation
 // writes identical bytes. Quantized types with a packed copy (w.packed, kernels/pack.h) may
-// be read from either layout.
+// be read from either layout: on AVX-512 CPUs DequantPanelBf16 reads packed Q4_0 / Q8_0 /
+// Q4_K / Q6_K from w.packed (no transpose needed) and every other type from w.data
+// (bf16_panel_avx512.cc; rates in docs/kernels.md), else it runs the scalar reference.
+// Thread-safety: none needed (no shared state); one call writes one panel.
 #pragma once
 
 #include <cstdint>
