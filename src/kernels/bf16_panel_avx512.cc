@@ -76,8 +76,8 @@ inline __m512 Q4Minus8(__m512i v) {
       v, _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7));
 }
 inline __m512 Q4Value(__m512i v) {
-  return _mm512_permutexvar_ps(v, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
-                                                 14, 15));
+  return _mm512_permutexvar_ps(
+      v, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
 }
 
 // ---- packed layouts -------------------------------------------------------------------------
@@ -91,9 +91,8 @@ inline void Prefetch(const uint8_t* p) {
 
 // Per-row values (lane r = row r) to the [row][4] order of group g (rows 4g .. 4g + 3).
 inline __m512 Spread4(__m512 per_row, int g) {
-  const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * g),
-                                       _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3,
-                                                         3, 3, 3));
+  const __m512i idx = _mm512_add_epi32(
+      _mm512_set1_epi32(4 * g), _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
   return _mm512_permutexvar_ps(idx, per_row);
 }
 
@@ -122,7 +121,7 @@ void PackedQ4_0(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
     // Step s: low nibbles are inputs 4s .. 4s + 3, high nibbles 16 + 4s .. 16 + 4s + 3.
     Prefetch(codes + 64 * s);
     __m512 lo[4], hi[4];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < 4; ++g) {
       const __m512i v = U8x16(codes + 64 * s + 16 * g);
       lo[g] = Mul(dg[g], Q4Minus8(v));
@@ -145,7 +144,7 @@ void PackedQ8_0(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
   for (int s = 0; s < 8; ++s) {
     Prefetch(codes + 64 * s);
     __m512 f[4];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < 4; ++g) {
       const __m512i q = _mm512_xor_si512(I8x16(codes + 64 * s + 16 * g), flip);
       f[g] = Mul(dg[g], _mm512_cvtepi32_ps(q));
@@ -234,11 +233,11 @@ void PackedQ6_K(const uint8_t* tile, int64_t nb, int64_t b, uint16_t* out) {
     };
     alignas(64) int8_t q[4][64];
     _mm512_store_si512(q[0], q6(_mm512_and_si512(a, m0f), _mm512_slli_epi16(h, 4)));
-    _mm512_store_si512(q[1], q6(_mm512_and_si512(_mm512_srli_epi16(a, 4), m0f),
-                                _mm512_slli_epi16(h, 2)));
+    _mm512_store_si512(q[1],
+                       q6(_mm512_and_si512(_mm512_srli_epi16(a, 4), m0f), _mm512_slli_epi16(h, 2)));
     _mm512_store_si512(q[2], q6(_mm512_and_si512(c, m0f), h));
-    _mm512_store_si512(q[3], q6(_mm512_and_si512(_mm512_srli_epi16(c, 4), m0f),
-                                _mm512_srli_epi16(h, 2)));
+    _mm512_store_si512(q[3],
+                       q6(_mm512_and_si512(_mm512_srli_epi16(c, 4), m0f), _mm512_srli_epi16(h, 2)));
     const __m512 s = Mul(d, _mm512_cvtepi32_ps(I8x16(meta + 16 * g16)));
     __m512 sg[4];
 #pragma GCC unroll 8
@@ -261,7 +260,8 @@ using PackedKernel = void (*)(const uint8_t* tile, int64_t nb, int64_t b, uint16
 void ZeroRowsFrom(int nrows, int64_t pairs, uint16_t* dst) {
   const __mmask16 keep = Mask16(nrows);
   for (int64_t p = 0; p < pairs; ++p) {
-    _mm512_storeu_si512(dst + 32 * p, _mm512_maskz_mov_epi32(keep, _mm512_loadu_si512(dst + 32 * p)));
+    _mm512_storeu_si512(dst + 32 * p,
+                        _mm512_maskz_mov_epi32(keep, _mm512_loadu_si512(dst + 32 * p)));
   }
 }
 
@@ -360,8 +360,8 @@ struct ChunkBf16 {
     // The reference goes through float: a NaN comes back with its quiet bit (0x40) set.
     // (v & 0x7FFF) + 0x7F carries into bit 15 exactly for NaNs (> 0x7F80); that bit >> 9 is
     // 0x40. No compare, so nothing here competes with the transpose's shuffle port.
-    const __m512i t = _mm512_add_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)),
-                                       _mm512_set1_epi16(0x7F));
+    const __m512i t =
+        _mm512_add_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x7FFF)), _mm512_set1_epi16(0x7F));
     return _mm512_ternarylogic_epi32(v, _mm512_srli_epi16(t, 9), _mm512_set1_epi16(0x40), 0xF8);
   }
 };
@@ -522,8 +522,8 @@ struct ChunkQ5_K {
     const __m128i shift = _mm_cvtsi32_si128(4 * (j & 1));
     const __m128i hshift = _mm_cvtsi32_si128(j);
     auto value = [&](int l0) {
-      const __m512i lo = _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift),
-                                          _mm512_set1_epi32(0xF));
+      const __m512i lo =
+          _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift), _mm512_set1_epi32(0xF));
       const __m512i hb = _mm512_slli_epi32(_mm512_srl_epi32(U8x16(blk->qh + l0), hshift), 4);
       // lo | (hb & 16)
       const __m512i q = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi32(16), 0xF8);
@@ -550,8 +550,8 @@ struct ChunkQ2_K {
     const uint8_t* qs = blk->qs + 32 * (j / 4);
     const __m128i shift = _mm_cvtsi32_si128(2 * (j % 4));
     auto value = [&](int l0, int g) {
-      const __m512i q = _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift),
-                                         _mm512_set1_epi32(3));
+      const __m512i q =
+          _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift), _mm512_set1_epi32(3));
       return Sub(Mul(_mm512_set1_ps(sc[2 * g]), _mm512_cvtepi32_ps(q)),
                  _mm512_set1_ps(sc[2 * g + 1]));
     };
@@ -583,8 +583,8 @@ struct ChunkQ3_K {
     // index q2 | hbit << 2 -> float(q2 - (hbit ? 0 : 4))
     const __m512 table = _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0);
     auto value = [&](int l0, int g) {
-      const __m512i q2 = _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift),
-                                          _mm512_set1_epi32(3));
+      const __m512i q2 =
+          _mm512_and_si512(_mm512_srl_epi32(U8x16(qs + l0), shift), _mm512_set1_epi32(3));
       const __m512i hb = _mm512_slli_epi32(_mm512_srl_epi32(U8x16(blk->hmask + l0), hshift), 2);
       const __m512i idx = _mm512_ternarylogic_epi32(q2, hb, _mm512_set1_epi32(4), 0xF8);
       return Mul(_mm512_set1_ps(sc[g]), _mm512_permutexvar_ps(idx, table));

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -134,8 +134,8 @@ void ExpectSameAsReference(const Weight& w, int64_t t, int64_t k0, int64_t kc) {
   }
 }
 
-#define SKIP_WITHOUT_AVX512()                                     \
-  if (!DetectedCpuFeatures().HasAvx512Set()) {                    \
+#define SKIP_WITHOUT_AVX512()                                        \
+  if (!DetectedCpuFeatures().HasAvx512Set()) {                       \
     GTEST_SKIP() << "no AVX-512 (F/BW/VL/DQ/VNNI/BF16) on this CPU"; \
   }
 
@@ -149,13 +149,13 @@ TEST(Bf16PanelAvx512, ByteIdenticalToReference) {
     for (bool pack : {false, true}) {
       if (pack && !HasPackedLayout(type)) continue;
       const std::vector<int64_t> all_cols =
-          block == 256 ? std::vector<int64_t>{256, 768}
+          block == 256  ? std::vector<int64_t>{256, 768}
           : block == 32 ? std::vector<int64_t>{32, 96, 160}
                         : std::vector<int64_t>{1, 7, 31, 32, 33, 45, 64, 100};
       for (int64_t rows : {1, 15, 16, 21, 37}) {
         for (int64_t cols : all_cols) {
-          const RawMatrix m = MakeRaw(type, rows, cols, static_cast<uint32_t>(rows * 1000 + cols),
-                                      pack);
+          const RawMatrix m =
+              MakeRaw(type, rows, cols, static_cast<uint32_t>(rows * 1000 + cols), pack);
           const int64_t tiles = (rows + 15) / 16;
           for (int64_t t = 0; t < tiles; ++t) {
             for (int64_t k0 = 0; k0 < cols; k0 += align) {
@@ -194,17 +194,17 @@ TEST(Bf16PanelAvx512, QuantizedRowsMatchReference) {
 // (vcvtne2ps2bf16 alone would flush F32 subnormals), rounding ties.
 TEST(Bf16PanelAvx512, FloatSpecialValues) {
   SKIP_WITHOUT_AVX512();
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> special = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
-                                BitsToF32(0x7F800001u), BitsToF32(0xFFC12345u),
-                                BitsToF32(0x00000001u), BitsToF32(0x807FFFFFu),
-                                BitsToF32(0x00408000u), BitsToF32(0x3F808000u),  // ties
-                                BitsToF32(0x3F818000u), BitsToF32(0x7F7FFFFFu), 1.0f, -2.5f};
+  // +-0, +-inf, quiet and signalling NaNs, subnormals, values halfway between two bf16
+  // (0x00408000, 0x3F808000: ties to even), the largest float, 1, -2.5.
+  const uint32_t special[] = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u,
+                              0x7F800001u, 0xFFC12345u, 0x00000001u, 0x807FFFFFu, 0x00408000u,
+                              0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0x3F800000u, 0xC0200000u};
   const int64_t rows = 19, cols = 77;
   std::vector<float> f32(static_cast<size_t>(rows * cols));
   std::mt19937 rng(5);
   for (size_t i = 0; i < f32.size(); ++i) {
-    f32[i] = (rng() % 3 == 0) ? special[rng() % special.size()] : BitsToF32(rng());
+    f32[i] = BitsToF32((rng() % 3 == 0) ? special[rng() % std::size(special)]
+                                        : static_cast<uint32_t>(rng()));
   }
   // F16 / BF16: every bit pattern is possible, including subnormal halves and NaN payloads.
   std::vector<uint16_t> h16(f32.size()), b16(f32.size());
@@ -258,8 +258,8 @@ TEST(Bf16PanelAvx512, OneHotRowsLandWhereTheLayoutSays) {
         for (int64_t k = 0; k < cols; ++k) {
           const float v = Bf16ToF32(panel[static_cast<size_t>((k / 2) * 32 + 2 * r + k % 2)]);
           const float want = k == (37 * r + 11) % cols ? 1.0f : 0.0f;
-          ASSERT_NEAR(v, want, 0.05f) << TypeName(type) << (pack ? " packed" : " gguf") << " row "
-                                      << r << " k " << k;
+          ASSERT_NEAR(v, want, 0.05f)
+              << TypeName(type) << (pack ? " packed" : " gguf") << " row " << r << " k " << k;
         }
       }
     }
