@@ -3,6 +3,9 @@
 // on a shared machine):
 //   Prefill/<dtype>/<level>   a 512-token prompt from position 0 (pp512, one layer)
 //   Decode/<dtype>/<level>/ctx:N   one token at context N
+//   Chunk/<dtype>/<level>/rows:R   R new tokens after 512 cached positions (chunked prefill,
+//                                  speculative decoding): R * 4 query vectors per tile job
+// Levels: scalar, avx2, avx512, amx (AMX tiles for jobs UseAmxTile accepts, else AVX-512).
 //
 //   cmake --build build -j2 --target attention_bench
 //   build/attention_bench [--benchmark_filter='Prefill/f16'] [--benchmark_min_time=0.3s]
@@ -79,7 +82,8 @@ void Run(benchmark::State& state, KvDtype dtype, SimdLevel level, int64_t pos_st
 
 void Register() {
   for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0}) {
-    for (SimdLevel l : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    for (SimdLevel l :
+         {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512, SimdLevel::kAmx}) {
       const std::string tag = std::string(KvDtypeName(d)) + "/" + SimdLevelName(l);
       benchmark::RegisterBenchmark(("Prefill/" + tag).c_str(),
                                    [=](benchmark::State& st) { Run(st, d, l, 0, 512); })
@@ -88,6 +92,12 @@ void Register() {
       for (int64_t ctx : {128, 4096}) {
         benchmark::RegisterBenchmark(("Decode/" + tag + "/ctx:" + std::to_string(ctx)).c_str(),
                                      [=](benchmark::State& st) { Run(st, d, l, ctx - 1, 1); })
+            ->Unit(benchmark::kMicrosecond)
+            ->MeasureProcessCPUTime();
+      }
+      for (int64_t rows : {1, 2, 4, 8, 16}) {
+        benchmark::RegisterBenchmark(("Chunk/" + tag + "/rows:" + std::to_string(rows)).c_str(),
+                                     [=](benchmark::State& st) { Run(st, d, l, 512, rows); })
             ->Unit(benchmark::kMicrosecond)
             ->MeasureProcessCPUTime();
       }

@@ -169,7 +169,19 @@ void AttendGroupReference(const PagedKv& kv, const GroupJob& job, int64_t n_grou
 }
 
 size_t TileScratchFloats(const PagedKv& kv, const TileJob& job, const TileParams& p) {
-  return internal::TileScratchFloatsFor(kv.head_dim, job.n_rows, p.n_group);
+  // Enough for every variant: the AMX layout needs padding and bf16 panels.
+  return std::max(internal::TileScratchFloatsFor(kv.head_dim, job.n_rows, p.n_group),
+                  internal::AmxScratchLayout(kv.head_dim, job.n_rows, p.n_group).total);
+}
+
+bool UseAmxTile(int64_t head_dim, int64_t n_query_vectors) {
+  return head_dim >= internal::kAmxMinHeadDim && n_query_vectors >= internal::kAmxMinQueries;
+}
+
+void AttendTileAmxOrAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p,
+                           float* scratch) {
+  if (UseAmxTile(kv.head_dim, job.n_rows * p.n_group)) return AttendTileAmx(kv, job, p, scratch);
+  AttendTileAvx512(kv, job, p, scratch);
 }
 
 void AttendTileScalar(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
@@ -179,6 +191,7 @@ void AttendTileScalar(const PagedKv& kv, const TileJob& job, const TileParams& p
 AttendTileFn AttendTileAtLevel(SimdLevel level) {
   switch (std::min(level, BestSimdLevel())) {
     case SimdLevel::kAmx:
+      return AttendTileAmxOrAvx512;
     case SimdLevel::kAvx512:
       return AttendTileAvx512;
     case SimdLevel::kAvx2:

@@ -16,7 +16,9 @@
 //                         (running max and sum), causal mask and sliding window; no score
 //                         matrix is materialised. Decode is a tile of one row, so each KV
 //                         row is read (and converted) once for all heads of the group.
-//                         Scalar, AVX2 (F16C) and AVX-512 (F16C / BF16) variants.
+//                         Scalar, AVX2 (F16C) and AVX-512 (F16C / BF16) variants, and an
+//                         AMX variant (Q·Kᵀ and P·V as bf16 tile multiplies on hi/lo split
+//                         operands, near-f32 accuracy) for jobs with enough query vectors.
 //   PagedAttention        every new token of every sequence of a flat batch, threaded over
 //                         (sequence, KV head, query tile) work items; picks the best variant.
 #pragma once
@@ -116,6 +118,16 @@ using AttendTileFn = void (*)(const PagedKv&, const TileJob&, const TileParams&,
 void AttendTileScalar(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch);
 void AttendTileAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch);
 void AttendTileAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch);
+// Q·Kᵀ and P·V as AMX bf16 tile multiplies with f32 accumulation (Q, K, P, V rounded to bf16),
+// the online softmax in AVX-512; any head_dim (padded to a multiple of 32 inside).
+// REQUIRES: DetectedCpuFeatures().HasAmxSet().
+void AttendTileAmx(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch);
+// AttendTileAmx for jobs with enough query vectors (UseAmxTile), else AttendTileAvx512.
+// REQUIRES: DetectedCpuFeatures().HasAmxSet().
+void AttendTileAmxOrAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p,
+                           float* scratch);
+// Whether AttendTileAmxOrAvx512 runs a job of n_query_vectors = n_rows * n_group on AMX.
+bool UseAmxTile(int64_t head_dim, int64_t n_query_vectors);
 // The variant for `level`, capped by BestSimdLevel().
 AttendTileFn AttendTileAtLevel(SimdLevel level);
 

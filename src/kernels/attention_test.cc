@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/attention_tile.h"
+#include "tensor/fp16.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 
@@ -342,6 +343,255 @@ TEST(AttentionTest, PagedBatchMatchesDenseAttention) {
               ASSERT_NEAR(outs[s][i], want[i], 1e-4)
                   << SimdLevelName(level) << " " << KvDtypeName(d) << " seq " << s << " i " << i
                   << " window " << window << " threads " << threads;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+
+// ---- AMX (bf16 tile multiplies) -------------------------------------------------------------
+//
+// AttendTileAmx works in log2 units: c = AmxQueryScale(scale) = scale * log2(e) (f32), scores
+// s_j = (c q) · k_j, weights 2^(s_j - m) in f32, out = sum_j p_j v_j / sum_j p_j. Every operand
+// of the two tile products is split into bf16 parts, x = x_hi + x_lo + r with x_hi = bf16(x),
+// x_lo = bf16(x - x_hi), |r| <= u^2 |x| (u = 2^-8, the unit roundoff of bf16's 8 significant
+// bits; bf16 K/V are exact in one part), and a product takes hi·hi + lo·hi + hi·lo, leaving out
+// lo·lo (<= u^2 (1 + u)^2 |x y|): each partial sum is good to 3.02 u^2 relative, plus the f32
+// accumulation. Against the f32 reference (AttendGroupReference, double) one output then
+// differs by at most:
+//
+//   scores:  |s'_j - s_j| <= E = (3.02 u^2 + 1.01 (3 hd + 1) 2^-24 + 8 2^-24) S,
+//            S = max_j sum_d |c q_d k_jd| (f32 accumulation of 3 hd products; c, c q and the
+//            reference's own f32 roundings)
+//   weights: p'_j = w_j (1 + a_j) up to a common factor, |a_j| <= A = 2^E (1 + 1e-5) - 1
+//            (1e-5: the f32 2^x polynomial, < 4e-6, and the subtraction s - m); the split P
+//            and V operands add a factor (1 + r_j), |r_j| <= 3.02 u^2, in the numerator only.
+//   out - ref = [sum_j w_j a_j (v_j - ref) + sum_j w_j (1 + a_j) r_j v_j] / sum_j w_j (1 + a_j)
+//   |out - ref| <= ((2A + 3.02 u^2 (1 + A)) / (1 - A) + 2 g) C + 1e-6,   C = sum_j w_j |v_jd|,
+//
+// with g = (3 n_keys + hd + 4) 2^-24 for the f32 sums of acc and l. The bound is
+// data-dependent (S, C) and about 5e-4 C at head_dim 64 with N(0, 1) data; a wrong mask, key or
+// column lands far outside it.
+std::vector<float> AmxBoundOne(const float* q, const std::vector<const float*>& ks,
+                               const std::vector<const float*>& vs, int64_t hd, float scale) {
+  const double u = 1.0 / 256, eps = std::ldexp(1.0, -24);
+  const double c = internal::AmxQueryScale(scale);
+  const size_t n = ks.size();
+  std::vector<double> w(n);
+  double max_abs = 0;
+  for (size_t j = 0; j < n; ++j) {
+    double dot = 0, abs = 0;
+    for (int64_t d = 0; d < hd; ++d) {
+      dot += double(q[d]) * ks[j][d];
+      abs += std::fabs(double(q[d]) * ks[j][d]);
+    }
+    w[j] = dot * scale;
+    max_abs = std::max(max_abs, abs * c);
+  }
+  const double mx = *std::max_element(w.begin(), w.end());
+  double sum = 0;
+  for (double& e : w) sum += (e = std::exp(e - mx));
+  for (double& e : w) e /= sum;
+  const double e = (3.02 * u * u + 1.01 * (3 * hd + 1) * eps + 8 * eps) * max_abs;
+  const double a = std::exp2(e) * (1 + 1e-5) - 1;
+  const double g = (3 * n + hd + 4) * eps;
+  const double factor = (2 * a + 3.02 * u * u * (1 + a)) / (1 - a) + 2 * g;
+  std::vector<float> bound(hd);
+  for (int64_t d = 0; d < hd; ++d) {
+    double cw = 0;
+    for (size_t j = 0; j < n; ++j) cw += w[j] * std::fabs(vs[j][d]);
+    bound[d] = static_cast<float>(factor * cw + 1e-6);
+  }
+  return bound;
+}
+
+// The bounds of a tile job's outputs: [n_rows, n_group * hd].
+std::vector<float> AmxBoundTile(const TestKv& kv, const std::vector<int32_t>& bt, const float* q,
+                                int64_t stride, int64_t kv_head, int64_t n_group,
+                                int64_t pos_start, int64_t n_rows, int64_t window, float scale) {
+  const int64_t hd = kv.view.head_dim;
+  std::vector<float> bound(n_rows * n_group * hd);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t pos = pos_start + r;
+    const int64_t lo = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0;
+    std::vector<const float*> ks, vs;
+    for (int64_t t = lo; t <= pos; ++t) {
+      ks.push_back(kv.Row(kv.kr, bt, t, kv_head));
+      vs.push_back(kv.Row(kv.vr, bt, t, kv_head));
+    }
+    for (int64_t g = 0; g < n_group; ++g) {
+      const auto b = AmxBoundOne(q + r * stride + (kv_head * n_group + g) * hd, ks, vs, hd, scale);
+      std::copy(b.begin(), b.end(), bound.begin() + (r * n_group + g) * hd);
+    }
+  }
+  return bound;
+}
+
+// The AMX tile kernel against the f32 reference within the derived bound: every dtype, head_dims from 1 to 256 (padded to multiples of 32
+// inside), GQA ratios 1/2/3/4/7/8, prompts from 0, decode rows, cached prefixes over several
+// 64-key KV tiles, partial tiles, sliding windows across tiles.
+TEST(AttentionAmxTest, TileMatchesReferenceWithinBound) {
+  if (!DetectedCpuFeatures().HasAmxSet()) GTEST_SKIP() << "CPU without AMX";
+  struct Case {
+    int64_t pos_start, n_rows, window;  // n_rows 0: a full tile (64 / n_group rows)
+  };
+  const Case cases[] = {{0, 9, 0},   {37, 1, 0},  {21, 12, 0},
+                        {30, 5, 7},  {100, 0, 0}, {130, 0, 70}};
+  const int64_t groups[] = {1, 2, 3, 4, 7, 8};
+  const int64_t block_sizes[] = {1, 16, 32};
+  std::mt19937 rng(77);
+  int combo = 0;
+  for (KvDtype d : kAllDtypes) {
+    std::vector<int64_t> dims = {1, 8, 17, 32, 64, 80, 128, 129, 256};
+    if (d == KvDtype::kQ8_0) dims = {32, 64, 96, 128, 256};
+    for (int64_t hd : dims) {
+      {
+        const int64_t n_group = groups[combo % 6];
+        const int64_t bs = block_sizes[combo++ % 3];
+        const int64_t n_kv = 2, kv_head = 1, max_pos = 130 + 64;
+        const int64_t nb = (max_pos + bs - 1) / bs + 1;
+        TestKv kv(d, nb, bs, n_kv, hd, &rng);
+        auto bt = ShuffledTable(nb, &rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        for (const Case& c : cases) {
+          const int64_t n_rows = c.n_rows > 0 ? c.n_rows : std::max<int64_t>(1, 64 / n_group);
+          const int64_t stride = n_kv * n_group * hd;
+          auto q = Randn(n_rows * stride, &rng);
+          const auto bound = AmxBoundTile(kv, bt, q.data(), stride, kv_head, n_group,
+                                          c.pos_start, n_rows, c.window, scale);
+          // The f32 reference.
+          std::vector<float> want(n_rows * n_group * hd);
+          std::vector<float> scores(n_group * (c.pos_start + n_rows));
+          for (int64_t r = 0; r < n_rows; ++r) {
+            const int64_t pos = c.pos_start + r;
+            GroupJob gj{bt.data(),
+                        kv_head,
+                        c.window > 0 ? std::max<int64_t>(0, pos + 1 - c.window) : 0,
+                        pos + 1,
+                        q.data() + r * stride + kv_head * n_group * hd,
+                        want.data() + r * n_group * hd};
+            AttendGroupReference(kv.view, gj, n_group, scale, scores.data());
+          }
+          std::vector<float> got(q.size(), -7.0f);
+          TileJob job;
+          job.block_table = bt.data();
+          job.kv_head = kv_head;
+          job.pos_start = c.pos_start;
+          job.n_rows = n_rows;
+          job.row_stride = stride;
+          job.q = q.data() + kv_head * n_group * hd;
+          job.out = got.data() + kv_head * n_group * hd;
+          const TileParams tp{n_group, scale, c.window};
+          std::vector<float> scratch(TileScratchFloats(kv.view, job, tp), std::nanf(""));
+          AttendTileAmx(kv.view, job, tp, scratch.data());
+          for (int64_t r = 0; r < n_rows; ++r) {
+            for (int64_t i = 0; i < n_group * hd; ++i) {
+              const size_t o = r * n_group * hd + i;
+              const float v = job.out[r * stride + i];
+              ASSERT_NEAR(v, want[o], bound[o])
+                  << KvDtypeName(d) << " hd " << hd << " group " << n_group << " bs " << bs
+                  << " pos " << c.pos_start + r << " i " << i;
+            }
+            ASSERT_EQ(got[r * stride], -7.0f);  // heads of the other KV head untouched
+          }
+        }
+      }
+    }
+  }
+}
+
+// The kAmx level runs AttendTileAmx for jobs UseAmxTile accepts and the AVX-512 kernel for
+// the rest (decode rows of small groups, tiny heads), bit for bit.
+TEST(AttentionAmxTest, LevelPicksAmxOrAvx512PerJob) {
+  if (!DetectedCpuFeatures().HasAmxSet()) GTEST_SKIP() << "CPU without AMX";
+  std::mt19937 rng(9);
+  int amx_jobs = 0, avx512_jobs = 0;
+  for (int64_t hd : {8, 64}) {
+    for (int64_t n_group : {1, 4, 8}) {
+      for (int64_t n_rows : {1, 2, 4, 16}) {
+        TestKv kv(KvDtype::kF16, 8, 16, 1, hd, &rng);
+        auto bt = ShuffledTable(8, &rng);
+        const int64_t stride = n_group * hd;
+        auto q = Randn(n_rows * stride, &rng);
+        TileJob job;
+        job.block_table = bt.data();
+        job.pos_start = 50;
+        job.n_rows = n_rows;
+        job.row_stride = stride;
+        job.q = q.data();
+        const TileParams tp{n_group, 1.0f / std::sqrt(float(hd)), 0};
+        std::vector<float> scratch(TileScratchFloats(kv.view, job, tp));
+        std::vector<float> got(q.size()), want(q.size());
+        job.out = got.data();
+        AttendTileAtLevel(SimdLevel::kAmx)(kv.view, job, tp, scratch.data());
+        job.out = want.data();
+        const bool amx = UseAmxTile(hd, n_rows * n_group);
+        (amx ? AttendTileAmx : AttendTileAvx512)(kv.view, job, tp, scratch.data());
+        (amx ? amx_jobs : avx512_jobs)++;
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << "hd " << hd << " group " << n_group << " rows " << n_rows;
+      }
+    }
+  }
+  EXPECT_GT(amx_jobs, 0);
+  EXPECT_GT(avx512_jobs, 0);
+}
+
+// The batch driver at the kAmx level (AMX tiles where UseAmxTile says so, AVX-512 for the decode
+// row) against dense attention within the AMX bound, over three sequences, 1-3 threads, with
+// and without a sliding window.
+TEST(AttentionAmxTest, PagedBatchWithinBound) {
+  if (!DetectedCpuFeatures().HasAmxSet()) GTEST_SKIP() << "CPU without AMX";
+  const int64_t bs = 16, n_kv = 2, n_heads = 8, hd = 64, n_group = n_heads / n_kv;
+  struct Case {
+    int64_t pos_start, n_tokens;
+  };
+  const std::vector<Case> cases = {{0, 100}, {29, 1}, {70, 23}};
+  for (KvDtype d : {KvDtype::kF16, KvDtype::kQ8_0}) {
+    std::mt19937 rng(17);
+    TestKv kv(d, 40, bs, n_kv, hd, &rng);
+    auto all_blocks = ShuffledTable(40, &rng);
+    for (int64_t window : {0, 40}) {
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        AttentionScratch scratch;
+        std::vector<std::vector<int32_t>> tables;
+        std::vector<std::vector<float>> qs, outs;
+        std::vector<AttentionSeq> seqs;
+        size_t next_block = 0;
+        for (const Case& c : cases) {
+          const int64_t nb = (c.pos_start + c.n_tokens + bs - 1) / bs;
+          tables.emplace_back(all_blocks.begin() + next_block,
+                              all_blocks.begin() + next_block + nb);
+          next_block += nb;
+          qs.push_back(Randn(c.n_tokens * n_heads * hd, &rng));
+          outs.emplace_back(qs.back().size(), -1.0f);
+        }
+        for (size_t s = 0; s < cases.size(); ++s) {
+          seqs.push_back({tables[s].data(), cases[s].pos_start, cases[s].n_tokens, qs[s].data(),
+                          outs[s].data()});
+        }
+        const float scale = 1.0f / std::sqrt(float(hd));
+        AttentionParams params{n_heads, scale, window};
+        PagedAttentionAtLevel(SimdLevel::kAmx, kv.view, params, seqs.data(), seqs.size(), &pool,
+                              &scratch);
+        for (size_t s = 0; s < cases.size(); ++s) {
+          const int64_t stride = n_heads * hd;
+          const auto dense = DenseAttention(kv, tables[s], qs[s].data(), cases[s].pos_start,
+                                            cases[s].n_tokens, n_heads, window);
+          for (int64_t h = 0; h < n_kv; ++h) {
+            const auto bound = AmxBoundTile(kv, tables[s], qs[s].data(), stride, h, n_group,
+                                            cases[s].pos_start, cases[s].n_tokens, window, scale);
+            for (int64_t r = 0; r < cases[s].n_tokens; ++r) {
+              for (int64_t i = 0; i < n_group * hd; ++i) {
+                const size_t at = r * stride + h * n_group * hd + i;
+                ASSERT_NEAR(outs[s][at], dense[at], bound[r * n_group * hd + i])
+                    << KvDtypeName(d) << " seq " << s << " row " << r << " i " << i
+                    << " window " << window << " threads " << threads;
+              }
             }
           }
         }

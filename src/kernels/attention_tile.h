@@ -32,6 +32,59 @@ inline size_t TileScratchFloatsFor(int64_t head_dim, int64_t n_rows, int64_t n_g
   return static_cast<size_t>(2 * kKvTile * head_dim + 2 * kKvTile + nq * (head_dim + 2));
 }
 
+// The AMX kernel (attention_amx.cc): keys per KV tile, query vectors per tile pass, the padded
+// head_dim and the scratch layout (offsets in floats from a 64-byte aligned base; see the
+// layout comment in attention_amx.cc).
+inline constexpr int64_t kAmxKvTile = 64;
+inline constexpr int64_t kAmxPassRows = 32;
+// AttendTileAmxOrAvx512 takes AMX for jobs of at least kAmxMinQueries query vectors and
+// head_dim >= kAmxMinHeadDim (measured: bench/attention_bench.cc, docs/attention.md).
+inline constexpr int64_t kAmxMinQueries = 16;
+inline constexpr int64_t kAmxMinHeadDim = 32;
+inline int64_t AmxHeadDim(int64_t head_dim) { return (head_dim + 31) / 32 * 32; }
+
+// Scores are kept in log2 units: Q is multiplied by AmxQueryScale(scale) = scale * log2(e)
+// (one f32 multiply) before rounding, and the softmax uses 2^x.
+inline float AmxQueryScale(float scale) { return scale * 1.44269504088896341f; }
+
+// Each operand is a sum of two bf16 parts, x = x_hi + x_lo with x_hi = bf16(x) and x_lo =
+// bf16(x - x_hi) (good to ~2^-16 relative), and each product takes the three partial products
+// hi·hi + lo·hi + hi·lo. Q and P always have low parts; K and V have them unless the KV dtype
+// is bf16 (exact in one part).
+constexpr bool AmxKvHasLowPart(KvDtype dtype) { return dtype != KvDtype::kBf16; }
+
+struct AmxScratchLayout {
+  size_t qb = 0, ql = 0, kb = 0, kl = 0, vb = 0, vl = 0, rows = 0, rows_lo = 0, s = 0, pb = 0,
+         pl = 0, acc = 0, m = 0, l = 0;
+  size_t total = 0;  // floats, including 16 for aligning the base
+  AmxScratchLayout(int64_t head_dim, int64_t n_rows, int64_t n_group) {
+    const size_t hdp = static_cast<size_t>(AmxHeadDim(head_dim));
+    const size_t nqp = static_cast<size_t>((n_rows * n_group + kAmxPassRows - 1) / kAmxPassRows *
+                                           kAmxPassRows);
+    size_t at = 0;
+    auto take = [&at](size_t floats) {
+      const size_t off = at;
+      at += (floats + 15) / 16 * 16;
+      return off;
+    };
+    qb = take(nqp * hdp / 2);            // bf16 [nqp][hdp]
+    ql = take(nqp * hdp / 2);            // bf16 [nqp][hdp] low parts
+    kb = take(kAmxKvTile * hdp / 2);     // bf16 B tiles of K
+    kl = take(kAmxKvTile * hdp / 2);     // bf16 B tiles of K's low parts
+    vb = take(kAmxKvTile * hdp / 2);     // bf16 B tiles of V
+    vl = take(kAmxKvTile * hdp / 2);     // bf16 B tiles of V's low parts
+    rows = take(16 * hdp / 2);           // bf16 [16][hdp] converted rows
+    rows_lo = take(16 * hdp / 2);        // bf16 [16][hdp] their low parts
+    s = take(kAmxPassRows * kAmxKvTile);  // f32 [32][64]
+    pb = take(kAmxPassRows * kAmxKvTile / 2);  // bf16 [32][64]
+    pl = take(kAmxPassRows * kAmxKvTile / 2);  // bf16 [32][64] low parts
+    acc = take(nqp * hdp);               // f32 [nqp][hdp]
+    m = take(nqp);
+    l = take(nqp);
+    total = at + 16;
+  }
+};
+
 template <class Isa>
 void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
   const int64_t hd = kv.head_dim, n_group = p.n_group, n_rows = job.n_rows;
