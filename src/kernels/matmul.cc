@@ -54,7 +54,7 @@ Impl MakeImpl(SimdLevel level, GgmlType type) {
   }
   if (!impl.dot) impl.dot = internal::DotScalar(type);
   // The scalar packed kernels only stand in for a missing SIMD kernel at the scalar level;
-  // at AVX2 a type without an AVX2 packed kernel (K-quants) runs the GGUF-layout AVX2 kernel.
+  // at AVX2 a type without an AVX2 packed kernel runs the GGUF-layout AVX2 kernel.
   if (level == SimdLevel::kScalar) impl.packed = internal::PackedScalar(type);
   if (!impl.quantize) impl.quantize = internal::QuantizeActScalar(impl.act);
   return impl;
