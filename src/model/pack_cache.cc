@@ -7,6 +7,7 @@
 #include "model/pack_cache.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -106,6 +107,12 @@ bool WriteAll(int fd, const void* p, size_t n, uint64_t offset) {
 
 }  // namespace
 
+void PackCache::Mapping::Reset() {
+  if (data != nullptr) munmap(const_cast<uint8_t*>(data), size);
+  data = nullptr;
+  size = 0;
+}
+
 PackCacheOptions PackCacheOptions::FromEnv() {
   PackCacheOptions o;
   const char* v = std::getenv("TACHYON_PACK_CACHE");
@@ -166,7 +173,7 @@ std::unique_ptr<PackCache> PackCache::Open(const PackCacheOptions& options,
   c->path_ = options.dir + "/" + base + "-" + Hex16(XXH3_64bits(id.data(), id.size())) + ".tpack";
   std::string why;
   if (!c->Load(&why)) {
-    c->map_ = MmapFile();
+    c->map_.Reset();
     c->cached_.clear();
     if (!why.empty()) TLOG(WARN) << "packed-weight cache " << c->path_ << " ignored: " << why;
   }
@@ -174,16 +181,26 @@ std::unique_ptr<PackCache> PackCache::Open(const PackCacheOptions& options,
 }
 
 bool PackCache::Load(std::string* why) {
+  const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) *why = std::strerror(errno);
+    return false;  // ENOENT: no cache yet, a plain miss
+  }
   struct stat st;
-  if (stat(path_.c_str(), &st) != 0) return false;  // no cache yet: a plain miss
-  Result<MmapFile> m = MmapFile::Open(path_);
-  if (!m.ok()) {
-    *why = m.status().message();
+  void* m = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    m = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd,
+             0);
+  }
+  close(fd);
+  if (m == MAP_FAILED) {
+    *why = "not a readable file";
     return false;
   }
-  map_ = std::move(*m);
-  const uint8_t* p = map_.data();
-  const size_t size = map_.size();
+  map_.data = static_cast<const uint8_t*>(m);
+  map_.size = static_cast<size_t>(st.st_size);
+  const uint8_t* p = map_.data;
+  const size_t size = map_.size;
   FileHeader h;
   if (size < kAlign) {
     *why = "truncated";
