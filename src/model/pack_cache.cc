@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cctype>
 #include <cerrno>
 #include <cstddef>
@@ -171,6 +172,7 @@ std::unique_ptr<PackCache> PackCache::Open(const PackCacheOptions& options,
     }
   }
   c->path_ = options.dir + "/" + base + "-" + Hex16(XXH3_64bits(id.data(), id.size())) + ".tpack";
+  c->RemoveAbandonedTemporaries();
   std::string why;
   if (!c->Load(&why)) {
     c->map_.Reset();
@@ -178,6 +180,25 @@ std::unique_ptr<PackCache> PackCache::Open(const PackCacheOptions& options,
     if (!why.empty()) TLOG(WARN) << "packed-weight cache " << c->path_ << " ignored: " << why;
   }
   return c;
+}
+
+void PackCache::RemoveAbandonedTemporaries() {
+  const std::string prefix = std::filesystem::path(path_).filename().string() + ".tmp.";
+  const auto now = std::filesystem::file_time_type::clock::now();
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(options_.dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    std::error_code ec2;
+    const auto mtime = std::filesystem::last_write_time(it->path(), ec2);
+    // A writer still at work touches its file continuously; one untouched for 10 minutes
+    // was left by a process that died while writing.
+    if (!ec2 && now - mtime > std::chrono::minutes(10)) {
+      std::filesystem::remove(it->path(), ec2);
+      if (!ec2) TLOG(INFO) << "removed abandoned packed-weight cache temporary " << it->path();
+    }
+  }
 }
 
 bool PackCache::Load(std::string* why) {

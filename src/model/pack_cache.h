@@ -8,7 +8,8 @@
 // xxh3-64) do not match is ignored, and the model is packed in memory and the file rewritten.
 // Writing goes to a unique temporary file in the same folder that is renamed over the cache
 // file, so readers only ever see a complete file, and two processes loading the same model at
-// once each write a complete file (the last rename wins). Nothing is written when the model's
+// once each write a complete file (the last rename wins); a temporary file left by a process
+// that died while writing is deleted by a later load once it is 10 minutes old. Nothing is written when the model's
 // packed tensors total less than `min_bytes`, or when the file system would be left with less
 // than max(1 GiB, 5%) free (a warning says so).
 //
@@ -77,6 +78,9 @@ class PackCache {
     const uint8_t* data = nullptr;  // while loading: mapped or in-memory bytes
   };
   PackCache() = default;
+  // Deletes temporary files of this cache file left by a writer that died (untouched for
+  // 10 minutes).
+  void RemoveAbandonedTemporaries();
   // Maps path_ and checks it; false (with the reason in *why) when it is not usable.
   bool Load(std::string* why);
 

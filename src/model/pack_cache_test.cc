@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -179,6 +180,20 @@ TEST_F(PackCacheTest, ConcurrentColdLoadsLeaveOneValidFile) {
   int files = 0;
   for (const auto& e : fs::directory_iterator(options_.dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
+}
+
+TEST_F(PackCacheTest, AbandonedTemporaryFilesAreRemoved) {
+  const std::string path = Load(options_).cache_path;
+  const std::string old_tmp = path + ".tmp.abc123", new_tmp = path + ".tmp.def456";
+  const std::string other = options_.dir + "/other.gguf-0123456789abcdef.tpack.tmp.xyz";
+  for (const std::string& f : {old_tmp, new_tmp, other}) std::ofstream(f) << "partial";
+  const auto old_time = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  fs::last_write_time(old_tmp, old_time);
+  fs::last_write_time(other, old_time);
+  Load(options_);
+  EXPECT_FALSE(fs::exists(old_tmp));  // this model's, untouched for an hour
+  EXPECT_TRUE(fs::exists(new_tmp));   // may be a writer at work
+  EXPECT_TRUE(fs::exists(other));     // another model's: left to its own loads
 }
 
 TEST_F(PackCacheTest, DisabledOrTooSmallWritesNothing) {
