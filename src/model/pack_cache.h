@@ -9,9 +9,9 @@
 // Writing goes to a unique temporary file in the same folder that is renamed over the cache
 // file, so readers only ever see a complete file, and two processes loading the same model at
 // once each write a complete file (the last rename wins); a temporary file left by a process
-// that died while writing is deleted by a later load once it is 10 minutes old. Nothing is written when the model's
-// packed tensors total less than `min_bytes`, or when the file system would be left with less
-// than max(1 GiB, 5%) free (a warning says so).
+// that died while writing is deleted by a later load once it is 10 minutes old. Nothing is
+// written when the model's packed tensors total less than `min_bytes`, or when the file
+// system would be left with less than max(1 GiB, 5%) free (a warning says so).
 //
 // Location: TACHYON_PACK_CACHE=<dir> if set, else $XDG_CACHE_HOME/tachyon/packed, else
 // $HOME/.cache/tachyon/packed. TACHYON_PACK_CACHE=0 (or "off") disables it. Clearing it is
