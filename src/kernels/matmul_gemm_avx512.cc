@@ -39,8 +39,8 @@ uint8_t* Scratch(size_t bytes) {
   return reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t{63});
 }
 
-// Activation panel: the chunk's rows in groups of kRowsPerPass (the last group holds the
-// rest), so that the micro-kernel reads one linear stream. Per group of n rows and block b, a
+// Activation panel: the chunk's rows in groups of at most kRowsPerPass (RowGroups), so that
+// the micro-kernel reads one linear stream. Per group of n rows and block b, a
 // record of 44 n bytes:
 //   int32 corr[2][n] = -offset * sum of the block's 32 codes of row j (the int32 start value;
 //                     twice, so that each of the two tiles' accumulators loads its own copy
@@ -51,18 +51,33 @@ uint8_t* Scratch(size_t bytes) {
 constexpr int kRowsPerPass = 6;  // activation rows per micro-kernel pass (2 x 6 accumulators)
 constexpr int kRecordBytesPerRow = 44;
 
-inline size_t GroupBytes(int64_t nb) {
-  return static_cast<size_t>(nb) * kRecordBytesPerRow * kRowsPerPass;
+// m rows in ceil(m / kRowsPerPass) groups of equal size (the first `extra` one row larger):
+// 16 rows run as 6 + 5 + 5, 8 as 4 + 4, never as a latency-bound group of 1 or 2 rows beside
+// full ones.
+struct RowGroups {
+  int64_t count, base, extra;
+  explicit RowGroups(int64_t m)
+      : count((m + kRowsPerPass - 1) / kRowsPerPass), base(m / count), extra(m % count) {}
+  int64_t Start(int64_t g) const { return g * base + std::min(g, extra); }
+  int64_t Size(int64_t g) const { return base + (g < extra ? 1 : 0); }
+  int64_t Of(int64_t i) const {  // the group of row i
+    const int64_t big = extra * (base + 1);
+    return i < big ? i / (base + 1) : extra + (i - big) / base;
+  }
+};
+// A group starting at row r begins r * nb * kRecordBytesPerRow bytes into the panel.
+inline size_t PanelOffset(int64_t nb, int64_t row) {
+  return static_cast<size_t>(row) * static_cast<size_t>(nb) * kRecordBytesPerRow;
 }
 
 void BuildActPanel(int64_t k, const uint8_t* act, size_t stride, int64_t m, int offset,
                    uint8_t* panel) {
   const int64_t nb = k / 32, ng = Q8Groups(k);
+  const RowGroups groups(m);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t i = 0; i < m; ++i) {
-    const int64_t g = i / kRowsPerPass, j = i % kRowsPerPass;
-    const int64_t n = std::min<int64_t>(kRowsPerPass, m - g * kRowsPerPass);
-    uint8_t* grp = panel + g * GroupBytes(nb);
+    const int64_t g = groups.Of(i), j = i - groups.Start(g), n = groups.Size(g);
+    uint8_t* grp = panel + PanelOffset(nb, groups.Start(g));
     const Q8Row32 x = ViewQ8Row32(act + static_cast<size_t>(i) * stride, k);
     for (int64_t q = 0; q < ng; ++q) {
       // Bytes + 128 as unsigned; psadbw against zero sums 8 of them per 64-bit lane. Lanes
@@ -196,7 +211,8 @@ void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, const uint16_t
           const uint8_t* apanel, int64_t m, float* y, int64_t ldy, int nrows_last,
           uint8_t* slice) {
   constexpr int kCodeBytes = kQ4 ? 256 : 512;  // per block in the packed tile
-  const int64_t ngroups = (m + kRowsPerPass - 1) / kRowsPerPass;
+  const RowGroups groups(m);
+  const int64_t ngroups = groups.count;
   for (int64_t b0 = 0; b0 < nb; b0 += kBlocksPerPass) {
     const int64_t b1 = std::min(nb, b0 + kBlocksPerPass);
     // The next slice's codes (or the next tile pair's first slice) are prefetched a share per
@@ -222,17 +238,17 @@ void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, const uint16_t
         p[u] = c[u];
       }
     }
-    for (int64_t i = 0; i < m; i += kRowsPerPass) {
-      const int64_t gi = i / kRowsPerPass;
+    for (int64_t gi = 0; gi < ngroups; ++gi) {
+      const int64_t i = groups.Start(gi);
       for (int64_t l = gi * lines_per_group; l < std::min(next_lines, (gi + 1) * lines_per_group);
            ++l) {
         for (int u = 0; u < NT; ++u) {
           _mm_prefetch(reinterpret_cast<const char*>(next[u] + 64 * l), _MM_HINT_T0);
         }
       }
-      const uint8_t* grp = apanel + gi * GroupBytes(nb);
+      const uint8_t* grp = apanel + PanelOffset(nb, i);
       float* yi = y + i * ldy;
-      switch (std::min<int64_t>(kRowsPerPass, m - i)) {
+      switch (groups.Size(gi)) {
         case 1:
           Micro<NT, 1>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
           break;
@@ -268,8 +284,7 @@ void Gemm32Chunk(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t nti
   const int64_t nb = k / 32;
   constexpr int kCodeBytes = kQ4 ? 256 : 512;  // per block in the packed tile
   // Scratch: the activation panel, then (Q4_0) a two-tile u8 code slice.
-  const size_t groups = static_cast<size_t>((m + kRowsPerPass - 1) / kRowsPerPass);
-  const size_t act_bytes = (GroupBytes(nb) * groups + 63) / 64 * 64;
+  const size_t act_bytes = (PanelOffset(nb, m) + 63) / 64 * 64;
   const size_t code_bytes = kQ4 ? 2 * kBlocksPerPass * kBlockBytes : 0;
   uint8_t* scratch = Scratch(act_bytes + code_bytes);
   BuildActPanel(k, act, stride, m, kQ4 ? 8 : 128, scratch);
@@ -500,15 +515,17 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
   }
 }
 
-constexpr int kKRowsPerPass = 6;
+constexpr int kKRowsPerPass = kRowsPerPass;
 
 template <int kSubSteps, int NT>
 void RowsK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8_t* meta,
            const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy, int nrows_last) {
-  for (int64_t i = 0; i < m; i += kKRowsPerPass) {
+  const RowGroups groups(m);
+  for (int64_t g = 0; g < groups.count; ++g) {
+    const int64_t i = groups.Start(g);
     const uint8_t* a = act + static_cast<size_t>(i) * stride;
     float* yi = y + i * ldy;
-    switch (std::min<int64_t>(kKRowsPerPass, m - i)) {
+    switch (groups.Size(g)) {
       case 1:
         MicroK<kSubSteps, NT, 1>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
         break;

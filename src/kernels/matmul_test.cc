@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/pack.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
@@ -264,6 +265,35 @@ TEST(MatMulPacked, ManyRowsChunksAndSlices) {
     CheckPacked(Make(t, 37, (IsK(t) ? 3 : 33) * blk, 13, 11));  // slices 16+16+1 / 2+1
     CheckPacked(Make(t, 3, 4096, IsK(t) ? 120 : 140, 12));     // two chunks
     for (int64_t m = 8; m <= 13; ++m) CheckPacked(Make(t, 50, 2 * blk, m, static_cast<uint32_t>(m)));
+  }
+}
+
+// The GEMM kernels called directly at 1..7 rows (MatMul uses them from 8 rows on, so its row
+// groups are 4..6 rows; short chunk tails still reach the 1..3-row variants).
+TEST(MatMulPacked, GemmKernelFewRows) {
+  if (!DetectedCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "needs AVX-512";
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const internal::PackedGemmFn gemm = internal::PackedGemmAvx512(t);
+    ASSERT_NE(gemm, nullptr) << TypeName(t);
+    for (int64_t m = 1; m <= 7; ++m) {
+      const Problem p = Make(t, 37, IsK(t) ? 512 : 544, m, static_cast<uint32_t>(40 + m));
+      AlignedBuffer buf = AllocateAligned(PackedBytes(t, p.rows, p.cols));
+      PackWeight(p.weight, buf.get(), nullptr);
+      const internal::ActFormat f = internal::ActFormatFor(t);
+      const size_t stride = internal::ActRowBytes(f, p.cols);
+      AlignedBuffer act = AllocateAligned(stride * m);
+      for (int64_t i = 0; i < m; ++i)
+        internal::QuantizeActScalar(f)(p.x.data() + i * p.cols, p.cols, act.get() + i * stride);
+      std::vector<float> y(m * p.rows, NAN);
+      gemm(p.cols, buf.get(), PackedTileBytes(t, p.cols), (p.rows + 15) / 16, p.rows, act.get(),
+           stride, m, y.data(), p.rows);
+      const std::vector<float> scalar = RunAt(p, SimdLevel::kScalar);
+      const std::vector<double> bound = Bounds(p);
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_NEAR(y[i], scalar[i], 1e-5 * (std::fabs(scalar[i]) + bound[i] * 50) + 1e-5)
+            << TypeName(t) << " m " << m << " at " << i;
+      }
+    }
   }
 }
 
