@@ -272,15 +272,16 @@ int64_t AmxMinRows(GgmlType type) {
     case GgmlType::kF16:
       return kNeverAmx;
     case GgmlType::kBF16:
-      return 12;
+      return 8;
+    case GgmlType::kQ6_K:
+      return 24;
     case GgmlType::kQ2_K:
     case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-      return 16;
-    default:  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: the fastest int8 kernels
       return 48;
+    default:  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+      return 32;
   }
 }
 

@@ -10,9 +10,9 @@
 // Variants (scalar, AVX2, AVX-512 VNNI/BF16) are picked once at run time by BestSimdLevel()
 // (TACHYON_CPU=scalar|avx2|avx512 caps it); all variants use the same rounded activations and
 // agree to float summation order.
-// Exception, SimdLevel::kAmx (Intel AMX) with m >= a per-type threshold (8-bit-activation
-// types 48 rows, K-quants 16, BF16 12; F32/F16 never unless SetAmxMinRows / TACHYON_AMX_MIN_M
-// forces it): every type then rounds the activations to bf16 (nearest even) and the weights,
+// Exception, SimdLevel::kAmx (Intel AMX) with m >= a per-type threshold (BF16 8 rows, Q6_K 24,
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 32, Q2_K..Q5_K 48; F32/F16 never unless SetAmxMinRows /
+// TACHYON_AMX_MIN_M forces it): every type then rounds the activations to bf16 (nearest even) and the weights,
 // dequantized exactly, to bf16 too, and accumulates in f32 (|error| <= sum_k |x_k w_k| *
 // (2^-7 + 2^-16 + (cols + 2) 2^-24), kernels/matmul_amx_test.cc). So at kAmx the same input
 // row can give slightly different outputs with fewer or more rows in the call; with the same

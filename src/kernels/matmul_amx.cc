@@ -19,13 +19,18 @@
 namespace tachyon::kernels::internal {
 namespace {
 
-// Input features per K chunk: the two panels of a block (2 x 16 KiB) stay in L1 and the
-// activation chunk [rows, kAmxKChunk] in L2 while every weight tile of the thread passes.
-// A multiple of 256, so every chunk start is PanelKAlign-aligned for every type.
+// Input features per K chunk (where the activations [m, cols] exceed half of
+// kAmxActChunkBytes): the two panels of a block (2 x 16 KiB) stay in L1 and the activation
+// chunk [rows, kAmxKChunk] in L2 while every weight tile of the thread passes. A multiple of
+// 256, so every chunk start is PanelKAlign-aligned for every type.
 constexpr int64_t kAmxKChunk = 512;
 // Activation bytes per row chunk kept in L2 (rows beyond it are a second sweep, which
 // dequantizes the panels again).
 constexpr size_t kAmxActChunkBytes = 1 << 20;
+// Between K chunks the partial sums of a group of weight tiles wait in a compact thread-local
+// buffer ([tile][row][16] f32, each C tile 1 KiB contiguous) rather than in y, whose rows lie
+// 4 * w.rows bytes apart (a TLB miss and a far cache line per tile row): up to this many bytes.
+constexpr size_t kAmxAccBytes = 1 << 20;
 
 const TileConfig& Config() {
   static const TileConfig cfg = [] {
@@ -36,11 +41,14 @@ const TileConfig& Config() {
   return cfg;
 }
 
-uint16_t* PanelScratch(size_t elems) {
-  thread_local std::vector<uint16_t> buf;
-  if (buf.size() < elems + 32) buf.resize(elems + 32);
+// Thread-local, 64-byte aligned, grown once.
+template <typename T, int kTag>
+T* Scratch(size_t elems) {
+  thread_local std::vector<T> buf;
+  const size_t pad = 64 / sizeof(T);
+  if (buf.size() < elems + pad) buf.resize(elems + pad);
   auto p = reinterpret_cast<uintptr_t>(buf.data());
-  return reinterpret_cast<uint16_t*>((p + 63) & ~uintptr_t{63});
+  return reinterpret_cast<T*>((p + 63) & ~uintptr_t{63});
 }
 
 // Where one C tile is loaded from / stored to.
@@ -50,25 +58,25 @@ struct CTile {
 };
 
 // GCC's tile intrinsics paste the tile number into the instruction text: it must be a literal.
-#define TACHYON_LOAD_OR_ZERO(tile, c, load) \
-  do {                                      \
-    if (load) {                             \
-      _tile_loadd(tile, (c).p, (c).ld);     \
-    } else {                                \
-      _tile_zero(tile);                     \
-    }                                       \
+#define TACHYON_LOAD_OR_ZERO(tile, cin)           \
+  do {                                            \
+    if (cin) {                                    \
+      _tile_loadd(tile, (cin)[tile].p, (cin)[tile].ld); \
+    } else {                                      \
+      _tile_zero(tile);                           \
+    }                                             \
   } while (0)
 
-// C(a, b) (+)= A rows [16a, 16a + 16) · panel b over nsteps steps of 32 input features.
-// a: the block's first activation row at the chunk's first feature; b: panel 0 (panel 1
-// follows at b + panel_bytes).
+// C(a, b) = [cin(a, b) or 0] + A rows [16a, 16a + 16) · panel b over nsteps steps of 32 input
+// features, stored to cout(a, b); C(a, b) is cin / cout[2a + b]. a: the block's first
+// activation row at the chunk's first feature; b: panel 0 (panel 1 at b + panel_bytes).
 template <int kMa, int kNb>
 void Block(const uint8_t* a, size_t lda, const uint8_t* b, size_t panel_bytes, int64_t nsteps,
-           const CTile* c, bool load) {
-  TACHYON_LOAD_OR_ZERO(0, c[0], load);
-  if constexpr (kNb == 2) TACHYON_LOAD_OR_ZERO(1, c[1], load);
-  if constexpr (kMa == 2) TACHYON_LOAD_OR_ZERO(2, c[2], load);
-  if constexpr (kMa == 2 && kNb == 2) TACHYON_LOAD_OR_ZERO(3, c[3], load);
+           const CTile* cin, const CTile* cout) {
+  TACHYON_LOAD_OR_ZERO(0, cin);
+  if constexpr (kNb == 2) TACHYON_LOAD_OR_ZERO(1, cin);
+  if constexpr (kMa == 2) TACHYON_LOAD_OR_ZERO(2, cin);
+  if constexpr (kMa == 2 && kNb == 2) TACHYON_LOAD_OR_ZERO(3, cin);
   const uint8_t* a1 = a + 16 * lda;
   const uint8_t* b1 = b + panel_bytes;
   for (int64_t s = 0; s < nsteps; ++s) {
@@ -85,14 +93,14 @@ void Block(const uint8_t* a, size_t lda, const uint8_t* b, size_t panel_bytes, i
       if constexpr (kNb == 2) _tile_dpbf16ps(3, 5, 7);
     }
   }
-  _tile_stored(0, c[0].p, c[0].ld);
-  if constexpr (kNb == 2) _tile_stored(1, c[1].p, c[1].ld);
-  if constexpr (kMa == 2) _tile_stored(2, c[2].p, c[2].ld);
-  if constexpr (kMa == 2 && kNb == 2) _tile_stored(3, c[3].p, c[3].ld);
+  _tile_stored(0, cout[0].p, cout[0].ld);
+  if constexpr (kNb == 2) _tile_stored(1, cout[1].p, cout[1].ld);
+  if constexpr (kMa == 2) _tile_stored(2, cout[2].p, cout[2].ld);
+  if constexpr (kMa == 2 && kNb == 2) _tile_stored(3, cout[3].p, cout[3].ld);
 }
 
 using BlockFn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, const CTile*,
-                         bool);
+                         const CTile*);
 constexpr BlockFn kBlocks[2][2] = {{Block<1, 1>, Block<1, 2>}, {Block<2, 1>, Block<2, 2>}};
 
 #undef TACHYON_LOAD_OR_ZERO
@@ -132,61 +140,75 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
   const size_t lda = AmxActStride(w.cols);
   const int64_t mp = (m + 15) / 16 * 16;
   const int64_t kp = (w.cols + 31) / 32 * 32;
-  const int64_t kc = std::min(kp, kAmxKChunk);
-  const int64_t mc = std::max<int64_t>(
-      32, static_cast<int64_t>(kAmxActChunkBytes / (static_cast<size_t>(kc) * 2)) / 32 * 32);
+  // Few rows (batched decode): the whole row at once, so C goes to y once; the panels are
+  // then read right after they are written (one or two row blocks).
+  const int64_t kc = static_cast<size_t>(mp) * static_cast<size_t>(kp) * 2 <= kAmxActChunkBytes / 2
+                         ? kp
+                         : std::min(kp, kAmxKChunk);
+  const int64_t mc = std::min(
+      mp, std::max<int64_t>(32, static_cast<int64_t>(kAmxActChunkBytes /
+                                                     (static_cast<size_t>(kc) * 2)) / 32 * 32));
+  // Weight tiles per accumulation group (K chunks only): an even number, >= 2.
+  const int64_t ng =
+      kc < kp ? std::max<int64_t>(2, static_cast<int64_t>(kAmxAccBytes / (static_cast<size_t>(mc) * 64)) / 2 * 2)
+              : t1 - t0;
+  float* acc = kc < kp ? Scratch<float, 1>(static_cast<size_t>(ng * mc) * 16) : nullptr;
   const size_t ldy = static_cast<size_t>(w.rows) * sizeof(float);
-  uint16_t* panel = PanelScratch(static_cast<size_t>(kc) * 32);
+  uint16_t* panel = Scratch<uint16_t, 0>(static_cast<size_t>(kc) * 32);
   alignas(64) float edge[4][256];
   LoadTileConfig(Config());
   for (int64_t i0 = 0; i0 < mp; i0 += mc) {
     const int64_t i1 = std::min(mp, i0 + mc);
-    for (int64_t k0 = 0; k0 < kp; k0 += kc) {
-      const int64_t kcur = std::min(kc, kp - k0);
-      const int64_t nsteps = kcur / 32;
-      const size_t panel_bytes = static_cast<size_t>(kcur) * 32;
-      const bool load = k0 > 0;
-      for (int64_t t = t0; t < t1; t += 2) {
-        const int nb = static_cast<int>(std::min<int64_t>(2, t1 - t));
-        for (int b = 0; b < nb; ++b) DequantPanelBf16(w, t + b, k0, kcur, panel + b * kcur * 16);
-        const auto* pb = reinterpret_cast<const uint8_t*>(panel);
-        for (int64_t i = i0; i < i1; i += 32) {
-          const int ma = static_cast<int>(std::min<int64_t>(2, (i1 - i) / 16));
-          CTile c[4];
-          int edges[4];
-          int nedge = 0;
-          for (int a = 0; a < ma; ++a) {
-            for (int b = 0; b < nb; ++b) {
-              const int idx = 2 * a + b;
-              const int64_t r = i + 16 * a, j = 16 * (t + b);
-              const int64_t nr = std::min<int64_t>(16, m - r), nc = std::min<int64_t>(16, w.rows - j);
-              float* out = y + r * w.rows + j;
-              if (nr == 16 && nc == 16) {
-                c[idx] = {out, ldy};
-                continue;
+    for (int64_t g0 = t0; g0 < t1; g0 += ng) {
+      const int64_t g1 = std::min(t1, g0 + ng);
+      for (int64_t k0 = 0; k0 < kp; k0 += kc) {
+        const int64_t kcur = std::min(kc, kp - k0);
+        const int64_t nsteps = kcur / 32;
+        const size_t panel_bytes = static_cast<size_t>(kcur) * 32;
+        const bool first = k0 == 0, last = k0 + kcur >= kp;
+        for (int64_t t = g0; t < g1; t += 2) {
+          const int nb = static_cast<int>(std::min<int64_t>(2, g1 - t));
+          for (int b = 0; b < nb; ++b)
+            DequantPanelBf16(w, t + b, k0, kcur, panel + b * kcur * 16);
+          const auto* pb = reinterpret_cast<const uint8_t*>(panel);
+          for (int64_t i = i0; i < i1; i += 32) {
+            const int ma = static_cast<int>(std::min<int64_t>(2, (i1 - i) / 16));
+            CTile cin[4], cout[4];
+            int edges[4];
+            int nedge = 0;
+            for (int a = 0; a < ma; ++a) {
+              for (int b = 0; b < nb; ++b) {
+                const int idx = 2 * a + b;
+                const int64_t r = i + 16 * a, j = 16 * (t + b);
+                if (acc != nullptr) {
+                  float* p = acc + ((t + b - g0) * mc + (r - i0)) * 16;
+                  cin[idx] = cout[idx] = {p, 64};
+                }
+                if (!last) continue;
+                const int64_t nr = std::min<int64_t>(16, m - r);
+                const int64_t nc = std::min<int64_t>(16, w.rows - j);
+                if (nr == 16 && nc == 16) {
+                  cout[idx] = {y + r * w.rows + j, ldy};
+                } else {
+                  // Overhanging tile: through a 16 x 16 scratch, copying only the valid part.
+                  cout[idx] = {edge[idx], 64};
+                  edges[nedge++] = idx;
+                }
               }
-              // Overhanging tile: go through a 16 x 16 scratch, copying only the valid part.
-              float* e = edge[idx];
-              if (load) {
-                std::memset(e, 0, sizeof edge[idx]);
-                for (int64_t rr = 0; rr < nr; ++rr)
-                  std::memcpy(e + 16 * rr, out + rr * w.rows, static_cast<size_t>(nc) * 4);
-              }
-              c[idx] = {e, 64};
-              edges[nedge++] = idx;
             }
-          }
-          // Block<kMa, kNb> indexes C(a, b) as 2a + b; with one weight tile, C(1, 0) is c[2].
-          const uint8_t* pa = act + static_cast<size_t>(i) * lda + static_cast<size_t>(k0) * 2;
-          kBlocks[ma - 1][nb - 1](pa, lda, pb, panel_bytes, nsteps, c, load);
-          for (int q = 0; q < nedge; ++q) {
-            const int idx = edges[q];
-            const int a = idx / 2, b = idx % 2;
-            const int64_t r = i + 16 * a, j = 16 * (t + b);
-            const int64_t nr = std::min<int64_t>(16, m - r), nc = std::min<int64_t>(16, w.rows - j);
-            for (int64_t rr = 0; rr < nr; ++rr)
-              std::memcpy(y + (r + rr) * w.rows + j, edge[idx] + 16 * rr,
-                          static_cast<size_t>(nc) * 4);
+            // Block<kMa, kNb> indexes C(a, b) as 2a + b; with one weight tile, C(1, 0) is [2].
+            const uint8_t* pa = act + static_cast<size_t>(i) * lda + static_cast<size_t>(k0) * 2;
+            kBlocks[ma - 1][nb - 1](pa, lda, pb, panel_bytes, nsteps, first ? nullptr : cin,
+                                    cout);
+            for (int q = 0; q < nedge; ++q) {
+              const int idx = edges[q];
+              const int64_t r = i + 16 * (idx / 2), j = 16 * (t + idx % 2);
+              const int64_t nr = std::min<int64_t>(16, m - r);
+              const int64_t nc = std::min<int64_t>(16, w.rows - j);
+              for (int64_t rr = 0; rr < nr; ++rr)
+                std::memcpy(y + (r + rr) * w.rows + j, edge[idx] + 16 * rr,
+                            static_cast<size_t>(nc) * 4);
+            }
           }
         }
       }
