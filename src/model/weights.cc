@@ -98,14 +98,15 @@ kernels::Weight TensorSource::PackForMatMul(const kernels::Weight& w) {
           ? nullptr
           : file_.TensorData(file_.tensors()[0]) - file_.tensors()[0].offset - file_.data_offset();
   const bool in_file = begin != nullptr && data >= begin && data < begin + file_.file_size();
-  if (in_file && !cache_opened_) {
+  // After FinishLoad the cache belongs to its writer: later matrices are packed in memory.
+  if (in_file && !cache_opened_ && !load_finished_) {
     cache_opened_ = true;
     cache_ = PackCache::Open(cache_options_, file_);
   }
   const PackKey key{in_file ? static_cast<uint64_t>(data - begin) : 0,
                     static_cast<uint32_t>(w.type), w.rows, w.cols};
   kernels::Weight out = w;
-  if (in_file && cache_ != nullptr) {
+  if (in_file && cache_ != nullptr && !load_finished_) {
     if (const uint8_t* p = cache_->Find(key, bytes); p != nullptr) {
       out.packed = p;
       bytes_packed_ += bytes;
@@ -123,7 +124,7 @@ kernels::Weight TensorSource::PackForMatMul(const kernels::Weight& w) {
   }
   kernels::PackWeight(w, buf.get(), pool.get());
   out.packed = buf.get();
-  if (in_file && cache_ != nullptr) cache_->Add(key, buf.get(), bytes);
+  if (in_file && cache_ != nullptr && !load_finished_) cache_->Add(key, buf.get(), bytes);
   packed_.push_back(std::move(buf));
   bytes_packed_ += bytes;
   return out;
@@ -134,7 +135,9 @@ TensorSource::~TensorSource() {
 }
 
 void TensorSource::FinishLoad(bool wait) {
-  if (cache_ == nullptr || cache_writer_.joinable()) return;
+  if (load_finished_) return;
+  load_finished_ = true;
+  if (cache_ == nullptr) return;
   auto save = [cache = cache_.get()] {
     if (Status s = cache->Save(); !s.ok()) TLOG(WARN) << s.message();
   };

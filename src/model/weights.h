@@ -85,7 +85,7 @@ class TensorSource {
   // Call once every matrix is loaded: when this load packed anything (a cache miss), writes
   // the packed-weight cache on a background thread (the model is usable at once; the
   // destructor waits for the write). Failing to write is logged, not an error. `wait`: write
-  // before returning (tests).
+  // before returning (tests). Matrices requested later are packed in memory, uncached.
   void FinishLoad(bool wait = false);
   // A 3-D stack of n matrices, GGUF dims [cols, rows, n].
   Result<kernels::Weight> Experts(const std::string& name, int64_t cols, int64_t rows, int64_t n);
@@ -112,6 +112,7 @@ class TensorSource {
   PackCacheOptions cache_options_;
   std::unique_ptr<PackCache> cache_;  // opened at the first packed matrix
   bool cache_opened_ = false;
+  bool load_finished_ = false;                // FinishLoad ran: cache_ is not touched here
   std::thread cache_writer_;                   // reads cache_ and packed_ until joined
   std::deque<std::vector<float>> converted_;   // vectors converted to f32
   std::deque<kernels::AlignedBuffer> packed_;  // repacked matrices
