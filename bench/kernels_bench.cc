@@ -1,5 +1,5 @@
 // Kernel micro-benchmarks: MatMul per weight type at Llama-3.2-1B matrix shapes and per M
-// regime (decode m = 1, batched decode m = 4 / 16 / 64, prefill m = 512), plus the machine's
+// regime (decode m = 1, batched decode m = 4 / 8 / 16 / 64, prefill m = 512), plus the machine's
 // peaks measured in the same run: a memory-read probe and int8 (vpdpbusd) / bf16
 // (vdpbf16ps) / AMX bf16 (tdpbf16ps) compute probes; MatMulAt/... runs the AVX-512 and the AMX
 // kernels side by side at each m (where the AMX threshold goes).
