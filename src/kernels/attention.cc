@@ -215,9 +215,14 @@ float* AttentionScratch::Get(int tid, size_t n) {
 namespace {
 
 // Query rows per tile job: about 64 query vectors (rows x heads of the group) share each
-// converted KV tile, and the tile's accumulators stay in L1/L2.
-int64_t RowsPerTile(int64_t n_group) {
-  return std::max<int64_t>(1, 64 / n_group);
+// converted KV tile, and the tile's accumulators stay in L1/L2. The AMX kernel takes
+// kAmxQueryTile: its tile multiplies are cheap next to converting K and V into tiles.
+int64_t RowsPerTile(SimdLevel level, int64_t head_dim, int64_t n_group) {
+  const int64_t vectors =
+      level == SimdLevel::kAmx && UseAmxTile(head_dim, internal::kAmxQueryTile)
+          ? internal::kAmxQueryTile
+          : 64;
+  return std::max<int64_t>(1, vectors / n_group);
 }
 
 }  // namespace
@@ -231,7 +236,8 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
   tp.n_group = params.n_heads / n_kv;
   tp.scale = params.scale;
   tp.sliding_window = params.sliding_window;
-  const int64_t rows_per_tile = RowsPerTile(tp.n_group);
+  const int64_t rows_per_tile =
+      RowsPerTile(std::min(level, BestSimdLevel()), kv.head_dim, tp.n_group);
   const int64_t hd = kv.head_dim;
   const int n_parts = pool ? pool->num_threads() : 1;
   scratch->EnsureThreads(n_parts);

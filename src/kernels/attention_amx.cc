@@ -16,13 +16,14 @@
 //                                pair (K[16 nb + n][32 kk + 2i], K[..][32 kk + 2i + 1])
 //   vb, vl  [2][hdp/16] B tiles  V of the KV tile: tile (kk, nb) row i, column n holds the pair
 //                                (V[32 kk + 2i][16 nb + n], V[32 kk + 2i + 1][16 nb + n])
-//   s       [32][64] f32         scores of 32 query vectors (one "pass") x the KV tile
-//   pb, pl  [32][64] bf16        2^(s - m), the A operand of P·V
+//   s       [nqp][64] f32        scores of the query vectors x the KV tile
+//   pb, pl  [nqp][64] bf16       2^(s - m), the A operand of P·V
 //   acc     [nqp][hdp] f32       unnormalised outputs, accumulated by the tiles in place
 //
 // (x, xl: the hi and lo parts.) K and V of each KV tile are converted once from the cache dtype
-// and reused by every pass. A pass is 2 x 2 tile blocks (two 16-row query blocks x two 16-key or
-// 16-column blocks), so the eight tile registers hold 4 accumulators and 2 + 2 operands.
+// and reused by every pass of 32 query vectors. A pass is 2 x 2 tile blocks (two 16-row query
+// blocks x two 16-key or 16-column blocks), so the eight tile registers hold 4 accumulators and
+// 2 + 2 operands.
 //
 // Online softmax with a lazy maximum: a row's reference maximum m only moves (and acc and the
 // running sum l are rescaled by 2^(m_old - m_new)) when a KV tile's maximum exceeds it by more
@@ -394,56 +395,72 @@ void AttendTileAmxImpl(const PagedKv& kv, const TileJob& job, const TileParams& 
     const int64_t t1 = t0 + kt.nk, n_halves = (kt.nk + 31) / 32;
     BuildKPanel<D>(kv, job, kt, hdp, rows, rows_lo, kb, kLo ? kl : nullptr);
     BuildVPanel<D>(kv, job, kt, hdp, rows, rows_lo, vb, kLo ? vl : nullptr);
-    for (int64_t q0 = 0; q0 < nq; q0 += kAmxPassRows) {
-      const int64_t q1 = std::min(q0 + kAmxPassRows, nq);
-      // Skip a pass none of whose rows sees this KV tile.
+    // Passes that see this KV tile: [pass_lo, pass_hi).
+    int64_t pass_lo = nqp / kAmxPassRows, pass_hi = 0;
+    for (int64_t ps = 0; ps * kAmxPassRows < nq; ++ps) {
+      const int64_t q0 = ps * kAmxPassRows, q1 = std::min(q0 + kAmxPassRows, nq);
       const int64_t pos_lo = first + q0 / n_group, pos_hi = first + (q1 - 1) / n_group;
       if (pos_hi < t0 || (window > 0 && pos_lo + 1 - window >= t1)) continue;
-      ScorePass<kLo>(qb + q0 * hdp, ql + q0 * hdp, hdp, kb, kl, n_halves, s);
-      for (int64_t qi = q0; qi < q0 + kAmxPassRows; ++qi) {
-        uint16_t* prow = pb + (qi - q0) * kAmxKvTile;
-        uint16_t* prow_lo = pl + (qi - q0) * kAmxKvTile;
-        const int64_t pos = first + qi / n_group;
-        const int64_t jlo = (window > 0 ? std::max(t0, pos + 1 - window) : t0) - t0;
-        const int64_t jhi = std::min(t1, pos + 1) - t0;
-        if (qi >= nq || jlo >= jhi) {  // padding, or a row that sees none of the tile
-          _mm512_storeu_si512(prow, _mm512_setzero_si512());
-          _mm512_storeu_si512(prow + 32, _mm512_setzero_si512());
-          _mm512_storeu_si512(prow_lo, _mm512_setzero_si512());
-          _mm512_storeu_si512(prow_lo + 32, _mm512_setzero_si512());
-          continue;
-        }
-        const uint64_t bits = (jhi >= 64 ? ~uint64_t{0} : (uint64_t{1} << jhi) - 1) &
-                              ~((uint64_t{1} << jlo) - 1);
-        const float* srow = s + (qi - q0) * kAmxKvTile;
-        __m512 x[4];
-        __mmask16 k[4];
-        for (int c = 0; c < 4; ++c) {
-          k[c] = static_cast<__mmask16>(bits >> (16 * c));
-          x[c] = _mm512_mask_loadu_ps(neg_inf, k[c], srow + 16 * c);
-        }
-        const float mx =
-            HMax(_mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3])));
-        if (mx > m[qi] + kLazyMax) {  // also when m is still -inf
-          if (m[qi] != -std::numeric_limits<float>::infinity()) {
-            const float alpha = std::exp2(m[qi] - mx);
-            l[qi] *= alpha;
-            ScaleRow(acc + qi * hdp, alpha, hdp);
-          }
-          m[qi] = mx;
-        }
-        const __m512 vm = _mm512_set1_ps(m[qi]);
-        for (int c = 0; c < 4; ++c) x[c] = Exp2(_mm512_sub_ps(x[c], vm), k[c]);
-        l[qi] += HAdd(_mm512_add_ps(_mm512_add_ps(x[0], x[1]), _mm512_add_ps(x[2], x[3])));
-        const __m512i h0 = PackBf16(x[0], x[1]), h1 = PackBf16(x[2], x[3]);
-        _mm512_storeu_si512(prow, h0);
-        _mm512_storeu_si512(prow + 32, h1);
-        _mm512_storeu_si512(prow_lo, PackBf16(_mm512_sub_ps(x[0], Bf16Lo(h0)),
-                                              _mm512_sub_ps(x[1], Bf16Hi(h0))));
-        _mm512_storeu_si512(prow_lo + 32, PackBf16(_mm512_sub_ps(x[2], Bf16Lo(h1)),
-                                                   _mm512_sub_ps(x[3], Bf16Hi(h1))));
+      pass_lo = std::min(pass_lo, ps);
+      pass_hi = ps + 1;
+    }
+    // All score passes first: the softmax then reads scores stored a pass earlier (AVX-512
+    // loads of data a tile store just wrote wait for it to complete).
+    for (int64_t ps = pass_lo; ps < pass_hi; ++ps) {
+      const int64_t q0 = ps * kAmxPassRows;
+      ScorePass<kLo>(qb + q0 * hdp, ql + q0 * hdp, hdp, kb, kl, n_halves, s + q0 * kAmxKvTile);
+    }
+    for (int64_t qi = pass_lo * kAmxPassRows; qi < pass_hi * kAmxPassRows; ++qi) {
+      uint16_t* prow = pb + qi * kAmxKvTile;
+      uint16_t* prow_lo = pl + qi * kAmxKvTile;
+      const int64_t pos = first + qi / n_group;
+      const int64_t jlo = (window > 0 ? std::max(t0, pos + 1 - window) : t0) - t0;
+      const int64_t jhi = std::min(t1, pos + 1) - t0;
+      if (qi >= nq || jlo >= jhi) {  // padding, or a row that sees none of the tile
+        const __m512i z = _mm512_setzero_si512();
+        _mm512_storeu_si512(prow, z);
+        _mm512_storeu_si512(prow + 32, z);
+        _mm512_storeu_si512(prow_lo, z);
+        _mm512_storeu_si512(prow_lo + 32, z);
+        continue;
       }
-      AccumulatePass<kLo>(pb, pl, vb, vl, n_halves, hdp, acc + q0 * hdp);
+      const uint64_t bits =
+          (jhi >= 64 ? ~uint64_t{0} : (uint64_t{1} << jhi) - 1) & ~((uint64_t{1} << jlo) - 1);
+      const float* srow = s + qi * kAmxKvTile;
+      const auto k0 = static_cast<__mmask16>(bits), k1 = static_cast<__mmask16>(bits >> 16),
+                 k2 = static_cast<__mmask16>(bits >> 32), k3 = static_cast<__mmask16>(bits >> 48);
+      __m512 x0 = _mm512_mask_loadu_ps(neg_inf, k0, srow);
+      __m512 x1 = _mm512_mask_loadu_ps(neg_inf, k1, srow + 16);
+      __m512 x2 = _mm512_mask_loadu_ps(neg_inf, k2, srow + 32);
+      __m512 x3 = _mm512_mask_loadu_ps(neg_inf, k3, srow + 48);
+      const float mx = HMax(_mm512_max_ps(_mm512_max_ps(x0, x1), _mm512_max_ps(x2, x3)));
+      float mi = m[qi];
+      if (mx > mi + kLazyMax) {  // also when m is still -inf
+        if (mi != -std::numeric_limits<float>::infinity()) {
+          const float alpha = std::exp2(mi - mx);
+          l[qi] *= alpha;
+          ScaleRow(acc + qi * hdp, alpha, hdp);
+        }
+        m[qi] = mi = mx;
+      }
+      const __m512 vm = _mm512_set1_ps(mi);
+      x0 = Exp2(_mm512_sub_ps(x0, vm), k0);
+      x1 = Exp2(_mm512_sub_ps(x1, vm), k1);
+      x2 = Exp2(_mm512_sub_ps(x2, vm), k2);
+      x3 = Exp2(_mm512_sub_ps(x3, vm), k3);
+      l[qi] += HAdd(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)));
+      const __m512i h0 = PackBf16(x0, x1), h1 = PackBf16(x2, x3);
+      _mm512_storeu_si512(prow, h0);
+      _mm512_storeu_si512(prow + 32, h1);
+      _mm512_storeu_si512(
+          prow_lo, PackBf16(_mm512_sub_ps(x0, Bf16Lo(h0)), _mm512_sub_ps(x1, Bf16Hi(h0))));
+      _mm512_storeu_si512(
+          prow_lo + 32, PackBf16(_mm512_sub_ps(x2, Bf16Lo(h1)), _mm512_sub_ps(x3, Bf16Hi(h1))));
+    }
+    for (int64_t ps = pass_lo; ps < pass_hi; ++ps) {
+      const int64_t q0 = ps * kAmxPassRows;
+      AccumulatePass<kLo>(pb + q0 * kAmxKvTile, pl + q0 * kAmxKvTile, vb, vl, n_halves, hdp,
+                          acc + q0 * hdp);
     }
   }
   for (int64_t qi = 0; qi < nq; ++qi) {

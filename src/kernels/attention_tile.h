@@ -40,6 +40,8 @@ inline constexpr int64_t kAmxPassRows = 32;
 // AttendTileAmxOrAvx512 takes AMX for jobs of at least kAmxMinQueries query vectors and
 // head_dim >= kAmxMinHeadDim (measured: bench/attention_bench.cc, docs/attention.md).
 inline constexpr int64_t kAmxMinQueries = 16;
+// Query vectors per tile job at the kAmx level (PagedAttention).
+inline constexpr int64_t kAmxQueryTile = 256;
 inline constexpr int64_t kAmxMinHeadDim = 32;
 inline int64_t AmxHeadDim(int64_t head_dim) { return (head_dim + 31) / 32 * 32; }
 
@@ -75,9 +77,9 @@ struct AmxScratchLayout {
     vl = take(kAmxKvTile * hdp / 2);     // bf16 B tiles of V's low parts
     rows = take(16 * hdp / 2);           // bf16 [16][hdp] converted rows
     rows_lo = take(16 * hdp / 2);        // bf16 [16][hdp] their low parts
-    s = take(kAmxPassRows * kAmxKvTile);  // f32 [32][64]
-    pb = take(kAmxPassRows * kAmxKvTile / 2);  // bf16 [32][64]
-    pl = take(kAmxPassRows * kAmxKvTile / 2);  // bf16 [32][64] low parts
+    s = take(nqp * kAmxKvTile);          // f32 [nqp][64]
+    pb = take(nqp * kAmxKvTile / 2);     // bf16 [nqp][64]
+    pl = take(nqp * kAmxKvTile / 2);     // bf16 [nqp][64] low parts
     acc = take(nqp * hdp);               // f32 [nqp][hdp]
     m = take(nqp);
     l = take(nqp);
