@@ -174,8 +174,22 @@ size_t TileScratchFloats(const PagedKv& kv, const TileJob& job, const TileParams
                   internal::AmxScratchLayout(kv.head_dim, job.n_rows, p.n_group).total);
 }
 
+namespace {
+
+std::atomic<int64_t>& AmxMinQueries() {
+  static std::atomic<int64_t> n{internal::kAmxMinQueries};
+  return n;
+}
+
+}  // namespace
+
 bool UseAmxTile(int64_t head_dim, int64_t n_query_vectors) {
-  return head_dim >= internal::kAmxMinHeadDim && n_query_vectors >= internal::kAmxMinQueries;
+  return head_dim >= internal::kAmxMinHeadDim &&
+         n_query_vectors >= AmxMinQueries().load(std::memory_order_relaxed);
+}
+
+void SetAttentionAmxMinQueries(int64_t n) {
+  AmxMinQueries().store(n > 0 ? n : internal::kAmxMinQueries, std::memory_order_relaxed);
 }
 
 void AttendTileAmxOrAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p,

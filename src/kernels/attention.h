@@ -128,6 +128,11 @@ void AttendTileAmxOrAvx512(const PagedKv& kv, const TileJob& job, const TilePara
                            float* scratch);
 // Whether AttendTileAmxOrAvx512 runs a job of n_query_vectors = n_rows * n_group on AMX.
 bool UseAmxTile(int64_t head_dim, int64_t n_query_vectors);
+// SetAttentionAmxMinQueries(n), n >= 1, makes n the smallest job (query vectors) UseAmxTile
+// accepts (a huge n keeps attention off AMX); 0 restores the default (16). AMX and AVX-512
+// results differ in the last bits, so tests that compare a prompt run in chunks with one pass
+// put every job on one path. REQUIRES: no attention running on another thread.
+void SetAttentionAmxMinQueries(int64_t n);
 // The variant for `level`, capped by BestSimdLevel().
 AttendTileFn AttendTileAtLevel(SimdLevel level);
 

@@ -390,6 +390,18 @@ void AttendTileAmxImpl(const PagedKv& kv, const TileJob& job, const TileParams& 
   const int64_t first = job.pos_start, end = job.pos_start + n_rows;  // query positions
   const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  // out = acc / l for the query vectors of pass ps.
+  auto finish = [&](int64_t ps) {
+    for (int64_t qi = ps * kAmxPassRows; qi < std::min((ps + 1) * kAmxPassRows, nq); ++qi) {
+      float* out = job.out + (qi / n_group) * job.row_stride + (qi % n_group) * hd;
+      const __m512 inv = _mm512_set1_ps(1.0f / l[qi]);
+      const float* a = acc + qi * hdp;
+      for (int64_t i = 0; i < hd; i += 16) {
+        const __mmask16 km = Mask16(hd - i);
+        _mm512_mask_storeu_ps(out + i, km, _mm512_mul_ps(_mm512_maskz_loadu_ps(km, a + i), inv));
+      }
+    }
+  };
   for (int64_t t0 = lo; t0 < end; t0 += kAmxKvTile) {
     const KvTile kt{t0, std::min(kAmxKvTile, end - t0)};
     const int64_t t1 = t0 + kt.nk, n_halves = (kt.nk + 31) / 32;
@@ -457,19 +469,20 @@ void AttendTileAmxImpl(const PagedKv& kv, const TileJob& job, const TileParams& 
       _mm512_storeu_si512(
           prow_lo + 32, PackBf16(_mm512_sub_ps(x2, Bf16Lo(h1)), _mm512_sub_ps(x3, Bf16Hi(h1))));
     }
+    // In the last KV tile, a pass's outputs are written while the next pass multiplies, so the
+    // loads wait less for the tile stores.
+    const bool last = t1 >= end;
     for (int64_t ps = pass_lo; ps < pass_hi; ++ps) {
       const int64_t q0 = ps * kAmxPassRows;
       AccumulatePass<kLo>(pb + q0 * kAmxKvTile, pl + q0 * kAmxKvTile, vb, vl, n_halves, hdp,
                           acc + q0 * hdp);
+      if (last && ps > pass_lo) finish(ps - 1);
     }
-  }
-  for (int64_t qi = 0; qi < nq; ++qi) {
-    float* out = job.out + (qi / n_group) * job.row_stride + (qi % n_group) * hd;
-    const __m512 inv = _mm512_set1_ps(1.0f / l[qi]);
-    const float* a = acc + qi * hdp;
-    for (int64_t i = 0; i < hd; i += 16) {
-      const __mmask16 km = Mask16(hd - i);
-      _mm512_mask_storeu_ps(out + i, km, _mm512_mul_ps(_mm512_maskz_loadu_ps(km, a + i), inv));
+    if (last) {
+      for (int64_t ps = 0; ps < pass_lo; ++ps) finish(ps);
+      for (int64_t ps = std::max<int64_t>(pass_lo, pass_hi - 1); ps * kAmxPassRows < nq; ++ps) {
+        finish(ps);
+      }
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "gguf/gguf.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "model/synth.h"
 #include "model/test_util.h"
@@ -73,8 +74,13 @@ TEST_F(SynthModelTest, EveryArchLoadsAndChunkingMatchesOnePass) {
   // 8-bit activations below; the two differ by ~1e-2 here), so every m of those takes the AMX
   // path here. F32 / F16 weights keep their float kernels at every m (bf16 rounding would
   // turn the ~1e-6 differences of the m-dependent attention kernels into ~2e-3).
+  // Attention jobs take AMX from 16 query vectors: pin every job to it as well.
+  kernels::SetAttentionAmxMinQueries(1);
   struct Restore {
-    ~Restore() { kernels::SetAmxMinRows(0); }
+    ~Restore() {
+      kernels::SetAmxMinRows(0);
+      kernels::SetAttentionAmxMinQueries(0);
+    }
   } restore;
   const std::pair<std::string, std::string> cases[] = {
       {"llama", "Q4_K_M"}, {"llama", "F32"}, {"qwen2", "Q8_0"}, {"qwen3", "F16"}};
