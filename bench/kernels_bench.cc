@@ -101,10 +101,12 @@ void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t col
 }
 
 // One row-count regime on one kernel family: "avx512" = the VNNI / AVX-512 kernels (what
-// TACHYON_CPU=avx512 runs), "amx" = the AMX bf16 path whatever m (SetAmxMinRows(1)). Compare
-// the two per type and m to place kernels::internal::AmxMinRows; one thread, CPU time.
+// TACHYON_CPU=avx512 runs), "amx" = the AMX bf16 path whatever m (SetAmxMinRows(1)),
+// "amx-int8" = the AMX int8 path of packed Q4_0 / Q8_0 whatever m >= 2 (the bf16 path off).
+// Compare them per type and m to place kernels::internal::AmxMinRows / AmxInt8MinRows; one
+// thread, CPU time.
 void BM_MatMulAt(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t m,
-                 SimdLevel level) {
+                 SimdLevel level, bool int8 = false) {
   if (level > BestSimdLevel()) {
     state.SkipWithError("level not available on this CPU (or capped by TACHYON_CPU)");
     return;
@@ -116,7 +118,7 @@ void BM_MatMulAt(benchmark::State& state, GgmlType type, int64_t rows, int64_t c
   std::mt19937 rng(2);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (float& v : x) v = nd(rng);
-  if (level == SimdLevel::kAmx) kernels::SetAmxMinRows(1);
+  if (level == SimdLevel::kAmx) kernels::SetAmxMinRows(int8 ? int64_t{1} << 40 : 1);
   for (auto _ : state) {
     kernels::MatMulAtLevel(level, w, x.data(), m, y.data(), nullptr);
     benchmark::DoNotOptimize(y.data());
@@ -376,12 +378,20 @@ void RegisterAll() {
   } shapes[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}};
   for (GgmlType t : types) {
     for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAmx}) {
-      for (int64_t m : {2, 4, 8, 16, 32, 64, 512}) {
+      for (int64_t m : {2, 4, 8, 16, 32, 48, 64, 512}) {
         const std::string name = "MatMulAt/" + std::string(TypeName(t)) + "/2048x2048/m:" +
                                  std::to_string(m) + "/" + SimdLevelName(level);
-        benchmark::RegisterBenchmark(name.c_str(), BM_MatMulAt, t, 2048, 2048, m, level)
+        benchmark::RegisterBenchmark(name.c_str(), BM_MatMulAt, t, 2048, 2048, m, level, false)
             ->Unit(benchmark::kMillisecond);
       }
+    }
+    if (t != GgmlType::kQ4_0 && t != GgmlType::kQ8_0) continue;
+    for (int64_t m : {2, 4, 8, 16, 32, 48, 64}) {
+      const std::string name = "MatMulAt/" + std::string(TypeName(t)) + "/2048x2048/m:" +
+                               std::to_string(m) + "/amx-int8";
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulAt, t, 2048, 2048, m, SimdLevel::kAmx,
+                                   true)
+          ->Unit(benchmark::kMillisecond);
     }
   }
   for (bool packed : {true, false}) {

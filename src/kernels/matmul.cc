@@ -243,9 +243,54 @@ bool UseAmx(SimdLevel level, std::span<const Weight* const> ws, int64_t m) {
   return true;
 }
 
+// Whether it takes the AMX int8 path instead (below the AMX-BF16 threshold): packed Q4_0 /
+// Q8_0 weights that read the same inputs.
+bool UseAmxInt8(SimdLevel level, std::span<const Weight* const> ws, int64_t m) {
+  if (level < SimdLevel::kAmx || m < internal::AmxInt8MinRows()) return false;
+  for (const Weight* w : ws) {
+    if (w->cols != ws[0]->cols || !internal::AmxInt8Supports(*w)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 namespace internal {
+
+int64_t AmxInt8MinRows() {
+  // Below it the VNNI kernels win: one tile multiply per block and 16 weight rows costs
+  // ~14 ns whatever the activation row count, so a few rows leave the tile unit mostly idle
+  // (MatMulAt/.../amx-int8 against .../avx512, docs/kernels.md).
+  static const int64_t rows = [] {
+    const char* v = std::getenv("TACHYON_AMX_INT8_MIN_M");
+    return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{16};
+  }();
+  return rows;
+}
+
+void MatMulMultiAmxInt8(std::span<const Weight* const> ws, const float* x, int64_t m,
+                        std::span<float* const> ys, ThreadPool* pool) {
+  CHECK(ws.size() == ys.size() && ws.size() <= kMaxMultiWeights) << "MatMulMulti: bad counts";
+  CHECK(DetectedCpuFeatures().HasAmxSet()) << "MatMulMultiAmxInt8: no AMX";
+  if (m <= 0 || ws.empty()) return;
+  const int64_t cols = ws[0]->cols;
+  for (const Weight* w : ws) {
+    CheckWeight(*w);
+    CHECK(AmxInt8Supports(*w)) << "MatMulMultiAmxInt8: not a packed Q4_0 / Q8_0 weight";
+    CHECK(w->cols == cols) << "MatMulMultiAmxInt8: weights read different inputs";
+  }
+  const AmxInt8Act l = AmxInt8Layout(cols, m);
+  uint8_t* act = Scratch(l.bytes);
+  auto convert = [&](int64_t b, int64_t e) { AmxInt8ConvertRows(x, cols, m, b, e, act); };
+  if (pool && m >= 8) {
+    pool->ParallelFor(l.mp, convert);
+  } else {
+    convert(0, l.mp);
+  }
+  ParallelUnits(ws, cols, m, pool, [&](size_t i, int64_t u0, int64_t u1) {
+    AmxInt8RunTiles(*ws[i], act, m, ys[i], u0, u1);
+  });
+}
 
 constexpr int64_t kNeverAmx = int64_t{1} << 62;
 
@@ -323,6 +368,10 @@ void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, cons
   level = std::min(level, BestSimdLevel());
   if (UseAmx(level, ws, m)) {
     internal::MatMulMultiAmx(ws, x, m, ys, pool);
+    return;
+  }
+  if (UseAmxInt8(level, ws, m)) {
+    internal::MatMulMultiAmxInt8(ws, x, m, ys, pool);
     return;
   }
   const Impl* impls[kMaxMultiWeights];
