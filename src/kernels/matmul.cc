@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/matmul_int8_amx.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/pack.h"
 #include "util/logging.h"

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_int8_amx.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/pack.h"
 #include "util/cpu_features.h"
