@@ -91,13 +91,13 @@ inline void Fold(__m512* acc, const int32_t* c, const float* dx, const int32_t* 
 }
 
 // The tile multiply of one block: signed x signed, or (kOff) signed x unsigned codes.
-#define TACHYON_DP(c, a, b) \
-  do {                      \
-    if constexpr (kOff) {   \
+#define TACHYON_DP(c, a, b)  \
+  do {                       \
+    if constexpr (kOff) {    \
       _tile_dpbsud(c, a, b); \
-    } else {                \
+    } else {                 \
       _tile_dpbssd(c, a, b); \
-    }                       \
+    }                        \
   } while (0)
 
 // One group of kR <= 16 activation rows over nb blocks of a chunk:
@@ -109,9 +109,8 @@ inline void Fold(__m512* acc, const int32_t* c, const float* dx, const int32_t* 
 //   pf: codes to prefetch (the next chunk's), pf_lines cache lines per block; null for none.
 template <int kR, bool kOff>
 void Group(const int8_t* a, size_t lda, const float* dx, const int32_t* off, int64_t mp,
-           const int8_t* b,
-           const uint16_t* dw, int64_t nb, float* acc_mem, int32_t* c, const uint8_t* pf,
-           int pf_lines) {
+           const int8_t* b, const uint16_t* dw, int64_t nb, float* acc_mem, int32_t* c,
+           const uint8_t* pf, int pf_lines) {
   __m512 acc[kR];
 #pragma GCC unroll 16
   for (int i = 0; i < kR; ++i) acc[i] = _mm512_load_ps(acc_mem + 16 * i);
@@ -163,8 +162,8 @@ void Group(const int8_t* a, size_t lda, const float* dx, const int32_t* off, int
 #undef TACHYON_DP
 
 using GroupFn = void (*)(const int8_t*, size_t, const float*, const int32_t*, int64_t,
-                         const int8_t*, const uint16_t*, int64_t, float*, int32_t*,
-                         const uint8_t*, int);
+                         const int8_t*, const uint16_t*, int64_t, float*, int32_t*, const uint8_t*,
+                         int);
 
 template <bool kOff, int... kR>
 constexpr std::array<GroupFn, sizeof...(kR)> MakeGroups(std::integer_sequence<int, kR...>) {
@@ -271,8 +270,8 @@ void AmxInt8RunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, i
       for (int64_t i = 0; i < m; i += 16) {
         const int r = static_cast<int>(std::min<int64_t>(16, m - i));
         kGroups[direct][r - 1](codes_a + static_cast<size_t>(i) * l.lda + 32 * b0, l.lda,
-                               dx + b0 * l.mp + i, off + b0 * l.mp + i, l.mp, bsrc,
-                               dw + 16 * b0, nb, acc + 16 * i, c, i == 0 ? pf : nullptr, steps);
+                               dx + b0 * l.mp + i, off + b0 * l.mp + i, l.mp, bsrc, dw + 16 * b0,
+                               nb, acc + 16 * i, c, i == 0 ? pf : nullptr, steps);
       }
     }
     const int nrows = static_cast<int>(std::min<int64_t>(kPackRows, w.rows - t * kPackRows));

@@ -97,11 +97,11 @@ void Check(const Problem& p, const std::vector<float>& y) {
   const std::vector<double> bound = Bounds(p);
   for (size_t i = 0; i < ref.size(); ++i) {
     ASSERT_LE(std::fabs(y[i] - ref[i]), bound[i])
-        << TypeName(p.type) << " rows " << p.rows << " cols " << p.cols << " m " << p.m
-        << " at " << i;
+        << TypeName(p.type) << " rows " << p.rows << " cols " << p.cols << " m " << p.m << " at "
+        << i;
     ASSERT_NEAR(y[i], scalar[i], 1e-5 * (std::fabs(ref[i]) + bound[i] * 50) + 1e-5)
-        << TypeName(p.type) << " rows " << p.rows << " cols " << p.cols << " m " << p.m
-        << " at " << i;
+        << TypeName(p.type) << " rows " << p.rows << " cols " << p.cols << " m " << p.m << " at "
+        << i;
   }
 }
 
