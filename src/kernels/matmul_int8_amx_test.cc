@@ -11,6 +11,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8_amx.h"
+#include "kernels/matmul_test_util.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/pack.h"
 #include "util/cpu_features.h"
@@ -24,36 +25,10 @@ namespace {
     GTEST_SKIP() << "this CPU (or OS) has no AMX tiles: the AMX path never runs"; \
   }
 
-struct Problem {
-  GgmlType type;
-  int64_t rows, cols, m;
-  std::vector<uint8_t> w;
-  std::vector<float> wf;  // dequantized weights [rows, cols]
-  std::vector<float> x;   // [m, cols]
-  AlignedBuffer packed;
-  Weight weight;  // packed
-};
-
+using Problem = MatMulProblem;
 Problem Make(GgmlType t, int64_t rows, int64_t cols, int64_t m, uint32_t seed) {
-  Problem p{t, rows, cols, m, {}, {}, {}, nullptr, {}};
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const size_t rb = RowBytes(t, cols);
-  p.w.resize(rb * rows);
-  p.wf.resize(rows * cols);
-  std::vector<float> tmp(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : tmp) v = nd(rng);
-    QuantizeRow(t, tmp.data(), p.w.data() + r * rb, cols);
-    DequantizeRow(t, p.w.data() + r * rb, p.wf.data() + r * cols, cols);
-  }
-  p.x.resize(m * cols);
-  // Activations with outliers, like real hidden states.
-  for (float& v : p.x) v = nd(rng) * (std::uniform_int_distribution<int>(0, 50)(rng) == 0 ? 8 : 1);
-  p.weight = {t, rows, cols, p.w.data(), rb};
-  p.packed = AllocateAligned(PackedBytes(t, rows, cols));
-  PackWeight(p.weight, p.packed.get(), nullptr);
-  p.weight.packed = p.packed.get();
+  Problem p = MakeMatMulProblem(t, rows, cols, m, seed);
+  PackProblem(p);
   return p;
 }
 
@@ -65,36 +40,11 @@ std::vector<float> RunInt8(const Problem& p, ThreadPool* pool = nullptr) {
   return y;
 }
 
-// |fast - exact| per output: activation rounding (half a quantization step of each block,
-// times |w|) plus float summation.
-std::vector<double> Bounds(const Problem& p) {
-  std::vector<double> b(p.m * p.rows);
-  for (int64_t i = 0; i < p.m; ++i) {
-    const float* x = p.x.data() + i * p.cols;
-    std::vector<double> xerr(p.cols);
-    for (int64_t c0 = 0; c0 < p.cols; c0 += 32) {
-      double amax = 0;
-      for (int64_t c = c0; c < c0 + 32; ++c) amax = std::max(amax, std::fabs(double{x[c]}));
-      for (int64_t c = c0; c < c0 + 32; ++c) xerr[c] = amax / 127 * 0.5 * 1.001;
-    }
-    for (int64_t j = 0; j < p.rows; ++j) {
-      double e = 0, mag = 0;
-      for (int64_t c = 0; c < p.cols; ++c) {
-        const double w = std::fabs(p.wf[j * p.cols + c]);
-        e += w * xerr[c];
-        mag += w * std::fabs(x[c]);
-      }
-      b[i * p.rows + j] = e + 2e-6 * mag + 1e-6;
-    }
-  }
-  return b;
-}
-
 void Check(const Problem& p, const std::vector<float>& y) {
   std::vector<float> ref(p.m * p.rows), scalar(p.m * p.rows, NAN);
   MatMulReference(p.weight, p.x.data(), p.m, ref.data());
   MatMulAtLevel(SimdLevel::kScalar, p.weight, p.x.data(), p.m, scalar.data(), nullptr);
-  const std::vector<double> bound = Bounds(p);
+  const std::vector<double> bound = ActivationRoundingBounds(p);
   for (size_t i = 0; i < ref.size(); ++i) {
     ASSERT_LE(std::fabs(y[i] - ref[i]), bound[i])
         << TypeName(p.type) << " rows " << p.rows << " cols " << p.cols << " m " << p.m << " at "

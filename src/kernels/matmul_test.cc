@@ -9,6 +9,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/matmul_test_util.h"
 #include "kernels/pack.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
@@ -28,67 +29,12 @@ bool IsFloat(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16;
 }
 
-struct Problem {
-  GgmlType type;
-  int64_t rows, cols, m;
-  std::vector<uint8_t> w;
-  std::vector<float> wf;  // dequantized weights [rows, cols]
-  std::vector<float> x;   // [m, cols]
-  Weight weight;
-};
-
+using Problem = MatMulProblem;
 Problem Make(GgmlType t, int64_t rows, int64_t cols, int64_t m, uint32_t seed) {
-  Problem p{t, rows, cols, m, {}, {}, {}, {}};
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const size_t rb = RowBytes(t, cols);
-  p.w.resize(rb * rows);
-  p.wf.resize(rows * cols);
-  std::vector<float> tmp(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : tmp) v = nd(rng);
-    QuantizeRow(t, tmp.data(), p.w.data() + r * rb, cols);
-    DequantizeRow(t, p.w.data() + r * rb, p.wf.data() + r * cols, cols);
-  }
-  p.x.resize(m * cols);
-  // Activations with outliers, like real hidden states.
-  for (float& v : p.x) v = nd(rng) * (std::uniform_int_distribution<int>(0, 50)(rng) == 0 ? 8 : 1);
-  p.weight = {t, rows, cols, p.w.data(), rb};
-  return p;
+  return MakeMatMulProblem(t, rows, cols, m, seed);
 }
-
-// Bound on |fast - exact| per output: activation rounding plus float summation.
 std::vector<double> Bounds(const Problem& p) {
-  const int64_t blk = IsK(p.type) ? 256 : 32;
-  std::vector<double> b(p.m * p.rows);
-  for (int64_t i = 0; i < p.m; ++i) {
-    const float* x = p.x.data() + i * p.cols;
-    std::vector<double> xerr(p.cols);
-    for (int64_t c0 = 0; c0 < p.cols; c0 += blk) {
-      double amax = 0;
-      for (int64_t c = c0; c < std::min(p.cols, c0 + blk); ++c)
-        amax = std::max(amax, std::fabs(double{x[c]}));
-      for (int64_t c = c0; c < std::min(p.cols, c0 + blk); ++c) {
-        if (p.type == GgmlType::kBF16) {
-          xerr[c] = std::fabs(x[c]) * std::ldexp(1.0, -8);
-        } else if (IsFloat(p.type)) {
-          xerr[c] = 0;
-        } else {
-          xerr[c] = amax / 127 * 0.5 * 1.001;
-        }
-      }
-    }
-    for (int64_t j = 0; j < p.rows; ++j) {
-      double e = 0, mag = 0;
-      for (int64_t c = 0; c < p.cols; ++c) {
-        const double w = std::fabs(p.wf[j * p.cols + c]);
-        e += w * xerr[c];
-        mag += w * std::fabs(x[c]);
-      }
-      b[i * p.rows + j] = e + 2e-6 * mag + 1e-6;
-    }
-  }
-  return b;
+  return ActivationRoundingBounds(p);
 }
 
 std::vector<float> RunAt(const Problem& p, SimdLevel level, ThreadPool* pool = nullptr) {
