@@ -394,6 +394,23 @@ void RegisterAll() {
           ->Unit(benchmark::kMillisecond);
     }
   }
+  // F32 / F16 weights on AMX run the hi / lo bf16 split (three tile multiplies per step):
+  // where it overtakes the float kernels, also over a long row (the down projection's 8192).
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16}) {
+    for (const Shape& s : {Shape{2048, 2048}, Shape{2048, 8192}}) {
+      if (t == GgmlType::kF16 && s.cols == 2048) continue;  // registered above
+      for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAmx}) {
+        for (int64_t m : {8, 16, 32, 64, 512}) {
+          const std::string name = "MatMulAt/" + std::string(TypeName(t)) + "/" +
+                                   std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                                   "/m:" + std::to_string(m) + "/" + SimdLevelName(level);
+          benchmark::RegisterBenchmark(name.c_str(), BM_MatMulAt, t, s.rows, s.cols, m, level,
+                                       false)
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
+    }
+  }
   for (bool packed : {true, false}) {
     for (GgmlType t : types) {
       if (!packed && !kernels::HasPackedLayout(t)) continue;  // same as the packed run

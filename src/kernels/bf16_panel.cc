@@ -16,8 +16,8 @@ namespace {
 void CheckPanelArgs(const Weight& w, int64_t t, int64_t k0, int64_t kc) {
   CHECK(kc > 0 && kc % 32 == 0 && k0 >= 0 && k0 % PanelKAlign(w.type) == 0 && k0 < w.cols)
       << "DequantPanelBf16: bad input range k0=" << k0 << " kc=" << kc << " cols=" << w.cols;
-  CHECK(t >= 0 && 16 * t < w.rows) << "DequantPanelBf16: tile " << t << " past " << w.rows
-                                   << " rows";
+  CHECK(t >= 0 && 16 * t < w.rows)
+      << "DequantPanelBf16: tile " << t << " past " << w.rows << " rows";
 }
 
 }  // namespace
@@ -38,8 +38,7 @@ int64_t PanelKAlign(GgmlType type) {
   return align;
 }
 
-void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc,
-                               uint16_t* dst) {
+void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst) {
   CheckPanelArgs(w, t, k0, kc);
   const auto traits = GetTypeTraits(static_cast<uint32_t>(w.type));
   const int64_t block = traits->block_size;
@@ -61,6 +60,44 @@ void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t k
       dst[(k / 2) * 32 + 2 * n + k % 2] = inside ? F32ToBf16(row[static_cast<size_t>(k)]) : 0;
     }
   }
+}
+
+uint16_t Bf16SplitLow(float v, uint16_t hi) {
+  if ((hi & 0x7F80u) == 0x7F80u) return 0;  // Inf / NaN
+  return F32ToBf16(v - Bf16ToF32(hi));
+}
+
+void DequantPanelBf16SplitReference(const Weight& w, int64_t t, int64_t k0, int64_t kc,
+                                    uint16_t* hi, uint16_t* lo) {
+  DequantPanelBf16Reference(w, t, k0, kc, hi);
+  const auto traits = GetTypeTraits(static_cast<uint32_t>(w.type));
+  const int64_t block = traits->block_size;
+  const int64_t kend = std::min(k0 + kc, w.cols);
+  const int64_t kdeq = (kend - k0 + block - 1) / block * block;
+  const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
+  const size_t off = static_cast<size_t>(k0 / block) * traits->type_size;
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(kdeq));
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t n = 0; n < 16; ++n) {
+    const int64_t r = 16 * t + n;
+    if (r < w.rows) {
+      DequantizeRow(w.type, base + static_cast<size_t>(r) * row_bytes + off, row.data(), kdeq);
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      const size_t at = static_cast<size_t>((k / 2) * 32 + 2 * n + k % 2);
+      const bool inside = r < w.rows && k0 + k < w.cols;
+      lo[at] = inside ? Bf16SplitLow(row[static_cast<size_t>(k)], hi[at]) : 0;
+    }
+  }
+}
+
+void DequantPanelBf16Split(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* hi,
+                           uint16_t* lo) {
+  static const bool avx512 = BestSimdLevel() >= SimdLevel::kAvx512;
+  CheckPanelArgs(w, t, k0, kc);
+  if (avx512 && internal::DequantPanelBf16SplitAvx512(w, t, k0, kc, hi, lo)) return;
+  DequantPanelBf16SplitReference(w, t, k0, kc, hi, lo);
 }
 
 void DequantPanelBf16(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst) {

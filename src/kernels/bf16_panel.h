@@ -35,7 +35,22 @@ void DequantPanelBf16(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16
 
 // The scalar reference of DequantPanelBf16 (DequantizeRow per row, then F32ToBf16); tests
 // check the fast paths against it byte for byte.
-void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc,
-                               uint16_t* dst);
+void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst);
+
+// The hi / lo split of the same panel, for weights that one bf16 cannot hold closely enough
+// (F32, F16): hi = bf16(W) as DequantPanelBf16 writes it, lo = bf16(W - float(hi)) (nearest
+// even; +0 where hi is not finite), both in the layout above, so hi + lo is W to ~2^-17
+// relative (F16 weights exactly: 8 + 8 significant bits hold the 11 of a half). Same
+// preconditions as DequantPanelBf16; hi and lo are separate kc * 16 uint16 buffers. On
+// AVX-512 CPUs F32 and F16 (read from w.data) take a SIMD path; every type has the reference.
+void DequantPanelBf16Split(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* hi,
+                           uint16_t* lo);
+// Its scalar reference (byte-exact spec): DequantPanelBf16Reference, then lo per value.
+void DequantPanelBf16SplitReference(const Weight& w, int64_t t, int64_t k0, int64_t kc,
+                                    uint16_t* hi, uint16_t* lo);
+
+// The low half of the split of one value: bf16(v - float(hi)), hi = F32ToBf16(v); +0 where
+// hi is Inf or NaN (so an infinite weight or activation does not turn into NaN via hi - v).
+uint16_t Bf16SplitLow(float v, uint16_t hi);
 
 }  // namespace tachyon::kernels

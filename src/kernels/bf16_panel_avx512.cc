@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/bf16_panel.h"
 #include "kernels/bf16_panel_internal.h"
 #include "kernels/pack.h"
 #include "tensor/fp16.h"
@@ -660,6 +661,93 @@ void RowMajorPanel(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t*
               static_cast<size_t>(kc / kTileK - chunks) * kTileElems * 2);
 }
 
+// ---- hi / lo split (F32, F16) -----------------------------------------------------------
+
+// 16 floats of a row chunk: F32 straight, F16 through vcvtph2ps (exact). Lanes past n: +0.
+template <GgmlType kType>
+__attribute__((always_inline)) inline __m512 SplitLoad(const uint8_t* row, int64_t k, int64_t n) {
+  const __mmask16 mask = Mask16(std::clamp<int64_t>(n, 0, 16));
+  if constexpr (kType == GgmlType::kF32) {
+    return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + k);
+  } else {
+    return _mm512_cvtph_ps(
+        _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + k));
+  }
+}
+
+// Float value of 16 bf16 (the low or high 256 bits of a ToBf16 result).
+inline __m512 Bf16Floats(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// One row's 32 inputs k .. k + 31 (n of them exist) as hi and lo bf16 vectors, the bytes of
+// DequantPanelBf16SplitReference.
+template <GgmlType kType>
+__attribute__((always_inline)) inline void SplitChunk(const uint8_t* row, int64_t k, int64_t n,
+                                                      __m512i* hi, __m512i* lo) {
+  const __m512 f0 = SplitLoad<kType>(row, k, n), f1 = SplitLoad<kType>(row, k + 16, n - 16);
+  const __m512i h = ToBf16(f0, f1);
+  const __m512 h0 = Bf16Floats(_mm512_castsi512_si256(h));
+  const __m512 h1 = Bf16Floats(_mm512_extracti64x4_epi64(h, 1));
+  // lo = +0 where hi is Inf / NaN (fpclass 0x99: QNaN, +Inf, -Inf, SNaN).
+  const __mmask16 fin0 = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(h0, 0x99));
+  const __mmask16 fin1 = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(h1, 0x99));
+  const __m512 d0 = _mm512_maskz_sub_round_ps(fin0, f0, h0, _MM_FROUND_CUR_DIRECTION);
+  const __m512 d1 = _mm512_maskz_sub_round_ps(fin1, f1, h1, _MM_FROUND_CUR_DIRECTION);
+  if constexpr (kType == GgmlType::kF32) {
+    // vcvtne2ps2bf16 reads subnormals as zero, the reference rounds them: F32 inputs or
+    // differences below 2^-126 (never from F16, whose steps are >= 2^-24) go one at a time.
+    if ((_mm512_fpclass_ps_mask(f0, 0x20) | _mm512_fpclass_ps_mask(f1, 0x20) |
+         _mm512_fpclass_ps_mask(d0, 0x20) | _mm512_fpclass_ps_mask(d1, 0x20)) != 0) {
+      alignas(64) uint16_t th[32], tl[32];
+      const float* p = reinterpret_cast<const float*>(row) + k;
+      for (int64_t i = 0; i < 32; ++i) {
+        th[i] = i < n ? F32ToBf16(p[i]) : 0;
+        tl[i] = i < n ? Bf16SplitLow(p[i], th[i]) : 0;
+      }
+      *hi = _mm512_load_si512(th);
+      *lo = _mm512_load_si512(tl);
+      return;
+    }
+  }
+  *hi = h;
+  *lo = ToBf16(d0, d1);
+}
+
+template <GgmlType kType>
+void SplitPanel(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* hi, uint16_t* lo) {
+  const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int nrows = static_cast<int>(std::min<int64_t>(kRows, w.rows - kRows * t));
+  const int64_t kvalid = std::min(k0 + kc, w.cols) - k0;
+  const int64_t chunks = (kvalid + kTileK - 1) / kTileK;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t k = k0 + kTileK * c, n = std::min<int64_t>(kTileK, kvalid - kTileK * c);
+    __m512i v[kRows];
+    alignas(64) __m512i l[kRows];
+#pragma GCC unroll 16
+    for (int i = 0; i < kRows; ++i) {
+      if (i < nrows) {
+        SplitChunk<kType>(base + static_cast<size_t>(kRows * t + i) * row_bytes, k, n, &v[i],
+                          &l[i]);
+      } else {
+        v[i] = l[i] = _mm512_setzero_si512();
+      }
+    }
+    Transpose16(v);
+#pragma GCC unroll 16
+    for (int p = 0; p < kRows; ++p) _mm512_storeu_si512(hi + c * kTileElems + 32 * p, v[p]);
+#pragma GCC unroll 16
+    for (int i = 0; i < kRows; ++i) v[i] = l[i];
+    Transpose16(v);
+#pragma GCC unroll 16
+    for (int p = 0; p < kRows; ++p) _mm512_storeu_si512(lo + c * kTileElems + 32 * p, v[p]);
+  }
+  const size_t tail = static_cast<size_t>(kc / kTileK - chunks) * kTileElems * 2;
+  std::memset(hi + chunks * kTileElems, 0, tail);
+  std::memset(lo + chunks * kTileElems, 0, tail);
+}
+
 }  // namespace
 
 bool DequantPanelBf16Avx512(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst) {
@@ -707,6 +795,20 @@ bool DequantPanelBf16Avx512(const Weight& w, int64_t t, int64_t k0, int64_t kc, 
       return true;
     case GgmlType::kQ5_K:
       RowMajorPanel<ChunkQ5_K>(w, t, k0, kc, dst);
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool DequantPanelBf16SplitAvx512(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* hi,
+                                 uint16_t* lo) {
+  switch (w.type) {
+    case GgmlType::kF32:
+      SplitPanel<GgmlType::kF32>(w, t, k0, kc, hi, lo);
+      return true;
+    case GgmlType::kF16:  // the GGUF layout (w.data), whatever w.packed holds
+      SplitPanel<GgmlType::kF16>(w, t, k0, kc, hi, lo);
       return true;
     default:
       return false;

@@ -297,5 +297,107 @@ TEST(Bf16PanelDeathTest, BadRangeIsAClearError) {
   EXPECT_DEATH(DequantPanelBf16(m.w, 1, 0, 64, panel.data()), "past 16 rows");
 }
 
+// ---- hi / lo split ----------------------------------------------------------------------
+
+// The split reference: hi is DequantPanelBf16Reference's panel, hi + lo is the value to
+// 2^-16 relative (|v - hi| <= 2^-8 |v|, and lo rounds that to 8 bits), F16 values exactly.
+TEST(Bf16PanelSplit, HiIsThePanelAndHiPlusLoIsTheValue) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0}) {
+    const Matrix m = Make(type, 21, 96, 7);
+    for (int64_t t = 0; t < 2; ++t) {
+      std::vector<uint16_t> hi(128 * 16, 0xABCD), lo(hi.size(), 0xABCD), plain(hi.size());
+      DequantPanelBf16SplitReference(m.w, t, 0, 128, hi.data(), lo.data());
+      DequantPanelBf16Reference(m.w, t, 0, 128, plain.data());
+      ASSERT_EQ(hi, plain) << TypeName(type);
+      for (int64_t n = 0; n < 16; ++n) {
+        for (int64_t k = 0; k < 128; ++k) {
+          const size_t at = static_cast<size_t>((k / 2) * 32 + 2 * n + k % 2);
+          const int64_t r = 16 * t + n;
+          const double got = double{Bf16ToF32(hi[at])} + double{Bf16ToF32(lo[at])};
+          if (r >= m.w.rows || k >= m.w.cols) {
+            ASSERT_EQ(hi[at] | lo[at], 0) << "padding, row " << r << " k " << k;
+            continue;
+          }
+          const double v = m.values[static_cast<size_t>(r * m.w.cols + k)];
+          if (type == GgmlType::kF16) {
+            ASSERT_EQ(got, v) << "row " << r << " k " << k;
+          } else {
+            ASSERT_LE(std::fabs(got - v), std::ldexp(std::fabs(v), -16))
+                << TypeName(type) << " row " << r << " k " << k;
+          }
+        }
+      }
+    }
+  }
+}
+
+void ExpectSplitSameAsReference(const Weight& w, int64_t t, int64_t k0, int64_t kc) {
+  const size_t n = static_cast<size_t>(kc) * 16;
+  std::vector<uint16_t> want_hi(n, 0xABCD), want_lo(n, 0xABCD), hi(n, 0x5A5A), lo(n, 0x5A5A),
+      pub_hi(n, 0x1234), pub_lo(n, 0x1234);
+  DequantPanelBf16SplitReference(w, t, k0, kc, want_hi.data(), want_lo.data());
+  ASSERT_TRUE(internal::DequantPanelBf16SplitAvx512(w, t, k0, kc, hi.data(), lo.data()));
+  DequantPanelBf16Split(w, t, k0, kc, pub_hi.data(), pub_lo.data());
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t k = k0 + static_cast<int64_t>(i / 32) * 2 + static_cast<int64_t>(i % 2);
+    const int64_t row = 16 * t + static_cast<int64_t>(i % 32) / 2;
+    ASSERT_EQ(hi[i], want_hi[i]) << "hi " << TypeName(w.type) << " " << w.rows << "x" << w.cols
+                                 << " tile " << t << " k0 " << k0 << " kc " << kc << ": row " << row
+                                 << " k " << k;
+    ASSERT_EQ(lo[i], want_lo[i]) << "lo " << TypeName(w.type) << " " << w.rows << "x" << w.cols
+                                 << " tile " << t << " k0 " << k0 << " kc " << kc << ": row " << row
+                                 << " k " << k;
+    ASSERT_EQ(pub_hi[i], want_hi[i]) << "dispatcher hi at " << i;
+    ASSERT_EQ(pub_lo[i], want_lo[i]) << "dispatcher lo at " << i;
+  }
+}
+
+// Arbitrary bit patterns (NaNs, infinities, subnormals, values whose difference to hi is
+// subnormal), partial tiles, odd columns, kc past the row.
+TEST(Bf16PanelSplitAvx512, ByteIdenticalToReference) {
+  SKIP_WITHOUT_AVX512();
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
+    for (int64_t rows : {1, 16, 21}) {
+      for (int64_t cols : {1, 31, 32, 33, 77, 100}) {
+        const RawMatrix m =
+            MakeRaw(type, rows, cols, static_cast<uint32_t>(rows * 100 + cols), false);
+        for (int64_t t = 0; t < (rows + 15) / 16; ++t) {
+          for (int64_t k0 = 0; k0 < cols; k0 += 32) {
+            const int64_t rest = (cols - k0 + 31) / 32 * 32;
+            for (int64_t kc : {int64_t{32}, rest, rest + 64}) {
+              ExpectSplitSameAsReference(m.w, t, k0, kc);
+              if (HasFailure()) return;
+            }
+          }
+        }
+      }
+    }
+  }
+  // Real-looking values, and F32 values near the subnormal range (the lo of 0x01000001 is
+  // subnormal: the lanes' vcvtne2ps2bf16 would flush it).
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
+    const Matrix m = Make(type, 40, 1024, 3);
+    ExpectSplitSameAsReference(m.w, 2, 512, 512);
+  }
+  std::vector<float> tiny(16 * 64);
+  std::mt19937 rng(1);
+  for (float& v : tiny) v = BitsToF32(0x00800000u + (rng() % 0x02000000u)) * ((rng() & 1) ? 1 : -1);
+  ExpectSplitSameAsReference({GgmlType::kF32, 16, 64, tiny.data(), 0, nullptr}, 0, 0, 64);
+}
+
+TEST(Bf16PanelSplitAvx512, OtherTypesAreDeclined) {
+  SKIP_WITHOUT_AVX512();
+  const RawMatrix m = MakeRaw(GgmlType::kQ8_0, 16, 64, 1, false);
+  std::vector<uint16_t> hi(64 * 16, 0x7777), lo(hi.size(), 0x7777), want_hi(hi.size()),
+      want_lo(hi.size());
+  EXPECT_FALSE(internal::DequantPanelBf16SplitAvx512(m.w, 0, 0, 64, hi.data(), lo.data()));
+  EXPECT_EQ(hi[0], 0x7777);
+  EXPECT_EQ(lo[0], 0x7777);
+  DequantPanelBf16Split(m.w, 0, 0, 64, hi.data(), lo.data());
+  DequantPanelBf16SplitReference(m.w, 0, 0, 64, want_hi.data(), want_lo.data());
+  EXPECT_EQ(hi, want_hi);
+  EXPECT_EQ(lo, want_lo);
+}
+
 }  // namespace
 }  // namespace tachyon::kernels

@@ -311,12 +311,17 @@ int64_t AmxMinRows(GgmlType type) {
   // benchmarks, docs/kernels.md): below it the panel conversion costs more than the multiply
   // saves.
   switch (type) {
-    // Rounding F32 / F16 weights and their activations to bf16 moves the reference models'
-    // logits 5x past the tolerances that tell a correct F32 / F16 implementation (max |d| 7e-3
-    // against 1e-3 / 3e-3, docs/kernels.md): those stay on the float kernels unless forced.
+    // F32 / F16 run the hi / lo bf16 split (products to ~2^-16 relative; one bf16 alone moved
+    // the reference models' logits 5x past their tolerances), three tile multiplies per step.
+    // F16 overtakes its packed float kernels from 64 rows (2048 x 2048 and 2048 x 8192,
+    // docs/kernels.md). F32 would from 16, but F32 models promise float-reassociation
+    // agreement between a chunked and a one-pass prompt (2e-4 on the logits, model tests) and
+    // the split differs from the float kernels by up to 2.3e-4 there: F32 stays on them unless
+    // forced (TACHYON_AMX_MIN_M / SetAmxMinRows).
     case GgmlType::kF32:
-    case GgmlType::kF16:
       return kNeverAmx;
+    case GgmlType::kF16:
+      return 64;
     case GgmlType::kBF16:
       return 8;
     case GgmlType::kQ6_K:
@@ -343,8 +348,15 @@ void MatMulMultiAmx(std::span<const Weight* const> ws, const float* x, int64_t m
   }
   // bf16 activation rows, padded to a multiple of 16 rows (the A tiles' height).
   const int64_t mp = (m + 15) / 16 * 16;
-  uint8_t* act = Scratch(AmxActStride(cols) * static_cast<size_t>(mp));
-  auto convert = [&](int64_t b, int64_t e) { AmxConvertRows(x, cols, m, b, e, act); };
+  // F32 / F16 weights also read the activations' low halves, mp rows after the high ones.
+  const bool split = std::any_of(ws.begin(), ws.end(),
+                                 [](const Weight* w) { return AmxSplitType(w->type); });
+  const size_t act_bytes = AmxActStride(cols) * static_cast<size_t>(mp);
+  uint8_t* act = Scratch(act_bytes * (split ? 2 : 1));
+  auto convert = [&](int64_t b, int64_t e) {
+    AmxConvertRows(x, cols, m, b, e, act);
+    if (split) AmxConvertRowsLow(x, cols, m, b, e, act + act_bytes);
+  };
   if (pool && m >= 8) {
     pool->ParallelFor(mp, convert);
   } else {

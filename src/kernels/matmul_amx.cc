@@ -6,7 +6,13 @@
 // B(b) = tile 6 + b (one KiB of a bf16 weight panel: 32 input features x 16 weight rows).
 // A block of up to 2 x 2 C tiles runs TDPBF16PS over one K chunk; C lives in y between
 // chunks (a 16 x 16 scratch tile where the block overhangs m or w.rows).
-#include <immintrin.h>
+//
+// F32 / F16 weights (AmxSplitType) split both operands into bf16 pairs, v = hi + lo: hi and lo
+// weight panels (DequantPanelBf16Split) and hi and lo activation rows, and every step runs
+// A_hi·B_hi + A_lo·B_hi + A_hi·B_lo into the same f32 tiles (3 TDPBF16PS per tile step; the
+// error bound is derived in matmul_amx_test.cc). Their K chunk is halved so that the four
+// panels of a block take the L1 space of two.
+#include "kernels/simd_avx512.h"  // first: GCC 12's AVX-512 header warnings (see there)
 
 #include <algorithm>
 #include <cstring>
@@ -58,21 +64,41 @@ struct CTile {
 };
 
 // GCC's tile intrinsics paste the tile number into the instruction text: it must be a literal.
-#define TACHYON_LOAD_OR_ZERO(tile, cin)           \
-  do {                                            \
-    if (cin) {                                    \
+#define TACHYON_LOAD_OR_ZERO(tile, cin)                 \
+  do {                                                  \
+    if (cin) {                                          \
       _tile_loadd(tile, (cin)[tile].p, (cin)[tile].ld); \
-    } else {                                      \
-      _tile_zero(tile);                           \
-    }                                             \
+    } else {                                            \
+      _tile_zero(tile);                                 \
+    }                                                   \
+  } while (0)
+
+// The step body for one pair of operands (A rows at a / a1, panels at b / b1): C += A · B.
+#define TACHYON_STEP(a, a1, b, b1)                     \
+  do {                                                 \
+    _tile_loadd(4, (a) + 64 * s, lda);                 \
+    _tile_loadd(6, (b) + 1024 * s, 64);                \
+    _tile_dpbf16ps(0, 4, 6);                           \
+    if constexpr (kNb == 2) {                          \
+      _tile_loadd(7, (b1) + 1024 * s, 64);             \
+      _tile_dpbf16ps(1, 4, 7);                         \
+    }                                                  \
+    if constexpr (kMa == 2) {                          \
+      _tile_loadd(5, (a1) + 64 * s, lda);              \
+      _tile_dpbf16ps(2, 5, 6);                         \
+      if constexpr (kNb == 2) _tile_dpbf16ps(3, 5, 7); \
+    }                                                  \
   } while (0)
 
 // C(a, b) = [cin(a, b) or 0] + A rows [16a, 16a + 16) · panel b over nsteps steps of 32 input
 // features, stored to cout(a, b); C(a, b) is cin / cout[2a + b]. a: the block's first
 // activation row at the chunk's first feature; b: panel 0 (panel 1 at b + panel_bytes).
-template <int kMa, int kNb>
+// kSplit (F32 / F16 weights): A and the panels are hi parts, their lo parts lie alo / blo
+// bytes further, and C gets A_hi · B_hi + A_lo · B_hi + A_hi · B_lo (the lo · lo term, ~2^-16
+// relative, is left out).
+template <int kMa, int kNb, bool kSplit>
 void Block(const uint8_t* a, size_t lda, const uint8_t* b, size_t panel_bytes, int64_t nsteps,
-           const CTile* cin, const CTile* cout) {
+           size_t alo, size_t blo, const CTile* cin, const CTile* cout) {
   TACHYON_LOAD_OR_ZERO(0, cin);
   if constexpr (kNb == 2) TACHYON_LOAD_OR_ZERO(1, cin);
   if constexpr (kMa == 2) TACHYON_LOAD_OR_ZERO(2, cin);
@@ -80,17 +106,10 @@ void Block(const uint8_t* a, size_t lda, const uint8_t* b, size_t panel_bytes, i
   const uint8_t* a1 = a + 16 * lda;
   const uint8_t* b1 = b + panel_bytes;
   for (int64_t s = 0; s < nsteps; ++s) {
-    _tile_loadd(4, a + 64 * s, lda);
-    _tile_loadd(6, b + 1024 * s, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    if constexpr (kNb == 2) {
-      _tile_loadd(7, b1 + 1024 * s, 64);
-      _tile_dpbf16ps(1, 4, 7);
-    }
-    if constexpr (kMa == 2) {
-      _tile_loadd(5, a1 + 64 * s, lda);
-      _tile_dpbf16ps(2, 5, 6);
-      if constexpr (kNb == 2) _tile_dpbf16ps(3, 5, 7);
+    TACHYON_STEP(a, a1, b, b1);
+    if constexpr (kSplit) {
+      TACHYON_STEP(a + alo, a1 + alo, b, b1);
+      TACHYON_STEP(a, a1, b + blo, b1 + blo);
     }
   }
   _tile_stored(0, cout[0].p, cout[0].ld);
@@ -99,10 +118,13 @@ void Block(const uint8_t* a, size_t lda, const uint8_t* b, size_t panel_bytes, i
   if constexpr (kMa == 2 && kNb == 2) _tile_stored(3, cout[3].p, cout[3].ld);
 }
 
-using BlockFn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, const CTile*,
-                         const CTile*);
-constexpr BlockFn kBlocks[2][2] = {{Block<1, 1>, Block<1, 2>}, {Block<2, 1>, Block<2, 2>}};
+using BlockFn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, size_t, size_t,
+                         const CTile*, const CTile*);
+constexpr BlockFn kBlocks[2][2][2] = {
+    {{Block<1, 1, false>, Block<1, 2, false>}, {Block<2, 1, false>, Block<2, 2, false>}},
+    {{Block<1, 1, true>, Block<1, 2, true>}, {Block<2, 1, true>, Block<2, 2, true>}}};
 
+#undef TACHYON_STEP
 #undef TACHYON_LOAD_OR_ZERO
 
 }  // namespace
@@ -113,8 +135,7 @@ size_t AmxActStride(int64_t cols) {
   return static_cast<size_t>((cols + 31) / 32 * 32) * 2 + 64;
 }
 
-void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
-                    uint8_t* act) {
+void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1, uint8_t* act) {
   const size_t stride = AmxActStride(cols);
   for (int64_t i = i0; i < i1; ++i) {
     auto* o = reinterpret_cast<uint16_t*>(act + static_cast<size_t>(i) * stride);
@@ -134,27 +155,71 @@ void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t
   }
 }
 
-void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64_t t0,
-                 int64_t t1) {
+bool AmxSplitType(GgmlType type) {
+  return type == GgmlType::kF32 || type == GgmlType::kF16;
+}
+
+void AmxConvertRowsLow(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
+                       uint8_t* act_lo) {
+  const size_t stride = AmxActStride(cols);
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t i = i0; i < i1; ++i) {
+    auto* o = reinterpret_cast<uint16_t*>(act_lo + static_cast<size_t>(i) * stride);
+    if (i >= m) {
+      std::memset(o, 0, stride);
+      continue;
+    }
+    const float* xi = x + i * cols;
+    const int64_t kp = (cols + 31) / 32 * 32;
+    for (int64_t k = 0; k < kp; k += 16) {
+      const int64_t n = std::clamp<int64_t>(cols - k, 0, 16);
+      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(mask, xi + k);
+      // hi exactly as AmxConvertRows rounds it, back to float; v - hi is exact in f32.
+      // (vcvtne2ps2bf16 with a zero upper half: the same rounding as vcvtneps2bf16.)
+      const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(zero, v);
+      const __m512 hf = _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+      // +0 where hi is Inf / NaN (fpclass 0x99), so an Inf activation does not become NaN.
+      const __mmask16 fin = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(hf, 0x99));
+      const __m512 d = _mm512_maskz_sub_ps(fin, v, hf);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + k), (__m256i)_mm512_cvtneps_pbh(d));
+    }
+  }
+}
+
+void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64_t t0, int64_t t1) {
   if (t0 >= t1) return;
+  const bool split = AmxSplitType(w.type);
   const size_t lda = AmxActStride(w.cols);
   const int64_t mp = (m + 15) / 16 * 16;
   const int64_t kp = (w.cols + 31) / 32 * 32;
+  // Activation bytes per row and feature in L2 (hi + lo rows for split types).
+  const size_t abytes = split ? 4 : 2;
+  // Split types hold four panels per block (hi and lo of two tiles): half the K chunk keeps
+  // them in L1 as the two panels of the other types are.
+  const int64_t kchunk = split ? kAmxKChunk / 2 : kAmxKChunk;
   // Few rows (batched decode): the whole row at once, so C goes to y once; the panels are
   // then read right after they are written (one or two row blocks).
-  const int64_t kc = static_cast<size_t>(mp) * static_cast<size_t>(kp) * 2 <= kAmxActChunkBytes / 2
-                         ? kp
-                         : std::min(kp, kAmxKChunk);
+  const int64_t kc =
+      static_cast<size_t>(mp) * static_cast<size_t>(kp) * abytes <= kAmxActChunkBytes / 2
+          ? kp
+          : std::min(kp, kchunk);
   const int64_t mc = std::min(
-      mp, std::max<int64_t>(32, static_cast<int64_t>(kAmxActChunkBytes /
-                                                     (static_cast<size_t>(kc) * 2)) / 32 * 32));
+      mp, std::max<int64_t>(
+              32, static_cast<int64_t>(kAmxActChunkBytes / (static_cast<size_t>(kc) * abytes)) /
+                      32 * 32));
   // Weight tiles per accumulation group (K chunks only): an even number, >= 2.
   const int64_t ng =
-      kc < kp ? std::max<int64_t>(2, static_cast<int64_t>(kAmxAccBytes / (static_cast<size_t>(mc) * 64)) / 2 * 2)
+      kc < kp ? std::max<int64_t>(
+                    2, static_cast<int64_t>(kAmxAccBytes / (static_cast<size_t>(mc) * 64)) / 2 * 2)
               : t1 - t0;
   float* acc = kc < kp ? Scratch<float, 1>(static_cast<size_t>(ng * mc) * 16) : nullptr;
   const size_t ldy = static_cast<size_t>(w.rows) * sizeof(float);
-  uint16_t* panel = Scratch<uint16_t, 0>(static_cast<size_t>(kc) * 32);
+  // Two panels (hi, then for split types two lo panels after them).
+  uint16_t* panel = Scratch<uint16_t, 0>(static_cast<size_t>(kc) * 32 * (split ? 2 : 1));
+  // The lo activation rows follow the mp hi rows (MatMulMultiAmx, AmxConvertRowsLow).
+  const size_t alo = split ? static_cast<size_t>(mp) * lda : 0;
   alignas(64) float edge[4][256];
   LoadTileConfig(Config());
   for (int64_t i0 = 0; i0 < mp; i0 += mc) {
@@ -168,8 +233,15 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
         const bool first = k0 == 0, last = k0 + kcur >= kp;
         for (int64_t t = g0; t < g1; t += 2) {
           const int nb = static_cast<int>(std::min<int64_t>(2, g1 - t));
-          for (int b = 0; b < nb; ++b)
-            DequantPanelBf16(w, t + b, k0, kcur, panel + b * kcur * 16);
+          // Lo panels (split types) lie 2 * panel_bytes after their hi panels.
+          for (int b = 0; b < nb; ++b) {
+            uint16_t* hi = panel + b * kcur * 16;
+            if (split) {
+              DequantPanelBf16Split(w, t + b, k0, kcur, hi, hi + 2 * kcur * 16);
+            } else {
+              DequantPanelBf16(w, t + b, k0, kcur, hi);
+            }
+          }
           const auto* pb = reinterpret_cast<const uint8_t*>(panel);
           for (int64_t i = i0; i < i1; i += 32) {
             const int ma = static_cast<int>(std::min<int64_t>(2, (i1 - i) / 16));
@@ -198,8 +270,8 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
             }
             // Block<kMa, kNb> indexes C(a, b) as 2a + b; with one weight tile, C(1, 0) is [2].
             const uint8_t* pa = act + static_cast<size_t>(i) * lda + static_cast<size_t>(k0) * 2;
-            kBlocks[ma - 1][nb - 1](pa, lda, pb, panel_bytes, nsteps, first ? nullptr : cin,
-                                    cout);
+            kBlocks[split][ma - 1][nb - 1](pa, lda, pb, panel_bytes, nsteps, alo, 2 * panel_bytes,
+                                           first ? nullptr : cin, cout);
             for (int q = 0; q < nedge; ++q) {
               const int idx = edges[q];
               const int64_t r = i + 16 * (idx / 2), j = 16 * (t + idx % 2);

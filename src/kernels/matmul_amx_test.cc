@@ -10,6 +10,15 @@
 // with S' = S (1 + 2^-8)^2 the sum of the rounded magnitudes; bf16 inputs below 2^-126 read as
 // zero and the f32 result of MatMulReference is itself rounded, which the absolute 1e-6 and
 // the 1.01 margin cover.
+//
+// F32 / F16 weights take the hi / lo split: v = h + l + e with h = bf16(v), l = bf16(v - h),
+// |v - h| <= 2^-8 |v|, so |l| <= 2^-8 (1 + 2^-8) |v| and |e| <= 2^-8 |v - h| <= 2^-16 |v|
+// (e = 0 for F16 weights). The path sums the exact products h_x h_w + l_x h_w + h_x l_w, so
+//   x w - that = l_x l_w + e_x w + (h_x + l_x) e_w,
+//   |.| <= |x| |w| (2^-16 (1 + 2^-8)^2 + 2^-16 + 2^-16 (1 + 2^-16)) <= 3.02 * 2^-16 |x| |w|,
+// and the f32 sum runs over 3K terms of total magnitude S'' <= S (1 + 2^-8)^2 (1 + 2^-7 (1 +
+// 2^-8)) <= 1.02 S:
+//   |y - ref| <= 3.02 * 2^-16 S + 1.02 S (3K + 2) 2^-24   (+ the same 1e-6 and 1.01 margin).
 #include <cmath>
 #include <random>
 #include <vector>
@@ -19,6 +28,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/pack.h"
+#include "tensor/fp16.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 
@@ -34,8 +44,8 @@ int64_t Block(GgmlType t) {
   return GetTypeTraits(static_cast<uint32_t>(t))->block_size;
 }
 
-#define SKIP_WITHOUT_AMX()                                                      \
-  if (!DetectedCpuFeatures().HasAmxSet()) {                                     \
+#define SKIP_WITHOUT_AMX()                                                        \
+  if (!DetectedCpuFeatures().HasAmxSet()) {                                       \
     GTEST_SKIP() << "this CPU (or OS) has no AMX tiles: the AMX path never runs"; \
   }
 
@@ -87,11 +97,14 @@ void CheckBound(const Problem& p, const std::vector<float>& y, const char* what)
       for (int64_t c = 0; c < p.cols; ++c)
         mag += std::fabs(double{p.x[i * p.cols + c]}) * std::fabs(double{p.wf[j * p.cols + c]});
       const double bound =
-          1.01 * (mag * (2 * kb + kb * kb) + mag * (1 + kb) * (1 + kb) * (p.cols + 2) * kf) + 1e-6;
+          internal::AmxSplitType(p.type)
+              ? 1.01 * (mag * 3.02 * kb * kb + 1.02 * mag * (3 * p.cols + 2) * kf) + 1e-6
+              : 1.01 * (mag * (2 * kb + kb * kb) + mag * (1 + kb) * (1 + kb) * (p.cols + 2) * kf) +
+                    1e-6;
       const size_t at = i * p.rows + j;
       ASSERT_LE(std::fabs(double{y[at]} - ref[at]), bound)
-          << what << " " << TypeName(p.type) << " rows " << p.rows << " cols " << p.cols
-          << " m " << p.m << " at row " << i << " col " << j << " (ref " << ref[at] << ")";
+          << what << " " << TypeName(p.type) << " rows " << p.rows << " cols " << p.cols << " m "
+          << p.m << " at row " << i << " col " << j << " (ref " << ref[at] << ")";
     }
   }
 }
@@ -126,8 +139,7 @@ TEST(MatMulAmx, ActivationRowCounts) {
     const int64_t cols = Block(t) == 256 ? 512 : (Block(t) == 1 ? 100 : 96);
     for (int64_t m : {1, 2, 3, 15, 16, 17, 33, 100, 512}) {
       // 512 rows (a prefill chunk) for one type of each family: the reference is the cost.
-      if (m == 512 && t != GgmlType::kQ4_0 && t != GgmlType::kQ4_K && t != GgmlType::kF32)
-        continue;
+      if (m == 512 && t != GgmlType::kQ4_0 && t != GgmlType::kQ4_K && t != GgmlType::kF32) continue;
       const Problem p = Make(t, 19, cols, m, static_cast<uint32_t>(m));
       CheckBound(p, RunAmx(p.weight, p.x.data(), p.m), "amx");
     }
@@ -161,7 +173,7 @@ TEST(MatMulAmx, RowResultsIndependentOfBatch) {
 // rows run the whole row at once. The results are the same bit for bit, and within the bound.
 TEST(MatMulAmx, KChunksEqualWholeRows) {
   SKIP_WITHOUT_AMX();
-  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ5_K, GgmlType::kBF16}) {
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ5_K, GgmlType::kBF16, GgmlType::kF16}) {
     const Problem p = Make(t, 17, 4096, 100, 13);  // 100 x 4096 bf16 = 800 KiB: K chunks
     const std::vector<float> chunked = RunAmx(p.weight, p.x.data(), p.m);
     CheckBound(p, chunked, "amx k-chunks");
@@ -181,8 +193,7 @@ TEST(MatMulAmx, AccumulationGroupsAndRowChunks) {
   const std::vector<float> head = RunAmx(p.weight, p.x.data(), 3);
   for (size_t i = 0; i < head.size(); ++i) ASSERT_EQ(head[i], all[i]) << "at " << i;
   const std::vector<float> tail = RunAmx(p.weight, p.x.data() + 1024 * p.cols, 16);
-  for (size_t i = 0; i < tail.size(); ++i)
-    ASSERT_EQ(tail[i], all[1024 * p.rows + i]) << "at " << i;
+  for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], all[1024 * p.rows + i]) << "at " << i;
 }
 
 TEST(MatMulAmx, ThreadedEqualsSingleThreaded) {
@@ -212,12 +223,13 @@ TEST(MatMulAmx, PackedEqualsUnpacked) {
   }
 }
 
-// MatMulMulti on the AMX path: mixed types in one pass, equal to one call per weight.
+// MatMulMulti on the AMX path: mixed types in one pass (F16 with the split activations
+// beside the plain ones), equal to one call per weight.
 TEST(MatMulAmx, MultiEqualsSeparateCalls) {
   SKIP_WITHOUT_AMX();
   ThreadPool pool(2);
   const int64_t m = 21;
-  Problem ps[3] = {Make(GgmlType::kQ4_K, 64, 512, m, 1), Make(GgmlType::kQ6_K, 16, 512, m, 2),
+  Problem ps[3] = {Make(GgmlType::kQ4_K, 64, 512, m, 1), Make(GgmlType::kF16, 16, 512, m, 2),
                    Make(GgmlType::kQ8_0, 35, 512, m, 3)};
   for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
     const Weight* ws[3];
@@ -237,12 +249,61 @@ TEST(MatMulAmx, MultiEqualsSeparateCalls) {
   }
 }
 
+// The split's structure, exactly: small integers whose products and sums f32 holds exactly
+// (|x|, |w| < 512, 9 significant bits, so lo parts are 0, +-1 or +-2; each activation row has
+// at most 18 nonzero inputs, so at most 54 terms of magnitude < 2^18 and every partial sum is
+// an integer below 2^24), so y must equal sum_k (h_x h_w + l_x h_w + h_x l_w) computed in
+// double: a missing or misplaced lo term, or a wrong lo offset, changes the value. Odd cols
+// (20, 70: three 32-steps), a partial weight tile (19 rows) and a partial activation tile.
+TEST(MatMulAmx, SplitTermsExactOnIntegers) {
+  SKIP_WITHOUT_AMX();
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16}) {
+    for (int64_t cols : {20, 70}) {
+      const int64_t rows = 19, m = 17;
+      std::mt19937 rng(static_cast<uint32_t>(cols));
+      std::uniform_int_distribution<int> d(-511, 511);
+      std::vector<float> wf(rows * cols), x(m * cols);
+      for (float& v : wf) v = static_cast<float>(d(rng));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t k = 0; k < cols; ++k)
+          x[i * cols + k] = (k + i) % 4 == 0 ? static_cast<float>(d(rng)) : 0.0f;
+      std::vector<uint8_t> w(RowBytes(t, cols) * rows);
+      for (int64_t r = 0; r < rows; ++r)
+        QuantizeRow(t, wf.data() + r * cols, w.data() + r * RowBytes(t, cols), cols);
+      const Weight weight{t, rows, cols, w.data(), RowBytes(t, cols)};
+      const std::vector<float> y = RunAmx(weight, x.data(), m);
+      auto split = [](float v, double* h, double* l) {
+        *h = Bf16ToF32(F32ToBf16(v));
+        *l = Bf16ToF32(F32ToBf16(v - static_cast<float>(*h)));
+      };
+      int64_t lo_terms = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < rows; ++j) {
+          double want = 0, exact = 0;
+          for (int64_t k = 0; k < cols; ++k) {
+            double xh, xl, wh, wl;
+            split(x[i * cols + k], &xh, &xl);
+            split(wf[j * cols + k], &wh, &wl);
+            want += xh * wh + xl * wh + xh * wl;
+            exact += double{x[i * cols + k]} * wf[j * cols + k];
+            lo_terms += (xl != 0) + (wl != 0);
+          }
+          ASSERT_EQ(double{y[i * rows + j]}, want)
+              << TypeName(t) << " cols " << cols << " row " << i << " col " << j
+              << " (x.w = " << exact << ")";
+        }
+      }
+      ASSERT_GT(lo_terms, 0) << "the data must have lo parts";
+    }
+  }
+}
+
 // MatMul at the default level takes the AMX path from AmxMinRows(type) rows on, and the
 // AVX-512 kernels below it.
 TEST(MatMulAmx, DispatchByRowCount) {
   SKIP_WITHOUT_AMX();
   if (BestSimdLevel() < SimdLevel::kAmx) GTEST_SKIP() << "TACHYON_CPU caps the level below amx";
-  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kBF16}) {
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kBF16, GgmlType::kF16}) {
     const int64_t threshold = internal::AmxMinRows(t);
     ASSERT_GE(threshold, 2) << "m = 1 stays on the decode kernels";
     for (int64_t m : {threshold - 1, threshold}) {

@@ -115,10 +115,17 @@ size_t AmxActStride(int64_t cols);
 // Writes activation rows [i0, i1) of the m real rows (rows >= m: zeros).
 void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
                     uint8_t* act);
+// Split types (AmxSplitType: F32, F16) also need the low halves of the activations,
+// bf16(x - float(hi)) (+0 where hi is Inf / NaN), as rows at act_lo = act + mp * stride
+// (mp = m rounded up to 16): AmxConvertRowsLow writes rows [i0, i1) of those.
+bool AmxSplitType(GgmlType type);
+void AmxConvertRowsLow(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
+                       uint8_t* act_lo);
 // y[i, 16t + r] = dot(activation row i, weight row 16t + r) for i < m, tiles t in [t0, t1)
 // (rows past w.rows are not written): bf16 weight panels (DequantPanelBf16) times the bf16
-// activations with TDPBF16PS, f32 accumulation over the whole row. A row's results do not
-// depend on m, the tile range or the thread. REQUIRES: HasAmxSet().
+// activations with TDPBF16PS, f32 accumulation over the whole row; for split types
+// hi·hi + lo·hi + hi·lo of the hi / lo panels (DequantPanelBf16Split) and activation rows.
+// A row's results do not depend on m, the tile range or the thread. REQUIRES: HasAmxSet().
 void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64_t t0,
                  int64_t t1);
 // Smallest m that MatMul runs on AMX for weights of `type` at SimdLevel::kAmx (measured; see
