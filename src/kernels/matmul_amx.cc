@@ -9,7 +9,7 @@
 //
 // F32 / F16 weights (AmxSplitType) split both operands into bf16 pairs, v = hi + lo: hi and lo
 // weight panels (DequantPanelBf16Split) and hi and lo activation rows, and every step runs
-// A_hi·B_hi + A_lo·B_hi + A_hi·B_lo into the same f32 tiles (3 TDPBF16PS per tile step; the
+// A_hi·B_hi + A_hi·B_lo + A_lo·B_hi into the same f32 tiles (3 TDPBF16PS per tile step; the
 // error bound is derived in matmul_amx_test.cc). Their K chunk is halved so that the four
 // panels of a block take the L1 space of two.
 #include "kernels/simd_avx512.h"  // first: GCC 12's AVX-512 header warnings (see there)
@@ -94,7 +94,7 @@ struct CTile {
 // features, stored to cout(a, b); C(a, b) is cin / cout[2a + b]. a: the block's first
 // activation row at the chunk's first feature; b: panel 0 (panel 1 at b + panel_bytes).
 // kSplit (F32 / F16 weights): A and the panels are hi parts, their lo parts lie alo / blo
-// bytes further, and C gets A_hi · B_hi + A_lo · B_hi + A_hi · B_lo (the lo · lo term, ~2^-16
+// bytes further, and C gets A_hi · B_hi + A_hi · B_lo + A_lo · B_hi (the lo · lo term, ~2^-16
 // relative, is left out).
 template <int kMa, int kNb, bool kSplit>
 void Block(const uint8_t* a, size_t lda, const uint8_t* b, size_t panel_bytes, int64_t nsteps,
@@ -108,8 +108,19 @@ void Block(const uint8_t* a, size_t lda, const uint8_t* b, size_t panel_bytes, i
   for (int64_t s = 0; s < nsteps; ++s) {
     TACHYON_STEP(a, a1, b, b1);
     if constexpr (kSplit) {
+      // A_hi is still in tiles 4 / 5: only the lo panels load for A_hi · B_lo, then A_lo
+      // and B_hi again (10 tile loads per step instead of 12).
+      _tile_loadd(6, b + blo + 1024 * s, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (kNb == 2) {
+        _tile_loadd(7, b1 + blo + 1024 * s, 64);
+        _tile_dpbf16ps(1, 4, 7);
+      }
+      if constexpr (kMa == 2) {
+        _tile_dpbf16ps(2, 5, 6);
+        if constexpr (kNb == 2) _tile_dpbf16ps(3, 5, 7);
+      }
       TACHYON_STEP(a + alo, a1 + alo, b, b1);
-      TACHYON_STEP(a, a1, b + blo, b1 + blo);
     }
   }
   _tile_stored(0, cout[0].p, cout[0].ld);
