@@ -259,12 +259,14 @@ bool UseAmxInt8(SimdLevel level, std::span<const Weight* const> ws, int64_t m) {
 namespace internal {
 
 int64_t AmxInt8MinRows() {
-  // Below it the VNNI kernels win: one tile multiply per block and 16 weight rows costs
-  // ~14 ns whatever the activation row count, so a few rows leave the tile unit mostly idle
-  // (MatMulAt/.../amx-int8 against .../avx512, docs/kernels.md).
+  // Off unless TACHYON_AMX_INT8_MIN_M sets it: on the quiet machine it showed no gain over the
+  // VNNI GEMM at the rows it would take (16 concurrent decodes of llama-1b Q4_0, alternating
+  // runs, docs/kernels.md). One tile multiply per block and 16 weight rows
+  // costs ~14 ns whatever the activation row count, and each result tile is stored and
+  // re-read for its per-block scales (docs/kernels.md).
   static const int64_t rows = [] {
     const char* v = std::getenv("TACHYON_AMX_INT8_MIN_M");
-    return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{16};
+    return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{1} << 62;
   }();
   return rows;
 }
