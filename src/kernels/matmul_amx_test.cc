@@ -27,6 +27,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/matmul_test_util.h"
 #include "kernels/pack.h"
 #include "tensor/fp16.h"
 #include "util/cpu_features.h"
@@ -49,33 +50,9 @@ int64_t Block(GgmlType t) {
     GTEST_SKIP() << "this CPU (or OS) has no AMX tiles: the AMX path never runs"; \
   }
 
-struct Problem {
-  GgmlType type;
-  int64_t rows, cols, m;
-  std::vector<uint8_t> w;
-  std::vector<float> wf;  // dequantized weights [rows, cols]
-  std::vector<float> x;   // [m, cols]
-  Weight weight;
-};
-
+using Problem = MatMulProblem;
 Problem Make(GgmlType t, int64_t rows, int64_t cols, int64_t m, uint32_t seed) {
-  Problem p{t, rows, cols, m, {}, {}, {}, {}};
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const size_t rb = RowBytes(t, cols);
-  p.w.resize(rb * rows);
-  p.wf.resize(rows * cols);
-  std::vector<float> tmp(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : tmp) v = nd(rng);
-    QuantizeRow(t, tmp.data(), p.w.data() + r * rb, cols);
-    DequantizeRow(t, p.w.data() + r * rb, p.wf.data() + r * cols, cols);
-  }
-  p.x.resize(m * cols);
-  // Activations with outliers, like real hidden states.
-  for (float& v : p.x) v = nd(rng) * (std::uniform_int_distribution<int>(0, 50)(rng) == 0 ? 8 : 1);
-  p.weight = {t, rows, cols, p.w.data(), rb};
-  return p;
+  return MakeMatMulProblem(t, rows, cols, m, seed);
 }
 
 std::vector<float> RunAmx(const Weight& w, const float* x, int64_t m, ThreadPool* pool = nullptr) {
