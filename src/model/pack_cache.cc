@@ -119,8 +119,12 @@ PackCacheOptions PackCacheOptions::FromEnv() {
   const char* v = std::getenv("TACHYON_PACK_CACHE");
   if (v != nullptr && *v != '\0') {
     const std::string s(v);
-    if (s != "0" && s != "off") o.dir = s;
-    return o;
+    if (s == "0" || s == "off" || s == "false" || s == "no") return o;
+    // "1" / "on" mean the default location (not a folder named "1" in the current directory).
+    if (s != "1" && s != "on" && s != "true" && s != "yes") {
+      o.dir = s;
+      return o;
+    }
   }
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x == '/') {
     o.dir = std::string(x) + "/tachyon/packed";

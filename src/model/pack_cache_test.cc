@@ -216,10 +216,12 @@ TEST_F(PackCacheTest, OptionsFromEnvironment) {
   EXPECT_EQ(PackCacheOptions::FromEnv().dir, "");
   ::setenv("TACHYON_PACK_CACHE", "/some/dir", 1);
   EXPECT_EQ(PackCacheOptions::FromEnv().dir, "/some/dir");
-  ::unsetenv("TACHYON_PACK_CACHE");
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const std::string keep_xdg = xdg ? xdg : "";
   ::setenv("XDG_CACHE_HOME", "/xdg", 1);
+  ::setenv("TACHYON_PACK_CACHE", "1", 1);  // "on": the default folder, not "./1"
+  EXPECT_EQ(PackCacheOptions::FromEnv().dir, "/xdg/tachyon/packed");
+  ::unsetenv("TACHYON_PACK_CACHE");
   EXPECT_EQ(PackCacheOptions::FromEnv().dir, "/xdg/tachyon/packed");
   if (xdg) {
     ::setenv("XDG_CACHE_HOME", keep_xdg.c_str(), 1);
