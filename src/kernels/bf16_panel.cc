@@ -38,8 +38,13 @@ int64_t PanelKAlign(GgmlType type) {
   return align;
 }
 
-void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst) {
-  CheckPanelArgs(w, t, k0, kc);
+namespace {
+
+// Calls put(at, inside, v) for every panel element of tile t over [k0, k0 + kc): `at` its
+// index in the panel layout, v DequantizeRow's float (0 where !inside: rows past w.rows,
+// features past w.cols).
+template <class Put>
+void ForEachPanelValue(const Weight& w, int64_t t, int64_t k0, int64_t kc, Put put) {
   const auto traits = GetTypeTraits(static_cast<uint32_t>(w.type));
   const int64_t block = traits->block_size;
   // Whole blocks covering [k0, min(k0 + kc, cols)).
@@ -57,9 +62,19 @@ void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t k
     }
     for (int64_t k = 0; k < kc; ++k) {
       const bool inside = r < w.rows && k0 + k < w.cols;
-      dst[(k / 2) * 32 + 2 * n + k % 2] = inside ? F32ToBf16(row[static_cast<size_t>(k)]) : 0;
+      put(static_cast<size_t>((k / 2) * 32 + 2 * n + k % 2), inside,
+          inside ? row[static_cast<size_t>(k)] : 0.0f);
     }
   }
+}
+
+}  // namespace
+
+void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* dst) {
+  CheckPanelArgs(w, t, k0, kc);
+  ForEachPanelValue(w, t, k0, kc, [&](size_t at, bool inside, float v) {
+    dst[at] = inside ? F32ToBf16(v) : 0;
+  });
 }
 
 uint16_t Bf16SplitLow(float v, uint16_t hi) {
@@ -69,27 +84,11 @@ uint16_t Bf16SplitLow(float v, uint16_t hi) {
 
 void DequantPanelBf16SplitReference(const Weight& w, int64_t t, int64_t k0, int64_t kc,
                                     uint16_t* hi, uint16_t* lo) {
-  DequantPanelBf16Reference(w, t, k0, kc, hi);
-  const auto traits = GetTypeTraits(static_cast<uint32_t>(w.type));
-  const int64_t block = traits->block_size;
-  const int64_t kend = std::min(k0 + kc, w.cols);
-  const int64_t kdeq = (kend - k0 + block - 1) / block * block;
-  const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
-  const size_t off = static_cast<size_t>(k0 / block) * traits->type_size;
-  thread_local std::vector<float> row;
-  row.resize(static_cast<size_t>(kdeq));
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  for (int64_t n = 0; n < 16; ++n) {
-    const int64_t r = 16 * t + n;
-    if (r < w.rows) {
-      DequantizeRow(w.type, base + static_cast<size_t>(r) * row_bytes + off, row.data(), kdeq);
-    }
-    for (int64_t k = 0; k < kc; ++k) {
-      const size_t at = static_cast<size_t>((k / 2) * 32 + 2 * n + k % 2);
-      const bool inside = r < w.rows && k0 + k < w.cols;
-      lo[at] = inside ? Bf16SplitLow(row[static_cast<size_t>(k)], hi[at]) : 0;
-    }
-  }
+  CheckPanelArgs(w, t, k0, kc);
+  ForEachPanelValue(w, t, k0, kc, [&](size_t at, bool inside, float v) {
+    hi[at] = inside ? F32ToBf16(v) : 0;
+    lo[at] = inside ? Bf16SplitLow(v, hi[at]) : 0;
+  });
 }
 
 void DequantPanelBf16Split(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* hi,

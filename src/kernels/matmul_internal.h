@@ -88,6 +88,23 @@ using PackedFn = void (*)(int64_t k, const uint8_t* tile, const uint8_t* act, si
 using Packed2Fn = void (*)(int64_t k, const uint8_t* tile_a, size_t tile_bytes,
                            const uint8_t* act, size_t act_stride, int nx, float* y, int64_t ldy,
                            int nrows_b);
+// A PackedFn from a kernel template K<NX>::Run(k, tile, act, stride, y, ldy, nrows) with the
+// activation row count NX (1..kPackedMaxRows) fixed at compile time.
+template <template <int> class K>
+void PackedByNx(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx,
+                float* y, int64_t ldy, int nrows) {
+  static_assert(kPackedMaxRows == 4);
+  switch (nx) {
+    case 1:
+      return K<1>::Run(k, tile, act, stride, y, ldy, nrows);
+    case 2:
+      return K<2>::Run(k, tile, act, stride, y, ldy, nrows);
+    case 3:
+      return K<3>::Run(k, tile, act, stride, y, ldy, nrows);
+    default:
+      return K<4>::Run(k, tile, act, stride, y, ldy, nrows);
+  }
+}
 Packed2Fn Packed2Avx512(GgmlType type);
 // Many activation rows (prefill, batched decode): tiles [0, ntiles) from `tiles` (tile_bytes
 // apart, `rows` valid weight rows in all, so the last tile may be partial) against m

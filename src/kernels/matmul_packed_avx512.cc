@@ -525,20 +525,6 @@ void KTile2(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
   }
 }
 
-template <template <int> class K>
-void ByNx(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx, float* y,
-          int64_t ldy, int nrows) {
-  switch (nx) {
-    case 1:
-      return K<1>::Run(k, tile, act, stride, y, ldy, nrows);
-    case 2:
-      return K<2>::Run(k, tile, act, stride, y, ldy, nrows);
-    case 3:
-      return K<3>::Run(k, tile, act, stride, y, ldy, nrows);
-    default:
-      return K<4>::Run(k, tile, act, stride, y, ldy, nrows);
-  }
-}
 template <int NX>
 struct Q4KK {
   static void Run(int64_t k, const uint8_t* t, const uint8_t* a, size_t s, float* y, int64_t l,
@@ -559,8 +545,8 @@ struct Q6KK {
 void Q6KTile2(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
               size_t stride, int nx, float* y, int64_t ldy, int nrows_b) {
   if (nx == 1) return Q6KTile2N<1>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
-  ByNx<Q6KK>(k, ta, act, stride, nx, y, ldy, static_cast<int>(kPackRows));
-  ByNx<Q6KK>(k, ta + tile_bytes, act, stride, nx, y + kPackRows, ldy, nrows_b);
+  PackedByNx<Q6KK>(k, ta, act, stride, nx, y, ldy, static_cast<int>(kPackRows));
+  PackedByNx<Q6KK>(k, ta + tile_bytes, act, stride, nx, y + kPackRows, ldy, nrows_b);
 }
 
 }  // namespace
@@ -587,9 +573,9 @@ PackedFn PackedAvx512(GgmlType type) {
     case GgmlType::kQ8_0:
       return Tile<8, 128>;
     case GgmlType::kQ4_K:
-      return ByNx<Q4KK>;
+      return PackedByNx<Q4KK>;
     case GgmlType::kQ6_K:
-      return ByNx<Q6KK>;
+      return PackedByNx<Q6KK>;
     default:
       return PackedFloatAvx512(type);  // F16 / BF16, or null
   }

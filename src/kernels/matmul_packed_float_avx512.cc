@@ -137,20 +137,6 @@ void Bf16TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride
   }
 }
 
-template <template <int> class K>
-void ByNx(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx, float* y,
-          int64_t ldy, int nrows) {
-  switch (nx) {
-    case 1:
-      return K<1>::Run(k, tile, act, stride, y, ldy, nrows);
-    case 2:
-      return K<2>::Run(k, tile, act, stride, y, ldy, nrows);
-    case 3:
-      return K<3>::Run(k, tile, act, stride, y, ldy, nrows);
-    default:
-      return K<4>::Run(k, tile, act, stride, y, ldy, nrows);
-  }
-}
 template <int NX>
 struct F16K {
   static void Run(int64_t k, const uint8_t* t, const uint8_t* a, size_t s, float* y, int64_t l,
@@ -171,9 +157,9 @@ struct Bf16K {
 PackedFn PackedFloatAvx512(GgmlType type) {
   switch (type) {
     case GgmlType::kF16:
-      return ByNx<F16K>;
+      return PackedByNx<F16K>;
     case GgmlType::kBF16:
-      return ByNx<Bf16K>;
+      return PackedByNx<Bf16K>;
     default:
       return nullptr;
   }
