@@ -21,6 +21,7 @@
 //   |y - ref| <= 3.02 * 2^-16 S + 1.02 S (3K + 2) 2^-24   (+ the same 1e-6 and 1.01 margin).
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -123,8 +124,8 @@ TEST(MatMulAmx, ActivationRowCounts) {
   }
 }
 
-// More activation rows than one L2 row chunk (1 MiB of bf16 activations per 512-input chunk):
-// the second row chunk dequantizes the panels again.
+// More activation rows than one L2 row chunk (512 KiB of bf16 activations: 256 rows of
+// 1024 inputs): every further row chunk dequantizes the panels again.
 TEST(MatMulAmx, SeveralRowChunks) {
   SKIP_WITHOUT_AMX();
   const Problem p = Make(GgmlType::kQ4_0, 17, 1024, 1040, 7);
@@ -160,17 +161,26 @@ TEST(MatMulAmx, KChunksEqualWholeRows) {
   }
 }
 
-// 600 weight rows x 1040 rows of 1024 inputs: K chunks, two row chunks (1024 + 16) and three
-// groups of weight tiles accumulated in the compact buffer (16 tiles each at 1024 rows): the
-// rows of both row chunks equal calls that run whole rows at once.
+// 1100 weight rows x 1040 rows of 2048 inputs: two K chunks (1024 each), five row chunks
+// (4 x 256 + 16) and two groups of weight tiles accumulated in the compact buffer (64 tiles
+// and 5 at 256 rows): the rows of the first and the last row chunk equal calls that run whole
+// rows at once. F16 (the split) over 1024 inputs: two K chunks of 512 and three row chunks
+// (2 x 256 + 16).
 TEST(MatMulAmx, AccumulationGroupsAndRowChunks) {
   SKIP_WITHOUT_AMX();
-  const Problem p = Make(GgmlType::kQ4_0, 600, 1024, 1040, 17);
-  const std::vector<float> all = RunAmx(p.weight, p.x.data(), p.m);
-  const std::vector<float> head = RunAmx(p.weight, p.x.data(), 3);
-  for (size_t i = 0; i < head.size(); ++i) ASSERT_EQ(head[i], all[i]) << "at " << i;
-  const std::vector<float> tail = RunAmx(p.weight, p.x.data() + 1024 * p.cols, 16);
-  for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], all[1024 * p.rows + i]) << "at " << i;
+  for (const auto& [t, rows, cols] : {std::tuple{GgmlType::kQ4_0, int64_t{1100}, int64_t{2048}},
+                                      std::tuple{GgmlType::kF16, int64_t{40}, int64_t{1024}}}) {
+    const int64_t m = t == GgmlType::kF16 ? 528 : 1040;
+    const Problem p = Make(t, rows, cols, m, 17);
+    const std::vector<float> all = RunAmx(p.weight, p.x.data(), p.m);
+    const std::vector<float> head = RunAmx(p.weight, p.x.data(), 3);
+    for (size_t i = 0; i < head.size(); ++i)
+      ASSERT_EQ(head[i], all[i]) << TypeName(t) << " at " << i;
+    const int64_t last = m - 16;
+    const std::vector<float> tail = RunAmx(p.weight, p.x.data() + last * p.cols, 16);
+    for (size_t i = 0; i < tail.size(); ++i)
+      ASSERT_EQ(tail[i], all[last * p.rows + i]) << TypeName(t) << " at " << i;
+  }
 }
 
 TEST(MatMulAmx, ThreadedEqualsSingleThreaded) {
