@@ -335,8 +335,8 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
 //         cscale = -dmin.
 //   Q6_K: sub-blocks of 16 (4 steps); correction pairs (-32 sc_2p, -32 sc_2p+1) x
 //         (bsum_2p, bsum_2p+1) (the code offset 32), cscale = d.
-// Per sub-block and row the exact int32 dot becomes acc += float(dot) * (scd * dx); the
-// correction acc += float(csum) * (cscale * dx) once per super-block.
+// Per sub-block and row the exact int32 dot becomes sb += float(dot) * scd, the correction
+// sb += float(csum) * cscale once per super-block, and then y += sb * dx.
 
 constexpr int kKStepBytes = 64 * 64;  // codes of one super-block of one tile in the slice
 constexpr int64_t kSupersPerPass = 2;  // super-blocks per slice (2 tiles: 16 KiB of codes)
@@ -348,11 +348,6 @@ constexpr int kKMetaBytes = 16 * 64 + 8 * 64 + 64;
 inline __m512i DpwssdBcast(__m512i acc, __m512i w, const int16_t* p) {
   asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
   return acc;
-}
-inline __m512 MulBcast(__m512 v, const float* p) {
-  __m512 r;
-  asm("vmulps %2%{1to16%}, %1, %0" : "=v"(r) : "v"(v), "m"(*p));
-  return r;
 }
 
 // A zeroed register by the vpxord idiom (no execution port). GCC would copy one shared zero
@@ -426,16 +421,50 @@ void UnpackQ6K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8
   _mm512_store_ps(reinterpret_cast<float*>(meta + 1536), d);
 }
 
+// Cache lines to prefetch while a slice is in use: the next slice's packed codes and scales
+// (or the next tile pair's first slice), every line (the adjacent-line prefetcher does not
+// fill the other half of a 128-byte pair reliably), spread over the slice's row groups.
+struct PrefetchLines {
+  static constexpr int kMax = 2 * (kSupersPerPass * 3072 / 64 + kSupersPerPass * 320 / 64 + 2);
+  const uint8_t* line[kMax];
+  int count = 0;
+  void AddRange(const uint8_t* p, size_t bytes) {
+    const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+    const auto end = reinterpret_cast<uintptr_t>(p) + bytes;
+    for (uintptr_t l = first; l < end && count < kMax; l += 64) {
+      line[count++] = reinterpret_cast<const uint8_t*>(l);
+    }
+  }
+  // Issues lines [*pos, min(*pos + n, end)) and advances *pos.
+  void Issue(int* pos, int n, int end) const {
+    for (const int e = std::min(*pos + n, end); *pos < e; ++*pos) {
+      _mm_prefetch(reinterpret_cast<const char*>(line[*pos]), _MM_HINT_T0);
+    }
+  }
+};
+
 // NT tiles x NX activation rows (kQ8_256 rows at act + i * stride) over super-blocks [b0, b1);
 // codes / meta: the slice (super-block b0 first). As Micro() for the 32-blocks otherwise.
+//
+// Per super-block the float sums sb = sum_sub float(dot_sub) * scd_sub + float(csum) * cscale
+// stay in registers (2 float ops per sub-block and row: the scale vector is a memory operand,
+// the activation scale is not in it), and dx is applied once per super-block to the running
+// sums, which live in a small L1 buffer (12 more registers would not fit beside the 12 int32
+// dot chains and the 12 super-block sums). Prefetch lines [pf_begin, pf_end) of pf are issued
+// a few per sub-block, so that they never queue up on the line-fill buffers in one burst.
 template <int kSubSteps, int NT, int NX>
 void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8_t* meta,
-            const uint8_t* act, size_t stride, float* y, int64_t ldy, int nrows_last) {
+            const uint8_t* act, size_t stride, float* y, int64_t ldy, int nrows_last,
+            const PrefetchLines& pf, int pf_begin, int pf_end) {
+  constexpr int kSubs = 64 / kSubSteps;
+  int pf_pos = pf_begin;
+  const int pf_per_sub =
+      static_cast<int>((pf_end - pf_begin + (b1 - b0) * kSubs - 1) / ((b1 - b0) * kSubs));
   const __mmask16 mask = Mask16(nrows_last);
   const int8_t* xq[NX];
   const float* xd[NX];
   const int16_t* xs[NX];
-  __m512 acc[NX][NT];
+  alignas(64) float run[NX][NT][16];
 #pragma GCC unroll 8
   for (int i = 0; i < NX; ++i) {
     const Q8Row256 x = ViewQ8Row256(act + i * stride, k);
@@ -444,16 +473,23 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
     xs[i] = x.bsums + 16 * b0;
 #pragma GCC unroll 2
     for (int u = 0; u < NT; ++u) {
-      acc[i][u] = b0 == 0 ? _mm512_setzero_ps()
-                          : _mm512_maskz_loadu_ps(u + 1 < NT ? __mmask16{0xFFFF} : mask,
-                                                  y + i * ldy + 16 * u);
+      _mm512_store_ps(run[i][u], b0 == 0 ? _mm512_setzero_ps()
+                                         : _mm512_maskz_loadu_ps(u + 1 < NT ? __mmask16{0xFFFF} : mask,
+                                                                 y + i * ldy + 16 * u));
     }
   }
   for (int64_t b = 0; b < b1 - b0; ++b) {
     const uint8_t* ca = codes + (b * NT) * kKStepBytes;
     const uint8_t* ma = meta + (b * NT) * kKMetaBytes;
+    __m512 sb[NX][NT];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 2
+      for (int u = 0; u < NT; ++u) sb[i][u] = _mm512_castsi512_ps(ZeroReg());
+    }
 #pragma GCC unroll 1
-    for (int sub = 0; sub < 64 / kSubSteps; ++sub) {
+    for (int sub = 0; sub < kSubs; ++sub) {
+      pf.Issue(&pf_pos, pf_per_sub, pf_end);
       __m512i dot[NX][NT];
 #pragma GCC unroll 8
       for (int i = 0; i < NX; ++i) {
@@ -477,9 +513,7 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
       for (int u = 0; u < NT; ++u) {
         const __m512 scd = _mm512_load_ps(reinterpret_cast<const float*>(ma + u * kKMetaBytes) + 16 * sub);
 #pragma GCC unroll 8
-        for (int i = 0; i < NX; ++i) {
-          acc[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][u]), MulBcast(scd, xd[i] + b), acc[i][u]);
-        }
+        for (int i = 0; i < NX; ++i) sb[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][u]), scd, sb[i][u]);
       }
     }
     // Correction: 8 int16 pairs per row against the activation's 16-element sums.
@@ -487,7 +521,7 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
 #pragma GCC unroll 2
-      for (int u = 0; u < NT; ++u) cs[i][u] = _mm512_setzero_si512();
+      for (int u = 0; u < NT; ++u) cs[i][u] = ZeroReg();
     }
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) {
@@ -502,16 +536,22 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
     for (int u = 0; u < NT; ++u) {
       const __m512 csc = _mm512_load_ps(reinterpret_cast<const float*>(ma + u * kKMetaBytes + 1536));
 #pragma GCC unroll 8
-      for (int i = 0; i < NX; ++i) {
-        acc[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cs[i][u]), MulBcast(csc, xd[i] + b), acc[i][u]);
+      for (int i = 0; i < NX; ++i) sb[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cs[i][u]), csc, sb[i][u]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      const __m512 dx = _mm512_set1_ps(xd[i][b]);
+#pragma GCC unroll 2
+      for (int u = 0; u < NT; ++u) {
+        _mm512_store_ps(run[i][u], _mm512_fmadd_ps(sb[i][u], dx, _mm512_load_ps(run[i][u])));
       }
     }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < NX; ++i) {
 #pragma GCC unroll 2
-    for (int u = 0; u + 1 < NT; ++u) _mm512_storeu_ps(y + i * ldy + 16 * u, acc[i][u]);
-    _mm512_mask_storeu_ps(y + i * ldy + 16 * (NT - 1), mask, acc[i][NT - 1]);
+    for (int u = 0; u + 1 < NT; ++u) _mm512_storeu_ps(y + i * ldy + 16 * u, _mm512_load_ps(run[i][u]));
+    _mm512_mask_storeu_ps(y + i * ldy + 16 * (NT - 1), mask, _mm512_load_ps(run[i][NT - 1]));
   }
 }
 
@@ -519,30 +559,34 @@ constexpr int kKRowsPerPass = kRowsPerPass;
 
 template <int kSubSteps, int NT>
 void RowsK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8_t* meta,
-           const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy, int nrows_last) {
+           const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy, int nrows_last,
+           const PrefetchLines& pf) {
   const RowGroups groups(m);
+  const int per_group = static_cast<int>((pf.count + groups.count - 1) / groups.count);
   for (int64_t g = 0; g < groups.count; ++g) {
+    const int pf_begin = std::min(pf.count, static_cast<int>(g) * per_group);
+    const int pf_end = std::min(pf.count, pf_begin + per_group);
     const int64_t i = groups.Start(g);
     const uint8_t* a = act + static_cast<size_t>(i) * stride;
     float* yi = y + i * ldy;
     switch (groups.Size(g)) {
       case 1:
-        MicroK<kSubSteps, NT, 1>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        MicroK<kSubSteps, NT, 1>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       case 2:
-        MicroK<kSubSteps, NT, 2>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        MicroK<kSubSteps, NT, 2>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       case 3:
-        MicroK<kSubSteps, NT, 3>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        MicroK<kSubSteps, NT, 3>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       case 4:
-        MicroK<kSubSteps, NT, 4>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        MicroK<kSubSteps, NT, 4>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       case 5:
-        MicroK<kSubSteps, NT, 5>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        MicroK<kSubSteps, NT, 5>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       default:
-        MicroK<kSubSteps, NT, 6>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last);
+        MicroK<kSubSteps, NT, 6>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
     }
   }
@@ -557,6 +601,7 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
            const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
   constexpr int kSubSteps = kQ6 ? 4 : 8;
   constexpr int kCodeBytes = kQ6 ? 3072 : 2048;  // per super-block in the packed tile
+  constexpr int kMetaBytes = kQ6 ? 288 : 320;     // scales per super-block in the packed tile
   const int64_t nb = k / 256;
   uint8_t* codes = Scratch(kSupersPerPass * 2 * (kKStepBytes + kKMetaBytes));
   uint8_t* meta = codes + kSupersPerPass * 2 * kKStepBytes;
@@ -587,17 +632,23 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
             }
           }
         }
-        // The next slice's codes (or the next tile pair's) are prefetched meanwhile.
-        const uint8_t* next = b1 < nb ? tile + b1 * kCodeBytes : tile + nt * tile_bytes;
-        for (int u = 0; u < nt; ++u) {
-          for (int l = 0; l < kSupersPerPass * kCodeBytes / 64; l += 2) {
-            _mm_prefetch(reinterpret_cast<const char*>(next + u * tile_bytes + 64 * l), _MM_HINT_T1);
+        // The next slice (or the next tile pair's first one) is prefetched meanwhile.
+        PrefetchLines pf;
+        {
+          const bool last = b1 >= nb;
+          const int nt_next = last ? static_cast<int>(std::min<int64_t>(2, ntiles - t - nt)) : nt;
+          const uint8_t* next = last ? tile + nt * tile_bytes : tile;
+          const int64_t nb0 = last ? 0 : b1, nb1 = std::min(nb, nb0 + kSupersPerPass);
+          for (int u = 0; u < nt_next; ++u) {
+            const uint8_t* nt_tile = next + u * tile_bytes;
+            pf.AddRange(nt_tile + nb0 * kCodeBytes, (nb1 - nb0) * kCodeBytes);
+            pf.AddRange(nt_tile + nb * kCodeBytes + nb0 * kMetaBytes, (nb1 - nb0) * kMetaBytes);
           }
         }
         if (nt == 2) {
-          RowsK<kSubSteps, 2>(k, b0, b1, codes, meta, a, stride, n, yc + t * kPackRows, ldy, nrows_last);
+          RowsK<kSubSteps, 2>(k, b0, b1, codes, meta, a, stride, n, yc + t * kPackRows, ldy, nrows_last, pf);
         } else {
-          RowsK<kSubSteps, 1>(k, b0, b1, codes, meta, a, stride, n, yc + t * kPackRows, ldy, nrows_last);
+          RowsK<kSubSteps, 1>(k, b0, b1, codes, meta, a, stride, n, yc + t * kPackRows, ldy, nrows_last, pf);
         }
       }
     }
