@@ -53,9 +53,14 @@ TEST(EngineCliTest, BenchConcurrencyJsonShapeAndCounts) {
     for (const char* key :
          {"concurrency", "aggregate_tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
           "tpot_p99_ms", "generated_tokens", "steps", "preemptions", "cached_prompt_tokens",
-          "per_request_tok_s_p50", "decode_tok_s"}) {
+          "per_request_tok_s_p50", "decode_tok_s", "int8_peak_gops", "matmul_macs_per_token",
+          "decode_int8_peak_ratio"}) {
       ASSERT_TRUE(e.contains(key)) << key;
     }
+    EXPECT_NEAR(e["decode_int8_peak_ratio"].get<double>(),
+                e["decode_tok_s"].get<double>() * 2 * e["matmul_macs_per_token"].get<double>() /
+                    (e["int8_peak_gops"].get<double>() * 1e9),
+                1e-9);
     const int n = levels[i];
     EXPECT_EQ(e["concurrency"].get<int>(), n);
     // Every request generated exactly -n tokens (ignore_eos), none came from the cache.

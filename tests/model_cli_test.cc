@@ -88,11 +88,19 @@ TEST(ModelCliTest, BenchJson) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   for (const char* key :
-       {"pp_tok_s", "tg_tok_s", "load_s", "weight_bytes", "bandwidth_gbs", "tg_roofline_ratio"}) {
+       {"pp_tok_s", "tg_tok_s", "load_s", "weight_bytes", "bandwidth_gbs", "tg_roofline_ratio",
+        "int8_peak_gops", "matmul_macs_per_token", "pp_int8_peak_ratio"}) {
     ASSERT_TRUE(j.contains(key)) << key;
     EXPECT_GT(j[key].get<double>(), 0) << key;
   }
   EXPECT_GT(j["weight_bytes"].get<double>(), 500000);  // ~1 MB of f32 weights
+  // stories260K: 5 layers of 64 x (64 q + 2 x 32 kv + 64 o + 3 x 172 ffn) + the 512 x 64 output.
+  EXPECT_EQ(j["matmul_macs_per_token"].get<int64_t>(), 5 * 64 * (64 + 64 + 64 + 3 * 172) + 512 * 64);
+  // The ratio is the prefill rate x 2 x the work per token over the measured peak.
+  EXPECT_NEAR(j["pp_int8_peak_ratio"].get<double>(),
+              j["pp_tok_s"].get<double>() * 2 * j["matmul_macs_per_token"].get<double>() /
+                  (j["int8_peak_gops"].get<double>() * 1e9),
+              1e-9);
 }
 
 TEST(ModelCliTest, PerplexityOfOwnGreedyTextIsLow) {

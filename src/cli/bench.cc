@@ -11,6 +11,10 @@
 // reported as a ratio to the roofline  tg_tok_s * weight_bytes / bandwidth.
 // weight_bytes counts the weights one decode step reads: every tensor, except the token
 // embedding when the output matrix is separate (decode reads one row of it).
+// Prefill is also reported against the int8 compute roofline measured in the same run
+// (kernels/peak.h: the widest int8 dot-product instruction on every thread): pp_tok_s x 2 x
+// the matmul multiply-adds per token / the peak. --concurrency reports batched decode the
+// same way.
 #include <emmintrin.h>
 #include <sys/mman.h>
 #include <xmmintrin.h>
@@ -29,6 +33,7 @@
 #include "cli/command.h"
 #include "hub/resolve.h"
 #include "kernels/attention.h"
+#include "kernels/peak.h"
 #include "model/model.h"
 
 namespace tachyon::cli {
@@ -257,6 +262,12 @@ int RunBench(int argc, char** argv) {
   const double pp_tok_s = Median(pp), tg_tok_s = Median(tg);
   const double bw = 0.5 * (bw_before + bw_after);
   const double ratio = bw > 0 ? tg_tok_s * weight_bytes / (bw * 1e9) : 0;
+  // Prefill against the int8 compute roofline measured now, on the same threads: 2 ops per
+  // matmul multiply-add of every prompt token.
+  const kernels::ComputePeak peak = kernels::MeasureComputePeak(&pool);
+  const uint64_t macs = m.matmul_macs_per_token();
+  const double pp_peak_ratio =
+      peak.int8_gops > 0 ? pp_tok_s * 2.0 * static_cast<double>(macs) / (peak.int8_gops * 1e9) : 0;
   if (o.json) {
     nlohmann::json j = {{"model", o.model_path},
                         {"arch", c.arch},
@@ -271,14 +282,19 @@ int RunBench(int argc, char** argv) {
                         {"bandwidth_gbs", bw},
                         {"bandwidth_before_gbs", bw_before},
                         {"bandwidth_after_gbs", bw_after},
-                        {"tg_roofline_ratio", ratio}};
+                        {"tg_roofline_ratio", ratio},
+                        {"int8_peak_gops", peak.int8_gops},
+                        {"int8_peak_instr", peak.int8_instr},
+                        {"matmul_macs_per_token", macs},
+                        {"pp_int8_peak_ratio", pp_peak_ratio}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("model %s (%s), %d threads, load %.3f s, weights %.3f GB\n", o.model_path.c_str(),
                 c.arch.c_str(), pool.num_threads(), load_s, weight_bytes / 1e9);
     if (o.n_prompt > 0) {
-      std::printf("pp%lld: %8.2f tok/s (median of %d)\n", static_cast<long long>(o.n_prompt),
-                  pp_tok_s, o.reps);
+      std::printf("pp%lld: %8.2f tok/s (median of %d); %.3f of the int8 peak %.1f G-op/s (%s)\n",
+                  static_cast<long long>(o.n_prompt), pp_tok_s, o.reps, pp_peak_ratio,
+                  peak.int8_gops, peak.int8_instr.c_str());
     }
     if (o.n_gen > 0) {
       std::printf("tg%lld: %8.2f tok/s (median of %d)\n", static_cast<long long>(o.n_gen), tg_tok_s,

@@ -16,6 +16,7 @@
 //    sampling, detokenization + stop strings).
 // With TACHYON_PROFILE=1, each level's per-op profile of the forward passes goes to stderr.
 #include "cli/bench_concurrency.h"
+#include "kernels/peak.h"
 
 #include <algorithm>
 #include <chrono>
@@ -175,8 +176,20 @@ class Runner {
   std::condition_variable cv_;
 };
 
-nlohmann::json ToJson(const LevelResult& r, const ConcurrencyBenchOptions& o) {
+// Fraction of the int8 compute roofline: 2 ops per matmul multiply-add of every token.
+double PeakRatio(double tok_s, uint64_t macs_per_token, const kernels::ComputePeak& peak) {
+  return peak.int8_gops > 0 ? tok_s * 2.0 * static_cast<double>(macs_per_token) /
+                                  (peak.int8_gops * 1e9)
+                            : 0;
+}
+
+nlohmann::json ToJson(const LevelResult& r, const ConcurrencyBenchOptions& o,
+                      uint64_t macs_per_token, const kernels::ComputePeak& peak) {
   return {{"concurrency", r.concurrency},
+          {"int8_peak_gops", peak.int8_gops},
+          {"int8_peak_instr", peak.int8_instr},
+          {"matmul_macs_per_token", macs_per_token},
+          {"decode_int8_peak_ratio", PeakRatio(r.decode_tok_s, macs_per_token, peak)},
           {"prompt_tokens", o.n_prompt},
           {"gen_tokens", o.n_gen},
           {"generated_tokens", r.generated_tokens},
@@ -245,6 +258,13 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
                  tok.status().message().c_str());
   }
   const int threads = o.threads > 0 ? o.threads : HardwareThreads();
+  // The int8 compute roofline of this run, on as many threads as the engine gets (measured
+  // before the engine's own pool exists, so the two do not compete).
+  const kernels::ComputePeak peak = [&] {
+    ThreadPool peak_pool(threads);
+    return kernels::MeasureComputePeak(&peak_pool);
+  }();
+  const uint64_t macs_per_token = model->matmul_macs_per_token();
   auto executor = engine::ModelAdapter::Create(model, num_blocks, bs, threads, o.kv_dtype);
   if (!executor.ok()) return Fail(executor.status().message());
   auto core_or = engine::EngineCore::Create(ec, std::move(executor).value());
@@ -265,9 +285,12 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
         o.model_path.c_str(), c.arch.c_str(), threads, load_s, static_cast<long long>(num_blocks),
         static_cast<long long>(bs), kv_mib, static_cast<long long>(o.n_prompt),
         static_cast<long long>(o.n_gen), static_cast<long long>(o.max_num_batched_tokens));
-    std::printf("%5s %10s %10s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc", "agg tok/s",
-                "dec tok/s", "req tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "steps",
-                "preempt", "fwd%", "samp%", "detok%");
+    std::printf("int8 compute peak %.1f G-op/s (%s, %d threads); %.2f M multiply-adds per token\n",
+                peak.int8_gops, peak.int8_instr.c_str(), threads,
+                static_cast<double>(macs_per_token) / 1e6);
+    std::printf("%5s %10s %10s %8s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc",
+                "agg tok/s", "dec tok/s", "dec/peak", "req tok/s", "TTFT p50", "TTFT p99",
+                "TPOT p50", "TPOT p99", "steps", "preempt", "fwd%", "samp%", "detok%");
     std::fflush(stdout);
   }
   nlohmann::json all = nlohmann::json::array();
@@ -282,12 +305,14 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
       std::fprintf(stderr, "%s", model::FormatProfile(model->profile(), title).c_str());
     }
     if (o.json) {
-      all.push_back(ToJson(*r, o));
+      all.push_back(ToJson(*r, o, macs_per_token, peak));
       continue;
     }
     const double wall = std::max(r->wall_s, 1e-9);
-    std::printf("%5d %10.2f %10.2f %10.2f %9.1f %9.1f %9.1f %9.1f %6lld %7lld %6.1f %6.2f %6.2f\n",
-                r->concurrency, r->aggregate_tok_s, r->decode_tok_s, r->per_request_tok_s_p50,
+    std::printf(
+        "%5d %10.2f %10.2f %8.3f %10.2f %9.1f %9.1f %9.1f %9.1f %6lld %7lld %6.1f %6.2f %6.2f\n",
+                r->concurrency, r->aggregate_tok_s, r->decode_tok_s,
+                PeakRatio(r->decode_tok_s, macs_per_token, peak), r->per_request_tok_s_p50,
                 r->ttft_p50_ms, r->ttft_p99_ms, r->tpot_p50_ms, r->tpot_p99_ms,
                 static_cast<long long>(r->steps), static_cast<long long>(r->preemptions),
                 100 * r->forward_s / wall, 100 * r->sample_s / wall, 100 * r->detokenize_s / wall);
@@ -297,8 +322,9 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
     std::printf("%s\n", all.dump().c_str());
   else
     std::printf(
-        "(ms for TTFT/TPOT; fwd/samp/detok: share of the wall time spent by the "
-        "engine thread in forward passes, sampling, detokenization + stop strings)\n");
+        "(ms for TTFT/TPOT; dec/peak: decode tok/s x 2 x multiply-adds per token over the int8 "
+        "peak; fwd/samp/detok: share of the wall time spent by the engine thread in forward "
+        "passes, sampling, detokenization + stop strings)\n");
   core->Stop();
   return 0;
 }

@@ -46,6 +46,25 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   return m;
 }
 
+uint64_t Model::matmul_macs_per_token() const {
+  auto macs = [](const kernels::Weight& w) {
+    return static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols);
+  };
+  uint64_t total = macs(weights_.output);
+  for (const LayerWeights& l : weights_.layers) {
+    total += macs(l.wq) + macs(l.wk) + macs(l.wv) + macs(l.wo);
+    if (l.is_moe()) {
+      // experts_* describe one expert's matrix (ExpertSlice); a token runs n_experts_used.
+      const uint64_t per_expert =
+          macs(l.experts_gate) + macs(l.experts_up) + macs(l.experts_down);
+      total += macs(l.router) + per_expert * static_cast<uint64_t>(config_.n_experts_used);
+    } else {
+      total += macs(l.w_gate) + macs(l.w_up) + macs(l.w_down);
+    }
+  }
+  return total;
+}
+
 Status Model::LoadWeights() {
   ModelConfig& c = config_;
   TensorSource& src = *source_;

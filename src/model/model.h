@@ -66,6 +66,10 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   // Bytes of all weight tensors the model uses.
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Multiply-adds of the matrix multiplies one token goes through (every linear layer and the
+  // output matrix; for mixture-of-experts layers the router and n_experts_used experts): the
+  // work the int8 compute roofline of `tachyon bench` counts, 2 ops each.
+  uint64_t matmul_macs_per_token() const;
 
   // Bytes one KV block of `block_size` positions takes (all layers, K and V) in `dtype`.
   // f16 (the default) takes half of f32, so a memory budget holds twice the blocks.

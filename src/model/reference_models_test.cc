@@ -149,3 +149,38 @@ TEST(ReferenceModelsTest, KvDtypesStayCloseToLlamaCpp) {
 
 }  // namespace
 }  // namespace tachyon::model
+
+namespace tachyon::model {
+namespace {
+
+// The matmul work per token (the int8 roofline of `tachyon bench`) from the config's shapes,
+// for every dense and mixture-of-experts model of testdata/models.
+TEST(ReferenceModelsTest, MatMulMacsPerTokenFollowsTheShapes) {
+  const std::string root = TestdataDir();
+  if (root.empty()) GTEST_SKIP() << "testdata not found (set TACHYON_TESTDATA)";
+  const std::string dir = root + "/models";
+  if (!std::filesystem::exists(dir + "/index.json")) GTEST_SKIP() << "no testdata/models";
+  const auto index = ReadJson(dir + "/index.json");
+  int checked_dense = 0, checked_moe = 0;
+  for (const auto& f : index["files"]) {
+    const std::string path = dir + "/" + f["path"].get<std::string>();
+    if (!std::filesystem::exists(path)) continue;
+    SCOPED_TRACE(path);
+    auto m = Model::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const ModelConfig& c = (*m)->config();
+    const bool moe = c.n_experts > 0;  // every layer of the MoE architectures is MoE
+    const uint64_t attn = 2 * c.n_embd * c.q_dim() + 2 * c.n_embd * c.kv_dim();
+    const uint64_t ffn = moe ? c.n_embd * c.n_experts + c.n_experts_used * 3 * c.n_embd * c.n_ff_expert
+                             : 3 * c.n_embd * c.n_ff;
+    EXPECT_EQ((*m)->matmul_macs_per_token(),
+              static_cast<uint64_t>(c.n_vocab * c.n_embd) + c.n_layers * (attn + ffn));
+    ++(moe ? checked_moe : checked_dense);
+  }
+  if (checked_dense + checked_moe == 0) GTEST_SKIP() << "no model files present";
+  EXPECT_GT(checked_dense, 0);
+  EXPECT_GT(checked_moe, 0);
+}
+
+}  // namespace
+}  // namespace tachyon::model
