@@ -131,14 +131,44 @@ void UnpackQ4_0(const uint8_t* tile, int64_t nb, uint8_t* panel) {
   }
 }
 
+// Cache lines to prefetch while a slice is in use: the next slice's packed codes and scales
+// (or the next tile pair's first slice), every line (the adjacent-line prefetcher does not
+// fill the other half of a 128-byte pair reliably), spread over the slice's row groups.
+struct PrefetchLines {
+  // Enough for two tiles' slices: 16 Q8_0 blocks (512 + 32 bytes each) or 2 Q6_K / Q4_K
+  // super-blocks (at most 3072 + 320 bytes each), each range one line more when unaligned.
+  static constexpr int kMax = 2 * (16 * 544 / 64 + 2);
+  static_assert(kMax >= 2 * (2 * 3392 / 64 + 2));
+  const uint8_t* line[kMax];
+  int count = 0;
+  void AddRange(const uint8_t* p, size_t bytes) {
+    const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+    const auto end = reinterpret_cast<uintptr_t>(p) + bytes;
+    for (uintptr_t l = first; l < end && count < kMax; l += 64) {
+      line[count++] = reinterpret_cast<const uint8_t*>(l);
+    }
+  }
+  // Issues lines [*pos, min(*pos + n, end)) and advances *pos.
+  void Issue(int* pos, int n, int end) const {
+    for (const int e = std::min(*pos + n, end); *pos < e; ++*pos) {
+      _mm_prefetch(reinterpret_cast<const char*>(line[*pos]), _MM_HINT_T0);
+    }
+  }
+};
+
 // NT tiles (code panels p[u], fp16 scales s[u] per block x 16 rows) x NX activation rows
 // (one group of the activation panel) over blocks [b0, b1). Writes y[i * ldy + 16 u + r]; the
 // last tile stores nrows_last rows. Passes after the first over the same outputs (b0 > 0)
 // continue from y, which gives the same float sums as one pass.
+//
+// Prefetch lines [pf_begin, pf_end) of pf are issued a few per block.
 template <int NT, int NX>
 void Micro(int64_t b0, int64_t b1, int64_t pb0, const uint8_t* const* p, const uint16_t* const* s,
-           const uint8_t* grp, float* y, int64_t ldy, int nrows_last) {
+           const uint8_t* grp, float* y, int64_t ldy, int nrows_last, const PrefetchLines& pf,
+           int pf_begin, int pf_end) {
   const __mmask16 mask = Mask16(nrows_last);
+  int pf_pos = pf_begin;
+  const int pf_per_block = static_cast<int>((pf_end - pf_begin + b1 - b0 - 1) / (b1 - b0));
   __m512 acc[NX][NT];
 #pragma GCC unroll 8
   for (int i = 0; i < NX; ++i) {
@@ -153,6 +183,7 @@ void Micro(int64_t b0, int64_t b1, int64_t pb0, const uint8_t* const* p, const u
   const uint8_t* pb = p[NT - 1] + (b0 - pb0) * kBlockBytes;
   const uint8_t* rec = grp + b0 * kRecordBytesPerRow * NX;
   for (int64_t b = b0; b < b1; ++b) {
+    pf.Issue(&pf_pos, pf_per_block, pf_end);
     const auto* corr = reinterpret_cast<const int32_t*>(rec);
     const auto* dx = reinterpret_cast<const float*>(rec + 8 * NX);
     const uint8_t* words = rec + 12 * NX;
@@ -207,26 +238,28 @@ constexpr int64_t kBlocksPerPass = 16;
 // All m activation rows (panel groups) against NT tiles (code streams c[u]: packed Q8_0 codes,
 // or Q4_0 codes unpacked slice by slice into `slice`, which then stays in L1).
 template <int NT, bool kQ4>
-void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, const uint16_t* const* s,
-          const uint8_t* apanel, int64_t m, float* y, int64_t ldy, int nrows_last,
-          uint8_t* slice) {
+void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, int64_t ntiles_left,
+          const uint16_t* const* s, const uint8_t* apanel, int64_t m, float* y, int64_t ldy,
+          int nrows_last, uint8_t* slice) {
   constexpr int kCodeBytes = kQ4 ? 256 : 512;  // per block in the packed tile
   const RowGroups groups(m);
   const int64_t ngroups = groups.count;
   for (int64_t b0 = 0; b0 < nb; b0 += kBlocksPerPass) {
     const int64_t b1 = std::min(nb, b0 + kBlocksPerPass);
-    // The next slice's codes (or the next tile pair's first slice) are prefetched a share per
-    // group, so that their memory latency overlaps this slice's multiplies.
-    const uint8_t* next[2];
-    int64_t next_lines;
-    if (b1 < nb) {
-      for (int u = 0; u < NT; ++u) next[u] = c[u] + b1 * kCodeBytes;
-      next_lines = (std::min(nb, b1 + kBlocksPerPass) - b1) * kCodeBytes / 64;
-    } else {
-      for (int u = 0; u < NT; ++u) next[u] = c[0] + (NT + u) * tile_bytes;
-      next_lines = std::min<int64_t>(nb, kBlocksPerPass) * kCodeBytes / 64;
+    // The next slice's codes and scales (or the next tile pair's first slice) are prefetched
+    // a share per group, so that their memory latency overlaps this slice's multiplies.
+    PrefetchLines pf;
+    {
+      const bool last = b1 >= nb;
+      const int nt_next = last ? static_cast<int>(std::min<int64_t>(2, ntiles_left - NT)) : NT;
+      const int64_t nb0 = last ? 0 : b1, nb1 = std::min(nb, nb0 + kBlocksPerPass);
+      for (int u = 0; u < nt_next; ++u) {
+        const uint8_t* tile = last ? c[0] + (NT + u) * tile_bytes : c[u];
+        pf.AddRange(tile + nb0 * kCodeBytes, (nb1 - nb0) * kCodeBytes);
+        pf.AddRange(tile + nb * kCodeBytes + nb0 * 2 * kPackRows, (nb1 - nb0) * 2 * kPackRows);
+      }
     }
-    const int64_t lines_per_group = (next_lines + ngroups - 1) / ngroups;
+    const int per_group = static_cast<int>((pf.count + ngroups - 1) / ngroups);
     const uint8_t* p[2];
     int64_t pb0 = 0;
     for (int u = 0; u < NT; ++u) {
@@ -240,32 +273,28 @@ void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, const uint16_t
     }
     for (int64_t gi = 0; gi < ngroups; ++gi) {
       const int64_t i = groups.Start(gi);
-      for (int64_t l = gi * lines_per_group; l < std::min(next_lines, (gi + 1) * lines_per_group);
-           ++l) {
-        for (int u = 0; u < NT; ++u) {
-          _mm_prefetch(reinterpret_cast<const char*>(next[u] + 64 * l), _MM_HINT_T0);
-        }
-      }
+      const int pf_begin = std::min(pf.count, static_cast<int>(gi) * per_group);
+      const int pf_end = std::min(pf.count, pf_begin + per_group);
       const uint8_t* grp = apanel + PanelOffset(nb, i);
       float* yi = y + i * ldy;
       switch (groups.Size(gi)) {
         case 1:
-          Micro<NT, 1>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          Micro<NT, 1>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
           break;
         case 2:
-          Micro<NT, 2>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          Micro<NT, 2>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
           break;
         case 3:
-          Micro<NT, 3>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          Micro<NT, 3>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
           break;
         case 4:
-          Micro<NT, 4>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          Micro<NT, 4>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
           break;
         case 5:
-          Micro<NT, 5>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          Micro<NT, 5>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
           break;
         default:
-          Micro<NT, 6>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last);
+          Micro<NT, 6>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
           break;
       }
     }
@@ -301,9 +330,9 @@ void Gemm32Chunk(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t nti
         static_cast<int>(std::min<int64_t>(kPackRows, rows - (t + nt - 1) * kPackRows));
     float* yt = y + t * kPackRows;
     if (nt == 2) {
-      Rows<2, kQ4>(nb, c, tile_bytes, s, scratch, m, yt, ldy, nrows_last, code_panel);
+      Rows<2, kQ4>(nb, c, tile_bytes, ntiles - t, s, scratch, m, yt, ldy, nrows_last, code_panel);
     } else {
-      Rows<1, kQ4>(nb, c, tile_bytes, s, scratch, m, yt, ldy, nrows_last, code_panel);
+      Rows<1, kQ4>(nb, c, tile_bytes, ntiles - t, s, scratch, m, yt, ldy, nrows_last, code_panel);
     }
   }
 }
@@ -420,28 +449,6 @@ void UnpackQ6K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8
   }
   _mm512_store_ps(reinterpret_cast<float*>(meta + 1536), d);
 }
-
-// Cache lines to prefetch while a slice is in use: the next slice's packed codes and scales
-// (or the next tile pair's first slice), every line (the adjacent-line prefetcher does not
-// fill the other half of a 128-byte pair reliably), spread over the slice's row groups.
-struct PrefetchLines {
-  static constexpr int kMax = 2 * (kSupersPerPass * 3072 / 64 + kSupersPerPass * 320 / 64 + 2);
-  const uint8_t* line[kMax];
-  int count = 0;
-  void AddRange(const uint8_t* p, size_t bytes) {
-    const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-    const auto end = reinterpret_cast<uintptr_t>(p) + bytes;
-    for (uintptr_t l = first; l < end && count < kMax; l += 64) {
-      line[count++] = reinterpret_cast<const uint8_t*>(l);
-    }
-  }
-  // Issues lines [*pos, min(*pos + n, end)) and advances *pos.
-  void Issue(int* pos, int n, int end) const {
-    for (const int e = std::min(*pos + n, end); *pos < e; ++*pos) {
-      _mm_prefetch(reinterpret_cast<const char*>(line[*pos]), _MM_HINT_T0);
-    }
-  }
-};
 
 // NT tiles x NX activation rows (kQ8_256 rows at act + i * stride) over super-blocks [b0, b1);
 // codes / meta: the slice (super-block b0 first). As Micro() for the 32-blocks otherwise.
