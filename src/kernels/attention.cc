@@ -50,6 +50,11 @@ struct ScalarIsa {
     Scores(q0, rows, n_rows, hd, scale, s0);
     Scores(q1, rows, n_rows, hd, scale, s1);
   }
+  static float Max(const float* s, int64_t n) {
+    float mx = s[0];
+    for (int64_t j = 1; j < n; ++j) mx = std::max(mx, s[j]);
+    return mx;
+  }
   static float ExpSub(float* s, int64_t n, float m) {
     float sum = 0;
     for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - m));

@@ -82,6 +82,14 @@ struct Avx2Isa {
     Scores(q0, rows, n_rows, hd, scale, s0);
     Scores(q1, rows, n_rows, hd, scale, s1);
   }
+  static float Max(const float* s, int64_t n) {
+    __m256 mx = _mm256_set1_ps(s[0]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + i));
+    float r = HMax(mx);
+    for (; i < n; ++i) r = std::max(r, s[i]);
+    return r;
+  }
   static float ExpSub(float* s, int64_t n, float m) {
     const __m256 vm = _mm256_set1_ps(m);
     __m256 sum = _mm256_setzero_ps();

@@ -164,6 +164,13 @@ struct Avx512Isa {
     }
   }
 
+  static float Max(const float* s, int64_t n) {
+    __m512 mx = _mm512_set1_ps(s[0]);
+    for (int64_t i = 0; i < n; i += 16) {
+      mx = _mm512_mask_max_ps(mx, Mask16(n - i), mx, _mm512_maskz_loadu_ps(Mask16(n - i), s + i));
+    }
+    return HMax(mx);
+  }
   static float ExpSub(float* s, int64_t n, float m) {
     const __m512 vm = _mm512_set1_ps(m);
     __m512 sum = _mm512_setzero_ps();
@@ -187,7 +194,24 @@ struct Avx512Isa {
   // 64 output floats at a time stay in four registers across all rows.
   static void Accumulate(const float* p, const float* const* rows, int64_t n_rows, float* acc,
                          int64_t hd) {
-    for (int64_t d = 0; d < hd; d += 64) {
+    int64_t d = 0;
+    for (; d + 64 <= hd; d += 64) {  // whole chunks: no masks, no per-row tests
+      __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16),
+             a2 = _mm512_loadu_ps(acc + d + 32), a3 = _mm512_loadu_ps(acc + d + 48);
+      for (int64_t j = 0; j < n_rows; ++j) {
+        const __m512 w = _mm512_set1_ps(p[j]);
+        const float* r = rows[j] + d;
+        a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(r), a0);
+        a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(r + 16), a1);
+        a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(r + 32), a2);
+        a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(r + 48), a3);
+      }
+      _mm512_storeu_ps(acc + d, a0);
+      _mm512_storeu_ps(acc + d + 16, a1);
+      _mm512_storeu_ps(acc + d + 32, a2);
+      _mm512_storeu_ps(acc + d + 48, a3);
+    }
+    for (; d < hd; d += 64) {
       const __mmask16 k0 = MaskOrZero(hd - d), k1 = MaskOrZero(hd - d - 16),
                       k2 = MaskOrZero(hd - d - 32), k3 = MaskOrZero(hd - d - 48);
       __m512 a0 = _mm512_maskz_loadu_ps(k0, acc + d);

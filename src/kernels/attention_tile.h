@@ -4,11 +4,14 @@
 //
 // Isa provides (all on float32):
 //   const float* LoadRow(KvDtype, const uint8_t* src, float* buf, int64_t n)
-//       a pointer to row `src` as floats: src itself for f32, else buf after converting.
+//       a pointer to the n elements at `src` as floats: src itself for f32, else buf after
+//       converting (n may span several contiguous rows: a multiple of head_dim).
 //   void Scores(const float* q, const float* const* rows, int64_t n_rows, int64_t hd,
 //               float scale, float* s)        s[j] = scale * q · rows[j]
 //   void Scores2(const float* q0, const float* q1, const float* const* rows, int64_t n_rows,
 //                int64_t hd, float scale, float* s0, float* s1)   Scores of two query heads
+//   float Max(const float* s, int64_t n)        the largest s[j], n >= 1 (a scalar loop is one
+//                                               long dependency chain of max latencies)
 //   float ExpSub(float* s, int64_t n, float m)  s[j] = exp(s[j] - m); returns the sum
 //   void Scale(float* y, float a, int64_t n)    y *= a
 //   void Accumulate(const float* p, const float* const* rows, int64_t n_rows, float* acc,
@@ -108,11 +111,20 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
   const float* vrow[kKvTile];
   for (int64_t t0 = lo; t0 < end; t0 += kKvTile) {
     const int64_t t1 = std::min(t0 + kKvTile, end);
-    for (int64_t j = 0; j < t1 - t0; ++j) {
-      krow[j] = Isa::LoadRow(kv.dtype, kv.Row(kv.k, job.block_table, t0 + j, job.kv_head),
-                             kf + j * hd, hd);
-      vrow[j] = Isa::LoadRow(kv.dtype, kv.Row(kv.v, job.block_table, t0 + j, job.kv_head),
-                             vf + j * hd, hd);
+    // A KV head's rows of one block are contiguous: convert each block's run of positions in
+    // one call (one block-table lookup per block, not per row).
+    for (int64_t t = t0; t < t1;) {
+      const int64_t n = std::min(t1 - t, kv.block_size - t % kv.block_size);
+      const int64_t j = t - t0;
+      const float* kr = Isa::LoadRow(kv.dtype, kv.Row(kv.k, job.block_table, t, job.kv_head),
+                                     kf + j * hd, n * hd);
+      const float* vr = Isa::LoadRow(kv.dtype, kv.Row(kv.v, job.block_table, t, job.kv_head),
+                                     vf + j * hd, n * hd);
+      for (int64_t i = 0; i < n; ++i) {
+        krow[j + i] = kr + i * hd;
+        vrow[j + i] = vr + i * hd;
+      }
+      t += n;
     }
     // Rows whose position precedes the tile see none of it (causal).
     for (int64_t r = std::max<int64_t>(0, t0 - first); r < n_rows; ++r) {
@@ -133,9 +145,7 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
             Isa::Scores(q, krow + jlo, jhi - jlo, hd, p.scale, s + jlo);
           }
         }
-        float mx = s[jlo];
-        for (int64_t j = jlo + 1; j < jhi; ++j) mx = std::max(mx, s[j]);
-        const float m_new = std::max(m[qi], mx);
+        const float m_new = std::max(m[qi], Isa::Max(s + jlo, jhi - jlo));
         const float sum = Isa::ExpSub(s + jlo, jhi - jlo, m_new);
         float* a = acc + qi * hd;
         if (m[qi] != m_new) {
