@@ -358,10 +358,10 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
 // Both are brought to one form per super-block of 256 inputs and tile: 64 steps of u8 codes
 // (step s holds inputs 4 s .. 4 s + 3 of the 16 rows, so the activation word of step s is
 // simply bytes 4 s.. of the row's codes), sub-blocks of kSubSteps steps with a float scale
-// vector scd = d * sc per sub-block, and a correction sum over 8 int16 pairs against the
-// activation's 16-element sums, scaled by cscale:
-//   Q4_K: sub-blocks of 32 (8 steps); correction pairs (min_j, min_j) x (bsum_2j, bsum_2j+1),
-//         cscale = -dmin.
+// vector scd = d * sc per sub-block, and a correction sum over int16 pairs against the
+// activation's block sums, scaled by cscale:
+//   Q4_K: sub-blocks of 32 (8 steps); 4 correction pairs (min_2p, min_2p+1) x (bsum32_2p,
+//         bsum32_2p+1), the activation's 32-element sums (BuildBsum32), cscale = -dmin.
 //   Q6_K: sub-blocks of 16 (4 steps); correction pairs (-32 sc_2p, -32 sc_2p+1) x
 //         (bsum_2p, bsum_2p+1) (the code offset 32), cscale = d.
 // Per sub-block and row the exact int32 dot becomes sb += float(dot) * scd, the correction
@@ -370,8 +370,8 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
 constexpr int kKStepBytes = 64 * 64;  // codes of one super-block of one tile in the slice
 constexpr int64_t kSupersPerPass = 2;  // super-blocks per slice (2 tiles: 16 KiB of codes)
 
-// Slice meta per tile and super-block: float scd[16][16] (Q4_K uses 8), int32 pairs[8][16],
-// float cscale[16].
+// Slice meta per tile and super-block: float scd[16][16] (Q4_K uses 8), int32 pairs[8][16]
+// (Q4_K uses 4), float cscale[16].
 constexpr int kKMetaBytes = 16 * 64 + 8 * 64 + 64;
 
 inline __m512i DpwssdBcast(__m512i acc, __m512i w, const int16_t* p) {
@@ -410,8 +410,11 @@ void UnpackQ4K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8
   for (int j = 0; j < 8; ++j) {
     const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 16 * j)));
     _mm512_store_ps(scd + 16 * j, _mm512_mul_ps(_mm512_cvtepi32_ps(sc), d));
-    const __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 128 + 16 * j)));
-    _mm512_store_si512(meta + 1024 + 64 * j, _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)));
+  }
+  for (int p = 0; p < 4; ++p) {
+    const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 128 + 32 * p)));
+    const __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 144 + 32 * p)));
+    _mm512_store_si512(meta + 1024 + 64 * p, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
   }
   _mm512_store_ps(reinterpret_cast<float*>(meta + 1536), _mm512_sub_ps(_mm512_setzero_ps(), dmin));
 }
@@ -459,11 +462,16 @@ void UnpackQ6K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8
 // sums, which live in a small L1 buffer (12 more registers would not fit beside the 12 int32
 // dot chains and the 12 super-block sums). Prefetch lines [pf_begin, pf_end) of pf are issued
 // a few per sub-block, so that they never queue up on the line-fill buffers in one burst.
+//
+// Correction pairs of row i: pairs + i * pair_stride, kPairs int16 pairs per super-block
+// (Q6_K: the activation row's own bsums; Q4_K: BuildBsum32's sums).
 template <int kSubSteps, int NT, int NX>
 void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8_t* meta,
-            const uint8_t* act, size_t stride, float* y, int64_t ldy, int nrows_last,
-            const PrefetchLines& pf, int pf_begin, int pf_end) {
+            const uint8_t* act, size_t stride, const int16_t* pairs, int64_t pair_stride,
+            float* y, int64_t ldy, int nrows_last, const PrefetchLines& pf, int pf_begin,
+            int pf_end) {
   constexpr int kSubs = 64 / kSubSteps;
+  constexpr int kPairs = kSubSteps == 4 ? 8 : 4;
   int pf_pos = pf_begin;
   const int pf_per_sub =
       static_cast<int>((pf_end - pf_begin + (b1 - b0) * kSubs - 1) / ((b1 - b0) * kSubs));
@@ -477,7 +485,7 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
     const Q8Row256 x = ViewQ8Row256(act + i * stride, k);
     xq[i] = x.qs + 256 * b0;
     xd[i] = x.d + b0;
-    xs[i] = x.bsums + 16 * b0;
+    xs[i] = pairs + i * pair_stride + 2 * kPairs * b0;
 #pragma GCC unroll 2
     for (int u = 0; u < NT; ++u) {
       _mm512_store_ps(run[i][u], b0 == 0 ? _mm512_setzero_ps()
@@ -523,7 +531,7 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
         for (int i = 0; i < NX; ++i) sb[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][u]), scd, sb[i][u]);
       }
     }
-    // Correction: 8 int16 pairs per row against the activation's 16-element sums.
+    // Correction: kPairs int16 pairs per row against the activation's block sums.
     __m512i cs[NX][NT];
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
@@ -531,12 +539,12 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
       for (int u = 0; u < NT; ++u) cs[i][u] = ZeroReg();
     }
 #pragma GCC unroll 8
-    for (int p = 0; p < 8; ++p) {
+    for (int p = 0; p < kPairs; ++p) {
 #pragma GCC unroll 2
       for (int u = 0; u < NT; ++u) {
         const __m512i pr = _mm512_load_si512(ma + u * kKMetaBytes + 1024 + 64 * p);
 #pragma GCC unroll 8
-        for (int i = 0; i < NX; ++i) cs[i][u] = DpwssdBcast(cs[i][u], pr, xs[i] + 16 * b + 2 * p);
+        for (int i = 0; i < NX; ++i) cs[i][u] = DpwssdBcast(cs[i][u], pr, xs[i] + 2 * kPairs * b + 2 * p);
       }
     }
 #pragma GCC unroll 2
@@ -566,8 +574,8 @@ constexpr int kKRowsPerPass = kRowsPerPass;
 
 template <int kSubSteps, int NT>
 void RowsK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8_t* meta,
-           const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy, int nrows_last,
-           const PrefetchLines& pf) {
+           const uint8_t* act, size_t stride, const int16_t* pairs, int64_t pair_stride,
+           int64_t m, float* y, int64_t ldy, int nrows_last, const PrefetchLines& pf) {
   const RowGroups groups(m);
   const int per_group = static_cast<int>((pf.count + groups.count - 1) / groups.count);
   for (int64_t g = 0; g < groups.count; ++g) {
@@ -575,30 +583,46 @@ void RowsK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8_
     const int pf_end = std::min(pf.count, pf_begin + per_group);
     const int64_t i = groups.Start(g);
     const uint8_t* a = act + static_cast<size_t>(i) * stride;
+    const int16_t* pr = pairs + i * pair_stride;
     float* yi = y + i * ldy;
     switch (groups.Size(g)) {
       case 1:
-        MicroK<kSubSteps, NT, 1>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
+        MicroK<kSubSteps, NT, 1>(k, b0, b1, codes, meta, a, stride, pr, pair_stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       case 2:
-        MicroK<kSubSteps, NT, 2>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
+        MicroK<kSubSteps, NT, 2>(k, b0, b1, codes, meta, a, stride, pr, pair_stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       case 3:
-        MicroK<kSubSteps, NT, 3>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
+        MicroK<kSubSteps, NT, 3>(k, b0, b1, codes, meta, a, stride, pr, pair_stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       case 4:
-        MicroK<kSubSteps, NT, 4>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
+        MicroK<kSubSteps, NT, 4>(k, b0, b1, codes, meta, a, stride, pr, pair_stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       case 5:
-        MicroK<kSubSteps, NT, 5>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
+        MicroK<kSubSteps, NT, 5>(k, b0, b1, codes, meta, a, stride, pr, pair_stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
       default:
-        MicroK<kSubSteps, NT, 6>(k, b0, b1, codes, meta, a, stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
+        MicroK<kSubSteps, NT, 6>(k, b0, b1, codes, meta, a, stride, pr, pair_stride, yi, ldy, nrows_last, pf, pf_begin, pf_end);
         break;
     }
   }
 }
 static_assert(kKRowsPerPass == 6, "RowsK() dispatches group sizes 1..6");
+
+// Q4_K correction operands: per row and super-block the 8 sums of 32 activation codes
+// (sub-blocks), as int16 (|sum| <= 32 * 128), from the row's 16-element sums.
+void BuildBsum32(int64_t k, const uint8_t* act, size_t stride, int64_t m, int16_t* out) {
+  const int64_t nb = k / 256;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < m; ++i) {
+    const int16_t* bs = ViewQ8Row256(act + static_cast<size_t>(i) * stride, k).bsums;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs + 16 * b));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (i * nb + b) * 8),
+                       _mm256_cvtepi32_epi16(_mm256_madd_epi16(v, ones)));
+    }
+  }
+}
 
 // Activation bytes per chunk of rows (L2).
 constexpr size_t kActChunkBytesK = 512 * 1024;
@@ -610,16 +634,29 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
   constexpr int kCodeBytes = kQ6 ? 3072 : 2048;  // per super-block in the packed tile
   constexpr int kMetaBytes = kQ6 ? 288 : 320;     // scales per super-block in the packed tile
   const int64_t nb = k / 256;
-  uint8_t* codes = Scratch(kSupersPerPass * 2 * (kKStepBytes + kKMetaBytes));
-  uint8_t* meta = codes + kSupersPerPass * 2 * kKStepBytes;
   const int64_t max_rows =
       std::max<int64_t>(kKRowsPerPass, static_cast<int64_t>(kActChunkBytesK / stride));
   const int64_t chunks = (m + max_rows - 1) / max_rows;
   int64_t mc = (m + chunks - 1) / chunks;
   mc = (mc + kKRowsPerPass - 1) / kKRowsPerPass * kKRowsPerPass;
+  // Scratch: the code / meta slice, then (Q4_K) a chunk's 32-element activation sums.
+  const size_t slice_bytes = kSupersPerPass * 2 * (kKStepBytes + kKMetaBytes);
+  uint8_t* codes = Scratch(slice_bytes + (kQ6 ? 0 : static_cast<size_t>(std::min(mc, m) * nb) * 16));
+  uint8_t* meta = codes + kSupersPerPass * 2 * kKStepBytes;
+  auto* bsum32 = reinterpret_cast<int16_t*>(codes + slice_bytes);
   for (int64_t i0 = 0; i0 < m; i0 += mc) {
     const int64_t n = std::min(mc, m - i0);
     const uint8_t* a = act + static_cast<size_t>(i0) * stride;
+    const int16_t* pairs;
+    int64_t pair_stride;
+    if constexpr (kQ6) {
+      pairs = ViewQ8Row256(a, k).bsums;
+      pair_stride = static_cast<int64_t>(stride / 2);
+    } else {
+      BuildBsum32(k, a, stride, n, bsum32);
+      pairs = bsum32;
+      pair_stride = nb * 8;
+    }
     float* yc = y + i0 * ldy;
     for (int64_t t = 0; t < ntiles; t += 2) {
       const int nt = ntiles - t >= 2 ? 2 : 1;
@@ -653,9 +690,9 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
           }
         }
         if (nt == 2) {
-          RowsK<kSubSteps, 2>(k, b0, b1, codes, meta, a, stride, n, yc + t * kPackRows, ldy, nrows_last, pf);
+          RowsK<kSubSteps, 2>(k, b0, b1, codes, meta, a, stride, pairs, pair_stride, n, yc + t * kPackRows, ldy, nrows_last, pf);
         } else {
-          RowsK<kSubSteps, 1>(k, b0, b1, codes, meta, a, stride, n, yc + t * kPackRows, ldy, nrows_last, pf);
+          RowsK<kSubSteps, 1>(k, b0, b1, codes, meta, a, stride, pairs, pair_stride, n, yc + t * kPackRows, ldy, nrows_last, pf);
         }
       }
     }
