@@ -42,7 +42,8 @@ void DequantPanelBf16Reference(const Weight& w, int64_t t, int64_t k0, int64_t k
 // even; +0 where hi is not finite), both in the layout above, so hi + lo is W to ~2^-17
 // relative (F16 weights exactly: 8 + 8 significant bits hold the 11 of a half). Same
 // preconditions as DequantPanelBf16; hi and lo are separate kc * 16 uint16 buffers. On
-// AVX-512 CPUs F32 and F16 (read from w.data) take a SIMD path; every type has the reference.
+// AVX-512 CPUs F32 (from w.data) and F16 (from w.packed where set, whose tiles are the panel
+// layout in halves, else from w.data) take a SIMD path; every type has the reference.
 void DequantPanelBf16Split(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* hi,
                            uint16_t* lo);
 // Its scalar reference (byte-exact spec): DequantPanelBf16Reference, then lo per value.

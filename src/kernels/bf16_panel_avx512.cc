@@ -682,18 +682,26 @@ inline __m512 Bf16Floats(__m256i h) {
 
 // One row's 32 inputs k .. k + 31 (n of them exist) as hi and lo bf16 vectors, the bytes of
 // DequantPanelBf16SplitReference.
+// hi = bf16(f0 | f1) (32 values, f0 in the low half), and f - float(hi) for each half (+0
+// where hi is Inf / NaN: fpclass 0x99 = QNaN, +Inf, -Inf, SNaN).
+__attribute__((always_inline)) inline __m512i SplitHi(__m512 f0, __m512 f1, __m512* d0,
+                                                      __m512* d1) {
+  const __m512i h = ToBf16(f0, f1);
+  const __m512 h0 = Bf16Floats(_mm512_castsi512_si256(h));
+  const __m512 h1 = Bf16Floats(_mm512_extracti64x4_epi64(h, 1));
+  const __mmask16 fin0 = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(h0, 0x99));
+  const __mmask16 fin1 = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(h1, 0x99));
+  *d0 = _mm512_maskz_sub_round_ps(fin0, f0, h0, _MM_FROUND_CUR_DIRECTION);
+  *d1 = _mm512_maskz_sub_round_ps(fin1, f1, h1, _MM_FROUND_CUR_DIRECTION);
+  return h;
+}
+
 template <GgmlType kType>
 __attribute__((always_inline)) inline void SplitChunk(const uint8_t* row, int64_t k, int64_t n,
                                                       __m512i* hi, __m512i* lo) {
   const __m512 f0 = SplitLoad<kType>(row, k, n), f1 = SplitLoad<kType>(row, k + 16, n - 16);
-  const __m512i h = ToBf16(f0, f1);
-  const __m512 h0 = Bf16Floats(_mm512_castsi512_si256(h));
-  const __m512 h1 = Bf16Floats(_mm512_extracti64x4_epi64(h, 1));
-  // lo = +0 where hi is Inf / NaN (fpclass 0x99: QNaN, +Inf, -Inf, SNaN).
-  const __mmask16 fin0 = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(h0, 0x99));
-  const __mmask16 fin1 = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(h1, 0x99));
-  const __m512 d0 = _mm512_maskz_sub_round_ps(fin0, f0, h0, _MM_FROUND_CUR_DIRECTION);
-  const __m512 d1 = _mm512_maskz_sub_round_ps(fin1, f1, h1, _MM_FROUND_CUR_DIRECTION);
+  __m512 d0, d1;
+  const __m512i h = SplitHi(f0, f1, &d0, &d1);
   if constexpr (kType == GgmlType::kF32) {
     // vcvtne2ps2bf16 reads subnormals as zero, the reference rounds them: F32 inputs or
     // differences below 2^-126 (never from F16, whose steps are >= 2^-24) go one at a time.
@@ -746,6 +754,29 @@ void SplitPanel(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* hi
   const size_t tail = static_cast<size_t>(kc / kTileK - chunks) * kTileElems * 2;
   std::memset(hi + chunks * kTileElems, 0, tail);
   std::memset(lo + chunks * kTileElems, 0, tail);
+}
+
+// F16 from w.packed (kernels/pack.h): a packed F16 tile is already the panel layout in halves
+// (64-byte step p = inputs 2p, 2p + 1 of the 16 rows as [row][2], inputs past cols and rows
+// past w.rows +0), so every step converts where it lies: no transpose, and the tile is one
+// contiguous stream that the hardware prefetchers follow (the 16 rows of w.data are 16 short
+// segments per panel, w.row_bytes apart).
+void SplitPanelPackedF16(const Weight& w, int64_t t, int64_t k0, int64_t kc, uint16_t* hi,
+                         uint16_t* lo) {
+  const int64_t kp = (w.cols + 31) / 32 * 32;
+  const uint8_t* src = w.packed + static_cast<size_t>(t) * PackedTileBytes(w.type, w.cols) +
+                       static_cast<size_t>(k0) * 32;
+  const int64_t steps = (std::min(k0 + kc, kp) - k0) / 2;  // 64-byte steps present
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < steps; ++p) {
+    __m512 d0, d1;
+    const __m512i h = SplitHi(LoadFp16x16(src + 64 * p), LoadFp16x16(src + 64 * p + 32), &d0, &d1);
+    _mm512_storeu_si512(hi + 32 * p, h);
+    _mm512_storeu_si512(lo + 32 * p, ToBf16(d0, d1));
+  }
+  const size_t tail = static_cast<size_t>(kc / 2 - steps) * 64;
+  std::memset(hi + 32 * steps, 0, tail);
+  std::memset(lo + 32 * steps, 0, tail);
 }
 
 }  // namespace
@@ -807,8 +838,12 @@ bool DequantPanelBf16SplitAvx512(const Weight& w, int64_t t, int64_t k0, int64_t
     case GgmlType::kF32:
       SplitPanel<GgmlType::kF32>(w, t, k0, kc, hi, lo);
       return true;
-    case GgmlType::kF16:  // the GGUF layout (w.data), whatever w.packed holds
-      SplitPanel<GgmlType::kF16>(w, t, k0, kc, hi, lo);
+    case GgmlType::kF16:
+      if (w.packed != nullptr) {
+        SplitPanelPackedF16(w, t, k0, kc, hi, lo);
+      } else {
+        SplitPanel<GgmlType::kF16>(w, t, k0, kc, hi, lo);
+      }
       return true;
     default:
       return false;

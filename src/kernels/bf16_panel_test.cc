@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iterator>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -341,10 +342,12 @@ void ExpectSplitSameAsReference(const Weight& w, int64_t t, int64_t k0, int64_t 
   for (size_t i = 0; i < n; ++i) {
     const int64_t k = k0 + static_cast<int64_t>(i / 32) * 2 + static_cast<int64_t>(i % 2);
     const int64_t row = 16 * t + static_cast<int64_t>(i % 32) / 2;
-    ASSERT_EQ(hi[i], want_hi[i]) << "hi " << TypeName(w.type) << " " << w.rows << "x" << w.cols
+    ASSERT_EQ(hi[i], want_hi[i]) << "hi " << TypeName(w.type) << (w.packed ? " packed " : " ")
+                                 << w.rows << "x" << w.cols
                                  << " tile " << t << " k0 " << k0 << " kc " << kc << ": row " << row
                                  << " k " << k;
-    ASSERT_EQ(lo[i], want_lo[i]) << "lo " << TypeName(w.type) << " " << w.rows << "x" << w.cols
+    ASSERT_EQ(lo[i], want_lo[i]) << "lo " << TypeName(w.type) << (w.packed ? " packed " : " ")
+                                 << w.rows << "x" << w.cols
                                  << " tile " << t << " k0 " << k0 << " kc " << kc << ": row " << row
                                  << " k " << k;
     ASSERT_EQ(pub_hi[i], want_hi[i]) << "dispatcher hi at " << i;
@@ -353,14 +356,16 @@ void ExpectSplitSameAsReference(const Weight& w, int64_t t, int64_t k0, int64_t 
 }
 
 // Arbitrary bit patterns (NaNs, infinities, subnormals, values whose difference to hi is
-// subnormal), partial tiles, odd columns, kc past the row.
+// subnormal), partial tiles, odd columns, kc past the row; F16 from w.data and from its
+// packed tiles (read in place, no transpose).
 TEST(Bf16PanelSplitAvx512, ByteIdenticalToReference) {
   SKIP_WITHOUT_AVX512();
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
+  for (const auto& [type, pack] : {std::pair{GgmlType::kF32, false}, std::pair{GgmlType::kF16, false},
+                                   std::pair{GgmlType::kF16, true}}) {
     for (int64_t rows : {1, 16, 21}) {
       for (int64_t cols : {1, 31, 32, 33, 77, 100}) {
         const RawMatrix m =
-            MakeRaw(type, rows, cols, static_cast<uint32_t>(rows * 100 + cols), false);
+            MakeRaw(type, rows, cols, static_cast<uint32_t>(rows * 100 + cols), pack);
         for (int64_t t = 0; t < (rows + 15) / 16; ++t) {
           for (int64_t k0 = 0; k0 < cols; k0 += 32) {
             const int64_t rest = (cols - k0 + 31) / 32 * 32;
@@ -378,6 +383,12 @@ TEST(Bf16PanelSplitAvx512, ByteIdenticalToReference) {
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
     const Matrix m = Make(type, 40, 1024, 3);
     ExpectSplitSameAsReference(m.w, 2, 512, 512);
+    if (type != GgmlType::kF16) continue;
+    AlignedBuffer buf = AllocateAligned(PackedBytes(type, m.w.rows, m.w.cols));
+    PackWeight(m.w, buf.get(), nullptr);
+    Weight packed = m.w;
+    packed.packed = buf.get();
+    for (int64_t t : {0, 2}) ExpectSplitSameAsReference(packed, t, 512, 512);
   }
   std::vector<float> tiny(16 * 64);
   std::mt19937 rng(1);

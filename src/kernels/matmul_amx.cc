@@ -1,6 +1,11 @@
 // AMX-BF16 GEMM behind MatMul for several activation rows (declarations and the layout in
 // kernels/matmul_internal.h; design, blocking and measured rates in docs/kernels.md).
 //
+// Activations are tile-major: the bf16 values of rows 16q .. 16q + 15 and inputs 32s ..
+// 32s + 31 are one 1 KiB A tile at act + (q * steps + s) KiB (steps = cols / 32 rounded up),
+// so a block reads its A tiles from consecutive KiB (four streams the hardware prefetchers
+// follow) rather than from 16 rows 2 * cols bytes apart.
+//
 // Tiles (one configuration, all 16 rows x 64 bytes): C(a, b) = tile 2a + b (16 activation
 // rows x 16 weight rows of f32), A(a) = tile 4 + a (16 activation rows x 32 bf16),
 // B(b) = tile 6 + b (one KiB of a bf16 weight panel: 32 input features x 16 weight rows).
@@ -79,7 +84,7 @@ struct CTile {
 // The step body for one pair of operands (A rows at a / a1, panels at b / b1): C += A · B.
 #define TACHYON_STEP(a, a1, b, b1)                     \
   do {                                                 \
-    _tile_loadd(4, (a) + 64 * s, lda);                 \
+    _tile_loadd(4, (a) + 1024 * s, 64);                \
     _tile_loadd(6, (b) + 1024 * s, 64);                \
     _tile_dpbf16ps(0, 4, 6);                           \
     if constexpr (kNb == 2) {                          \
@@ -87,26 +92,27 @@ struct CTile {
       _tile_dpbf16ps(1, 4, 7);                         \
     }                                                  \
     if constexpr (kMa == 2) {                          \
-      _tile_loadd(5, (a1) + 64 * s, lda);              \
+      _tile_loadd(5, (a1) + 1024 * s, 64);             \
       _tile_dpbf16ps(2, 5, 6);                         \
       if constexpr (kNb == 2) _tile_dpbf16ps(3, 5, 7); \
     }                                                  \
   } while (0)
 
 // C(a, b) = [cin(a, b) or 0] + A rows [16a, 16a + 16) · panel b over nsteps steps of 32 input
-// features, stored to cout(a, b); C(a, b) is cin / cout[2a + b]. a: the block's first
-// activation row at the chunk's first feature; b: panel 0 (panel 1 at b + panel_bytes).
+// features, stored to cout(a, b); C(a, b) is cin / cout[2a + b]. a: the A tile of the block's
+// first 16 rows at the chunk's first step (those of the next 16 rows lie a1_off bytes
+// further); b: panel 0 (panel 1 at b + panel_bytes).
 // kSplit (F32 / F16 weights): A and the panels are hi parts, their lo parts lie alo / blo
 // bytes further, and C gets A_hi · B_hi + A_hi · B_lo + A_lo · B_hi (the lo · lo term, ~2^-16
 // relative, is left out).
 template <int kMa, int kNb, bool kSplit>
-void Block(const uint8_t* a, size_t lda, const uint8_t* b, size_t panel_bytes, int64_t nsteps,
+void Block(const uint8_t* a, size_t a1_off, const uint8_t* b, size_t panel_bytes, int64_t nsteps,
            size_t alo, size_t blo, const CTile* cin, const CTile* cout) {
   TACHYON_LOAD_OR_ZERO(0, cin);
   if constexpr (kNb == 2) TACHYON_LOAD_OR_ZERO(1, cin);
   if constexpr (kMa == 2) TACHYON_LOAD_OR_ZERO(2, cin);
   if constexpr (kMa == 2 && kNb == 2) TACHYON_LOAD_OR_ZERO(3, cin);
-  const uint8_t* a1 = a + 16 * lda;
+  const uint8_t* a1 = a + a1_off;
   const uint8_t* b1 = b + panel_bytes;
   for (int64_t s = 0; s < nsteps; ++s) {
     TACHYON_STEP(a, a1, b, b1);
@@ -144,29 +150,53 @@ constexpr BlockFn kBlocks[2][2][2] = {
 }  // namespace
 
 size_t AmxActStride(int64_t cols) {
-  // Rows padded to whole 32-feature steps, plus one cache line so that the 16 rows a tile
-  // load touches do not all fall into the same L1 set (a multiple of 4 KiB would).
-  return static_cast<size_t>((cols + 31) / 32 * 32) * 2 + 64;
+  // Bytes per activation row: cols padded to whole 32-input steps (the tile-major buffer of mp
+  // rows takes mp times this).
+  return static_cast<size_t>((cols + 31) / 32 * 32) * 2;
 }
 
-void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1, uint8_t* act) {
-  const size_t stride = AmxActStride(cols);
-  for (int64_t i = i0; i < i1; ++i) {
-    auto* o = reinterpret_cast<uint16_t*>(act + static_cast<size_t>(i) * stride);
-    if (i >= m) {
-      std::memset(o, 0, stride);
-      continue;
-    }
-    const float* xi = x + i * cols;
-    const int64_t kp = (cols + 31) / 32 * 32;
-    for (int64_t k = 0; k < kp; k += 16) {
-      const int64_t n = std::clamp<int64_t>(cols - k, 0, 16);
-      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
-      // Round to nearest even (as F32ToBf16); features past cols become +0.
-      const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, xi + k));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + k), (__m256i)v);
+namespace {
+
+// Where row i's 32 inputs of step s lie in the tile-major buffer.
+inline uint8_t* ActAt(uint8_t* act, int64_t steps, int64_t i, int64_t s) {
+  return act + (static_cast<size_t>(i / 16 * steps + s) << 10) + static_cast<size_t>(i % 16) * 64;
+}
+
+// Rows [i0, i1) of the tile-major buffer: each row's inputs, 32 per step, as `part` makes them
+// (rows >= m and inputs >= cols: +0). One row block at a time, so the stores fill each A tile
+// in order.
+template <typename Part>
+void ConvertRowsTiled(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
+                      uint8_t* act, Part part) {
+  const int64_t steps = (cols + 31) / 32;
+  for (int64_t q0 = i0; q0 < i1; q0 = (q0 / 16 + 1) * 16) {
+    const int64_t q1 = std::min(i1, (q0 / 16 + 1) * 16);
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t k = 32 * s;
+      const auto m0 = static_cast<__mmask16>((1u << std::clamp<int64_t>(cols - k, 0, 16)) - 1);
+      const auto m1 =
+          static_cast<__mmask16>((1u << std::clamp<int64_t>(cols - k - 16, 0, 16)) - 1);
+      for (int64_t i = q0; i < q1; ++i) {
+        uint8_t* o = ActAt(act, steps, i, s);
+        if (i >= m) {
+          std::memset(o, 0, 64);
+          continue;
+        }
+        const float* xi = x + i * cols + k;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), part(_mm512_maskz_loadu_ps(m0, xi)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32),
+                            part(_mm512_maskz_loadu_ps(m1, xi + 16)));
+      }
     }
   }
+}
+
+}  // namespace
+
+void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1, uint8_t* act) {
+  // Round to nearest even (as F32ToBf16); inputs past cols are +0.
+  ConvertRowsTiled(x, cols, m, i0, i1, act,
+                   [](__m512 v) { return (__m256i)_mm512_cvtneps_pbh(v); });
 }
 
 bool AmxSplitType(GgmlType type) {
@@ -175,39 +205,24 @@ bool AmxSplitType(GgmlType type) {
 
 void AmxConvertRowsLow(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
                        uint8_t* act_lo) {
-  const size_t stride = AmxActStride(cols);
-  const __m512 zero = _mm512_setzero_ps();
-  for (int64_t i = i0; i < i1; ++i) {
-    auto* o = reinterpret_cast<uint16_t*>(act_lo + static_cast<size_t>(i) * stride);
-    if (i >= m) {
-      std::memset(o, 0, stride);
-      continue;
-    }
-    const float* xi = x + i * cols;
-    const int64_t kp = (cols + 31) / 32 * 32;
-    for (int64_t k = 0; k < kp; k += 16) {
-      const int64_t n = std::clamp<int64_t>(cols - k, 0, 16);
-      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
-      const __m512 v = _mm512_maskz_loadu_ps(mask, xi + k);
-      // hi exactly as AmxConvertRows rounds it, back to float; v - hi is exact in f32.
-      // (vcvtne2ps2bf16 with a zero upper half: the same rounding as vcvtneps2bf16.)
-      const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(zero, v);
-      const __m512 hf = _mm512_castsi512_ps(
-          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
-      // +0 where hi is Inf / NaN (fpclass 0x99), so an Inf activation does not become NaN.
-      const __mmask16 fin = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(hf, 0x99));
-      const __m512 d = _mm512_maskz_sub_ps(fin, v, hf);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + k), (__m256i)_mm512_cvtneps_pbh(d));
-    }
-  }
+  ConvertRowsTiled(x, cols, m, i0, i1, act_lo, [](__m512 v) {
+    // hi exactly as AmxConvertRows rounds it, back to float; v - hi is exact in f32.
+    // (vcvtne2ps2bf16 with a zero upper half: the same rounding as vcvtneps2bf16.)
+    const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(_mm512_setzero_ps(), v);
+    const __m512 hf = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+    // +0 where hi is Inf / NaN (fpclass 0x99), so an Inf activation does not become NaN.
+    const __mmask16 fin = static_cast<__mmask16>(~_mm512_fpclass_ps_mask(hf, 0x99));
+    return (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, v, hf));
+  });
 }
 
 void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64_t t0, int64_t t1) {
   if (t0 >= t1) return;
   const bool split = AmxSplitType(w.type);
-  const size_t lda = AmxActStride(w.cols);
   const int64_t mp = (m + 15) / 16 * 16;
   const int64_t kp = (w.cols + 31) / 32 * 32;
+  const int64_t steps = kp / 32;
   // Activation bytes per row and feature in L2 (hi + lo rows for split types).
   const size_t abytes = split ? 4 : 2;
   // Split types hold four panels per block (hi and lo of two tiles) and two activation rows
@@ -233,7 +248,7 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
   // Two panels (hi, then for split types two lo panels after them).
   uint16_t* panel = Scratch<uint16_t, 0>(static_cast<size_t>(kc) * 32 * (split ? 2 : 1));
   // The lo activation rows follow the mp hi rows (MatMulMultiAmx, AmxConvertRowsLow).
-  const size_t alo = split ? static_cast<size_t>(mp) * lda : 0;
+  const size_t alo = split ? static_cast<size_t>(mp) * AmxActStride(w.cols) : 0;
   alignas(64) float edge[4][256];
   LoadTileConfig(Config());
   for (int64_t i0 = 0; i0 < mp; i0 += mc) {
@@ -283,9 +298,10 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
               }
             }
             // Block<kMa, kNb> indexes C(a, b) as 2a + b; with one weight tile, C(1, 0) is [2].
-            const uint8_t* pa = act + static_cast<size_t>(i) * lda + static_cast<size_t>(k0) * 2;
-            kBlocks[split][ma - 1][nb - 1](pa, lda, pb, panel_bytes, nsteps, alo, 2 * panel_bytes,
-                                           first ? nullptr : cin, cout);
+            const uint8_t* pa = act + (static_cast<size_t>(i / 16 * steps + k0 / 32) << 10);
+            kBlocks[split][ma - 1][nb - 1](pa, static_cast<size_t>(steps) << 10, pb, panel_bytes,
+                                           nsteps, alo, 2 * panel_bytes, first ? nullptr : cin,
+                                           cout);
             for (int q = 0; q < nedge; ++q) {
               const int idx = edges[q];
               const int64_t r = i + 16 * (idx / 2), j = 16 * (t + idx % 2);

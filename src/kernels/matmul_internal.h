@@ -125,16 +125,17 @@ PackedFn PackedFloatAvx2(GgmlType type);
 PackedFn PackedFloatAvx512(GgmlType type);
 
 // AMX-BF16 path (SimdLevel::kAmx, m >= AmxMinRows(type); matmul_amx.cc). Activations are
-// converted once per call to bf16 rows (round to nearest even) of AmxActStride(cols) bytes:
-// cols rounded up to a multiple of 32 with +0, one spare cache line; the rows past m up to a
-// multiple of 16 are all +0. Each thread then runs AmxRunTiles over its weight tiles.
+// converted once per call to bf16 (round to nearest even), AmxActStride(cols) bytes per row
+// (cols rounded up to a multiple of 32 with +0) in a tile-major buffer of mp rows (m rounded
+// up to 16; the rows past m are all +0): 16 rows x 32 inputs per 1 KiB A tile (layout in
+// matmul_amx.cc). Each thread then runs AmxRunTiles over its weight tiles.
 size_t AmxActStride(int64_t cols);
 // Writes activation rows [i0, i1) of the m real rows (rows >= m: zeros).
 void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
                     uint8_t* act);
 // Split types (AmxSplitType: F32, F16) also need the low halves of the activations,
-// bf16(x - float(hi)) (+0 where hi is Inf / NaN), as rows at act_lo = act + mp * stride
-// (mp = m rounded up to 16): AmxConvertRowsLow writes rows [i0, i1) of those.
+// bf16(x - float(hi)) (+0 where hi is Inf / NaN), in the same layout at act_lo = act + mp *
+// AmxActStride(cols): AmxConvertRowsLow writes rows [i0, i1) of those.
 bool AmxSplitType(GgmlType type);
 void AmxConvertRowsLow(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
                        uint8_t* act_lo);
