@@ -164,6 +164,71 @@ struct Avx512Isa {
     }
   }
 
+  // Four query heads x 4 keys per pass: each K chunk load feeds four FMAs; lanes 4h..4h+3 of
+  // the joint reduction are head h's scores. hd % 16 == 0.
+  static void Scores4(const float* q, int64_t hd, const float* const* rows, int64_t n_rows,
+                      float scale, float* s0, float* s1, float* s2, float* s3) {
+    float* s[4] = {s0, s1, s2, s3};
+    const __m512 vscale = _mm512_set1_ps(scale);
+    int64_t j = 0;
+    for (; j + 4 <= n_rows; j += 4) {
+      __m512 a[16];
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; ++t) a[t] = _mm512_setzero_ps();
+      for (int64_t d = 0; d < hd; d += 16) {
+        __m512 k[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) k[t] = _mm512_loadu_ps(rows[j + t] + d);
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; ++h) {
+          const __m512 x = _mm512_loadu_ps(q + h * hd + d);
+#pragma GCC unroll 4
+          for (int t = 0; t < 4; ++t) a[4 * h + t] = _mm512_fmadd_ps(x, k[t], a[4 * h + t]);
+        }
+      }
+      const __m512 r = _mm512_mul_ps(Reduce16(a), vscale);
+      _mm_storeu_ps(s0 + j, _mm512_extractf32x4_ps(r, 0));
+      _mm_storeu_ps(s1 + j, _mm512_extractf32x4_ps(r, 1));
+      _mm_storeu_ps(s2 + j, _mm512_extractf32x4_ps(r, 2));
+      _mm_storeu_ps(s3 + j, _mm512_extractf32x4_ps(r, 3));
+    }
+    if (j < n_rows) {
+      for (int h = 0; h < 4; ++h) Scores(q + h * hd, rows + j, n_rows - j, hd, scale, s[h] + j);
+    }
+  }
+
+  // Four heads' outputs, 64 floats each at a time (16 registers): each V chunk load feeds four
+  // FMAs. hd % 64 == 0.
+  static void Accumulate4(const float* const p[4], const float* const* rows, int64_t n_rows,
+                          float* const acc[4], int64_t hd) {
+    for (int64_t d = 0; d < hd; d += 64) {
+      __m512 a[4][4];
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) a[h][c] = _mm512_loadu_ps(acc[h] + d + 16 * c);
+      }
+      for (int64_t j = 0; j < n_rows; ++j) {
+        const float* r = rows[j] + d;
+        const __m512 v0 = _mm512_loadu_ps(r), v1 = _mm512_loadu_ps(r + 16),
+                     v2 = _mm512_loadu_ps(r + 32), v3 = _mm512_loadu_ps(r + 48);
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; ++h) {
+          const __m512 w = _mm512_set1_ps(p[h][j]);
+          a[h][0] = _mm512_fmadd_ps(w, v0, a[h][0]);
+          a[h][1] = _mm512_fmadd_ps(w, v1, a[h][1]);
+          a[h][2] = _mm512_fmadd_ps(w, v2, a[h][2]);
+          a[h][3] = _mm512_fmadd_ps(w, v3, a[h][3]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc[h] + d + 16 * c, a[h][c]);
+      }
+    }
+  }
+
   static float Max(const float* s, int64_t n) {
     __m512 mx = _mm512_set1_ps(s[0]);
     for (int64_t i = 0; i < n; i += 16) {

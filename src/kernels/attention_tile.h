@@ -16,6 +16,12 @@
 //   void Scale(float* y, float a, int64_t n)    y *= a
 //   void Accumulate(const float* p, const float* const* rows, int64_t n_rows, float* acc,
 //                   int64_t hd)                acc += sum_j p[j] * rows[j] (acc in registers)
+// and optionally (used for groups of four heads when head_dim % 64 == 0):
+//   void Scores4(const float* q, int64_t hd, const float* const* rows, int64_t n_rows,
+//                float scale, float* s0, float* s1, float* s2, float* s3)
+//       Scores of the four consecutive query heads at q (head h at q + h * hd)
+//   void Accumulate4(const float* const p[4], const float* const* rows, int64_t n_rows,
+//                    float* const acc[4], int64_t hd)   Accumulate of four heads
 #pragma once
 
 #include <algorithm>
@@ -32,7 +38,7 @@ inline constexpr int64_t kKvTile = 32;
 
 inline size_t TileScratchFloatsFor(int64_t head_dim, int64_t n_rows, int64_t n_group) {
   const int64_t nq = n_rows * n_group;
-  return static_cast<size_t>(2 * kKvTile * head_dim + 2 * kKvTile + nq * (head_dim + 2));
+  return static_cast<size_t>(2 * kKvTile * head_dim + 4 * kKvTile + nq * (head_dim + 2));
 }
 
 // The AMX kernel (attention_amx.cc): keys per KV tile, query vectors per tile pass, the padded
@@ -96,8 +102,8 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
   const int64_t nq = n_rows * n_group;
   float* kf = scratch;            // [kKvTile, hd] converted K rows
   float* vf = kf + kKvTile * hd;  // [kKvTile, hd] converted V rows
-  float* s2 = vf + kKvTile * hd;  // [2, kKvTile] scores of two query heads
-  float* acc = s2 + 2 * kKvTile;  // [nq, hd] unnormalised outputs
+  float* s2 = vf + kKvTile * hd;  // [4, kKvTile] scores of up to four query heads
+  float* acc = s2 + 4 * kKvTile;  // [nq, hd] unnormalised outputs
   float* m = acc + nq * hd;       // [nq] running max
   float* l = m + nq;              // [nq] running sum of exp
   std::fill(acc, acc + nq * hd, 0.0f);
@@ -132,7 +138,38 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
       const int64_t jlo = (window > 0 ? std::max(t0, pos + 1 - window) : t0) - t0;
       const int64_t jhi = std::min(t1, pos + 1) - t0;
       if (jlo >= jhi) continue;
-      for (int64_t g = 0; g < n_group; ++g) {
+      int64_t g = 0;
+      if constexpr (requires { &Isa::Scores4; &Isa::Accumulate4; }) {
+        // Four heads at a time: each K and V row is loaded once for all four (GQA groups of
+        // 4, 8, ...), with the heads' P·V accumulators side by side in registers.
+        for (; g + 4 <= n_group && hd % 64 == 0; g += 4) {
+          const float* q = job.q + r * job.row_stride + g * hd;
+          float* s4[4] = {s2, s2 + kKvTile, s2 + 2 * kKvTile, s2 + 3 * kKvTile};
+          Isa::Scores4(q, hd, krow + jlo, jhi - jlo, p.scale, s4[0] + jlo, s4[1] + jlo,
+                       s4[2] + jlo, s4[3] + jlo);
+          float* a4[4];
+          const float* p4[4];
+          for (int h = 0; h < 4; ++h) {
+            const int64_t qi = r * n_group + g + h;
+            float* sh = s4[h];
+            const float m_new = std::max(m[qi], Isa::Max(sh + jlo, jhi - jlo));
+            const float sum = Isa::ExpSub(sh + jlo, jhi - jlo, m_new);
+            a4[h] = acc + qi * hd;
+            p4[h] = sh + jlo;
+            if (m[qi] != m_new) {
+              if (m[qi] != -std::numeric_limits<float>::infinity()) {  // rescale what we have
+                const float alpha = std::exp(m[qi] - m_new);
+                l[qi] *= alpha;
+                Isa::Scale(a4[h], alpha, hd);
+              }
+              m[qi] = m_new;
+            }
+            l[qi] += sum;
+          }
+          Isa::Accumulate4(p4, vrow + jlo, jhi - jlo, a4, hd);
+        }
+      }
+      for (; g < n_group; ++g) {
         const int64_t qi = r * n_group + g;
         const float* q = job.q + r * job.row_stride + g * hd;
         // Heads of one row see the same keys: score them two at a time (shared K loads).
