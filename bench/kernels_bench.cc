@@ -8,7 +8,11 @@
 //   build/kernels_bench --benchmark_filter='Peak|MemRead|MatMul/Q4_0/.*/m:1/' [--benchmark_min_time=0.3s]
 //
 // Counters: WGB/s = weight bytes streamed per second (meaningful at m = 1, where decode is
-// bandwidth-bound); GOP/s = 2 * m * rows * cols per second (meaningful at large m).
+// bandwidth-bound); GOP/s = 2 * m * rows * cols per second (meaningful at large m);
+// of_int8_peak = GOP/s as a fraction of the int8 compute peak (kernels/peak.h) measured once
+// per process with the same thread count (a plain fraction: Google Benchmark prints rate
+// counters with a "/s" suffix). The matrices fit this VM's 300 MiB L3, so WGB/s is not the
+// decode roofline; `tachyon bench` measures that.
 // MemRead/threads:N reads a 1 GiB array (AVX-512 loads where available) — compare WGB/s
 // with it; PeakInt8 / PeakBf16 run independent vpdpbusd / vdpbf16ps chains on registers
 // (GOP/s, 2 ops per multiply-add) — compare GOP/s with them. Weights with a packed layout
@@ -28,6 +32,7 @@
 
 #include "kernels/amx.h"
 #include "kernels/bf16_panel.h"
+#include "kernels/peak.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
 #include "util/cpu_features.h"
@@ -79,6 +84,9 @@ const Matrix& GetMatrix(GgmlType type, int64_t rows, int64_t cols) {
   return m;
 }
 
+// The int8 compute peak for the fraction-of-peak counters (defined below).
+double Int8PeakGops(int threads);
+
 void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols, int64_t m,
                int threads, bool packed) {
   const Matrix& mat = GetMatrix(type, rows, cols);
@@ -98,6 +106,12 @@ void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t col
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GOP/s"] = benchmark::Counter(2.0 * m * rows * cols / 1e9,
                                                benchmark::Counter::kIsIterationInvariantRate);
+  // Fraction of the int8 compute roofline (for many rows; decode's roofline is the memory
+  // one, which these L3-resident matrices do not show: `tachyon bench` measures it).
+  if (const double peak = Int8PeakGops(threads); peak > 0) {
+    state.counters["of_int8_peak"] = benchmark::Counter(
+        2.0 * m * rows * cols / (peak * 1e9), benchmark::Counter::kIsIterationInvariantRate);
+  }
 }
 
 // One row-count regime on one kernel family: "avx512" = the VNNI / AVX-512 kernels (what
@@ -126,6 +140,10 @@ void BM_MatMulAt(benchmark::State& state, GgmlType type, int64_t rows, int64_t c
   kernels::SetAmxMinRows(0);
   state.counters["GOP/s"] = benchmark::Counter(2.0 * m * rows * cols / 1e9,
                                                benchmark::Counter::kIsIterationInvariantRate);
+  if (const double peak = Int8PeakGops(1); peak > 0) {
+    state.counters["of_int8_peak"] = benchmark::Counter(
+        2.0 * m * rows * cols / (peak * 1e9), benchmark::Counter::kIsIterationInvariantRate);
+  }
 }
 
 __attribute__((target("avx512f"))) uint64_t ReadAvx512(const uint8_t* p, size_t n) {
@@ -151,6 +169,16 @@ uint64_t ReadPlain(const uint8_t* p, size_t n) {
   return s;
 }
 
+// The int8 compute peak (kernels/peak.h), measured once per process and thread count, for
+// the of_int8_peak counters (the fraction of the peak a MatMul benchmark reaches).
+double Int8PeakGops(int threads) {
+  static std::map<int, double> peaks;
+  auto it = peaks.find(threads);
+  if (it == peaks.end()) {
+    it = peaks.emplace(threads, kernels::MeasureComputePeak(Pool(threads)).int8_gops).first;
+  }
+  return it->second;
+}
 void BM_MemRead(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   constexpr size_t kBytes = size_t{1} << 30;
