@@ -33,6 +33,16 @@ TEST(ProfileCliTest, PrintsBothBreakdowns) {
       << r.out;
   EXPECT_NE(r.out.find("| attention (+kv store) |"), std::string::npos) << r.out;
 
+  // Batched decode: every step carries 3 sequences, each in its own KV blocks.
+  r = Tachyon("profile -m " + model + " -p 8 -n 20 -t 2 --reps 2 --batch 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("decode at context 20, 3 sequences per step: 2 forward(s), 6 token(s)"),
+            std::string::npos)
+      << r.out;
+  r = Tachyon("profile -m " + model + " --batch 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--batch must be in [1, 1024]"), std::string::npos) << r.err;
+
   r = Tachyon("profile -m " + model + " --kv-cache-dtype q8_0");  // head_dim 8
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("multiple of 32"), std::string::npos) << r.err;
