@@ -106,9 +106,13 @@ struct CTile {
 // kSplit (F32 / F16 weights): A and the panels are hi parts, their lo parts lie alo / blo
 // bytes further, and C gets A_hi · B_hi + A_hi · B_lo + A_lo · B_hi (the lo · lo term, ~2^-16
 // relative, is left out).
+//
+// pf: up to two byte ranges of pf_lines cache lines each (null: none) to prefetch into L2, a
+// share per step, for the panels converted after this block (see AmxRunTiles).
 template <int kMa, int kNb, bool kSplit>
 void Block(const uint8_t* a, size_t a1_off, const uint8_t* b, size_t panel_bytes, int64_t nsteps,
-           size_t alo, size_t blo, const CTile* cin, const CTile* cout) {
+           size_t alo, size_t blo, const CTile* cin, const CTile* cout, const uint8_t* const* pf,
+           int64_t pf_lines) {
   TACHYON_LOAD_OR_ZERO(0, cin);
   if constexpr (kNb == 2) TACHYON_LOAD_OR_ZERO(1, cin);
   if constexpr (kMa == 2) TACHYON_LOAD_OR_ZERO(2, cin);
@@ -116,6 +120,12 @@ void Block(const uint8_t* a, size_t a1_off, const uint8_t* b, size_t panel_bytes
   const uint8_t* a1 = a + a1_off;
   const uint8_t* b1 = b + panel_bytes;
   for (int64_t s = 0; s < nsteps; ++s) {
+    if (pf_lines > 0) {
+      for (int64_t l = pf_lines * s / nsteps; l < pf_lines * (s + 1) / nsteps; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf[0] + 64 * l), _MM_HINT_T1);
+        if (pf[1] != nullptr) _mm_prefetch(reinterpret_cast<const char*>(pf[1] + 64 * l), _MM_HINT_T1);
+      }
+    }
     TACHYON_STEP(a, a1, b, b1);
     if constexpr (kSplit) {
       // A_hi is still in tiles 4 / 5: only the lo panels load for A_hi · B_lo, then A_lo
@@ -140,7 +150,7 @@ void Block(const uint8_t* a, size_t a1_off, const uint8_t* b, size_t panel_bytes
 }
 
 using BlockFn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, size_t, size_t,
-                         const CTile*, const CTile*);
+                         const CTile*, const CTile*, const uint8_t* const*, int64_t);
 constexpr BlockFn kBlocks[2][2][2] = {
     {{Block<1, 1, false>, Block<1, 2, false>}, {Block<2, 1, false>, Block<2, 2, false>}},
     {{Block<1, 1, true>, Block<1, 2, true>}, {Block<2, 1, true>, Block<2, 2, true>}}};
@@ -292,14 +302,11 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
           }
           const int64_t nblk = (i1 - i0 + 31) / 32;
           for (int64_t i = i0; i < i1; i += 32) {
-            if (pf_lines > 0) {
-              const int64_t q = (i - i0) / 32;
-              for (const uint8_t* src : pf) {
-                if (src == nullptr) continue;
-                for (int64_t l = pf_lines * q / nblk; l < pf_lines * (q + 1) / nblk; ++l)
-                  _mm_prefetch(reinterpret_cast<const char*>(src + 64 * l), _MM_HINT_T1);
-              }
-            }
+            // This block's share of the prefetch lines (the same for both tiles).
+            const int64_t q = (i - i0) / 32;
+            const int64_t l0 = pf_lines * q / nblk, l1 = pf_lines * (q + 1) / nblk;
+            const uint8_t* pfq[2] = {pf[0] ? pf[0] + 64 * l0 : nullptr,
+                                     pf[1] ? pf[1] + 64 * l0 : nullptr};
             const int ma = static_cast<int>(std::min<int64_t>(2, (i1 - i) / 16));
             CTile cin[4], cout[4];
             int edges[4];
@@ -331,7 +338,7 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
             const uint8_t* pa = act + (static_cast<size_t>(i / 16 * steps + k0 / 32) << 10);
             kBlocks[split][ma - 1][nb - 1](pa, static_cast<size_t>(steps) << 10, pb, panel_bytes,
                                            nsteps, alo, 2 * panel_bytes, first ? nullptr : cin,
-                                           cout);
+                                           cout, pfq, pfq[0] ? l1 - l0 : 0);
             for (int q = 0; q < nedge; ++q) {
               const int idx = edges[q];
               const int64_t r = i + 16 * (idx / 2), j = 16 * (t + idx % 2);
