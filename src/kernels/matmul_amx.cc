@@ -31,17 +31,22 @@
 namespace tachyon::kernels::internal {
 namespace {
 
-// Input features per K chunk (where the activations [m, cols] exceed half of
-// kAmxActChunkBytes; half of it for the split types, whose activations and panels take twice
-// the bytes): C stays in its tiles for kc / 32 steps of a block, then goes out to the
-// accumulation buffer and back, so a longer chunk spends fewer tile loads and stores on C
-// (measured: 1024 beat 512 by 1.01-1.16x at the FFN shapes, m = 64-512, every type; the two
-// panels, 2 x 32 KiB, then come from L2 as the activations do). A multiple of 256, so every
-// chunk start is PanelKAlign-aligned for every type.
-constexpr int64_t kAmxKChunk = 1024;
-// Activation bytes per row chunk kept in L2 (rows beyond it are a further sweep, which
-// dequantizes the panels again: at m = 512 twice, still a few % of the time).
-constexpr size_t kAmxActChunkBytes = 512 << 10;
+// Input features per K chunk (where the activations [m, cols] exceed half of the activation
+// chunk): C stays in its tiles for kc / 32 steps of a block, then goes out to the accumulation
+// buffer and back, so a longer chunk spends fewer tile loads and stores on C; the two panels
+// (2 x 64 KiB) then come from L2 as the activations do. Measured in alternating same-process
+// 2-thread runs at m = 512: 1024 beat 512 by 1.01-1.16x, and 2048 beat 1024 at cols = 2048
+// (whole rows, no accumulation buffer) by 1.07-1.18x for Q4_0 / Q8_0 / Q4_K, even at cols =
+// 8192. A multiple of 256, so every chunk start is PanelKAlign-aligned for every type.
+constexpr int64_t kAmxKChunk = 2048;
+// Activation bytes per row chunk kept in L2 (256 rows at kc = 2048; rows beyond it are a
+// further sweep, which dequantizes the panels again: at m = 512 twice, a few % of the time).
+constexpr size_t kAmxActChunkBytes = 1 << 20;
+// The split types (F32, F16: hi and lo activations and panels, three multiplies per step)
+// measured best at a quarter of the K chunk and half the activation chunk (kc = 512,
+// 256 rows): longer chunks or more rows lost 3-27% there.
+constexpr int64_t kAmxSplitKChunk = kAmxKChunk / 4;
+constexpr size_t kAmxSplitActChunkBytes = kAmxActChunkBytes / 2;
 // Between K chunks the partial sums of a group of weight tiles wait in a compact thread-local
 // buffer ([tile][row][16] f32, each C tile 1 KiB contiguous) rather than in y, whose rows lie
 // 4 * w.rows bytes apart (a TLB miss and a far cache line per tile row): up to this many bytes.
@@ -236,19 +241,16 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
   const int64_t steps = kp / 32;
   // Activation bytes per row and feature in L2 (hi + lo rows for split types).
   const size_t abytes = split ? 4 : 2;
-  // Split types hold four panels per block (hi and lo of two tiles) and two activation rows
-  // (hi, lo): half the K chunk keeps both footprints those of the other types.
-  const int64_t kchunk = split ? kAmxKChunk / 2 : kAmxKChunk;
+  const int64_t kchunk = split ? kAmxSplitKChunk : kAmxKChunk;
+  const size_t act_chunk = split ? kAmxSplitActChunkBytes : kAmxActChunkBytes;
   // Few rows (batched decode): the whole row at once, so C goes to y once; the panels are
   // then read right after they are written (one or two row blocks).
-  const int64_t kc =
-      static_cast<size_t>(mp) * static_cast<size_t>(kp) * abytes <= kAmxActChunkBytes / 2
-          ? kp
-          : std::min(kp, kchunk);
+  const int64_t kc = static_cast<size_t>(mp) * static_cast<size_t>(kp) * abytes <= act_chunk / 2
+                         ? kp
+                         : std::min(kp, kchunk);
   const int64_t mc = std::min(
       mp, std::max<int64_t>(
-              32, static_cast<int64_t>(kAmxActChunkBytes / (static_cast<size_t>(kc) * abytes)) /
-                      32 * 32));
+              32, static_cast<int64_t>(act_chunk / (static_cast<size_t>(kc) * abytes)) / 32 * 32));
   // Weight tiles per accumulation group (K chunks only): an even number, >= 2.
   const int64_t ng =
       kc < kp ? std::max<int64_t>(

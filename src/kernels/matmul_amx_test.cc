@@ -124,8 +124,8 @@ TEST(MatMulAmx, ActivationRowCounts) {
   }
 }
 
-// More activation rows than one L2 row chunk (512 KiB of bf16 activations: 256 rows of
-// 1024 inputs): every further row chunk dequantizes the panels again.
+// More activation rows than one L2 row chunk (1 MiB of bf16 activations: 512 rows of 1024
+// inputs): every further row chunk dequantizes the panels again.
 TEST(MatMulAmx, SeveralRowChunks) {
   SKIP_WITHOUT_AMX();
   const Problem p = Make(GgmlType::kQ4_0, 17, 1024, 1040, 7);
@@ -161,16 +161,16 @@ TEST(MatMulAmx, KChunksEqualWholeRows) {
   }
 }
 
-// 1100 weight rows x 1040 rows of 2048 inputs: two K chunks (1024 each), five row chunks
-// (4 x 256 + 16) and two groups of weight tiles accumulated in the compact buffer (64 tiles
+// 1100 weight rows x 528 rows of 4096 inputs: two K chunks (2048 each), three row chunks
+// (2 x 256 + 16) and two groups of weight tiles accumulated in the compact buffer (64 tiles
 // and 5 at 256 rows): the rows of the first and the last row chunk equal calls that run whole
 // rows at once. F16 (the split) over 1024 inputs: two K chunks of 512 and three row chunks
 // (2 x 256 + 16).
 TEST(MatMulAmx, AccumulationGroupsAndRowChunks) {
   SKIP_WITHOUT_AMX();
-  for (const auto& [t, rows, cols] : {std::tuple{GgmlType::kQ4_0, int64_t{1100}, int64_t{2048}},
+  for (const auto& [t, rows, cols] : {std::tuple{GgmlType::kQ4_0, int64_t{1100}, int64_t{4096}},
                                       std::tuple{GgmlType::kF16, int64_t{40}, int64_t{1024}}}) {
-    const int64_t m = t == GgmlType::kF16 ? 528 : 1040;
+    const int64_t m = 528;
     const Problem p = Make(t, rows, cols, m, 17);
     const std::vector<float> all = RunAmx(p.weight, p.x.data(), p.m);
     const std::vector<float> head = RunAmx(p.weight, p.x.data(), 3);
