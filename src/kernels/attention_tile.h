@@ -115,8 +115,30 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
   const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
   const float* krow[kKvTile];
   const float* vrow[kKvTile];
+  const size_t row_bytes = kv.row_bytes();
+  // Software prefetch of the KV rows of positions [t, t + n) of this job's KV head: in a
+  // batched step the cache sees each sequence's blocks once, after the weights have streamed
+  // through it, and the scattered 16-position runs are too short for the hardware prefetcher.
+  auto prefetch_rows = [&](int64_t t, int64_t t_end) {
+    while (t < t_end) {
+      const int64_t n = std::min(t_end - t, kv.block_size - t % kv.block_size);
+      const size_t bytes = static_cast<size_t>(n) * row_bytes;
+      const uint8_t* kp = kv.Row(kv.k, job.block_table, t, job.kv_head);
+      const uint8_t* vp = kv.Row(kv.v, job.block_table, t, job.kv_head);
+      for (size_t off = 0; off < bytes; off += 64) {
+        __builtin_prefetch(kp + off);
+        __builtin_prefetch(vp + off);
+      }
+      t += n;
+    }
+  };
+  // Keep kPrefetchTiles tiles in flight: the misses overlap each other and the compute.
+  constexpr int64_t kPrefetchTiles = 4;
+  prefetch_rows(lo, std::min(lo + kPrefetchTiles * kKvTile, end));
   for (int64_t t0 = lo; t0 < end; t0 += kKvTile) {
     const int64_t t1 = std::min(t0 + kKvTile, end);
+    const int64_t ahead = t0 + kPrefetchTiles * kKvTile;
+    prefetch_rows(std::min(ahead, end), std::min(ahead + kKvTile, end));
     // A KV head's rows of one block are contiguous: convert each block's run of positions in
     // one call (one block-table lookup per block, not per row).
     for (int64_t t = t0; t < t1;) {
