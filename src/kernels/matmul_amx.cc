@@ -104,6 +104,50 @@ struct CTile {
     }                                                  \
   } while (0)
 
+// The panels of one pair of weight tiles over one K chunk, converted a piece at a time (a
+// piece: PanelKAlign(type) inputs of one tile), so that the next pair's panels are written
+// between the tile steps of the current pair's blocks: the vector units convert while the
+// tile unit multiplies (Block runs Run() after a step's tile instructions are issued).
+struct PanelJob {
+  const Weight* w = nullptr;
+  bool split = false;
+  int64_t t = -1, k0 = 0, kc = 0;  // tiles t .. t + nb - 1 over inputs [k0, k0 + kc)
+  int nb = 0;
+  uint16_t* dst = nullptr;  // tile b's (hi) panel at dst + b * kc * 16; lo 2 * kc * 16 further
+  int64_t piece = 0, per_tile = 0, done = 0, total = 0;
+
+  void Start(const Weight& wt, bool sp, int64_t t0, int n, int64_t from, int64_t len,
+             uint16_t* out) {
+    w = &wt;
+    split = sp;
+    t = t0;
+    nb = n;
+    k0 = from;
+    kc = len;
+    dst = out;
+    piece = std::min(PanelKAlign(wt.type), len);
+    per_tile = (len + piece - 1) / piece;
+    done = 0;
+    total = n * per_tile;
+  }
+  bool Is(int64_t t0, int n, int64_t from, int64_t len) const {
+    return t == t0 && nb == n && k0 == from && kc == len;
+  }
+  // Converts pieces [done, upto).
+  __attribute__((noinline)) void Run(int64_t upto) {
+    for (upto = std::min(upto, total); done < upto; ++done) {
+      const int64_t b = done / per_tile, off = done % per_tile * piece;
+      uint16_t* hi = dst + b * kc * 16 + off * 16;
+      if (split) {
+        DequantPanelBf16Split(*w, t + b, k0 + off, std::min(piece, kc - off), hi,
+                              hi + 2 * kc * 16);
+      } else {
+        DequantPanelBf16(*w, t + b, k0 + off, std::min(piece, kc - off), hi);
+      }
+    }
+  }
+};
+
 // C(a, b) = [cin(a, b) or 0] + A rows [16a, 16a + 16) · panel b over nsteps steps of 32 input
 // features, stored to cout(a, b); C(a, b) is cin / cout[2a + b]. a: the A tile of the block's
 // first 16 rows at the chunk's first step (those of the next 16 rows lie a1_off bytes
@@ -113,11 +157,13 @@ struct CTile {
 // relative, is left out).
 //
 // pf: up to two byte ranges of pf_lines cache lines each (null: none) to prefetch into L2, a
-// share per step, for the panels converted after this block (see AmxRunTiles).
+// share per step, for the panels converted after this block (see AmxRunTiles). job (null:
+// none): pieces of the next pair's panels to convert, spread over the steps, up to job_upto.
 template <int kMa, int kNb, bool kSplit>
 void Block(const uint8_t* a, size_t a1_off, const uint8_t* b, size_t panel_bytes, int64_t nsteps,
            size_t alo, size_t blo, const CTile* cin, const CTile* cout, const uint8_t* const* pf,
-           int64_t pf_lines) {
+           int64_t pf_lines, PanelJob* job, int64_t job_upto) {
+  const int64_t job_from = job != nullptr ? job->done : 0;
   TACHYON_LOAD_OR_ZERO(0, cin);
   if constexpr (kNb == 2) TACHYON_LOAD_OR_ZERO(1, cin);
   if constexpr (kMa == 2) TACHYON_LOAD_OR_ZERO(2, cin);
@@ -147,6 +193,10 @@ void Block(const uint8_t* a, size_t a1_off, const uint8_t* b, size_t panel_bytes
       }
       TACHYON_STEP(a + alo, a1 + alo, b, b1);
     }
+    if (job != nullptr) {
+      const int64_t want = job_from + (job_upto - job_from) * (s + 1) / nsteps;
+      if (want > job->done) job->Run(want);
+    }
   }
   _tile_stored(0, cout[0].p, cout[0].ld);
   if constexpr (kNb == 2) _tile_stored(1, cout[1].p, cout[1].ld);
@@ -155,7 +205,8 @@ void Block(const uint8_t* a, size_t a1_off, const uint8_t* b, size_t panel_bytes
 }
 
 using BlockFn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, size_t, size_t,
-                         const CTile*, const CTile*, const uint8_t* const*, int64_t);
+                         const CTile*, const CTile*, const uint8_t* const*, int64_t, PanelJob*,
+                         int64_t);
 constexpr BlockFn kBlocks[2][2][2] = {
     {{Block<1, 1, false>, Block<1, 2, false>}, {Block<2, 1, false>, Block<2, 2, false>}},
     {{Block<1, 1, true>, Block<1, 2, true>}, {Block<2, 1, true>, Block<2, 2, true>}}};
@@ -258,8 +309,12 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
               : t1 - t0;
   float* acc = kc < kp ? Scratch<float, 1>(static_cast<size_t>(ng * mc) * 16) : nullptr;
   const size_t ldy = static_cast<size_t>(w.rows) * sizeof(float);
-  // Two panels (hi, then for split types two lo panels after them).
-  uint16_t* panel = Scratch<uint16_t, 0>(static_cast<size_t>(kc) * 32 * (split ? 2 : 1));
+  // Two sets of two panels (hi, then for split types two lo panels after them): the current
+  // pair's, and the next pair's being converted between the current pair's tile steps.
+  const size_t set = static_cast<size_t>(kc) * 32 * (split ? 2 : 1);
+  uint16_t* const set0 = Scratch<uint16_t, 0>(2 * set);
+  uint16_t* const panel_sets[2] = {set0, set0 + set};
+  PanelJob next;
   // The lo activation rows follow the mp hi rows (MatMulMultiAmx, AmxConvertRowsLow).
   const size_t alo = split ? static_cast<size_t>(mp) * AmxActStride(w.cols) : 0;
   alignas(64) float edge[4][256];
@@ -277,36 +332,55 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
         const bool first = k0 == 0, last = k0 + kcur >= kp;
         for (int64_t t = g0; t < g1; t += 2) {
           const int nb = static_cast<int>(std::min<int64_t>(2, g1 - t));
-          // Lo panels (split types) lie 2 * panel_bytes after their hi panels.
-          for (int b = 0; b < nb; ++b) {
-            uint16_t* hi = panel + b * kcur * 16;
-            if (split) {
-              DequantPanelBf16Split(w, t + b, k0, kcur, hi, hi + 2 * kcur * 16);
-            } else {
-              DequantPanelBf16(w, t + b, k0, kcur, hi);
-            }
+          // This pair's panels: converted during the previous pair's blocks (the rest now),
+          // or here at the start of a row chunk or group. Lo panels (split types) lie
+          // 2 * panel_bytes after their hi panels.
+          uint16_t* panel;
+          if (next.Is(t, nb, k0, kcur)) {
+            next.Run(next.total);
+            panel = next.dst;
+          } else {
+            panel = panel_sets[0];
+            next.Start(w, split, t, nb, k0, kcur, panel);
+            next.Run(next.total);
           }
           const auto* pb = reinterpret_cast<const uint8_t*>(panel);
+          // The next pair (the next of this chunk, else the group's first at the next chunk)
+          // goes into the other set.
+          const int64_t tn = t + 2 < g1 ? t + 2 : g0, kn = t + 2 < g1 ? k0 : k0 + kcur;
+          const int nbn = static_cast<int>(std::min<int64_t>(2, g1 - tn));
+          if (kn < kp) {
+            next.Start(w, split, tn, nbn, kn, std::min(kc, kp - kn),
+                       panel == panel_sets[0] ? panel_sets[1] : panel_sets[0]);
+          } else {
+            next.t = -1;
+          }
           // Packed F16: the next pair's panel source (the next pair of this chunk, else the
           // group's first pair at the next chunk; 32 bytes per input and tile, contiguous in
           // each packed tile) goes to L2 in shares while this pair's blocks run, so the split
           // conversion does not wait for DRAM (it sat on its vcvtph2ps loads).
           const uint8_t* pf[2] = {nullptr, nullptr};
           int64_t pf_lines = 0;
-          if (prefetch_f16) {
-            const int64_t tn = t + 2 < g1 ? t + 2 : g0, kn = t + 2 < g1 ? k0 : k0 + kcur;
-            if (kn < kp) {
-              for (int b = 0; b < static_cast<int>(std::min<int64_t>(2, g1 - tn)); ++b)
-                pf[b] = w.packed + static_cast<size_t>(tn + b) * tile_bytes +
-                        static_cast<size_t>(kn) * 32;
-              pf_lines = std::min(kc, kp - kn) / 2;
-            }
+          if (prefetch_f16 && kn < kp) {
+            for (int b = 0; b < nbn; ++b)
+              pf[b] = w.packed + static_cast<size_t>(tn + b) * tile_bytes +
+                      static_cast<size_t>(kn) * 32;
+            pf_lines = std::min(kc, kp - kn) / 2;
           }
+          // Split types (F16, F32): the next pair's conversion runs between the tile steps of
+          // the blocks from job_blk on (the second half where its source is being prefetched
+          // over the whole pair, packed F16; else all): 1.03-1.07x at the F16 FFN shapes in
+          // alternating same-process runs. The other types convert at the pair's start (their
+          // pieces, up to 8 KiB of panel for the K-quants, stalled the tile steps: 0.85-0.97x).
           const int64_t nblk = (i1 - i0 + 31) / 32;
+          const int64_t job_blk = pf_lines > 0 ? nblk / 2 : 0;
           for (int64_t i = i0; i < i1; i += 32) {
             // This block's share of the prefetch lines (the same for both tiles).
-            const int64_t q = (i - i0) / 32;
-            const int64_t l0 = pf_lines * q / nblk, l1 = pf_lines * (q + 1) / nblk;
+            const int64_t blk = (i - i0) / 32;
+            const int64_t l0 = pf_lines * blk / nblk, l1 = pf_lines * (blk + 1) / nblk;
+            const bool run_job = split && next.t >= 0 && blk >= job_blk;
+            const int64_t job_upto =
+                run_job ? next.total * (blk + 1 - job_blk) / (nblk - job_blk) : 0;
             const uint8_t* pfq[2] = {pf[0] ? pf[0] + 64 * l0 : nullptr,
                                      pf[1] ? pf[1] + 64 * l0 : nullptr};
             const int ma = static_cast<int>(std::min<int64_t>(2, (i1 - i) / 16));
@@ -340,7 +414,8 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
             const uint8_t* pa = act + (static_cast<size_t>(i / 16 * steps + k0 / 32) << 10);
             kBlocks[split][ma - 1][nb - 1](pa, static_cast<size_t>(steps) << 10, pb, panel_bytes,
                                            nsteps, alo, 2 * panel_bytes, first ? nullptr : cin,
-                                           cout, pfq, pfq[0] ? l1 - l0 : 0);
+                                           cout, pfq, pfq[0] ? l1 - l0 : 0,
+                                           run_job ? &next : nullptr, job_upto);
             for (int q = 0; q < nedge; ++q) {
               const int idx = edges[q];
               const int64_t r = i + 16 * (idx / 2), j = 16 * (t + idx % 2);

@@ -158,6 +158,16 @@ TEST(MatMulAmx, KChunksEqualWholeRows) {
     const std::vector<float> whole = RunAmx(p.weight, p.x.data(), 3);
     for (size_t i = 0; i < whole.size(); ++i)
       ASSERT_EQ(whole[i], chunked[i]) << TypeName(t) << " at " << i;
+    if (t != GgmlType::kF16) continue;
+    // Packed F16 (split panels from the packed tiles, their source prefetched and the next
+    // pair converted between the tile steps): the same bits.
+    AlignedBuffer buf = AllocateAligned(PackedBytes(t, p.rows, p.cols));
+    PackWeight(p.weight, buf.get(), nullptr);
+    Weight packed = p.weight;
+    packed.packed = buf.get();
+    const std::vector<float> from_packed = RunAmx(packed, p.x.data(), p.m);
+    for (size_t i = 0; i < chunked.size(); ++i)
+      ASSERT_EQ(from_packed[i], chunked[i]) << "packed F16 at " << i;
   }
 }
 
