@@ -457,8 +457,8 @@ void UnpackQ6K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8
 // codes / meta: the slice (super-block b0 first). As Micro() for the 32-blocks otherwise.
 //
 // Per super-block the float sums sb = sum_sub float(dot_sub) * scd_sub + float(csum) * cscale
-// stay in registers (2 float ops per sub-block and row: the scale vector is a memory operand,
-// the activation scale is not in it), and dx is applied once per super-block to the running
+// stay in registers (2 float ops per sub-block and row, a conversion and an FMA by the scale
+// vector, loaded once for all rows), and dx is applied once per super-block to the running
 // sums, which live in a small L1 buffer (12 more registers would not fit beside the 12 int32
 // dot chains and the 12 super-block sums). Prefetch lines [pf_begin, pf_end) of pf are issued
 // a few per sub-block, so that they never queue up on the line-fill buffers in one burst.
