@@ -369,8 +369,8 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
 // activation's block sums, scaled by cscale:
 //   Q4_K: sub-blocks of 32 (8 steps); 4 correction pairs (min_2p, min_2p+1) x (bsum32_2p,
 //         bsum32_2p+1), the activation's 32-element sums (BuildBsum32), cscale = -dmin.
-//   Q6_K: sub-blocks of 16 (4 steps); correction pairs (-32 sc_2p, -32 sc_2p+1) x
-//         (bsum_2p, bsum_2p+1) (the code offset 32), cscale = d.
+//   Q6_K: sub-blocks of 16 (4 steps); correction pairs (sc_2p, sc_2p+1) x
+//         (bsum_2p, bsum_2p+1) (the code offset 32), cscale = -32 d.
 // Per sub-block and row the exact int32 dot becomes sb += float(dot) * scd, the correction
 // sb += float(csum) * cscale once per super-block, and then y += sb * dx.
 
@@ -426,20 +426,28 @@ void UnpackQ4K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8
   _mm512_store_ps(reinterpret_cast<float*>(meta + 1536), _mm512_sub_ps(_mm512_setzero_ps(), dmin));
 }
 
+// Q6_K: the 6-bit codes are rebuilt as (low nibble) | (2 high bits << 4), each 64-byte output
+// as one vpternlogd (A | (B & 0x30)) on the masked nibble and the shifted high bits: 13 vector
+// ops per 256 codes instead of 17. The offset pairs are the int16 scales themselves,
+// interleaved (sc_2p, sc_2p+1) per row by one vpermw, and cscale = -32 d carries the offset
+// (-32 is a power of two: the same float product as pairs of -32 sc against cscale d).
 void UnpackQ6K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8_t* meta) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  constexpr int kOrAnd = 0xF8;  // vpternlogd: A | (B & C)
   const uint8_t* src = tile + b * 3072;
   for (int g = 0; g < 16; ++g) {
     const __m512i n0 = _mm512_load_si512(src + 192 * g), n1 = _mm512_load_si512(src + 192 * g + 64);
     const __m512i h = _mm512_load_si512(src + 192 * g + 128);
     uint8_t* dst = codes + 256 * g;
-    _mm512_store_si512(dst, _mm512_or_si512(_mm512_and_si512(n0, m4),
-                                            _mm512_and_si512(_mm512_slli_epi16(h, 4), m30)));
-    _mm512_store_si512(dst + 64, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n0, 4), m4),
-                                                 _mm512_and_si512(_mm512_slli_epi16(h, 2), m30)));
-    _mm512_store_si512(dst + 128, _mm512_or_si512(_mm512_and_si512(n1, m4), _mm512_and_si512(h, m30)));
-    _mm512_store_si512(dst + 192, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n1, 4), m4),
-                                                  _mm512_and_si512(_mm512_srli_epi16(h, 2), m30)));
+    _mm512_store_si512(dst, _mm512_ternarylogic_epi32(_mm512_and_si512(n0, m4),
+                                                      _mm512_slli_epi16(h, 4), m30, kOrAnd));
+    _mm512_store_si512(dst + 64,
+                       _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(n0, 4), m4),
+                                                 _mm512_slli_epi16(h, 2), m30, kOrAnd));
+    _mm512_store_si512(dst + 128, _mm512_ternarylogic_epi32(_mm512_and_si512(n1, m4), h, m30, kOrAnd));
+    _mm512_store_si512(dst + 192,
+                       _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(n1, 4), m4),
+                                                 _mm512_srli_epi16(h, 2), m30, kOrAnd));
   }
   const uint8_t* m = tile + nb * 3072 + b * 288;
   const __m512 d = LoadF16x16(m + 256);
@@ -448,16 +456,17 @@ void UnpackQ6K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8
     const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 16 * g)));
     _mm512_store_ps(scd + 16 * g, _mm512_mul_ps(_mm512_cvtepi32_ps(sc), d));
   }
+  // int16 lane 2 r <- sc_2p of row r (lane r of the widened 32 bytes), 2 r + 1 <- sc_2p+1 (lane
+  // 16 + r).
+  alignas(64) static constexpr int16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                                          21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                                          11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
   for (int p = 0; p < 8; ++p) {
-    const __m512i lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 32 * p)));
-    const __m512i hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m + 32 * p + 16)));
-    // Low half: int16(-32 sc_2p); high half: int16(-32 sc_2p+1) (|32 sc| <= 4096).
-    const __m512i a = _mm512_and_si512(_mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(lo, 5)),
-                                       _mm512_set1_epi32(0xFFFF));
-    const __m512i c = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(hi, 21));
-    _mm512_store_si512(meta + 1024 + 64 * p, _mm512_or_si512(a, c));
+    const __m512i sc2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + 32 * p)));
+    _mm512_store_si512(meta + 1024 + 64 * p, _mm512_permutexvar_epi16(idx, sc2));
   }
-  _mm512_store_ps(reinterpret_cast<float*>(meta + 1536), d);
+  _mm512_store_ps(reinterpret_cast<float*>(meta + 1536), _mm512_mul_ps(d, _mm512_set1_ps(-32.0f)));
 }
 
 // NT tiles x NX activation rows (kQ8_256 rows at act + i * stride) over super-blocks [b0, b1);
