@@ -343,13 +343,11 @@ void ExpectSplitSameAsReference(const Weight& w, int64_t t, int64_t k0, int64_t 
     const int64_t k = k0 + static_cast<int64_t>(i / 32) * 2 + static_cast<int64_t>(i % 2);
     const int64_t row = 16 * t + static_cast<int64_t>(i % 32) / 2;
     ASSERT_EQ(hi[i], want_hi[i]) << "hi " << TypeName(w.type) << (w.packed ? " packed " : " ")
-                                 << w.rows << "x" << w.cols
-                                 << " tile " << t << " k0 " << k0 << " kc " << kc << ": row " << row
-                                 << " k " << k;
+                                 << w.rows << "x" << w.cols << " tile " << t << " k0 " << k0
+                                 << " kc " << kc << ": row " << row << " k " << k;
     ASSERT_EQ(lo[i], want_lo[i]) << "lo " << TypeName(w.type) << (w.packed ? " packed " : " ")
-                                 << w.rows << "x" << w.cols
-                                 << " tile " << t << " k0 " << k0 << " kc " << kc << ": row " << row
-                                 << " k " << k;
+                                 << w.rows << "x" << w.cols << " tile " << t << " k0 " << k0
+                                 << " kc " << kc << ": row " << row << " k " << k;
     ASSERT_EQ(pub_hi[i], want_hi[i]) << "dispatcher hi at " << i;
     ASSERT_EQ(pub_lo[i], want_lo[i]) << "dispatcher lo at " << i;
   }
@@ -360,8 +358,9 @@ void ExpectSplitSameAsReference(const Weight& w, int64_t t, int64_t k0, int64_t 
 // packed tiles (read in place, no transpose).
 TEST(Bf16PanelSplitAvx512, ByteIdenticalToReference) {
   SKIP_WITHOUT_AVX512();
-  for (const auto& [type, pack] : {std::pair{GgmlType::kF32, false}, std::pair{GgmlType::kF16, false},
-                                   std::pair{GgmlType::kF16, true}}) {
+  for (const auto& [type, pack] :
+       {std::pair{GgmlType::kF32, false}, std::pair{GgmlType::kF16, false},
+        std::pair{GgmlType::kF16, true}}) {
     for (int64_t rows : {1, 16, 21}) {
       for (int64_t cols : {1, 31, 32, 33, 77, 100}) {
         const RawMatrix m =

@@ -139,8 +139,7 @@ struct PanelJob {
       const int64_t b = done / per_tile, off = done % per_tile * piece;
       uint16_t* hi = dst + b * kc * 16 + off * 16;
       if (split) {
-        DequantPanelBf16Split(*w, t + b, k0 + off, std::min(piece, kc - off), hi,
-                              hi + 2 * kc * 16);
+        DequantPanelBf16Split(*w, t + b, k0 + off, std::min(piece, kc - off), hi, hi + 2 * kc * 16);
       } else {
         DequantPanelBf16(*w, t + b, k0 + off, std::min(piece, kc - off), hi);
       }
@@ -174,7 +173,8 @@ void Block(const uint8_t* a, size_t a1_off, const uint8_t* b, size_t panel_bytes
     if (pf_lines > 0) {
       for (int64_t l = pf_lines * s / nsteps; l < pf_lines * (s + 1) / nsteps; ++l) {
         _mm_prefetch(reinterpret_cast<const char*>(pf[0] + 64 * l), _MM_HINT_T1);
-        if (pf[1] != nullptr) _mm_prefetch(reinterpret_cast<const char*>(pf[1] + 64 * l), _MM_HINT_T1);
+        if (pf[1] != nullptr)
+          _mm_prefetch(reinterpret_cast<const char*>(pf[1] + 64 * l), _MM_HINT_T1);
       }
     }
     TACHYON_STEP(a, a1, b, b1);
@@ -233,16 +233,15 @@ inline uint8_t* ActAt(uint8_t* act, int64_t steps, int64_t i, int64_t s) {
 // (rows >= m and inputs >= cols: +0). One row block at a time, so the stores fill each A tile
 // in order.
 template <typename Part>
-void ConvertRowsTiled(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
-                      uint8_t* act, Part part) {
+void ConvertRowsTiled(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1, uint8_t* act,
+                      Part part) {
   const int64_t steps = (cols + 31) / 32;
   for (int64_t q0 = i0; q0 < i1; q0 = (q0 / 16 + 1) * 16) {
     const int64_t q1 = std::min(i1, (q0 / 16 + 1) * 16);
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k = 32 * s;
       const auto m0 = static_cast<__mmask16>((1u << std::clamp<int64_t>(cols - k, 0, 16)) - 1);
-      const auto m1 =
-          static_cast<__mmask16>((1u << std::clamp<int64_t>(cols - k - 16, 0, 16)) - 1);
+      const auto m1 = static_cast<__mmask16>((1u << std::clamp<int64_t>(cols - k - 16, 0, 16)) - 1);
       for (int64_t i = q0; i < q1; ++i) {
         uint8_t* o = ActAt(act, steps, i, s);
         if (i >= m) {

@@ -206,8 +206,8 @@ TEST(MatMulAmx, ThreadedEqualsSingleThreaded) {
 
 TEST(MatMulAmx, PackedEqualsUnpacked) {
   SKIP_WITHOUT_AMX();
-  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
-                     GgmlType::kF16}) {
+  for (GgmlType t :
+       {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16}) {
     ASSERT_TRUE(HasPackedLayout(t));
     const Problem p = Make(t, 37, 1024, 20, 3);
     AlignedBuffer buf = AllocateAligned(PackedBytes(t, p.rows, p.cols));
