@@ -317,10 +317,10 @@ int64_t AmxMinRows(GgmlType type) {
     // the reference models' logits 5x past their tolerances), three tile multiplies per step.
     // F16 overtakes its packed float kernels from 32 rows since its split panels come from
     // the packed tiles (2048 x 2048 / 2048 x 8192 at m = 32: 1.7 / 6.6 ms against 2.5 /
-    // 16.1; at m = 16 even, docs/kernels.md). F32 would from 16, but F32 models promise float-reassociation
-    // agreement between a chunked and a one-pass prompt (2e-4 on the logits, model tests) and
-    // the split differs from the float kernels by up to 2.3e-4 there: F32 stays on them unless
-    // forced (TACHYON_AMX_MIN_M / SetAmxMinRows).
+    // 16.1; at m = 16 even, docs/kernels.md). F32 would from 16, but F32 models promise
+    // float-reassociation agreement between a chunked and a one-pass prompt (2e-4 on the
+    // logits, model tests) and the split differs from the float kernels by up to 2.3e-4
+    // there: F32 stays on them unless forced (TACHYON_AMX_MIN_M / SetAmxMinRows).
     case GgmlType::kF32:
       return kNeverAmx;
     case GgmlType::kF16:
