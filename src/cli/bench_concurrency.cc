@@ -258,12 +258,12 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
                  tok.status().message().c_str());
   }
   const int threads = o.threads > 0 ? o.threads : HardwareThreads();
-  // The int8 compute roofline of this run, on as many threads as the engine gets (measured
-  // before the engine's own pool exists, so the two do not compete).
-  const kernels::ComputePeak peak = [&] {
-    ThreadPool peak_pool(threads);
-    return kernels::MeasureComputePeak(&peak_pool);
-  }();
+  // The int8 compute roofline, on as many threads as the engine gets, measured right before
+  // and after each level (the mean of the two is the level's peak; the VM's compute rate
+  // moves between minutes). Its pool sleeps while the engine runs, and the engine's while it
+  // measures.
+  ThreadPool peak_pool(threads);
+  const kernels::ComputePeak first_peak = kernels::MeasureComputePeak(&peak_pool);
   const uint64_t macs_per_token = model->matmul_macs_per_token();
   auto executor = engine::ModelAdapter::Create(model, num_blocks, bs, threads, o.kv_dtype);
   if (!executor.ok()) return Fail(executor.status().message());
@@ -285,9 +285,11 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
         o.model_path.c_str(), c.arch.c_str(), threads, load_s, static_cast<long long>(num_blocks),
         static_cast<long long>(bs), kv_mib, static_cast<long long>(o.n_prompt),
         static_cast<long long>(o.n_gen), static_cast<long long>(o.max_num_batched_tokens));
-    std::printf("int8 compute peak %.1f G-op/s (%s, %d threads); %.2f M multiply-adds per token\n",
-                peak.int8_gops, peak.int8_instr.c_str(), threads,
-                static_cast<double>(macs_per_token) / 1e6);
+    std::printf(
+        "int8 compute peak %.1f G-op/s at the start (%s, %d threads; re-measured around each "
+        "level for dec/peak); %.2f M multiply-adds per token\n",
+        first_peak.int8_gops, first_peak.int8_instr.c_str(), threads,
+        static_cast<double>(macs_per_token) / 1e6);
     std::printf("%5s %10s %10s %8s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc",
                 "agg tok/s", "dec tok/s", "dec/peak", "req tok/s", "TTFT p50", "TTFT p99",
                 "TPOT p50", "TPOT p99", "steps", "preempt", "fwd%", "samp%", "detok%");
@@ -298,14 +300,20 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   for (int level : o.levels) {
     // The engine thread is idle between levels: the profile is ours to reset and read.
     if (profile) model->ResetProfile();
+    const kernels::ComputePeak before = kernels::MeasureComputePeak(&peak_pool);
     auto r = runner.Level(level, o.n_gen);
     if (!r.ok()) return Fail(r.status().message());
+    const kernels::ComputePeak after = kernels::MeasureComputePeak(&peak_pool);
+    kernels::ComputePeak peak = before;
+    peak.int8_gops = 0.5 * (before.int8_gops + after.int8_gops);
     if (profile) {
       const std::string title = "concurrency " + std::to_string(level) + " (whole level)";
       std::fprintf(stderr, "%s", model::FormatProfile(model->profile(), title).c_str());
     }
     if (o.json) {
       all.push_back(ToJson(*r, o, macs_per_token, peak));
+      all.back()["int8_peak_before_gops"] = before.int8_gops;
+      all.back()["int8_peak_after_gops"] = after.int8_gops;
       continue;
     }
     const double wall = std::max(r->wall_s, 1e-9);
