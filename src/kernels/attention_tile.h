@@ -116,21 +116,44 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
   const float* krow[kKvTile];
   const float* vrow[kKvTile];
   const size_t row_bytes = kv.row_bytes();
-  // Software prefetch of the KV rows of positions [t, t + n) of this job's KV head: in a
-  // batched step the cache sees each sequence's blocks once, after the weights have streamed
-  // through it, and the scattered 16-position runs are too short for the hardware prefetcher.
-  auto prefetch_rows = [&](int64_t t, int64_t t_end) {
-    while (t < t_end) {
-      const int64_t n = std::min(t_end - t, kv.block_size - t % kv.block_size);
-      const size_t bytes = static_cast<size_t>(n) * row_bytes;
-      const uint8_t* kp = kv.Row(kv.k, job.block_table, t, job.kv_head);
-      const uint8_t* vp = kv.Row(kv.v, job.block_table, t, job.kv_head);
-      for (size_t off = 0; off < bytes; off += 64) {
+  // A KV head's rows of one block are contiguous (head-major blocks): fn(j, n, k, v) for each
+  // run of positions [t, t + n) of [t0, t1) inside one block, j = t - t0, k / v its first rows.
+  auto for_block_runs = [&](int64_t t0, int64_t t1, auto&& fn) {
+    for (int64_t t = t0; t < t1;) {
+      const int64_t n = std::min(t1 - t, kv.block_size - t % kv.block_size);
+      fn(t - t0, n, kv.Row(kv.k, job.block_table, t, job.kv_head),
+         kv.Row(kv.v, job.block_table, t, job.kv_head));
+      t += n;
+    }
+  };
+  // Software prefetch of the KV rows of positions [t0, t1): in a batched step the cache sees
+  // each sequence's blocks once, after the weights have streamed through it, and the scattered
+  // 16-position runs are too short for the hardware prefetcher.
+  auto prefetch_rows = [&](int64_t t0, int64_t t1) {
+    for_block_runs(t0, t1, [&](int64_t, int64_t n, const uint8_t* kp, const uint8_t* vp) {
+      for (size_t off = 0; off < static_cast<size_t>(n) * row_bytes; off += 64) {
         __builtin_prefetch(kp + off);
         __builtin_prefetch(vp + off);
       }
-      t += n;
+    });
+  };
+  // One online-softmax step of query vector qi over the scores s[jlo, jhi): they become
+  // exp(s - m_new), and the accumulator and l are rescaled when the running max grows.
+  // Returns the accumulator.
+  auto softmax_step = [&](int64_t qi, float* s, int64_t jlo, int64_t jhi) {
+    const float m_new = std::max(m[qi], Isa::Max(s + jlo, jhi - jlo));
+    const float sum = Isa::ExpSub(s + jlo, jhi - jlo, m_new);
+    float* a = acc + qi * hd;
+    if (m[qi] != m_new) {
+      if (m[qi] != -std::numeric_limits<float>::infinity()) {  // rescale what we have
+        const float alpha = std::exp(m[qi] - m_new);
+        l[qi] *= alpha;
+        Isa::Scale(a, alpha, hd);
+      }
+      m[qi] = m_new;
     }
+    l[qi] += sum;
+    return a;
   };
   // Keep kPrefetchTiles tiles in flight: the misses overlap each other and the compute.
   constexpr int64_t kPrefetchTiles = 4;
@@ -139,21 +162,16 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
     const int64_t t1 = std::min(t0 + kKvTile, end);
     const int64_t ahead = t0 + kPrefetchTiles * kKvTile;
     prefetch_rows(std::min(ahead, end), std::min(ahead + kKvTile, end));
-    // A KV head's rows of one block are contiguous: convert each block's run of positions in
-    // one call (one block-table lookup per block, not per row).
-    for (int64_t t = t0; t < t1;) {
-      const int64_t n = std::min(t1 - t, kv.block_size - t % kv.block_size);
-      const int64_t j = t - t0;
-      const float* kr = Isa::LoadRow(kv.dtype, kv.Row(kv.k, job.block_table, t, job.kv_head),
-                                     kf + j * hd, n * hd);
-      const float* vr = Isa::LoadRow(kv.dtype, kv.Row(kv.v, job.block_table, t, job.kv_head),
-                                     vf + j * hd, n * hd);
+    // Each block's run of positions is converted in one call (one block-table lookup per
+    // block, not per row).
+    for_block_runs(t0, t1, [&](int64_t j, int64_t n, const uint8_t* kp, const uint8_t* vp) {
+      const float* kr = Isa::LoadRow(kv.dtype, kp, kf + j * hd, n * hd);
+      const float* vr = Isa::LoadRow(kv.dtype, vp, vf + j * hd, n * hd);
       for (int64_t i = 0; i < n; ++i) {
         krow[j + i] = kr + i * hd;
         vrow[j + i] = vr + i * hd;
       }
-      t += n;
-    }
+    });
     // Rows whose position precedes the tile see none of it (causal).
     for (int64_t r = std::max<int64_t>(0, t0 - first); r < n_rows; ++r) {
       const int64_t pos = first + r;
@@ -172,21 +190,8 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
           float* a4[4];
           const float* p4[4];
           for (int h = 0; h < 4; ++h) {
-            const int64_t qi = r * n_group + g + h;
-            float* sh = s4[h];
-            const float m_new = std::max(m[qi], Isa::Max(sh + jlo, jhi - jlo));
-            const float sum = Isa::ExpSub(sh + jlo, jhi - jlo, m_new);
-            a4[h] = acc + qi * hd;
-            p4[h] = sh + jlo;
-            if (m[qi] != m_new) {
-              if (m[qi] != -std::numeric_limits<float>::infinity()) {  // rescale what we have
-                const float alpha = std::exp(m[qi] - m_new);
-                l[qi] *= alpha;
-                Isa::Scale(a4[h], alpha, hd);
-              }
-              m[qi] = m_new;
-            }
-            l[qi] += sum;
+            a4[h] = softmax_step(r * n_group + g + h, s4[h], jlo, jhi);
+            p4[h] = s4[h] + jlo;
           }
           Isa::Accumulate4(p4, vrow + jlo, jhi - jlo, a4, hd);
         }
@@ -204,18 +209,7 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
             Isa::Scores(q, krow + jlo, jhi - jlo, hd, p.scale, s + jlo);
           }
         }
-        const float m_new = std::max(m[qi], Isa::Max(s + jlo, jhi - jlo));
-        const float sum = Isa::ExpSub(s + jlo, jhi - jlo, m_new);
-        float* a = acc + qi * hd;
-        if (m[qi] != m_new) {
-          if (m[qi] != -std::numeric_limits<float>::infinity()) {  // rescale what we have
-            const float alpha = std::exp(m[qi] - m_new);
-            l[qi] *= alpha;
-            Isa::Scale(a, alpha, hd);
-          }
-          m[qi] = m_new;
-        }
-        l[qi] += sum;
+        float* a = softmax_step(qi, s, jlo, jhi);
         Isa::Accumulate(s + jlo, vrow + jlo, jhi - jlo, a, hd);
       }
     }
