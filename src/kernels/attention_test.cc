@@ -80,6 +80,36 @@ std::vector<float> Randn(size_t n, std::mt19937* rng) {
   return v;
 }
 
+// New tokens of one sequence of a batch: positions [pos_start, pos_start + n_tokens).
+struct SeqCase {
+  int64_t pos_start, n_tokens;
+};
+
+// A PagedAttention batch over `cases`: each sequence takes the next run of `blocks` for its
+// table, random queries of `q_width` floats per token and outputs filled with -1.
+struct TestBatch {
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<std::vector<float>> qs, outs;
+  std::vector<AttentionSeq> seqs;
+  TestBatch(const std::vector<SeqCase>& cases, const std::vector<int32_t>& blocks, int64_t bs,
+            int64_t q_width, std::mt19937* rng) {
+    size_t next_block = 0;
+    for (const SeqCase& c : cases) {
+      const int64_t nb = (c.pos_start + c.n_tokens + bs - 1) / bs;
+      tables.emplace_back(blocks.begin() + next_block, blocks.begin() + next_block + nb);
+      next_block += nb;
+      qs.push_back(Randn(c.n_tokens * q_width, rng));
+      outs.emplace_back(qs.back().size(), -1.0f);
+    }
+    for (size_t s = 0; s < cases.size(); ++s) {  // pointers into the finished vectors
+      seqs.push_back({tables[s].data(), cases[s].pos_start, cases[s].n_tokens, qs[s].data(),
+                      outs[s].data()});
+    }
+  }
+  TestBatch(const TestBatch&) = delete;
+  TestBatch& operator=(const TestBatch&) = delete;
+};
+
 TEST(KvDtypeTest, NamesParseAndSizes) {
   for (KvDtype d : kAllDtypes) {
     auto parsed = ParseKvDtype(KvDtypeName(d));
@@ -305,10 +335,7 @@ TEST(AttentionTest, DtypesStayWithinToleranceOfF32) {
 TEST(AttentionTest, PagedBatchMatchesDenseAttention) {
   const int64_t bs = 4, n_kv = 2, n_heads = 8, hd = 32;
   // Three sequences with disjoint blocks: a prompt, a decode step, a chunk after a cache.
-  struct Case {
-    int64_t pos_start, n_tokens;
-  };
-  const std::vector<Case> cases = {{0, 41}, {29, 1}, {13, 9}};
+  const std::vector<SeqCase> cases = {{0, 41}, {29, 1}, {13, 9}};
   for (SimdLevel level : Levels()) {
     for (KvDtype d : kAllDtypes) {
       std::mt19937 rng(7);
@@ -318,22 +345,8 @@ TEST(AttentionTest, PagedBatchMatchesDenseAttention) {
         for (int threads : {1, 2, 3}) {
           ThreadPool pool(threads);
           AttentionScratch scratch;
-          std::vector<std::vector<int32_t>> tables;
-          std::vector<std::vector<float>> qs, outs;
-          std::vector<AttentionSeq> seqs;
-          size_t next_block = 0;
-          for (const Case& c : cases) {
-            const int64_t nb = (c.pos_start + c.n_tokens + bs - 1) / bs;
-            tables.emplace_back(all_blocks.begin() + next_block,
-                                all_blocks.begin() + next_block + nb);
-            next_block += nb;
-            qs.push_back(Randn(c.n_tokens * n_heads * hd, &rng));
-            outs.emplace_back(qs.back().size(), -1.0f);
-          }
-          for (size_t s = 0; s < cases.size(); ++s) {
-            seqs.push_back({tables[s].data(), cases[s].pos_start, cases[s].n_tokens, qs[s].data(),
-                            outs[s].data()});
-          }
+          TestBatch batch(cases, all_blocks, bs, n_heads * hd, &rng);
+          const auto& [tables, qs, outs, seqs] = batch;
           AttentionParams params{n_heads, 1.0f / std::sqrt(float(hd)), window};
           PagedAttentionAtLevel(level, kv.view, params, seqs.data(), seqs.size(), &pool, &scratch);
           for (size_t s = 0; s < cases.size(); ++s) {
@@ -546,10 +559,7 @@ TEST(AttentionAmxTest, LevelPicksAmxOrAvx512PerJob) {
 TEST(AttentionAmxTest, PagedBatchWithinBound) {
   if (!DetectedCpuFeatures().HasAmxSet()) GTEST_SKIP() << "CPU without AMX";
   const int64_t bs = 16, n_kv = 2, n_heads = 8, hd = 64, n_group = n_heads / n_kv;
-  struct Case {
-    int64_t pos_start, n_tokens;
-  };
-  const std::vector<Case> cases = {{0, 100}, {29, 1}, {70, 23}};
+  const std::vector<SeqCase> cases = {{0, 100}, {29, 1}, {70, 23}};
   for (KvDtype d : {KvDtype::kF16, KvDtype::kQ8_0}) {
     std::mt19937 rng(17);
     TestKv kv(d, 40, bs, n_kv, hd, &rng);
@@ -558,22 +568,8 @@ TEST(AttentionAmxTest, PagedBatchWithinBound) {
       for (int threads : {1, 3}) {
         ThreadPool pool(threads);
         AttentionScratch scratch;
-        std::vector<std::vector<int32_t>> tables;
-        std::vector<std::vector<float>> qs, outs;
-        std::vector<AttentionSeq> seqs;
-        size_t next_block = 0;
-        for (const Case& c : cases) {
-          const int64_t nb = (c.pos_start + c.n_tokens + bs - 1) / bs;
-          tables.emplace_back(all_blocks.begin() + next_block,
-                              all_blocks.begin() + next_block + nb);
-          next_block += nb;
-          qs.push_back(Randn(c.n_tokens * n_heads * hd, &rng));
-          outs.emplace_back(qs.back().size(), -1.0f);
-        }
-        for (size_t s = 0; s < cases.size(); ++s) {
-          seqs.push_back({tables[s].data(), cases[s].pos_start, cases[s].n_tokens, qs[s].data(),
-                          outs[s].data()});
-        }
+        TestBatch batch(cases, all_blocks, bs, n_heads * hd, &rng);
+        const auto& [tables, qs, outs, seqs] = batch;
         const float scale = 1.0f / std::sqrt(float(hd));
         AttentionParams params{n_heads, scale, window};
         PagedAttentionAtLevel(SimdLevel::kAmx, kv.view, params, seqs.data(), seqs.size(), &pool,
