@@ -37,10 +37,6 @@
 namespace tachyon::kernels {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
-                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                           GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
-                           GgmlType::kQ6_K};
 
 int64_t Block(GgmlType t) {
   return GetTypeTraits(static_cast<uint32_t>(t))->block_size;
@@ -89,7 +85,7 @@ void CheckBound(const Problem& p, const std::vector<float>& y, const char* what)
 
 TEST(MatMulAmx, OddShapesEveryType) {
   SKIP_WITHOUT_AMX();
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : kAllMatMulTypes) {
     const int64_t blk = Block(t);
     // Input counts: below / at / above one 32-step and one 512 chunk, and a long row.
     std::vector<int64_t> cols;
@@ -113,7 +109,7 @@ TEST(MatMulAmx, OddShapesEveryType) {
 
 TEST(MatMulAmx, ActivationRowCounts) {
   SKIP_WITHOUT_AMX();
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : kAllMatMulTypes) {
     const int64_t cols = Block(t) == 256 ? 512 : (Block(t) == 1 ? 100 : 96);
     for (int64_t m : {1, 2, 3, 15, 16, 17, 33, 100, 512}) {
       // 512 rows (a prefill chunk) for one type of each family: the reference is the cost.

@@ -17,10 +17,6 @@
 namespace tachyon::kernels {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
-                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                           GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
-                           GgmlType::kQ6_K};
 
 bool IsK(GgmlType t) {
   return GetTypeTraits(static_cast<uint32_t>(t))->block_size == 256;
@@ -72,7 +68,7 @@ void CheckAll(const Problem& p) {
 
 TEST(MatMul, OddSizesEveryType) {
   const int64_t sizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 127, 129};
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : kAllMatMulTypes) {
     const int64_t blk = IsFloat(t) ? 1 : (IsK(t) ? 256 : 32);
     for (int64_t s : sizes) {
       if (IsK(t) && s > 33) continue;  // keep K-quants small; 1023 below
@@ -82,7 +78,7 @@ TEST(MatMul, OddSizesEveryType) {
 }
 
 TEST(MatMul, ActivationRowCounts) {
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : kAllMatMulTypes) {
     const int64_t cols = IsFloat(t) ? 97 : (IsK(t) ? 512 : 33 * 32);
     for (int64_t m : {1, 2, 3, 4, 5, 8, 17})
       CheckAll(Make(t, 7, cols, m, static_cast<uint32_t>(m)));
@@ -90,7 +86,7 @@ TEST(MatMul, ActivationRowCounts) {
 }
 
 TEST(MatMul, LongRows) {
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : kAllMatMulTypes) {
     const int64_t blk = IsFloat(t) ? 1 : (IsK(t) ? 256 : 32);
     const int64_t n = IsK(t) ? 129 : 1023;
     CheckAll(Make(t, 2, n * blk, 1, 99));
@@ -320,7 +316,7 @@ TEST(MatMulMulti, EqualsSeparateCalls) {
 }
 
 TEST(MatMul, SupportedTypes) {
-  for (GgmlType t : kTypes) EXPECT_TRUE(IsSupportedWeightType(t)) << TypeName(t);
+  for (GgmlType t : kAllMatMulTypes) EXPECT_TRUE(IsSupportedWeightType(t)) << TypeName(t);
   EXPECT_FALSE(IsSupportedWeightType(GgmlType::kIQ2_XXS));
   EXPECT_FALSE(IsSupportedWeightType(GgmlType::kQ8_K));
 }

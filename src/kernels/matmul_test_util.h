@@ -14,6 +14,12 @@
 
 namespace tachyon::kernels {
 
+// Every weight type MatMul supports (the matmul tests run each of them).
+inline constexpr GgmlType kAllMatMulTypes[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+
 struct MatMulProblem {
   GgmlType type;
   int64_t rows, cols, m;
