@@ -254,6 +254,17 @@ bool UseAmxInt8(SimdLevel level, std::span<const Weight* const> ws, int64_t m) {
   return true;
 }
 
+// Checks every weight (CheckWeight) and that all read the same inputs; returns their cols.
+// `who` names the caller in the messages. REQUIRES: !ws.empty().
+int64_t CheckSameInputs(std::span<const Weight* const> ws, const char* who) {
+  const int64_t cols = ws[0]->cols;
+  for (const Weight* w : ws) {
+    CheckWeight(*w);
+    CHECK(w->cols == cols) << who << ": weights read different inputs";
+  }
+  return cols;
+}
+
 }  // namespace
 
 namespace internal {
@@ -276,11 +287,9 @@ void MatMulMultiAmxInt8(std::span<const Weight* const> ws, const float* x, int64
   CHECK(ws.size() == ys.size() && ws.size() <= kMaxMultiWeights) << "MatMulMulti: bad counts";
   CHECK(DetectedCpuFeatures().HasAmxSet()) << "MatMulMultiAmxInt8: no AMX";
   if (m <= 0 || ws.empty()) return;
-  const int64_t cols = ws[0]->cols;
+  const int64_t cols = CheckSameInputs(ws, "MatMulMultiAmxInt8");
   for (const Weight* w : ws) {
-    CheckWeight(*w);
     CHECK(AmxInt8Supports(*w)) << "MatMulMultiAmxInt8: not a packed Q4_0 / Q8_0 weight";
-    CHECK(w->cols == cols) << "MatMulMultiAmxInt8: weights read different inputs";
   }
   const AmxInt8Act l = AmxInt8Layout(cols, m);
   uint8_t* act = Scratch(l.bytes);
@@ -344,11 +353,7 @@ void MatMulMultiAmx(std::span<const Weight* const> ws, const float* x, int64_t m
   CHECK(ws.size() == ys.size() && ws.size() <= kMaxMultiWeights) << "MatMulMulti: bad counts";
   CHECK(DetectedCpuFeatures().HasAmxSet()) << "MatMulMultiAmx: no AMX";
   if (m <= 0 || ws.empty()) return;
-  const int64_t cols = ws[0]->cols;
-  for (const Weight* w : ws) {
-    CheckWeight(*w);
-    CHECK(w->cols == cols) << "MatMulMultiAmx: weights read different inputs";
-  }
+  const int64_t cols = CheckSameInputs(ws, "MatMulMultiAmx");
   // bf16 activation rows, padded to a multiple of 16 rows (the A tiles' height).
   const int64_t mp = (m + 15) / 16 * 16;
   // F32 / F16 weights also read the activations' low halves, mp rows after the high ones.
