@@ -54,6 +54,15 @@ using internal::Mask32;
 constexpr float kLazyMax = 8.0f;
 constexpr int64_t kTileElems = 512;  // bf16 elements of one 16 x 64-byte tile
 
+// The 2 x 2 block of tile products every pass uses: C tiles 0..3 += A tiles 4, 5 x B tiles
+// 6, 7 (bf16 pairs, f32 accumulation).
+inline void Tile2x2() {
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
 inline __mmask16 MaskOrZero(int64_t n) {
   return n <= 0 ? 0 : Mask16(n);
 }
@@ -234,27 +243,18 @@ void ScorePass(const uint16_t* qa, const uint16_t* ql, int64_t hdp, const uint16
       _tile_loadd(5, qa + 16 * hdp + kk * 32, qstride);
       _tile_loadd(6, b0, 64);
       _tile_loadd(7, b0 + kTileElems, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      Tile2x2();
       if constexpr (kKLo) {
         const uint16_t* l0 = kl + (kk * 4 + 2 * kp) * kTileElems;
         _tile_loadd(6, l0, 64);
         _tile_loadd(7, l0 + kTileElems, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        Tile2x2();
         _tile_loadd(6, b0, 64);
         _tile_loadd(7, b0 + kTileElems, 64);
       }
       _tile_loadd(4, ql + kk * 32, qstride);
       _tile_loadd(5, ql + 16 * hdp + kk * 32, qstride);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      Tile2x2();
     }
     _tile_stored(0, s + kp * 32, kAmxKvTile * 4);
     _tile_stored(1, s + kp * 32 + 16, kAmxKvTile * 4);
@@ -281,27 +281,18 @@ void AccumulatePass(const uint16_t* pb, const uint16_t* pl, const uint16_t* vb,
       _tile_loadd(5, pb + 16 * kAmxKvTile + kk * 32, kAmxKvTile * 2);
       _tile_loadd(6, b0, 64);
       _tile_loadd(7, b0 + kTileElems, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      Tile2x2();
       if constexpr (kVLo) {
         const uint16_t* l0 = vl + (kk * n_cols + 2 * cp) * kTileElems;
         _tile_loadd(6, l0, 64);
         _tile_loadd(7, l0 + kTileElems, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        Tile2x2();
         _tile_loadd(6, b0, 64);
         _tile_loadd(7, b0 + kTileElems, 64);
       }
       _tile_loadd(4, pl + kk * 32, kAmxKvTile * 2);
       _tile_loadd(5, pl + 16 * kAmxKvTile + kk * 32, kAmxKvTile * 2);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      Tile2x2();
     }
     _tile_stored(0, a, astride);
     _tile_stored(1, a + 16, astride);
