@@ -260,10 +260,9 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   const int threads = o.threads > 0 ? o.threads : HardwareThreads();
   // The int8 compute roofline, on as many threads as the engine gets, measured right before
   // and after each level (the mean of the two is the level's peak; the VM's compute rate
-  // moves between minutes). Its pool sleeps while the engine runs, and the engine's while it
-  // measures.
+  // moves between minutes); one level's "after" is the next one's "before". Its pool sleeps
+  // while the engine runs, and the engine's while it measures.
   ThreadPool peak_pool(threads);
-  const kernels::ComputePeak first_peak = kernels::MeasureComputePeak(&peak_pool);
   const uint64_t macs_per_token = model->matmul_macs_per_token();
   auto executor = engine::ModelAdapter::Create(model, num_blocks, bs, threads, o.kv_dtype);
   if (!executor.ok()) return Fail(executor.status().message());
@@ -278,6 +277,7 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   if (auto w = runner.Level(1, std::min<int64_t>(o.n_gen, 4)); !w.ok()) {
     return Fail(w.status().message());
   }
+  kernels::ComputePeak before = kernels::MeasureComputePeak(&peak_pool);
   if (!o.json) {
     std::printf(
         "model %s (%s), %d threads, load %.3f s; KV pool %lld blocks of %lld (%.0f MiB);"
@@ -288,7 +288,7 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
     std::printf(
         "int8 compute peak %.1f G-op/s at the start (%s, %d threads; re-measured around each "
         "level for dec/peak); %.2f M multiply-adds per token\n",
-        first_peak.int8_gops, first_peak.int8_instr.c_str(), threads,
+        before.int8_gops, before.int8_instr.c_str(), threads,
         static_cast<double>(macs_per_token) / 1e6);
     std::printf("%5s %10s %10s %8s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc",
                 "agg tok/s", "dec tok/s", "dec/peak", "req tok/s", "TTFT p50", "TTFT p99",
@@ -300,7 +300,6 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   for (int level : o.levels) {
     // The engine thread is idle between levels: the profile is ours to reset and read.
     if (profile) model->ResetProfile();
-    const kernels::ComputePeak before = kernels::MeasureComputePeak(&peak_pool);
     auto r = runner.Level(level, o.n_gen);
     if (!r.ok()) return Fail(r.status().message());
     const kernels::ComputePeak after = kernels::MeasureComputePeak(&peak_pool);
@@ -314,17 +313,18 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
       all.push_back(ToJson(*r, o, macs_per_token, peak));
       all.back()["int8_peak_before_gops"] = before.int8_gops;
       all.back()["int8_peak_after_gops"] = after.int8_gops;
-      continue;
+    } else {
+      const double wall = std::max(r->wall_s, 1e-9);
+      std::printf(
+          "%5d %10.2f %10.2f %8.3f %10.2f %9.1f %9.1f %9.1f %9.1f %6lld %7lld %6.1f %6.2f %6.2f\n",
+          r->concurrency, r->aggregate_tok_s, r->decode_tok_s,
+          PeakRatio(r->decode_tok_s, macs_per_token, peak), r->per_request_tok_s_p50,
+          r->ttft_p50_ms, r->ttft_p99_ms, r->tpot_p50_ms, r->tpot_p99_ms,
+          static_cast<long long>(r->steps), static_cast<long long>(r->preemptions),
+          100 * r->forward_s / wall, 100 * r->sample_s / wall, 100 * r->detokenize_s / wall);
+      std::fflush(stdout);
     }
-    const double wall = std::max(r->wall_s, 1e-9);
-    std::printf(
-        "%5d %10.2f %10.2f %8.3f %10.2f %9.1f %9.1f %9.1f %9.1f %6lld %7lld %6.1f %6.2f %6.2f\n",
-                r->concurrency, r->aggregate_tok_s, r->decode_tok_s,
-                PeakRatio(r->decode_tok_s, macs_per_token, peak), r->per_request_tok_s_p50,
-                r->ttft_p50_ms, r->ttft_p99_ms, r->tpot_p50_ms, r->tpot_p99_ms,
-                static_cast<long long>(r->steps), static_cast<long long>(r->preemptions),
-                100 * r->forward_s / wall, 100 * r->sample_s / wall, 100 * r->detokenize_s / wall);
-    std::fflush(stdout);
+    before = after;  // nothing runs in between
   }
   if (o.json)
     std::printf("%s\n", all.dump().c_str());
