@@ -382,21 +382,52 @@ void SetAmxMinRows(int64_t n) {
   internal::AmxMinRowsOverride().store(n > 0 ? n : from_env);
 }
 
-void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, const float* x,
-                        int64_t m, std::span<float* const> ys, ThreadPool* pool) {
+namespace {
+
+// All rows of `rows` produced into a float buffer of this thread (for the paths that read
+// float activations).
+const float* ProduceAll(const InputRows& rows, int64_t cols, int64_t m, ThreadPool* pool) {
+  thread_local std::vector<float> buf;  // grow-only per thread
+  const size_t need = static_cast<size_t>(cols) * static_cast<size_t>(m);
+  if (buf.size() < need) buf.resize(need);
+  float* b = buf.data();
+  auto fill = [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) rows.Row(i, b + i * cols);
+  };
+  if (pool && m >= 8) {
+    pool->ParallelFor(m, fill);
+  } else {
+    fill(0, m);
+  }
+  return b;
+}
+
+// One produced row, L1-resident until it is converted.
+float* RowBuffer(int64_t cols) {
+  thread_local std::vector<float> buf;  // grow-only per thread
+  if (buf.size() < static_cast<size_t>(cols)) buf.resize(static_cast<size_t>(cols));
+  return buf.data();
+}
+
+// MatMulMultiAtLevel on float rows x, or (x null) on the rows `rows` produces.
+void MatMulMultiImpl(SimdLevel level, std::span<const Weight* const> ws, const float* x,
+                     const InputRows* rows, int64_t m, std::span<float* const> ys,
+                     ThreadPool* pool) {
   CHECK(ws.size() == ys.size() && ws.size() <= kMaxMultiWeights) << "MatMulMulti: bad counts";
   if (m <= 0 || ws.empty()) return;
   level = std::min(level, BestSimdLevel());
+  const int64_t cols = ws[0]->cols;
+  if (x == nullptr) CheckSameInputs(ws, "MatMulMultiRows");
+  auto floats = [&] { return x != nullptr ? x : ProduceAll(*rows, cols, m, pool); };
   if (UseAmx(level, ws, m)) {
-    internal::MatMulMultiAmx(ws, x, m, ys, pool);
+    internal::MatMulMultiAmx(ws, floats(), m, ys, pool);
     return;
   }
   if (UseAmxInt8(level, ws, m)) {
-    internal::MatMulMultiAmxInt8(ws, x, m, ys, pool);
+    internal::MatMulMultiAmxInt8(ws, floats(), m, ys, pool);
     return;
   }
   const Impl* impls[kMaxMultiWeights];
-  const int64_t cols = ws[0]->cols;
   for (size_t i = 0; i < ws.size(); ++i) {
     CheckWeight(*ws[i]);
     impls[i] = &GetImpl(level, ws[i]->type);
@@ -404,19 +435,32 @@ void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, cons
         (level >= SimdLevel::kAmx && m >= internal::AmxMinRows(ws[i]->type))) {
       // Different inputs or activation formats, or (at kAmx) a weight that takes the AMX path
       // at this m beside one that does not: one call each, so each takes MatMul's path.
-      for (size_t j = 0; j < ws.size(); ++j) MatMulMultiAtLevel(level, ws.subspan(j, 1), x, m,
-                                                                ys.subspan(j, 1), pool);
+      const float* xf = floats();
+      for (size_t j = 0; j < ws.size(); ++j) {
+        MatMulMultiImpl(level, ws.subspan(j, 1), xf, nullptr, m, ys.subspan(j, 1), pool);
+      }
       return;
     }
   }
   const Impl& first = *impls[0];
-  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  const uint8_t* act = nullptr;
   size_t stride = static_cast<size_t>(cols) * sizeof(float);
-  if (first.act != ActFormat::kF32) {
+  if (first.act == ActFormat::kF32) {
+    act = reinterpret_cast<const uint8_t*>(floats());
+  } else {
     stride = internal::ActRowBytes(first.act, cols);
     uint8_t* buf = Scratch(stride * static_cast<size_t>(m));
     auto convert = [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) first.quantize(x + i * cols, cols, buf + i * stride);
+      float* row = x != nullptr ? nullptr : RowBuffer(cols);
+      for (int64_t i = b; i < e; ++i) {
+        const float* xi = row;
+        if (x != nullptr) {
+          xi = x + i * cols;
+        } else {  // produce the row, then convert it while it is in L1
+          rows->Row(i, row);
+        }
+        first.quantize(xi, cols, buf + i * stride);
+      }
     };
     if (pool && m >= 8) {
       pool->ParallelFor(m, convert);
@@ -428,6 +472,24 @@ void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, cons
   ParallelUnits(ws, cols, m, pool, [&](size_t i, int64_t u0, int64_t u1) {
     RunUnits(*impls[i], *ws[i], act, stride, m, ys[i], u0, u1);
   });
+}
+
+}  // namespace
+
+void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, const float* x,
+                        int64_t m, std::span<float* const> ys, ThreadPool* pool) {
+  MatMulMultiImpl(level, ws, x, nullptr, m, ys, pool);
+}
+
+void MatMulMultiRowsAtLevel(SimdLevel level, std::span<const Weight* const> ws,
+                            const InputRows& x, int64_t m, std::span<float* const> ys,
+                            ThreadPool* pool) {
+  MatMulMultiImpl(level, ws, nullptr, &x, m, ys, pool);
+}
+
+void MatMulMultiRows(std::span<const Weight* const> ws, const InputRows& x, int64_t m,
+                     std::span<float* const> ys, ThreadPool* pool) {
+  MatMulMultiImpl(BestSimdLevel(), ws, nullptr, &x, m, ys, pool);
 }
 
 void MatMulMulti(std::span<const Weight* const> ws, const float* x, int64_t m,

@@ -67,6 +67,26 @@ void MatMulMulti(std::span<const Weight* const> ws, const float* x, int64_t m,
 void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, const float* x,
                         int64_t m, std::span<float* const> ys, ThreadPool* pool);
 
+// Input rows computed on the fly (a fused elementwise prologue: RMSNorm, SiLU x up, ...;
+// kernels/fused_rows.h). MatMulMultiRows calls Row(i, out) exactly once for each row i in
+// [0, m), possibly from several pool threads at once for different rows, with `out` a
+// thread-local buffer of cols floats. When the weights take quantized or bf16 activations
+// (every quantized type off the AMX paths) each row is converted right after it is
+// produced, while it is in L1, so the float rows never make a pass through memory; the paths
+// that read float activations (F32 / F16 weights, AMX, weights that need different formats)
+// produce all rows into a float buffer first. Results equal MatMulMulti's on the produced
+// rows exactly.
+class InputRows {
+ public:
+  virtual ~InputRows() = default;
+  virtual void Row(int64_t i, float* out) const = 0;
+};
+void MatMulMultiRows(std::span<const Weight* const> ws, const InputRows& x, int64_t m,
+                     std::span<float* const> ys, ThreadPool* pool);
+void MatMulMultiRowsAtLevel(SimdLevel level, std::span<const Weight* const> ws,
+                            const InputRows& x, int64_t m, std::span<float* const> ys,
+                            ThreadPool* pool);
+
 // At SimdLevel::kAmx, calls with at least a type-dependent number of activation rows (the
 // header comment above) take the AMX path. SetAmxMinRows(n), n >= 1, makes n the threshold for
 // every type, F32 and F16 included (a huge n disables the path); SetAmxMinRows(0) restores the

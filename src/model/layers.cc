@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 
+#include "kernels/fused_rows.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -57,7 +60,35 @@ void NormInput(StepContext& ctx, const float* weight) {
   ctx.pending_residual = false;
 }
 
+// ys[i] = NormInput(weight) · ws[i]ᵀ: with ctx.fuse_inputs the norm (and the pending
+// residual add) runs row by row inside the matmul's activation conversion (xn is not
+// written), else as NormInput then MatMulMulti. Timed as `op`.
+void NormedMatMul(StepContext& ctx, const float* weight, std::span<const kernels::Weight* const> ws,
+                  std::span<float* const> ys, OpKind op) {
+  if (!ctx.fuse_inputs) {
+    NormInput(ctx, weight);
+    OpTimer t(ctx.prof, op);
+    kernels::MatMulMulti(ws, ctx.s->xn.data(), ctx.n_tokens, ys, ctx.pool);
+    return;
+  }
+  OpTimer t(ctx.prof, op);
+  Scratch& s = *ctx.s;
+  const ModelConfig& c = *ctx.config;
+  const kernels::RmsNormRows rows(s.x.data(), ctx.pending_residual ? s.tmp.data() : nullptr,
+                                  weight, c.n_embd, c.rms_eps);
+  kernels::MatMulMultiRows(ws, rows, ctx.n_tokens, ys, ctx.pool);
+  ctx.pending_residual = false;
+}
+
 }  // namespace
+
+bool FuseInputsByDefault() {
+  static const bool on = [] {
+    const char* v = std::getenv("TACHYON_FUSE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
 
 Status LoadAttention(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w) {
   ASSIGN_OR_RETURN(w->attn_norm, src.Vector(Blk(il, "attn_norm"), c.n_embd));
@@ -132,14 +163,13 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
   const ModelConfig& c = *ctx.config;
   Scratch& s = *ctx.s;
   const int64_t n = ctx.n_tokens, hd = c.head_dim;
-  NormInput(ctx, w.attn_norm);
+  {  // one activation pass and one parallel pass for the three projections
+    const kernels::Weight* ws[] = {&w.wq, &w.wk, &w.wv};
+    float* ys[] = {s.q.data(), s.k.data(), s.v.data()};
+    NormedMatMul(ctx, w.attn_norm, ws, ys, OpKind::kMatMulQkv);
+  }
   {
     OpTimer t(ctx.prof, OpKind::kMatMulQkv);
-    {  // one activation pass and one parallel pass for the three projections
-      const kernels::Weight* ws[] = {&w.wq, &w.wk, &w.wv};
-      float* ys[] = {s.q.data(), s.k.data(), s.v.data()};
-      kernels::MatMulMulti(ws, s.xn.data(), n, ys, ctx.pool);
-    }
     if (w.bq) AddBiasRows(s.q.data(), w.bq, n, c.q_dim());
     if (w.bk) AddBiasRows(s.k.data(), w.bk, n, c.kv_dim());
     if (w.bv) AddBiasRows(s.v.data(), w.bv, n, c.kv_dim());
@@ -194,20 +224,25 @@ void DenseFfn(StepContext& ctx, const LayerWeights& w) {
   Scratch& s = *ctx.s;
   const int64_t n = ctx.n_tokens;
   {
-    OpTimer t(ctx.prof, OpKind::kFfnMatMul);
     const kernels::Weight* ws[] = {&w.w_gate, &w.w_up};
     float* ys[] = {s.gate.data(), s.up.data()};
-    kernels::MatMulMulti(ws, s.xn.data(), n, ys, ctx.pool);
+    NormedMatMul(ctx, w.ffn_norm, ws, ys, OpKind::kFfnMatMul);
   }
-  {
-    OpTimer t(ctx.prof, OpKind::kActivation);
-    const int64_t ff = c.n_ff;
-    ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
-      kernels::SiluMul(s.gate.data() + b * ff, s.up.data() + b * ff, s.gate.data() + b * ff,
-                       (e - b) * ff);
-    });
-  }
-  {
+  const int64_t ff = c.n_ff;
+  if (ctx.fuse_inputs) {  // SiLU(gate) * up computed row by row inside the down matmul
+    OpTimer t(ctx.prof, OpKind::kFfnMatMul);
+    const kernels::Weight* ws[] = {&w.w_down};
+    float* ys[] = {s.tmp.data()};
+    kernels::MatMulMultiRows(ws, kernels::SiluMulRows(s.gate.data(), s.up.data(), ff), n, ys,
+                             ctx.pool);
+  } else {
+    {
+      OpTimer t(ctx.prof, OpKind::kActivation);
+      ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
+        kernels::SiluMul(s.gate.data() + b * ff, s.up.data() + b * ff, s.gate.data() + b * ff,
+                         (e - b) * ff);
+      });
+    }
     OpTimer t(ctx.prof, OpKind::kFfnMatMul);
     kernels::MatMul(w.w_down, s.gate.data(), n, s.tmp.data(), ctx.pool);
   }
@@ -272,8 +307,8 @@ void MoeFfn(StepContext& ctx, const LayerWeights& w) {
 }  // namespace
 
 void FfnBlock(StepContext& ctx, const LayerWeights& w) {
-  NormInput(ctx, w.ffn_norm);
   if (w.is_moe()) {
+    NormInput(ctx, w.ffn_norm);  // the experts gather rows of xn
     MoeFfn(ctx, w);
   } else {
     DenseFfn(ctx, w);

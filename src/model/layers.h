@@ -44,6 +44,10 @@ struct Scratch {
   void Reserve(const ModelConfig& c, int64_t n_tokens);
 };
 
+// Whether StepContext::fuse_inputs starts on: yes unless the environment has TACHYON_FUSE=0
+// (read once; for A/B benchmarks).
+bool FuseInputsByDefault();
+
 // What the blocks need to know about the current step.
 struct StepContext {
   const ModelConfig* config = nullptr;
@@ -59,6 +63,10 @@ struct StepContext {
   // True while s->tmp holds a block output not yet added to s->x: the next norm adds it in
   // the same pass (kernels::AddRmsNorm); FinishLayers adds it before the output norm.
   bool pending_residual = false;
+  // Whether the norms and SiLU x up are computed inside the matmuls' activation conversion
+  // (kernels::MatMulMultiRows, kernels/fused_rows.h) instead of as passes of their own; the
+  // results are the same bit for bit. Model::SetFusedInputs; TACHYON_FUSE=0 turns it off.
+  bool fuse_inputs = FuseInputsByDefault();
 };
 
 // x += Wo · Attention(RoPE(Wq·xn), RoPE(Wk·xn), Wv·xn) with xn = RmsNorm(x); stores this

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "kernels/fused_rows.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/arch.h"
@@ -206,18 +207,26 @@ void Model::Embed(const Batch& batch, ThreadPool* pool) {
 void Model::ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* out) {
   const ModelConfig& c = config_;
   const int64_t rows = static_cast<int64_t>(out_token_.size());
-  if (out_x_.size() < static_cast<size_t>(rows * c.n_embd)) out_x_.resize(rows * c.n_embd);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(out_x_.data() + r * c.n_embd, scratch_.x.data() + out_token_[r] * c.n_embd,
-                c.n_embd * sizeof(float));
+  // The output norm of each gathered row runs inside the matmul's activation conversion
+  // (kernels/fused_rows.h), or as a gather + RmsNorm pass when fusion is off.
+  const kernels::RmsNormRows normed(scratch_.x.data(), nullptr, weights_.output_norm, c.n_embd,
+                                    c.rms_eps, out_token_.data());
+  if (!ctx_.fuse_inputs) {
+    if (out_x_.size() < static_cast<size_t>(rows * c.n_embd)) out_x_.resize(rows * c.n_embd);
+    for (int64_t r = 0; r < rows; ++r) normed.Row(r, out_x_.data() + r * c.n_embd);
   }
-  kernels::RmsNorm(out_x_.data(), weights_.output_norm, out_x_.data(), rows, c.n_embd, c.rms_eps);
   if (out->logits.size() < static_cast<size_t>(rows * c.n_vocab)) {
     out->logits.resize(rows * c.n_vocab);
   }
   out->n_rows = rows;
   out->n_vocab = c.n_vocab;
-  kernels::MatMul(weights_.output, out_x_.data(), rows, out->logits.data(), pool);
+  const kernels::Weight* ws[] = {&weights_.output};
+  float* ys[] = {out->logits.data()};
+  if (ctx_.fuse_inputs) {
+    kernels::MatMulMultiRows(ws, normed, rows, ys, pool);
+  } else {
+    kernels::MatMulMulti(ws, out_x_.data(), rows, ys, pool);
+  }
 }
 
 Status Model::Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, ForwardOutput* out) {

@@ -97,6 +97,9 @@ class Model {
   void ResetProfile() { profile_.Reset(); }
   // Turns profiling on or off regardless of the environment.
   void SetProfiling(bool on) { profiling_ = on; }
+  // Computes the norms and SiLU x up inside the matmuls' activation conversion (on by
+  // default; TACHYON_FUSE=0) or as passes of their own: the same logits bit for bit.
+  void SetFusedInputs(bool on) { ctx_.fuse_inputs = on; }
 
  private:
   Model() = default;

@@ -11,9 +11,9 @@ const char* OpKindName(OpKind op) {
     case OpKind::kEmbed:
       return "embed";
     case OpKind::kRmsNorm:
-      return "rmsnorm (+residual add)";
+      return "rmsnorm (+residual add; unfused)";
     case OpKind::kMatMulQkv:
-      return "matmul qkv";
+      return "matmul qkv (+fused rmsnorm)";
     case OpKind::kRope:
       return "rope";
     case OpKind::kAttention:
@@ -21,11 +21,11 @@ const char* OpKindName(OpKind op) {
     case OpKind::kMatMulO:
       return "matmul o";
     case OpKind::kFfnMatMul:
-      return "ffn matmuls (gate/up/down)";
+      return "ffn matmuls (+fused rmsnorm, silu*up)";
     case OpKind::kActivation:
-      return "activation (silu*up)";
+      return "activation (silu*up; unfused)";
     case OpKind::kLogits:
-      return "logits (output matmul)";
+      return "logits (output norm + matmul)";
     case OpKind::kOther:
       return "other";
     case OpKind::kCount:

@@ -16,14 +16,14 @@ namespace tachyon::model {
 
 enum class OpKind : int {
   kEmbed,       // token embedding lookup (dequantize rows)
-  kRmsNorm,     // attention / FFN / output norms (with the fused residual add)
-  kMatMulQkv,   // wq, wk, wv (and their biases, q/k norms)
+  kRmsNorm,     // attention / FFN norms (with the residual add) when not fused into a matmul
+  kMatMulQkv,   // wq, wk, wv (their fused input norm, biases, q/k norms)
   kRope,        // rotary embedding of q and k
   kAttention,   // storing K/V in the cache + paged attention
   kMatMulO,     // wo
-  kFfnMatMul,   // gate, up, down (and the MoE router)
-  kActivation,  // SiLU(gate) * up
-  kLogits,      // output matmul
+  kFfnMatMul,   // gate, up, down (their fused norm and SiLU x up; the MoE router)
+  kActivation,  // SiLU(gate) * up when not fused into the down matmul
+  kLogits,      // output norm + matmul
   kOther,       // everything else inside Forward (validation, residual adds, gathers)
   kCount,
 };
