@@ -4,7 +4,10 @@
 // masked loads, so any head_dim works.
 #include "kernels/ops_avx512.h"  // first: see simd_avx512.h
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "kernels/attention_tile.h"
 #include "tensor/fp16.h"
@@ -299,6 +302,292 @@ struct Avx512Isa {
   }
 };
 
+// ---- Decode kernel: few query vectors per KV head (decode, speculative verify) ----
+//
+// Each K/V chunk of 16 elements is converted from the cache dtype in registers right where it
+// is used (no f32 scratch copy) and feeds the FMAs of up to four query vectors. Per tile of
+// kDecodeKvTile keys: the scores of every query slot (Reduce16 over 4 slots x 4 keys, 2 x 8
+// or 1 x 16), one vectorised max / exp pass per slot, then P·V with the accumulators in
+// registers (rescaled by the slot's alpha as they are loaded).
+
+// Software prefetch of one KV row: a batched step sees each sequence's blocks once, in
+// scattered block-sized runs too short for the hardware prefetcher.
+inline void PrefetchRow(const uint8_t* row, size_t row_bytes) {
+  for (size_t off = 0; off < row_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(row + off), _MM_HINT_T0);
+}
+
+// 16 elements at element d (d % 16 == 0) of a KV row of dtype D as floats; lanes off in k
+// read as 0 (nothing outside them is touched).
+template <KvDtype D>
+inline __m512 LoadKv(const uint8_t* row, int64_t d, __mmask16 k) {
+  if constexpr (D == KvDtype::kF32) {
+    return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(row) + d);
+  } else if constexpr (D == KvDtype::kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, reinterpret_cast<const uint16_t*>(row) + d));
+  } else if constexpr (D == KvDtype::kBf16) {
+    return LoadBf16(reinterpret_cast<const uint16_t*>(row) + d, k);
+  } else {  // q8_0: head_dim % 32 == 0, so a chunk is all in (k full) or all out (k == 0)
+    if (k == 0) return _mm512_setzero_ps();
+    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + d / kQK4;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + d % kQK4));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)),
+                         _mm512_set1_ps(_cvtsh_ss(b->d)));
+  }
+}
+
+// s[h][j..] = scale * q[h] · K[j] for H query slots and keys j in [0, n), n % (16 / H) == 0:
+// 16 / H keys x H slots per pass, one joint 16-way reduction (lane h * T + t: slot h, key t).
+// Meanwhile the rows pf[0, n_pf) (the next tile's) are prefetched, T at a time.
+template <KvDtype D, int H>
+inline void DecodeScores(const float* const* q, const uint8_t* const* rows, int64_t n, int64_t hd,
+                         float scale, float* const* s, const uint8_t* const* pf, int64_t n_pf,
+                         size_t row_bytes) {
+  constexpr int T = 16 / H;
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t j = 0; j < n; j += T) {
+    for (int64_t t = j; t < std::min<int64_t>(j + T, n_pf); ++t) PrefetchRow(pf[t], row_bytes);
+    __m512 a[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 16) {
+      const __mmask16 k = Mask16(hd - d);
+      __m512 kv[T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) kv[t] = LoadKv<D>(rows[j + t], d, k);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        const __m512 x = _mm512_maskz_loadu_ps(k, q[h] + d);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) a[h * T + t] = _mm512_fmadd_ps(x, kv[t], a[h * T + t]);
+      }
+    }
+    const __m512 r = _mm512_mul_ps(Reduce16(a), vscale);
+    if constexpr (H == 1) {
+      _mm512_storeu_ps(s[0] + j, r);
+    } else if constexpr (H == 2) {
+      _mm256_storeu_ps(s[0] + j, _mm512_castps512_ps256(r));
+      _mm256_storeu_ps(s[1] + j, _mm512_extractf32x8_ps(r, 1));
+    } else {
+      _mm_storeu_ps(s[0] + j, _mm512_extractf32x4_ps(r, 0));
+      _mm_storeu_ps(s[1] + j, _mm512_extractf32x4_ps(r, 1));
+      _mm_storeu_ps(s[2] + j, _mm512_extractf32x4_ps(r, 2));
+      _mm_storeu_ps(s[3] + j, _mm512_extractf32x4_ps(r, 3));
+    }
+  }
+}
+
+// acc[h] = alpha[h] * acc[h] + sum_{j < n} p[h][j] * V[j] for H slots, 64 output floats at a
+// time in registers (4 chunks x H slots; a lone slot splits the keys over two accumulator sets
+// so that FMA latency is covered).
+// Meanwhile the rows pf[0, n_pf) are prefetched (in the first 64-float pass), one per key.
+template <KvDtype D, int H>
+inline void DecodeAccumulate(const float* const* p, const float* alpha, const uint8_t* const* rows,
+                             int64_t n, int64_t hd, float* const* acc, const uint8_t* const* pf,
+                             int64_t n_pf, size_t row_bytes) {
+  constexpr int S = H == 1 ? 2 : 1;
+  for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+    __mmask16 k[4];
+    __m512 a[S][H][4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) k[c] = MaskOrZero(hd - d0 - 16 * c);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m512 al = _mm512_set1_ps(alpha[h]);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        a[0][h][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k[c], acc[h] + d0 + 16 * c), al);
+        if constexpr (S == 2) a[1][h][c] = _mm512_setzero_ps();
+      }
+    }
+    int64_t j = 0;
+    if (d0 > 0) n_pf = 0;
+    for (; j + S <= n; j += S) {
+#pragma GCC unroll 2
+      for (int e = 0; e < S; ++e) {
+        if (j + e < n_pf) PrefetchRow(pf[j + e], row_bytes);
+        __m512 v[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) v[c] = LoadKv<D>(rows[j + e], d0 + 16 * c, k[c]);
+#pragma GCC unroll 4
+        for (int h = 0; h < H; ++h) {
+          const __m512 w = _mm512_set1_ps(p[h][j + e]);
+#pragma GCC unroll 4
+          for (int c = 0; c < 4; ++c) a[e][h][c] = _mm512_fmadd_ps(w, v[c], a[e][h][c]);
+        }
+      }
+    }
+    if (j < n) {  // S == 2 and n odd
+      __m512 v[4];
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) v[c] = LoadKv<D>(rows[j], d0 + 16 * c, k[c]);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        const __m512 w = _mm512_set1_ps(p[h][j]);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) a[0][h][c] = _mm512_fmadd_ps(w, v[c], a[0][h][c]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        __m512 x = a[0][h][c];
+        if constexpr (S == 2) x = _mm512_add_ps(x, a[1][h][c]);
+        _mm512_mask_storeu_ps(acc[h] + d0 + 16 * c, k[c], x);
+      }
+    }
+  }
+}
+
+// Runs fn(integral_constant<int, H>, first_slot) over the slots [0, n_slots) in groups of 4,
+// then 2, then 1.
+template <class Fn>
+inline void ForSlotGroups(int64_t n_slots, Fn&& fn) {
+  int64_t i = 0;
+  for (; i + 4 <= n_slots; i += 4) fn(std::integral_constant<int, 4>(), i);
+  if (i + 2 <= n_slots) {
+    fn(std::integral_constant<int, 2>(), i);
+    i += 2;
+  }
+  if (i < n_slots) fn(std::integral_constant<int, 1>(), i);
+}
+
+template <KvDtype D>
+void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
+  using internal::kDecodeKvTile;
+  const int64_t hd = kv.head_dim, n_group = p.n_group, nq = job.n_rows * n_group;
+  const int64_t ns = internal::DecodeSlots(nq);  // a dummy slot repeats the last query
+  float* const s_base = scratch;                 // [ns][kDecodeKvTile] scores, then weights
+  float* const acc_base = s_base + ns * kDecodeKvTile;  // [ns][hd]
+  float* const m = acc_base + ns * hd;                  // [ns] running max
+  float* const l = m + ns;                              // [ns] running sum
+  float* const alpha = l + ns;                          // [ns] this tile's rescale factor
+  const float* q[internal::kDecodeMaxQueries];
+  float* s[internal::kDecodeMaxQueries];
+  float* acc[internal::kDecodeMaxQueries];
+  int64_t row_of[internal::kDecodeMaxQueries];
+  for (int64_t i = 0; i < ns; ++i) {
+    const int64_t qi = std::min(i, nq - 1);
+    row_of[i] = qi / n_group;
+    q[i] = job.q + row_of[i] * job.row_stride + (qi % n_group) * hd;
+    s[i] = s_base + i * kDecodeKvTile;
+    acc[i] = acc_base + i * hd;
+    m[i] = -std::numeric_limits<float>::infinity();
+    l[i] = 0.0f;
+  }
+  std::fill(acc_base, acc_base + ns * hd, 0.0f);
+
+  const int64_t window = p.sliding_window;
+  const int64_t first = job.pos_start, end = job.pos_start + job.n_rows;
+  const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
+  const size_t row_bytes = kv.row_bytes();
+  // fn(j, n, k, v) for each run [t, t + n) of [t0, t1) inside one block (rows contiguous).
+  auto for_block_runs = [&](int64_t t0, int64_t t1, auto&& fn) {
+    for (int64_t t = t0; t < t1;) {
+      const int64_t n = std::min(t1 - t, kv.block_size - t % kv.block_size);
+      fn(t - t0, n, kv.Row(kv.k, job.block_table, t, job.kv_head),
+         kv.Row(kv.v, job.block_table, t, job.kv_head));
+      t += n;
+    }
+  };
+  // Row pointers of the current tile and the next one (double-buffered): the next tile's
+  // rows are prefetched while the current one is computed, spread over its keys.
+  const uint8_t* rows[2][2][kDecodeKvTile];  // [buffer][K, V][key]
+  auto fill_rows = [&](int64_t t0, int64_t t1, const uint8_t** kr, const uint8_t** vr) {
+    for_block_runs(t0, t1, [&](int64_t j, int64_t len, const uint8_t* kp, const uint8_t* vp) {
+      for (int64_t i = 0; i < len; ++i) {
+        kr[j + i] = kp + i * row_bytes;
+        vr[j + i] = vp + i * row_bytes;
+      }
+    });
+  };
+  int cur = 0;
+  fill_rows(lo, std::min(lo + kDecodeKvTile, end), rows[0][0], rows[0][1]);
+  for (int64_t i = 0; i < std::min(lo + kDecodeKvTile, end) - lo; ++i) {
+    PrefetchRow(rows[0][0][i], row_bytes);
+    PrefetchRow(rows[0][1][i], row_bytes);
+  }
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t t0 = lo; t0 < end; t0 += kDecodeKvTile) {
+    const int64_t t1 = std::min(t0 + kDecodeKvTile, end), n = t1 - t0;
+    const int64_t n_next = std::min(t1 + kDecodeKvTile, end) - t1;
+    const uint8_t** krow = rows[cur][0];
+    const uint8_t** vrow = rows[cur][1];
+    if (n_next > 0) fill_rows(t1, t1 + n_next, rows[cur ^ 1][0], rows[cur ^ 1][1]);
+    // Scores of a whole number of 16-key groups: the padding keys repeat the last row and are
+    // masked out below.
+    const int64_t n_pad = (n + 15) / 16 * 16;
+    for (int64_t j = n; j < n_pad; ++j) krow[j] = krow[n - 1];
+    ForSlotGroups(ns, [&](auto h_const, int64_t i) {
+      constexpr int H = decltype(h_const)::value;
+      DecodeScores<D, H>(q + i, krow, n_pad, hd, p.scale, s + i, rows[cur ^ 1][0],
+                         i == 0 ? n_next : 0, row_bytes);
+    });
+    // Online softmax per slot over the keys its row sees: [vlo, vhi) of the tile.
+    for (int64_t i = 0; i < ns; ++i) {
+      const int64_t pos = first + row_of[i];
+      const int64_t wlo = window > 0 ? pos + 1 - window : 0;
+      const int64_t vlo = std::clamp<int64_t>(wlo - t0, 0, n);
+      const int64_t vhi = std::clamp<int64_t>(pos + 1 - t0, 0, n);
+      float* si = s[i];
+      if (vlo >= vhi) {  // nothing visible in this tile (later rows' keys, or out of window)
+        alpha[i] = 1.0f;
+        std::fill(si, si + n, 0.0f);
+        continue;
+      }
+      const __m512i vlo_v = _mm512_set1_epi32(static_cast<int>(vlo));
+      const __m512i vhi_v = _mm512_set1_epi32(static_cast<int>(vhi));
+      __mmask16 vis[kDecodeKvTile / 16];
+      __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t c = 0; c < n_pad / 16; ++c) {
+        const __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int>(16 * c)));
+        vis[c] = _mm512_cmpge_epi32_mask(idx, vlo_v) & _mm512_cmplt_epi32_mask(idx, vhi_v);
+        mx = _mm512_mask_max_ps(mx, vis[c], mx, _mm512_loadu_ps(si + 16 * c));
+      }
+      const float m_new = std::max(m[i], HMax(mx));
+      alpha[i] = m[i] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m[i] - m_new);
+      m[i] = m_new;
+      const __m512 vm = _mm512_set1_ps(m_new);
+      __m512 sum = _mm512_setzero_ps();
+      for (int64_t c = 0; c < n_pad / 16; ++c) {
+        const __m512 e =
+            _mm512_maskz_mov_ps(vis[c], internal::Exp(_mm512_sub_ps(_mm512_loadu_ps(si + 16 * c), vm)));
+        _mm512_storeu_ps(si + 16 * c, e);
+        sum = _mm512_add_ps(sum, e);
+      }
+      l[i] = l[i] * alpha[i] + HAdd(sum);
+    }
+    ForSlotGroups(ns, [&](auto h_const, int64_t i) {
+      constexpr int H = decltype(h_const)::value;
+      DecodeAccumulate<D, H>(s + i, alpha + i, vrow, n, hd, acc + i, rows[cur ^ 1][1],
+                             i == 0 ? n_next : 0, row_bytes);
+    });
+    cur ^= 1;
+  }
+  for (int64_t i = 0; i < nq; ++i) {
+    float* out = job.out + row_of[i] * job.row_stride + (i % n_group) * hd;
+    const __m512 inv = _mm512_set1_ps(1.0f / l[i]);
+    for (int64_t d = 0; d < hd; d += 16) {
+      const __mmask16 k = Mask16(hd - d);
+      _mm512_mask_storeu_ps(out + d, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, acc[i] + d), inv));
+    }
+  }
+}
+
+void AttendDecodeAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p,
+                        float* scratch) {
+  switch (kv.dtype) {
+    case KvDtype::kF32:
+      return AttendDecodeImpl<KvDtype::kF32>(kv, job, p, scratch);
+    case KvDtype::kF16:
+      return AttendDecodeImpl<KvDtype::kF16>(kv, job, p, scratch);
+    case KvDtype::kBf16:
+      return AttendDecodeImpl<KvDtype::kBf16>(kv, job, p, scratch);
+    case KvDtype::kQ8_0:
+      return AttendDecodeImpl<KvDtype::kQ8_0>(kv, job, p, scratch);
+  }
+}
+
 // Round-to-nearest-even f32 -> bf16 in integer SIMD (exactly as F32ToBf16, NaN included).
 inline __m256i ToBf16(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
@@ -334,6 +623,9 @@ inline void QuantQ8(const float* x, BlockQ8_0* b) {
 }  // namespace
 
 void AttendTileAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
+  if (job.n_rows * p.n_group <= internal::kDecodeMaxQueries) {
+    return AttendDecodeAvx512(kv, job, p, scratch);
+  }
   internal::AttendTileImpl<Avx512Isa>(kv, job, p, scratch);
 }
 

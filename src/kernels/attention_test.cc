@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -295,6 +296,83 @@ TEST(AttentionTest, TileKernelsMatchReference) {
                     << n_group << " bs " << bs << " pos " << c.pos_start + r << " i " << i;
               }
               ASSERT_EQ(got[r * stride], -7.0f);  // heads of the other KV head untouched
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Decode-shaped jobs (n_rows * n_group <= internal::kDecodeMaxQueries: the AVX-512 decode
+// kernel) at every level against the reference over contexts of many KV tiles: every dtype,
+// head_dims with and without tails, GQA groups 1/2/3/4/5/8/16 (slot groups of 4, 2, 1 and a
+// padded 3), block sizes that split tiles (7, 16), single rows and a few rows (speculative
+// verify), sliding windows across tiles, scratch filled with NaN. With random keys the running
+// maximum grows at some tiles (accumulator rescaled) and not at others; a third of the queries
+// are scaled by 3 (peakier weights, where a wrong maximum or rescale shows most).
+TEST(AttentionTest, DecodeJobsMatchReferenceOverManyTiles) {
+  struct Case {
+    int64_t pos_start, n_rows, window;
+  };
+  const Case cases[] = {{0, 1, 0},   {63, 1, 0},  {64, 1, 0}, {200, 1, 0},
+                        {150, 3, 0}, {190, 2, 70}, {129, 1, 64}};
+  const std::vector<SimdLevel> levels = Levels();
+  std::mt19937 rng(17);
+  int combo = 0;
+  for (KvDtype d : kAllDtypes) {
+    const std::vector<int64_t> hds =
+        d == KvDtype::kQ8_0 ? std::vector<int64_t>{32, 64, 96} : std::vector<int64_t>{17, 64, 80};
+    for (int64_t hd : hds) {
+      for (int64_t n_group : {1, 2, 3, 4, 5, 8, 16}) {
+        const int64_t bs = combo++ % 2 ? 16 : 7;
+        const int64_t n_kv = 2, kv_head = 0, max_pos = 210;
+        const int64_t nb = (max_pos + bs - 1) / bs + 1;
+        TestKv kv(d, nb, bs, n_kv, hd, &rng);
+        auto bt = ShuffledTable(nb, &rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        for (const Case& c : cases) {
+          const int64_t stride = n_kv * n_group * hd;
+          auto q = Randn(c.n_rows * stride, &rng);
+          if (combo % 3 == 0) {
+            for (float& x : q) x *= 3.0f;  // peakier weights: the max matters more
+          }
+          std::vector<float> want(c.n_rows * n_group * hd);
+          std::vector<float> scores(n_group * (c.pos_start + c.n_rows));
+          for (int64_t r = 0; r < c.n_rows; ++r) {
+            const int64_t pos = c.pos_start + r;
+            GroupJob gj{bt.data(),
+                        kv_head,
+                        c.window > 0 ? std::max<int64_t>(0, pos + 1 - c.window) : 0,
+                        pos + 1,
+                        q.data() + r * stride + kv_head * n_group * hd,
+                        want.data() + r * n_group * hd};
+            AttendGroupReference(kv.view, gj, n_group, scale, scores.data());
+          }
+          for (SimdLevel level : levels) {
+            std::vector<float> got(q.size(), -7.0f);
+            TileJob job;
+            job.block_table = bt.data();
+            job.kv_head = kv_head;
+            job.pos_start = c.pos_start;
+            job.n_rows = c.n_rows;
+            job.row_stride = stride;
+            job.q = q.data();
+            job.out = got.data();
+            const TileParams tp{n_group, scale, c.window};
+            // Scratch starts as NaN: the kernel must not read what it did not write.
+            std::vector<float> scratch(TileScratchFloats(kv.view, job, tp),
+                                       std::numeric_limits<float>::quiet_NaN());
+            AttendTileAtLevel(level)(kv.view, job, tp, scratch.data());
+            for (int64_t r = 0; r < c.n_rows; ++r) {
+              for (int64_t i = 0; i < n_group * hd; ++i) {
+                const float w = want[r * n_group * hd + i];
+                ASSERT_NEAR(got[r * stride + i], w, 1e-4f * (1 + std::fabs(w)))
+                    << SimdLevelName(level) << " " << KvDtypeName(d) << " hd " << hd << " group "
+                    << n_group << " bs " << bs << " pos " << c.pos_start + r << " window "
+                    << c.window << " i " << i;
+              }
+              ASSERT_EQ(got[r * stride + n_group * hd], -7.0f);  // the other KV head untouched
             }
           }
         }

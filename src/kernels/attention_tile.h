@@ -36,9 +36,22 @@ namespace tachyon::kernels::internal {
 // floats each) and reused by every query row and head of the tile job.
 inline constexpr int64_t kKvTile = 32;
 
+// The decode kernels (AttendDecode*: jobs of at most kDecodeMaxQueries query vectors) convert
+// K/V rows in registers where they are used and walk the context in tiles of kDecodeKvTile
+// keys; query vectors are processed in slots of up to 4 (a group of 3 gets a 4th dummy slot).
+inline constexpr int64_t kDecodeKvTile = 64;
+inline constexpr int64_t kDecodeMaxQueries = 16;
+inline int64_t DecodeSlots(int64_t n_queries) { return n_queries + (n_queries % 4 == 3 ? 1 : 0); }
+// Scratch of a decode job: per slot kDecodeKvTile scores, head_dim accumulators, m, l, alpha.
+inline size_t DecodeScratchFloats(int64_t head_dim, int64_t n_queries) {
+  return static_cast<size_t>(DecodeSlots(n_queries) * (kDecodeKvTile + head_dim + 3));
+}
+
 inline size_t TileScratchFloatsFor(int64_t head_dim, int64_t n_rows, int64_t n_group) {
   const int64_t nq = n_rows * n_group;
-  return static_cast<size_t>(2 * kKvTile * head_dim + 4 * kKvTile + nq * (head_dim + 2));
+  const size_t tile =
+      static_cast<size_t>(2 * kKvTile * head_dim + 4 * kKvTile + nq * (head_dim + 2));
+  return nq <= kDecodeMaxQueries ? std::max(tile, DecodeScratchFloats(head_dim, nq)) : tile;
 }
 
 // The AMX kernel (attention_amx.cc): keys per KV tile, query vectors per tile pass, the padded
