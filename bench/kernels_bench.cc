@@ -32,8 +32,10 @@
 
 #include "kernels/amx.h"
 #include "kernels/bf16_panel.h"
+#include "kernels/fused_rows.h"
 #include "kernels/peak.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/pack.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
@@ -112,6 +114,49 @@ void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t col
     state.counters["of_int8_peak"] = benchmark::Counter(
         2.0 * m * rows * cols / (peak * 1e9), benchmark::Counter::kIsIterationInvariantRate);
   }
+}
+
+// A matmul fed by an elementwise op, the op fused into the activation conversion
+// (MatMulMultiRows with kernels/fused_rows.h) or run as its own pass first, as a layer runs
+// them: "norm" = residual add + RMSNorm into a 2048 -> rows matrix (the FFN gate / up input),
+// "silu" = SiLU(gate) * up into the 8192 -> 2048 down matrix. One thread, CPU time.
+void BM_FusedInput(benchmark::State& state, GgmlType type, bool silu, int64_t m, bool fused) {
+  const int64_t cols = silu ? 8192 : 2048, rows = silu ? 2048 : 8192;
+  const Matrix& mat = GetMatrix(type, rows, cols);
+  kernels::Weight w{type, rows, cols, mat.data.data(), RowBytes(type, cols)};
+  w.packed = mat.packed.get();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> a(m * cols), b(m * cols), norm_w(cols), tmp(m * cols), y(m * rows);
+  for (float& v : a) v = nd(rng);
+  for (float& v : norm_w) v = nd(rng);
+  // silu: a = gate, b = up; norm: a = x, b = delta = 0 (x keeps its values over iterations).
+  if (silu) {
+    for (float& v : b) v = nd(rng);
+  }
+  const kernels::Weight* ws[] = {&w};
+  float* ys[] = {y.data()};
+  for (auto _ : state) {
+    if (fused) {
+      if (silu) {
+        kernels::MatMulMultiRows(ws, kernels::SiluMulRows(a.data(), b.data(), cols), m, ys, nullptr);
+      } else {
+        kernels::MatMulMultiRows(
+            ws, kernels::RmsNormRows(a.data(), b.data(), norm_w.data(), cols, 1e-5f), m, ys,
+            nullptr);
+      }
+    } else {
+      if (silu) {
+        kernels::SiluMul(a.data(), b.data(), tmp.data(), m * cols);
+      } else {
+        kernels::AddRmsNorm(a.data(), b.data(), norm_w.data(), tmp.data(), m, cols, 1e-5f);
+      }
+      kernels::MatMul(w, tmp.data(), m, y.data(), nullptr);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GOP/s"] = benchmark::Counter(2.0 * m * rows * cols / 1e9,
+                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // One row-count regime on one kernel family: "avx512" = the VNNI / AVX-512 kernels (what
@@ -349,6 +394,16 @@ void RegisterAll() {
                   ->Arg(threads)
                   ->Unit(benchmark::kMillisecond);
     if (threads > 1) b->UseRealTime();
+  }
+  for (bool silu : {false, true}) {
+    for (int64_t m : {1, 16}) {
+      for (bool fused : {false, true}) {
+        const std::string name = std::string("FusedInput/") + (silu ? "silu" : "norm") +
+                                 "/Q4_0/m:" + std::to_string(m) + (fused ? "/fused" : "/separate");
+        benchmark::RegisterBenchmark(name.c_str(), BM_FusedInput, GgmlType::kQ4_0, silu, m, fused)
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
   }
   benchmark::RegisterBenchmark("MemRead/threads:1", BM_MemRead)
       ->Arg(1)
