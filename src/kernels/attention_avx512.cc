@@ -318,20 +318,28 @@ inline void PrefetchRow(const uint8_t* row, size_t row_bytes) {
 
 // 16 elements at element d (d % 16 == 0) of a KV row of dtype D as floats; lanes off in k
 // read as 0 (nothing outside them is touched).
-template <KvDtype D>
-inline __m512 LoadKv(const uint8_t* row, int64_t d, __mmask16 k) {
+// kMasked false: all 16 lanes (k unused). q8_0 takes the row's block scales as floats from
+// `scales` (converted once per tile: a broadcast from memory here, no f16 conversion per chunk).
+template <KvDtype D, bool kMasked>
+inline __m512 LoadKv(const uint8_t* row, const float* scales, int64_t d, __mmask16 k) {
   if constexpr (D == KvDtype::kF32) {
-    return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(row) + d);
+    const float* x = reinterpret_cast<const float*>(row) + d;
+    return kMasked ? _mm512_maskz_loadu_ps(k, x) : _mm512_loadu_ps(x);
   } else if constexpr (D == KvDtype::kF16) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, reinterpret_cast<const uint16_t*>(row) + d));
+    const uint16_t* x = reinterpret_cast<const uint16_t*>(row) + d;
+    return _mm512_cvtph_ps(kMasked ? _mm256_maskz_loadu_epi16(k, x)
+                                   : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
   } else if constexpr (D == KvDtype::kBf16) {
-    return LoadBf16(reinterpret_cast<const uint16_t*>(row) + d, k);
+    const uint16_t* x = reinterpret_cast<const uint16_t*>(row) + d;
+    const __m256i h = kMasked ? _mm256_maskz_loadu_epi16(k, x)
+                              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   } else {  // q8_0: head_dim % 32 == 0, so a chunk is all in (k full) or all out (k == 0)
-    if (k == 0) return _mm512_setzero_ps();
+    if (kMasked && k == 0) return _mm512_setzero_ps();
     const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + d / kQK4;
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + d % kQK4));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)),
-                         _mm512_set1_ps(_cvtsh_ss(b->d)));
+                         _mm512_set1_ps(scales[d / kQK4]));
   }
 }
 
@@ -339,28 +347,34 @@ inline __m512 LoadKv(const uint8_t* row, int64_t d, __mmask16 k) {
 // 16 / H keys x H slots per pass, one joint 16-way reduction (lane h * T + t: slot h, key t).
 // Meanwhile the rows pf[0, n_pf) (the next tile's) are prefetched, T at a time.
 template <KvDtype D, int H>
-inline void DecodeScores(const float* const* q, const uint8_t* const* rows, int64_t n, int64_t hd,
-                         float scale, float* const* s, const uint8_t* const* pf, int64_t n_pf,
-                         size_t row_bytes) {
+inline void DecodeScores(const float* const* q, const uint8_t* const* rows, const float* scales,
+                         int64_t n, int64_t hd, float scale, float* const* s,
+                         const uint8_t* const* pf, int64_t n_pf, size_t row_bytes) {
+  const int64_t nb = hd / kQK4;  // q8_0 scales per row
   constexpr int T = 16 / H;
   const __m512 vscale = _mm512_set1_ps(scale);
+  const int64_t hd_full = hd / 16 * 16;
+  const __mmask16 k_tail = Mask16(hd - hd_full);
+  __m512 a[16];
+  // One 16-element chunk at d of T keys x H slots.
+  auto chunk = [&](int64_t j, int64_t d, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
+    __m512 kv[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) kv[t] = LoadKv<D, kMasked>(rows[j + t], scales + (j + t) * nb, d, k_tail);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m512 x = kMasked ? _mm512_maskz_loadu_ps(k_tail, q[h] + d) : _mm512_loadu_ps(q[h] + d);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) a[h * T + t] = _mm512_fmadd_ps(x, kv[t], a[h * T + t]);
+    }
+  };
   for (int64_t j = 0; j < n; j += T) {
     for (int64_t t = j; t < std::min<int64_t>(j + T, n_pf); ++t) PrefetchRow(pf[t], row_bytes);
-    __m512 a[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_ps();
-    for (int64_t d = 0; d < hd; d += 16) {
-      const __mmask16 k = Mask16(hd - d);
-      __m512 kv[T];
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) kv[t] = LoadKv<D>(rows[j + t], d, k);
-#pragma GCC unroll 4
-      for (int h = 0; h < H; ++h) {
-        const __m512 x = _mm512_maskz_loadu_ps(k, q[h] + d);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) a[h * T + t] = _mm512_fmadd_ps(x, kv[t], a[h * T + t]);
-      }
-    }
+    for (int64_t d = 0; d < hd_full; d += 16) chunk(j, d, std::false_type());
+    if (hd_full < hd) chunk(j, hd_full, std::true_type());
     const __m512 r = _mm512_mul_ps(Reduce16(a), vscale);
     if constexpr (H == 1) {
       _mm512_storeu_ps(s[0] + j, r);
@@ -382,60 +396,68 @@ inline void DecodeScores(const float* const* q, const uint8_t* const* rows, int6
 // Meanwhile the rows pf[0, n_pf) are prefetched (in the first 64-float pass), one per key.
 template <KvDtype D, int H>
 inline void DecodeAccumulate(const float* const* p, const float* alpha, const uint8_t* const* rows,
-                             int64_t n, int64_t hd, float* const* acc, const uint8_t* const* pf,
-                             int64_t n_pf, size_t row_bytes) {
+                             const float* scales, int64_t n, int64_t hd, float* const* acc,
+                             const uint8_t* const* pf, int64_t n_pf, size_t row_bytes) {
+  const int64_t nb = hd / kQK4;
   constexpr int S = H == 1 ? 2 : 1;
-  for (int64_t d0 = 0; d0 < hd; d0 += 64) {
-    __mmask16 k[4];
+  // The 64 floats at d0 (kMasked: the chunks' masks k, the last pass of a head_dim that is not
+  // a multiple of 64).
+  auto pass = [&](int64_t d0, const __mmask16* k, auto masked) {
+    constexpr bool kMasked = decltype(masked)::value;
     __m512 a[S][H][4];
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) k[c] = MaskOrZero(hd - d0 - 16 * c);
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const __m512 al = _mm512_set1_ps(alpha[h]);
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        a[0][h][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k[c], acc[h] + d0 + 16 * c), al);
+        const float* x = acc[h] + d0 + 16 * c;
+        a[0][h][c] = _mm512_mul_ps(kMasked ? _mm512_maskz_loadu_ps(k[c], x) : _mm512_loadu_ps(x), al);
         if constexpr (S == 2) a[1][h][c] = _mm512_setzero_ps();
       }
     }
-    int64_t j = 0;
-    if (d0 > 0) n_pf = 0;
-    for (; j + S <= n; j += S) {
-#pragma GCC unroll 2
-      for (int e = 0; e < S; ++e) {
-        if (j + e < n_pf) PrefetchRow(pf[j + e], row_bytes);
-        __m512 v[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) v[c] = LoadKv<D>(rows[j + e], d0 + 16 * c, k[c]);
-#pragma GCC unroll 4
-        for (int h = 0; h < H; ++h) {
-          const __m512 w = _mm512_set1_ps(p[h][j + e]);
-#pragma GCC unroll 4
-          for (int c = 0; c < 4; ++c) a[e][h][c] = _mm512_fmadd_ps(w, v[c], a[e][h][c]);
-        }
-      }
-    }
-    if (j < n) {  // S == 2 and n odd
+    auto key = [&](int64_t j, int e) {
       __m512 v[4];
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) v[c] = LoadKv<D>(rows[j], d0 + 16 * c, k[c]);
+      for (int c = 0; c < 4; ++c) v[c] = LoadKv<D, kMasked>(rows[j], scales + j * nb, d0 + 16 * c, k[c]);
 #pragma GCC unroll 4
       for (int h = 0; h < H; ++h) {
         const __m512 w = _mm512_set1_ps(p[h][j]);
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) a[0][h][c] = _mm512_fmadd_ps(w, v[c], a[0][h][c]);
+        for (int c = 0; c < 4; ++c) a[e][h][c] = _mm512_fmadd_ps(w, v[c], a[e][h][c]);
+      }
+    };
+    const int64_t m_pf = d0 == 0 ? n_pf : 0;
+    int64_t j = 0;
+    for (; j + S <= n; j += S) {
+#pragma GCC unroll 2
+      for (int e = 0; e < S; ++e) {
+        if (j + e < m_pf) PrefetchRow(pf[j + e], row_bytes);
+        key(j + e, e);
       }
     }
+    if (j < n) key(j, 0);  // S == 2 and n odd
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         __m512 x = a[0][h][c];
         if constexpr (S == 2) x = _mm512_add_ps(x, a[1][h][c]);
-        _mm512_mask_storeu_ps(acc[h] + d0 + 16 * c, k[c], x);
+        float* y = acc[h] + d0 + 16 * c;
+        if constexpr (kMasked) {
+          _mm512_mask_storeu_ps(y, k[c], x);
+        } else {
+          _mm512_storeu_ps(y, x);
+        }
       }
     }
+  };
+  int64_t d0 = 0;
+  const __mmask16 full[4] = {0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF};
+  for (; d0 + 64 <= hd; d0 += 64) pass(d0, full, std::false_type());
+  if (d0 < hd) {
+    __mmask16 k[4];
+    for (int c = 0; c < 4; ++c) k[c] = MaskOrZero(hd - d0 - 16 * c);
+    pass(d0, k, std::true_type());
   }
 }
 
@@ -462,6 +484,8 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   float* const m = acc_base + ns * hd;                  // [ns] running max
   float* const l = m + ns;                              // [ns] running sum
   float* const alpha = l + ns;                          // [ns] this tile's rescale factor
+  float* const ksc = alpha + ns;  // q8_0: [kDecodeKvTile][hd / 32] block scales of K
+  float* const vsc = ksc + kDecodeKvTile * (hd / kQK4);  // and of V
   const float* q[internal::kDecodeMaxQueries];
   float* s[internal::kDecodeMaxQueries];
   float* acc[internal::kDecodeMaxQueries];
@@ -481,32 +505,28 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   const int64_t first = job.pos_start, end = job.pos_start + job.n_rows;
   const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
   const size_t row_bytes = kv.row_bytes();
-  // fn(j, n, k, v) for each run [t, t + n) of [t0, t1) inside one block (rows contiguous).
-  auto for_block_runs = [&](int64_t t0, int64_t t1, auto&& fn) {
-    for (int64_t t = t0; t < t1;) {
-      const int64_t n = std::min(t1 - t, kv.block_size - t % kv.block_size);
-      fn(t - t0, n, kv.Row(kv.k, job.block_table, t, job.kv_head),
-         kv.Row(kv.v, job.block_table, t, job.kv_head));
-      t += n;
-    }
-  };
   // Row pointers of the current tile and the next one (double-buffered): the next tile's
   // rows are prefetched while the current one is computed, spread over its keys.
   const uint8_t* rows[2][2][kDecodeKvTile];  // [buffer][K, V][key]
+  const int64_t bs = kv.block_size;
+  const auto* kbase = static_cast<const uint8_t*>(kv.k);
+  const auto* vbase = static_cast<const uint8_t*>(kv.v);
   auto fill_rows = [&](int64_t t0, int64_t t1, const uint8_t** kr, const uint8_t** vr) {
-    for_block_runs(t0, t1, [&](int64_t j, int64_t len, const uint8_t* kp, const uint8_t* vp) {
+    int64_t b = t0 / bs, slot = t0 - b * bs;
+    for (int64_t t = t0; t < t1; ++b, slot = 0) {
+      const int64_t len = std::min(t1 - t, bs - slot);
+      const size_t off =
+          static_cast<size_t>((job.block_table[b] * kv.n_kv_heads + job.kv_head) * bs + slot) *
+          row_bytes;
       for (int64_t i = 0; i < len; ++i) {
-        kr[j + i] = kp + i * row_bytes;
-        vr[j + i] = vp + i * row_bytes;
+        kr[t - t0 + i] = kbase + off + i * row_bytes;
+        vr[t - t0 + i] = vbase + off + i * row_bytes;
       }
-    });
+      t += len;
+    }
   };
   int cur = 0;
   fill_rows(lo, std::min(lo + kDecodeKvTile, end), rows[0][0], rows[0][1]);
-  for (int64_t i = 0; i < std::min(lo + kDecodeKvTile, end) - lo; ++i) {
-    PrefetchRow(rows[0][0][i], row_bytes);
-    PrefetchRow(rows[0][1][i], row_bytes);
-  }
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int64_t t0 = lo; t0 < end; t0 += kDecodeKvTile) {
     const int64_t t1 = std::min(t0 + kDecodeKvTile, end), n = t1 - t0;
@@ -518,9 +538,18 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
     // masked out below.
     const int64_t n_pad = (n + 15) / 16 * 16;
     for (int64_t j = n; j < n_pad; ++j) krow[j] = krow[n - 1];
+    if constexpr (D == KvDtype::kQ8_0) {  // the tile's block scales as floats
+      const int64_t nb = hd / kQK4;
+      for (int64_t j = 0; j < n_pad; ++j) {
+        for (int64_t b = 0; b < nb; ++b) {
+          ksc[j * nb + b] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(krow[j])[b].d);
+          if (j < n) vsc[j * nb + b] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(vrow[j])[b].d);
+        }
+      }
+    }
     ForSlotGroups(ns, [&](auto h_const, int64_t i) {
       constexpr int H = decltype(h_const)::value;
-      DecodeScores<D, H>(q + i, krow, n_pad, hd, p.scale, s + i, rows[cur ^ 1][0],
+      DecodeScores<D, H>(q + i, krow, ksc, n_pad, hd, p.scale, s + i, rows[cur ^ 1][0],
                          i == 0 ? n_next : 0, row_bytes);
     });
     // Online softmax per slot over the keys its row sees: [vlo, vhi) of the tile.
@@ -559,7 +588,7 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
     }
     ForSlotGroups(ns, [&](auto h_const, int64_t i) {
       constexpr int H = decltype(h_const)::value;
-      DecodeAccumulate<D, H>(s + i, alpha + i, vrow, n, hd, acc + i, rows[cur ^ 1][1],
+      DecodeAccumulate<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i, rows[cur ^ 1][1],
                              i == 0 ? n_next : 0, row_bytes);
     });
     cur ^= 1;

@@ -39,12 +39,14 @@ inline constexpr int64_t kKvTile = 32;
 // The decode kernels (AttendDecode*: jobs of at most kDecodeMaxQueries query vectors) convert
 // K/V rows in registers where they are used and walk the context in tiles of kDecodeKvTile
 // keys; query vectors are processed in slots of up to 4 (a group of 3 gets a 4th dummy slot).
-inline constexpr int64_t kDecodeKvTile = 64;
+inline constexpr int64_t kDecodeKvTile = 128;
 inline constexpr int64_t kDecodeMaxQueries = 16;
 inline int64_t DecodeSlots(int64_t n_queries) { return n_queries + (n_queries % 4 == 3 ? 1 : 0); }
-// Scratch of a decode job: per slot kDecodeKvTile scores, head_dim accumulators, m, l, alpha.
+// Scratch of a decode job: per slot kDecodeKvTile scores, head_dim accumulators, m, l, alpha;
+// then a tile's q8_0 block scales of K and V as floats.
 inline size_t DecodeScratchFloats(int64_t head_dim, int64_t n_queries) {
-  return static_cast<size_t>(DecodeSlots(n_queries) * (kDecodeKvTile + head_dim + 3));
+  return static_cast<size_t>(DecodeSlots(n_queries) * (kDecodeKvTile + head_dim + 3) +
+                             2 * kDecodeKvTile * (head_dim / 32));
 }
 
 inline size_t TileScratchFloatsFor(int64_t head_dim, int64_t n_rows, int64_t n_group) {
