@@ -2,7 +2,14 @@
 // head_dim 64, 16-token blocks), per KV dtype and SIMD level, one thread (CPU time, robust
 // on a shared machine):
 //   Prefill/<dtype>/<level>   a 512-token prompt from position 0 (pp512, one layer)
-//   Decode/<dtype>/<level>/ctx:N   one token at context N
+//   Decode/<dtype>/<level>/ctx:N   one token at context N (the KV stays in L2 / L3 between
+//                                  iterations)
+//   DecodeBatch/<dtype>/<level>/seqs:16/ctx:160   a batched decode step: one token for each
+//                                  of 16 sequences at context 160, a different layer's KV per
+//                                  iteration (16 layers, 84 MB at f16: read from L3, as in
+//                                  `tachyon profile --batch 16`)
+//   DecodeCold/<dtype>/<level>/ctx:4096   one token at context 4096, cycling over 512 MB of
+//                                  layers' KV (read from DRAM)
 //   Chunk/<dtype>/<level>/rows:R   R new tokens after 512 cached positions (chunked prefill,
 //                                  speculative decoding): R * 4 query vectors per tile job
 // Levels: scalar, avx2, avx512, amx (AMX tiles for jobs UseAmxTile accepts, else AVX-512).
@@ -14,12 +21,14 @@
 // KVGB/s (decode) = KV bytes read per second.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/pack.h"
 #include "util/cpu_features.h"
 
 namespace tachyon::kernels {
@@ -27,54 +36,79 @@ namespace {
 
 constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 64, kBlock = 16;
 
+// n_seqs sequences of n_pos positions (n_q new tokens each) with disjoint blocks, and n_layers
+// copies of the KV (one layer's random rows copied).
 struct Setup {
-  std::vector<uint8_t> k, v;
-  std::vector<int32_t> table;
-  std::vector<float> q, out;
-  PagedKv kv;
-  Setup(KvDtype dtype, int64_t n_pos, int64_t n_q) {
-    const int64_t n_blocks = (n_pos + kBlock - 1) / kBlock;
+  AlignedBuffer k, v;  // [n_layers][layer_bytes]
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<float> q, out;  // [n_seqs][n_q][kHeads * kHeadDim]
+  std::vector<PagedKv> kv;    // per layer
+  size_t layer_bytes = 0;
+  Setup(KvDtype dtype, int64_t n_pos, int64_t n_q, int64_t n_seqs = 1, int64_t n_layers = 1) {
+    const int64_t seq_blocks = (n_pos + kBlock - 1) / kBlock, n_blocks = seq_blocks * n_seqs;
     const size_t row = KvRowBytes(dtype, kHeadDim);
     const int64_t rows = n_blocks * kBlock * kKvHeads;
-    k.resize(rows * row);
-    v.resize(rows * row);
+    layer_bytes = rows * row;
+    k = AllocateAligned(n_layers * layer_bytes);  // huge pages where allowed, as KvCache
+    v = AllocateAligned(n_layers * layer_bytes);
     std::mt19937 rng(1);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> x(kHeadDim);
     for (int64_t r = 0; r < rows; ++r) {
       for (auto* buf : {&k, &v}) {
         for (float& e : x) e = nd(rng);
-        StoreKvRow(dtype, x.data(), buf->data() + r * row, kHeadDim);
+        StoreKvRow(dtype, x.data(), buf->get() + r * row, kHeadDim);
       }
     }
-    for (int64_t b = 0; b < n_blocks; ++b) table.push_back(static_cast<int32_t>(n_blocks - 1 - b));
-    q.resize(n_q * kHeads * kHeadDim);
+    for (int64_t l = 1; l < n_layers; ++l) {
+      std::copy(k.get(), k.get() + layer_bytes, k.get() + l * layer_bytes);
+      std::copy(v.get(), v.get() + layer_bytes, v.get() + l * layer_bytes);
+    }
+    for (int64_t s = 0; s < n_seqs; ++s) {  // each sequence's blocks in reverse order
+      tables.emplace_back();
+      for (int64_t b = 0; b < seq_blocks; ++b) {
+        tables.back().push_back(static_cast<int32_t>((s + 1) * seq_blocks - 1 - b));
+      }
+    }
+    q.resize(n_seqs * n_q * kHeads * kHeadDim);
     for (float& e : q) e = nd(rng);
     out.resize(q.size());
-    kv = {k.data(), v.data(), dtype, n_blocks, kBlock, kKvHeads, kHeadDim};
+    for (int64_t l = 0; l < n_layers; ++l) {
+      kv.push_back({k.get() + l * layer_bytes, v.get() + l * layer_bytes, dtype, n_blocks,
+                    kBlock, kKvHeads, kHeadDim});
+    }
   }
 };
 
+// n_seqs sequences with the same pos_start / n_tokens; each iteration runs the next of
+// n_layers layers (1: the same KV every time).
 void Run(benchmark::State& state, KvDtype dtype, SimdLevel level, int64_t pos_start,
-         int64_t n_tokens) {
+         int64_t n_tokens, int64_t n_seqs = 1, int64_t n_layers = 1) {
   if (level > BestSimdLevel()) {
     state.SkipWithError("CPU lacks this SIMD level");
     return;
   }
-  Setup s(dtype, pos_start + n_tokens, n_tokens);
-  AttentionSeq seq{s.table.data(), pos_start, n_tokens, s.q.data(), s.out.data()};
+  Setup s(dtype, pos_start + n_tokens, n_tokens, n_seqs, n_layers);
+  std::vector<AttentionSeq> seqs;
+  const int64_t q_seq = n_tokens * kHeads * kHeadDim;
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    seqs.push_back({s.tables[i].data(), pos_start, n_tokens, s.q.data() + i * q_seq,
+                    s.out.data() + i * q_seq});
+  }
   AttentionParams params{kHeads, 1.0f / std::sqrt(float(kHeadDim)), 0};
   AttentionScratch scratch;
+  int64_t layer = 0;
   for (auto _ : state) {
-    PagedAttentionAtLevel(level, s.kv, params, &seq, 1, nullptr, &scratch);
+    PagedAttentionAtLevel(level, s.kv[layer], params, seqs.data(), n_seqs, nullptr, &scratch);
     benchmark::DoNotOptimize(s.out.data());
+    layer = layer + 1 == n_layers ? 0 : layer + 1;
   }
   double visible = 0;
-  for (int64_t i = 0; i < n_tokens; ++i) visible += pos_start + i + 1;
+  for (int64_t i = 0; i < n_tokens; ++i) visible += n_seqs * (pos_start + i + 1);
   state.counters["GFLOP/s"] = benchmark::Counter(4.0 * kHeads * kHeadDim * visible * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
   if (n_tokens == 1) {
-    const double bytes = 2.0 * (pos_start + 1) * kKvHeads * KvRowBytes(dtype, kHeadDim);
+    const double bytes = 2.0 * n_seqs * (pos_start + 1) * kKvHeads * KvRowBytes(dtype, kHeadDim);
     state.counters["KVGB/s"] =
         benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   }
@@ -95,6 +129,20 @@ void Register() {
             ->Unit(benchmark::kMicrosecond)
             ->MeasureProcessCPUTime();
       }
+      benchmark::RegisterBenchmark(("DecodeBatch/" + tag + "/seqs:16/ctx:160").c_str(),
+                                   [=](benchmark::State& st) { Run(st, d, l, 159, 1, 16, 16); })
+          ->Unit(benchmark::kMicrosecond)
+          ->MeasureProcessCPUTime();
+      benchmark::RegisterBenchmark(("DecodeCold/" + tag + "/ctx:4096").c_str(),
+                                   [=](benchmark::State& st) {
+                                     // Enough layers for 512 MB of K and V.
+                                     const double layer = 2.0 * 4096 * kKvHeads *
+                                                          KvRowBytes(d, kHeadDim);
+                                     const auto n = static_cast<int64_t>(512e6 / layer) + 1;
+                                     Run(st, d, l, 4095, 1, 1, n);
+                                   })
+          ->Unit(benchmark::kMicrosecond)
+          ->MeasureProcessCPUTime();
       for (int64_t rows : {1, 2, 4, 8, 16}) {
         benchmark::RegisterBenchmark(("Chunk/" + tag + "/rows:" + std::to_string(rows)).c_str(),
                                      [=](benchmark::State& st) { Run(st, d, l, 512, rows); })

@@ -345,11 +345,33 @@ inline __m512 LoadKv(const uint8_t* row, const float* scales, int64_t d, __mmask
 
 // s[h][j..] = scale * q[h] · K[j] for H query slots and keys j in [0, n), n % (16 / H) == 0:
 // 16 / H keys x H slots per pass, one joint 16-way reduction (lane h * T + t: slot h, key t).
-// Meanwhile the rows pf[0, n_pf) (the next tile's) are prefetched, T at a time.
+// Software prefetch during a tile's scores, key by key: K rows kDecodePrefetchKeys keys ahead
+// (running into the next tile) and the tile's own V rows (read by P·V after all the scores).
+// DRAM- or L3-resident KV (a batched step streams each sequence's blocks once, in block-sized
+// runs too short for the hardware prefetcher) is then in flight long before it is used.
+constexpr int64_t kDecodePrefetchKeys = 32;
+struct DecodePrefetch {
+  const uint8_t* const* k_cur;   // the tile's K rows [0, n)
+  const uint8_t* const* v_cur;   // its V rows
+  const uint8_t* const* k_next;  // the next tile's K rows [0, n_next)
+  int64_t n, n_next;
+  size_t row_bytes;
+  void Key(int64_t j) const {
+    const int64_t a = j + kDecodePrefetchKeys;
+    if (a < n) {
+      PrefetchRow(k_cur[a], row_bytes);
+    } else if (a - n < n_next) {
+      PrefetchRow(k_next[a - n], row_bytes);
+    }
+    if (j < n) PrefetchRow(v_cur[j], row_bytes);
+  }
+};
+
+// pf (may be null) is told each key as its pass starts.
 template <KvDtype D, int H>
 inline void DecodeScores(const float* const* q, const uint8_t* const* rows, const float* scales,
                          int64_t n, int64_t hd, float scale, float* const* s,
-                         const uint8_t* const* pf, int64_t n_pf, size_t row_bytes) {
+                         const DecodePrefetch* pf) {
   const int64_t nb = hd / kQK4;  // q8_0 scales per row
   constexpr int T = 16 / H;
   const __m512 vscale = _mm512_set1_ps(scale);
@@ -370,7 +392,9 @@ inline void DecodeScores(const float* const* q, const uint8_t* const* rows, cons
     }
   };
   for (int64_t j = 0; j < n; j += T) {
-    for (int64_t t = j; t < std::min<int64_t>(j + T, n_pf); ++t) PrefetchRow(pf[t], row_bytes);
+    if (pf) {
+      for (int64_t t = j; t < j + T; ++t) pf->Key(t);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) a[i] = _mm512_setzero_ps();
     for (int64_t d = 0; d < hd_full; d += 16) chunk(j, d, std::false_type());
@@ -393,11 +417,9 @@ inline void DecodeScores(const float* const* q, const uint8_t* const* rows, cons
 // acc[h] = alpha[h] * acc[h] + sum_{j < n} p[h][j] * V[j] for H slots, 64 output floats at a
 // time in registers (4 chunks x H slots; a lone slot splits the keys over two accumulator sets
 // so that FMA latency is covered).
-// Meanwhile the rows pf[0, n_pf) are prefetched (in the first 64-float pass), one per key.
 template <KvDtype D, int H>
 inline void DecodeAccumulate(const float* const* p, const float* alpha, const uint8_t* const* rows,
-                             const float* scales, int64_t n, int64_t hd, float* const* acc,
-                             const uint8_t* const* pf, int64_t n_pf, size_t row_bytes) {
+                             const float* scales, int64_t n, int64_t hd, float* const* acc) {
   const int64_t nb = hd / kQK4;
   constexpr int S = H == 1 ? 2 : 1;
   // The 64 floats at d0 (kMasked: the chunks' masks k, the last pass of a head_dim that is not
@@ -426,12 +448,10 @@ inline void DecodeAccumulate(const float* const* p, const float* alpha, const ui
         for (int c = 0; c < 4; ++c) a[e][h][c] = _mm512_fmadd_ps(w, v[c], a[e][h][c]);
       }
     };
-    const int64_t m_pf = d0 == 0 ? n_pf : 0;
     int64_t j = 0;
     for (; j + S <= n; j += S) {
 #pragma GCC unroll 2
       for (int e = 0; e < S; ++e) {
-        if (j + e < m_pf) PrefetchRow(pf[j + e], row_bytes);
         key(j + e, e);
       }
     }
@@ -505,8 +525,8 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   const int64_t first = job.pos_start, end = job.pos_start + job.n_rows;
   const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
   const size_t row_bytes = kv.row_bytes();
-  // Row pointers of the current tile and the next one (double-buffered): the next tile's
-  // rows are prefetched while the current one is computed, spread over its keys.
+  // Row pointers of the current tile and the next one (double-buffered, so that K rows of the
+  // next tile can be prefetched while the current one is computed).
   const uint8_t* rows[2][2][kDecodeKvTile];  // [buffer][K, V][key]
   const int64_t bs = kv.block_size;
   const auto* kbase = static_cast<const uint8_t*>(kv.k);
@@ -527,6 +547,9 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   };
   int cur = 0;
   fill_rows(lo, std::min(lo + kDecodeKvTile, end), rows[0][0], rows[0][1]);
+  for (int64_t j = 0; j < std::min(kDecodePrefetchKeys, end - lo); ++j) {
+    PrefetchRow(rows[0][0][j], row_bytes);
+  }
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int64_t t0 = lo; t0 < end; t0 += kDecodeKvTile) {
     const int64_t t1 = std::min(t0 + kDecodeKvTile, end), n = t1 - t0;
@@ -534,6 +557,7 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
     const uint8_t** krow = rows[cur][0];
     const uint8_t** vrow = rows[cur][1];
     if (n_next > 0) fill_rows(t1, t1 + n_next, rows[cur ^ 1][0], rows[cur ^ 1][1]);
+    const DecodePrefetch pf{krow, vrow, rows[cur ^ 1][0], n, n_next, row_bytes};
     // Scores of a whole number of 16-key groups: the padding keys repeat the last row and are
     // masked out below.
     const int64_t n_pad = (n + 15) / 16 * 16;
@@ -549,8 +573,7 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
     }
     ForSlotGroups(ns, [&](auto h_const, int64_t i) {
       constexpr int H = decltype(h_const)::value;
-      DecodeScores<D, H>(q + i, krow, ksc, n_pad, hd, p.scale, s + i, rows[cur ^ 1][0],
-                         i == 0 ? n_next : 0, row_bytes);
+      DecodeScores<D, H>(q + i, krow, ksc, n_pad, hd, p.scale, s + i, i == 0 ? &pf : nullptr);
     });
     // Online softmax per slot over the keys its row sees: [vlo, vhi) of the tile.
     for (int64_t i = 0; i < ns; ++i) {
@@ -588,8 +611,7 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
     }
     ForSlotGroups(ns, [&](auto h_const, int64_t i) {
       constexpr int H = decltype(h_const)::value;
-      DecodeAccumulate<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i, rows[cur ^ 1][1],
-                             i == 0 ? n_next : 0, row_bytes);
+      DecodeAccumulate<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i);
     });
     cur ^= 1;
   }
