@@ -36,7 +36,7 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(int64_t n_layers, int64_t n_blo
   cache->row_bytes_ = row;
   cache->slot_bytes_ = static_cast<size_t>(n_kv_heads) * row;
   cache->layer_bytes_ = static_cast<size_t>(n_blocks * block_size) * cache->slot_bytes_;
-  cache->data_.reset(new (std::nothrow) uint8_t[static_cast<size_t>(total)]);
+  cache->data_ = kernels::AllocateAligned(static_cast<size_t>(total));
   if (!cache->data_) {
     return ResourceExhausted("KV cache: cannot allocate " +
                              std::to_string(static_cast<size_t>(total)) + " bytes for " +

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "kernels/attention.h"
+#include "kernels/pack.h"
 #include "util/status.h"
 
 namespace tachyon::model {
@@ -61,7 +62,9 @@ class KvCache {
   size_t row_bytes_ = 0;             // one head's row of one position
   size_t slot_bytes_ = 0;            // one position's K (or V) of one layer: n_kv_heads rows
   size_t layer_bytes_ = 0;           // one layer's K (or V)
-  std::unique_ptr<uint8_t[]> data_;  // [n_layers][K, V][n_blocks][n_kv_heads][block_size] rows
+  // [n_layers][K, V][n_blocks][n_kv_heads][block_size] rows; 2 MiB aligned, on transparent huge
+  // pages where the kernel allows (attention reads scattered blocks: fewer TLB misses).
+  kernels::AlignedBuffer data_;
 };
 
 }  // namespace tachyon::model
