@@ -11,7 +11,8 @@ namespace internal {
 
 const OpsTable& OpsScalar() {
   static const OpsTable t{RmsNormReference,    SiluMulReference, SoftmaxReference,
-                          AddInPlaceReference, DotReference,     AddRmsNormReference};
+                          AddInPlaceReference, DotReference,     AddRmsNormReference,
+                          RopeRotateScalar};
   return t;
 }
 
@@ -45,57 +46,65 @@ void AddRmsNorm(float* x, const float* delta, const float* weight, float* out, i
   Ops().add_rms_norm(x, delta, weight, out, m, n, eps);
 }
 
-namespace {
+namespace internal {
 
-void RotateHeads(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cs,
-                 RopeStyle style) {
+void RopeRotateScalar(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cs,
+                      RopeStyle style) {
+  const float* sn = cs + half;
   for (int64_t h = 0; h < n_heads; ++h) {
     float* xh = x + h * head_dim;
-    if (style == RopeStyle::kAdjacent) {
-      for (int64_t i = 0; i < half; ++i) {
-        const float c = cs[2 * i], s = cs[2 * i + 1], x0 = xh[2 * i], x1 = xh[2 * i + 1];
-        xh[2 * i] = x0 * c - x1 * s;
-        xh[2 * i + 1] = x0 * s + x1 * c;
-      }
-    } else {
-      for (int64_t i = 0; i < half; ++i) {
-        const float c = cs[2 * i], s = cs[2 * i + 1], x0 = xh[i], x1 = xh[i + half];
-        xh[i] = x0 * c - x1 * s;
-        xh[i + half] = x0 * s + x1 * c;
-      }
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = style == RopeStyle::kAdjacent ? 2 * i : i;
+      const int64_t b = style == RopeStyle::kAdjacent ? 2 * i + 1 : i + half;
+      const float c = cs[i], s = sn[i], x0 = xh[a], x1 = xh[b];
+      xh[a] = x0 * c - x1 * s;
+      xh[b] = x0 * s + x1 * c;
     }
   }
+}
+
+}  // namespace internal
+
+void RopeCosSin(int64_t pos, int64_t rot_dim, const float* inv_freq, float* cs) {
+  const int64_t half = rot_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(pos) * inv_freq[i];
+    cs[i] = static_cast<float>(std::cos(angle));
+    cs[half + i] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void RopeQkCached(float* q, int64_t n_heads, float* k, int64_t n_kv_heads, int64_t head_dim,
+                  int64_t rot_dim, const float* cs, RopeStyle style) {
+  Ops().rope_rotate(q, n_heads, head_dim, rot_dim / 2, cs, style);
+  Ops().rope_rotate(k, n_kv_heads, head_dim, rot_dim / 2, cs, style);
+}
+
+namespace {
+
+// Grow-only per-thread buffer for the cos/sin pairs of one call.
+float* CosSinScratch(int64_t rot_dim) {
+  thread_local std::vector<float> cs;
+  if (cs.size() < static_cast<size_t>(rot_dim)) cs.resize(static_cast<size_t>(rot_dim));
+  return cs.data();
 }
 
 }  // namespace
 
 void RopeQk(float* q, int64_t n_heads, float* k, int64_t n_kv_heads, int64_t head_dim,
             int64_t rot_dim, int64_t pos, const float* inv_freq, RopeStyle style) {
-  const int64_t half = rot_dim / 2;
-  thread_local std::vector<float> cs;  // grow-only per thread
-  if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
-  for (int64_t i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(pos) * inv_freq[i];
-    cs[2 * i] = static_cast<float>(std::cos(angle));
-    cs[2 * i + 1] = static_cast<float>(std::sin(angle));
-  }
-  RotateHeads(q, n_heads, head_dim, half, cs.data(), style);
-  RotateHeads(k, n_kv_heads, head_dim, half, cs.data(), style);
+  float* cs = CosSinScratch(rot_dim);
+  RopeCosSin(pos, rot_dim, inv_freq, cs);
+  RopeQkCached(q, n_heads, k, n_kv_heads, head_dim, rot_dim, cs, style);
 }
 
 // RoPE is cheap next to the matmuls: the cos/sin pairs are computed once per call and the
 // rotation is applied to every head.
 void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
           const float* inv_freq, RopeStyle style) {
-  const int64_t half = rot_dim / 2;
-  thread_local std::vector<float> cs;  // grow-only per thread
-  if (cs.size() < static_cast<size_t>(2 * half)) cs.resize(static_cast<size_t>(2 * half));
-  for (int64_t i = 0; i < half; ++i) {
-    const double angle = static_cast<double>(pos) * inv_freq[i];
-    cs[2 * i] = static_cast<float>(std::cos(angle));
-    cs[2 * i + 1] = static_cast<float>(std::sin(angle));
-  }
-  RotateHeads(x, n_heads, head_dim, half, cs.data(), style);
+  float* cs = CosSinScratch(rot_dim);
+  RopeCosSin(pos, rot_dim, inv_freq, cs);
+  Ops().rope_rotate(x, n_heads, head_dim, rot_dim / 2, cs, style);
 }
 
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {

@@ -32,6 +32,16 @@ void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t 
 void RopeQk(float* q, int64_t n_heads, float* k, int64_t n_kv_heads, int64_t head_dim,
             int64_t rot_dim, int64_t pos, const float* inv_freq, RopeStyle style);
 
+// The rotations RoPE applies at `pos`, rot_dim floats: cs[i] = cos(pos * inv_freq[i]) and
+// cs[rot_dim / 2 + i] = sin(...) for i < rot_dim / 2, angles in double (what Rope / RopeQk
+// compute per call).
+void RopeCosSin(int64_t pos, int64_t rot_dim, const float* inv_freq, float* cs);
+
+// RopeQk with the pairs of RopeCosSin precomputed (the same results bit for bit): a forward
+// step computes them once per token for all layers.
+void RopeQkCached(float* q, int64_t n_heads, float* k, int64_t n_kv_heads, int64_t head_dim,
+                  int64_t rot_dim, const float* cs, RopeStyle style);
+
 // out[i] = silu(gate[i]) * up[i], silu(v) = v / (1 + exp(-v)). out may alias gate or up.
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 

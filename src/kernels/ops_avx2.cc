@@ -121,7 +121,8 @@ float Dot256(const float* x, const float* y, int64_t n) {
 }  // namespace
 
 const OpsTable& OpsAvx2() {
-  static const OpsTable t{RmsNorm256, SiluMul256, Softmax256, Add256, Dot256, AddRmsNorm256};
+  static const OpsTable t{RmsNorm256,    SiluMul256,   Softmax256,      Add256,
+                          Dot256,        AddRmsNorm256, RopeRotateScalar};
   return t;
 }
 

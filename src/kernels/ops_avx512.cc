@@ -120,10 +120,46 @@ float Dot512(const float* x, const float* y, int64_t n) {
   return HAdd(_mm512_add_ps(a0, a1));
 }
 
+// RoPE rotation, 16 floats at a time. NEOX: the pair (i, i + half) lies in two separate runs,
+// so a chunk of 16 i rotates with cos / sin as they are stored. Adjacent pairs (2i, 2i + 1):
+// a chunk of x holds 8 pairs; cos and sin are widened to (c_i, c_i) / (s_i, s_i) by a
+// permute, and fmaddsub(x, c, swap(x) * s) gives x0 c - x1 s in the even lanes and
+// x1 c + x0 s in the odd ones.
+void RopeRotate512(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cs,
+                   RopeStyle style) {
+  const float* sn = cs + half;
+  const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* xh = x + h * head_dim;
+    if (style == RopeStyle::kNeox) {
+      for (int64_t i = 0; i < half; i += 16) {
+        const __mmask16 k = TailMask(half - i < 16 ? half - i : 16);
+        const __m512 c = _mm512_maskz_loadu_ps(k, cs + i), s = _mm512_maskz_loadu_ps(k, sn + i);
+        const __m512 x0 = _mm512_maskz_loadu_ps(k, xh + i);
+        const __m512 x1 = _mm512_maskz_loadu_ps(k, xh + half + i);
+        _mm512_mask_storeu_ps(xh + i, k, _mm512_fmsub_ps(x0, c, _mm512_mul_ps(x1, s)));
+        _mm512_mask_storeu_ps(xh + half + i, k, _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
+      }
+    } else {
+      for (int64_t i = 0; i < half; i += 8) {  // pairs i .. i + 7: floats 2i .. 2i + 15
+        const int64_t np = half - i < 8 ? half - i : 8;
+        const __mmask16 kp = TailMask(np), kx = TailMask(2 * np);
+        const __m512 c = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(kp, cs + i));
+        const __m512 s = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(kp, sn + i));
+        const __m512 v = _mm512_maskz_loadu_ps(kx, xh + 2 * i);
+        const __m512 swapped = _mm512_permute_ps(v, 0xB1);  // (x1, x0) per pair
+        _mm512_mask_storeu_ps(xh + 2 * i, kx,
+                              _mm512_fmaddsub_ps(v, c, _mm512_mul_ps(swapped, s)));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const OpsTable& OpsAvx512() {
-  static const OpsTable t{RmsNorm512, SiluMul512, Softmax512, Add512, Dot512, AddRmsNorm512};
+  static const OpsTable t{RmsNorm512, SiluMul512,    Softmax512,   Add512,
+                          Dot512,     AddRmsNorm512, RopeRotate512};
   return t;
 }
 

@@ -17,7 +17,15 @@ struct OpsTable {
   float (*dot)(const float* x, const float* y, int64_t n);
   void (*add_rms_norm)(float* x, const float* delta, const float* weight, float* out, int64_t m,
                        int64_t n, float eps);
+  // Rotates the first 2 * half dims of each of n_heads heads (x: [n_heads, head_dim]) by the
+  // pairs of RopeCosSin (cs: cos[half] then sin[half]).
+  void (*rope_rotate)(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cs,
+                      RopeStyle style);
 };
+
+// The scalar rotation (OpsScalar, OpsAvx2).
+void RopeRotateScalar(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cs,
+                      RopeStyle style);
 
 const OpsTable& OpsScalar();
 const OpsTable& OpsAvx2();

@@ -83,9 +83,16 @@ TEST(Ops, RopeQkMatchesTwoRopes) {
         std::vector<float> qr = q, kr = k;
         RopeReference(qr.data(), 4, hd, rot, 17, inv.data(), style);
         RopeReference(kr.data(), 2, hd, rot, 17, inv.data(), style);
+        std::vector<float> qc = q, kc = k, cs(rot);
         RopeQk(q.data(), 4, k.data(), 2, hd, rot, 17, inv.data(), style);
         ExpectClose(q, qr, 1e-6f, 1e-6f, "rope q", hd);
         ExpectClose(k, kr, 1e-6f, 1e-6f, "rope k", hd);
+        // With the pairs precomputed (as a forward step shares them across layers): the
+        // same bits.
+        RopeCosSin(17, rot, inv.data(), cs.data());
+        RopeQkCached(qc.data(), 4, kc.data(), 2, hd, rot, cs.data(), style);
+        EXPECT_EQ(qc, q);
+        EXPECT_EQ(kc, k);
       }
     }
   }
@@ -169,6 +176,30 @@ TEST(Ops, RopeMatchesReferenceBothStyles) {
         RopeReference(ref.data(), heads, hd, rot, pos, inv.data(), style);
         Rope(x.data(), heads, hd, rot, pos, inv.data(), style);
         ExpectClose(x, ref, 1e-6f, 1e-6f, "rope", pos);
+      }
+    }
+  }
+}
+
+// The rotation of every level against RopeReference (pairs from RopeCosSin), both styles,
+// rot_dim with and without SIMD tails, dims past rot_dim untouched.
+TEST(Ops, RopeRotateVariants) {
+  for (SimdLevel l : Levels()) {
+    const auto& ops = internal::OpsAtLevel(l);
+    for (RopeStyle style : {RopeStyle::kAdjacent, RopeStyle::kNeox}) {
+      for (int64_t rot : {2, 6, 20, 34, 64, 128}) {
+        const int64_t hd = rot + 6, heads = 3, pos = 1234;
+        std::vector<float> inv(rot / 2), cs(rot);
+        for (int64_t i = 0; i < rot / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rot);
+        auto x = Randn(heads * hd, 9);
+        std::vector<float> ref = x;
+        RopeReference(ref.data(), heads, hd, rot, pos, inv.data(), style);
+        RopeCosSin(pos, rot, inv.data(), cs.data());
+        ops.rope_rotate(x.data(), heads, hd, rot / 2, cs.data(), style);
+        ExpectClose(x, ref, 1e-6f, 1e-6f, SimdLevelName(l), rot);
+        for (int64_t h = 0; h < heads; ++h) {
+          for (int64_t d = rot; d < hd; ++d) ASSERT_EQ(x[h * hd + d], ref[h * hd + d]);
+        }
       }
     }
   }

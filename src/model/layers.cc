@@ -181,11 +181,20 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
   const int64_t kv_dim = c.kv_dim();
   {
     OpTimer t(ctx.prof, OpKind::kRope);
+    const int64_t rd = c.rot_dim;
+    if (il == 0) {  // the cos/sin pairs of every token, shared by all layers of the step
+      Grow(ctx.rope_cs, static_cast<size_t>(n * rd));
+      ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          kernels::RopeCosSin(ctx.positions[i], rd, c.rope_inv_freq.data(),
+                              ctx.rope_cs.data() + i * rd);
+        }
+      });
+    }
     ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        kernels::RopeQk(s.q.data() + i * c.q_dim(), c.n_heads, s.k.data() + i * kv_dim,
-                        c.n_kv_heads, hd, c.rot_dim, ctx.positions[i], c.rope_inv_freq.data(),
-                        c.rope_style);
+        kernels::RopeQkCached(s.q.data() + i * c.q_dim(), c.n_heads, s.k.data() + i * kv_dim,
+                              c.n_kv_heads, hd, rd, ctx.rope_cs.data() + i * rd, c.rope_style);
       }
     });
   }

@@ -59,6 +59,8 @@ struct StepContext {
   std::vector<int64_t> positions;           // [n_tokens]
   std::vector<int64_t> kv_slot;             // [n_tokens] block * block_size + slot
   std::vector<kernels::AttentionSeq> seqs;  // q / out point into s->q / s->attn
+  std::vector<float> rope_cs;               // [n_tokens, rot_dim] RoPE cos/sin pairs,
+                                            // computed by layer 0's AttentionBlock
   OpProfile* prof = nullptr;                // per-op wall time when profiling, else null
   // True while s->tmp holds a block output not yet added to s->x: the next norm adds it in
   // the same pass (kernels::AddRmsNorm); FinishLayers adds it before the output norm.
