@@ -153,18 +153,37 @@ TEST(ReferenceModelsTest, KvDtypesStayCloseToLlamaCpp) {
 namespace tachyon::model {
 namespace {
 
+// The paths of the model files of testdata/models/index.json that are present; empty with
+// `why` set when there are none.
+std::vector<std::string> PresentModelFiles(std::string* why) {
+  const std::string root = TestdataDir();
+  if (root.empty()) {
+    *why = "testdata not found (set TACHYON_TESTDATA)";
+    return {};
+  }
+  const std::string dir = root + "/models";
+  if (!std::filesystem::exists(dir + "/index.json")) {
+    *why = "no testdata/models";
+    return {};
+  }
+  const auto index = ReadJson(dir + "/index.json");
+  std::vector<std::string> paths;
+  for (const auto& f : index["files"]) {
+    const std::string path = dir + "/" + f["path"].get<std::string>();
+    if (std::filesystem::exists(path)) paths.push_back(path);
+  }
+  if (paths.empty()) *why = "no model files present in " + dir;
+  return paths;
+}
+
 // The matmul work per token (the int8 roofline of `tachyon bench`) from the config's shapes,
 // for every dense and mixture-of-experts model of testdata/models.
 TEST(ReferenceModelsTest, MatMulMacsPerTokenFollowsTheShapes) {
-  const std::string root = TestdataDir();
-  if (root.empty()) GTEST_SKIP() << "testdata not found (set TACHYON_TESTDATA)";
-  const std::string dir = root + "/models";
-  if (!std::filesystem::exists(dir + "/index.json")) GTEST_SKIP() << "no testdata/models";
-  const auto index = ReadJson(dir + "/index.json");
+  std::string why;
+  const std::vector<std::string> paths = PresentModelFiles(&why);
+  if (paths.empty()) GTEST_SKIP() << why;
   int checked_dense = 0, checked_moe = 0;
-  for (const auto& f : index["files"]) {
-    const std::string path = dir + "/" + f["path"].get<std::string>();
-    if (!std::filesystem::exists(path)) continue;
+  for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     auto m = Model::Load(path);
     ASSERT_TRUE(m.ok()) << m.status().message();
@@ -177,7 +196,6 @@ TEST(ReferenceModelsTest, MatMulMacsPerTokenFollowsTheShapes) {
               static_cast<uint64_t>(c.n_vocab * c.n_embd) + c.n_layers * (attn + ffn));
     ++(moe ? checked_moe : checked_dense);
   }
-  if (checked_dense + checked_moe == 0) GTEST_SKIP() << "no model files present";
   EXPECT_GT(checked_dense, 0);
   EXPECT_GT(checked_moe, 0);
 }
@@ -187,16 +205,11 @@ TEST(ReferenceModelsTest, MatMulMacsPerTokenFollowsTheShapes) {
 // model of testdata/models (dense, MoE, each weight type), threaded, at a prompt length that
 // takes the batched kernels.
 TEST(ReferenceModelsTest, FusedInputsGiveTheSameLogits) {
-  const std::string root = TestdataDir();
-  if (root.empty()) GTEST_SKIP() << "testdata not found (set TACHYON_TESTDATA)";
-  const std::string dir = root + "/models";
-  if (!std::filesystem::exists(dir + "/index.json")) GTEST_SKIP() << "no testdata/models";
-  const auto index = ReadJson(dir + "/index.json");
+  std::string why;
+  const std::vector<std::string> paths = PresentModelFiles(&why);
+  if (paths.empty()) GTEST_SKIP() << why;
   ThreadPool pool(2);
-  int checked = 0;
-  for (const auto& f : index["files"]) {
-    const std::string path = dir + "/" + f["path"].get<std::string>();
-    if (!std::filesystem::exists(path)) continue;
+  for (const std::string& path : paths) {
     SCOPED_TRACE(path);
     auto m = Model::Load(path);
     ASSERT_TRUE(m.ok()) << m.status().message();
@@ -208,9 +221,7 @@ TEST(ReferenceModelsTest, FusedInputsGiveTheSameLogits) {
     const std::vector<float> got = AllLogits(**m, ids, &pool);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
-    ++checked;
   }
-  if (checked == 0) GTEST_SKIP() << "no model files present";
 }
 
 }  // namespace
