@@ -120,6 +120,7 @@ void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t col
 // (MatMulMultiRows with kernels/fused_rows.h) or run as its own pass first, as a layer runs
 // them: "norm" = residual add + RMSNorm into a 2048 -> rows matrix (the FFN gate / up input),
 // "silu" = SiLU(gate) * up into the 8192 -> 2048 down matrix. One thread, CPU time.
+// FusedInput/.../m:{1,16,512}/{separate,fused}
 void BM_FusedInput(benchmark::State& state, GgmlType type, bool silu, int64_t m, bool fused) {
   const int64_t cols = silu ? 8192 : 2048, rows = silu ? 2048 : 8192;
   const Matrix& mat = GetMatrix(type, rows, cols);
@@ -396,7 +397,7 @@ void RegisterAll() {
     if (threads > 1) b->UseRealTime();
   }
   for (bool silu : {false, true}) {
-    for (int64_t m : {1, 16}) {
+    for (int64_t m : {1, 16, 512}) {  // 512: the AMX path where the CPU has it
       for (bool fused : {false, true}) {
         const std::string name = std::string("FusedInput/") + (silu ? "silu" : "norm") +
                                  "/Q4_0/m:" + std::to_string(m) + (fused ? "/fused" : "/separate");

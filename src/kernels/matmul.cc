@@ -349,7 +349,7 @@ int64_t AmxMinRows(GgmlType type) {
 }
 
 void MatMulMultiAmx(std::span<const Weight* const> ws, const float* x, int64_t m,
-                    std::span<float* const> ys, ThreadPool* pool) {
+                    std::span<float* const> ys, ThreadPool* pool, const InputRows* rows) {
   CHECK(ws.size() == ys.size() && ws.size() <= kMaxMultiWeights) << "MatMulMulti: bad counts";
   CHECK(DetectedCpuFeatures().HasAmxSet()) << "MatMulMultiAmx: no AMX";
   if (m <= 0 || ws.empty()) return;
@@ -365,7 +365,26 @@ void MatMulMultiAmx(std::span<const Weight* const> ws, const float* x, int64_t m
     AmxConvertRows(x, cols, m, b, e, act);
     if (split) AmxConvertRowsLow(x, cols, m, b, e, act + act_bytes);
   };
-  if (pool && m >= 8) {
+  // Produced rows: one block of 16 at a time into a buffer of this thread (L2), converted
+  // from there, so the produced rows never pass through memory as a whole matrix.
+  auto produce_convert = [&](int64_t q0, int64_t q1) {
+    thread_local std::vector<float> buf;  // grow-only per thread
+    if (buf.size() < static_cast<size_t>(16 * cols)) buf.resize(static_cast<size_t>(16 * cols));
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t r0 = 16 * q, r1 = std::min(m, r0 + 16);
+      for (int64_t i = r0; i < r1; ++i) rows->Row(i, buf.data() + (i - r0) * cols);
+      AmxConvertRows(buf.data(), cols, m, r0, r0 + 16, act, r0);
+      if (split) AmxConvertRowsLow(buf.data(), cols, m, r0, r0 + 16, act + act_bytes, r0);
+    }
+  };
+  if (x == nullptr) {
+    CHECK(rows != nullptr) << "MatMulMultiAmx: no input";
+    if (pool && m >= 32) {
+      pool->ParallelFor(mp / 16, produce_convert, 1);
+    } else {
+      produce_convert(0, mp / 16);
+    }
+  } else if (pool && m >= 8) {
     pool->ParallelFor(mp, convert);
   } else {
     convert(0, mp);
@@ -420,7 +439,7 @@ void MatMulMultiImpl(SimdLevel level, std::span<const Weight* const> ws, const f
   if (x == nullptr) CheckSameInputs(ws, "MatMulMultiRows");
   auto floats = [&] { return x != nullptr ? x : ProduceAll(*rows, cols, m, pool); };
   if (UseAmx(level, ws, m)) {
-    internal::MatMulMultiAmx(ws, floats(), m, ys, pool);
+    internal::MatMulMultiAmx(ws, x, m, ys, pool, rows);
     return;
   }
   if (UseAmxInt8(level, ws, m)) {

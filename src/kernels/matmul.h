@@ -70,10 +70,11 @@ void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, cons
 // Input rows computed on the fly (a fused elementwise prologue: RMSNorm, SiLU x up, ...;
 // kernels/fused_rows.h). MatMulMultiRows calls Row(i, out) exactly once for each row i in
 // [0, m), possibly from several pool threads at once for different rows, with `out` a
-// thread-local buffer of cols floats. When the weights take quantized or bf16 activations
-// (every quantized type off the AMX paths) each row is converted right after it is
-// produced, while it is in L1, so the float rows never make a pass through memory; the paths
-// that read float activations (F32 / F16 weights, AMX, weights that need different formats)
+// thread-local buffer. When the weights take quantized activations (every quantized type
+// off the AMX paths) each row is converted right after it is produced, while it is in L1;
+// the AMX path produces and converts 16 rows at a time (an L2-sized buffer); so the float
+// rows never make a pass through memory as a whole matrix. The paths that read float
+// activations (F32 / F16 weights off AMX, weights that need different formats, AMX int8)
 // produce all rows into a float buffer first. Results equal MatMulMulti's on the produced
 // rows exactly.
 class InputRows {

@@ -234,7 +234,7 @@ inline uint8_t* ActAt(uint8_t* act, int64_t steps, int64_t i, int64_t s) {
 // in order.
 template <typename Part>
 void ConvertRowsTiled(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1, uint8_t* act,
-                      Part part) {
+                      int64_t x_row0, Part part) {
   const int64_t steps = (cols + 31) / 32;
   for (int64_t q0 = i0; q0 < i1; q0 = (q0 / 16 + 1) * 16) {
     const int64_t q1 = std::min(i1, (q0 / 16 + 1) * 16);
@@ -248,7 +248,7 @@ void ConvertRowsTiled(const float* x, int64_t cols, int64_t m, int64_t i0, int64
           std::memset(o, 0, 64);
           continue;
         }
-        const float* xi = x + i * cols + k;
+        const float* xi = x + (i - x_row0) * cols + k;
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), part(_mm512_maskz_loadu_ps(m0, xi)));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32),
                             part(_mm512_maskz_loadu_ps(m1, xi + 16)));
@@ -259,9 +259,10 @@ void ConvertRowsTiled(const float* x, int64_t cols, int64_t m, int64_t i0, int64
 
 }  // namespace
 
-void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1, uint8_t* act) {
+void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1, uint8_t* act,
+                    int64_t x_row0) {
   // Round to nearest even (as F32ToBf16); inputs past cols are +0.
-  ConvertRowsTiled(x, cols, m, i0, i1, act,
+  ConvertRowsTiled(x, cols, m, i0, i1, act, x_row0,
                    [](__m512 v) { return (__m256i)_mm512_cvtneps_pbh(v); });
 }
 
@@ -270,8 +271,8 @@ bool AmxSplitType(GgmlType type) {
 }
 
 void AmxConvertRowsLow(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
-                       uint8_t* act_lo) {
-  ConvertRowsTiled(x, cols, m, i0, i1, act_lo, [](__m512 v) {
+                       uint8_t* act_lo, int64_t x_row0) {
+  ConvertRowsTiled(x, cols, m, i0, i1, act_lo, x_row0, [](__m512 v) {
     // hi exactly as AmxConvertRows rounds it, back to float; v - hi is exact in f32.
     // (vcvtne2ps2bf16 with a zero upper half: the same rounding as vcvtneps2bf16.)
     const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(_mm512_setzero_ps(), v);

@@ -130,15 +130,16 @@ PackedFn PackedFloatAvx512(GgmlType type);
 // up to 16; the rows past m are all +0): 16 rows x 32 inputs per 1 KiB A tile (layout in
 // matmul_amx.cc). Each thread then runs AmxRunTiles over its weight tiles.
 size_t AmxActStride(int64_t cols);
-// Writes activation rows [i0, i1) of the m real rows (rows >= m: zeros).
+// Writes activation rows [i0, i1) of the m real rows (rows >= m: zeros). x points at row
+// x_row0 (rows [x_row0, ...) of the activations; 0: all of them).
 void AmxConvertRows(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
-                    uint8_t* act);
+                    uint8_t* act, int64_t x_row0 = 0);
 // Split types (AmxSplitType: F32, F16) also need the low halves of the activations,
 // bf16(x - float(hi)) (+0 where hi is Inf / NaN), in the same layout at act_lo = act + mp *
 // AmxActStride(cols): AmxConvertRowsLow writes rows [i0, i1) of those.
 bool AmxSplitType(GgmlType type);
 void AmxConvertRowsLow(const float* x, int64_t cols, int64_t m, int64_t i0, int64_t i1,
-                       uint8_t* act_lo);
+                       uint8_t* act_lo, int64_t x_row0 = 0);
 // y[i, 16t + r] = dot(activation row i, weight row 16t + r) for i < m, tiles t in [t0, t1)
 // (rows past w.rows are not written): bf16 weight panels (DequantPanelBf16) times the bf16
 // activations with TDPBF16PS, f32 accumulation over the whole row; for split types
@@ -150,9 +151,12 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
 // docs/kernels.md). TACHYON_AMX_MIN_M=N overrides it for every type (a large N disables AMX).
 int64_t AmxMinRows(GgmlType type);
 // The AMX path itself, whatever m (tests): MatMulMulti's contract with the rounding above.
+// With x null the rows come from `rows` (MatMulMultiRows), produced 16 at a time into an
+// L2-sized buffer and converted from there.
 // REQUIRES: DetectedCpuFeatures().HasAmxSet(), all ws[i]->cols equal.
 void MatMulMultiAmx(std::span<const Weight* const> ws, const float* x, int64_t m,
-                    std::span<float* const> ys, ThreadPool* pool);
+                    std::span<float* const> ys, ThreadPool* pool,
+                    const InputRows* rows = nullptr);
 
 QuantizeActFn QuantizeActScalar(ActFormat f);
 QuantizeActFn QuantizeActAvx2(ActFormat f);
