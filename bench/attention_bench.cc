@@ -2,6 +2,7 @@
 // head_dim 64, 16-token blocks), per KV dtype and SIMD level, one thread (CPU time, robust
 // on a shared machine):
 //   Prefill/<dtype>/<level>   a 512-token prompt from position 0 (pp512, one layer)
+//   Prefill/<dtype>/<level>/len:2048   a 2048-token prompt (f16, q8_0; avx512, amx)
 //   Decode/<dtype>/<level>/ctx:N   one token at context N (the KV stays in L2 / L3 between
 //                                  iterations)
 //   DecodeBatch/<dtype>/<level>/seqs:16/ctx:160   a batched decode step: one token for each
@@ -149,6 +150,18 @@ void Register() {
             ->Unit(benchmark::kMicrosecond)
             ->MeasureProcessCPUTime();
       }
+    }
+  }
+  // Long prompts (pp2048, one layer), where attention grows to a fifth of a prefill: the
+  // vector levels and AMX.
+  for (KvDtype d : {KvDtype::kF16, KvDtype::kQ8_0}) {
+    for (SimdLevel l : {SimdLevel::kAvx512, SimdLevel::kAmx}) {
+      const std::string name =
+          "Prefill/" + std::string(KvDtypeName(d)) + "/" + SimdLevelName(l) + "/len:2048";
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [=](benchmark::State& st) { Run(st, d, l, 0, 2048); })
+          ->Unit(benchmark::kMillisecond)
+          ->MeasureProcessCPUTime();
     }
   }
 }

@@ -19,6 +19,7 @@
 //   s       [nqp][64] f32        scores of the query vectors x the KV tile
 //   pb, pl  [nqp][64] bf16       2^(s - m), the A operand of P·V
 //   acc     [nqp][hdp] f32       unnormalised outputs, accumulated by the tiles in place
+//   m, l    [nqp], [nqp][16] f32 running maximum, running sum (16 lanes)
 //
 // (x, xl: the hi and lo parts.) K and V of each KV tile are converted once from the cache dtype
 // and reused by every pass of 32 query vectors. A pass is 2 x 2 tile blocks (two 16-row query
@@ -28,7 +29,9 @@
 // Online softmax with a lazy maximum: a row's reference maximum m only moves (and acc and the
 // running sum l are rescaled by 2^(m_old - m_new)) when a KV tile's maximum exceeds it by more
 // than kLazyMax; otherwise 2^(s - m) <= 2^kLazyMax, harmless in f32. Most KV tiles then
-// accumulate straight into acc.
+// accumulate straight into acc. The test is a lane compare of the tile's maxima against
+// m + kLazyMax (a horizontal maximum only when m moves), and l is kept as 16 partial sums per
+// row, reduced once at the end: no horizontal reduction per row and KV tile.
 #include "kernels/ops_avx512.h"  // first: see simd_avx512.h
 
 #include <algorithm>
@@ -375,7 +378,7 @@ void AttendTileAmxImpl(const PagedKv& kv, const TileJob& job, const TileParams& 
   }
   std::fill(acc, acc + nqp * hdp, 0.0f);
   std::fill(m, m + nq, -std::numeric_limits<float>::infinity());
-  std::fill(l, l + nq, 0.0f);
+  std::fill(l, l + nq * 16, 0.0f);
 
   const int64_t window = p.sliding_window;
   const int64_t first = job.pos_start, end = job.pos_start + n_rows;  // query positions
@@ -385,7 +388,7 @@ void AttendTileAmxImpl(const PagedKv& kv, const TileJob& job, const TileParams& 
   auto finish = [&](int64_t ps) {
     for (int64_t qi = ps * kAmxPassRows; qi < std::min((ps + 1) * kAmxPassRows, nq); ++qi) {
       float* out = job.out + (qi / n_group) * job.row_stride + (qi % n_group) * hd;
-      const __m512 inv = _mm512_set1_ps(1.0f / l[qi]);
+      const __m512 inv = _mm512_set1_ps(1.0f / HAdd(_mm512_loadu_ps(l + qi * 16)));
       const float* a = acc + qi * hdp;
       for (int64_t i = 0; i < hd; i += 16) {
         const __mmask16 km = Mask16(hd - i);
@@ -436,12 +439,15 @@ void AttendTileAmxImpl(const PagedKv& kv, const TileJob& job, const TileParams& 
       __m512 x1 = _mm512_mask_loadu_ps(neg_inf, k1, srow + 16);
       __m512 x2 = _mm512_mask_loadu_ps(neg_inf, k2, srow + 32);
       __m512 x3 = _mm512_mask_loadu_ps(neg_inf, k3, srow + 48);
-      const float mx = HMax(_mm512_max_ps(_mm512_max_ps(x0, x1), _mm512_max_ps(x2, x3)));
+      // The lazy maximum needs no horizontal reduction unless it moves: a lane compare.
+      const __m512 vmx = _mm512_max_ps(_mm512_max_ps(x0, x1), _mm512_max_ps(x2, x3));
       float mi = m[qi];
-      if (mx > mi + kLazyMax) {  // also when m is still -inf
+      float* lrow = l + qi * 16;
+      if (_mm512_cmp_ps_mask(vmx, _mm512_set1_ps(mi + kLazyMax), _CMP_GT_OQ) != 0) {
+        const float mx = HMax(vmx);  // also when m is still -inf
         if (mi != -std::numeric_limits<float>::infinity()) {
           const float alpha = std::exp2(mi - mx);
-          l[qi] *= alpha;
+          ScaleRow(lrow, alpha, 16);
           ScaleRow(acc + qi * hdp, alpha, hdp);
         }
         m[qi] = mi = mx;
@@ -451,7 +457,9 @@ void AttendTileAmxImpl(const PagedKv& kv, const TileJob& job, const TileParams& 
       x1 = Exp2(_mm512_sub_ps(x1, vm), k1);
       x2 = Exp2(_mm512_sub_ps(x2, vm), k2);
       x3 = Exp2(_mm512_sub_ps(x3, vm), k3);
-      l[qi] += HAdd(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)));
+      // The running sum stays a vector of 16 partial sums (reduced once, in finish).
+      _mm512_storeu_ps(lrow, _mm512_add_ps(_mm512_loadu_ps(lrow), _mm512_add_ps(
+                                                _mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3))));
       const __m512i h0 = PackBf16(x0, x1), h1 = PackBf16(x2, x3);
       _mm512_storeu_si512(prow, h0);
       _mm512_storeu_si512(prow + 32, h1);

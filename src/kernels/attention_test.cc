@@ -674,5 +674,61 @@ TEST(AttentionAmxTest, PagedBatchWithinBound) {
   }
 }
 
+// Scores that rise along the context (about 15 in log2 units per 64 keys) move every row's
+// maximum past the lazy threshold again and again: the rescaled accumulators and partial sums
+// of AttendTileAmx against the reference within the bound, for prompts from 0 over several
+// tile passes and for a chunk after cached positions, with and without a sliding window.
+TEST(AttentionAmxTest, RisingScoresRescaleWithinBound) {
+  if (!DetectedCpuFeatures().HasAmxSet()) GTEST_SKIP() << "CPU without AMX";
+  const int64_t bs = 16, hd = 64, n_group = 4, n_blocks = 20;
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16}) {
+    std::mt19937 rng(23);
+    TestKv kv(d, n_blocks, bs, 1, hd, &rng);
+    std::vector<int32_t> bt(n_blocks);
+    std::iota(bt.begin(), bt.end(), 0);
+    const size_t rb = KvRowBytes(d, hd);
+    std::normal_distribution<float> dist(0.0f, 0.3f);
+    std::vector<float> x(hd);
+    for (int64_t t = 0; t < n_blocks * bs; ++t) {  // block t / bs is block_table[t / bs]
+      for (float& e : x) e = 0.02f * static_cast<float>(t) + dist(rng);
+      StoreKvRowReference(d, x.data(), kv.k.data() + t * rb, hd);
+      LoadKvRowReference(d, kv.k.data() + t * rb, kv.kr.data() + t * hd, hd);
+    }
+    const float scale = 1.0f / std::sqrt(float(hd));
+    struct Case {
+      int64_t pos_start, n_rows, window;
+    };
+    for (const auto [pos_start, n_rows, window] : {Case{0, 75, 0}, {250, 9, 0}, {200, 40, 100}}) {
+      std::vector<float> q(n_rows * n_group * hd);
+      for (float& e : q) e = 1.0f + dist(rng);
+      const int64_t stride = n_group * hd;
+      std::vector<float> want(q.size()), got(q.size()), scores(n_group * (pos_start + n_rows));
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t pos = pos_start + r;
+        GroupJob gj{bt.data(), 0, window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0,
+                    pos + 1,   q.data() + r * stride, want.data() + r * stride};
+        AttendGroupReference(kv.view, gj, n_group, scale, scores.data());
+      }
+      TileJob job;
+      job.block_table = bt.data();
+      job.pos_start = pos_start;
+      job.n_rows = n_rows;
+      job.row_stride = stride;
+      job.q = q.data();
+      job.out = got.data();
+      const TileParams tp{n_group, scale, window};
+      std::vector<float> scratch(TileScratchFloats(kv.view, job, tp), std::nanf(""));
+      AttendTileAmx(kv.view, job, tp, scratch.data());
+      const auto bound = AmxBoundTile(kv, bt, q.data(), stride, 0, n_group, pos_start, n_rows,
+                                      window, scale);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], bound[i])
+            << KvDtypeName(d) << " pos " << pos_start + static_cast<int64_t>(i) / stride
+            << " window " << window << " i " << i % stride;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tachyon::kernels

@@ -65,7 +65,7 @@ inline constexpr int64_t kAmxPassRows = 32;
 // head_dim >= kAmxMinHeadDim (measured: bench/attention_bench.cc, docs/attention.md).
 inline constexpr int64_t kAmxMinQueries = 16;
 // Query vectors per tile job at the kAmx level (PagedAttention).
-inline constexpr int64_t kAmxQueryTile = 256;
+inline constexpr int64_t kAmxQueryTile = 512;
 inline constexpr int64_t kAmxMinHeadDim = 32;
 inline int64_t AmxHeadDim(int64_t head_dim) { return (head_dim + 31) / 32 * 32; }
 
@@ -106,7 +106,7 @@ struct AmxScratchLayout {
     pl = take(nqp * kAmxKvTile / 2);     // bf16 [nqp][64] low parts
     acc = take(nqp * hdp);               // f32 [nqp][hdp]
     m = take(nqp);
-    l = take(nqp);
+    l = take(nqp * 16);                  // f32 [nqp][16] partial sums
     total = at + 16;
   }
 };
