@@ -87,6 +87,22 @@ inline __m512 Bf16Hi(__m512i h) {
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
 }
 
+// 32 finite floats (a = the first 16) as bf16 parts hi (rounded to nearest, ties away from
+// zero: add half an ulp to the magnitude bits and cut) and lo = bf16(x - hi), stored to hi[0,
+// 32) and lo[0, 32). Integer rounding and a word permute instead of a second conversion.
+inline void SplitToBf16(__m512 a, __m512 b, uint16_t* hi, uint16_t* lo) {
+  const __m512i half = _mm512_set1_epi32(0x8000), top = _mm512_set1_epi32(-65536);
+  const __m512i ha = _mm512_and_si512(_mm512_add_epi32(_mm512_castps_si512(a), half), top);
+  const __m512i hb = _mm512_and_si512(_mm512_add_epi32(_mm512_castps_si512(b), half), top);
+  // The upper words of ha's lanes, then of hb's.
+  const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37,
+                                       35, 33, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7,
+                                       5, 3, 1);
+  _mm512_storeu_si512(hi, _mm512_permutex2var_epi16(ha, odd, hb));
+  _mm512_storeu_si512(lo, PackBf16(_mm512_sub_ps(a, _mm512_castsi512_ps(ha)),
+                                   _mm512_sub_ps(b, _mm512_castsi512_ps(hb))));
+}
+
 // Elements [i, i + 32) of a KV row of n elements as two f32 vectors (zero past n).
 template <KvDtype D>
 inline void Load32(const uint8_t* src, int64_t n, int64_t i, __m512* a, __m512* b) {
@@ -266,41 +282,78 @@ void ScorePass(const uint16_t* qa, const uint16_t* ql, int64_t hdp, const uint16
   }
 }
 
+// One 16-column block j of a P·V step: C tile j += A (tile 4: P's hi parts, tile 5: its lo
+// parts) x V tile b (+ V's lo tile l with kVLo). B operands alternate between tiles 6 and 7, so a
+// B load overlaps the products still reading the other one.
+template <bool kVLo, int J>
+inline void PvColumn(const uint16_t* b, const uint16_t* l) {
+  if constexpr (kVLo) {
+    _tile_loadd(6, b, 64);
+    _tile_dpbf16ps(J, 4, 6);
+    _tile_dpbf16ps(J, 5, 6);
+    _tile_loadd(7, l, 64);
+    _tile_dpbf16ps(J, 4, 7);
+  } else if constexpr (J % 2 == 0) {
+    _tile_loadd(6, b, 64);
+    _tile_dpbf16ps(J, 4, 6);
+    _tile_dpbf16ps(J, 5, 6);
+  } else {
+    _tile_loadd(7, b, 64);
+    _tile_dpbf16ps(J, 4, 7);
+    _tile_dpbf16ps(J, 5, 7);
+  }
+}
+
+// acc[16 rows][16 c0, 16 (c0 + NC)) += (p + q)[16][64] · (V + V_lo) over the key halves
+// [0, n_halves), as p · V + q · V (+ p · V_lo with kVLo): NC accumulator tiles (one 16-row
+// block x NC 16-column blocks), loaded one after the other so the first products start while
+// the later ones load.
+template <bool kVLo, int NC>
+void PvBlock(const uint16_t* p, const uint16_t* q, const uint16_t* vb, const uint16_t* vl,
+             int64_t n_halves, int64_t n_cols, int64_t c0, float* a, int64_t astride) {
+  const int64_t pstride = kAmxKvTile * 2;
+  _tile_loadd(0, a, astride);
+  _tile_loadd(1, a + 16, astride);
+  if constexpr (NC == 4) {
+    _tile_loadd(2, a + 32, astride);
+    _tile_loadd(3, a + 48, astride);
+  }
+  for (int64_t kk = 0; kk < n_halves; ++kk) {
+    _tile_loadd(4, p + kk * 32, pstride);
+    _tile_loadd(5, q + kk * 32, pstride);
+    const uint16_t* b = vb + (kk * n_cols + c0) * kTileElems;
+    const uint16_t* l = kVLo ? vl + (kk * n_cols + c0) * kTileElems : nullptr;
+    PvColumn<kVLo, 0>(b, kVLo ? l : nullptr);
+    PvColumn<kVLo, 1>(b + kTileElems, kVLo ? l + kTileElems : nullptr);
+    if constexpr (NC == 4) {
+      PvColumn<kVLo, 2>(b + 2 * kTileElems, kVLo ? l + 2 * kTileElems : nullptr);
+      PvColumn<kVLo, 3>(b + 3 * kTileElems, kVLo ? l + 3 * kTileElems : nullptr);
+    }
+  }
+  _tile_stored(0, a, astride);
+  _tile_stored(1, a + 16, astride);
+  if constexpr (NC == 4) {
+    _tile_stored(2, a + 32, astride);
+    _tile_stored(3, a + 48, astride);
+  }
+}
+
 // acc[32 rows][hdp] += (pb + pl)[32][64] · (V + V_lo) panels over the key halves
-// [0, n_halves), as pb · V + pl · V (+ pb · V_lo with kVLo).
+// [0, n_halves), as pb · V + pl · V (+ pb · V_lo with kVLo): per 16-row block, 64 columns at a
+// time (32 for the rest of hdp).
 template <bool kVLo>
 void AccumulatePass(const uint16_t* pb, const uint16_t* pl, const uint16_t* vb,
                     const uint16_t* vl, int64_t n_halves, int64_t hdp, float* acc) {
   const int64_t astride = hdp * 4, n_cols = hdp / 16;
-  for (int64_t cp = 0; cp < hdp / 32; ++cp) {
-    float* a = acc + cp * 32;
-    _tile_loadd(0, a, astride);
-    _tile_loadd(1, a + 16, astride);
-    _tile_loadd(2, a + 16 * hdp, astride);
-    _tile_loadd(3, a + 16 * hdp + 16, astride);
-    for (int64_t kk = 0; kk < n_halves; ++kk) {
-      const uint16_t* b0 = vb + (kk * n_cols + 2 * cp) * kTileElems;
-      _tile_loadd(4, pb + kk * 32, kAmxKvTile * 2);
-      _tile_loadd(5, pb + 16 * kAmxKvTile + kk * 32, kAmxKvTile * 2);
-      _tile_loadd(6, b0, 64);
-      _tile_loadd(7, b0 + kTileElems, 64);
-      Tile2x2();
-      if constexpr (kVLo) {
-        const uint16_t* l0 = vl + (kk * n_cols + 2 * cp) * kTileElems;
-        _tile_loadd(6, l0, 64);
-        _tile_loadd(7, l0 + kTileElems, 64);
-        Tile2x2();
-        _tile_loadd(6, b0, 64);
-        _tile_loadd(7, b0 + kTileElems, 64);
-      }
-      _tile_loadd(4, pl + kk * 32, kAmxKvTile * 2);
-      _tile_loadd(5, pl + 16 * kAmxKvTile + kk * 32, kAmxKvTile * 2);
-      Tile2x2();
+  for (int64_t rb = 0; rb < 2; ++rb) {
+    const uint16_t* p = pb + rb * 16 * kAmxKvTile;
+    const uint16_t* q = pl + rb * 16 * kAmxKvTile;
+    float* a = acc + rb * 16 * hdp;
+    int64_t c0 = 0;
+    for (; c0 + 4 <= n_cols; c0 += 4) {
+      PvBlock<kVLo, 4>(p, q, vb, vl, n_halves, n_cols, c0, a + c0 * 16, astride);
     }
-    _tile_stored(0, a, astride);
-    _tile_stored(1, a + 16, astride);
-    _tile_stored(2, a + 16 * hdp, astride);
-    _tile_stored(3, a + 16 * hdp + 16, astride);
+    if (c0 < n_cols) PvBlock<kVLo, 2>(p, q, vb, vl, n_halves, n_cols, c0, a + c0 * 16, astride);
   }
 }
 
@@ -401,6 +454,17 @@ void AttendTileAmxImpl(const PagedKv& kv, const TileJob& job, const TileParams& 
     const int64_t t1 = t0 + kt.nk, n_halves = (kt.nk + 31) / 32;
     BuildKPanel<D>(kv, job, kt, hdp, rows, rows_lo, kb, kLo ? kl : nullptr);
     BuildVPanel<D>(kv, job, kt, hdp, rows, rows_lo, vb, kLo ? vl : nullptr);
+    // The next KV tile's K and V rows, fetched while this one is multiplied (a job's rows of a
+    // KV head come from L3 when other heads' jobs ran in between).
+    const size_t row_bytes = kv.row_bytes();
+    for (int64_t t = t1; t < std::min(t1 + kAmxKvTile, end); ++t) {
+      const uint8_t* kr = kv.Row(kv.k, job.block_table, t, job.kv_head);
+      const uint8_t* vr = kv.Row(kv.v, job.block_table, t, job.kv_head);
+      for (size_t off = 0; off < row_bytes; off += 64) {
+        __builtin_prefetch(kr + off);
+        __builtin_prefetch(vr + off);
+      }
+    }
     // Passes that see this KV tile: [pass_lo, pass_hi).
     int64_t pass_lo = nqp / kAmxPassRows, pass_hi = 0;
     for (int64_t ps = 0; ps * kAmxPassRows < nq; ++ps) {
@@ -460,13 +524,8 @@ void AttendTileAmxImpl(const PagedKv& kv, const TileJob& job, const TileParams& 
       // The running sum stays a vector of 16 partial sums (reduced once, in finish).
       _mm512_storeu_ps(lrow, _mm512_add_ps(_mm512_loadu_ps(lrow), _mm512_add_ps(
                                                 _mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3))));
-      const __m512i h0 = PackBf16(x0, x1), h1 = PackBf16(x2, x3);
-      _mm512_storeu_si512(prow, h0);
-      _mm512_storeu_si512(prow + 32, h1);
-      _mm512_storeu_si512(
-          prow_lo, PackBf16(_mm512_sub_ps(x0, Bf16Lo(h0)), _mm512_sub_ps(x1, Bf16Hi(h0))));
-      _mm512_storeu_si512(
-          prow_lo + 32, PackBf16(_mm512_sub_ps(x2, Bf16Lo(h1)), _mm512_sub_ps(x3, Bf16Hi(h1))));
+      SplitToBf16(x0, x1, prow, prow_lo);
+      SplitToBf16(x2, x3, prow + 32, prow_lo + 32);
     }
     // In the last KV tile, a pass's outputs are written while the next pass multiplies, so the
     // loads wait less for the tile stores.
