@@ -282,27 +282,28 @@ void ScorePass(const uint16_t* qa, const uint16_t* ql, int64_t hdp, const uint16
   }
 }
 
-// One 16-column block j of a P·V step: C tile j += A (tile 4: P's hi parts, tile 5: its lo
+// One 16-column block J of a P·V step: C tile J += A (tile 4: P's hi parts, tile 5: its lo
 // parts) x V tile b (+ V's lo tile l with kVLo). B operands alternate between tiles 6 and 7, so a
-// B load overlaps the products still reading the other one.
-template <bool kVLo, int J>
-inline void PvColumn(const uint16_t* b, const uint16_t* l) {
-  if constexpr (kVLo) {
-    _tile_loadd(6, b, 64);
-    _tile_dpbf16ps(J, 4, 6);
-    _tile_dpbf16ps(J, 5, 6);
-    _tile_loadd(7, l, 64);
-    _tile_dpbf16ps(J, 4, 7);
-  } else if constexpr (J % 2 == 0) {
-    _tile_loadd(6, b, 64);
-    _tile_dpbf16ps(J, 4, 6);
-    _tile_dpbf16ps(J, 5, 6);
-  } else {
-    _tile_loadd(7, b, 64);
-    _tile_dpbf16ps(J, 4, 7);
-    _tile_dpbf16ps(J, 5, 7);
-  }
-}
+// B load overlaps the products still reading the other one. (A macro: the tile intrinsics take
+// register numbers as literals.)
+#define TACHYON_PV_COLUMN(J, b, l)       \
+  do {                                   \
+    if constexpr (kVLo) {                \
+      _tile_loadd(6, (b), 64);           \
+      _tile_dpbf16ps(J, 4, 6);           \
+      _tile_dpbf16ps(J, 5, 6);           \
+      _tile_loadd(7, (l), 64);           \
+      _tile_dpbf16ps(J, 4, 7);           \
+    } else if constexpr (J % 2 == 0) {   \
+      _tile_loadd(6, (b), 64);           \
+      _tile_dpbf16ps(J, 4, 6);           \
+      _tile_dpbf16ps(J, 5, 6);           \
+    } else {                             \
+      _tile_loadd(7, (b), 64);           \
+      _tile_dpbf16ps(J, 4, 7);           \
+      _tile_dpbf16ps(J, 5, 7);           \
+    }                                    \
+  } while (false)
 
 // acc[16 rows][16 c0, 16 (c0 + NC)) += (p + q)[16][64] · (V + V_lo) over the key halves
 // [0, n_halves), as p · V + q · V (+ p · V_lo with kVLo): NC accumulator tiles (one 16-row
@@ -322,12 +323,12 @@ void PvBlock(const uint16_t* p, const uint16_t* q, const uint16_t* vb, const uin
     _tile_loadd(4, p + kk * 32, pstride);
     _tile_loadd(5, q + kk * 32, pstride);
     const uint16_t* b = vb + (kk * n_cols + c0) * kTileElems;
-    const uint16_t* l = kVLo ? vl + (kk * n_cols + c0) * kTileElems : nullptr;
-    PvColumn<kVLo, 0>(b, kVLo ? l : nullptr);
-    PvColumn<kVLo, 1>(b + kTileElems, kVLo ? l + kTileElems : nullptr);
+    const uint16_t* l = vl + (kk * n_cols + c0) * kTileElems;  // not read without kVLo
+    TACHYON_PV_COLUMN(0, b, l);
+    TACHYON_PV_COLUMN(1, b + kTileElems, l + kTileElems);
     if constexpr (NC == 4) {
-      PvColumn<kVLo, 2>(b + 2 * kTileElems, kVLo ? l + 2 * kTileElems : nullptr);
-      PvColumn<kVLo, 3>(b + 3 * kTileElems, kVLo ? l + 3 * kTileElems : nullptr);
+      TACHYON_PV_COLUMN(2, b + 2 * kTileElems, l + 2 * kTileElems);
+      TACHYON_PV_COLUMN(3, b + 3 * kTileElems, l + 3 * kTileElems);
     }
   }
   _tile_stored(0, a, astride);
@@ -356,6 +357,7 @@ void AccumulatePass(const uint16_t* pb, const uint16_t* pl, const uint16_t* vb,
     if (c0 < n_cols) PvBlock<kVLo, 2>(p, q, vb, vl, n_halves, n_cols, c0, a + c0 * 16, astride);
   }
 }
+#undef TACHYON_PV_COLUMN
 
 inline void ScaleRow(float* y, float a, int64_t n) {  // n % 16 == 0
   const __m512 va = _mm512_set1_ps(a);
