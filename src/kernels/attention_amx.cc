@@ -282,82 +282,43 @@ void ScorePass(const uint16_t* qa, const uint16_t* ql, int64_t hdp, const uint16
   }
 }
 
-// One 16-column block J of a P·V step: C tile J += A (tile 4: P's hi parts, tile 5: its lo
-// parts) x V tile b (+ V's lo tile l with kVLo). B operands alternate between tiles 6 and 7, so a
-// B load overlaps the products still reading the other one. (A macro: the tile intrinsics take
-// register numbers as literals.)
-#define TACHYON_PV_COLUMN(J, b, l)       \
-  do {                                   \
-    if constexpr (kVLo) {                \
-      _tile_loadd(6, (b), 64);           \
-      _tile_dpbf16ps(J, 4, 6);           \
-      _tile_dpbf16ps(J, 5, 6);           \
-      _tile_loadd(7, (l), 64);           \
-      _tile_dpbf16ps(J, 4, 7);           \
-    } else if constexpr (J % 2 == 0) {   \
-      _tile_loadd(6, (b), 64);           \
-      _tile_dpbf16ps(J, 4, 6);           \
-      _tile_dpbf16ps(J, 5, 6);           \
-    } else {                             \
-      _tile_loadd(7, (b), 64);           \
-      _tile_dpbf16ps(J, 4, 7);           \
-      _tile_dpbf16ps(J, 5, 7);           \
-    }                                    \
-  } while (false)
-
-// acc[16 rows][16 c0, 16 (c0 + NC)) += (p + q)[16][64] · (V + V_lo) over the key halves
-// [0, n_halves), as p · V + q · V (+ p · V_lo with kVLo): NC accumulator tiles (one 16-row
-// block x NC 16-column blocks), loaded one after the other so the first products start while
-// the later ones load.
-template <bool kVLo, int NC>
-void PvBlock(const uint16_t* p, const uint16_t* q, const uint16_t* vb, const uint16_t* vl,
-             int64_t n_halves, int64_t n_cols, int64_t c0, float* a, int64_t astride) {
-  const int64_t pstride = kAmxKvTile * 2;
-  _tile_loadd(0, a, astride);
-  _tile_loadd(1, a + 16, astride);
-  if constexpr (NC == 4) {
-    _tile_loadd(2, a + 32, astride);
-    _tile_loadd(3, a + 48, astride);
-  }
-  for (int64_t kk = 0; kk < n_halves; ++kk) {
-    _tile_loadd(4, p + kk * 32, pstride);
-    _tile_loadd(5, q + kk * 32, pstride);
-    const uint16_t* b = vb + (kk * n_cols + c0) * kTileElems;
-    const uint16_t* l = vl + (kk * n_cols + c0) * kTileElems;  // not read without kVLo
-    TACHYON_PV_COLUMN(0, b, l);
-    TACHYON_PV_COLUMN(1, b + kTileElems, l + kTileElems);
-    if constexpr (NC == 4) {
-      TACHYON_PV_COLUMN(2, b + 2 * kTileElems, l + 2 * kTileElems);
-      TACHYON_PV_COLUMN(3, b + 3 * kTileElems, l + 3 * kTileElems);
-    }
-  }
-  _tile_stored(0, a, astride);
-  _tile_stored(1, a + 16, astride);
-  if constexpr (NC == 4) {
-    _tile_stored(2, a + 32, astride);
-    _tile_stored(3, a + 48, astride);
-  }
-}
-
 // acc[32 rows][hdp] += (pb + pl)[32][64] · (V + V_lo) panels over the key halves
-// [0, n_halves), as pb · V + pl · V (+ pb · V_lo with kVLo): per 16-row block, 64 columns at a
-// time (32 for the rest of hdp).
+// [0, n_halves), as pb · V + pl · V (+ pb · V_lo with kVLo).
 template <bool kVLo>
 void AccumulatePass(const uint16_t* pb, const uint16_t* pl, const uint16_t* vb,
                     const uint16_t* vl, int64_t n_halves, int64_t hdp, float* acc) {
   const int64_t astride = hdp * 4, n_cols = hdp / 16;
-  for (int64_t rb = 0; rb < 2; ++rb) {
-    const uint16_t* p = pb + rb * 16 * kAmxKvTile;
-    const uint16_t* q = pl + rb * 16 * kAmxKvTile;
-    float* a = acc + rb * 16 * hdp;
-    int64_t c0 = 0;
-    for (; c0 + 4 <= n_cols; c0 += 4) {
-      PvBlock<kVLo, 4>(p, q, vb, vl, n_halves, n_cols, c0, a + c0 * 16, astride);
+  for (int64_t cp = 0; cp < hdp / 32; ++cp) {
+    float* a = acc + cp * 32;
+    _tile_loadd(0, a, astride);
+    _tile_loadd(1, a + 16, astride);
+    _tile_loadd(2, a + 16 * hdp, astride);
+    _tile_loadd(3, a + 16 * hdp + 16, astride);
+    for (int64_t kk = 0; kk < n_halves; ++kk) {
+      const uint16_t* b0 = vb + (kk * n_cols + 2 * cp) * kTileElems;
+      _tile_loadd(4, pb + kk * 32, kAmxKvTile * 2);
+      _tile_loadd(5, pb + 16 * kAmxKvTile + kk * 32, kAmxKvTile * 2);
+      _tile_loadd(6, b0, 64);
+      _tile_loadd(7, b0 + kTileElems, 64);
+      Tile2x2();
+      if constexpr (kVLo) {
+        const uint16_t* l0 = vl + (kk * n_cols + 2 * cp) * kTileElems;
+        _tile_loadd(6, l0, 64);
+        _tile_loadd(7, l0 + kTileElems, 64);
+        Tile2x2();
+        _tile_loadd(6, b0, 64);
+        _tile_loadd(7, b0 + kTileElems, 64);
+      }
+      _tile_loadd(4, pl + kk * 32, kAmxKvTile * 2);
+      _tile_loadd(5, pl + 16 * kAmxKvTile + kk * 32, kAmxKvTile * 2);
+      Tile2x2();
     }
-    if (c0 < n_cols) PvBlock<kVLo, 2>(p, q, vb, vl, n_halves, n_cols, c0, a + c0 * 16, astride);
+    _tile_stored(0, a, astride);
+    _tile_stored(1, a + 16, astride);
+    _tile_stored(2, a + 16 * hdp, astride);
+    _tile_stored(3, a + 16 * hdp + 16, astride);
   }
 }
-#undef TACHYON_PV_COLUMN
 
 inline void ScaleRow(float* y, float a, int64_t n) {  // n % 16 == 0
   const __m512 va = _mm512_set1_ps(a);
