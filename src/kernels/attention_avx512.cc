@@ -384,7 +384,7 @@ inline void DecodeScores(const float* const* q, const uint8_t* const* rows, cons
     __m512 kv[T];
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) kv[t] = LoadKv<D, kMasked>(rows[j + t], scales + (j + t) * nb, d, k_tail);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int h = 0; h < H; ++h) {
       const __m512 x = kMasked ? _mm512_maskz_loadu_ps(k_tail, q[h] + d) : _mm512_loadu_ps(q[h] + d);
 #pragma GCC unroll 16
@@ -405,47 +405,56 @@ inline void DecodeScores(const float* const* q, const uint8_t* const* rows, cons
     } else if constexpr (H == 2) {
       _mm256_storeu_ps(s[0] + j, _mm512_castps512_ps256(r));
       _mm256_storeu_ps(s[1] + j, _mm512_extractf32x8_ps(r, 1));
-    } else {
+    } else if constexpr (H == 4) {
       _mm_storeu_ps(s[0] + j, _mm512_extractf32x4_ps(r, 0));
       _mm_storeu_ps(s[1] + j, _mm512_extractf32x4_ps(r, 1));
       _mm_storeu_ps(s[2] + j, _mm512_extractf32x4_ps(r, 2));
       _mm_storeu_ps(s[3] + j, _mm512_extractf32x4_ps(r, 3));
+    } else {  // H == 8: two keys per slot
+      const __m128 x[4] = {_mm512_extractf32x4_ps(r, 0), _mm512_extractf32x4_ps(r, 1),
+                           _mm512_extractf32x4_ps(r, 2), _mm512_extractf32x4_ps(r, 3)};
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        _mm_storel_pi(reinterpret_cast<__m64*>(s[2 * c] + j), x[c]);
+        _mm_storeh_pi(reinterpret_cast<__m64*>(s[2 * c + 1] + j), x[c]);
+      }
     }
   }
 }
 
-// acc[h] = alpha[h] * acc[h] + sum_{j < n} p[h][j] * V[j] for H slots, 64 output floats at a
-// time in registers (4 chunks x H slots; a lone slot splits the keys over two accumulator sets
-// so that FMA latency is covered).
+// acc[h] = alpha[h] * acc[h] + sum_{j < n} p[h][j] * V[j] for H slots, 16 C output floats at
+// a time in registers (C = 4 chunks x H slots, C = 2 for 8 slots; a lone slot splits the keys
+// over two accumulator sets so that FMA latency is covered).
 template <KvDtype D, int H>
 inline void DecodeAccumulate(const float* const* p, const float* alpha, const uint8_t* const* rows,
                              const float* scales, int64_t n, int64_t hd, float* const* acc) {
   const int64_t nb = hd / kQK4;
   constexpr int S = H == 1 ? 2 : 1;
-  // The 64 floats at d0 (kMasked: the chunks' masks k, the last pass of a head_dim that is not
-  // a multiple of 64).
+  constexpr int C = H == 8 ? 2 : 4;
+  // The 16 C floats at d0 (kMasked: the chunks' masks k, the last pass of a head_dim that is
+  // not a multiple of 16 C).
   auto pass = [&](int64_t d0, const __mmask16* k, auto masked) {
     constexpr bool kMasked = decltype(masked)::value;
-    __m512 a[S][H][4];
-#pragma GCC unroll 4
+    __m512 a[S][H][C];
+#pragma GCC unroll 8
     for (int h = 0; h < H; ++h) {
       const __m512 al = _mm512_set1_ps(alpha[h]);
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
+      for (int c = 0; c < C; ++c) {
         const float* x = acc[h] + d0 + 16 * c;
         a[0][h][c] = _mm512_mul_ps(kMasked ? _mm512_maskz_loadu_ps(k[c], x) : _mm512_loadu_ps(x), al);
         if constexpr (S == 2) a[1][h][c] = _mm512_setzero_ps();
       }
     }
     auto key = [&](int64_t j, int e) {
-      __m512 v[4];
+      __m512 v[C];
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) v[c] = LoadKv<D, kMasked>(rows[j], scales + j * nb, d0 + 16 * c, k[c]);
-#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) v[c] = LoadKv<D, kMasked>(rows[j], scales + j * nb, d0 + 16 * c, k[c]);
+#pragma GCC unroll 8
       for (int h = 0; h < H; ++h) {
         const __m512 w = _mm512_set1_ps(p[h][j]);
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) a[e][h][c] = _mm512_fmadd_ps(w, v[c], a[e][h][c]);
+        for (int c = 0; c < C; ++c) a[e][h][c] = _mm512_fmadd_ps(w, v[c], a[e][h][c]);
       }
     };
     int64_t j = 0;
@@ -456,10 +465,10 @@ inline void DecodeAccumulate(const float* const* p, const float* alpha, const ui
       }
     }
     if (j < n) key(j, 0);  // S == 2 and n odd
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int h = 0; h < H; ++h) {
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
+      for (int c = 0; c < C; ++c) {
         __m512 x = a[0][h][c];
         if constexpr (S == 2) x = _mm512_add_ps(x, a[1][h][c]);
         float* y = acc[h] + d0 + 16 * c;
@@ -472,20 +481,22 @@ inline void DecodeAccumulate(const float* const* p, const float* alpha, const ui
     }
   };
   int64_t d0 = 0;
-  const __mmask16 full[4] = {0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF};
-  for (; d0 + 64 <= hd; d0 += 64) pass(d0, full, std::false_type());
+  __mmask16 all[C];
+  for (int c = 0; c < C; ++c) all[c] = 0xFFFF;
+  for (; d0 + 16 * C <= hd; d0 += 16 * C) pass(d0, all, std::false_type());
   if (d0 < hd) {
-    __mmask16 k[4];
-    for (int c = 0; c < 4; ++c) k[c] = MaskOrZero(hd - d0 - 16 * c);
+    __mmask16 k[C];
+    for (int c = 0; c < C; ++c) k[c] = MaskOrZero(hd - d0 - 16 * c);
     pass(d0, k, std::true_type());
   }
 }
 
-// Runs fn(integral_constant<int, H>, first_slot) over the slots [0, n_slots) in groups of 4,
-// then 2, then 1.
+// Runs fn(integral_constant<int, H>, first_slot) over the slots [0, n_slots) in groups of 8,
+// then 4, 2, 1 (groups of 8: each converted K / V chunk feeds 8 slots).
 template <class Fn>
 inline void ForSlotGroups(int64_t n_slots, Fn&& fn) {
   int64_t i = 0;
+  for (; i + 8 <= n_slots; i += 8) fn(std::integral_constant<int, 8>(), i);
   for (; i + 4 <= n_slots; i += 4) fn(std::integral_constant<int, 4>(), i);
   if (i + 2 <= n_slots) {
     fn(std::integral_constant<int, 2>(), i);
