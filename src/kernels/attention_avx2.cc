@@ -169,11 +169,11 @@ inline __m256 LoadKv8(const uint8_t* row, const float* scales, int64_t d) {
   if constexpr (D == KvDtype::kF32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
   } else if constexpr (D == KvDtype::kF16) {
-    return _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + d)));
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + d)));
   } else if constexpr (D == KvDtype::kBf16) {
-    const __m256i w = _mm256_cvtepu16_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + d)));
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + d)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
   } else {
     const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + d / kQK4;
@@ -300,7 +300,8 @@ inline void DecodeAccumulate8(const float* const* p, const float* alpha, const u
   for (; d0 + 8 * C <= hd; d0 += 8 * C) {
     DecodeAccumulatePass8<D, H, C, S>(p, alpha, rows, scales, n, nb, d0, acc);
   }
-  for (; d0 < hd; d0 += 8) DecodeAccumulatePass8<D, H, 1, 2>(p, alpha, rows, scales, n, nb, d0, acc);
+  for (; d0 < hd; d0 += 8)
+    DecodeAccumulatePass8<D, H, 1, 2>(p, alpha, rows, scales, n, nb, d0, acc);
 }
 
 template <class Fn>
@@ -319,8 +320,8 @@ void AttendDecodeAvx2Impl(const PagedKv& kv, const TileJob& job, const TileParam
                           float* scratch) {
   using internal::kDecodeKvTile;
   const int64_t hd = kv.head_dim, n_group = p.n_group, nq = job.n_rows * n_group;
-  const int64_t ns = internal::DecodeSlots(nq);  // a dummy slot repeats the last query
-  float* const s_base = scratch;                 // [ns][kDecodeKvTile] scores, then weights
+  const int64_t ns = internal::DecodeSlots(nq);         // a dummy slot repeats the last query
+  float* const s_base = scratch;                        // [ns][kDecodeKvTile] scores, then weights
   float* const acc_base = s_base + ns * kDecodeKvTile;  // [ns][hd]
   float* const m = acc_base + ns * hd;                  // [ns] running max
   float* const l = m + ns;                              // [ns] running sum
@@ -413,8 +414,8 @@ void AttendDecodeAvx2Impl(const PagedKv& kv, const TileJob& job, const TileParam
       for (int64_t c = 0; c < n_pad / 8; ++c) {
         const __m256i idx = _mm256_add_epi32(iota, _mm256_set1_epi32(static_cast<int>(8 * c)));
         // vlo <= idx < vhi
-        vis[c] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(idx, vlo_v),
-                                                      _mm256_cmpgt_epi32(vhi_v, idx)));
+        vis[c] = _mm256_castsi256_ps(
+            _mm256_and_si256(_mm256_cmpgt_epi32(idx, vlo_v), _mm256_cmpgt_epi32(vhi_v, idx)));
         mx = _mm256_max_ps(mx, _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(si + 8 * c), vis[c]));
       }
       const float m_new = std::max(m[i], HMax(mx));
@@ -423,8 +424,8 @@ void AttendDecodeAvx2Impl(const PagedKv& kv, const TileJob& job, const TileParam
       const __m256 vm = _mm256_set1_ps(m_new);
       __m256 sum = _mm256_setzero_ps();
       for (int64_t c = 0; c < n_pad / 8; ++c) {
-        const __m256 e = _mm256_and_ps(
-            vis[c], internal::Exp(_mm256_sub_ps(_mm256_loadu_ps(si + 8 * c), vm)));
+        const __m256 e =
+            _mm256_and_ps(vis[c], internal::Exp(_mm256_sub_ps(_mm256_loadu_ps(si + 8 * c), vm)));
         _mm256_storeu_ps(si + 8 * c, e);
         sum = _mm256_add_ps(sum, e);
       }
@@ -445,8 +446,7 @@ void AttendDecodeAvx2Impl(const PagedKv& kv, const TileJob& job, const TileParam
   }
 }
 
-void AttendDecodeAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p,
-                      float* scratch) {
+void AttendDecodeAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
   switch (kv.dtype) {
     case KvDtype::kF32:
       return AttendDecodeAvx2Impl<KvDtype::kF32>(kv, job, p, scratch);

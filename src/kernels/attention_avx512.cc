@@ -305,15 +305,16 @@ struct Avx512Isa {
 // ---- Decode kernel: few query vectors per KV head (decode, speculative verify) ----
 //
 // Each K/V chunk of 16 elements is converted from the cache dtype in registers right where it
-// is used (no f32 scratch copy) and feeds the FMAs of up to four query vectors. Per tile of
-// kDecodeKvTile keys: the scores of every query slot (Reduce16 over 4 slots x 4 keys, 2 x 8
-// or 1 x 16), one vectorised max / exp pass per slot, then P·V with the accumulators in
+// is used (no f32 scratch copy) and feeds the FMAs of up to eight query vectors. Per tile of
+// kDecodeKvTile keys: the scores of every query slot (Reduce16 over 8 slots x 2 keys, 4 x 4,
+// 2 x 8 or 1 x 16), one vectorised max / exp pass per slot, then P·V with the accumulators in
 // registers (rescaled by the slot's alpha as they are loaded).
 
 // Software prefetch of one KV row: a batched step sees each sequence's blocks once, in
 // scattered block-sized runs too short for the hardware prefetcher.
 inline void PrefetchRow(const uint8_t* row, size_t row_bytes) {
-  for (size_t off = 0; off < row_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(row + off), _MM_HINT_T0);
+  for (size_t off = 0; off < row_bytes; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(row + off), _MM_HINT_T0);
 }
 
 // 16 elements at element d (d % 16 == 0) of a KV row of dtype D as floats; lanes off in k
@@ -343,8 +344,6 @@ inline __m512 LoadKv(const uint8_t* row, const float* scales, int64_t d, __mmask
   }
 }
 
-// s[h][j..] = scale * q[h] · K[j] for H query slots and keys j in [0, n), n % (16 / H) == 0:
-// 16 / H keys x H slots per pass, one joint 16-way reduction (lane h * T + t: slot h, key t).
 // Software prefetch during a tile's scores, key by key: K rows kDecodePrefetchKeys keys ahead
 // (running into the next tile) and the tile's own V rows (read by P·V after all the scores).
 // DRAM- or L3-resident KV (a batched step streams each sequence's blocks once, in block-sized
@@ -367,6 +366,8 @@ struct DecodePrefetch {
   }
 };
 
+// s[h][j..] = scale * q[h] · K[j] for H query slots and keys j in [0, n), n % (16 / H) == 0:
+// 16 / H keys x H slots per pass, one joint 16-way reduction (lane h * T + t: slot h, key t).
 // pf (may be null) is told each key as its pass starts.
 template <KvDtype D, int H>
 inline void DecodeScores(const float* const* q, const uint8_t* const* rows, const float* scales,
@@ -383,10 +384,12 @@ inline void DecodeScores(const float* const* q, const uint8_t* const* rows, cons
     constexpr bool kMasked = decltype(masked)::value;
     __m512 kv[T];
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) kv[t] = LoadKv<D, kMasked>(rows[j + t], scales + (j + t) * nb, d, k_tail);
+    for (int t = 0; t < T; ++t)
+      kv[t] = LoadKv<D, kMasked>(rows[j + t], scales + (j + t) * nb, d, k_tail);
 #pragma GCC unroll 8
     for (int h = 0; h < H; ++h) {
-      const __m512 x = kMasked ? _mm512_maskz_loadu_ps(k_tail, q[h] + d) : _mm512_loadu_ps(q[h] + d);
+      const __m512 x =
+          kMasked ? _mm512_maskz_loadu_ps(k_tail, q[h] + d) : _mm512_loadu_ps(q[h] + d);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) a[h * T + t] = _mm512_fmadd_ps(x, kv[t], a[h * T + t]);
     }
@@ -442,14 +445,16 @@ inline void DecodeAccumulate(const float* const* p, const float* alpha, const ui
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         const float* x = acc[h] + d0 + 16 * c;
-        a[0][h][c] = _mm512_mul_ps(kMasked ? _mm512_maskz_loadu_ps(k[c], x) : _mm512_loadu_ps(x), al);
+        a[0][h][c] =
+            _mm512_mul_ps(kMasked ? _mm512_maskz_loadu_ps(k[c], x) : _mm512_loadu_ps(x), al);
         if constexpr (S == 2) a[1][h][c] = _mm512_setzero_ps();
       }
     }
     auto key = [&](int64_t j, int e) {
       __m512 v[C];
 #pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) v[c] = LoadKv<D, kMasked>(rows[j], scales + j * nb, d0 + 16 * c, k[c]);
+      for (int c = 0; c < C; ++c)
+        v[c] = LoadKv<D, kMasked>(rows[j], scales + j * nb, d0 + 16 * c, k[c]);
 #pragma GCC unroll 8
       for (int h = 0; h < H; ++h) {
         const __m512 w = _mm512_set1_ps(p[h][j]);
@@ -509,8 +514,8 @@ template <KvDtype D>
 void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
   using internal::kDecodeKvTile;
   const int64_t hd = kv.head_dim, n_group = p.n_group, nq = job.n_rows * n_group;
-  const int64_t ns = internal::DecodeSlots(nq);  // a dummy slot repeats the last query
-  float* const s_base = scratch;                 // [ns][kDecodeKvTile] scores, then weights
+  const int64_t ns = internal::DecodeSlots(nq);         // a dummy slot repeats the last query
+  float* const s_base = scratch;                        // [ns][kDecodeKvTile] scores, then weights
   float* const acc_base = s_base + ns * kDecodeKvTile;  // [ns][hd]
   float* const m = acc_base + ns * hd;                  // [ns] running max
   float* const l = m + ns;                              // [ns] running sum
@@ -613,8 +618,8 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
       const __m512 vm = _mm512_set1_ps(m_new);
       __m512 sum = _mm512_setzero_ps();
       for (int64_t c = 0; c < n_pad / 16; ++c) {
-        const __m512 e =
-            _mm512_maskz_mov_ps(vis[c], internal::Exp(_mm512_sub_ps(_mm512_loadu_ps(si + 16 * c), vm)));
+        const __m512 e = _mm512_maskz_mov_ps(
+            vis[c], internal::Exp(_mm512_sub_ps(_mm512_loadu_ps(si + 16 * c), vm)));
         _mm512_storeu_ps(si + 16 * c, e);
         sum = _mm512_add_ps(sum, e);
       }
