@@ -321,9 +321,22 @@ inline void PrefetchRow(const uint8_t* row, size_t row_bytes) {
 // read as 0 (nothing outside them is touched).
 // kMasked false: all 16 lanes (k unused). q8_0 takes the row's block scales as floats from
 // `scales` (converted once per tile: a broadcast from memory here, no f16 conversion per chunk).
+// bf16 rows read as pairs (head_dim % 32 == 0): the 32-bit word i of a 32-element block holds
+// elements 2i (low half) and 2i + 1 (high half), so one shift (even elements) or one AND (odd
+// elements) turns 16 of them into floats, where the plain bf16 path widens and shifts. The
+// kernel then works in a permuted element order, "virtual" chunk d (d % 16 == 0) being the
+// even (d % 32 == 0) or odd elements of the block at d / 32 * 32: the queries are permuted to
+// match and the outputs permuted back. An internal template tag, not a KvDtype value.
+constexpr KvDtype kBf16Pairs = static_cast<KvDtype>(0x82);
+
 template <KvDtype D, bool kMasked>
 inline __m512 LoadKv(const uint8_t* row, const float* scales, int64_t d, __mmask16 k) {
-  if constexpr (D == KvDtype::kF32) {
+  if constexpr (D == kBf16Pairs) {  // whole 32-element blocks: k is all or nothing
+    if (kMasked && k == 0) return _mm512_setzero_ps();
+    const __m512i w = _mm512_loadu_si512(reinterpret_cast<const uint16_t*>(row) + d / 32 * 32);
+    return _mm512_castsi512_ps((d & 16) ? _mm512_and_si512(w, _mm512_set1_epi32(~0xFFFF))
+                                        : _mm512_slli_epi32(w, 16));
+  } else if constexpr (D == KvDtype::kF32) {
     const float* x = reinterpret_cast<const float*>(row) + d;
     return kMasked ? _mm512_maskz_loadu_ps(k, x) : _mm512_loadu_ps(x);
   } else if constexpr (D == KvDtype::kF16) {
@@ -521,7 +534,8 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   float* const l = m + ns;                              // [ns] running sum
   float* const alpha = l + ns;                          // [ns] this tile's rescale factor
   float* const ksc = alpha + ns;  // q8_0: [kDecodeKvTile][hd / 32] block scales of K
-  float* const vsc = ksc + kDecodeKvTile * (hd / kQK4);  // and of V
+  float* const vsc = ksc + kDecodeKvTile * (hd / kQK4);    // and of V
+  float* const qperm = vsc + kDecodeKvTile * (hd / kQK4);  // bf16 pairs: [ns][hd] queries
   const float* q[internal::kDecodeMaxQueries];
   float* s[internal::kDecodeMaxQueries];
   float* acc[internal::kDecodeMaxQueries];
@@ -530,6 +544,18 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
     const int64_t qi = std::min(i, nq - 1);
     row_of[i] = qi / n_group;
     q[i] = job.q + row_of[i] * job.row_stride + (qi % n_group) * hd;
+    if constexpr (D == kBf16Pairs) {  // the query in the virtual (even / odd) element order
+      float* qp = qperm + i * hd;
+      const __m512i even =
+          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+      for (int64_t d = 0; d < hd; d += 32) {
+        const __m512 x0 = _mm512_loadu_ps(q[i] + d), x1 = _mm512_loadu_ps(q[i] + d + 16);
+        _mm512_storeu_ps(qp + d, _mm512_permutex2var_ps(x0, even, x1));
+        _mm512_storeu_ps(qp + d + 16, _mm512_permutex2var_ps(x0, odd, x1));
+      }
+      q[i] = qp;
+    }
     s[i] = s_base + i * kDecodeKvTile;
     acc[i] = acc_base + i * hd;
     m[i] = -std::numeric_limits<float>::infinity();
@@ -634,6 +660,17 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   for (int64_t i = 0; i < nq; ++i) {
     float* out = job.out + row_of[i] * job.row_stride + (i % n_group) * hd;
     const __m512 inv = _mm512_set1_ps(1.0f / l[i]);
+    if constexpr (D == kBf16Pairs) {  // back from the virtual order: interleave even / odd
+      const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+      for (int64_t d = 0; d < hd; d += 32) {
+        const __m512 e = _mm512_mul_ps(_mm512_loadu_ps(acc[i] + d), inv);
+        const __m512 o = _mm512_mul_ps(_mm512_loadu_ps(acc[i] + d + 16), inv);
+        _mm512_storeu_ps(out + d, _mm512_permutex2var_ps(e, lo, o));
+        _mm512_storeu_ps(out + d + 16, _mm512_permutex2var_ps(e, hi, o));
+      }
+      continue;
+    }
     for (int64_t d = 0; d < hd; d += 16) {
       const __mmask16 k = Mask16(hd - d);
       _mm512_mask_storeu_ps(out + d, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, acc[i] + d), inv));
@@ -649,6 +686,7 @@ void AttendDecodeAvx512(const PagedKv& kv, const TileJob& job, const TileParams&
     case KvDtype::kF16:
       return AttendDecodeImpl<KvDtype::kF16>(kv, job, p, scratch);
     case KvDtype::kBf16:
+      if (kv.head_dim % 32 == 0) return AttendDecodeImpl<kBf16Pairs>(kv, job, p, scratch);
       return AttendDecodeImpl<KvDtype::kBf16>(kv, job, p, scratch);
     case KvDtype::kQ8_0:
       return AttendDecodeImpl<KvDtype::kQ8_0>(kv, job, p, scratch);

@@ -304,13 +304,14 @@ TEST(AttentionTest, TileKernelsMatchReference) {
   }
 }
 
-// Decode-shaped jobs (n_rows * n_group <= internal::kDecodeMaxQueries: the AVX-512 decode
-// kernel) at every level against the reference over contexts of many KV tiles: every dtype,
-// head_dims with and without tails, GQA groups 1/2/3/4/5/8/16 (slot groups of 4, 2, 1 and a
-// padded 3), block sizes that split tiles (7, 16), single rows and a few rows (speculative
-// verify), sliding windows across tiles, scratch filled with NaN. With random keys the running
-// maximum grows at some tiles (accumulator rescaled) and not at others; a third of the queries
-// are scaled by 3 (peakier weights, where a wrong maximum or rescale shows most).
+// Decode-shaped jobs (n_rows * n_group <= internal::kDecodeMaxQueries: the AVX-512 / AVX2
+// decode kernels) at every level against the reference over contexts of many KV tiles: every
+// dtype, head_dims with and without tails (bf16 at multiples of 32: the even / odd pair path),
+// GQA groups 1/2/3/4/5/8/16 (slot groups of 8, 4, 2, 1 and a padded 3), block sizes that split
+// tiles (7, 16), single rows and a few rows (speculative verify), sliding windows across
+// tiles, scratch filled with NaN. With random keys the running maximum grows at some tiles
+// (accumulator rescaled) and not at others; a third of the queries are scaled by 3 (peakier
+// weights, where a wrong maximum or rescale shows most).
 TEST(AttentionTest, DecodeJobsMatchReferenceOverManyTiles) {
   struct Case {
     int64_t pos_start, n_rows, window;
@@ -322,7 +323,8 @@ TEST(AttentionTest, DecodeJobsMatchReferenceOverManyTiles) {
   int combo = 0;
   for (KvDtype d : kAllDtypes) {
     const std::vector<int64_t> hds =
-        d == KvDtype::kQ8_0 ? std::vector<int64_t>{32, 64, 96} : std::vector<int64_t>{17, 64, 80};
+        d == KvDtype::kQ8_0 ? std::vector<int64_t>{32, 64, 96}
+                            : std::vector<int64_t>{17, 64, 80, 96};
     for (int64_t hd : hds) {
       for (int64_t n_group : {1, 2, 3, 4, 5, 8, 16}) {
         const int64_t bs = combo++ % 2 ? 16 : 7;
