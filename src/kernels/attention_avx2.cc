@@ -8,6 +8,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/attention_decode.h"
 #include "kernels/attention_tile.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -15,6 +16,7 @@
 namespace tachyon::kernels {
 namespace {
 
+using internal::DecodePrefetch;
 using internal::HMax;
 using internal::HSum;
 
@@ -156,12 +158,6 @@ struct Avx2Isa {
 // joint 8-way reduction; P·V with 8 accumulator registers (4 slots x 16 floats, 2 x 32, or one
 // slot x 32 floats over two key sets); 128-key tiles; K rows prefetched 32 keys ahead.
 
-inline void PrefetchRow(const uint8_t* row, size_t row_bytes) {
-  for (size_t off = 0; off < row_bytes; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(row + off), _MM_HINT_T0);
-  }
-}
-
 // 8 elements at element d (d % 8 == 0) of a KV row of dtype D; q8_0 takes the row's block
 // scales as floats from `scales`.
 template <KvDtype D>
@@ -190,24 +186,6 @@ inline __m256 Reduce8(const __m256* a) {
   const __m256 x = _mm256_hadd_ps(h01, h23), y = _mm256_hadd_ps(h45, h67);
   return _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
 }
-
-constexpr int64_t kDecodePrefetchKeys = 32;
-struct DecodePrefetch {
-  const uint8_t* const* k_cur;   // the tile's K rows [0, n)
-  const uint8_t* const* v_cur;   // its V rows
-  const uint8_t* const* k_next;  // the next tile's K rows [0, n_next)
-  int64_t n, n_next;
-  size_t row_bytes;
-  void Key(int64_t j) const {
-    const int64_t a = j + kDecodePrefetchKeys;
-    if (a < n) {
-      PrefetchRow(k_cur[a], row_bytes);
-    } else if (a - n < n_next) {
-      PrefetchRow(k_next[a - n], row_bytes);
-    }
-    if (j < n) PrefetchRow(v_cur[j], row_bytes);
-  }
-};
 
 // s[h][j..] = scale * q[h] · K[j] for H slots, keys [0, n), n % (8 / H) == 0.
 template <KvDtype D, int H>
@@ -304,158 +282,77 @@ inline void DecodeAccumulate8(const float* const* p, const float* alpha, const u
     DecodeAccumulatePass8<D, H, 1, 2>(p, alpha, rows, scales, n, nb, d0, acc);
 }
 
-template <class Fn>
-inline void ForSlotGroups(int64_t n_slots, Fn&& fn) {
-  int64_t i = 0;
-  for (; i + 4 <= n_slots; i += 4) fn(std::integral_constant<int, 4>(), i);
-  if (i + 2 <= n_slots) {
-    fn(std::integral_constant<int, 2>(), i);
-    i += 2;
-  }
-  if (i < n_slots) fn(std::integral_constant<int, 1>(), i);
-}
+// The 8-wide policy of the decode driver (attention_decode.h).
+struct Avx2Decode {
+  static constexpr int64_t kKeyGroup = 8;
+  static constexpr int kMaxSlotGroup = 4;
 
-template <KvDtype D>
-void AttendDecodeAvx2Impl(const PagedKv& kv, const TileJob& job, const TileParams& p,
-                          float* scratch) {
-  using internal::kDecodeKvTile;
-  const int64_t hd = kv.head_dim, n_group = p.n_group, nq = job.n_rows * n_group;
-  const int64_t ns = internal::DecodeSlots(nq);         // a dummy slot repeats the last query
-  float* const s_base = scratch;                        // [ns][kDecodeKvTile] scores, then weights
-  float* const acc_base = s_base + ns * kDecodeKvTile;  // [ns][hd]
-  float* const m = acc_base + ns * hd;                  // [ns] running max
-  float* const l = m + ns;                              // [ns] running sum
-  float* const alpha = l + ns;                          // [ns] this tile's rescale factor
-  float* const ksc = alpha + ns;  // q8_0: [kDecodeKvTile][hd / 32] block scales of K
-  float* const vsc = ksc + kDecodeKvTile * (hd / kQK4);  // and of V
-  const float* q[internal::kDecodeMaxQueries];
-  float* s[internal::kDecodeMaxQueries];
-  float* acc[internal::kDecodeMaxQueries];
-  int64_t row_of[internal::kDecodeMaxQueries];
-  for (int64_t i = 0; i < ns; ++i) {
-    const int64_t qi = std::min(i, nq - 1);
-    row_of[i] = qi / n_group;
-    q[i] = job.q + row_of[i] * job.row_stride + (qi % n_group) * hd;
-    s[i] = s_base + i * kDecodeKvTile;
-    acc[i] = acc_base + i * hd;
-    m[i] = -std::numeric_limits<float>::infinity();
-    l[i] = 0.0f;
+  template <KvDtype D>
+  static const float* Query(const float* q, int64_t, float*) {
+    return q;
   }
-  std::fill(acc_base, acc_base + ns * hd, 0.0f);
 
-  const int64_t window = p.sliding_window;
-  const int64_t first = job.pos_start, end = job.pos_start + job.n_rows;
-  const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
-  const size_t row_bytes = kv.row_bytes();
-  const uint8_t* rows[2][2][kDecodeKvTile];  // [buffer][K, V][key]: this tile and the next
-  const int64_t bs = kv.block_size;
-  const auto* kbase = static_cast<const uint8_t*>(kv.k);
-  const auto* vbase = static_cast<const uint8_t*>(kv.v);
-  auto fill_rows = [&](int64_t t0, int64_t t1, const uint8_t** kr, const uint8_t** vr) {
-    int64_t b = t0 / bs, slot = t0 - b * bs;
-    for (int64_t t = t0; t < t1; ++b, slot = 0) {
-      const int64_t len = std::min(t1 - t, bs - slot);
-      const size_t off =
-          static_cast<size_t>((job.block_table[b] * kv.n_kv_heads + job.kv_head) * bs + slot) *
-          row_bytes;
-      for (int64_t i = 0; i < len; ++i) {
-        kr[t - t0 + i] = kbase + off + i * row_bytes;
-        vr[t - t0 + i] = vbase + off + i * row_bytes;
-      }
-      t += len;
-    }
-  };
-  int cur = 0;
-  fill_rows(lo, std::min(lo + kDecodeKvTile, end), rows[0][0], rows[0][1]);
-  for (int64_t j = 0; j < std::min(kDecodePrefetchKeys, end - lo); ++j) {
-    PrefetchRow(rows[0][0][j], row_bytes);
+  template <KvDtype D, int H>
+  static void Scores(const float* const* q, const uint8_t* const* rows, const float* scales,
+                     int64_t n, int64_t hd, float scale, float* const* s,
+                     const DecodePrefetch* pf) {
+    DecodeScores8<D, H>(q, rows, scales, n, hd, scale, s, pf);
   }
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int64_t t0 = lo; t0 < end; t0 += kDecodeKvTile) {
-    const int64_t t1 = std::min(t0 + kDecodeKvTile, end), n = t1 - t0;
-    const int64_t n_next = std::min(t1 + kDecodeKvTile, end) - t1;
-    const uint8_t** krow = rows[cur][0];
-    const uint8_t** vrow = rows[cur][1];
-    if (n_next > 0) fill_rows(t1, t1 + n_next, rows[cur ^ 1][0], rows[cur ^ 1][1]);
-    const DecodePrefetch pf{krow, vrow, rows[cur ^ 1][0], n, n_next, row_bytes};
-    // Scores of a whole number of 8-key groups: padding keys repeat the last row, masked below.
-    const int64_t n_pad = (n + 7) / 8 * 8;
-    for (int64_t j = n; j < n_pad; ++j) krow[j] = krow[n - 1];
-    if constexpr (D == KvDtype::kQ8_0) {  // the tile's block scales as floats
-      const int64_t nb = hd / kQK4;
-      for (int64_t j = 0; j < n_pad; ++j) {
-        for (int64_t b = 0; b < nb; ++b) {
-          ksc[j * nb + b] = Fp16ToF32(reinterpret_cast<const BlockQ8_0*>(krow[j])[b].d);
-          if (j < n) vsc[j * nb + b] = Fp16ToF32(reinterpret_cast<const BlockQ8_0*>(vrow[j])[b].d);
-        }
-      }
-    }
-    ForSlotGroups(ns, [&](auto h_const, int64_t i) {
-      constexpr int H = decltype(h_const)::value;
-      DecodeScores8<D, H>(q + i, krow, ksc, n_pad, hd, p.scale, s + i, i == 0 ? &pf : nullptr);
-    });
-    // Online softmax per slot over the keys its row sees: [vlo, vhi) of the tile.
-    for (int64_t i = 0; i < ns; ++i) {
-      const int64_t pos = first + row_of[i];
-      const int64_t wlo = window > 0 ? pos + 1 - window : 0;
-      const int64_t vlo = std::clamp<int64_t>(wlo - t0, 0, n);
-      const int64_t vhi = std::clamp<int64_t>(pos + 1 - t0, 0, n);
-      float* si = s[i];
-      if (vlo >= vhi) {
-        alpha[i] = 1.0f;
-        std::fill(si, si + n, 0.0f);
-        continue;
-      }
-      const __m256i vlo_v = _mm256_set1_epi32(static_cast<int>(vlo) - 1);
-      const __m256i vhi_v = _mm256_set1_epi32(static_cast<int>(vhi));
-      __m256 vis[kDecodeKvTile / 8];
-      __m256 mx = neg_inf;
-      for (int64_t c = 0; c < n_pad / 8; ++c) {
-        const __m256i idx = _mm256_add_epi32(iota, _mm256_set1_epi32(static_cast<int>(8 * c)));
-        // vlo <= idx < vhi
-        vis[c] = _mm256_castsi256_ps(
-            _mm256_and_si256(_mm256_cmpgt_epi32(idx, vlo_v), _mm256_cmpgt_epi32(vhi_v, idx)));
-        mx = _mm256_max_ps(mx, _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(si + 8 * c), vis[c]));
-      }
-      const float m_new = std::max(m[i], HMax(mx));
-      alpha[i] = m[i] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m[i] - m_new);
-      m[i] = m_new;
-      const __m256 vm = _mm256_set1_ps(m_new);
-      __m256 sum = _mm256_setzero_ps();
-      for (int64_t c = 0; c < n_pad / 8; ++c) {
-        const __m256 e =
-            _mm256_and_ps(vis[c], internal::Exp(_mm256_sub_ps(_mm256_loadu_ps(si + 8 * c), vm)));
-        _mm256_storeu_ps(si + 8 * c, e);
-        sum = _mm256_add_ps(sum, e);
-      }
-      l[i] = l[i] * alpha[i] + HSum(sum);
-    }
-    ForSlotGroups(ns, [&](auto h_const, int64_t i) {
-      constexpr int H = decltype(h_const)::value;
-      DecodeAccumulate8<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i);
-    });
-    cur ^= 1;
+
+  template <KvDtype D, int H>
+  static void Accumulate(const float* const* p, const float* alpha, const uint8_t* const* rows,
+                         const float* scales, int64_t n, int64_t hd, float* const* acc) {
+    DecodeAccumulate8<D, H>(p, alpha, rows, scales, n, hd, acc);
   }
-  for (int64_t i = 0; i < nq; ++i) {
-    float* out = job.out + row_of[i] * job.row_stride + (i % n_group) * hd;
-    const __m256 inv = _mm256_set1_ps(1.0f / l[i]);
+
+  static void Softmax(float* si, int64_t n_pad, int64_t vlo, int64_t vhi, float& m, float& l,
+                      float& alpha) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    const __m256i vlo_v = _mm256_set1_epi32(static_cast<int>(vlo) - 1);
+    const __m256i vhi_v = _mm256_set1_epi32(static_cast<int>(vhi));
+    __m256 vis[internal::kDecodeKvTile / 8];
+    __m256 mx = neg_inf;
+    for (int64_t c = 0; c < n_pad / 8; ++c) {
+      const __m256i idx = _mm256_add_epi32(iota, _mm256_set1_epi32(static_cast<int>(8 * c)));
+      // vlo <= idx < vhi
+      vis[c] = _mm256_castsi256_ps(
+          _mm256_and_si256(_mm256_cmpgt_epi32(idx, vlo_v), _mm256_cmpgt_epi32(vhi_v, idx)));
+      mx = _mm256_max_ps(mx, _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(si + 8 * c), vis[c]));
+    }
+    const float m_new = std::max(m, HMax(mx));
+    alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
+    m = m_new;
+    const __m256 vm = _mm256_set1_ps(m_new);
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t c = 0; c < n_pad / 8; ++c) {
+      const __m256 e =
+          _mm256_and_ps(vis[c], internal::Exp(_mm256_sub_ps(_mm256_loadu_ps(si + 8 * c), vm)));
+      _mm256_storeu_ps(si + 8 * c, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    l = l * alpha + HSum(sum);
+  }
+
+  template <KvDtype D>
+  static void Output(float* out, const float* acc, float inv_l, int64_t hd) {
+    const __m256 inv = _mm256_set1_ps(inv_l);
     for (int64_t d = 0; d < hd; d += 8) {
-      _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(acc[i] + d), inv));
+      _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
     }
   }
-}
+};
 
 void AttendDecodeAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
   switch (kv.dtype) {
     case KvDtype::kF32:
-      return AttendDecodeAvx2Impl<KvDtype::kF32>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kF32>(kv, job, p, scratch);
     case KvDtype::kF16:
-      return AttendDecodeAvx2Impl<KvDtype::kF16>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kF16>(kv, job, p, scratch);
     case KvDtype::kBf16:
-      return AttendDecodeAvx2Impl<KvDtype::kBf16>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kBf16>(kv, job, p, scratch);
     case KvDtype::kQ8_0:
-      return AttendDecodeAvx2Impl<KvDtype::kQ8_0>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ8_0>(kv, job, p, scratch);
   }
 }
 

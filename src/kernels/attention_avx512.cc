@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/attention_decode.h"
 #include "kernels/attention_tile.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
@@ -18,6 +19,7 @@ namespace {
 
 using internal::HAdd;
 using internal::HMax;
+using internal::DecodePrefetch;
 using internal::Mask16;
 
 inline __mmask16 MaskOrZero(int64_t n) {
@@ -310,13 +312,6 @@ struct Avx512Isa {
 // 2 x 8 or 1 x 16), one vectorised max / exp pass per slot, then P·V with the accumulators in
 // registers (rescaled by the slot's alpha as they are loaded).
 
-// Software prefetch of one KV row: a batched step sees each sequence's blocks once, in
-// scattered block-sized runs too short for the hardware prefetcher.
-inline void PrefetchRow(const uint8_t* row, size_t row_bytes) {
-  for (size_t off = 0; off < row_bytes; off += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(row + off), _MM_HINT_T0);
-}
-
 // 16 elements at element d (d % 16 == 0) of a KV row of dtype D as floats; lanes off in k
 // read as 0 (nothing outside them is touched).
 // kMasked false: all 16 lanes (k unused). q8_0 takes the row's block scales as floats from
@@ -356,28 +351,6 @@ inline __m512 LoadKv(const uint8_t* row, const float* scales, int64_t d, __mmask
                          _mm512_set1_ps(scales[d / kQK4]));
   }
 }
-
-// Software prefetch during a tile's scores, key by key: K rows kDecodePrefetchKeys keys ahead
-// (running into the next tile) and the tile's own V rows (read by P·V after all the scores).
-// DRAM- or L3-resident KV (a batched step streams each sequence's blocks once, in block-sized
-// runs too short for the hardware prefetcher) is then in flight long before it is used.
-constexpr int64_t kDecodePrefetchKeys = 32;
-struct DecodePrefetch {
-  const uint8_t* const* k_cur;   // the tile's K rows [0, n)
-  const uint8_t* const* v_cur;   // its V rows
-  const uint8_t* const* k_next;  // the next tile's K rows [0, n_next)
-  int64_t n, n_next;
-  size_t row_bytes;
-  void Key(int64_t j) const {
-    const int64_t a = j + kDecodePrefetchKeys;
-    if (a < n) {
-      PrefetchRow(k_cur[a], row_bytes);
-    } else if (a - n < n_next) {
-      PrefetchRow(k_next[a - n], row_bytes);
-    }
-    if (j < n) PrefetchRow(v_cur[j], row_bytes);
-  }
-};
 
 // s[h][j..] = scale * q[h] · K[j] for H query slots and keys j in [0, n), n % (16 / H) == 0:
 // 16 / H keys x H slots per pass, one joint 16-way reduction (lane h * T + t: slot h, key t).
@@ -509,187 +482,101 @@ inline void DecodeAccumulate(const float* const* p, const float* alpha, const ui
   }
 }
 
-// Runs fn(integral_constant<int, H>, first_slot) over the slots [0, n_slots) in groups of 8,
-// then 4, 2, 1 (groups of 8: each converted K / V chunk feeds 8 slots).
-template <class Fn>
-inline void ForSlotGroups(int64_t n_slots, Fn&& fn) {
-  int64_t i = 0;
-  for (; i + 8 <= n_slots; i += 8) fn(std::integral_constant<int, 8>(), i);
-  for (; i + 4 <= n_slots; i += 4) fn(std::integral_constant<int, 4>(), i);
-  if (i + 2 <= n_slots) {
-    fn(std::integral_constant<int, 2>(), i);
-    i += 2;
-  }
-  if (i < n_slots) fn(std::integral_constant<int, 1>(), i);
-}
+// The 16-wide policy of the decode driver (attention_decode.h).
+struct Avx512Decode {
+  static constexpr int64_t kKeyGroup = 16;
+  static constexpr int kMaxSlotGroup = 8;
 
-template <KvDtype D>
-void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
-  using internal::kDecodeKvTile;
-  const int64_t hd = kv.head_dim, n_group = p.n_group, nq = job.n_rows * n_group;
-  const int64_t ns = internal::DecodeSlots(nq);         // a dummy slot repeats the last query
-  float* const s_base = scratch;                        // [ns][kDecodeKvTile] scores, then weights
-  float* const acc_base = s_base + ns * kDecodeKvTile;  // [ns][hd]
-  float* const m = acc_base + ns * hd;                  // [ns] running max
-  float* const l = m + ns;                              // [ns] running sum
-  float* const alpha = l + ns;                          // [ns] this tile's rescale factor
-  float* const ksc = alpha + ns;  // q8_0: [kDecodeKvTile][hd / 32] block scales of K
-  float* const vsc = ksc + kDecodeKvTile * (hd / kQK4);    // and of V
-  float* const qperm = vsc + kDecodeKvTile * (hd / kQK4);  // bf16 pairs: [ns][hd] queries
-  const float* q[internal::kDecodeMaxQueries];
-  float* s[internal::kDecodeMaxQueries];
-  float* acc[internal::kDecodeMaxQueries];
-  int64_t row_of[internal::kDecodeMaxQueries];
-  for (int64_t i = 0; i < ns; ++i) {
-    const int64_t qi = std::min(i, nq - 1);
-    row_of[i] = qi / n_group;
-    q[i] = job.q + row_of[i] * job.row_stride + (qi % n_group) * hd;
-    if constexpr (D == kBf16Pairs) {  // the query in the virtual (even / odd) element order
-      float* qp = qperm + i * hd;
+  // bf16 pairs: the query in the virtual (even / odd) element order; else q itself.
+  template <KvDtype D>
+  static const float* Query(const float* q, int64_t hd, float* buf) {
+    if constexpr (D != kBf16Pairs) {
+      return q;
+    } else {
       const __m512i even =
           _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
       const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
       for (int64_t d = 0; d < hd; d += 32) {
-        const __m512 x0 = _mm512_loadu_ps(q[i] + d), x1 = _mm512_loadu_ps(q[i] + d + 16);
-        _mm512_storeu_ps(qp + d, _mm512_permutex2var_ps(x0, even, x1));
-        _mm512_storeu_ps(qp + d + 16, _mm512_permutex2var_ps(x0, odd, x1));
+        const __m512 x0 = _mm512_loadu_ps(q + d), x1 = _mm512_loadu_ps(q + d + 16);
+        _mm512_storeu_ps(buf + d, _mm512_permutex2var_ps(x0, even, x1));
+        _mm512_storeu_ps(buf + d + 16, _mm512_permutex2var_ps(x0, odd, x1));
       }
-      q[i] = qp;
+      return buf;
     }
-    s[i] = s_base + i * kDecodeKvTile;
-    acc[i] = acc_base + i * hd;
-    m[i] = -std::numeric_limits<float>::infinity();
-    l[i] = 0.0f;
   }
-  std::fill(acc_base, acc_base + ns * hd, 0.0f);
 
-  const int64_t window = p.sliding_window;
-  const int64_t first = job.pos_start, end = job.pos_start + job.n_rows;
-  const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
-  const size_t row_bytes = kv.row_bytes();
-  // Row pointers of the current tile and the next one (double-buffered, so that K rows of the
-  // next tile can be prefetched while the current one is computed).
-  const uint8_t* rows[2][2][kDecodeKvTile];  // [buffer][K, V][key]
-  const int64_t bs = kv.block_size;
-  const auto* kbase = static_cast<const uint8_t*>(kv.k);
-  const auto* vbase = static_cast<const uint8_t*>(kv.v);
-  auto fill_rows = [&](int64_t t0, int64_t t1, const uint8_t** kr, const uint8_t** vr) {
-    int64_t b = t0 / bs, slot = t0 - b * bs;
-    for (int64_t t = t0; t < t1; ++b, slot = 0) {
-      const int64_t len = std::min(t1 - t, bs - slot);
-      const size_t off =
-          static_cast<size_t>((job.block_table[b] * kv.n_kv_heads + job.kv_head) * bs + slot) *
-          row_bytes;
-      for (int64_t i = 0; i < len; ++i) {
-        kr[t - t0 + i] = kbase + off + i * row_bytes;
-        vr[t - t0 + i] = vbase + off + i * row_bytes;
-      }
-      t += len;
-    }
-  };
-  int cur = 0;
-  fill_rows(lo, std::min(lo + kDecodeKvTile, end), rows[0][0], rows[0][1]);
-  for (int64_t j = 0; j < std::min(kDecodePrefetchKeys, end - lo); ++j) {
-    PrefetchRow(rows[0][0][j], row_bytes);
+  template <KvDtype D, int H>
+  static void Scores(const float* const* q, const uint8_t* const* rows, const float* scales,
+                     int64_t n, int64_t hd, float scale, float* const* s,
+                     const DecodePrefetch* pf) {
+    DecodeScores<D, H>(q, rows, scales, n, hd, scale, s, pf);
   }
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  for (int64_t t0 = lo; t0 < end; t0 += kDecodeKvTile) {
-    const int64_t t1 = std::min(t0 + kDecodeKvTile, end), n = t1 - t0;
-    const int64_t n_next = std::min(t1 + kDecodeKvTile, end) - t1;
-    const uint8_t** krow = rows[cur][0];
-    const uint8_t** vrow = rows[cur][1];
-    if (n_next > 0) fill_rows(t1, t1 + n_next, rows[cur ^ 1][0], rows[cur ^ 1][1]);
-    const DecodePrefetch pf{krow, vrow, rows[cur ^ 1][0], n, n_next, row_bytes};
-    // Scores of a whole number of 16-key groups: the padding keys repeat the last row and are
-    // masked out below.
-    const int64_t n_pad = (n + 15) / 16 * 16;
-    for (int64_t j = n; j < n_pad; ++j) krow[j] = krow[n - 1];
-    if constexpr (D == KvDtype::kQ8_0) {  // the tile's block scales as floats
-      const int64_t nb = hd / kQK4;
-      for (int64_t j = 0; j < n_pad; ++j) {
-        for (int64_t b = 0; b < nb; ++b) {
-          ksc[j * nb + b] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(krow[j])[b].d);
-          if (j < n) vsc[j * nb + b] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(vrow[j])[b].d);
-        }
-      }
-    }
-    ForSlotGroups(ns, [&](auto h_const, int64_t i) {
-      constexpr int H = decltype(h_const)::value;
-      DecodeScores<D, H>(q + i, krow, ksc, n_pad, hd, p.scale, s + i, i == 0 ? &pf : nullptr);
-    });
-    // Online softmax per slot over the keys its row sees: [vlo, vhi) of the tile.
-    for (int64_t i = 0; i < ns; ++i) {
-      const int64_t pos = first + row_of[i];
-      const int64_t wlo = window > 0 ? pos + 1 - window : 0;
-      const int64_t vlo = std::clamp<int64_t>(wlo - t0, 0, n);
-      const int64_t vhi = std::clamp<int64_t>(pos + 1 - t0, 0, n);
-      float* si = s[i];
-      if (vlo >= vhi) {  // nothing visible in this tile (later rows' keys, or out of window)
-        alpha[i] = 1.0f;
-        std::fill(si, si + n, 0.0f);
-        continue;
-      }
-      const __m512i vlo_v = _mm512_set1_epi32(static_cast<int>(vlo));
-      const __m512i vhi_v = _mm512_set1_epi32(static_cast<int>(vhi));
-      __mmask16 vis[kDecodeKvTile / 16];
-      __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      for (int64_t c = 0; c < n_pad / 16; ++c) {
-        const __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int>(16 * c)));
-        vis[c] = _mm512_cmpge_epi32_mask(idx, vlo_v) & _mm512_cmplt_epi32_mask(idx, vhi_v);
-        mx = _mm512_mask_max_ps(mx, vis[c], mx, _mm512_loadu_ps(si + 16 * c));
-      }
-      const float m_new = std::max(m[i], HMax(mx));
-      alpha[i] = m[i] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m[i] - m_new);
-      m[i] = m_new;
-      const __m512 vm = _mm512_set1_ps(m_new);
-      __m512 sum = _mm512_setzero_ps();
-      for (int64_t c = 0; c < n_pad / 16; ++c) {
-        const __m512 e = _mm512_maskz_mov_ps(
-            vis[c], internal::Exp(_mm512_sub_ps(_mm512_loadu_ps(si + 16 * c), vm)));
-        _mm512_storeu_ps(si + 16 * c, e);
-        sum = _mm512_add_ps(sum, e);
-      }
-      l[i] = l[i] * alpha[i] + HAdd(sum);
-    }
-    ForSlotGroups(ns, [&](auto h_const, int64_t i) {
-      constexpr int H = decltype(h_const)::value;
-      DecodeAccumulate<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i);
-    });
-    cur ^= 1;
+
+  template <KvDtype D, int H>
+  static void Accumulate(const float* const* p, const float* alpha, const uint8_t* const* rows,
+                         const float* scales, int64_t n, int64_t hd, float* const* acc) {
+    DecodeAccumulate<D, H>(p, alpha, rows, scales, n, hd, acc);
   }
-  for (int64_t i = 0; i < nq; ++i) {
-    float* out = job.out + row_of[i] * job.row_stride + (i % n_group) * hd;
-    const __m512 inv = _mm512_set1_ps(1.0f / l[i]);
+
+  static void Softmax(float* si, int64_t n_pad, int64_t vlo, int64_t vhi, float& m, float& l,
+                      float& alpha) {
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i vlo_v = _mm512_set1_epi32(static_cast<int>(vlo));
+    const __m512i vhi_v = _mm512_set1_epi32(static_cast<int>(vhi));
+    __mmask16 vis[internal::kDecodeKvTile / 16];
+    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t c = 0; c < n_pad / 16; ++c) {
+      const __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int>(16 * c)));
+      vis[c] = _mm512_cmpge_epi32_mask(idx, vlo_v) & _mm512_cmplt_epi32_mask(idx, vhi_v);
+      mx = _mm512_mask_max_ps(mx, vis[c], mx, _mm512_loadu_ps(si + 16 * c));
+    }
+    const float m_new = std::max(m, HMax(mx));
+    alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
+    m = m_new;
+    const __m512 vm = _mm512_set1_ps(m_new);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t c = 0; c < n_pad / 16; ++c) {
+      const __m512 e = _mm512_maskz_mov_ps(
+          vis[c], internal::Exp(_mm512_sub_ps(_mm512_loadu_ps(si + 16 * c), vm)));
+      _mm512_storeu_ps(si + 16 * c, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    l = l * alpha + HAdd(sum);
+  }
+
+  template <KvDtype D>
+  static void Output(float* out, const float* acc, float inv_l, int64_t hd) {
+    const __m512 inv = _mm512_set1_ps(inv_l);
     if constexpr (D == kBf16Pairs) {  // back from the virtual order: interleave even / odd
       const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
       const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
       for (int64_t d = 0; d < hd; d += 32) {
-        const __m512 e = _mm512_mul_ps(_mm512_loadu_ps(acc[i] + d), inv);
-        const __m512 o = _mm512_mul_ps(_mm512_loadu_ps(acc[i] + d + 16), inv);
+        const __m512 e = _mm512_mul_ps(_mm512_loadu_ps(acc + d), inv);
+        const __m512 o = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 16), inv);
         _mm512_storeu_ps(out + d, _mm512_permutex2var_ps(e, lo, o));
         _mm512_storeu_ps(out + d + 16, _mm512_permutex2var_ps(e, hi, o));
       }
-      continue;
-    }
-    for (int64_t d = 0; d < hd; d += 16) {
-      const __mmask16 k = Mask16(hd - d);
-      _mm512_mask_storeu_ps(out + d, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, acc[i] + d), inv));
+    } else {
+      for (int64_t d = 0; d < hd; d += 16) {
+        const __mmask16 k = Mask16(hd - d);
+        _mm512_mask_storeu_ps(out + d, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, acc + d), inv));
+      }
     }
   }
-}
+};
 
 void AttendDecodeAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p,
                         float* scratch) {
   switch (kv.dtype) {
     case KvDtype::kF32:
-      return AttendDecodeImpl<KvDtype::kF32>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kF32>(kv, job, p, scratch);
     case KvDtype::kF16:
-      return AttendDecodeImpl<KvDtype::kF16>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kF16>(kv, job, p, scratch);
     case KvDtype::kBf16:
-      if (kv.head_dim % 32 == 0) return AttendDecodeImpl<kBf16Pairs>(kv, job, p, scratch);
-      return AttendDecodeImpl<KvDtype::kBf16>(kv, job, p, scratch);
+      if (kv.head_dim % 32 == 0) return internal::AttendDecodeImpl<Avx512Decode, kBf16Pairs>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kBf16>(kv, job, p, scratch);
     case KvDtype::kQ8_0:
-      return AttendDecodeImpl<KvDtype::kQ8_0>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ8_0>(kv, job, p, scratch);
   }
 }
 

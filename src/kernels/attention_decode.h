@@ -1,0 +1,188 @@
+// Internal to kernels/: the decode kernel's driver (jobs of at most kDecodeMaxQueries query
+// vectors: decode, batched decode, speculative verify), written once over a vector policy and
+// instantiated by attention_avx512.cc (16-wide) and attention_avx2.cc (8-wide). Include only
+// from those files, after their intrinsics.
+//
+// Per tile of kDecodeKvTile keys: the scores of every query slot (Dec::Scores), an online
+// softmax per slot over the keys its row sees (Dec::Softmax), then P·V into the slots'
+// accumulators (Dec::Accumulate), the K/V rows converted in registers where they are used.
+// The row pointers of the next tile are built while the current one runs, and its K rows
+// are prefetched during the current tile's scores (DecodePrefetch).
+//
+// Dec provides:
+//   kKeyGroup                        keys per score pass (the tile is padded to a multiple)
+//   kMaxSlotGroup                    most query slots per Scores / Accumulate call (8 or 4)
+//   Query<D>(q, hd, buf)             the query as the kernels read it (buf: hd floats)
+//   Scores<D, H>(q, rows, scales, n, hd, scale, s, pf)   s[h][j] = scale * q[h] · K[j]
+//   Softmax(s, n_pad, vlo, vhi, m, l, alpha)   one slot's online-softmax step over keys
+//                                    [vlo, vhi) of the tile (the others get weight 0)
+//   Accumulate<D, H>(p, alpha, rows, scales, n, hd, acc)  acc[h] = alpha[h] acc[h] + P·V
+//   Output<D>(out, acc, inv, hd)     out = acc * inv in the caller's element order
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/attention_tile.h"
+#include "tensor/quant_blocks.h"
+
+namespace tachyon::kernels::internal {
+
+// Software prefetch of one KV row: a batched step sees each sequence's blocks once, in
+// scattered block-sized runs too short for the hardware prefetcher.
+inline void PrefetchRow(const uint8_t* row, size_t row_bytes) {
+  for (size_t off = 0; off < row_bytes; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(row + off), _MM_HINT_T0);
+  }
+}
+
+// Software prefetch during a tile's scores, key by key: K rows kDecodePrefetchKeys keys ahead
+// (running into the next tile) and the tile's own V rows (read by P·V after all the scores).
+// DRAM- or L3-resident KV is then in flight long before it is used.
+inline constexpr int64_t kDecodePrefetchKeys = 32;
+struct DecodePrefetch {
+  const uint8_t* const* k_cur;   // the tile's K rows [0, n)
+  const uint8_t* const* v_cur;   // its V rows
+  const uint8_t* const* k_next;  // the next tile's K rows [0, n_next)
+  int64_t n, n_next;
+  size_t row_bytes;
+  void Key(int64_t j) const {
+    const int64_t a = j + kDecodePrefetchKeys;
+    if (a < n) {
+      PrefetchRow(k_cur[a], row_bytes);
+    } else if (a - n < n_next) {
+      PrefetchRow(k_next[a - n], row_bytes);
+    }
+    if (j < n) PrefetchRow(v_cur[j], row_bytes);
+  }
+};
+
+// Runs fn(integral_constant<int, H>, first_slot) over the slots [0, n_slots) in groups of
+// kMax (8 or 4), then 4, 2, 1: each converted K / V chunk feeds a whole group.
+template <int kMax, class Fn>
+inline void ForSlotGroups(int64_t n_slots, Fn&& fn) {
+  int64_t i = 0;
+  if constexpr (kMax >= 8) {
+    for (; i + 8 <= n_slots; i += 8) fn(std::integral_constant<int, 8>(), i);
+  }
+  for (; i + 4 <= n_slots; i += 4) fn(std::integral_constant<int, 4>(), i);
+  if (i + 2 <= n_slots) {
+    fn(std::integral_constant<int, 2>(), i);
+    i += 2;
+  }
+  if (i < n_slots) fn(std::integral_constant<int, 1>(), i);
+}
+
+template <class Dec, KvDtype D>
+void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
+  const int64_t hd = kv.head_dim, n_group = p.n_group, nq = job.n_rows * n_group;
+  const int64_t ns = DecodeSlots(nq);                   // a dummy slot repeats the last query
+  float* const s_base = scratch;                        // [ns][kDecodeKvTile] scores, then weights
+  float* const acc_base = s_base + ns * kDecodeKvTile;  // [ns][hd]
+  float* const m = acc_base + ns * hd;                  // [ns] running max
+  float* const l = m + ns;                              // [ns] running sum
+  float* const alpha = l + ns;                          // [ns] this tile's rescale factor
+  float* const ksc = alpha + ns;  // q8_0: [kDecodeKvTile][hd / 32] block scales of K
+  float* const vsc = ksc + kDecodeKvTile * (hd / kQK4);    // and of V
+  float* const qbuf = vsc + kDecodeKvTile * (hd / kQK4);  // [ns][hd] queries as Dec reads them
+  const float* q[kDecodeMaxQueries];
+  float* s[kDecodeMaxQueries];
+  float* acc[kDecodeMaxQueries];
+  int64_t row_of[kDecodeMaxQueries];
+  for (int64_t i = 0; i < ns; ++i) {
+    const int64_t qi = std::min(i, nq - 1);
+    row_of[i] = qi / n_group;
+    q[i] = Dec::template Query<D>(job.q + row_of[i] * job.row_stride + (qi % n_group) * hd, hd,
+                                  qbuf + i * hd);
+    s[i] = s_base + i * kDecodeKvTile;
+    acc[i] = acc_base + i * hd;
+    m[i] = -std::numeric_limits<float>::infinity();
+    l[i] = 0.0f;
+  }
+  std::fill(acc_base, acc_base + ns * hd, 0.0f);
+
+  const int64_t window = p.sliding_window;
+  const int64_t first = job.pos_start, end = job.pos_start + job.n_rows;
+  const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
+  const size_t row_bytes = kv.row_bytes();
+  // Row pointers of the current tile and the next one (double-buffered, so that K rows of the
+  // next tile can be prefetched while the current one is computed).
+  const uint8_t* rows[2][2][kDecodeKvTile];  // [buffer][K, V][key]
+  const int64_t bs = kv.block_size;
+  const auto* kbase = static_cast<const uint8_t*>(kv.k);
+  const auto* vbase = static_cast<const uint8_t*>(kv.v);
+  auto fill_rows = [&](int64_t t0, int64_t t1, const uint8_t** kr, const uint8_t** vr) {
+    int64_t b = t0 / bs, slot = t0 - b * bs;
+    for (int64_t t = t0; t < t1; ++b, slot = 0) {
+      const int64_t len = std::min(t1 - t, bs - slot);
+      const size_t off =
+          static_cast<size_t>((job.block_table[b] * kv.n_kv_heads + job.kv_head) * bs + slot) *
+          row_bytes;
+      for (int64_t i = 0; i < len; ++i) {
+        kr[t - t0 + i] = kbase + off + i * row_bytes;
+        vr[t - t0 + i] = vbase + off + i * row_bytes;
+      }
+      t += len;
+    }
+  };
+  int cur = 0;
+  fill_rows(lo, std::min(lo + kDecodeKvTile, end), rows[0][0], rows[0][1]);
+  for (int64_t j = 0; j < std::min(kDecodePrefetchKeys, end - lo); ++j) {
+    PrefetchRow(rows[0][0][j], row_bytes);
+  }
+  for (int64_t t0 = lo; t0 < end; t0 += kDecodeKvTile) {
+    const int64_t t1 = std::min(t0 + kDecodeKvTile, end), n = t1 - t0;
+    const int64_t n_next = std::min(t1 + kDecodeKvTile, end) - t1;
+    const uint8_t** krow = rows[cur][0];
+    const uint8_t** vrow = rows[cur][1];
+    if (n_next > 0) fill_rows(t1, t1 + n_next, rows[cur ^ 1][0], rows[cur ^ 1][1]);
+    const DecodePrefetch pf{krow, vrow, rows[cur ^ 1][0], n, n_next, row_bytes};
+    // Scores of a whole number of key groups: the padding keys repeat the last row and are
+    // masked out by the softmax.
+    const int64_t n_pad = (n + Dec::kKeyGroup - 1) / Dec::kKeyGroup * Dec::kKeyGroup;
+    for (int64_t j = n; j < n_pad; ++j) krow[j] = krow[n - 1];
+    if constexpr (D == KvDtype::kQ8_0) {  // the tile's block scales as floats
+      const int64_t nb = hd / kQK4;
+      for (int64_t j = 0; j < n_pad; ++j) {
+        for (int64_t b = 0; b < nb; ++b) {
+          // F16C (both including files have it): one instruction per scale.
+          ksc[j * nb + b] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(krow[j])[b].d);
+          if (j < n) vsc[j * nb + b] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(vrow[j])[b].d);
+        }
+      }
+    }
+    ForSlotGroups<Dec::kMaxSlotGroup>(ns, [&](auto h_const, int64_t i) {
+      constexpr int H = decltype(h_const)::value;
+      Dec::template Scores<D, H>(q + i, krow, ksc, n_pad, hd, p.scale, s + i,
+                                 i == 0 ? &pf : nullptr);
+    });
+    // Online softmax per slot over the keys its row sees: [vlo, vhi) of the tile.
+    for (int64_t i = 0; i < ns; ++i) {
+      const int64_t pos = first + row_of[i];
+      const int64_t wlo = window > 0 ? pos + 1 - window : 0;
+      const int64_t vlo = std::clamp<int64_t>(wlo - t0, 0, n);
+      const int64_t vhi = std::clamp<int64_t>(pos + 1 - t0, 0, n);
+      if (vlo >= vhi) {  // nothing visible in this tile (later rows' keys, or out of window)
+        alpha[i] = 1.0f;
+        std::fill(s[i], s[i] + n, 0.0f);
+        continue;
+      }
+      Dec::Softmax(s[i], n_pad, vlo, vhi, m[i], l[i], alpha[i]);
+    }
+    ForSlotGroups<Dec::kMaxSlotGroup>(ns, [&](auto h_const, int64_t i) {
+      constexpr int H = decltype(h_const)::value;
+      Dec::template Accumulate<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i);
+    });
+    cur ^= 1;
+  }
+  for (int64_t i = 0; i < nq; ++i) {
+    Dec::template Output<D>(job.out + row_of[i] * job.row_stride + (i % n_group) * hd, acc[i],
+                            1.0f / l[i], hd);
+  }
+}
+
+}  // namespace tachyon::kernels::internal
