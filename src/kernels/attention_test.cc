@@ -238,14 +238,65 @@ TEST(AttentionTest, ReferenceMatchesDenseForEveryDtype) {
   }
 }
 
+// A tile job of the tests below: rows [pos_start, pos_start + n_rows), sliding window.
+struct JobCase {
+  int64_t pos_start, n_rows, window;
+};
+
+// The reference outputs of the job's query rows for KV head kv_head: [n_rows, n_group * hd]
+// (q: rows of `stride` floats holding every KV head's group).
+std::vector<float> ReferenceJob(const TestKv& kv, const std::vector<int32_t>& bt, int64_t kv_head,
+                                int64_t n_group, int64_t hd, const JobCase& c,
+                                const std::vector<float>& q, int64_t stride, float scale) {
+  std::vector<float> want(c.n_rows * n_group * hd);
+  std::vector<float> scores(n_group * (c.pos_start + c.n_rows));
+  for (int64_t r = 0; r < c.n_rows; ++r) {
+    const int64_t pos = c.pos_start + r;
+    GroupJob gj{bt.data(),
+                kv_head,
+                c.window > 0 ? std::max<int64_t>(0, pos + 1 - c.window) : 0,
+                pos + 1,
+                q.data() + r * stride + kv_head * n_group * hd,
+                want.data() + r * n_group * hd};
+    AttendGroupReference(kv.view, gj, n_group, scale, scores.data());
+  }
+  return want;
+}
+
+// Runs the level's tile kernel on the job (scratch pre-filled with `fill`), checks each output
+// against `want` (1e-4 relative) and that the other KV head's outputs (of two) stay untouched.
+void CheckTileJob(SimdLevel level, const TestKv& kv, const std::vector<int32_t>& bt,
+                  int64_t kv_head, int64_t n_group, int64_t hd, const JobCase& c,
+                  const std::vector<float>& q, int64_t stride, float scale,
+                  const std::vector<float>& want, float fill, const std::string& where) {
+  std::vector<float> got(q.size(), -7.0f);
+  TileJob job;
+  job.block_table = bt.data();
+  job.kv_head = kv_head;
+  job.pos_start = c.pos_start;
+  job.n_rows = c.n_rows;
+  job.row_stride = stride;
+  job.q = q.data() + kv_head * n_group * hd;
+  job.out = got.data() + kv_head * n_group * hd;
+  const TileParams tp{n_group, scale, c.window};
+  std::vector<float> scratch(TileScratchFloats(kv.view, job, tp), fill);
+  AttendTileAtLevel(level)(kv.view, job, tp, scratch.data());
+  const int64_t other = (kv_head == 0 ? 1 : 0) * n_group * hd;
+  for (int64_t r = 0; r < c.n_rows; ++r) {
+    for (int64_t i = 0; i < n_group * hd; ++i) {
+      const float w = want[r * n_group * hd + i];
+      ASSERT_NEAR(job.out[r * stride + i], w, 1e-4f * (1 + std::fabs(w)))
+          << SimdLevelName(level) << " " << where << " pos " << c.pos_start + r << " i " << i;
+    }
+    ASSERT_EQ(got[r * stride + other], -7.0f) << where;  // the other KV head untouched
+  }
+}
+
 // Every tile kernel against the reference, per dtype: odd head_dims, GQA ratios 1/2/3/4/7/8,
 // block sizes 1/16/32, prompts from position 0, decode rows and chunks after cached blocks,
 // with and without a sliding window.
 TEST(AttentionTest, TileKernelsMatchReference) {
-  struct Case {
-    int64_t pos_start, n_rows, window;
-  };
-  const Case cases[] = {{0, 1, 0}, {0, 9, 0}, {37, 1, 0}, {21, 12, 0}, {30, 5, 7}};
+  const JobCase cases[] = {{0, 1, 0}, {0, 9, 0}, {37, 1, 0}, {21, 12, 0}, {30, 5, 7}};
   const int64_t block_sizes[] = {1, 16, 32};
   const std::vector<SimdLevel> levels = Levels();
   std::mt19937 rng(42);
@@ -259,44 +310,15 @@ TEST(AttentionTest, TileKernelsMatchReference) {
         TestKv kv(d, nb, bs, n_kv, hd, &rng);
         auto bt = ShuffledTable(nb, &rng);
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        for (const Case& c : cases) {
+        for (const JobCase& c : cases) {
           const int64_t stride = n_kv * n_group * hd;
           auto q = Randn(c.n_rows * stride, &rng);
-          // The reference, once per case: [n_rows, n_group * hd].
-          std::vector<float> want(c.n_rows * n_group * hd);
-          std::vector<float> scores(n_group * (c.pos_start + c.n_rows));
-          for (int64_t r = 0; r < c.n_rows; ++r) {
-            const int64_t pos = c.pos_start + r;
-            GroupJob gj{bt.data(),
-                        kv_head,
-                        c.window > 0 ? std::max<int64_t>(0, pos + 1 - c.window) : 0,
-                        pos + 1,
-                        q.data() + r * stride + kv_head * n_group * hd,
-                        want.data() + r * n_group * hd};
-            AttendGroupReference(kv.view, gj, n_group, scale, scores.data());
-          }
+          const auto want = ReferenceJob(kv, bt, kv_head, n_group, hd, c, q, stride, scale);
           for (SimdLevel level : levels) {
-            std::vector<float> got(q.size(), -7.0f);
-            TileJob job;
-            job.block_table = bt.data();
-            job.kv_head = kv_head;
-            job.pos_start = c.pos_start;
-            job.n_rows = c.n_rows;
-            job.row_stride = stride;
-            job.q = q.data() + kv_head * n_group * hd;
-            job.out = got.data() + kv_head * n_group * hd;
-            const TileParams tp{n_group, scale, c.window};
-            std::vector<float> scratch(TileScratchFloats(kv.view, job, tp));
-            AttendTileAtLevel(level)(kv.view, job, tp, scratch.data());
-            for (int64_t r = 0; r < c.n_rows; ++r) {
-              for (int64_t i = 0; i < n_group * hd; ++i) {
-                const float w = want[r * n_group * hd + i];
-                ASSERT_NEAR(job.out[r * stride + i], w, 1e-4f * (1 + std::fabs(w)))
-                    << SimdLevelName(level) << " " << KvDtypeName(d) << " hd " << hd << " group "
-                    << n_group << " bs " << bs << " pos " << c.pos_start + r << " i " << i;
-              }
-              ASSERT_EQ(got[r * stride], -7.0f);  // heads of the other KV head untouched
-            }
+            CheckTileJob(level, kv, bt, kv_head, n_group, hd, c, q, stride, scale, want, 0.0f,
+                         std::string(KvDtypeName(d)) + " hd " + std::to_string(hd) + " group " +
+                             std::to_string(n_group) + " bs " + std::to_string(bs));
+            if (HasFatalFailure()) return;
           }
         }
       }
@@ -313,11 +335,8 @@ TEST(AttentionTest, TileKernelsMatchReference) {
 // (accumulator rescaled) and not at others; a third of the queries are scaled by 3 (peakier
 // weights, where a wrong maximum or rescale shows most).
 TEST(AttentionTest, DecodeJobsMatchReferenceOverManyTiles) {
-  struct Case {
-    int64_t pos_start, n_rows, window;
-  };
-  const Case cases[] = {{0, 1, 0},   {63, 1, 0},  {64, 1, 0}, {200, 1, 0},
-                        {150, 3, 0}, {190, 2, 70}, {129, 1, 64}};
+  const JobCase cases[] = {{0, 1, 0},   {63, 1, 0},  {64, 1, 0}, {200, 1, 0},
+                           {150, 3, 0}, {190, 2, 70}, {129, 1, 64}};
   const std::vector<SimdLevel> levels = Levels();
   std::mt19937 rng(17);
   int combo = 0;
@@ -333,49 +352,21 @@ TEST(AttentionTest, DecodeJobsMatchReferenceOverManyTiles) {
         TestKv kv(d, nb, bs, n_kv, hd, &rng);
         auto bt = ShuffledTable(nb, &rng);
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        for (const Case& c : cases) {
+        for (const JobCase& c : cases) {
           const int64_t stride = n_kv * n_group * hd;
           auto q = Randn(c.n_rows * stride, &rng);
           if (combo % 3 == 0) {
             for (float& x : q) x *= 3.0f;  // peakier weights: the max matters more
           }
-          std::vector<float> want(c.n_rows * n_group * hd);
-          std::vector<float> scores(n_group * (c.pos_start + c.n_rows));
-          for (int64_t r = 0; r < c.n_rows; ++r) {
-            const int64_t pos = c.pos_start + r;
-            GroupJob gj{bt.data(),
-                        kv_head,
-                        c.window > 0 ? std::max<int64_t>(0, pos + 1 - c.window) : 0,
-                        pos + 1,
-                        q.data() + r * stride + kv_head * n_group * hd,
-                        want.data() + r * n_group * hd};
-            AttendGroupReference(kv.view, gj, n_group, scale, scores.data());
-          }
+          const auto want = ReferenceJob(kv, bt, kv_head, n_group, hd, c, q, stride, scale);
           for (SimdLevel level : levels) {
-            std::vector<float> got(q.size(), -7.0f);
-            TileJob job;
-            job.block_table = bt.data();
-            job.kv_head = kv_head;
-            job.pos_start = c.pos_start;
-            job.n_rows = c.n_rows;
-            job.row_stride = stride;
-            job.q = q.data();
-            job.out = got.data();
-            const TileParams tp{n_group, scale, c.window};
             // Scratch starts as NaN: the kernel must not read what it did not write.
-            std::vector<float> scratch(TileScratchFloats(kv.view, job, tp),
-                                       std::numeric_limits<float>::quiet_NaN());
-            AttendTileAtLevel(level)(kv.view, job, tp, scratch.data());
-            for (int64_t r = 0; r < c.n_rows; ++r) {
-              for (int64_t i = 0; i < n_group * hd; ++i) {
-                const float w = want[r * n_group * hd + i];
-                ASSERT_NEAR(got[r * stride + i], w, 1e-4f * (1 + std::fabs(w)))
-                    << SimdLevelName(level) << " " << KvDtypeName(d) << " hd " << hd << " group "
-                    << n_group << " bs " << bs << " pos " << c.pos_start + r << " window "
-                    << c.window << " i " << i;
-              }
-              ASSERT_EQ(got[r * stride + n_group * hd], -7.0f);  // the other KV head untouched
-            }
+            CheckTileJob(level, kv, bt, kv_head, n_group, hd, c, q, stride, scale, want,
+                         std::numeric_limits<float>::quiet_NaN(),
+                         std::string(KvDtypeName(d)) + " hd " + std::to_string(hd) + " group " +
+                             std::to_string(n_group) + " bs " + std::to_string(bs) +
+                             " window " + std::to_string(c.window));
+            if (HasFatalFailure()) return;
           }
         }
       }
