@@ -547,18 +547,8 @@ TEST(AttentionAmxTest, TileMatchesReferenceWithinBound) {
           const auto bound = AmxBoundTile(kv, bt, q.data(), stride, kv_head, n_group,
                                           c.pos_start, n_rows, c.window, scale);
           // The f32 reference.
-          std::vector<float> want(n_rows * n_group * hd);
-          std::vector<float> scores(n_group * (c.pos_start + n_rows));
-          for (int64_t r = 0; r < n_rows; ++r) {
-            const int64_t pos = c.pos_start + r;
-            GroupJob gj{bt.data(),
-                        kv_head,
-                        c.window > 0 ? std::max<int64_t>(0, pos + 1 - c.window) : 0,
-                        pos + 1,
-                        q.data() + r * stride + kv_head * n_group * hd,
-                        want.data() + r * n_group * hd};
-            AttendGroupReference(kv.view, gj, n_group, scale, scores.data());
-          }
+          const auto want = ReferenceJob(kv, bt, kv_head, n_group, hd,
+                                         JobCase{c.pos_start, n_rows, c.window}, q, stride, scale);
           std::vector<float> got(q.size(), -7.0f);
           TileJob job;
           job.block_table = bt.data();
