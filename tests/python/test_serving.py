@@ -101,12 +101,14 @@ def test_queue_full_is_429_with_retry_after(tmp_path):
 def test_sigterm_lets_in_flight_requests_finish(tmp_path):
     s = Server(tmp_path, ["--shutdown-timeout", "30"], api_key=None)
     results = {}
+    streaming = threading.Event()
 
     def run():
         text, finish = "", None
         for chunk in s.client().completions.create(model=MODEL_NAME, prompt="Once",
                                                    max_tokens=400, stream=True,
                                                    extra_body={"ignore_eos": True}):
+            streaming.set()
             for c in chunk.choices:
                 text += c.text
                 finish = c.finish_reason or finish
@@ -114,7 +116,10 @@ def test_sigterm_lets_in_flight_requests_finish(tmp_path):
 
     t = threading.Thread(target=run)
     t.start()
-    assert wait_for(lambda: s.metrics()["tachyon_num_requests_running"] >= 1, 20)
+    # SIGTERM as soon as the first chunk arrives, while the other ~400 tokens are still to come
+    # (stories260K decodes thousands of tokens per second: polling /metrics for a running
+    # request could miss it).
+    assert streaming.wait(20)
     s.proc.send_signal(signal.SIGTERM)
     t.join(60)
     assert results.get("finish") == "length"
