@@ -46,3 +46,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
   echo "$want" > "$stamp"
 fi
+
+# The default chat model (SmolLM2-135M-Instruct) for scripts/run.sh and the tests that need real
+# weights; offline, this says so and goes on.
+"$root/scripts/fetch_model.sh"

@@ -3,6 +3,11 @@
 Binary: $TACHYON_BINARY (default <repo>/build/tachyon). Model: stories260K.gguf from
 $TACHYON_TESTDATA or <repo>/../shared/testdata. Tests skip, saying why, when either is missing or
 the binary has no `serve` command.
+
+A real chat model for tests that need one: SmolLM2-135M-Instruct (Q4_1, ChatML template), fetched
+by scripts/setup.sh (scripts/fetch_model.sh) into ${XDG_CACHE_HOME:-~/.cache}/tachyon/models;
+$TACHYON_SMOLLM2 names another copy. `smollm2_server` (a session fixture) or
+`SmolLM2Server(tmp_dir, ...)` serves it with its own template; both skip when it is absent.
 """
 
 import json
@@ -58,6 +63,29 @@ def require_serve():
         pytest.skip(f"{binary} has no 'serve' command (engine not built in?)")
     if not model_path().exists():
         pytest.skip(f"test model missing: {model_path()} (set TACHYON_TESTDATA)")
+
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_NAME = "smollm2"
+
+
+def smollm2_path():
+    """Where SmolLM2-135M-Instruct is expected: $TACHYON_SMOLLM2, else the cache folder that
+    scripts/fetch_model.sh fills."""
+    env = os.environ.get("TACHYON_SMOLLM2")
+    if env:
+        return Path(env)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "tachyon" / "models" / SMOLLM2_FILE
+
+
+def require_smollm2():
+    """Skips the calling test, saying how to get it, when SmolLM2 is absent; returns its path."""
+    path = smollm2_path()
+    if not path.is_file():
+        pytest.skip(f"SmolLM2-135M-Instruct missing at {path} (run scripts/fetch_model.sh, "
+                    "or set TACHYON_SMOLLM2)")
+    return path
 
 
 class Server:
@@ -161,6 +189,31 @@ def server(tmp_path_factory):
     if rc != 0:
         sys.stderr.write(s.log_text())
     assert rc == 0, "tachyon serve did not exit cleanly on SIGTERM"
+
+
+def SmolLM2Server(tmp_dir, extra_args=(), api_key=API_KEY, served_name=SMOLLM2_NAME):
+    """A `Server` on SmolLM2-135M-Instruct with the model's own ChatML template (from its GGUF);
+    skips when the model is absent. Served as `smollm2` unless `served_name` says otherwise."""
+    path = require_smollm2()
+    return Server(tmp_dir, extra_args, api_key=api_key, model=path, chat_template=None,
+                  served_name=served_name)
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory):
+    """One SmolLM2 server for the session (API key `API_KEY`, model name `smollm2`)."""
+    require_serve()
+    s = SmolLM2Server(tmp_path_factory.mktemp("smollm2"))
+    yield s
+    rc = s.stop()
+    if rc != 0:
+        sys.stderr.write(s.log_text())
+    assert rc == 0, "tachyon serve (SmolLM2) did not exit cleanly on SIGTERM"
+
+
+@pytest.fixture(scope="session")
+def smollm2_client(smollm2_server):
+    return smollm2_server.client()
 
 
 @pytest.fixture(scope="session")
