@@ -1,0 +1,64 @@
+// KV pool sizing: how many KV blocks a serving engine gets and how long a context it serves,
+// from a memory budget (as vLLM sizes its pool from gpu_memory_utilization).
+//
+//   budget      = explicit bytes (--kv-cache-memory), else
+//                 min(fraction x (available memory - weights), max_num_seqs full contexts)
+//                 (available memory unknown: min(kFallbackKvBytes, max_num_seqs full contexts))
+//   num_blocks  = budget / bytes_per_block
+//   context     = the explicit max_model_len, else the model's trained context; when one
+//                 context needs more blocks than the budget holds, the trained context is
+//                 lowered to what fits (KvSizing::lowered says so), but an explicit
+//                 max_model_len is an error naming --max-model-len, and so is a pool that
+//                 holds fewer than kMinKvContextTokens tokens.
+// Pure functions (ReadAvailableMemory aside); thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "util/status.h"
+
+namespace tachyon::engine {
+
+// Default share of the machine's available memory (after the weights) given to the KV pool.
+inline constexpr double kDefaultKvMemoryFraction = 0.5;
+// A pool that cannot hold one context of this many tokens is refused.
+inline constexpr int64_t kMinKvContextTokens = 256;
+// Budget when the available memory is unknown.
+inline constexpr int64_t kFallbackKvBytes = int64_t{4} << 30;
+// Context assumed when the model does not state its trained length.
+inline constexpr int64_t kFallbackContext = 2048;
+
+struct KvSizingInput {
+  int64_t bytes_per_block = 0;  // KV bytes of one block over all layers (> 0)
+  int64_t block_size = 16;      // tokens per block (> 0)
+  int64_t trained_context = 0;  // the model's context_length; <= 0: unknown
+  int64_t max_model_len = 0;    // > 0: explicit (--max-model-len); never lowered
+  int max_num_seqs = 1;         // sequences generating at once (> 0)
+  int64_t explicit_bytes = 0;   // > 0: the pool budget (--kv-cache-memory)
+  int64_t explicit_blocks = 0;  // > 0: exactly this many blocks (wins over explicit_bytes)
+  int64_t available_bytes = 0;  // the machine's available memory (MemAvailable)
+  int64_t weight_bytes = 0;     // the model's weights, which must stay resident
+  double memory_fraction = kDefaultKvMemoryFraction;  // in (0, 1]
+};
+
+struct KvSizing {
+  int64_t num_blocks = 0;
+  int64_t max_model_len = 0;  // the context served (prompt + generated tokens)
+  int64_t budget_bytes = 0;   // num_blocks x bytes_per_block
+  bool lowered = false;       // max_model_len is below the model's trained context
+};
+
+// Errors: InvalidArgument for inputs out of range, for an explicit max_model_len the budget
+// cannot hold (naming --max-model-len), and for a budget below kMinKvContextTokens (naming
+// --kv-cache-memory, or the available memory when that set the budget).
+Result<KvSizing> SizeKvCache(const KvSizingInput& in);
+
+// MemAvailable of a /proc/meminfo text, in bytes; nullopt when absent or malformed.
+std::optional<int64_t> ParseMemAvailable(std::string_view meminfo);
+// MemAvailable of this machine now (0 when /proc/meminfo cannot be read).
+int64_t ReadAvailableMemory();
+
+}  // namespace tachyon::engine

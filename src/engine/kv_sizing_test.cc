@@ -1,0 +1,154 @@
+#include "engine/kv_sizing.h"
+
+#include <gtest/gtest.h>
+
+namespace tachyon::engine {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// A made-up model: 1 MiB per block of 16 tokens (64 KiB per token).
+KvSizingInput Base() {
+  KvSizingInput in;
+  in.bytes_per_block = kMiB;
+  in.block_size = 16;
+  in.trained_context = 4096;  // 256 blocks = 256 MiB per sequence
+  in.max_num_seqs = 4;
+  in.available_bytes = 64 * kGiB;
+  in.weight_bytes = 4 * kGiB;
+  in.memory_fraction = 0.5;
+  return in;
+}
+
+TEST(KvSizingTest, FitsEveryFullContextWhenMemoryAllows) {
+  auto s = SizeKvCache(Base());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->num_blocks, 4 * 256);  // capped at max_num_seqs full contexts
+  EXPECT_EQ(s->max_model_len, 4096);
+  EXPECT_EQ(s->budget_bytes, 1024 * kMiB);
+  EXPECT_FALSE(s->lowered);
+}
+
+TEST(KvSizingTest, BudgetIsAFractionOfTheMemoryLeftAfterTheWeights) {
+  KvSizingInput in = Base();
+  in.available_bytes = 4 * kGiB + 600 * kMiB;  // 600 MiB after the weights; half is 300
+  auto s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->num_blocks, 300);
+  EXPECT_EQ(s->max_model_len, 4096);  // one full context (256 blocks) still fits
+  EXPECT_FALSE(s->lowered);
+}
+
+TEST(KvSizingTest, LowersTheTrainedContextToWhatFits) {
+  KvSizingInput in = Base();
+  in.trained_context = 131072;  // 8192 blocks = 8 GiB per sequence
+  in.available_bytes = 4 * kGiB + 2 * kGiB;  // 1 GiB budget = 1024 blocks
+  auto s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->num_blocks, 1024);
+  EXPECT_EQ(s->max_model_len, 1024 * 16);
+  EXPECT_TRUE(s->lowered);
+}
+
+TEST(KvSizingTest, RefusesWhenNotEvenTheMinimumContextFits) {
+  KvSizingInput in = Base();
+  in.available_bytes = in.weight_bytes + 30 * kMiB;  // 15 blocks = 240 tokens < 256
+  auto s = SizeKvCache(in);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("256"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("--kv-cache-memory"), std::string::npos);
+  in.available_bytes = in.weight_bytes - 1;  // nothing left after the weights
+  EXPECT_FALSE(SizeKvCache(in).ok());
+  in.available_bytes = in.weight_bytes + 32 * kMiB;  // exactly 256 tokens: accepted
+  auto ok = SizeKvCache(in);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->max_model_len, kMinKvContextTokens);
+}
+
+TEST(KvSizingTest, ExplicitBudgetWinsOverMemoryAndContexts) {
+  KvSizingInput in = Base();
+  in.explicit_bytes = 2 * kGiB + kMiB / 2;  // more than 4 full contexts; rounded down to blocks
+  auto s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->num_blocks, 2048);
+  EXPECT_EQ(s->budget_bytes, 2 * kGiB);
+  in.available_bytes = 0;  // unknown memory does not matter either
+  in.explicit_bytes = 100 * kMiB;  // below one context: lowered to 1600 tokens
+  s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->max_model_len, 1600);
+  EXPECT_TRUE(s->lowered);
+  in.explicit_bytes = 10 * kMiB;
+  s = SizeKvCache(in);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--kv-cache-memory"), std::string::npos);
+}
+
+TEST(KvSizingTest, ExplicitBlockCountWins) {
+  KvSizingInput in = Base();
+  in.explicit_bytes = kGiB;
+  in.explicit_blocks = 300;
+  auto s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->num_blocks, 300);
+}
+
+TEST(KvSizingTest, ExplicitMaxModelLenThatDoesNotFitIsAnErrorNamingTheFlag) {
+  KvSizingInput in = Base();
+  in.max_model_len = 8192;    // 512 blocks
+  in.explicit_bytes = 300 * kMiB;  // 300 blocks
+  auto s = SizeKvCache(in);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--max-model-len 8192"), std::string::npos)
+      << s.status().message();
+  // One that fits is kept, even beyond the trained context.
+  in.explicit_bytes = 0;
+  s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->max_model_len, 8192);
+  EXPECT_EQ(s->num_blocks, 4 * 512);
+  EXPECT_FALSE(s->lowered);
+}
+
+TEST(KvSizingTest, UnknownMemoryAndContextUseTheFallbacks) {
+  KvSizingInput in = Base();
+  in.available_bytes = 0;
+  in.trained_context = 0;  // 2048 tokens: 128 blocks per sequence
+  in.max_num_seqs = 1000;  // 128000 full-context blocks > 4 GiB
+  auto s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->max_model_len, kFallbackContext);
+  EXPECT_EQ(s->budget_bytes, kFallbackKvBytes);
+}
+
+TEST(KvSizingTest, RejectsBadInputs) {
+  KvSizingInput in = Base();
+  in.bytes_per_block = 0;
+  EXPECT_FALSE(SizeKvCache(in).ok());
+  in = Base();
+  in.memory_fraction = 0;
+  auto s = SizeKvCache(in);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("fraction"), std::string::npos);
+  in.memory_fraction = 1.5;
+  EXPECT_FALSE(SizeKvCache(in).ok());
+  in = Base();
+  in.max_num_seqs = 0;
+  EXPECT_FALSE(SizeKvCache(in).ok());
+}
+
+TEST(KvSizingTest, ParsesMemAvailable) {
+  EXPECT_EQ(ParseMemAvailable("MemTotal:       32000000 kB\nMemFree:  100 kB\n"
+                              "MemAvailable:   16000000 kB\nBuffers: 1 kB\n"),
+            int64_t{16000000} * 1024);
+  EXPECT_EQ(ParseMemAvailable("MemAvailable: 5 kB"), 5 * 1024);
+  EXPECT_EQ(ParseMemAvailable("MemTotal: 5 kB\n"), std::nullopt);
+  EXPECT_EQ(ParseMemAvailable("MemAvailable: x kB\n"), std::nullopt);
+  EXPECT_EQ(ParseMemAvailable("MemAvailable: 5 MB\n"), std::nullopt);
+  EXPECT_EQ(ParseMemAvailable(""), std::nullopt);
+  EXPECT_GE(ReadAvailableMemory(), 0);
+}
+
+}  // namespace
+}  // namespace tachyon::engine

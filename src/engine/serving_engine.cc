@@ -1,0 +1,165 @@
+#include "engine/serving_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "engine/model_adapter.h"
+#include "engine/tokenizer_adapter.h"
+#include "hub/resolve.h"
+#include "util/logging.h"
+#include "util/thread_pool.h"
+
+namespace tachyon::engine {
+namespace {
+
+Result<std::string> ReadTemplateFile(const std::string& path) {
+  if (path.size() > 5 && path.substr(path.size() - 5) == ".json") {
+    return chat::ChatTemplateFromTokenizerConfig(path);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read chat template file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The publisher's generation_config.json: defaults for sampling parameters a request leaves
+// unset (out-of-range values are ignored). Logs what it applies.
+SamplingDefaults DefaultsFromGenerationConfig(const hub::GenerationDefaults& g) {
+  SamplingDefaults d;
+  std::string applied;
+  auto note = [&](const char* name, double v) {
+    applied += std::string(applied.empty() ? "" : ", ") + name + "=" + std::to_string(v);
+  };
+  if (g.do_sample.has_value() && !*g.do_sample) {
+    d.temperature = 0;
+    applied = "greedy (do_sample=false)";
+  } else if (g.temperature && *g.temperature >= 0 && *g.temperature <= 2) {
+    d.temperature = *g.temperature;
+    note("temperature", d.temperature);
+  }
+  if (g.top_p && *g.top_p > 0 && *g.top_p <= 1) note("top_p", d.top_p = *g.top_p);
+  if (g.top_k && *g.top_k > 0) note("top_k", d.top_k = *g.top_k);
+  if (g.min_p && *g.min_p >= 0 && *g.min_p <= 1) note("min_p", d.min_p = *g.min_p);
+  if (g.repetition_penalty && *g.repetition_penalty > 0 && *g.repetition_penalty <= 10) {
+    note("repetition_penalty", d.repetition_penalty = *g.repetition_penalty);
+  }
+  if (g.max_new_tokens && *g.max_new_tokens > 0) {
+    note("max_tokens", d.max_tokens = *g.max_new_tokens);
+  }
+  if (!applied.empty()) TLOG(INFO) << "generation_config.json defaults: " << applied;
+  return d;
+}
+
+// The tokenizer's end-of-generation ids plus `extra` (generation_config.json), each once,
+// ids outside [0, n_vocab) dropped.
+std::vector<int32_t> MergeEosIds(std::vector<int32_t> ids, const std::vector<int32_t>& extra,
+                                 int64_t n_vocab) {
+  for (int32_t id : extra) {
+    if (id >= 0 && id < n_vocab && std::find(ids.begin(), ids.end(), id) == ids.end()) {
+      ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
+Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
+  // Read before the weights are paged in: MemAvailable counts page cache as available, and
+  // the weights are subtracted from it once (kv_sizing.h).
+  const int64_t available = ReadAvailableMemory();
+  const auto t0 = std::chrono::steady_clock::now();
+  ServingEngine se;
+  ASSIGN_OR_RETURN(hub::ResolvedModel resolved, hub::ResolveModel(o.model));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<model::Model> loaded,
+      model::Model::Load(resolved.model_path,
+                         model::LoadOptions{.quantize = o.quantize, .threads = o.threads}));
+  se.model = std::move(loaded);
+  se.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  se.name = o.served_name.empty() ? resolved.name : o.served_name;
+  const model::ModelConfig& cfg = se.model->config();
+
+  auto tok = tokenizer::Tokenizer::FromGguf(se.model->file());
+  if (tok.ok()) {
+    se.tokenizer = std::move(tok).value();
+  } else if (o.require_tokenizer) {
+    return tok.status();
+  } else {
+    TLOG(WARN) << "no tokenizer (" << tok.status().message() << "): outputs carry no text";
+  }
+
+  std::optional<std::string> source;
+  if (!o.chat_template_path.empty()) {
+    ASSIGN_OR_RETURN(source, ReadTemplateFile(o.chat_template_path));
+  } else if (se.tokenizer) {
+    source = se.tokenizer->chat_template();
+  }
+  if (source) {
+    auto parsed = chat::ChatTemplate::Parse(*source);
+    if (!parsed.ok()) return parsed.status().WithContext("chat template");
+    se.chat_template = std::move(*parsed);
+    se.chat_template_source = *source;
+  }
+
+  std::vector<int32_t> extra_eos;
+  if (o.use_generation_config) {
+    se.sampling_defaults = DefaultsFromGenerationConfig(resolved.generation);
+    extra_eos = resolved.generation.eos_token_ids;
+  }
+  se.eos_token_ids = MergeEosIds(se.tokenizer ? se.tokenizer->EogIds() : std::vector<int32_t>{},
+                                 extra_eos, cfg.n_vocab);
+
+  if (Status st = kernels::CheckKvDtype(o.kv_dtype, cfg.head_dim); !st.ok()) {
+    return st.WithContext("--kv-cache-dtype");
+  }
+  se.block_size = model::kDefaultBlockSize;
+  KvSizingInput in;
+  in.bytes_per_block = static_cast<int64_t>(se.model->KvBytesPerBlock(se.block_size, o.kv_dtype));
+  in.block_size = se.block_size;
+  in.trained_context = cfg.n_ctx_train;
+  in.max_model_len = o.max_model_len;
+  in.max_num_seqs = o.max_num_seqs;
+  in.explicit_bytes = o.kv_cache_bytes;
+  in.explicit_blocks = o.kv_cache_blocks;
+  in.available_bytes = available;
+  in.weight_bytes = static_cast<int64_t>(se.model->weight_bytes());
+  in.memory_fraction = o.kv_memory_fraction;
+  ASSIGN_OR_RETURN(se.kv, SizeKvCache(in));
+  if (se.kv.lowered) {
+    TLOG(WARN) << "max-model-len lowered from the model's " << cfg.n_ctx_train << " to "
+               << se.kv.max_model_len << " tokens: the KV cache budget of "
+               << (se.kv.budget_bytes >> 20) << " MiB holds no more (set --kv-cache-memory, "
+               << "--kv-cache-memory-fraction or --max-model-len)";
+  }
+
+  EngineConfig ec;
+  ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  ec.scheduler.max_num_seqs = o.max_num_seqs;
+  ec.scheduler.policy = o.priority_scheduling ? SchedulePolicy::kPriority : SchedulePolicy::kFcfs;
+  ec.kv.num_blocks = static_cast<int>(se.kv.num_blocks);
+  ec.kv.block_size = static_cast<int>(se.block_size);
+  ec.kv.enable_prefix_caching = o.enable_prefix_caching;
+  ec.max_model_len = se.kv.max_model_len;
+  ec.eos_token_ids = se.eos_token_ids;
+  if (se.tokenizer) ec.detokenizer = std::make_shared<TokenizerDetokenizer>(se.tokenizer);
+  se.threads = o.threads > 0 ? o.threads : HardwareThreads();
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ModelAdapter> executor,
+      ModelAdapter::Create(se.model, se.kv.num_blocks, se.block_size, se.threads, o.kv_dtype));
+  ASSIGN_OR_RETURN(se.core, EngineCore::Create(ec, std::move(executor)));
+
+  std::ostringstream summary;
+  summary << cfg.arch << " model '" << cfg.name << "' (" << (se.model->weight_bytes() >> 20)
+          << " MiB of weights), context " << se.kv.max_model_len << ", KV cache "
+          << se.kv.num_blocks << " blocks of " << se.block_size << " tokens ("
+          << (se.kv.budget_bytes >> 20) << " MiB, " << kernels::KvDtypeName(o.kv_dtype)
+          << "), chat template: " << (se.chat_template ? "yes" : "none");
+  se.summary = summary.str();
+  return se;
+}
+
+}  // namespace tachyon::engine

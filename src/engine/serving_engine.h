@@ -1,0 +1,84 @@
+// BuildServingEngine: the composition root. Every entry point that serves or runs a model
+// (tachyon serve, run, bench --concurrency, and later ones) builds its engine here, so they
+// agree on how a model becomes a running engine:
+//
+//   hub::ResolveModel(model)            file, Hugging Face folder or Hub name
+//   model::Model::Load                  weights (mmapped; --quantize converts at load)
+//   tokenizer::Tokenizer::FromGguf      the model's tokenizer
+//   chat template                       --chat-template (Jinja or tokenizer_config.json),
+//                                       else the model's own (none is not an error)
+//   generation_config.json              sampling defaults + EOS ids (unless disabled)
+//   EOS ids                             the tokenizer's end-of-generation ids plus those
+//   SizeKvCache (kv_sizing.h)           KV blocks and the served context length
+//   EngineConfig -> ModelAdapter -> EngineCore (its thread is running on return)
+//
+// Logs one line when the context is lowered to fit the KV budget, and one with the
+// generation_config.json defaults it applies. Errors name the file, field or flag.
+// Thread-safety: BuildServingEngine may run on any thread; the result is as EngineCore.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "engine/engine_core.h"
+#include "engine/kv_sizing.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tachyon::engine {
+
+// The engine flags shared by every entry point (names as the CLI spells them).
+struct ServingOptions {
+  std::string model;               // -m: GGUF file, HF folder, ORG/NAME[:FILE] or hf://...
+  std::string chat_template_path;  // --chat-template: Jinja file or tokenizer_config.json
+  std::string served_name;         // --served-model-name; "" = the resolved model's name
+  int threads = 0;                 // --threads: compute threads; <= 0: all hardware threads
+  std::string quantize;            // --quantize: "" keeps the stored types; q8_0, q4_0, q4_k
+  model::KvDtype kv_dtype = model::kDefaultKvDtype;  // --kv-cache-dtype
+  int64_t kv_cache_bytes = 0;                        // --kv-cache-memory: > 0 sets the KV budget
+  double kv_memory_fraction = kDefaultKvMemoryFraction;  // --kv-cache-memory-fraction
+  int64_t kv_cache_blocks = 0;            // > 0: exactly this many KV blocks (bench --kv-blocks)
+  int64_t max_model_len = 0;              // --max-model-len; 0: the model's (lowered to fit)
+  int64_t max_num_batched_tokens = 2048;  // --max-num-batched-tokens
+  int max_num_seqs = 64;                  // --max-num-seqs
+  bool enable_prefix_caching = true;      // --no-prefix-caching
+  bool priority_scheduling = false;       // --scheduling-policy priority
+  bool use_generation_config = true;      // --no-generation-config
+  bool require_tokenizer = true;  // false: a model without one runs (no text, no stop strings)
+};
+
+// Values for sampling parameters a request leaves unset: OpenAI's defaults, or the model's
+// generation_config.json.
+struct SamplingDefaults {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  int max_tokens = 0;  // > 0: default max_tokens (capped by the context); 0: rest of the context
+};
+
+struct ServingEngine {
+  std::string name;  // served name: ServingOptions::served_name, else the resolved model's
+  std::shared_ptr<model::Model> model;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;  // null only without require_tokenizer
+  std::optional<chat::ChatTemplate> chat_template;        // none when the model has none
+  std::string chat_template_source;
+  SamplingDefaults sampling_defaults;
+  std::vector<int32_t> eos_token_ids;  // as given to the engine
+  KvSizing kv;                         // kv.max_model_len is the context served
+  int64_t block_size = 0;
+  int threads = 0;          // compute threads in use
+  double load_seconds = 0;  // resolving + loading the model
+  std::string summary;      // one line: model, context, KV pool, chat template
+  std::unique_ptr<EngineCore> core;
+};
+
+Result<ServingEngine> BuildServingEngine(const ServingOptions& options);
+
+}  // namespace tachyon::engine
