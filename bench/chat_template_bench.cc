@@ -11,7 +11,7 @@
 
 #include "chat/chat_template.h"
 #include "util/mmap_file.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace {
 

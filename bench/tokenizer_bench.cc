@@ -13,7 +13,7 @@
 
 #include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace {
 

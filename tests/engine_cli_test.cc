@@ -13,7 +13,7 @@
 #include <string>
 
 #include "cli_test_util.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::engine_cli_test {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "cli_test_util.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::hub_cli_test {
 namespace {

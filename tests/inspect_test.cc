@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon {
 namespace {

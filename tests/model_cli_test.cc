@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cli_test_util.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::model_cli_test {
 namespace {

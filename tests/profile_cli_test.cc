@@ -10,7 +10,7 @@
 #include <string>
 
 #include "cli_test_util.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::profile_cli_test {
 namespace {

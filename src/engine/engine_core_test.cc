@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "engine/test_harness.h"
+#include "engine/testing/test_harness.h"
 
 namespace tachyon::engine {
 namespace {

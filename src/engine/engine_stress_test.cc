@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "engine/test_harness.h"
+#include "engine/testing/test_harness.h"
 
 namespace tachyon::engine {
 namespace {

@@ -2,7 +2,7 @@
 //
 // The engine owns block ids (kv/); the executor owns the KV storage indexed by them, sized for
 // the pool's num_blocks x block_size at construction. Two implementations: the real model
-// adapter and FakeModelExecutor (fake_executor.h) for tests.
+// adapter and FakeModelExecutor (testing/fake_executor.h) for tests.
 // Thread-safety: called from the engine thread only.
 #pragma once
 

@@ -12,7 +12,7 @@
 #include "engine/tokenizer_adapter.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::engine {
 namespace {

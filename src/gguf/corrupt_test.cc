@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::gguf {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "gguf/gguf.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::gguf {
 namespace {

@@ -12,7 +12,7 @@
 #include "model/hf_test_util.h"
 #include "model/model.h"
 #include "model/test_util.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::model {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "server/api.h"
-#include "server/fake_backend.h"
+#include "server/testing/fake_backend.h"
 
 namespace tachyon::server {
 namespace {

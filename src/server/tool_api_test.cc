@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "server/api.h"
-#include "server/fake_backend.h"
-#include "server/test_channel.h"
+#include "server/testing/fake_backend.h"
+#include "server/testing/test_channel.h"
 
 namespace tachyon::server {
 namespace {

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::server {
 namespace {

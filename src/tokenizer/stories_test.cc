@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/test_util.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::tokenizer {
 namespace {

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "tokenizer/test_util.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::tokenizer::testing_util {
 namespace {

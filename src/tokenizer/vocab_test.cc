@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "tokenizer/test_util.h"
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::tokenizer {
 namespace {

@@ -1,4 +1,4 @@
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "engine/fake_executor.h"
+#include "engine/testing/fake_executor.h"
 
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-#include "server/fake_backend.h"
+#include "server/testing/fake_backend.h"
 
 #include <algorithm>
 

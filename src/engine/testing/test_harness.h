@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/fake_executor.h"
+#include "engine/testing/fake_executor.h"
 
 namespace tachyon::engine::testing {
 
