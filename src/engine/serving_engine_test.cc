@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "util/testdata.h"
+#include "util/testing/testdata.h"
 
 namespace tachyon::engine {
 namespace {
