@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <random>
 
+#include "server/json_limits.h"
 #include "server/protocol.h"
 #include "util/logging.h"
 
@@ -319,8 +320,9 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
     add_special = it->get<bool>();
   }
   if (b.contains("messages")) {
-    auto chat =
-        ParseChatRequest(nlohmann::ordered_json::parse(req.body), backend_->Info().vocab_size);
+    auto ordered = ParseOrderedJsonBody(req.body);
+    if (!ordered.ok()) return SendError(*channel, ordered.error(), "/tokenize");
+    auto chat = ParseChatRequest(ordered.value(), backend_->Info().vocab_size);
     if (!chat.ok()) return SendError(*channel, chat.error(), "/tokenize");
     auto rendered = backend_->ApplyChatTemplate(chat.value().template_context);
     if (!rendered.ok()) {

@@ -347,3 +347,30 @@ TEST(HistogramTest, CumulativeBuckets) {
 
 }  // namespace
 }  // namespace tachyon::server
+
+namespace tachyon::server {
+namespace {
+
+TEST_F(ApiTest, EveryEndpointBoundsJsonDepth) {
+  std::string deep_object, deep_array = "{\"messages\": ";
+  for (int i = 0; i < 100000; ++i) deep_object += "{\"a\":";
+  deep_object += "1" + std::string(100000, '}');
+  deep_array += std::string(100000, '[') + std::string(100000, ']') + "}";
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
+    for (const std::string* body : {&deep_object, &deep_array}) {
+      auto ch = Call("POST", path, *body);
+      ASSERT_EQ(ch->response.status, 400) << path;
+      json e = ch->Json()["error"];
+      EXPECT_EQ(e["code"], "json_too_deep") << path;
+      EXPECT_NE(e["message"].get<std::string>().find("64"), std::string::npos) << path;
+    }
+  }
+  // The server goes on answering.
+  auto ch = Post("/v1/chat/completions",
+                 {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}});
+  EXPECT_EQ(ch->response.status, 200) << ch->response.body;
+  WaitIdle();
+}
+
+}  // namespace
+}  // namespace tachyon::server

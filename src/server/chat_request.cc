@@ -149,7 +149,13 @@ std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& contex
 
 ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vocab_size,
                                         const SamplingDefaults& defaults) {
-  const json body = ordered_body;
+  // FieldReader reads a nlohmann::json: convert the top level, minus the parts read from the
+  // ordered body (messages, tools). The conversion recurses once per level of nesting, so it
+  // relies on the body's depth bound (server/json_limits.h).
+  json body = json::object();
+  for (auto it = ordered_body.begin(); it != ordered_body.end(); ++it) {
+    if (it.key() != "messages" && it.key() != "tools") body[it.key()] = it.value();
+  }
   auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/true, defaults);
   if (!common.ok()) return common.error();
   ChatRequest req;
@@ -163,7 +169,7 @@ ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vo
     if (!kwargs->is_object()) {
       r.Fail("chat_template_kwargs", "expected an object.");
     } else {
-      context = ordered_body.at("chat_template_kwargs");
+      context = *ordered_body.find("chat_template_kwargs");
     }
   }
   context["messages"] = std::move(messages.value());

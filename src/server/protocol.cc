@@ -61,28 +61,6 @@ std::string DumpJson(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-ApiResult<json> ParseJsonBody(std::string_view body) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return InvalidParam("",
-                        "We could not parse the JSON body of your request. The body must be "
-                        "a valid JSON object.");
-  }
-  if (!j.is_object()) return InvalidParam("", "The request body must be a JSON object.");
-  return j;
-}
-
-ApiResult<nlohmann::ordered_json> ParseOrderedJsonBody(std::string_view body) {
-  auto j = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
-  if (j.is_discarded()) {
-    return InvalidParam("",
-                        "We could not parse the JSON body of your request. The body must be "
-                        "a valid JSON object.");
-  }
-  if (!j.is_object()) return InvalidParam("", "The request body must be a JSON object.");
-  return j;
-}
-
 namespace {
 
 // Parses logit_bias: {"<token id>": bias in [-100, 100]}.

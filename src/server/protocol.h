@@ -114,10 +114,8 @@ ApiResult<ChatRequest> ParseChatRequest(const nlohmann::ordered_json& body, int 
 ApiResult<CommonParams> ParseCommonParams(const nlohmann::json& body, int vocab_size, bool is_chat,
                                           const SamplingDefaults& defaults = {});
 
-// Parses a JSON body; malformed JSON or a non-object is a 400.
-ApiResult<nlohmann::json> ParseJsonBody(std::string_view body);
-
-ApiResult<nlohmann::ordered_json> ParseOrderedJsonBody(std::string_view body);
+// Request bodies are parsed by ParseJsonBody / ParseOrderedJsonBody (server/json_limits.h),
+// which bound their depth and size before building them.
 
 // Serializes JSON; invalid UTF-8 in strings becomes U+FFFD instead of throwing.
 std::string DumpJson(const nlohmann::json& j);

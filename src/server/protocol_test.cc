@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "server/json_limits.h"
 #include "server/sse.h"
 
 namespace tachyon::server {

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/json_limits.h"
+
 namespace tachyon::server {
 
 using nlohmann::json;
@@ -75,9 +77,9 @@ std::optional<ToolCall> CallFromJson(const json& j) {
     call.arguments = args->dump(-1, ' ', false, json::error_handler_t::replace);
   } else if (args->is_string()) {
     // Some models emit the arguments as a JSON string; keep it when it holds an object.
-    json inner = json::parse(args->get<std::string>(), nullptr, false);
-    if (inner.is_discarded() || !inner.is_object()) return std::nullopt;
-    call.arguments = inner.dump(-1, ' ', false, json::error_handler_t::replace);
+    std::optional<json> inner = ParseBoundedJson(args->get_ref<const std::string&>());
+    if (!inner || !inner->is_object()) return std::nullopt;
+    call.arguments = inner->dump(-1, ' ', false, json::error_handler_t::replace);
   } else {
     return std::nullopt;
   }
@@ -119,8 +121,11 @@ size_t JsonObjectEnd(std::string_view s) {
   return std::string_view::npos;
 }
 
+// Model output is client-influenced: parsed with the same depth and size bounds as a body
+// (a value over them is not a call), so dump() below never recurses deeper than kMaxJsonDepth.
 json ParseJson(std::string_view text) {
-  return json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  std::optional<json> j = ParseBoundedJson(text);
+  return j ? std::move(*j) : json(json::value_t::discarded);
 }
 
 // One object or an array of objects -> calls; false if any is not a call.
