@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Builds tachyon. Usage: scripts/build.sh [release|asan|fuzz]  (default release)
+# Builds tachyon. Usage: scripts/build.sh [release|asan|fuzz] [TARGET...]  (default release, all
+# targets; e.g. `scripts/build.sh release tachyon` builds only the binary, no test programs)
 #   release -> build/        optimized, portable x86-64 binary with run-time SIMD dispatch
 #   asan    -> build-asan/   AddressSanitizer + UndefinedBehaviorSanitizer, unit tests
 #   fuzz    -> build-fuzz/   clang libFuzzer targets
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kind=${1:-release}
+targets=("${@:2}")
 jobs=$(nproc)
 case "$kind" in
   release) dir=build;      args=(-DCMAKE_BUILD_TYPE=Release) ;;
@@ -25,4 +27,4 @@ fi
 if [ ! -f "$root/$dir/build.ninja" ]; then
   cmake -S "$root" -B "$root/$dir" -G Ninja "${args[@]}" >/dev/null
 fi
-cmake --build "$root/$dir" -j "$jobs"
+cmake --build "$root/$dir" -j "$jobs" ${targets[@]:+--target "${targets[@]}"}
