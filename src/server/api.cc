@@ -7,6 +7,7 @@
 
 #include "server/json_limits.h"
 #include "server/protocol.h"
+#include "server/routes.h"
 #include "util/logging.h"
 
 namespace tachyon::server {
@@ -70,6 +71,7 @@ void OpenAiApi::SendError(ResponseChannel& channel, const ApiError& error,
   if (error.retry_after_s > 0) {
     r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
   }
+  if (!error.allow.empty()) r.headers.emplace_back("Allow", error.allow);
   if (!endpoint.empty()) metrics_.CountRequest(endpoint, error.http_status);
   channel.Respond(std::move(r));
 }
@@ -87,40 +89,45 @@ void OpenAiApi::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
       return SendError(*channel, e, path);
     }
   }
-  auto route = [&](const char* method, const char* p) { return path == p && req.method == method; };
-  if (route("POST", kCompletions)) return Completions(req, channel);
-  if (route("POST", kChat)) return ChatCompletions(req, channel);
-  if (route("POST", "/tokenize")) return Tokenize(req, channel);
-  if (route("POST", "/detokenize")) return Detokenize(req, channel);
-  if (req.method == "GET" && (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0)) {
-    return Models(req, *channel);
+  RouteMatch match = MatchRoute(req.method, path);
+  if (match.route == nullptr) {
+    if (match.path_known) {
+      ApiError e = Simple(405, "invalid_request_error",
+                          "Method " + req.method + " is not allowed on " + path + ".");
+      e.allow = match.allow;
+      return SendError(*channel, e, "");
+    }
+    return SendError(*channel, Simple(404, "invalid_request_error", "Unknown path: " + path), "");
   }
-  if (route("GET", "/health")) return channel->Respond(JsonResponse(200, {{"status", "ok"}}));
-  if (route("GET", "/health/ready") || route("GET", "/ready")) {
-    bool ready = backend_->Ready() && !draining_;
-    return channel->Respond(JsonResponse(ready ? 200 : 503, {{"status", ready       ? "ready"
-                                                                        : draining_ ? "draining"
-                                                                                    : "loading"}}));
+  switch (match.route->id) {
+    case RouteId::kCompletions:
+      return Completions(req, channel);
+    case RouteId::kChatCompletions:
+      return ChatCompletions(req, channel);
+    case RouteId::kTokenize:
+      return Tokenize(req, channel);
+    case RouteId::kDetokenize:
+      return Detokenize(req, channel);
+    case RouteId::kModels:
+    case RouteId::kModel:
+      return Models(std::string(match.param), *channel);
+    case RouteId::kHealth:
+      return channel->Respond(JsonResponse(200, {{"status", "ok"}}));
+    case RouteId::kReady: {
+      bool ready = backend_->Ready() && !draining_;
+      const char* status = ready ? "ready" : draining_ ? "draining" : "loading";
+      return channel->Respond(JsonResponse(ready ? 200 : 503, {{"status", status}}));
+    }
+    case RouteId::kMetrics: {
+      HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      r.body = metrics_.Render(backend_->Metrics(), backend_->Ready() && !draining_);
+      return channel->Respond(std::move(r));
+    }
   }
-  if (route("GET", "/metrics")) {
-    HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = metrics_.Render(backend_->Metrics(), backend_->Ready() && !draining_);
-    return channel->Respond(std::move(r));
-  }
-  bool known = path == kCompletions || path == kChat || path == "/tokenize" ||
-               path == "/detokenize" || path == "/health" || path == "/health/ready" ||
-               path == "/metrics" || path == "/v1/models";
-  if (known) {
-    return SendError(*channel,
-                     Simple(405, "invalid_request_error",
-                            "Method " + req.method + " is not allowed on " + path + "."),
-                     "");
-  }
-  SendError(*channel, Simple(404, "invalid_request_error", "Unknown path: " + path), "");
 }
 
-void OpenAiApi::Models(const HttpRequest& req, ResponseChannel& channel) {
+void OpenAiApi::Models(const std::string& id, ResponseChannel& channel) {
   auto model_json = [&](const std::string& name) {
     return json{{"id", name},
                 {"object", "model"},
@@ -128,8 +135,7 @@ void OpenAiApi::Models(const HttpRequest& req, ResponseChannel& channel) {
                 {"owned_by", "tachyon"},
                 {"max_model_len", backend_->Info().context_length}};
   };
-  if (req.path != "/v1/models") {
-    std::string id = req.path.substr(std::string("/v1/models/").size());
+  if (!id.empty()) {
     for (const auto& name : options_.served_model_names) {
       if (name == id) return channel.Respond(JsonResponse(200, model_json(name)));
     }

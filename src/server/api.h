@@ -1,9 +1,11 @@
-// OpenAiApi: routes HTTP requests to the OpenAI-compatible endpoints and the operational ones.
+// OpenAiApi: routes HTTP requests (through the table in server/routes.h) to the OpenAI-compatible
+// endpoints and the operational ones; docs/openapi.yaml describes them.
 //
 //   POST /v1/completions, /v1/chat/completions   generation (streamed or not)
 //   GET  /v1/models, /v1/models/{id}              served model names
 //   POST /tokenize, /detokenize                   the model's tokenizer
-//   GET  /health (liveness), /health/ready        readiness: model loaded, not draining
+//   GET  /health (liveness), /health/ready        readiness: model loaded, not draining (/ready
+//                                                 is the same)
 //   GET  /metrics                                 Prometheus text
 //
 // With an API key configured, /v1/*, /tokenize and /detokenize need
@@ -58,7 +60,8 @@ class OpenAiApi {
   void ChatCompletions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
   void Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
   void Detokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
-  void Models(const HttpRequest& req, ResponseChannel& channel);
+  // `id` empty: the list; else that model (404 when not served).
+  void Models(const std::string& id, ResponseChannel& channel);
 
   // Common checks for the generation endpoints; returns an error to send, if any.
   std::optional<ApiError> CheckModel(const std::string& model) const;

@@ -1,4 +1,5 @@
 #include "server/api.h"
+#include "server/routes.h"
 
 #include <gtest/gtest.h>
 
@@ -329,6 +330,34 @@ TEST_F(ApiTest, MetricsText) {
         "tachyon_request_queue_time_seconds_count 1",
         "tachyon_e2e_request_latency_seconds_bucket{le=\"+Inf\"} 1"}) {
     EXPECT_NE(m.find(name), std::string::npos) << name << "\n" << m;
+  }
+}
+
+// Every route of the table reaches its handler (no 404 / 405); another method on its path is 405
+// naming the allowed one in Allow.
+TEST_F(ApiTest, EveryRouteIsDispatched) {
+  for (const Route& r : kRoutes) {
+    std::string path(r.path);
+    if (size_t brace = path.find('{'); brace != std::string::npos) {
+      path = path.substr(0, brace) + "tiny";
+    }
+    std::string body = r.id == RouteId::kCompletions ? R"({"prompt": "a", "max_tokens": 1})"
+                       : r.id == RouteId::kChatCompletions
+                           ? R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": 1})"
+                       : r.id == RouteId::kTokenize   ? R"({"prompt": "a"})"
+                       : r.id == RouteId::kDetokenize ? R"({"tokens": [1]})"
+                                                      : "";
+    auto ch = Call(std::string(r.method), path, body);
+    EXPECT_EQ(ch->response.status, 200) << r.method << " " << path << ": " << ch->response.body;
+    WaitIdle();
+    const char* other = r.method == "GET" ? "POST" : "GET";
+    auto wrong = Call(other, path, "");
+    EXPECT_EQ(wrong->response.status, 405) << other << " " << path;
+    bool has_allow = false;
+    for (const auto& [k, v] : wrong->response.headers) {
+      if (k == "Allow") has_allow = v == r.method;
+    }
+    EXPECT_TRUE(has_allow) << path;
   }
 }
 

@@ -26,6 +26,7 @@ struct ApiError {
   std::string param;      // "" -> null
   std::string code;       // "" -> null
   int retry_after_s = 0;  // > 0: send a Retry-After header
+  std::string allow;      // 405: the path's methods (the Allow header)
 
   nlohmann::json ToJson() const;
   std::string Body() const;  // ToJson() serialized
