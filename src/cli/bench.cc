@@ -97,17 +97,14 @@ int Fail(const std::string& msg) {
 }
 
 struct Options {
-  std::string model_path;
+  engine::ServingOptions engine;  // -m, -t, --kv-cache-dtype, --quantize, --concurrency's engine
   int64_t n_prompt = 512, n_gen = 128;
-  int threads = 0, reps = 5;
+  int reps = 5;
   bool json = false;
   int64_t bw_mib = 1024;
   bool have_prompt = false, have_gen = false;
   std::string concurrency;  // empty: the pp/tg benchmark
-  int64_t max_batched_tokens = 2048, kv_blocks = 0;
   std::vector<std::string> stop;
-  model::KvDtype kv_dtype = model::kDefaultKvDtype;
-  std::string quantize;  // quantize float weights at load ("" keeps them)
 };
 
 int RunBench(int argc, char** argv) {
@@ -120,7 +117,7 @@ int RunBench(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if ((a == "-m" || a == "--model") && (v = value())) {
-      o.model_path = v;
+      o.engine.model = v;
     } else if ((a == "-p" || a == "--n-prompt") && (v = value())) {
       o.n_prompt = std::atoll(v);
       o.have_prompt = true;
@@ -130,13 +127,13 @@ int RunBench(int argc, char** argv) {
     } else if (a == "--concurrency" && (v = value())) {
       o.concurrency = v;
     } else if (a == "--max-batched-tokens" && (v = value())) {
-      o.max_batched_tokens = std::atoll(v);
+      o.engine.max_num_batched_tokens = std::atoll(v);
     } else if (a == "--kv-blocks" && (v = value())) {
-      o.kv_blocks = std::atoll(v);
+      o.engine.kv_cache_blocks = std::atoll(v);
     } else if (a == "--stop" && (v = value())) {
       o.stop.emplace_back(v);
     } else if ((a == "-t" || a == "--threads") && (v = value())) {
-      o.threads = std::atoi(v);
+      o.engine.threads = std::atoi(v);
     } else if ((a == "-r" || a == "--reps") && (v = value())) {
       o.reps = std::atoi(v);
     } else if (a == "--bw-mib" && (v = value())) {
@@ -145,11 +142,12 @@ int RunBench(int argc, char** argv) {
       auto dtype = kernels::ParseKvDtype(v);
       if (!dtype.ok())
         return Fail("--kv-cache-dtype: '" + std::string(v) + "' is not f16, bf16, q8_0 or f32");
-      o.kv_dtype = *dtype;
+      o.engine.kv_dtype = *dtype;
     } else if (a == "--quantize" && (v = value())) {
-      o.quantize = v;
-      if (o.quantize != "q8_0" && o.quantize != "q4_0" && o.quantize != "q4_k") {
-        return Fail("--quantize: '" + o.quantize + "' is not q8_0, q4_0 or q4_k");
+      o.engine.quantize = v;
+      if (o.engine.quantize != "q8_0" && o.engine.quantize != "q4_0" &&
+          o.engine.quantize != "q4_k") {
+        return Fail("--quantize: '" + o.engine.quantize + "' is not q8_0, q4_0 or q4_k");
       }
     } else if (a == "--json") {
       o.json = true;
@@ -158,36 +156,33 @@ int RunBench(int argc, char** argv) {
       return Fail("bad or incomplete argument '" + a + "'");
     }
   }
-  if (o.model_path.empty()) return Fail("-m MODEL is required");
+  if (o.engine.model.empty()) return Fail("-m MODEL is required");
   if (!o.concurrency.empty()) {
     ConcurrencyBenchOptions co;
     if (!ParseConcurrencyList(o.concurrency, &co.levels)) {
       return Fail("--concurrency: '" + o.concurrency +
                   "' is not a list of positive counts like 1,4,16,64");
     }
-    if (o.max_batched_tokens < 1 || o.kv_blocks < 0 || o.threads < 0) {
+    if (o.engine.max_num_batched_tokens < 1 || o.engine.kv_cache_blocks < 0 ||
+        o.engine.threads < 0) {
       return Fail("--max-batched-tokens must be >= 1, --kv-blocks and -t >= 0");
     }
-    co.model_path = o.model_path;
+    co.engine = o.engine;
     co.n_prompt = o.have_prompt ? o.n_prompt : 128;
     co.n_gen = o.have_gen ? o.n_gen : 64;
-    co.threads = o.threads;
-    co.max_num_batched_tokens = o.max_batched_tokens;
-    co.kv_blocks = o.kv_blocks;
     co.json = o.json;
     co.stop = o.stop;
-    co.kv_dtype = o.kv_dtype;
-    co.quantize = o.quantize;
     return RunConcurrencyBench(co);
   }
   if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.bw_mib < 1 || o.bw_mib > 16384) {
     return Fail("-p/-n must be >= 0, --reps >= 1, --bw-mib in [1, 16384]");
   }
   const auto tl0 = Clock::now();
-  auto resolved = hub::ResolveModel(o.model_path);  // file, HF folder or hub name
+  auto resolved = hub::ResolveModel(o.engine.model);  // file, HF folder or hub name
   if (!resolved.ok()) return Fail(resolved.status().message());
   auto loaded = model::Model::Load(
-      resolved->model_path, model::LoadOptions{.quantize = o.quantize, .threads = o.threads});
+      resolved->model_path,
+      model::LoadOptions{.quantize = o.engine.quantize, .threads = o.engine.threads});
   if (!loaded.ok()) return Fail(loaded.status().message());
   const double load_s = Seconds(tl0, Clock::now());
   model::Model& m = **loaded;
@@ -198,9 +193,9 @@ int RunBench(int argc, char** argv) {
   }
   const int64_t bs = model::kDefaultBlockSize;
   const int64_t max_pos = std::max(o.n_prompt, o.n_gen);
-  auto kv = m.CreateKvCache(std::max<int64_t>(1, (max_pos + bs - 1) / bs), bs, o.kv_dtype);
+  auto kv = m.CreateKvCache(std::max<int64_t>(1, (max_pos + bs - 1) / bs), bs, o.engine.kv_dtype);
   if (!kv.ok()) return Fail(kv.status().message());
-  ThreadPool pool(o.threads);
+  ThreadPool pool(o.engine.threads);
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(o.n_prompt);
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % c.n_vocab);
@@ -275,7 +270,7 @@ int RunBench(int argc, char** argv) {
   const double pp_peak_ratio =
       peak.int8_gops > 0 ? pp_tok_s * 2.0 * static_cast<double>(macs) / (peak.int8_gops * 1e9) : 0;
   if (o.json) {
-    nlohmann::json j = {{"model", o.model_path},
+    nlohmann::json j = {{"model", o.engine.model},
                         {"arch", c.arch},
                         {"threads", pool.num_threads()},
                         {"n_prompt", o.n_prompt},
@@ -297,7 +292,7 @@ int RunBench(int argc, char** argv) {
                         {"pp_int8_peak_ratio", pp_peak_ratio}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("model %s (%s), %d threads, load %.3f s, weights %.3f GB\n", o.model_path.c_str(),
+    std::printf("model %s (%s), %d threads, load %.3f s, weights %.3f GB\n", o.engine.model.c_str(),
                 c.arch.c_str(), pool.num_threads(), load_s, weight_bytes / 1e9);
     if (o.n_prompt > 0) {
       std::printf("pp%lld: %8.2f tok/s (median of %d); %.3f of the int8 peak %.1f G-op/s (%s)\n",

@@ -32,12 +32,8 @@
 #include <thread>
 #include <utility>
 
-#include "engine/engine_core.h"
-#include "engine/model_adapter.h"
-#include "engine/tokenizer_adapter.h"
-#include "hub/resolve.h"
+#include "engine/serving_engine.h"
 #include "model/model.h"
-#include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
 namespace tachyon::cli {
@@ -178,9 +174,9 @@ class Runner {
 
 // Fraction of the int8 compute roofline: 2 ops per matmul multiply-add of every token.
 double PeakRatio(double tok_s, uint64_t macs_per_token, const kernels::ComputePeak& peak) {
-  return peak.int8_gops > 0 ? tok_s * 2.0 * static_cast<double>(macs_per_token) /
-                                  (peak.int8_gops * 1e9)
-                            : 0;
+  return peak.int8_gops > 0
+             ? tok_s * 2.0 * static_cast<double>(macs_per_token) / (peak.int8_gops * 1e9)
+             : 0;
 }
 
 nlohmann::json ToJson(const LevelResult& r, const ConcurrencyBenchOptions& o,
@@ -228,51 +224,31 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   if (o.n_prompt < 1 || o.n_gen < 1) {
     return Fail("with --concurrency, -p and -n must be at least 1");
   }
-  const auto tl0 = Clock::now();
-  auto resolved = hub::ResolveModel(o.model_path);  // file, HF folder or hub name
-  if (!resolved.ok()) return Fail(resolved.status().message());
-  auto loaded = model::Model::Load(
-      resolved->model_path, model::LoadOptions{.quantize = o.quantize, .threads = o.threads});
-  if (!loaded.ok()) return Fail(loaded.status().message());
-  const double load_s = Seconds(tl0, Clock::now());
-  std::shared_ptr<model::Model> model(std::move(loaded).value());
-  const model::ModelConfig& c = model->config();
   const int max_level = *std::max_element(o.levels.begin(), o.levels.end());
-
-  engine::EngineConfig ec;
-  const int64_t bs = model::kDefaultBlockSize;
-  const int64_t per_request = (o.n_prompt + o.n_gen + bs - 1) / bs;
-  const int64_t num_blocks = o.kv_blocks > 0 ? o.kv_blocks : per_request * max_level;
-  if (num_blocks > (1 << 30)) return Fail("the KV pool would need too many blocks");
-  ec.kv.num_blocks = static_cast<int>(num_blocks);
-  ec.kv.block_size = static_cast<int>(bs);
-  ec.max_model_len = std::max<int64_t>(c.n_ctx_train, o.n_prompt + o.n_gen);
-  ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
-  ec.scheduler.max_num_seqs = max_level;
-  auto tok = tokenizer::Tokenizer::FromGguf(model->file());
-  if (tok.ok()) {
-    ec.detokenizer = std::make_shared<engine::TokenizerDetokenizer>(
-        std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value()));
-  } else {
-    std::fprintf(stderr, "tachyon bench: note: no tokenizer (%s): outputs are not detokenized\n",
-                 tok.status().message().c_str());
-  }
-  const int threads = o.threads > 0 ? o.threads : HardwareThreads();
+  // The engine as `tachyon serve` builds it: every request's context fits, and the KV pool
+  // holds the largest level at once (unless kv_cache_blocks says how many blocks).
+  engine::ServingOptions so = o.engine;
+  so.max_model_len = o.n_prompt + o.n_gen;
+  so.max_num_seqs = max_level;
+  so.require_tokenizer = false;  // random token ids need none; outputs are then not detokenized
+  auto built = engine::BuildServingEngine(so);
+  if (!built.ok()) return Fail(built.status().message());
+  engine::ServingEngine& se = *built;
+  const double load_s = se.load_seconds;
+  model::Model* model = se.model.get();
+  const model::ModelConfig& c = model->config();
+  engine::EngineCore* core = se.core.get();
+  const int64_t num_blocks = se.kv.num_blocks, bs = se.block_size;
+  const int threads = se.threads;
   // The int8 compute roofline, on as many threads as the engine gets, measured right before
   // and after each level (the mean of the two is the level's peak; the VM's compute rate
   // moves between minutes); one level's "after" is the next one's "before". Its pool sleeps
   // while the engine runs, and the engine's while it measures.
   ThreadPool peak_pool(threads);
   const uint64_t macs_per_token = model->matmul_macs_per_token();
-  auto executor = engine::ModelAdapter::Create(model, num_blocks, bs, threads, o.kv_dtype);
-  if (!executor.ok()) return Fail(executor.status().message());
-  auto core_or = engine::EngineCore::Create(ec, std::move(executor).value());
-  if (!core_or.ok()) return Fail(core_or.status().message());
-  engine::EngineCore* core = core_or->get();
-  const double kv_mib = static_cast<double>(num_blocks) *
-                        static_cast<double>(model->KvBytesPerBlock(bs, o.kv_dtype)) / 1048576;
+  const double kv_mib = static_cast<double>(se.kv.budget_bytes) / 1048576;
 
-  Runner runner(core, o, static_cast<int32_t>(c.n_vocab), ec.detokenizer != nullptr);
+  Runner runner(core, o, static_cast<int32_t>(c.n_vocab), se.tokenizer != nullptr);
   // Warm-up (pages the weights in, sizes the buffers); not reported.
   if (auto w = runner.Level(1, std::min<int64_t>(o.n_gen, 4)); !w.ok()) {
     return Fail(w.status().message());
@@ -282,17 +258,17 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
     std::printf(
         "model %s (%s), %d threads, load %.3f s; KV pool %lld blocks of %lld (%.0f MiB);"
         " %lld prompt + %lld generated tokens per request, token budget %lld\n",
-        o.model_path.c_str(), c.arch.c_str(), threads, load_s, static_cast<long long>(num_blocks),
+        o.engine.model.c_str(), c.arch.c_str(), threads, load_s, static_cast<long long>(num_blocks),
         static_cast<long long>(bs), kv_mib, static_cast<long long>(o.n_prompt),
-        static_cast<long long>(o.n_gen), static_cast<long long>(o.max_num_batched_tokens));
+        static_cast<long long>(o.n_gen), static_cast<long long>(so.max_num_batched_tokens));
     std::printf(
         "int8 compute peak %.1f G-op/s at the start (%s, %d threads; re-measured around each "
         "level for dec/peak); %.2f M multiply-adds per token\n",
         before.int8_gops, before.int8_instr.c_str(), threads,
         static_cast<double>(macs_per_token) / 1e6);
-    std::printf("%5s %10s %10s %8s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc",
-                "agg tok/s", "dec tok/s", "dec/peak", "req tok/s", "TTFT p50", "TTFT p99",
-                "TPOT p50", "TPOT p99", "steps", "preempt", "fwd%", "samp%", "detok%");
+    std::printf("%5s %10s %10s %8s %10s %9s %9s %9s %9s %6s %7s %6s %6s %6s\n", "conc", "agg tok/s",
+                "dec tok/s", "dec/peak", "req tok/s", "TTFT p50", "TTFT p99", "TPOT p50",
+                "TPOT p99", "steps", "preempt", "fwd%", "samp%", "detok%");
     std::fflush(stdout);
   }
   nlohmann::json all = nlohmann::json::array();

@@ -6,23 +6,21 @@
 #include <string>
 #include <vector>
 
-#include "model/model.h"
+#include "engine/serving_engine.h"
 
 namespace tachyon::cli {
 
 struct ConcurrencyBenchOptions {
-  std::string model_path;
-  std::vector<int> levels;                // concurrency levels, run in this order
-  int64_t n_prompt = 128;                 // prompt tokens per request (random ids)
-  int64_t n_gen = 64;                     // generated tokens per request (ignore_eos)
-  int threads = 0;                        // <= 0: all hardware threads
-  int64_t max_num_batched_tokens = 2048;  // engine token budget per step
-  int64_t kv_blocks = 0;                  // <= 0: enough for the largest level at once
-  std::vector<std::string> stop;          // stop strings given to every request (their
-                                          // matching cost shows in detokenize_s)
+  // The engine, built as `tachyon serve` builds it. RunConcurrencyBench sets max_model_len
+  // (n_prompt + n_gen), max_num_seqs (the largest level) and require_tokenizer (false);
+  // kv_cache_blocks > 0 gives the pool exactly that many blocks.
+  engine::ServingOptions engine;
+  std::vector<int> levels;        // concurrency levels, run in this order
+  int64_t n_prompt = 128;         // prompt tokens per request (random ids)
+  int64_t n_gen = 64;             // generated tokens per request (ignore_eos)
+  std::vector<std::string> stop;  // stop strings given to every request (their matching cost
+                                  // shows in detokenize_s)
   bool json = false;
-  model::KvDtype kv_dtype = model::kDefaultKvDtype;
-  std::string quantize;  // quantize float weights at load ("" keeps them)
 };
 
 // Runs every level and prints the table (or a JSON list); returns the exit code.

@@ -1,6 +1,7 @@
 // tachyon run -m MODEL -p PROMPT [-n N] [sampling options] [-t THREADS] [-c CTX]
-// Generates text for one prompt through the serving engine (EngineCore: the same scheduler,
-// sampler, stop checks and incremental detokenizer as `tachyon serve`) and streams it to
+// Generates text for one prompt through the serving engine (engine::BuildServingEngine, as
+// `tachyon serve`: the same scheduler, sampler, stop checks, EOS ids and incremental
+// detokenizer, with one sequence) and streams it to
 // stdout as it is produced; stops after N tokens, at an end-of-generation token (unless
 // --ignore-eos), at a --stop string or at the end of the context. Greedy when --temp 0.
 // Timing goes to stderr.
@@ -14,13 +15,8 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "engine/engine_core.h"
-#include "engine/model_adapter.h"
-#include "engine/tokenizer_adapter.h"
-#include "hub/resolve.h"
+#include "engine/serving_engine.h"
 #include "kernels/attention.h"
-#include "kv/kv_cache_manager.h"
-#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::cli {
@@ -66,13 +62,18 @@ bool ParseFloat(const char* s, float* out) {
 }
 
 struct RunOptions {
-  std::string model_path, prompt;
+  RunOptions() {
+    // One sequence; prefill in chunks of 512 tokens; the KV pool sized as for serving. A
+    // context of N positions yields up to N predicted tokens: the token sampled from the last
+    // position needs no KV of its own, so a sequence may hold N + 1 tokens (as llama2.c).
+    engine.max_num_batched_tokens = 512;
+    engine.max_num_seqs = 1;
+    engine.context_extra_tokens = 1;
+  }
+  engine::ServingOptions engine;
+  std::string prompt;
   bool have_prompt = false;
   int64_t n_predict = 128;
-  int64_t threads = 0;
-  int64_t ctx = 0;
-  model::KvDtype kv_dtype = model::kDefaultKvDtype;
-  std::string quantize;
   sampling::SamplingParams params;
 };
 
@@ -102,18 +103,18 @@ int ParseArgs(int argc, char** argv, RunOptions* o) {
     const bool is_int = ParseInt(v, &n), is_float = ParseFloat(v, &f);
     auto bad = [&](const char* what) { return Fail(a + ": '" + v + "' is not " + what); };
     if (a == "-m" || a == "--model") {
-      o->model_path = v;
+      o->engine.model = v;
     } else if (a == "-p" || a == "--prompt") {
       o->prompt = v;
       o->have_prompt = true;
     } else if (a == "--kv-cache-dtype") {
       auto dtype = kernels::ParseKvDtype(v);
       if (!dtype.ok()) return bad("f16, bf16, q8_0 or f32");
-      o->kv_dtype = *dtype;
+      o->engine.kv_dtype = *dtype;
     } else if (a == "--quantize") {
       if (std::string q = v; q != "q8_0" && q != "q4_0" && q != "q4_k")
         return bad("q8_0, q4_0 or q4_k");
-      o->quantize = v;
+      o->engine.quantize = v;
     } else if (a == "--stop") {
       p.stop.emplace_back(v);
     } else if (a == "-n" || a == "--n-predict") {
@@ -121,10 +122,10 @@ int ParseArgs(int argc, char** argv, RunOptions* o) {
       o->n_predict = n;
     } else if (a == "-t" || a == "--threads") {
       if (!is_int || n < 0 || n > 1024) return bad("a thread count");
-      o->threads = n;
+      o->engine.threads = static_cast<int>(n);
     } else if (a == "-c" || a == "--ctx-size") {
       if (!is_int || n < 0 || n > (1 << 24)) return bad("a context length");
-      o->ctx = n;
+      o->engine.max_model_len = n;  // 0: the model's, lowered to fit the KV budget
     } else if (a == "--top-k") {
       if (!is_int || n > (1 << 30)) return bad("an integer");
       p.top_k = static_cast<int>(n);
@@ -154,7 +155,7 @@ int ParseArgs(int argc, char** argv, RunOptions* o) {
       return Fail("unknown argument '" + a + "'");
     }
   }
-  if (o->model_path.empty() || !o->have_prompt) {
+  if (o->engine.model.empty() || !o->have_prompt) {
     std::fputs(kUsage, stderr);
     return Fail("-m and -p are required");
   }
@@ -165,20 +166,15 @@ int RunRun(int argc, char** argv) {
   RunOptions o;
   if (int rc = ParseArgs(argc, argv, &o); rc != 0) return rc < 0 ? 0 : rc;
 
-  auto resolved = hub::ResolveModel(o.model_path);  // file, HF folder or hub name
-  if (!resolved.ok()) return Fail(resolved.status().message());
-  auto loaded = model::Model::Load(
-      resolved->model_path,
-      model::LoadOptions{.quantize = o.quantize, .threads = static_cast<int>(o.threads)});
-  if (!loaded.ok()) return Fail(loaded.status().message());
-  std::shared_ptr<model::Model> model(std::move(loaded).value());
-  auto tok_or = tokenizer::Tokenizer::FromGguf(model->file());
-  if (!tok_or.ok()) return Fail(tok_or.status().message());
-  std::shared_ptr<const tokenizer::Tokenizer> tok(std::move(tok_or).value());
+  auto built = engine::BuildServingEngine(o.engine);
+  if (!built.ok()) return Fail(built.status().message());
+  engine::ServingEngine& se = *built;
+  const tokenizer::Tokenizer& tok = *se.tokenizer;
 
-  std::vector<int32_t> ids = tok->Encode(o.prompt);
-  if (ids.empty()) ids.push_back(std::max<int32_t>(0, tok->bos_id()));
-  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::max<int64_t>(model->config().n_ctx_train, 1);
+  std::vector<int32_t> ids = tok.Encode(o.prompt);
+  if (ids.empty()) ids.push_back(std::max<int32_t>(0, tok.bos_id()));
+  const int64_t max_len = se.kv.max_model_len;  // the context + 1
+  const int64_t n_ctx = max_len - 1;
   const int64_t n_prompt = static_cast<int64_t>(ids.size());
   if (n_prompt >= n_ctx) {
     return Fail("prompt of " + std::to_string(n_prompt) + " tokens does not fit the context of " +
@@ -188,32 +184,10 @@ int RunRun(int argc, char** argv) {
     std::fputc('\n', stdout);
     return 0;
   }
-  // A context of n_ctx positions yields n_ctx predicted tokens: the token sampled from the last
-  // position needs no KV of its own, so a sequence may hold n_ctx + 1 tokens (as llama2.c).
-  const int64_t max_len = n_ctx + 1;
   const int64_t room = max_len - n_prompt;
   o.params.max_tokens =
       static_cast<int>(o.n_predict < 0 ? room : std::min<int64_t>(o.n_predict, room));
-
-  engine::EngineConfig ec;
-  const int64_t bs = model::kDefaultBlockSize;
-  ec.kv.block_size = static_cast<int>(bs);
-  ec.kv.num_blocks = static_cast<int>((n_prompt + o.params.max_tokens + bs - 1) / bs);
-  ec.max_model_len = max_len;
-  ec.scheduler.max_num_batched_tokens = 512;  // prefill in chunks of 512 tokens
-  ec.scheduler.max_num_seqs = 1;
-  ec.eos_token_ids = tok->EogIds();
-  for (int32_t id : resolved->generation.eos_token_ids) {  // generation_config.json
-    if (std::find(ec.eos_token_ids.begin(), ec.eos_token_ids.end(), id) == ec.eos_token_ids.end()) {
-      ec.eos_token_ids.push_back(id);
-    }
-  }
-  ec.detokenizer = std::make_shared<engine::TokenizerDetokenizer>(tok);
-  auto executor = engine::ModelAdapter::Create(model, ec.kv.num_blocks, bs,
-                                               static_cast<int>(o.threads), o.kv_dtype);
-  if (!executor.ok()) return Fail(executor.status().message());
-  auto core = engine::EngineCore::Create(ec, std::move(executor).value());
-  if (!core.ok()) return Fail(core.status().message());
+  engine::EngineCore* core = se.core.get();
 
   engine::EngineRequest req;
   req.prompt_tokens = ids;
@@ -223,7 +197,7 @@ int RunRun(int argc, char** argv) {
   // stream's notifier) ends the prompt phase.
   std::atomic<int64_t> first_ns{-1};
   const auto t0 = Clock::now();
-  auto stream = (*core)->AddRequest(std::move(req), [&first_ns, t0] {
+  auto stream = core->AddRequest(std::move(req), [&first_ns, t0] {
     if (first_ns.load(std::memory_order_relaxed) < 0) {
       first_ns.store((Clock::now() - t0).count(), std::memory_order_relaxed);
     }
@@ -243,12 +217,12 @@ int RunRun(int argc, char** argv) {
   }
   std::fputc('\n', stdout);
   const auto t2 = Clock::now();
-  (*core)->Stop();  // joins the engine thread: its notifier calls are done
+  core->Stop();  // joins the engine thread: its notifier calls are done
   const Clock::time_point t_first =
       first_ns.load() < 0 ? t2 : t0 + Clock::duration(first_ns.load());
   if (reason == engine::FinishReason::kError) return Fail(error.message());
   // An end-of-generation token is not part of the output; count only the printed tokens.
-  if (reason == engine::FinishReason::kStop && !o.params.ignore_eos && tok->IsEog(last_token)) {
+  if (reason == engine::FinishReason::kStop && !o.params.ignore_eos && tok.IsEog(last_token)) {
     --n_gen;
   }
   const double pp_s = std::chrono::duration<double>(t_first - t0).count();

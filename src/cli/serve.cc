@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "cli/command.h"
-#include "hub/resolve.h"
+#include "engine/serving_engine.h"
 #include "kernels/attention.h"
 #include "server/api.h"
 #include "server/engine_backend.h"
@@ -21,15 +21,14 @@
 namespace tachyon::cli {
 namespace {
 
-using server::EngineBackendOptions;
 using server::HttpServerOptions;
 
 struct ServeOptions {
-  EngineBackendOptions engine;
+  engine::ServingOptions engine;
+  int max_queue = 1024;
   HttpServerOptions http;
   std::string api_key;
   std::string tool_call_parser = "auto";
-  bool use_generation_config = true;
   double shutdown_timeout_s = 30;
 };
 
@@ -49,7 +48,10 @@ void PrintServeUsage() {
       "                               template), hermes, llama3, mistral or none (default auto)\n"
       "  --threads N                  compute threads (default: all hardware threads)\n"
       "  --kv-cache-memory SIZE       KV cache budget, e.g. 512M, 2G (default: enough for\n"
-      "                               max-num-seqs full contexts, at most 4G)\n"
+      "                               max-num-seqs full contexts, at most the fraction below\n"
+      "                               of the memory available after the weights)\n"
+      "  --kv-cache-memory-fraction F share of the available memory the KV cache may take\n"
+      "                               by default, in (0, 1] (default 0.5)\n"
       "  --kv-cache-dtype TYPE        KV cache storage: f16 (default), bf16, q8_0 or f32\n"
       "  --quantize TYPE              quantize float weights at load: q8_0, q4_0 or q4_k\n"
       "  --no-generation-config       ignore the model folder's generation_config.json (its\n"
@@ -57,7 +59,8 @@ void PrintServeUsage() {
       "  --max-num-batched-tokens N   tokens per engine step (default 2048)\n"
       "  --max-num-seqs N             requests generating at once (default 64)\n"
       "  --max-queue N                requests waiting beyond those; more get 429 (default 1024)\n"
-      "  --max-model-len N            context length (default: the model's)\n"
+      "  --max-model-len N            context length (default: the model's, lowered to what\n"
+      "                               the KV cache holds)\n"
       "  --no-prefix-caching          disable prefix caching\n"
       "  --scheduling-policy P        fcfs (default) or priority (the request's `priority`,\n"
       "                               lower first, orders admission and preemption)\n"
@@ -111,7 +114,7 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
       continue;
     }
     if (a == "--no-generation-config") {
-      o->use_generation_config = false;
+      o->engine.use_generation_config = false;
       continue;
     }
     if (i + 1 >= argc) {
@@ -126,7 +129,7 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
       return 2;
     };
     if (a == "-m" || a == "--model")
-      o->engine.model_path = v;
+      o->engine.model = v;
     else if (a == "--host")
       o->http.host = v;
     else if (a == "--port") {
@@ -149,6 +152,11 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
     } else if (a == "--kv-cache-memory") {
       if (!ParseSize(v, &n)) return bad("a size like 512M");
       o->engine.kv_cache_bytes = n;
+    } else if (a == "--kv-cache-memory-fraction") {
+      char* end = nullptr;
+      const double f = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(f > 0 && f <= 1)) return bad("a fraction in (0, 1]");
+      o->engine.kv_memory_fraction = f;
     } else if (a == "--quantize") {
       if (std::string q = v; q != "q8_0" && q != "q4_0" && q != "q4_k")
         return bad("q8_0, q4_0 or q4_k");
@@ -168,7 +176,7 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
       o->engine.max_num_seqs = static_cast<int>(n);
     } else if (a == "--max-queue") {
       if (!ParseInt(v, 0, 1 << 20, &n)) return bad("a count");
-      o->engine.max_queue = static_cast<int>(n);
+      o->max_queue = static_cast<int>(n);
     } else if (a == "--max-model-len") {
       if (!ParseInt(v, 1, 1 << 24, &n)) return bad("a token count");
       o->engine.max_model_len = n;
@@ -186,41 +194,11 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
       return 2;
     }
   }
-  if (o->engine.model_path.empty()) {
+  if (o->engine.model.empty()) {
     std::fprintf(stderr, "tachyon serve: error: -m MODEL is required (see --help)\n");
     return 2;
   }
   return 0;
-}
-
-// The publisher's generation_config.json: sampling defaults for parameters a request leaves
-// unset (OpenAI's defaults otherwise), and extra end-of-generation ids. Logs what it applies.
-server::SamplingDefaults ApplyGenerationConfig(const hub::GenerationDefaults& g,
-                                               server::EngineBackendOptions* engine) {
-  server::SamplingDefaults d;
-  std::string applied;
-  auto note = [&](const char* name, double v) {
-    applied += std::string(applied.empty() ? "" : ", ") + name + "=" + std::to_string(v);
-  };
-  if (g.do_sample.has_value() && !*g.do_sample) {
-    d.temperature = 0;
-    applied = "greedy (do_sample=false)";
-  } else if (g.temperature && *g.temperature >= 0 && *g.temperature <= 2) {
-    d.temperature = *g.temperature;
-    note("temperature", d.temperature);
-  }
-  if (g.top_p && *g.top_p > 0 && *g.top_p <= 1) note("top_p", d.top_p = *g.top_p);
-  if (g.top_k && *g.top_k > 0) note("top_k", d.top_k = *g.top_k);
-  if (g.min_p && *g.min_p >= 0 && *g.min_p <= 1) note("min_p", d.min_p = *g.min_p);
-  if (g.repetition_penalty && *g.repetition_penalty > 0 && *g.repetition_penalty <= 10) {
-    note("repetition_penalty", d.repetition_penalty = *g.repetition_penalty);
-  }
-  if (g.max_new_tokens && *g.max_new_tokens > 0) {
-    note("max_tokens", d.max_tokens = *g.max_new_tokens);
-  }
-  engine->extra_eos_token_ids = g.eos_token_ids;
-  if (!applied.empty()) TLOG(INFO) << "generation_config.json defaults: " << applied;
-  return d;
 }
 
 template <class Pred>
@@ -244,28 +222,25 @@ int RunServe(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  TLOG(INFO) << "loading " << o.engine.model_path;
-  auto resolved = hub::ResolveModel(o.engine.model_path);
-  if (!resolved.ok()) {
-    std::fprintf(stderr, "tachyon serve: error: %s\n", resolved.status().ToString().c_str());
+  TLOG(INFO) << "loading " << o.engine.model;
+  auto built = engine::BuildServingEngine(o.engine);
+  if (!built.ok()) {
+    std::fprintf(stderr, "tachyon serve: error: %s\n", built.status().ToString().c_str());
     return 1;
   }
-  o.engine.model_path = resolved->model_path;
-  if (o.engine.served_name.empty()) o.engine.served_name = resolved->name;
-  server::SamplingDefaults defaults;
-  if (o.use_generation_config) {
-    defaults = ApplyGenerationConfig(resolved->generation, &o.engine);
-  }
-  auto backend = server::EngineBackend::Create(o.engine);
+  auto backend = server::EngineBackend::Create(std::move(built).value(), o.max_queue);
   if (!backend.ok()) {
     std::fprintf(stderr, "tachyon serve: error: %s\n", backend.status().ToString().c_str());
     return 1;
   }
   TLOG(INFO) << (*backend)->Summary();
+  if (!(*backend)->generation_config_note().empty()) {
+    TLOG(INFO) << "generation_config.json defaults: " << (*backend)->generation_config_note();
+  }
   server::ApiOptions api_options;
   api_options.served_model_names = {(*backend)->Info().name};
   api_options.api_key = o.api_key;
-  api_options.sampling_defaults = defaults;
+  api_options.sampling_defaults = (*backend)->sampling_defaults();
   api_options.tool_call_format =
       o.tool_call_parser == "auto"
           ? server::DetectToolCallFormat((*backend)->chat_template_source())

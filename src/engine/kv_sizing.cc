@@ -24,7 +24,8 @@ int64_t SatMul(int64_t a, int64_t b) {
 }  // namespace
 
 Result<KvSizing> SizeKvCache(const KvSizingInput& in) {
-  if (in.bytes_per_block <= 0 || in.block_size <= 0 || in.max_num_seqs <= 0) {
+  if (in.bytes_per_block <= 0 || in.block_size <= 0 || in.max_num_seqs <= 0 ||
+      in.extra_tokens < 0) {
     return InvalidArgument("KV sizing needs positive bytes per block, block size and sequences");
   }
   if (!(in.memory_fraction > 0 && in.memory_fraction <= 1)) {
@@ -32,9 +33,10 @@ Result<KvSizing> SizeKvCache(const KvSizingInput& in) {
                            std::to_string(in.memory_fraction));
   }
   const bool explicit_len = in.max_model_len > 0;
-  const int64_t wanted = explicit_len
-                             ? in.max_model_len
-                             : (in.trained_context > 0 ? in.trained_context : kFallbackContext);
+  const int64_t base = explicit_len
+                           ? in.max_model_len
+                           : (in.trained_context > 0 ? in.trained_context : kFallbackContext);
+  const int64_t wanted = base + in.extra_tokens;
   const int64_t blocks_per_seq = (wanted + in.block_size - 1) / in.block_size;
   const int64_t full = SatMul(SatMul(blocks_per_seq, in.max_num_seqs), in.bytes_per_block);
 

@@ -36,6 +36,7 @@ struct KvSizingInput {
   int64_t block_size = 16;      // tokens per block (> 0)
   int64_t trained_context = 0;  // the model's context_length; <= 0: unknown
   int64_t max_model_len = 0;    // > 0: explicit (--max-model-len); never lowered
+  int64_t extra_tokens = 0;     // added to the context, explicit or trained (>= 0)
   int max_num_seqs = 1;         // sequences generating at once (> 0)
   int64_t explicit_bytes = 0;   // > 0: the pool budget (--kv-cache-memory)
   int64_t explicit_blocks = 0;  // > 0: exactly this many blocks (wins over explicit_bytes)

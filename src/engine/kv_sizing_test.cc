@@ -42,7 +42,7 @@ TEST(KvSizingTest, BudgetIsAFractionOfTheMemoryLeftAfterTheWeights) {
 
 TEST(KvSizingTest, LowersTheTrainedContextToWhatFits) {
   KvSizingInput in = Base();
-  in.trained_context = 131072;  // 8192 blocks = 8 GiB per sequence
+  in.trained_context = 131072;               // 8192 blocks = 8 GiB per sequence
   in.available_bytes = 4 * kGiB + 2 * kGiB;  // 1 GiB budget = 1024 blocks
   auto s = SizeKvCache(in);
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -73,7 +73,7 @@ TEST(KvSizingTest, ExplicitBudgetWinsOverMemoryAndContexts) {
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->num_blocks, 2048);
   EXPECT_EQ(s->budget_bytes, 2 * kGiB);
-  in.available_bytes = 0;  // unknown memory does not matter either
+  in.available_bytes = 0;          // unknown memory does not matter either
   in.explicit_bytes = 100 * kMiB;  // below one context: lowered to 1600 tokens
   s = SizeKvCache(in);
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -96,7 +96,7 @@ TEST(KvSizingTest, ExplicitBlockCountWins) {
 
 TEST(KvSizingTest, ExplicitMaxModelLenThatDoesNotFitIsAnErrorNamingTheFlag) {
   KvSizingInput in = Base();
-  in.max_model_len = 8192;    // 512 blocks
+  in.max_model_len = 8192;         // 512 blocks
   in.explicit_bytes = 300 * kMiB;  // 300 blocks
   auto s = SizeKvCache(in);
   ASSERT_FALSE(s.ok());
@@ -109,6 +109,21 @@ TEST(KvSizingTest, ExplicitMaxModelLenThatDoesNotFitIsAnErrorNamingTheFlag) {
   EXPECT_EQ(s->max_model_len, 8192);
   EXPECT_EQ(s->num_blocks, 4 * 512);
   EXPECT_FALSE(s->lowered);
+}
+
+TEST(KvSizingTest, ExtraTokensExtendTheContext) {
+  KvSizingInput in = Base();
+  in.extra_tokens = 1;
+  auto s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->max_model_len, 4097);
+  EXPECT_EQ(s->num_blocks, 4 * 257);
+  in.max_model_len = 100;
+  s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->max_model_len, 101);
+  in.extra_tokens = -1;
+  EXPECT_FALSE(SizeKvCache(in).ok());
 }
 
 TEST(KvSizingTest, UnknownMemoryAndContextUseTheFallbacks) {

@@ -26,8 +26,9 @@ Result<std::string> ReadTemplateFile(const std::string& path) {
 }
 
 // The publisher's generation_config.json: defaults for sampling parameters a request leaves
-// unset (out-of-range values are ignored). Logs what it applies.
-SamplingDefaults DefaultsFromGenerationConfig(const hub::GenerationDefaults& g) {
+// unset (out-of-range values are ignored); `applied` lists them ("" for none).
+SamplingDefaults DefaultsFromGenerationConfig(const hub::GenerationDefaults& g,
+                                              std::string* applied_out) {
   SamplingDefaults d;
   std::string applied;
   auto note = [&](const char* name, double v) {
@@ -49,7 +50,7 @@ SamplingDefaults DefaultsFromGenerationConfig(const hub::GenerationDefaults& g) 
   if (g.max_new_tokens && *g.max_new_tokens > 0) {
     note("max_tokens", d.max_tokens = *g.max_new_tokens);
   }
-  if (!applied.empty()) TLOG(INFO) << "generation_config.json defaults: " << applied;
+  *applied_out = applied;
   return d;
 }
 
@@ -107,7 +108,8 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
 
   std::vector<int32_t> extra_eos;
   if (o.use_generation_config) {
-    se.sampling_defaults = DefaultsFromGenerationConfig(resolved.generation);
+    se.sampling_defaults =
+        DefaultsFromGenerationConfig(resolved.generation, &se.generation_config_note);
     extra_eos = resolved.generation.eos_token_ids;
   }
   se.eos_token_ids = MergeEosIds(se.tokenizer ? se.tokenizer->EogIds() : std::vector<int32_t>{},
@@ -117,17 +119,18 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
     return st.WithContext("--kv-cache-dtype");
   }
   se.block_size = model::kDefaultBlockSize;
-  KvSizingInput in;
-  in.bytes_per_block = static_cast<int64_t>(se.model->KvBytesPerBlock(se.block_size, o.kv_dtype));
-  in.block_size = se.block_size;
-  in.trained_context = cfg.n_ctx_train;
-  in.max_model_len = o.max_model_len;
-  in.max_num_seqs = o.max_num_seqs;
-  in.explicit_bytes = o.kv_cache_bytes;
-  in.explicit_blocks = o.kv_cache_blocks;
-  in.available_bytes = available;
-  in.weight_bytes = static_cast<int64_t>(se.model->weight_bytes());
-  in.memory_fraction = o.kv_memory_fraction;
+  const KvSizingInput in{
+      .bytes_per_block = static_cast<int64_t>(se.model->KvBytesPerBlock(se.block_size, o.kv_dtype)),
+      .block_size = se.block_size,
+      .trained_context = cfg.n_ctx_train,
+      .max_model_len = o.max_model_len,
+      .extra_tokens = o.context_extra_tokens,
+      .max_num_seqs = o.max_num_seqs,
+      .explicit_bytes = o.kv_cache_bytes,
+      .explicit_blocks = o.kv_cache_blocks,
+      .available_bytes = available,
+      .weight_bytes = static_cast<int64_t>(se.model->weight_bytes()),
+      .memory_fraction = o.kv_memory_fraction};
   ASSIGN_OR_RETURN(se.kv, SizeKvCache(in));
   if (se.kv.lowered) {
     TLOG(WARN) << "max-model-len lowered from the model's " << cfg.n_ctx_train << " to "

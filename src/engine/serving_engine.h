@@ -12,8 +12,8 @@
 //   SizeKvCache (kv_sizing.h)           KV blocks and the served context length
 //   EngineConfig -> ModelAdapter -> EngineCore (its thread is running on return)
 //
-// Logs one line when the context is lowered to fit the KV budget, and one with the
-// generation_config.json defaults it applies. Errors name the file, field or flag.
+// Logs one line when the context is lowered to fit the KV budget. Errors name the file,
+// field or flag.
 // Thread-safety: BuildServingEngine may run on any thread; the result is as EngineCore.
 #pragma once
 
@@ -26,6 +26,7 @@
 #include "chat/chat_template.h"
 #include "engine/engine_core.h"
 #include "engine/kv_sizing.h"
+#include "engine/sampling_defaults.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -42,8 +43,11 @@ struct ServingOptions {
   model::KvDtype kv_dtype = model::kDefaultKvDtype;  // --kv-cache-dtype
   int64_t kv_cache_bytes = 0;                        // --kv-cache-memory: > 0 sets the KV budget
   double kv_memory_fraction = kDefaultKvMemoryFraction;  // --kv-cache-memory-fraction
-  int64_t kv_cache_blocks = 0;            // > 0: exactly this many KV blocks (bench --kv-blocks)
-  int64_t max_model_len = 0;              // --max-model-len; 0: the model's (lowered to fit)
+  int64_t kv_cache_blocks = 0;  // > 0: exactly this many KV blocks (bench --kv-blocks)
+  int64_t max_model_len = 0;    // --max-model-len; 0: the model's (lowered to fit)
+  // Tokens a sequence may hold beyond that context (run: 1, so that a context of N positions
+  // yields up to N predicted tokens, as llama2.c: the last sampled token needs no KV).
+  int64_t context_extra_tokens = 0;
   int64_t max_num_batched_tokens = 2048;  // --max-num-batched-tokens
   int max_num_seqs = 64;                  // --max-num-seqs
   bool enable_prefix_caching = true;      // --no-prefix-caching
@@ -52,24 +56,14 @@ struct ServingOptions {
   bool require_tokenizer = true;  // false: a model without one runs (no text, no stop strings)
 };
 
-// Values for sampling parameters a request leaves unset: OpenAI's defaults, or the model's
-// generation_config.json.
-struct SamplingDefaults {
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int top_k = 0;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  int max_tokens = 0;  // > 0: default max_tokens (capped by the context); 0: rest of the context
-};
-
 struct ServingEngine {
   std::string name;  // served name: ServingOptions::served_name, else the resolved model's
   std::shared_ptr<model::Model> model;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;  // null only without require_tokenizer
   std::optional<chat::ChatTemplate> chat_template;        // none when the model has none
   std::string chat_template_source;
-  SamplingDefaults sampling_defaults;
+  SamplingDefaults sampling_defaults;  // from generation_config.json (OpenAI's otherwise)
+  std::string generation_config_note;  // the defaults taken from it, "name=value, ..." or ""
   std::vector<int32_t> eos_token_ids;  // as given to the engine
   KvSizing kv;                         // kv.max_model_len is the context served
   int64_t block_size = 0;

@@ -12,43 +12,19 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 
-#include "chat/chat_template.h"
-#include "engine/engine_core.h"
-#include "model/kv_cache.h"
+#include "engine/serving_engine.h"
 #include "server/backend.h"
-#include "tokenizer/tokenizer.h"
 
 namespace tachyon::server {
 
-struct EngineBackendOptions {
-  std::string model_path;  // a GGUF file or a Hugging Face folder (as hub::ResolveModel gives)
-  std::string chat_template_path;  // Jinja file or tokenizer_config.json; "" = the model's
-  std::string served_name;         // "" = the model file's stem
-  int threads = 0;                 // compute threads; <= 0: one per hardware thread
-  int64_t kv_cache_bytes = 0;      // KV pool budget; 0: enough for max_num_seqs full contexts,
-                                   // capped at 4 GiB
-  int64_t max_num_batched_tokens = 2048;
-  int max_num_seqs = 64;
-  int max_queue = 1024;
-  int64_t max_model_len = 0;  // 0: the model's training context
-  bool enable_prefix_caching = true;
-  // Requests' `priority` orders admission and preemption (else first come, first served).
-  bool priority_scheduling = false;
-  model::KvDtype kv_dtype = model::kDefaultKvDtype;
-  // Quantize float matrices at load: "" keeps the stored types; q8_0, q4_0 or q4_k.
-  std::string quantize;
-  // End-of-generation ids besides the tokenizer's (e.g. generation_config.json's eos_token_id).
-  std::vector<int32_t> extra_eos_token_ids;
-};
-
 class EngineBackend : public GenerationBackend {
  public:
-  // Loads the model, tokenizer and chat template and starts the engine thread. Errors name the
-  // file and what is wrong with it.
-  static Result<std::unique_ptr<EngineBackend>> Create(const EngineBackendOptions& options);
+  // Serves `engine` (from engine::BuildServingEngine, its thread running), taking at most
+  // max_num_seqs + max_queue sequences at once. Errors: InvalidArgument when the engine has
+  // no tokenizer.
+  static Result<std::unique_ptr<EngineBackend>> Create(engine::ServingEngine engine, int max_queue);
   ~EngineBackend() override;
 
   const ModelInfo& Info() const override { return info_; }
@@ -64,19 +40,18 @@ class EngineBackend : public GenerationBackend {
   // Stops the engine: live requests finish with kAbort, later Submits get Unavailable.
   void Shutdown();
   // One line describing the loaded model and engine sizes (for the startup log).
-  const std::string& Summary() const { return summary_; }
+  const std::string& Summary() const { return se_.summary; }
   // The chat template's source text ("" when the model has none).
-  const std::string& chat_template_source() const { return template_source_; }
+  const std::string& chat_template_source() const { return se_.chat_template_source; }
+  const engine::SamplingDefaults& sampling_defaults() const { return se_.sampling_defaults; }
+  const std::string& generation_config_note() const { return se_.generation_config_note; }
 
  private:
-  EngineBackend() = default;
+  explicit EngineBackend(engine::ServingEngine engine) : se_(std::move(engine)) {}
 
+  engine::ServingEngine se_;  // its tokenizer is never null (require_tokenizer)
   ModelInfo info_;
-  EngineBackendOptions options_;
-  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
-  std::optional<chat::ChatTemplate> template_;
-  std::string template_source_;
-  std::unique_ptr<engine::EngineCore> core_;
+  int64_t max_live_ = 0;  // max_num_seqs + max_queue
   std::shared_ptr<std::atomic<int64_t>> live_ = std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<int64_t> prompt_tokens_{0};
   std::atomic<bool> ready_{false};

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/sampling_defaults.h"
 #include "server/backend.h"
 #include "util/status.h"
 
@@ -51,15 +52,8 @@ class ApiResult {
 };
 
 // Values the server uses for parameters a request leaves unset (OpenAI's defaults, or the
-// model's generation_config.json).
-struct SamplingDefaults {
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int top_k = 0;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  int max_tokens = 0;  // > 0: default max_tokens (capped by the context); 0: rest of the context
-};
+// model's generation_config.json): the engine's own struct.
+using SamplingDefaults = engine::SamplingDefaults;
 
 // Options shared by both endpoints.
 struct CommonParams {
