@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdio>
 #include <future>
+#include <iterator>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -31,14 +33,20 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   HttpHandler handler;
   std::atomic<bool> draining{false};
-  std::atomic<size_t> connections{0};
+  std::atomic<size_t> connections{0};  // sessions alive (checked against max_connections)
+  ConnectionMetrics own_metrics;
+  ConnectionMetrics* metrics = &own_metrics;
   int port = 0;
   bool running = false;
   net::io_context ioc;
   std::optional<tcp::acceptor> acceptor;
+  std::optional<net::steady_timer> accept_retry;  // on the acceptor's strand
+  std::string refuse_response;                    // the whole 503 of Refuse()
   std::vector<std::thread> threads;
 
   void Accept();
+  // Answers a fixed 503 on a connection over the limit and closes it, without a session.
+  void Refuse(tcp::socket& socket);
 };
 
 namespace {
@@ -69,10 +77,14 @@ class Channel : public ResponseChannel, public std::enable_shared_from_this<Chan
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, HttpServer::Impl* server)
-      : stream_(std::move(socket)), server_(server) {
+      : stream_(std::move(socket)), timer_(stream_.get_executor()), server_(server) {
     server_->connections++;
+    server_->metrics->Opened();
   }
-  ~Session() { server_->connections--; }
+  ~Session() {
+    server_->connections--;
+    server_->metrics->Closed();
+  }
 
   net::any_io_executor executor() { return stream_.get_executor(); }
   void Run() {
@@ -143,31 +155,101 @@ class Session : public std::enable_shared_from_this<Session> {
     if (server_->options.cors) m.set(http::field::access_control_allow_origin, "*");
   }
 
+  // --- Connection-limit timer ------------------------------------------------------------
+  // One timer per connection bounds the phase it is in: the header read, the body read or the
+  // keep-alive wait for a next request. When it fires, the rejection is counted and the pending
+  // socket operation cancelled; the read's handler then sees timed_out_ and answers or closes.
+  enum class Phase { kNone, kHeader, kBody, kIdle };
+
+  void Arm(Phase phase, std::chrono::milliseconds limit) {
+    Disarm();
+    timed_out_ = false;
+    if (limit.count() <= 0) return;  // no limit for this phase
+    phase_ = phase;
+    timer_.expires_after(limit);
+    timer_.async_wait([self = shared_from_this(), gen = timer_gen_](error_code ec) {
+      if (!ec && gen == self->timer_gen_) self->OnTimeout();
+    });
+  }
+
+  void Disarm() {
+    ++timer_gen_;  // a wait already completed but not yet run is ignored
+    phase_ = Phase::kNone;
+    timer_.cancel();
+  }
+
+  void OnTimeout() {
+    if (closed_ || phase_ == Phase::kNone) return;
+    timed_out_ = true;
+    server_->metrics->Reject(phase_ == Phase::kHeader ? ConnectionRejection::kHeaderTimeout
+                             : phase_ == Phase::kBody ? ConnectionRejection::kBodyTimeout
+                                                      : ConnectionRejection::kIdleTimeout);
+    phase_ = Phase::kNone;
+    error_code ignored;
+    stream_.socket().cancel(ignored);
+  }
+
+  static std::string Seconds(std::chrono::milliseconds d) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g s", static_cast<double>(d.count()) / 1000);
+    return buf;
+  }
+
+  void Reject(ConnectionRejection reason, int status, std::string message) {
+    server_->metrics->Reject(reason);
+    SendEarlyError(status, std::move(message));
+  }
+
+  // The header of a request: from the connection's start for the first one, from the first
+  // byte of the next one on a kept-alive connection (NextRequest).
   void ReadHeader() {
+    const HttpServerOptions& o = server_->options;
     parser_.emplace();
-    parser_->body_limit(server_->options.max_body_bytes);
-    parser_->header_limit(64 * 1024);
-    stream_.expires_after(server_->options.idle_timeout);
+    parser_->body_limit(o.max_body_bytes);
+    parser_->header_limit(static_cast<uint32_t>(
+        std::clamp<size_t>(o.max_header_bytes, 1, std::numeric_limits<uint32_t>::max())));
+    stream_.expires_never();
+    Arm(Phase::kHeader, o.header_timeout);
     http::async_read_header(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   void OnHeader(error_code ec) {
-    if (ec == http::error::body_limit) return SendEarlyError(413, "Request body too large.");
+    const HttpServerOptions& o = server_->options;
+    Disarm();
+    if (timed_out_) {
+      return SendEarlyError(408, "No complete request header within " + Seconds(o.header_timeout) +
+                                     ".");
+    }
+    if (ec == http::error::header_limit) {
+      return Reject(ConnectionRejection::kHeaderTooLarge, 431,
+                    "Request header (request line and fields) over the limit of " +
+                        std::to_string(o.max_header_bytes) + " bytes.");
+    }
+    if (ec == http::error::body_limit) {
+      return Reject(ConnectionRejection::kBodyTooLarge, 413, "Request body too large.");
+    }
     if (ec) return Close();
     auto& req = parser_->get();
-    if (req.has_content_length() && parser_->content_length() &&
-        *parser_->content_length() > server_->options.max_body_bytes) {
-      return SendEarlyError(413, "Request body of " + std::to_string(*parser_->content_length()) +
-                                     " bytes is over the limit of " +
-                                     std::to_string(server_->options.max_body_bytes) + ".");
+    size_t fields = static_cast<size_t>(std::distance(req.begin(), req.end()));
+    if (fields > o.max_headers) {
+      return Reject(ConnectionRejection::kTooManyHeaders, 431,
+                    "Request has " + std::to_string(fields) + " header fields; the limit is " +
+                        std::to_string(o.max_headers) + ".");
     }
+    if (req.has_content_length() && parser_->content_length() &&
+        *parser_->content_length() > o.max_body_bytes) {
+      return Reject(ConnectionRejection::kBodyTooLarge, 413,
+                    "Request body of " + std::to_string(*parser_->content_length()) +
+                        " bytes is over the limit of " + std::to_string(o.max_body_bytes) + ".");
+    }
+    Arm(Phase::kBody, o.body_timeout);
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
       net::async_write(stream_, net::buffer(*cont),
                        [self = shared_from_this(), cont](error_code ec, size_t) {
-                         if (ec) return self->Close();
+                         if (ec || self->timed_out_) return self->Close();
                          self->ReadBody();
                        });
       return;
@@ -194,7 +276,14 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnRead(error_code ec) {
-    if (ec == http::error::body_limit) return SendEarlyError(413, "Request body too large.");
+    Disarm();
+    if (timed_out_) {
+      return SendEarlyError(408, "Request body not complete within " +
+                                     Seconds(server_->options.body_timeout) + ".");
+    }
+    if (ec == http::error::body_limit) {
+      return Reject(ConnectionRejection::kBodyTooLarge, 413, "Request body too large.");
+    }
     if (ec) return Close();
     http::request<http::string_body> msg = parser_->release();
     keep_alive_ = msg.keep_alive();
@@ -264,9 +353,15 @@ class Session : public std::enable_shared_from_this<Session> {
       buffer_.consume(buffer_.size());
       return ec ? Close() : Watch();
     }
-    if (!channel_) {  // the answer completed meanwhile
-      if (ec && ec != net::error::operation_aborted) return Close();
+    if (idle_) {  // the keep-alive wait: a next request begins, or the idle timeout ran out
+      idle_ = false;
+      Disarm();
+      if (timed_out_ || ec) return Close();
       return ReadHeader();
+    }
+    if (!channel_) {  // the answer completed meanwhile (FinishRequest cancelled this read)
+      if (ec && ec != net::error::operation_aborted) return Close();
+      return NextRequest();
     }
     if (ec) {
       TLOG(DEBUG) << "client disconnected during a request";
@@ -307,15 +402,26 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!KeepAlive()) return Linger();
     if (watching_) {
       error_code ignored;
-      stream_.socket().cancel(ignored);  // OnWatch continues with ReadHeader
+      stream_.socket().cancel(ignored);  // OnWatch continues with NextRequest
       return;
     }
-    ReadHeader();
+    NextRequest();
+  }
+
+  // After an answer on a kept-alive connection: pipelined bytes start the next header at once;
+  // otherwise the idle timeout runs until the first byte of a next request arrives.
+  void NextRequest() {
+    stream_.expires_never();
+    if (buffer_.size() > 0) return ReadHeader();
+    Arm(Phase::kIdle, server_->options.idle_timeout);
+    idle_ = true;
+    Watch();
   }
 
   void Close() {
     if (closed_) return;
     closed_ = true;
+    Disarm();
     if (channel_) {
       channel_->closed = true;
       auto on_close = std::move(channel_->on_close_);
@@ -327,6 +433,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
+  net::steady_timer timer_;  // the connection-limit timer (Arm)
+  Phase phase_ = Phase::kNone;
+  uint64_t timer_gen_ = 0;
+  bool timed_out_ = false;  // the armed phase's limit ran out
+  bool idle_ = false;       // the watch read is the keep-alive wait (NextRequest)
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpServer::Impl* server_;
@@ -382,20 +493,60 @@ void Channel::Post(std::function<void()> fn) { net::post(executor_, std::move(fn
 void HttpServer::Impl::Accept() {
   acceptor->async_accept(net::make_strand(ioc), [this](error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
-    if (!ec) {
+    if (ec) {
+      // E.g. out of file descriptors: try again shortly instead of spinning on the error.
+      TLOG(WARN) << "accept failed: " << ec.message();
+      accept_retry->expires_after(std::chrono::milliseconds(100));
+      accept_retry->async_wait([this](error_code e) {
+        if (!e && acceptor->is_open()) Accept();
+      });
+      return;
+    }
+    // Sessions are created on this strand only, so the count cannot overshoot the limit.
+    if (options.max_connections > 0 && connections >= options.max_connections) {
+      Refuse(socket);
+    } else {
       socket.set_option(tcp::no_delay(true), ec);
       std::make_shared<Session>(std::move(socket), this)->Run();
-    } else {
-      TLOG(WARN) << "accept failed: " << ec.message();
     }
     Accept();
   });
+}
+
+void HttpServer::Impl::Refuse(tcp::socket& socket) {
+  metrics->Refused();
+  error_code ec;
+  socket.non_blocking(true, ec);
+  // A fresh socket's send buffer is empty: the short answer goes out without blocking, or not
+  // at all.
+  if (!ec) socket.write_some(net::buffer(refuse_response), ec);
+  // Discard what the client already sent, so that the close is a FIN rather than a reset that
+  // could destroy the answer before the client reads it.
+  char sink[4096];
+  for (int i = 0; i < 16 && !ec; ++i) socket.read_some(net::buffer(sink), ec);
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
 }
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
     : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
   impl_->handler = std::move(handler);
+  Impl& s = *impl_;
+  if (s.options.metrics) s.metrics = s.options.metrics;
+  ApiError e;
+  e.http_status = 503;
+  e.type = "server_error";
+  e.message = "Too many open connections (the limit is " +
+              std::to_string(s.options.max_connections) + "); try again later.";
+  e.retry_after_s = 1;
+  std::string body = e.Body();
+  s.refuse_response = "HTTP/1.1 503 Service Unavailable\r\nServer: tachyon\r\n"
+                      "Content-Type: application/json\r\nContent-Length: " +
+                      std::to_string(body.size()) +
+                      "\r\nRetry-After: 1\r\nConnection: close\r\n" +
+                      (s.options.cors ? "Access-Control-Allow-Origin: *\r\n" : "") + "\r\n" +
+                      body;
 }
 
 HttpServer::~HttpServer() {
@@ -418,6 +569,7 @@ Status HttpServer::Start() {
                        ": " + ec.message());
   }
   s.port = s.acceptor->local_endpoint().port();
+  s.accept_retry.emplace(s.acceptor->get_executor());
   s.Accept();
   s.running = true;
   for (int i = 0; i < std::max(1, s.options.io_threads); ++i) {
@@ -432,6 +584,10 @@ int HttpServer::port() const {
 
 size_t HttpServer::connections() const {
   return impl_->connections;
+}
+
+const ConnectionMetrics& HttpServer::metrics() const {
+  return *impl_->metrics;
 }
 
 void HttpServer::StopAccepting() {

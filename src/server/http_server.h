@@ -2,7 +2,17 @@
 // any number of connections. Each request is handed to an HttpHandler with a ResponseChannel;
 // streamed responses use chunked transfer encoding.
 //
-// - Keep-alive; idle connections close after `idle_timeout`.
+// - Keep-alive. Connection limits (each counted in `metrics` by reason, see
+//   connection_metrics.h):
+//   * `header_timeout`: a request header (request line + fields) not complete this long after
+//     the connection opened, or after the first byte of a later request, gets 408 and a close.
+//   * `idle_timeout`: a keep-alive connection with no byte of a next request this long after the
+//     last answer is closed (no response).
+//   * `body_timeout`: a body not complete this long after its header gets 408 and a close.
+//   * `max_connections`: with that many connections open, a new one is accepted, answered a
+//     fixed 503 (Connection: close, Retry-After: 1) and closed at once; open connections and
+//     their streams are unaffected. 0: no limit.
+//   * `max_header_bytes` / `max_headers`: a header over either limit gets 431 and a close.
 // - Bodies over `max_body_bytes` get 413 before the body is read (Expect: 100-continue honoured).
 // - While a request is in flight the socket is watched, so a client that disconnects is noticed
 //   at once (ResponseChannel OnClose), not at the next write.
@@ -19,6 +29,7 @@
 #include <memory>
 #include <string>
 
+#include "server/connection_metrics.h"
 #include "server/http.h"
 #include "util/status.h"
 
@@ -30,8 +41,16 @@ struct HttpServerOptions {
   int io_threads = 2;
   size_t max_body_bytes = 8u << 20;
   size_t max_stream_buffer_bytes = 4u << 20;
-  std::chrono::seconds idle_timeout{60};
+  std::chrono::milliseconds header_timeout{30'000};
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds body_timeout{60'000};
+  size_t max_connections = 1024;   // 0: no limit
+  size_t max_header_bytes = 16384;  // request line + header fields, CRLFs included
+  size_t max_headers = 100;         // header fields
   bool cors = false;
+  // Where connection counts and rejections go (e.g. ServerMetrics::connection_metrics(); must
+  // outlive the server). nullptr: the server keeps its own (see HttpServer::metrics()).
+  ConnectionMetrics* metrics = nullptr;
 };
 
 class HttpServer {
@@ -49,6 +68,8 @@ class HttpServer {
   void StopAccepting();
   // Number of open connections.
   size_t connections() const;
+  // The counters this server updates (options.metrics, or its own).
+  const ConnectionMetrics& metrics() const;
   // Stops the io threads and closes every connection. Pending handlers are dropped.
   void Stop();
 

@@ -109,6 +109,7 @@ class HttpServerTest : public ::testing::Test {
     api_options.served_model_names = {"tiny"};
     api_ = std::make_unique<OpenAiApi>(backend_.get(), api_options);
     opts.port = 0;
+    opts.metrics = &api_->metrics().connection_metrics();
     server_ = std::make_unique<HttpServer>(
         opts, [this](HttpRequest r, std::shared_ptr<ResponseChannel> c) {
           api_->Handle(std::move(r), std::move(c));
@@ -130,6 +131,20 @@ class HttpServerTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     return pred();
+  }
+
+  int64_t Rejections(ConnectionRejection reason) const {
+    return server_->metrics().rejections(reason);
+  }
+  // The /metrics page, on a connection of its own.
+  std::string MetricsPage() {
+    Client m(server_->port());
+    m.SendRequest("GET", "/metrics", "");
+    return m.ReadResponse();
+  }
+  // Reads until the server closes the connection (or 10 s pass); returns what arrived.
+  static std::string ReadToEof(Client& c) {
+    return c.ReadUntil([](const std::string&) { return false; }, 10000);
   }
 
   std::unique_ptr<FakeBackend> backend_;
@@ -282,6 +297,175 @@ TEST_F(HttpServerTest, StopAcceptingKeepsInFlightStreams) {
   std::string r = c.ReadResponse();
   EXPECT_NE(r.find("data: [DONE]"), std::string::npos);
   EXPECT_NE(r.find("Connection: keep-alive"), std::string::npos);  // sent before draining
+}
+
+// --- Connection limits ---------------------------------------------------------------------
+
+TEST_F(HttpServerTest, HalfHeaderGets408AfterHeaderTimeout) {
+  HttpServerOptions opts;
+  opts.header_timeout = std::chrono::milliseconds(300);
+  Start({}, opts);
+  Client half(server_->port());
+  half.Send("GET /health HTTP/1.1\r\nHost: x\r\n");  // no blank line: the header never ends
+  Client silent(server_->port());                      // sends nothing at all
+  std::string r = ReadToEof(half);
+  EXPECT_TRUE(half.eof());
+  EXPECT_EQ(r.rfind("HTTP/1.1 408", 0), 0u) << r;
+  EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
+  EXPECT_NE(r.find("\"error\""), std::string::npos) << r;
+  r = ReadToEof(silent);
+  EXPECT_TRUE(silent.eof());
+  EXPECT_EQ(r.rfind("HTTP/1.1 408", 0), 0u) << r;
+  EXPECT_EQ(Rejections(ConnectionRejection::kHeaderTimeout), 2);
+  EXPECT_TRUE(WaitFor([&] { return server_->connections() == 0; }, 5000));
+  std::string m = MetricsPage();
+  EXPECT_NE(m.find("tachyon_http_rejections_total{reason=\"header_timeout\"} 2\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("tachyon_http_rejections_total{reason=\"idle_timeout\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(m.find("tachyon_http_connections_open 1\n"), std::string::npos) << m;  // this one
+  EXPECT_NE(m.find("tachyon_http_connections_total 3\n"), std::string::npos) << m;
+}
+
+TEST_F(HttpServerTest, TricklingHeaderBytesDoesNotExtendTheHeaderTimeout) {
+  HttpServerOptions opts;
+  opts.header_timeout = std::chrono::milliseconds(300);
+  Start({}, opts);
+  Client c(server_->port());
+  c.Send("GET /health HTTP/1.1\r\n");
+  // One header byte every 50 ms would take 20 s; the whole header has 300 ms.
+  std::string r;
+  for (int i = 0; i < 400 && r.empty() && !c.eof(); ++i) {
+    c.Send("x");
+    r = c.ReadUntil([](const std::string& b) { return !b.empty(); }, 50);
+  }
+  EXPECT_EQ(r.rfind("HTTP/1.1 408", 0), 0u) << r;
+  ReadToEof(c);
+  EXPECT_TRUE(c.eof());
+  EXPECT_EQ(Rejections(ConnectionRejection::kHeaderTimeout), 1);
+}
+
+TEST_F(HttpServerTest, IdleKeepAliveConnectionIsClosed) {
+  HttpServerOptions opts;
+  opts.idle_timeout = std::chrono::milliseconds(300);
+  Start({}, opts);
+  Client c(server_->port());
+  c.SendRequest("GET", "/health", "");
+  EXPECT_EQ(c.ReadResponse().rfind("HTTP/1.1 200", 0), 0u);
+  std::string r = ReadToEof(c);
+  EXPECT_TRUE(c.eof());
+  EXPECT_EQ(r, "");  // closed without an answer: no request was pending
+  EXPECT_EQ(Rejections(ConnectionRejection::kIdleTimeout), 1);
+  EXPECT_EQ(Rejections(ConnectionRejection::kHeaderTimeout), 0);
+}
+
+TEST_F(HttpServerTest, HeaderTimeoutOfALaterRequestStartsAtItsFirstByte) {
+  HttpServerOptions opts;
+  opts.header_timeout = std::chrono::milliseconds(400);
+  opts.idle_timeout = std::chrono::milliseconds(20000);
+  Start({}, opts);
+  Client c(server_->port());
+  c.SendRequest("GET", "/health", "");
+  EXPECT_EQ(c.ReadResponse().rfind("HTTP/1.1 200", 0), 0u);
+  // Idle for longer than the header timeout: the idle timeout applies, not the header one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  c.SendRequest("GET", "/health", "");
+  std::string r = c.ReadResponse();
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_EQ(Rejections(ConnectionRejection::kHeaderTimeout), 0);
+  EXPECT_EQ(Rejections(ConnectionRejection::kIdleTimeout), 0);
+}
+
+TEST_F(HttpServerTest, IncompleteBodyGets408AfterBodyTimeout) {
+  HttpServerOptions opts;
+  opts.body_timeout = std::chrono::milliseconds(300);
+  Start({}, opts);
+  Client c(server_->port());
+  c.Send(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 100\r\n\r\n{\"prompt\":");
+  std::string r = ReadToEof(c);
+  EXPECT_TRUE(c.eof());
+  EXPECT_EQ(r.rfind("HTTP/1.1 408", 0), 0u) << r;
+  EXPECT_EQ(Rejections(ConnectionRejection::kBodyTimeout), 1);
+  EXPECT_EQ(Rejections(ConnectionRejection::kHeaderTimeout), 0);
+  EXPECT_EQ(backend_->Live(), 0);
+}
+
+TEST_F(HttpServerTest, ConnectionsOverTheLimitGet503AndOpenStreamsGoOn) {
+  FakeBackendOptions fake;
+  fake.step_interval = std::chrono::microseconds(20000);
+  HttpServerOptions opts;
+  opts.max_connections = 2;
+  Start(fake, opts);
+  Client streaming(server_->port());
+  streaming.SendRequest("POST", "/v1/completions",
+                        R"({"prompt": "x", "max_tokens": 30, "stream": true})");
+  streaming.ReadUntil([](const std::string& b) { return b.find("\"text\"") != std::string::npos; });
+  Client idle(server_->port());
+  ASSERT_TRUE(WaitFor([&] { return server_->connections() == 2; }));
+
+  Client over(server_->port());
+  ASSERT_TRUE(over.connected());  // accepted by the kernel, then refused by the server
+  std::string r = ReadToEof(over);
+  EXPECT_TRUE(over.eof());
+  EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
+  EXPECT_NE(r.find("Retry-After: 1"), std::string::npos) << r;
+  EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
+  EXPECT_EQ(Rejections(ConnectionRejection::kMaxConnections), 1);
+
+  // The open stream and the idle connection are unaffected.
+  r = streaming.ReadResponse(20000);
+  EXPECT_NE(r.find("data: [DONE]"), std::string::npos) << r;
+  idle.SendRequest("GET", "/health", "");
+  EXPECT_EQ(idle.ReadResponse().rfind("HTTP/1.1 200", 0), 0u);
+
+  // A slot freed is a slot a new client gets.
+  streaming.Close();
+  ASSERT_TRUE(WaitFor([&] { return server_->connections() == 1; }, 5000));
+  std::string m = MetricsPage();
+  EXPECT_EQ(m.rfind("HTTP/1.1 200", 0), 0u) << m;
+  EXPECT_NE(m.find("tachyon_http_rejections_total{reason=\"max_connections\"} 1\n"),
+            std::string::npos)
+      << m;
+}
+
+TEST_F(HttpServerTest, OversizedHeaderGets431) {
+  HttpServerOptions opts;
+  opts.max_header_bytes = 1024;
+  Start({}, opts);
+  Client ok(server_->port());
+  ok.SendRequest("GET", "/health", "", "X-Pad: " + std::string(800, 'a') + "\r\n");
+  EXPECT_EQ(ok.ReadResponse().rfind("HTTP/1.1 200", 0), 0u);
+  Client big(server_->port());
+  big.SendRequest("GET", "/health", "", "X-Pad: " + std::string(2000, 'a') + "\r\n");
+  std::string r = ReadToEof(big);
+  EXPECT_TRUE(big.eof());
+  EXPECT_EQ(r.rfind("HTTP/1.1 431", 0), 0u) << r;
+  EXPECT_NE(r.find("1024 bytes"), std::string::npos) << r;
+  EXPECT_EQ(Rejections(ConnectionRejection::kHeaderTooLarge), 1);
+}
+
+TEST_F(HttpServerTest, TooManyHeaderFieldsGet431) {
+  HttpServerOptions opts;
+  opts.max_headers = 10;
+  Start({}, opts);
+  auto fields = [](int n) {  // SendRequest itself sends 3 (Host, Content-Type, Content-Length)
+    std::string extra;
+    for (int i = 0; i < n; ++i) extra += "X-F" + std::to_string(i) + ": v\r\n";
+    return extra;
+  };
+  Client ok(server_->port());
+  ok.SendRequest("GET", "/health", "", fields(7));
+  EXPECT_EQ(ok.ReadResponse().rfind("HTTP/1.1 200", 0), 0u);
+  Client many(server_->port());
+  many.SendRequest("GET", "/health", "", fields(8));
+  std::string r = ReadToEof(many);
+  EXPECT_TRUE(many.eof());
+  EXPECT_EQ(r.rfind("HTTP/1.1 431", 0), 0u) << r;
+  EXPECT_NE(r.find("11 header fields"), std::string::npos) << r;
+  EXPECT_EQ(Rejections(ConnectionRejection::kTooManyHeaders), 1);
 }
 
 }  // namespace

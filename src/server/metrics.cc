@@ -107,6 +107,8 @@ std::string ServerMetrics::Render(const BackendMetrics& b, bool ready) const {
   Header(out, "tachyon_num_preemptions_total", "counter", "Requests preempted for KV space.");
   Sample(out, "tachyon_num_preemptions_total", static_cast<double>(b.preemptions_total));
 
+  connections_.Render(out);
+
   std::lock_guard<std::mutex> lock(mu_);
   Header(out, "tachyon_http_requests_total", "counter", "Finished HTTP requests.");
   for (const auto& [key, count] : requests_) {

@@ -1,8 +1,9 @@
 // Server-side metrics and their Prometheus text exposition (format 0.0.4).
 //
 // ServerMetrics counts finished HTTP requests by endpoint and status and keeps latency
-// histograms measured at the server (TTFT, TPOT, end-to-end, queue time). Render() adds the
-// backend's gauges and counters. Thread-safe.
+// histograms measured at the server (TTFT, TPOT, end-to-end, queue time). It owns the HTTP
+// layer's ConnectionMetrics (open connections, rejections by reason; the HttpServer is given a
+// pointer to them). Render() adds the backend's gauges and counters. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "server/backend.h"
+#include "server/connection_metrics.h"
 
 namespace tachyon::server {
 
@@ -42,6 +44,9 @@ class ServerMetrics {
   // Timings of one finished generation (one choice), in seconds; negative values are skipped.
   void ObserveGeneration(double ttft, double tpot, double e2e, double queue);
 
+  // Counted by the HttpServer (HttpServerOptions::metrics); rendered with the rest.
+  ConnectionMetrics& connection_metrics() { return connections_; }
+
   // The whole /metrics page.
   std::string Render(const BackendMetrics& backend, bool ready) const;
 
@@ -52,6 +57,7 @@ class ServerMetrics {
   Histogram tpot_;
   Histogram e2e_;
   Histogram queue_;
+  ConnectionMetrics connections_;
 };
 
 }  // namespace tachyon::server
