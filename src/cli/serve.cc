@@ -67,6 +67,12 @@ void PrintServeUsage() {
       "  --io-threads N               HTTP io threads (default 2)\n"
       "  --max-body-bytes N           larger request bodies get 413 (default 8388608)\n"
       "  --cors                       allow cross-origin requests from any origin\n"
+      "  --header-timeout SECONDS     a request header must arrive within this (30; 0 = none)\n"
+      "  --keep-alive-timeout SECONDS close a kept-alive connection idle this long (60; 0 = none)\n"
+      "  --body-timeout SECONDS       a request body must arrive within this (60; 0 = none)\n"
+      "  --max-connections N          refuse (503) connections beyond N open (1024; 0 = no limit)\n"
+      "  --max-header-bytes N         larger request headers get 431 (default 16384)\n"
+      "  --max-headers N              requests with more header fields get 431 (default 100)\n"
       "  --shutdown-timeout SECONDS   on SIGTERM/SIGINT, let requests finish this long (30)\n");
 }
 
@@ -85,6 +91,15 @@ bool ParseSize(const std::string& s, int64_t* out) {
   else if (!unit.empty())
     return false;
   *out = static_cast<int64_t>(v * mult);
+  return true;
+}
+
+// Seconds, fractions allowed, in [0, 1 day].
+bool ParseSeconds(const std::string& s, std::chrono::milliseconds* out) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v >= 0 && v <= 86400)) return false;
+  *out = std::chrono::milliseconds(static_cast<int64_t>(v * 1000 + 0.5));
   return true;
 }
 
@@ -186,6 +201,21 @@ int ParseArgs(int argc, char** argv, ServeOptions* o) {
     } else if (a == "--max-body-bytes") {
       if (!ParseInt(v, 1024, 1LL << 32, &n)) return bad("a byte count");
       o->http.max_body_bytes = static_cast<size_t>(n);
+    } else if (a == "--header-timeout") {
+      if (!ParseSeconds(v, &o->http.header_timeout)) return bad("a number of seconds");
+    } else if (a == "--keep-alive-timeout") {
+      if (!ParseSeconds(v, &o->http.idle_timeout)) return bad("a number of seconds");
+    } else if (a == "--body-timeout") {
+      if (!ParseSeconds(v, &o->http.body_timeout)) return bad("a number of seconds");
+    } else if (a == "--max-connections") {
+      if (!ParseInt(v, 0, 1 << 24, &n)) return bad("a count");
+      o->http.max_connections = static_cast<size_t>(n);
+    } else if (a == "--max-header-bytes") {
+      if (!ParseInt(v, 1024, 1 << 24, &n)) return bad("a byte count of at least 1024");
+      o->http.max_header_bytes = static_cast<size_t>(n);
+    } else if (a == "--max-headers") {
+      if (!ParseInt(v, 1, 1 << 20, &n)) return bad("a count");
+      o->http.max_headers = static_cast<size_t>(n);
     } else if (a == "--shutdown-timeout") {
       if (!ParseInt(v, 0, 86400, &n)) return bad("a number of seconds");
       o->shutdown_timeout_s = static_cast<double>(n);
@@ -248,6 +278,7 @@ int RunServe(int argc, char** argv) {
   TLOG(INFO) << "tool-call parser: " << server::ToolCallFormatName(api_options.tool_call_format)
              << (o.tool_call_parser == "auto" ? " (from the chat template)" : "");
   server::OpenAiApi api(backend->get(), std::move(api_options));
+  o.http.metrics = &api.metrics().connection_metrics();
   server::HttpServer http(
       o.http, [&api](server::HttpRequest r, std::shared_ptr<server::ResponseChannel> c) {
         api.Handle(std::move(r), std::move(c));

@@ -156,10 +156,12 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // --- Connection-limit timer ------------------------------------------------------------
-  // One timer per connection bounds the phase it is in: the header read, the body read or the
-  // keep-alive wait for a next request. When it fires, the rejection is counted and the pending
-  // socket operation cancelled; the read's handler then sees timed_out_ and answers or closes.
-  enum class Phase { kNone, kHeader, kBody, kIdle };
+  // One timer per connection bounds the phase it is in: the header read, the body read, the
+  // keep-alive wait for a next request, or the linger before a close. When it fires, the
+  // rejection is counted and the pending socket operation cancelled; the read's handler then
+  // sees timed_out_ and answers or closes. Close() cancels it, so a closed session is freed at
+  // once.
+  enum class Phase { kNone, kHeader, kBody, kIdle, kLinger };
 
   void Arm(Phase phase, std::chrono::milliseconds limit) {
     Disarm();
@@ -180,6 +182,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnTimeout() {
     if (closed_ || phase_ == Phase::kNone) return;
+    if (phase_ == Phase::kLinger) return Close();
     timed_out_ = true;
     server_->metrics->Reject(phase_ == Phase::kHeader ? ConnectionRejection::kHeaderTimeout
                              : phase_ == Phase::kBody ? ConnectionRejection::kBodyTimeout
@@ -219,8 +222,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const HttpServerOptions& o = server_->options;
     Disarm();
     if (timed_out_) {
-      return SendEarlyError(408, "No complete request header within " + Seconds(o.header_timeout) +
-                                     ".");
+      return SendEarlyError(408,
+                            "No complete request header within " + Seconds(o.header_timeout) + ".");
     }
     if (ec == http::error::header_limit) {
       return Reject(ConnectionRejection::kHeaderTooLarge, 431,
@@ -278,8 +281,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRead(error_code ec) {
     Disarm();
     if (timed_out_) {
-      return SendEarlyError(408, "Request body not complete within " +
-                                     Seconds(server_->options.body_timeout) + ".");
+      return SendEarlyError(
+          408, "Request body not complete within " + Seconds(server_->options.body_timeout) + ".");
     }
     if (ec == http::error::body_limit) {
       return Reject(ConnectionRejection::kBodyTooLarge, 413, "Request body too large.");
@@ -340,8 +343,7 @@ class Session : public std::enable_shared_from_this<Session> {
     lingering_ = true;
     error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    auto timer = std::make_shared<net::steady_timer>(executor(), std::chrono::seconds(2));
-    timer->async_wait([self = shared_from_this(), timer](error_code) { self->Close(); });
+    Arm(Phase::kLinger, std::chrono::seconds(2));
     if (!watching_) Watch();
   }
 
@@ -459,9 +461,10 @@ Channel::Channel(const std::shared_ptr<Session>& session)
 
 void Channel::Respond(HttpResponse response) {
   if (closed) return;
-  net::post(executor_, [w = session_, self = shared_from_this(), r = std::move(response)]() mutable {
-    if (auto s = w.lock()) s->DoRespond(self.get(), std::move(r));
-  });
+  net::post(executor_,
+            [w = session_, self = shared_from_this(), r = std::move(response)]() mutable {
+              if (auto s = w.lock()) s->DoRespond(self.get(), std::move(r));
+            });
 }
 
 void Channel::StartStream(Headers headers) {
@@ -486,7 +489,9 @@ void Channel::EndStream() {
   });
 }
 
-void Channel::Post(std::function<void()> fn) { net::post(executor_, std::move(fn)); }
+void Channel::Post(std::function<void()> fn) {
+  net::post(executor_, std::move(fn));
+}
 
 }  // namespace
 
@@ -541,12 +546,11 @@ HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
               std::to_string(s.options.max_connections) + "); try again later.";
   e.retry_after_s = 1;
   std::string body = e.Body();
-  s.refuse_response = "HTTP/1.1 503 Service Unavailable\r\nServer: tachyon\r\n"
-                      "Content-Type: application/json\r\nContent-Length: " +
-                      std::to_string(body.size()) +
-                      "\r\nRetry-After: 1\r\nConnection: close\r\n" +
-                      (s.options.cors ? "Access-Control-Allow-Origin: *\r\n" : "") + "\r\n" +
-                      body;
+  s.refuse_response =
+      "HTTP/1.1 503 Service Unavailable\r\nServer: tachyon\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n" +
+      (s.options.cors ? "Access-Control-Allow-Origin: *\r\n" : "") + "\r\n" + body;
 }
 
 HttpServer::~HttpServer() {

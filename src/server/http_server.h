@@ -44,7 +44,7 @@ struct HttpServerOptions {
   std::chrono::milliseconds header_timeout{30'000};
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds body_timeout{60'000};
-  size_t max_connections = 1024;   // 0: no limit
+  size_t max_connections = 1024;    // 0: no limit
   size_t max_header_bytes = 16384;  // request line + header fields, CRLFs included
   size_t max_headers = 100;         // header fields
   bool cors = false;

@@ -307,7 +307,7 @@ TEST_F(HttpServerTest, HalfHeaderGets408AfterHeaderTimeout) {
   Start({}, opts);
   Client half(server_->port());
   half.Send("GET /health HTTP/1.1\r\nHost: x\r\n");  // no blank line: the header never ends
-  Client silent(server_->port());                      // sends nothing at all
+  Client silent(server_->port());                    // sends nothing at all
   std::string r = ReadToEof(half);
   EXPECT_TRUE(half.eof());
   EXPECT_EQ(r.rfind("HTTP/1.1 408", 0), 0u) << r;
