@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev                          # unit tests
   libbenchmark-dev                                   # kernel microbenchmarks (bench/)
   nlohmann-json3-dev                                 # JSON: tokenizer.json, API bodies, --json output
+  libcli11-dev                                       # command-line flags of every subcommand
   libpcre2-dev                                       # Unicode regex pre-tokenization
   libutf8proc-dev                                    # Unicode NFC/NFKC normalization (tokenizers)
   libboost-dev                                       # Boost.Asio/Beast async HTTP server

@@ -40,21 +40,25 @@ TEST(ProfileCliTest, PrintsBothBreakdowns) {
             std::string::npos)
       << r.out;
   r = Tachyon("profile -m " + model + " --batch 0");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--batch must be in [1, 1024]"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "tachyon profile: error: --batch: '0' is not in [1, 1024]\n");
 
   r = Tachyon("profile -m " + model + " --kv-cache-dtype q8_0");  // head_dim 8
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("multiple of 32"), std::string::npos) << r.err;
   r = Tachyon("profile -m " + model + " --kv-cache-dtype f8");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("unknown KV cache dtype 'f8'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--kv-cache-dtype: 'f8' is not f16, bf16, q8_0 or f32"), std::string::npos)
+      << r.err;
   r = Tachyon("profile -m /nonexistent/model.gguf");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("tachyon profile: "), std::string::npos) << r.err;
   r = Tachyon("profile");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("-m MODEL is required"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--model is required"), std::string::npos) << r.err;
+  r = Tachyon("profile -m " + model + " --reps 5 -n 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--reps 5 is more than -n 2"), std::string::npos) << r.err;
 }
 
 }  // namespace

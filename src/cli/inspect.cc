@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "gguf/gguf.h"
 #include "gguf/summary.h"
 
@@ -224,44 +225,16 @@ json BuildJson(const GgufFile& f) {
   return j;
 }
 
-void PrintUsage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: tachyon inspect FILE.gguf [--json]\n\n"
-               "Shows a GGUF file's architecture, hyperparameters, tokenizer summary, tensor\n"
-               "table and totals. Long arrays (tokens, merges) are summarized.\n\n"
-               "options:\n"
-               "  --json      print one JSON object (all scalar metadata included)\n"
-               "  -h, --help  show this help\n");
-}
-
 int RunInspect(int argc, char** argv) {
   bool as_json = false;
   std::string path;
-  for (int k = 1; k < argc; ++k) {
-    const std::string_view a = argv[k];
-    if (a == "--help" || a == "-h") {
-      PrintUsage(stdout);
-      return 0;
-    }
-    if (a == "--json") {
-      as_json = true;
-    } else if (StartsWith(a, "-") && a != "-") {
-      std::fprintf(stderr, "tachyon inspect: unknown option '%s'\n", argv[k]);
-      PrintUsage(stderr);
-      return 2;
-    } else if (path.empty()) {
-      path = a;
-    } else {
-      std::fprintf(stderr, "tachyon inspect: expected one file, got '%s' and '%s'\n", path.c_str(),
-                   argv[k]);
-      return 2;
-    }
-  }
-  if (path.empty()) {
-    std::fprintf(stderr, "tachyon inspect: missing FILE.gguf\n");
-    PrintUsage(stderr);
-    return 2;
-  }
+  auto app = NewCommandApp(
+      "inspect",
+      "Shows a GGUF file's architecture, hyperparameters, tokenizer summary, tensor table and\n"
+      "totals. Long arrays (tokens, merges) are summarized.");
+  app->add_option("FILE", path, "the GGUF file")->required();
+  app->add_flag("--json", as_json, "print one JSON object (all scalar metadata included)");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
   auto file = GgufFile::Open(path);
   if (!file.ok()) {
     const std::string& msg = file.status().message();

@@ -3,33 +3,31 @@
 // prediction after ids[0..i]. Long inputs run in chunks over the paged KV cache.
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "hub/resolve.h"
 #include "model/model.h"
 
 namespace tachyon::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: tachyon logits -m MODEL --ids 1,2,3 --out FILE [-t THREADS] [--chunk N]\n"
-    "                      [--quantize q8_0|q4_0|q4_k]\n";
+constexpr const char* kDescription =
+    "Writes float32 little-endian logits for every position: [n_ids, n_vocab], row i = the\n"
+    "prediction after ids[0..i].";
 
+// "1,2,3": non-negative int32 ids, at least one.
 bool ParseIds(const std::string& s, std::vector<int32_t>* ids) {
   size_t i = 0;
-  while (i < s.size()) {
+  while (i <= s.size()) {
     size_t j = s.find(',', i);
     if (j == std::string::npos) j = s.size();
-    const std::string item = s.substr(i, j - i);
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) return false;
-    ids->push_back(static_cast<int32_t>(v));
+    const std::optional<int32_t> v = ParseInteger<int32_t>(std::string_view(s).substr(i, j - i));
+    if (!v || *v < 0) return false;
+    ids->push_back(*v);
     i = j + 1;
   }
   return !ids->empty();
@@ -41,41 +39,30 @@ int Fail(const std::string& msg) {
 }
 
 int RunLogits(int argc, char** argv) {
-  std::string model_path, ids_text, out_path;
+  std::string model_path, out_path;
+  std::vector<int32_t> ids;
   int threads = 0;
   int64_t chunk = 512;
   model::LoadOptions load;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if ((a == "-m" || a == "--model") && (v = value())) {
-      model_path = v;
-    } else if (a == "--ids" && (v = value())) {
-      ids_text = v;
-    } else if ((a == "--out" || a == "-o") && (v = value())) {
-      out_path = v;
-    } else if ((a == "-t" || a == "--threads") && (v = value())) {
-      threads = std::atoi(v);
-    } else if (a == "--quantize" && (v = value())) {
-      load.quantize = v;
-    } else if (a == "--chunk" && (v = value())) {
-      chunk = std::atoll(v);
-    } else {
-      std::fputs(kUsage, stderr);
-      return Fail("bad or incomplete argument '" + a + "'");
-    }
-  }
-  if (model_path.empty() || ids_text.empty() || out_path.empty()) {
-    std::fputs(kUsage, stderr);
-    return Fail("-m, --ids and --out are required");
-  }
-  if (chunk < 1) return Fail("--chunk must be >= 1");
-  std::vector<int32_t> ids;
-  if (!ParseIds(ids_text, &ids)) return Fail("--ids must be comma-separated non-negative ints");
+  auto app = NewCommandApp("logits", kDescription);
+  app->add_option("-m,--model", model_path, "GGUF file, Hugging Face folder or ORG/NAME[:FILE]")
+      ->required();
+  app->add_option_function<std::string>(
+         "--ids",
+         [&ids](const std::string& v) {
+           ids.clear();
+           if (!ParseIds(v, &ids)) throw BadValue("--ids", v, "a list of token ids like 1,2,3");
+         },
+         "comma-separated token ids")
+      ->type_name("ID,ID,...")
+      ->required();
+  app->add_option("-o,--out", out_path, "output file")->required();
+  AddInt(*app, "-t,--threads", &threads, 0, 1024, "threads (0: all hardware threads)");
+  AddInt<int64_t>(*app, "--chunk", &chunk, 1, 1 << 20,
+                  "positions per forward pass (long inputs run in chunks)");
+  AddChoice(*app, "--quantize", &load.quantize, QuantizeAtLoadChoices(),
+            "quantize float weights at load");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
   auto resolved = hub::ResolveModel(model_path);
   if (!resolved.ok()) return Fail(resolved.status().message());
   load.threads = threads;
@@ -126,7 +113,6 @@ int RunLogits(int argc, char** argv) {
 
 }  // namespace
 
-TACHYON_COMMAND(logits, "Write float32 logits of every position for given token ids",
-                RunLogits);
+TACHYON_COMMAND(logits, "Write float32 logits of every position for given token ids", RunLogits);
 
 }  // namespace tachyon::cli

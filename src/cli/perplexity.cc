@@ -18,12 +18,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "hub/resolve.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -32,11 +32,11 @@
 namespace tachyon::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: tachyon perplexity -m MODEL -f TEXT [--ctx N=512] [--chunks K] [-t THREADS]\n"
-    "                          [--quantize q8_0|q4_0|q4_k]\n"
-    "       tachyon perplexity -m BASE_MODEL -f TEXT --kl-divergence-base FILE   (save)\n"
-    "       tachyon perplexity -m QUANT_MODEL --kl-divergence-base FILE --kl-divergence\n";
+constexpr const char* kDescription =
+    "Perplexity of a model on a text file (windows of --ctx tokens, the second half of each\n"
+    "scored), or the KL divergence of a model to a base model's saved log-probabilities:\n"
+    "  tachyon perplexity -m BASE_MODEL -f TEXT --kl-divergence-base FILE   (save)\n"
+    "  tachyon perplexity -m QUANT_MODEL --kl-divergence-base FILE --kl-divergence";
 
 constexpr uint32_t kKlMagic = 0x444c4b54;  // "TKLD"
 constexpr uint32_t kKlVersion = 1;
@@ -206,47 +206,38 @@ int RunKlDivergence(const Options& o, model::Model& m) {
   return 0;
 }
 
-int ParseArgs(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return -1;
-    } else if ((a == "-m" || a == "--model") && (v = value())) {
-      o->model_path = v;
-    } else if ((a == "-f" || a == "--file") && (v = value())) {
-      o->text_path = v;
-    } else if ((a == "-c" || a == "--ctx") && (v = value())) {
-      o->n_ctx = std::atoll(v);
-    } else if (a == "--chunks" && (v = value())) {
-      o->max_chunks = std::atoll(v);
-    } else if ((a == "-t" || a == "--threads") && (v = value())) {
-      o->threads = std::atoi(v);
-    } else if (a == "--quantize" && (v = value())) {
-      o->load.quantize = v;
-    } else if (a == "--kl-divergence-base" && (v = value())) {
-      o->kl_base = v;
-    } else if (a == "--kl-divergence") {
-      o->kl = true;
-    } else {
-      std::fputs(kUsage, stderr);
-      return Fail("bad or incomplete argument '" + a + "'");
-    }
+// Returns std::nullopt when the options are complete, else the exit code.
+std::optional<int> ParseArgs(int argc, char** argv, Options* o) {
+  auto app = NewCommandApp("perplexity", kDescription);
+  app->add_option("-m,--model", o->model_path, "GGUF file, Hugging Face folder or ORG/NAME[:FILE]")
+      ->required();
+  app->add_option("-f,--file", o->text_path, "the text to score (not needed with --kl-divergence)");
+  AddInt<int64_t>(*app, "-c,--ctx", &o->n_ctx, 4, 1 << 20,
+                  "tokens per window (default: 512, at most the model's context)")
+      ->default_str("");
+  AddInt<int64_t>(*app, "--chunks", &o->max_chunks, 1, int64_t{1} << 40,
+                  "score at most this many windows (default: all)")
+      ->default_str("");
+  AddInt(*app, "-t,--threads", &o->threads, 0, 1024, "threads (0: all hardware threads)");
+  AddChoice(*app, "--quantize", &o->load.quantize, QuantizeAtLoadChoices(),
+            "quantize float weights at load");
+  app->add_option("--kl-divergence-base", o->kl_base,
+                  "without --kl-divergence: save the log-probabilities here; with it: read them");
+  app->add_flag("--kl-divergence", o->kl, "report KL(base || model) against --kl-divergence-base")
+      ->needs("--kl-divergence-base");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return rc;
+  if (o->text_path.empty() && !o->kl) {
+    std::fprintf(stderr,
+                 "tachyon perplexity: error: -f TEXT is required (unless --kl-divergence)\n");
+    return 2;
   }
-  if (o->model_path.empty() || (o->text_path.empty() && !o->kl)) {
-    std::fputs(kUsage, stderr);
-    return Fail("-m and -f are required");
-  }
-  if (o->kl && o->kl_base.empty()) return Fail("--kl-divergence needs --kl-divergence-base FILE");
   o->load.threads = o->threads;
-  return 0;
+  return std::nullopt;
 }
 
 int RunPerplexity(int argc, char** argv) {
   Options o;
-  if (int rc = ParseArgs(argc, argv, &o); rc != 0) return rc < 0 ? 0 : rc;
+  if (std::optional<int> rc = ParseArgs(argc, argv, &o)) return *rc;
   auto resolved = hub::ResolveModel(o.model_path);
   if (!resolved.ok()) return Fail(resolved.status().message());
   auto model = model::Model::Load(resolved->model_path, o.load);
@@ -259,7 +250,7 @@ int RunPerplexity(int argc, char** argv) {
   if (!tok.ok()) return Fail(tok.status().message());
   int64_t n_ctx = o.n_ctx;
   if (n_ctx == 0) n_ctx = std::min<int64_t>(512, m.config().n_ctx_train);
-  if (n_ctx < 4) return Fail("--ctx must be >= 4");
+  if (n_ctx < 4) return Fail("the model's context is under 4 tokens");
   const std::vector<int32_t> ids = (*tok)->Encode(*text, /*add_special=*/false);
   const bool add_bos = (*tok)->add_bos() && (*tok)->bos_id() >= 0;
   int64_t n_chunks = static_cast<int64_t>(ids.size()) / n_ctx;

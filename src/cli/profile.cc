@@ -8,63 +8,44 @@
 // Runs each once to warm up, then prints a Markdown table per step kind.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "model/model.h"
 
 namespace tachyon::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: tachyon profile -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps 3]\n"
-    "                       [--kv-cache-dtype f16|bf16|q8_0|f32] [--batch B]\n";
+constexpr const char* kDescription =
+    "Per-op time of one prefill of P random tokens and of decode steps at a context of N.";
 
 int Fail(const std::string& msg) {
-  std::fprintf(stderr, "tachyon profile: %s\n", msg.c_str());
+  std::fprintf(stderr, "tachyon profile: error: %s\n", msg.c_str());
   return 1;
 }
 
 int RunProfile(int argc, char** argv) {
-  std::string model_path, dtype_name = "f16";
+  std::string model_path;
   int64_t n_prompt = 512, n_gen = 128;
   int threads = 2, reps = 3, n_batch = 1;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if ((a == "-m" || a == "--model") && (v = value())) {
-      model_path = v;
-    } else if (a == "-p" && (v = value())) {
-      n_prompt = std::atoll(v);
-    } else if (a == "-n" && (v = value())) {
-      n_gen = std::atoll(v);
-    } else if ((a == "-t" || a == "--threads") && (v = value())) {
-      threads = std::atoi(v);
-    } else if (a == "--reps" && (v = value())) {
-      reps = std::atoi(v);
-    } else if (a == "--batch" && (v = value())) {
-      n_batch = std::atoi(v);
-    } else if (a == "--kv-cache-dtype" && (v = value())) {
-      dtype_name = v;
-    } else if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else {
-      std::fputs(kUsage, stderr);
-      return Fail("bad or incomplete argument '" + a + "'");
-    }
+  model::KvDtype dtype = model::kDefaultKvDtype;
+  auto app = NewCommandApp("profile", kDescription);
+  app->add_option("-m,--model", model_path, "GGUF file or Hugging Face folder")->required();
+  AddInt<int64_t>(*app, "-p", &n_prompt, 1, 1 << 20, "prompt tokens of the prefill");
+  AddInt<int64_t>(*app, "-n", &n_gen, 1, 1 << 20, "context of the profiled decode steps");
+  AddInt(*app, "-t,--threads", &threads, 1, 1024, "threads");
+  AddInt(*app, "--reps", &reps, 1, 1 << 20, "profiled passes (at most -n)");
+  AddInt(*app, "--batch", &n_batch, 1, 1024, "sequences per decode step");
+  AddKvDtype(*app, "--kv-cache-dtype", &dtype, "KV cache storage");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
+  if (reps > n_gen) {
+    std::fprintf(stderr, "tachyon profile: error: --reps %d is more than -n %lld\n", reps,
+                 static_cast<long long>(n_gen));
+    return 2;
   }
-  if (model_path.empty()) return Fail("-m MODEL is required");
-  if (n_prompt < 1 || n_gen < 1 || threads < 1 || reps < 1 || reps > n_gen) {
-    return Fail("-p, -n, -t must be >= 1 and --reps in [1, n]");
-  }
-  if (n_batch < 1 || n_batch > 1024) return Fail("--batch must be in [1, 1024]");
-  auto dtype = kernels::ParseKvDtype(dtype_name);
-  if (!dtype.ok()) return Fail(dtype.status().message());
   auto loaded = model::Model::Load(model_path);
   if (!loaded.ok()) return Fail(loaded.status().message());
   model::Model& m = **loaded;
@@ -72,7 +53,7 @@ int RunProfile(int argc, char** argv) {
   const int64_t bs = model::kDefaultBlockSize;
   const int64_t max_pos = std::max(n_prompt, n_gen);
   const int64_t seq_blocks = (max_pos + bs - 1) / bs;
-  auto kv = m.CreateKvCache(seq_blocks * n_batch, bs, *dtype);
+  auto kv = m.CreateKvCache(seq_blocks * n_batch, bs, dtype);
   if (!kv.ok()) return Fail(kv.status().message());
   ThreadPool pool(threads);
   std::mt19937 rng(1234);
@@ -93,7 +74,7 @@ int RunProfile(int argc, char** argv) {
     if (Status st = m.Forward(batch, kv->get(), &pool, &out); !st.ok()) return Fail(st.message());
   }
   std::printf("model %s, %d thread(s), KV %s\n\n", model_path.c_str(), threads,
-              kernels::KvDtypeName(*dtype));
+              kernels::KvDtypeName(dtype));
   std::printf("%s\n",
               model::FormatProfile(m.profile(), "prefill pp" + std::to_string(n_prompt)).c_str());
   // Decode: fill positions [0, n_gen - reps) token by token (all `n_batch` sequences in each
@@ -119,7 +100,8 @@ int RunProfile(int argc, char** argv) {
     if (Status st = m.Forward(batch, kv->get(), &pool, &out); !st.ok()) return Fail(st.message());
     for (int64_t s = 0; s < n_batch; ++s) {
       const float* row = out.Row(s);
-      toks[static_cast<size_t>(s)] = static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
+      toks[static_cast<size_t>(s)] =
+          static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
     }
   }
   std::string title = "decode at context " + std::to_string(n_gen);

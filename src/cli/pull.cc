@@ -1,24 +1,23 @@
 // tachyon pull REPO[:FILE]: downloads a model from the Hugging Face Hub into the cache (see
 // hub/pull.h and hub/cache.h) and prints where it is. Later `-m REPO[:FILE]` finds it there.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "hub/pull.h"
 #include "hub/resolve.h"
 
 namespace tachyon::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: tachyon pull REPO[@REV][:FILE] [--quiet] [--parallel N]\n"
-    "  REPO    a Hugging Face Hub repository, e.g. Qwen/Qwen2.5-0.5B-Instruct (or "
-    "hf://REPO[/FILE])\n"
-    "  FILE    one file of it, e.g. a .gguf of a GGUF repository (default: the HF model folder,\n"
-    "          else a Q4_K_M / Q4_0 / Q8_0 GGUF)\n"
+constexpr const char* kDescription =
+    "Downloads a model from the Hugging Face Hub into the cache and prints where it is.\n"
+    "  REPO  a Hub repository, e.g. Qwen/Qwen2.5-0.5B-Instruct (or hf://REPO[/FILE])\n"
+    "  FILE  one file of it, e.g. a .gguf of a GGUF repository (default: the HF model folder,\n"
+    "        else a Q4_K_M / Q4_0 / Q8_0 GGUF)\n"
     "environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN (gated models),\n"
-    "  HF_HOME / HF_HUB_CACHE (cache folder), HF_HUB_OFFLINE=1 (use only the cache)\n";
+    "  HF_HOME / HF_HUB_CACHE (cache folder), HF_HUB_OFFLINE=1 (use only the cache)";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tachyon pull: error: %s\n", msg.c_str());
@@ -28,28 +27,14 @@ int Fail(const std::string& msg) {
 int RunPull(int argc, char** argv) {
   std::string spec_text;
   hub::HubOptions options = hub::HubOptionsFromEnv();
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "-q" || a == "--quiet") {
-      options.progress = false;
-    } else if (a == "--parallel" && i + 1 < argc) {
-      options.parallel = std::atoi(argv[++i]);
-      if (options.parallel < 1 || options.parallel > 64)
-        return Fail("--parallel must be in [1, 64]");
-    } else if (!a.empty() && a[0] != '-' && spec_text.empty()) {
-      spec_text = a;
-    } else {
-      std::fputs(kUsage, stderr);
-      return Fail("bad or incomplete argument '" + a + "'");
-    }
-  }
-  if (spec_text.empty()) {
-    std::fputs(kUsage, stderr);
-    return Fail("REPO is required");
-  }
+  bool quiet = false;
+  auto app = NewCommandApp("pull", kDescription);
+  app->add_option("REPO", spec_text, "the model: ORG/NAME[@REV][:FILE] or hf://ORG/NAME[/FILE]")
+      ->required();
+  app->add_flag("-q,--quiet", quiet, "no progress output");
+  AddInt(*app, "--parallel", &options.parallel, 1, 64, "files downloaded at once");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
+  if (quiet) options.progress = false;
   auto spec = hub::ParseModelSpec(spec_text);
   if (!spec.ok()) return Fail(spec.status().message());
   if (!spec->is_hub()) {

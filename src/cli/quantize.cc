@@ -3,11 +3,11 @@
 // (Q8_0, Q4_0, Q4_K_M, Q5_K_M, Q6_K, F16, BF16). See model/hf_quantize.h for the rules.
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "hub/resolve.h"
 #include "model/hf_quantize.h"
 #include "util/thread_pool.h"
@@ -15,11 +15,8 @@
 namespace tachyon::cli {
 namespace {
 
-const char kUsage[] =
-    "usage: tachyon quantize IN OUT.gguf --type TYPE [-t THREADS]\n"
-    "  IN     a GGUF file, a Hugging Face model folder (config.json + *.safetensors) or a\n"
-    "         Hub repository ORG/NAME[:FILE] (downloaded into the cache when missing)\n"
-    "  TYPE   Q8_0 | Q4_0 | Q4_K_M | Q5_K_M | Q6_K | F16 | BF16\n";
+constexpr const char* kDescription =
+    "Re-encodes a GGUF file or a Hugging Face folder as a GGUF of a llama.cpp file type.";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tachyon quantize: error: %s\n", msg.c_str());
@@ -29,35 +26,26 @@ int Fail(const std::string& msg) {
 int RunQuantize(int argc, char** argv) {
   std::string in, out, type;
   int threads = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const char* v = nullptr;
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if ((a == "--type" || a == "--ftype") && (v = value())) {
-      type = v;
-    } else if ((a == "-t" || a == "--threads") && (v = value())) {
-      threads = std::atoi(v);
-      if (threads <= 0 || threads > 1024) return Fail("--threads must be in [1, 1024]");
-    } else if (!a.empty() && a[0] != '-' && in.empty()) {
-      in = a;
-    } else if (!a.empty() && a[0] != '-' && out.empty()) {
-      out = a;
-    } else {
-      std::fputs(kUsage, stderr);
-      return Fail("bad or incomplete argument '" + a + "'");
-    }
-  }
-  if (in.empty() || out.empty() || type.empty()) {
-    std::fputs(kUsage, stderr);
-    return Fail("IN, OUT and --type are required");
-  }
+  auto app = NewCommandApp("quantize", kDescription);
+  app->add_option("IN", in,
+                  "a GGUF file, a Hugging Face model folder (config.json + *.safetensors) or a "
+                  "Hub repository ORG/NAME[:FILE] (downloaded into the cache when missing)")
+      ->required();
+  app->add_option("OUT", out, "the GGUF file to write")->required();
+  AddChecked(
+      *app, "--type,--ftype", &type,
+      [](const std::string& v) {
+        return model::FindQuantPreset(v)
+                   ? OkStatus()
+                   : InvalidArgument("unknown type '" + v +
+                                     "' (supported: " + model::QuantPresetNames() + ")");
+      },
+      "file type: " + model::QuantPresetNames())
+      ->required();
+  AddInt(*app, "-t,--threads", &threads, 0, 1024, "threads (0: all hardware threads)");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
   std::optional<model::QuantPreset> preset = model::FindQuantPreset(type);
-  if (!preset) {
-    return Fail("unknown --type '" + type + "' (supported: " + model::QuantPresetNames() + ")");
-  }
+  if (!preset) return Fail("unknown --type '" + type + "'");  // checked at parse time
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ThreadPool pool(threads);
   const auto start = std::chrono::steady_clock::now();

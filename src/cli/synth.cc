@@ -2,19 +2,16 @@
 //               -o OUT.gguf [--seed S] [-t THREADS]
 // Writes a random-weight model of a real shape (for benchmarks; see model/synth.h).
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "model/synth.h"
 
 namespace tachyon::cli {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: tachyon synth --arch llama|qwen2|qwen3 --shape llama-1b|qwen-0.5b|tiny\n"
-    "                     --type Q4_0|Q8_0|Q4_K_M|F16|... -o OUT.gguf [--seed S] [-t THREADS]\n";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tachyon synth: error: %s\n", msg.c_str());
@@ -25,34 +22,19 @@ int RunSynth(int argc, char** argv) {
   model::SynthOptions o;
   std::string out;
   int threads = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--arch" && (v = value())) {
-      o.arch = v;
-    } else if (a == "--shape" && (v = value())) {
-      o.shape = v;
-    } else if (a == "--type" && (v = value())) {
-      o.type = v;
-    } else if ((a == "-o" || a == "--out") && (v = value())) {
-      out = v;
-    } else if (a == "--seed" && (v = value())) {
-      o.seed = std::strtoull(v, nullptr, 10);
-    } else if ((a == "-t" || a == "--threads") && (v = value())) {
-      threads = std::atoi(v);
-    } else {
-      std::fputs(kUsage, stderr);
-      return Fail("bad or incomplete argument '" + a + "'");
-    }
-  }
-  if (out.empty()) {
-    std::fputs(kUsage, stderr);
-    return Fail("-o OUT.gguf is required");
-  }
+  auto app = NewCommandApp("synth", "Writes a random-weight model of a real shape (benchmarks).");
+  AddChoice(*app, "--arch", &o.arch, {"llama", "qwen2", "qwen3"}, "architecture");
+  AddChecked(
+      *app, "--shape", &o.shape,
+      [](const std::string& v) { return model::FindSynthShape(v).status(); },
+      "shape: " + model::SynthShapeNames());
+  app->add_option("--type", o.type,
+                  "weight type: F32, F16, BF16, Q8_0, Q4_0, ..., Q6_K or the mix Q4_K_M")
+      ->capture_default_str();
+  app->add_option("-o,--out", out, "output GGUF file")->required();
+  AddInt<uint64_t>(*app, "--seed", &o.seed, 0, UINT64_MAX, "random seed");
+  AddInt(*app, "-t,--threads", &threads, 0, 1024, "threads (0: all hardware threads)");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
   ThreadPool pool(threads);
   const auto t0 = std::chrono::steady_clock::now();
   Status st = model::WriteSynthModel(o, out, &pool);

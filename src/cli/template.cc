@@ -17,23 +17,13 @@
 
 #include "chat/chat_template.h"
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "util/mmap_file.h"
 
 namespace tachyon::cli {
 namespace {
 
 using nlohmann::ordered_json;
-
-void Usage() {
-  std::fprintf(stderr,
-               "usage: tachyon template render (--template FILE | --model PATH) [--name NAME]\n"
-               "                               [--batch] [--now YYYY-MM-DDTHH:MM:SS]\n"
-               "  --template FILE  a Jinja chat template file (alias: --chat-template)\n"
-               "  --model PATH     a .gguf file, a tokenizer_config.json, or a folder with one\n"
-               "  --name NAME      a named template variant (e.g. tool_use)\n"
-               "  --batch          JSON Lines on stdin, one {\"text\"}/{\"error\"} line out each\n"
-               "  --now TIME       fixed UTC time for strftime_now()\n");
-}
 
 struct Request {
   ordered_json messages = ordered_json::array();
@@ -88,66 +78,46 @@ std::string Dump(const ordered_json& j) {
 }
 
 int RunTemplate(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "render") != 0) {
-    Usage();
-    return 2;
-  }
   std::string template_file, model_path, name, now;
   bool batch = false;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    bool ok = true;
-    if (a == "--template" || a == "--chat-template") {
-      ok = value(&template_file);
-    } else if (a == "--model") {
-      ok = value(&model_path);
-    } else if (a == "--name") {
-      ok = value(&name);
-    } else if (a == "--now") {
-      ok = value(&now);
-    } else if (a == "--batch") {
-      batch = true;
-    } else if (a == "--help" || a == "-h") {
-      Usage();
-      return 0;
-    } else {
-      std::fprintf(stderr, "tachyon template: unknown option '%s'\n", a.c_str());
-      Usage();
-      return 2;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "tachyon template: %s needs a value\n", a.c_str());
-      return 2;
-    }
-  }
+  auto app = NewCommandApp("template", "Chat template tools.");
+  app->require_subcommand(1);
+  CLI::App* render = app->add_subcommand(
+      "render",
+      "Renders a chat template the way /v1/chat/completions does. Input on stdin: a JSON\n"
+      "object {\"messages\", \"tools\", \"add_generation_prompt\", \"bos_token\", \"eos_token\",\n"
+      "\"extra_kwargs\"} (all optional but messages); with --batch one per line.");
+  render->add_option("--template,--chat-template", template_file, "a Jinja chat template file");
+  render->add_option("--model", model_path,
+                     "a .gguf file, a tokenizer_config.json, or a folder with one");
+  render->add_option("--name", name, "a named template variant (e.g. tool_use)");
+  render->add_flag("--batch", batch,
+                   "JSON Lines on stdin, one {\"text\"}/{\"error\"} line out each");
+  render->add_option("--now", now, "fixed UTC time for strftime_now(), YYYY-MM-DDTHH:MM:SS");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
   if (template_file.empty() == model_path.empty()) {
-    std::fprintf(stderr, "tachyon template: give exactly one of --template or --model\n");
+    std::fprintf(stderr, "tachyon template: error: give exactly one of --template or --model\n");
     return 2;
   }
   chat::ModelChatTemplate model;
   if (!model_path.empty()) {
     auto loaded = chat::LoadChatTemplate(model_path, name);
     if (!loaded.ok()) {
-      std::fprintf(stderr, "tachyon template: %s\n", loaded.status().message().c_str());
+      std::fprintf(stderr, "tachyon template: error: %s\n", loaded.status().message().c_str());
       return 1;
     }
     model = std::move(*loaded);
   } else {
     auto text = ReadFileToString(template_file);
     if (!text.ok()) {
-      std::fprintf(stderr, "tachyon template: %s\n", text.status().message().c_str());
+      std::fprintf(stderr, "tachyon template: error: %s\n", text.status().message().c_str());
       return 1;
     }
     model.source = std::move(*text);
   }
   auto tmpl = chat::ChatTemplate::Parse(model.source);
   if (!tmpl.ok()) {
-    std::fprintf(stderr, "tachyon template: %s: %s\n",
+    std::fprintf(stderr, "tachyon template: error: %s: %s\n",
                  model_path.empty() ? template_file.c_str() : model_path.c_str(),
                  tmpl.status().message().c_str());
     return 1;
@@ -157,7 +127,9 @@ int RunTemplate(int argc, char** argv) {
     std::tm tm{};
     const char* end = strptime(now.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
     if (!end || *end) {
-      std::fprintf(stderr, "tachyon template: --now must look like 2026-01-15T00:00:00\n");
+      std::fprintf(stderr,
+                   "tachyon template: error: --now: '%s' is not a time like 2026-01-15T00:00:00\n",
+                   now.c_str());
       return 2;
     }
     std::time_t t = timegm(&tm);
@@ -168,7 +140,7 @@ int RunTemplate(int argc, char** argv) {
     std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     auto out = RenderLine(*tmpl, input, model, options);
     if (!out.ok()) {
-      std::fprintf(stderr, "tachyon template: %s\n", out.status().message().c_str());
+      std::fprintf(stderr, "tachyon template: error: %s\n", out.status().message().c_str());
       return 1;
     }
     std::fwrite(out->data(), 1, out->size(), stdout);

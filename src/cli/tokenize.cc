@@ -1,14 +1,12 @@
 // tachyon tokenize / detokenize: text <-> token ids with a model's tokenizer.
 //
-//   tachyon tokenize --model PATH [--no-add-special] [--no-parse-special] [--json] TEXT...
+//   tachyon tokenize --model PATH [--no-add-special] [--no-parse-special] [--json] TEXT...|-
 //   tachyon tokenize --model PATH --batch      < JSON Lines {"text": ..., "add_special": bool}
 //   tachyon detokenize --model PATH [--skip-special] IDS...
 //
 // PATH is a .gguf file, a tokenizer.json, or a folder holding tokenizer.json.
-#include <climits>
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <iterator>
 #include <string>
@@ -17,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::cli {
@@ -28,11 +27,6 @@ using tokenizer::Tokenizer;
 int Fail(const char* cmd, const std::string& msg) {
   std::fprintf(stderr, "tachyon %s: error: %s\n", cmd, msg.c_str());
   return 1;
-}
-
-int Usage(const char* cmd, const char* usage) {
-  std::fprintf(stderr, "usage: tachyon %s %s\n", cmd, usage);
-  return 2;
 }
 
 std::string IdsLine(const std::vector<int32_t>& ids) {
@@ -59,8 +53,9 @@ int RunBatch(const Tokenizer& tok, bool parse_special_default) {
       out["error"] = "line " + std::to_string(lineno) + ": expected {\"text\": string, ...}";
       ++errors;
     } else {
-      const bool add_special =
-          in.contains("add_special") && in["add_special"].is_boolean() ? in["add_special"].get<bool>() : true;
+      const bool add_special = in.contains("add_special") && in["add_special"].is_boolean()
+                                   ? in["add_special"].get<bool>()
+                                   : true;
       const bool parse_special = in.contains("parse_special") && in["parse_special"].is_boolean()
                                      ? in["parse_special"].get<bool>()
                                      : parse_special_default;
@@ -74,39 +69,39 @@ int RunBatch(const Tokenizer& tok, bool parse_special_default) {
   return errors ? 1 : 0;
 }
 
-constexpr char kTokenizeUsage[] =
-    "--model PATH [--no-add-special] [--no-parse-special] [--json] (TEXT... | - | --batch)";
-
 int RunTokenize(int argc, char** argv) {
-  std::string model, text;
-  bool add_special = true, parse_special = true, batch = false, as_json = false, have_text = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--model" && i + 1 < argc) {
-      model = argv[++i];
-    } else if (a == "--batch") {
-      batch = true;
-    } else if (a == "--no-add-special") {
-      add_special = false;
-    } else if (a == "--no-parse-special") {
-      parse_special = false;
-    } else if (a == "--json") {
-      as_json = true;
-    } else if (a == "-h" || a == "--help") {
-      std::printf("usage: tachyon tokenize %s\n", kTokenizeUsage);
-      return 0;
-    } else if (a == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-      have_text = true;
-    } else if (a.size() > 1 && a[0] == '-' && a[1] == '-') {
-      return Usage("tokenize", kTokenizeUsage);
+  std::string model;
+  std::vector<std::string> words;
+  bool no_add_special = false, no_parse_special = false, batch = false, as_json = false;
+  auto app = NewCommandApp(
+      "tokenize",
+      "Encodes text to token ids: the TEXT words joined by spaces, '-' for stdin, or with\n"
+      "--batch JSON Lines {\"text\": ..., \"add_special\": bool, \"parse_special\": bool} on "
+      "stdin\n"
+      "(one {\"ids\": [...]} line out per line). Use -- before text that starts with '-'.");
+  app->add_option("-m,--model", model,
+                  "a .gguf file, a tokenizer.json, or a folder holding tokenizer.json")
+      ->required();
+  app->add_flag("--no-add-special", no_add_special, "do not add BOS/EOS");
+  app->add_flag("--no-parse-special", no_parse_special, "encode special-token text as plain text");
+  app->add_flag("--json", as_json, "print the ids as a JSON array");
+  app->add_flag("--batch", batch, "JSON Lines on stdin (see above)");
+  app->add_option("TEXT", words, "the text ('-': read stdin)");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
+  if (batch == !words.empty()) {
+    std::fprintf(stderr, "tachyon tokenize: error: give TEXT (or -) or --batch, not both\n");
+    return 2;
+  }
+  const bool add_special = !no_add_special, parse_special = !no_parse_special;
+  std::string text;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == "-") {
+      text.append(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     } else {
-      if (have_text) text.push_back(' ');
-      text += a;
-      have_text = true;
+      if (i > 0) text.push_back(' ');
+      text += words[i];
     }
   }
-  if (model.empty() || (batch == have_text)) return Usage("tokenize", kTokenizeUsage);
   auto tok = Tokenizer::FromFile(model);
   if (!tok.ok()) return Fail("tokenize", tok.status().message());
   if (batch) return RunBatch(**tok, parse_special);
@@ -119,49 +114,46 @@ int RunTokenize(int argc, char** argv) {
   return 0;
 }
 
-constexpr char kDetokenizeUsage[] = "--model PATH [--skip-special] IDS...";
+// Token ids separated by spaces, commas or brackets ("1 2 3", "[1,2,3]").
+bool ParseIdList(const std::string& arg, std::vector<int32_t>* ids) {
+  size_t i = 0;
+  while (i < arg.size()) {
+    const size_t j = std::min(arg.find_first_of(",[] ", i), arg.size());
+    if (j > i) {
+      const std::optional<int32_t> v =
+          ParseInteger<int32_t>(std::string_view(arg).substr(i, j - i));
+      if (!v || *v < 0) return false;
+      ids->push_back(*v);
+    }
+    i = j + 1;
+  }
+  return true;
+}
 
 int RunDetokenize(int argc, char** argv) {
   std::string model;
   bool skip_special = false;
+  std::vector<std::string> args;
+  auto app = NewCommandApp("detokenize", "Decodes token ids to text.");
+  app->add_option("-m,--model", model,
+                  "a .gguf file, a tokenizer.json, or a folder holding tokenizer.json")
+      ->required();
+  app->add_flag("--skip-special", skip_special, "leave special tokens out of the text");
+  app->add_option("IDS", args, "token ids, separated by spaces or commas (\"[1,2,3]\" too)");
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
   std::vector<int32_t> ids;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--model" && i + 1 < argc) {
-      model = argv[++i];
-    } else if (a == "--skip-special") {
-      skip_special = true;
-    } else if (a == "-h" || a == "--help") {
-      std::printf("usage: tachyon detokenize %s\n", kDetokenizeUsage);
-      return 0;
-    } else {
-      // Ids separated by spaces, commas or brackets ("1 2 3", "[1,2,3]").
-      std::string num;
-      auto flush = [&]() -> bool {
-        if (num.empty()) return true;
-        char* end = nullptr;
-        const long v = std::strtol(num.c_str(), &end, 10);
-        if (*end != '\0' || v < 0 || v > INT32_MAX) return false;
-        ids.push_back(static_cast<int32_t>(v));
-        num.clear();
-        return true;
-      };
-      for (char c : a) {
-        if (c == ',' || c == '[' || c == ']' || c == ' ') {
-          if (!flush()) return Fail("detokenize", "bad token id '" + a + "'");
-        } else {
-          num.push_back(c);
-        }
-      }
-      if (!flush()) return Fail("detokenize", "bad token id '" + a + "'");
+  for (const std::string& a : args) {
+    if (!ParseIdList(a, &ids)) {
+      std::fprintf(stderr, "tachyon detokenize: error: IDS: '%s' is not a token id\n", a.c_str());
+      return 2;
     }
   }
-  if (model.empty()) return Usage("detokenize", kDetokenizeUsage);
   auto tok = Tokenizer::FromFile(model);
   if (!tok.ok()) return Fail("detokenize", tok.status().message());
   for (int32_t id : ids) {
     if (id >= (*tok)->vocab_size()) {
-      return Fail("detokenize", "token id " + std::to_string(id) + " is outside the vocabulary (size " +
+      return Fail("detokenize", "token id " + std::to_string(id) +
+                                    " is outside the vocabulary (size " +
                                     std::to_string((*tok)->vocab_size()) + ")");
     }
   }

@@ -1,35 +1,42 @@
 #include "util/testing/testdata.h"
 
-#include <sys/stat.h>
-
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 
 namespace tachyon {
 namespace {
-bool IsDir(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+
+namespace fs = std::filesystem;
+
+bool IsDir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
 }
+
+// <dir>/shared/testdata for `start` and each of its parents; "" when none is a folder.
+std::string SearchUp(fs::path start) {
+  for (fs::path dir = start; !dir.empty(); dir = dir.parent_path()) {
+    const fs::path candidate = dir / "shared" / "testdata";
+    if (IsDir(candidate)) return candidate.string();
+    if (dir == dir.parent_path()) break;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string TestdataDir() {
   if (const char* env = std::getenv("TACHYON_TESTDATA")) {
     return IsDir(env) ? std::string(env) : std::string();
   }
-  if (const char* src = std::getenv("TACHYON_SOURCE_DIR")) {
-    std::string p = std::string(src) + "/../shared/testdata";
-    if (IsDir(p)) return p;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    if (std::string found = SearchUp(exe.parent_path()); !found.empty()) return found;
   }
-#ifdef TACHYON_SOURCE_DIR
-  {
-    std::string p = std::string(TACHYON_SOURCE_DIR) + "/../shared/testdata";
-    if (IsDir(p)) return p;
-  }
-#endif
-  for (const char* p : {"../shared/testdata", "../../shared/testdata", "../../../shared/testdata"}) {
-    if (IsDir(p)) return p;
-  }
-  return "";
+  const fs::path cwd = fs::current_path(ec);
+  return ec ? std::string() : SearchUp(cwd);
 }
 
 }  // namespace tachyon

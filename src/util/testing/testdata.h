@@ -1,12 +1,14 @@
-// Where the shared reference data lives: $TACHYON_TESTDATA, else <source>/../shared/testdata
-// (TACHYON_SOURCE_DIR env or compile definition), else ../shared/testdata from the cwd.
+// Where the shared reference data lives, found at run time (no build path is compiled in):
+// $TACHYON_TESTDATA when set; else the first shared/testdata folder beside the test
+// executable's folder or one of its parents (a checkout's build/ sits in the checkout, with
+// shared/ beside the checkout); else the same search from the working directory.
 #pragma once
 
 #include <string>
 
 namespace tachyon {
 
-// The testdata folder, or "" if none of the candidates exists.
+// The testdata folder, or "" when $TACHYON_TESTDATA names no folder or none is found.
 std::string TestdataDir();
 
 }  // namespace tachyon
