@@ -150,10 +150,10 @@ TEST(EngineCliTest, RunBadValuesGiveOneLineErrors) {
   struct Case {
     const char* args;
     const char* expect;
-  } cases[] = {{"--temp abc", "--temp"}, {"--min-p 2", "min_p"},
+  } cases[] = {{"--temp abc", "--temp"}, {"--min-p 2", "--min-p"},
                {"--top-p 0", "top_p"},   {"--repeat-penalty 0", "repetition_penalty"},
                {"-n x", "-n"},           {"--seed -1", "--seed"},
-               {"--bogus 1", "--bogus"}, {"--presence-penalty 3", "presence_penalty"}};
+               {"--bogus 1", "--bogus"}, {"--presence-penalty 3", "--presence-penalty"}};
   for (const Case& c : cases) {
     Result r = Tachyon(base + c.args);
     EXPECT_NE(r.exit_code, 0) << c.args;

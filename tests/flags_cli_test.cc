@@ -53,7 +53,6 @@ TEST(FlagsCli, EveryCommandHasGeneratedHelp) {
   const std::vector<std::string> commands = Commands();
   ASSERT_GE(commands.size(), 10u);
   for (const std::string& c : commands) {
-    if (c == "serve" || c == "run" || c == "bench") continue;  // converted separately
     SCOPED_TRACE(c);
     const Result r = Tachyon(c + " --help");
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -70,6 +69,58 @@ TEST(FlagsCli, HelpListsTheDeclaredFlagsWithTypesAndDefaults) {
         "--reps INT=3", "--batch INT=1", "--kv-cache-dtype f16|bf16|q8_0|f32=f16"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
   }
+}
+
+TEST(FlagsCli, BenchRejectsANonNumericPromptLengthNamingTheFlag) {
+  ExpectUsageError("bench -m x.gguf -p abc",
+                   "tachyon bench: error: -p/--n-prompt: 'abc' is not an integer");
+  ExpectUsageError("bench -m x.gguf --n-prompt 12x",
+                   "tachyon bench: error: -p/--n-prompt: '12x' is not an integer");
+  ExpectUsageError("bench -m x.gguf -p -5",
+                   "tachyon bench: error: -p/--n-prompt: '-5' is not in [0, 16777216]");
+  ExpectUsageError("bench -m x.gguf --concurrency 1,x",
+                   "tachyon bench: error: --concurrency: '1,x' is not a comma-separated list of "
+                   "integers in [1, 4096] like 1,4,16");
+  ExpectUsageError("bench -m x.gguf --frobnicate",
+                   "tachyon bench: error: unknown option '--frobnicate' (see --help)");
+}
+
+// serve, run and bench declare the engine flags once (cli/engine_flags.h): same names, same
+// ranges, same messages.
+TEST(FlagsCli, EngineFlagsAreTheSameForServeRunAndBench) {
+  for (const char* cmd : {"serve", "run -p hi", "bench"}) {
+    const std::string c = cmd;
+    const std::string name = c.substr(0, c.find(' '));
+    ExpectUsageError(c + " -m x.gguf --max-num-seqs 0",
+                     "tachyon " + name + ": error: --max-num-seqs: '0' is not in [1, 65536]");
+    ExpectUsageError(
+        c + " -m x.gguf --kv-cache-memory 12Q",
+        "tachyon " + name + ": error: --kv-cache-memory: '12Q' is not a size like 512M or 2G");
+    ExpectUsageError(c + " -m x.gguf --max-batched-tokens x",
+                     "tachyon " + name +
+                         ": error: --max-num-batched-tokens/--max-batched-tokens: 'x' is not an "
+                         "integer");
+    ExpectUsageError(
+        c + " -m x.gguf --scheduling-policy lifo",
+        "tachyon " + name + ": error: --scheduling-policy: 'lifo' is not one of fcfs, priority");
+    ExpectUsageError(
+        c + " -m x.gguf --kv-cache-memory-fraction 1.5",
+        "tachyon " + name + ": error: --kv-cache-memory-fraction: '1.5' is not in [0.01, 1]");
+    const Result help = Tachyon(name + " --help");
+    for (const char* flag :
+         {"-m,--model", "-t,--threads", "--chat-template", "--quantize", "--kv-cache-dtype",
+          "--kv-cache-memory", "--kv-blocks", "-c,--ctx-size,--max-model-len", "--max-num-seqs",
+          "--no-prefix-caching", "--scheduling-policy", "--no-generation-config"}) {
+      EXPECT_NE(help.out.find(flag), std::string::npos) << name << " " << flag;
+    }
+  }
+  ExpectUsageError("serve -m x.gguf --port 70000",
+                   "tachyon serve: error: --port: '70000' is not in [0, 65535]");
+  ExpectUsageError("serve -m x.gguf --header-timeout soon",
+                   "tachyon serve: error: --header-timeout: 'soon' is not a number of seconds");
+  ExpectUsageError("run -m x.gguf -p hi --top-p 2",
+                   "tachyon run: error: --top-p: '2' is not in [0, 1]");
+  ExpectUsageError("run -m x.gguf", "tachyon run: error: --prompt is required");
 }
 
 TEST(FlagsCli, IntegerFlagsTakeOnlyWholeNumbers) {

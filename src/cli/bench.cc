@@ -25,27 +25,29 @@
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cli/bench_concurrency.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
+#include "cli/flags.h"
 #include "hub/resolve.h"
-#include "kernels/attention.h"
 #include "kernels/peak.h"
 #include "model/model.h"
 
 namespace tachyon::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: tachyon bench -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps 5] [--json]\n"
-    "                     [--bw-mib 1024] [--kv-cache-dtype f16] [--quantize q8_0|q4_0|q4_k]\n"
-    "       tachyon bench -m MODEL --concurrency 1,4,16,64 [-p 128] [-n 64] [-t THREADS]\n"
-    "                     [--json] [--max-batched-tokens 2048] [--kv-blocks B] [--stop S]\n"
-    "  --concurrency drives the engine with N concurrent random-prompt requests per level\n"
-    "  and reports aggregate / per-request decode tok/s, TTFT and TPOT percentiles.\n";
+constexpr const char* kDescription =
+    "Without --concurrency: prompt processing of -p random tokens in one batch and decoding\n"
+    "of -n tokens from an empty cache (medians over --reps after one warm-up), reported\n"
+    "against the memory-bandwidth and int8 compute rooflines measured in the same run (of\n"
+    "the engine options, only -m, -t, --quantize and --kv-cache-dtype apply).\n"
+    "With --concurrency 1,4,16,64: the serving engine under N concurrent random-prompt\n"
+    "requests per level: aggregate / per-request decode tok/s, TTFT and TPOT percentiles.";
 
 using Clock = std::chrono::steady_clock;
 
@@ -102,80 +104,43 @@ struct Options {
   int reps = 5;
   bool json = false;
   int64_t bw_mib = 1024;
-  bool have_prompt = false, have_gen = false;
-  std::string concurrency;  // empty: the pp/tg benchmark
+  std::vector<int> concurrency;  // empty: the pp/tg benchmark
   std::vector<std::string> stop;
 };
 
 int RunBench(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if ((a == "-m" || a == "--model") && (v = value())) {
-      o.engine.model = v;
-    } else if ((a == "-p" || a == "--n-prompt") && (v = value())) {
-      o.n_prompt = std::atoll(v);
-      o.have_prompt = true;
-    } else if ((a == "-n" || a == "--n-gen") && (v = value())) {
-      o.n_gen = std::atoll(v);
-      o.have_gen = true;
-    } else if (a == "--concurrency" && (v = value())) {
-      o.concurrency = v;
-    } else if (a == "--max-batched-tokens" && (v = value())) {
-      o.engine.max_num_batched_tokens = std::atoll(v);
-    } else if (a == "--kv-blocks" && (v = value())) {
-      o.engine.kv_cache_blocks = std::atoll(v);
-    } else if (a == "--stop" && (v = value())) {
-      o.stop.emplace_back(v);
-    } else if ((a == "-t" || a == "--threads") && (v = value())) {
-      o.engine.threads = std::atoi(v);
-    } else if ((a == "-r" || a == "--reps") && (v = value())) {
-      o.reps = std::atoi(v);
-    } else if (a == "--bw-mib" && (v = value())) {
-      o.bw_mib = std::atoll(v);
-    } else if (a == "--kv-cache-dtype" && (v = value())) {
-      auto dtype = kernels::ParseKvDtype(v);
-      if (!dtype.ok())
-        return Fail("--kv-cache-dtype: '" + std::string(v) + "' is not f16, bf16, q8_0 or f32");
-      o.engine.kv_dtype = *dtype;
-    } else if (a == "--quantize" && (v = value())) {
-      o.engine.quantize = v;
-      if (o.engine.quantize != "q8_0" && o.engine.quantize != "q4_0" &&
-          o.engine.quantize != "q4_k") {
-        return Fail("--quantize: '" + o.engine.quantize + "' is not q8_0, q4_0 or q4_k");
-      }
-    } else if (a == "--json") {
-      o.json = true;
-    } else {
-      std::fputs(kUsage, stderr);
-      return Fail("bad or incomplete argument '" + a + "'");
-    }
-  }
-  if (o.engine.model.empty()) return Fail("-m MODEL is required");
+  // --concurrency: the largest level unless --max-num-seqs says otherwise.
+  o.engine.max_num_seqs = 0;
+  auto app = NewCommandApp("bench", kDescription);
+  EngineFlags engine_flags = AddEngineFlags(*app, &o.engine);
+  engine_flags.max_num_seqs->default_str("the largest --concurrency level");
+  engine_flags.max_model_len->default_str("-p + -n");
+  CLI::Option* prompt_flag = AddInt<int64_t>(*app, "-p,--n-prompt", &o.n_prompt, 0, 1 << 24,
+                                             "prompt tokens (--concurrency: per request, "
+                                             "default 128, at least 1)");
+  CLI::Option* gen_flag = AddInt<int64_t>(*app, "-n,--n-gen", &o.n_gen, 0, 1 << 24,
+                                          "generated tokens (--concurrency: per request, "
+                                          "default 64, at least 1)");
+  AddInt(*app, "-r,--reps", &o.reps, 1, 1000, "measured repetitions");
+  AddInt<int64_t>(*app, "--bw-mib", &o.bw_mib, 1, 16384, "bandwidth probe buffer (MiB)");
+  app->add_flag("--json", o.json, "print one JSON object (--concurrency: a list)");
+  AddIntList(*app, "--concurrency", &o.concurrency, 1, 4096,
+             "concurrency levels, run in this order");
+  app->add_option("--stop", o.stop,
+                  "--concurrency: stop string given to every request (may be repeated)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
   if (!o.concurrency.empty()) {
     ConcurrencyBenchOptions co;
-    if (!ParseConcurrencyList(o.concurrency, &co.levels)) {
-      return Fail("--concurrency: '" + o.concurrency +
-                  "' is not a list of positive counts like 1,4,16,64");
-    }
-    if (o.engine.max_num_batched_tokens < 1 || o.engine.kv_cache_blocks < 0 ||
-        o.engine.threads < 0) {
-      return Fail("--max-batched-tokens must be >= 1, --kv-blocks and -t >= 0");
-    }
+    co.levels = o.concurrency;
     co.engine = o.engine;
-    co.n_prompt = o.have_prompt ? o.n_prompt : 128;
-    co.n_gen = o.have_gen ? o.n_gen : 64;
+    co.n_prompt = prompt_flag->count() ? o.n_prompt : 128;
+    co.n_gen = gen_flag->count() ? o.n_gen : 64;
     co.json = o.json;
     co.stop = o.stop;
     return RunConcurrencyBench(co);
-  }
-  if (o.n_prompt < 0 || o.n_gen < 0 || o.reps < 1 || o.bw_mib < 1 || o.bw_mib > 16384) {
-    return Fail("-p/-n must be >= 0, --reps >= 1, --bw-mib in [1, 16384]");
   }
   const auto tl0 = Clock::now();
   auto resolved = hub::ResolveModel(o.engine.model);  // file, HF folder or hub name

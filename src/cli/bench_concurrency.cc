@@ -28,7 +28,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -207,19 +206,6 @@ nlohmann::json ToJson(const LevelResult& r, const ConcurrencyBenchOptions& o,
 
 }  // namespace
 
-bool ParseConcurrencyList(const std::string& s, std::vector<int>* out) {
-  out->clear();
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1 || v > 4096) return false;
-    out->push_back(static_cast<int>(v));
-  }
-  return !out->empty() && s.back() != ',';
-}
-
 int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   if (o.n_prompt < 1 || o.n_gen < 1) {
     return Fail("with --concurrency, -p and -n must be at least 1");
@@ -228,8 +214,13 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   // The engine as `tachyon serve` builds it: every request's context fits, and the KV pool
   // holds the largest level at once (unless kv_cache_blocks says how many blocks).
   engine::ServingOptions so = o.engine;
-  so.max_model_len = o.n_prompt + o.n_gen;
-  so.max_num_seqs = max_level;
+  const int64_t needed = o.n_prompt + o.n_gen;
+  if (so.max_model_len > 0 && so.max_model_len < needed) {
+    return Fail("--max-model-len " + std::to_string(so.max_model_len) + " is less than -p + -n (" +
+                std::to_string(needed) + ")");
+  }
+  if (so.max_model_len <= 0) so.max_model_len = needed;
+  if (so.max_num_seqs <= 0) so.max_num_seqs = max_level;
   so.require_tokenizer = false;  // random token ids need none; outputs are then not detokenized
   auto built = engine::BuildServingEngine(so);
   if (!built.ok()) return Fail(built.status().message());

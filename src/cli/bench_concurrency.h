@@ -11,9 +11,10 @@
 namespace tachyon::cli {
 
 struct ConcurrencyBenchOptions {
-  // The engine, built as `tachyon serve` builds it. RunConcurrencyBench sets max_model_len
-  // (n_prompt + n_gen), max_num_seqs (the largest level) and require_tokenizer (false);
-  // kv_cache_blocks > 0 gives the pool exactly that many blocks.
+  // The engine, built as `tachyon serve` builds it. RunConcurrencyBench sets require_tokenizer
+  // (false), max_model_len when it is 0 (n_prompt + n_gen; a smaller one is an error) and
+  // max_num_seqs when it is 0 (the largest level); kv_cache_blocks > 0 gives the pool exactly
+  // that many blocks.
   engine::ServingOptions engine;
   std::vector<int> levels;        // concurrency levels, run in this order
   int64_t n_prompt = 128;         // prompt tokens per request (random ids)
@@ -25,8 +26,5 @@ struct ConcurrencyBenchOptions {
 
 // Runs every level and prints the table (or a JSON list); returns the exit code.
 int RunConcurrencyBench(const ConcurrencyBenchOptions& o);
-
-// Parses "1,4,16,64" (positive, at most 4096 each). False on anything else.
-bool ParseConcurrencyList(const std::string& s, std::vector<int>* out);
 
 }  // namespace tachyon::cli

@@ -44,15 +44,20 @@ std::optional<int> ParseFlags(CLI::App& app, int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   } catch (const CLI::ExtrasError& e) {
-    // CLI11: "The following argument(s) was/were not expected: A B".
-    std::string extra = e.what();
-    extra = extra.substr(extra.find(':') + 1);
-    extra.erase(0, extra.find_first_not_of(' '));
-    const std::string first = extra.substr(0, extra.find(' '));
+    // Name an unknown option first (its value, if any, is left over too), else the first
+    // stray argument.
+    std::vector<std::string> extra = app.remaining(/*recurse=*/true);
+    std::string shown = extra.empty() ? std::string(e.what()) : extra.front();
+    bool is_option = false;
+    for (const std::string& a : extra) {
+      if (a.size() > 1 && a[0] == '-' && !ParseNumber(a)) {
+        shown = a;
+        is_option = true;
+        break;
+      }
+    }
     std::fprintf(stderr, "%s: error: %s '%s' (see --help)\n", app.get_name().c_str(),
-                 !first.empty() && first[0] == '-' && first != "-" ? "unknown option"
-                                                                   : "unexpected argument",
-                 OneLine(first).c_str());
+                 is_option ? "unknown option" : "unexpected argument", OneLine(shown).c_str());
     return 2;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "%s: error: %s\n", app.get_name().c_str(), OneLine(e.what()).c_str());
@@ -141,6 +146,23 @@ CLI::Option* AddByteSize(CLI::App& app, const std::string& names, int64_t* out, 
       },
       help);
   opt->type_name("SIZE");
+  return opt;
+}
+
+CLI::Option* AddSeconds(CLI::App& app, const std::string& names, std::chrono::milliseconds* out,
+                        double max_seconds, const std::string& help) {
+  CLI::Option* opt = app.add_option_function<std::string>(
+      names,
+      [names, out, max_seconds](const std::string& text) {
+        const std::optional<double> v = ParseNumber(text);
+        if (!v) throw BadValue(names, text, "a number of seconds");
+        if (*v < 0 || *v > max_seconds) {
+          throw BadValue(names, text, "in [0, " + FormatNumber(max_seconds) + "] seconds");
+        }
+        *out = std::chrono::milliseconds(static_cast<int64_t>(*v * 1000 + 0.5));
+      },
+      help);
+  opt->type_name("SECONDS")->default_str(FormatNumber(static_cast<double>(out->count()) / 1000));
   return opt;
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -120,6 +121,10 @@ CLI::Option* AddNumber(CLI::App& app, const std::string& names, T* out, double l
 // A byte-size flag (see ParseByteSize), at most `max_bytes`.
 CLI::Option* AddByteSize(CLI::App& app, const std::string& names, int64_t* out, int64_t max_bytes,
                          const std::string& help);
+
+// A duration in seconds (fractions allowed, e.g. 0.5), in [0, max_seconds].
+CLI::Option* AddSeconds(CLI::App& app, const std::string& names, std::chrono::milliseconds* out,
+                        double max_seconds, const std::string& help);
 
 // A flag whose value must be one of `choices` (compared exactly).
 CLI::Option* AddChoice(CLI::App& app, const std::string& names, std::string* out,

@@ -8,57 +8,25 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/engine_flags.h"
+#include "cli/flags.h"
 #include "engine/serving_engine.h"
-#include "kernels/attention.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: tachyon run -m MODEL -p PROMPT [options]\n"
-    "  -n, --n-predict N        tokens to generate (default 128; -1: until the context is full)\n"
-    "  -t, --threads N          compute threads (default: all hardware threads)\n"
-    "  -c, --ctx-size N         context length (default: the model's)\n"
-    "  --temp T                 temperature (default 0.8; 0: greedy)\n"
-    "  --top-k K                keep the K most likely tokens (default 40; 0: off)\n"
-    "  --top-p P                nucleus sampling (default 0.95; 1: off)\n"
-    "  --min-p P                drop tokens below P x the top probability (default 0: off)\n"
-    "  --repeat-penalty F       penalize tokens of the prompt and output (default 1: off)\n"
-    "  --presence-penalty F     OpenAI presence penalty in [-2, 2] (default 0)\n"
-    "  --frequency-penalty F    OpenAI frequency penalty in [-2, 2] (default 0)\n"
-    "  --seed S                 random seed (default: random)\n"
-    "  --ignore-eos             do not stop at end-of-generation tokens\n"
-    "  --stop STR               stop before STR (may be repeated)\n"
-    "  --kv-cache-dtype TYPE    KV cache storage: f16 (default), bf16, q8_0 or f32\n"
-    "  --quantize TYPE          quantize float weights at load: q8_0, q4_0 or q4_k\n";
-
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tachyon run: error: %s\n", msg.c_str());
   return 1;
-}
-
-bool ParseInt(const char* s, int64_t* out) {
-  char* end = nullptr;
-  const long long v = std::strtoll(s, &end, 10);
-  if (end == s || *end != '\0') return false;
-  *out = v;
-  return true;
-}
-
-bool ParseFloat(const char* s, float* out) {
-  char* end = nullptr;
-  const float v = std::strtof(s, &end);
-  if (end == s || *end != '\0') return false;
-  *out = v;
-  return true;
 }
 
 struct RunOptions {
@@ -72,99 +40,64 @@ struct RunOptions {
   }
   engine::ServingOptions engine;
   std::string prompt;
-  bool have_prompt = false;
   int64_t n_predict = 128;
   sampling::SamplingParams params;
 };
 
-// Returns 0 when the options are complete, -1 after --help, else the exit code.
-int ParseArgs(int argc, char** argv, RunOptions* o) {
+// Returns std::nullopt when the options are complete, else the exit code (0 after --help).
+std::optional<int> ParseArgs(int argc, char** argv, RunOptions* o) {
   sampling::SamplingParams& p = o->params;
   p.temperature = 0.8f;
   p.top_k = 40;
   p.top_p = 0.95f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return -1;
-    }
-    if (a == "--ignore-eos") {
-      p.ignore_eos = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fputs(kUsage, stderr);
-      return Fail("bad or incomplete argument '" + a + "'");
-    }
-    const char* v = argv[++i];
-    int64_t n = 0;
-    float f = 0;
-    const bool is_int = ParseInt(v, &n), is_float = ParseFloat(v, &f);
-    auto bad = [&](const char* what) { return Fail(a + ": '" + v + "' is not " + what); };
-    if (a == "-m" || a == "--model") {
-      o->engine.model = v;
-    } else if (a == "-p" || a == "--prompt") {
-      o->prompt = v;
-      o->have_prompt = true;
-    } else if (a == "--kv-cache-dtype") {
-      auto dtype = kernels::ParseKvDtype(v);
-      if (!dtype.ok()) return bad("f16, bf16, q8_0 or f32");
-      o->engine.kv_dtype = *dtype;
-    } else if (a == "--quantize") {
-      if (std::string q = v; q != "q8_0" && q != "q4_0" && q != "q4_k")
-        return bad("q8_0, q4_0 or q4_k");
-      o->engine.quantize = v;
-    } else if (a == "--stop") {
-      p.stop.emplace_back(v);
-    } else if (a == "-n" || a == "--n-predict") {
-      if (!is_int || n < -1 || n > (1 << 30)) return bad("a token count (or -1)");
-      o->n_predict = n;
-    } else if (a == "-t" || a == "--threads") {
-      if (!is_int || n < 0 || n > 1024) return bad("a thread count");
-      o->engine.threads = static_cast<int>(n);
-    } else if (a == "-c" || a == "--ctx-size") {
-      if (!is_int || n < 0 || n > (1 << 24)) return bad("a context length");
-      o->engine.max_model_len = n;  // 0: the model's, lowered to fit the KV budget
-    } else if (a == "--top-k") {
-      if (!is_int || n > (1 << 30)) return bad("an integer");
-      p.top_k = static_cast<int>(n);
-    } else if (a == "--seed") {
-      char* end = nullptr;
-      const unsigned long long s = std::strtoull(v, &end, 10);
-      if (end == v || *end != '\0' || *v == '-') return bad("a non-negative integer");
-      p.seed = s;
-    } else if (!is_float &&
-               (a == "--temp" || a == "--top-p" || a == "--min-p" || a == "--repeat-penalty" ||
-                a == "--presence-penalty" || a == "--frequency-penalty")) {
-      return bad("a number");
-    } else if (a == "--temp") {
-      p.temperature = std::max(f, 0.0f);  // like llama.cpp: a negative temperature is greedy
-    } else if (a == "--top-p") {
-      p.top_p = f;
-    } else if (a == "--min-p") {
-      p.min_p = f;
-    } else if (a == "--repeat-penalty") {
-      p.repetition_penalty = f;
-    } else if (a == "--presence-penalty") {
-      p.presence_penalty = f;
-    } else if (a == "--frequency-penalty") {
-      p.frequency_penalty = f;
-    } else {
-      std::fputs(kUsage, stderr);
-      return Fail("unknown argument '" + a + "'");
-    }
-  }
-  if (o->engine.model.empty() || !o->have_prompt) {
-    std::fputs(kUsage, stderr);
-    return Fail("-m and -p are required");
-  }
-  return 0;
+  auto app = NewCommandApp(
+      "run",
+      "Generates text for one prompt through the serving engine and streams it to stdout;\n"
+      "stops after -n tokens, at an end-of-generation token (unless --ignore-eos), at a --stop\n"
+      "string or at the end of the context. Timing goes to stderr.");
+  AddEngineFlags(*app, &o->engine);
+  app->add_option("-p,--prompt", o->prompt, "the prompt")->required();
+  AddInt<int64_t>(*app, "-n,--n-predict", &o->n_predict, -1, 1 << 30,
+                  "tokens to generate (-1: until the context is full)");
+  constexpr const char* kSampling = "Sampling options";
+  AddNumber(*app, "--temp", &p.temperature, -1e6, 1e6, "temperature (0 or below: greedy)")
+      ->group(kSampling);
+  AddInt(*app, "--top-k", &p.top_k, 0, 1 << 30, "keep the K most likely tokens (0: off)")
+      ->group(kSampling);
+  AddNumber(*app, "--top-p", &p.top_p, 0, 1, "nucleus sampling (1: off)")->group(kSampling);
+  AddNumber(*app, "--min-p", &p.min_p, 0, 1, "drop tokens below P x the top probability (0: off)")
+      ->group(kSampling);
+  AddNumber(*app, "--repeat-penalty", &p.repetition_penalty, 0, 1e6,
+            "penalize tokens of the prompt and output (1: off)")
+      ->group(kSampling);
+  AddNumber(*app, "--presence-penalty", &p.presence_penalty, -2, 2, "OpenAI presence penalty")
+      ->group(kSampling);
+  AddNumber(*app, "--frequency-penalty", &p.frequency_penalty, -2, 2, "OpenAI frequency penalty")
+      ->group(kSampling);
+  app->add_option_function<std::string>(
+         "--seed",
+         [&p](const std::string& v) {
+           const std::optional<uint64_t> seed = ParseInteger<uint64_t>(v);
+           if (!seed) throw BadValue("--seed", v, "a non-negative integer");
+           p.seed = *seed;
+         },
+         "random seed (default: random)")
+      ->type_name("INT")
+      ->group(kSampling);
+  app->add_flag("--ignore-eos", p.ignore_eos, "do not stop at end-of-generation tokens")
+      ->group(kSampling);
+  app->add_option("--stop", p.stop, "stop before this string (may be repeated)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group(kSampling);
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return rc;
+  p.temperature = std::max(p.temperature, 0.0f);  // like llama.cpp: a negative one is greedy
+  return std::nullopt;
 }
 
 int RunRun(int argc, char** argv) {
   RunOptions o;
-  if (int rc = ParseArgs(argc, argv, &o); rc != 0) return rc < 0 ? 0 : rc;
+  if (std::optional<int> rc = ParseArgs(argc, argv, &o)) return *rc;
 
   auto built = engine::BuildServingEngine(o.engine);
   if (!built.ok()) return Fail(built.status().message());
