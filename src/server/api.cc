@@ -77,6 +77,17 @@ void OpenAiApi::SendError(ResponseChannel& channel, const ApiError& error,
 }
 
 void OpenAiApi::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel) {
+  // Last resort: a bug that throws becomes a 500 for this request, never a dead io thread.
+  const std::string path = req.path;
+  try {
+    Route(std::move(req), channel);
+  } catch (const std::exception& e) {
+    TLOG(ERROR) << path << ": internal error: " << e.what();
+    SendError(*channel, Simple(500, "server_error", "Internal error."), NeedsAuth(path) ? path : "");
+  }
+}
+
+void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel) {
   const std::string& path = req.path;
   bool counted = NeedsAuth(path);
   if (counted && !options_.api_key.empty()) {

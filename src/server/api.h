@@ -56,6 +56,7 @@ class OpenAiApi {
   const std::string& model_name() const { return options_.served_model_names.front(); }
 
  private:
+  void Route(HttpRequest request, std::shared_ptr<ResponseChannel> channel);
   void Completions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
   void ChatCompletions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
   void Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);

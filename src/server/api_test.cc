@@ -403,3 +403,39 @@ TEST_F(ApiTest, EveryEndpointBoundsJsonDepth) {
 
 }  // namespace
 }  // namespace tachyon::server
+
+namespace tachyon::server {
+namespace {
+
+// A backend with bugs: Tokenize throws on the prompt "throw", TokenBytes always throws.
+class ThrowingBackend : public FakeBackend {
+ public:
+  Result<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) const override {
+    if (text == "throw") throw std::runtime_error("tokenize bug");
+    return FakeBackend::Tokenize(text, add_special);
+  }
+  std::string TokenBytes(int32_t id) const override { throw std::runtime_error("bytes bug"); }
+};
+
+TEST_F(ApiTest, AThrowingBugIsA500AndTheServerGoesOn) {
+  backend_ = std::make_unique<ThrowingBackend>();
+  ApiOptions options;
+  options.served_model_names = {"tiny"};
+  api_ = std::make_unique<OpenAiApi>(backend_.get(), options);
+  auto ch = Post("/v1/completions", {{"prompt", "throw"}, {"max_tokens", 2}});
+  ASSERT_EQ(ch->response.status, 500) << ch->response.body;
+  EXPECT_EQ(ch->Json()["error"]["type"], "server_error");
+  // The bug is hit on the io thread while streaming logprobs.
+  ch = Post("/v1/completions", {{"prompt", "abc"}, {"max_tokens", 3}, {"logprobs", 1}});
+  ASSERT_EQ(ch->response.status, 500) << ch->response.body;
+  EXPECT_EQ(ch->Json()["error"]["type"], "server_error");
+  // The cancelled request's last chunks still arrive on the channel's executor.
+  for (int i = 0; i < 500 && api_->InFlight() > 0; ++i) ch->PumpFor(std::chrono::milliseconds(2));
+  WaitIdle();
+  ch = Post("/v1/completions", {{"prompt", "abc"}, {"max_tokens", 3}});
+  EXPECT_EQ(ch->response.status, 200) << ch->response.body;
+  WaitIdle();
+}
+
+}  // namespace
+}  // namespace tachyon::server

@@ -141,7 +141,19 @@ void GenerationJob::Drain() {
     items.swap(queue_);
     drain_scheduled_ = false;
   }
-  for (Queued& q : items) Handle(q.index, q.chunk, q.arrived);
+  try {
+    for (Queued& q : items) Handle(q.index, q.chunk, q.arrived);
+  } catch (const std::exception& e) {
+    // Last resort (a bug, e.g. in a tokenizer call): the request ends with a 500 and the
+    // backend stops generating for it; the io thread is unaffected.
+    TLOG(ERROR) << spec_.id << ": internal error while streaming: " << e.what();
+    Cancel();
+    ApiError err;
+    err.http_status = 500;
+    err.type = "server_error";
+    err.message = "Internal error while producing the response.";
+    Fail(err);
+  }
 }
 
 void GenerationJob::Handle(size_t index, GenerationChunk& chunk, Clock::time_point now) {

@@ -318,5 +318,34 @@ TEST(Malformed, GgufErrorsNameTheKey) {
   EXPECT_NE(r.status().message().find("tokenizer.ggml.scores"), std::string::npos);
 }
 
+// A GGUF whose byte tokens are misspelled ("<0xZZ>", "<0x-1>", "<0x 1>") loads; those tokens
+// are ordinary text to TokenBytes, Decode and the incremental detokenizer (no throw).
+TEST(Malformed, ByteTokenSpellingsAreTextNotAThrow) {
+  gguf::GgufWriter w;
+  w.Set("tokenizer.ggml.model", gguf::Value::String("llama"));
+  w.Set("tokenizer.ggml.tokens", gguf::Value::StringArray({"<unk>", "<s>", "</s>", "<0x41>",
+                                                           "<0xZZ>", "<0x-1>", "<0x 1>", "a"}));
+  w.Set("tokenizer.ggml.token_type", gguf::Value::Int32Array({2, 3, 3, 6, 6, 6, 6, 1}));
+  w.Set("tokenizer.ggml.scores", gguf::Value::Float32Array({0, 0, 0, 0, 0, 0, 0, -1}));
+  auto r = FromWriter(w);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tokenizer& tok = **r;
+  EXPECT_EQ(tok.TokenBytes(3), "A");
+  EXPECT_EQ(tok.TokenBytes(4), "<0xZZ>");
+  EXPECT_EQ(tok.TokenBytes(5), "<0x-1>");
+  EXPECT_EQ(tok.TokenBytes(6), "<0x 1>");
+  EXPECT_EQ(tok.Decode({3, 4}, false), "A<0xZZ>");
+  IncrementalDetokenizer detok(tok, /*skip_special=*/true);
+  std::string streamed;
+  for (int32_t id : {4, 3, 5, 7}) streamed += detok.Push(id);
+  streamed += detok.Flush();
+  EXPECT_EQ(streamed, tok.Decode({4, 3, 5, 7}, true));
+  EXPECT_NE(streamed.find("<0x-1>"), std::string::npos) << streamed;
+  EXPECT_EQ(ParseByteToken("<0xfF>"), 0xFF);
+  EXPECT_EQ(ParseByteToken("<0x0>"), -1);
+  EXPECT_EQ(ParseByteToken("<0xG0>"), -1);
+  EXPECT_EQ(ParseByteToken("[0x41>"), -1);
+}
+
 }  // namespace
 }  // namespace tachyon::tokenizer

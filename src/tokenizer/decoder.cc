@@ -24,26 +24,6 @@ std::string ReplaceAll(std::string_view text, std::string_view from, std::string
   return out;
 }
 
-// "<0x41>" -> 0x41, else -1.
-int ByteToken(const std::string& t) {
-  if (t.size() != 6 || t[0] != '<' || t[1] != '0' || t[2] != 'x' || t[5] != '>') return -1;
-  int v = 0;
-  for (int i = 3; i < 5; ++i) {
-    const char c = t[i];
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'A' && c <= 'F') {
-      d = c - 'A' + 10;
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else {
-      return -1;
-    }
-    v = v * 16 + d;
-  }
-  return v;
-}
 
 std::vector<std::string> ByteLevelDecode(const std::vector<std::string>& tokens) {
   std::string bytes;
@@ -72,7 +52,7 @@ std::vector<std::string> ByteFallbackDecode(std::vector<std::string> tokens) {
     pending_count = 0;
   };
   for (std::string& t : tokens) {
-    const int b = ByteToken(t);
+    const int b = ParseByteToken(t);
     if (b >= 0) {
       pending.push_back(static_cast<char>(b));
       ++pending_count;
@@ -165,6 +145,26 @@ std::string ApplyDecoders(const std::vector<DecStep>& steps, std::vector<std::st
     for (const std::string& t : tokens) all += t;
     return all;
   }();
+}
+
+int ParseByteToken(std::string_view t) {
+  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
+  int v = 0;
+  for (size_t i = 3; i < 5; ++i) {
+    const char c = t[i];
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'A' && c <= 'F') {
+      d = c - 'A' + 10;
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else {
+      return -1;
+    }
+    v = v * 16 + d;
+  }
+  return v;
 }
 
 }  // namespace tachyon::tokenizer

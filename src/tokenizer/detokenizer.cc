@@ -25,9 +25,7 @@ bool GroupsByteTokens(const Tokenizer& t) {
   return false;
 }
 
-bool IsByteToken(std::string_view s) {
-  return s.size() == 6 && s.substr(0, 3) == "<0x" && s[5] == '>';
-}
+bool IsByteToken(std::string_view s) { return ParseByteToken(s) >= 0; }
 
 }  // namespace
 

@@ -93,6 +93,9 @@ struct DecStep {
 };
 // Runs the decoders over token spellings and joins the result.
 std::string ApplyDecoders(const std::vector<DecStep>& steps, std::vector<std::string> tokens);
+// The byte a "<0xXX>" byte-token spelling stands for (two hex digits, either case), or -1 for
+// anything else, a malformed spelling such as "<0xZZ>" included (it is then ordinary text).
+int ParseByteToken(std::string_view spelling);
 // BERT-style clean-up of tokenization spaces (" ." -> ".", " n't" -> "n't", ...).
 std::string CleanupTokenizationSpaces(std::string text);
 

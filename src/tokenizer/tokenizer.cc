@@ -220,9 +220,9 @@ std::string Tokenizer::TokenBytes(int32_t id) const {
     if (ByteLevelToBytes(s, &bytes)) return bytes;
     return s;
   }
-  if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' &&
-      (t == TokenType::kByte || p.kind == "hf-bpe")) {
-    return std::string(1, static_cast<char>(std::stoi(s.substr(3, 2), nullptr, 16)));
+  // A malformed "<0x..>" spelling (e.g. "<0xZZ>" in a broken GGUF) is ordinary text below.
+  if (t == TokenType::kByte || p.kind == "hf-bpe") {
+    if (const int b = ParseByteToken(s); b >= 0) return std::string(1, static_cast<char>(b));
   }
   // SentencePiece / Metaspace spellings use U+2581 for spaces.
   std::string out;
