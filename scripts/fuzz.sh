@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (scripts/build.sh fuzz: clang, ASan + UBSan) and runs each
-# fuzz/*_fuzz.cc target for SECONDS (default 60).
+# Builds the libFuzzer targets (clang, ASan + UBSan; only the fuzz/*_fuzz.cc targets and the
+# libraries they link, not the whole tree) and runs each for SECONDS (default 60).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      e.g. scripts/fuzz.sh 300 gguf_fuzz
 #
-# Corpora live in a temporary directory (never in git), seeded from small files of
-# ../shared/testdata (<target>'s seeds; GGUF files up to FUZZ_SEED_MAX_BYTES, default 2 MiB)
-# plus a few tiny hand-made GGUF files. Crash reproducers are written to
-# $FUZZ_ARTIFACTS (default build-fuzz/artifacts/); a crash makes the script exit non-zero.
-# Other knob: FUZZ_MAX_LEN (default 65536; longer seeds are truncated to it).
+# Corpora live in a temporary directory (never in git), seeded per target: small GGUF files of
+# ../shared/testdata and tiny hand-made ones (gguf_fuzz, tokenizer_fuzz), compact vocabulary
+# descriptions (tokenizer_fuzz), request bodies (openai_request_fuzz) and raw HTTP requests
+# (http_request_fuzz). Crash reproducers are written to $FUZZ_ARTIFACTS (default
+# build-fuzz/artifacts/); a crash makes the script exit non-zero. Other knobs: FUZZ_MAX_LEN
+# (default 65536; longer seeds are truncated to it), FUZZ_SEED_MAX_BYTES (default 2 MiB).
+# docs/fuzzing.md describes the targets and what they found.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
@@ -19,12 +21,8 @@ targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 ((${#targets[@]})) || { echo "fuzz.sh: no fuzz/*_fuzz.cc targets" >&2; exit 1; }
 
-# Build: the first time through scripts/build.sh fuzz (configures build-fuzz/ and builds the
-# tree); once configured, only the fuzz targets are rebuilt. If the whole tree does not build
-# (unrelated work in progress), the fuzz targets alone are built.
-if [ -f "$root/build-fuzz/build.ninja" ] || ! "$root/scripts/build.sh" fuzz; then
-  cmake --build "$root/build-fuzz" -j "$(nproc)" --target "${targets[@]}"
-fi
+# Configures build-fuzz/ (scripts/build.sh fuzz) and builds only these targets.
+"$root/scripts/build.sh" fuzz "${targets[@]}"
 
 testdata=${TACHYON_TESTDATA:-$root/../shared/testdata}
 max_seed=${FUZZ_SEED_MAX_BYTES:-2097152}
@@ -67,6 +65,40 @@ open(out + '/seed_vocab.gguf', 'wb').write(gguf(meta[12:14], []))
 EOF
 }
 
+# tokenizer_fuzz's compact vocabularies (see fuzz/tokenizer_fuzz.cc): byte 0 picks the model,
+# then "<type byte><spelling>" lines up to a NUL line, then the text to encode.
+make_vocab_seeds() {
+  local d=$1
+  printf '\x00\x32<unk>\n\x33<s>\n\x33</s>\n\x36<0x41>\n\x36<0xZZ>\n\x31\xe2\x96\x81a\n\x31b\n\x31ab\n\x00\nab a <s>b' >"$d/vocab_llama"
+  printf '\x01\x31a\n\x31b\n\x31ab\n\x31\xc4\xa0\n\x33<|endoftext|>\nma b\n\x00\nab ab<|endoftext|>' >"$d/vocab_gpt2"
+  printf '\x02\x33[CLS]\n\x33[SEP]\n\x32[UNK]\n\x31hello\n\x31##lo\n\x31world\n\x00\nhello world HELLO' >"$d/vocab_bert"
+  printf '\xc0\x36<0x00>\n\x36<0xff>\n\x36<0x-1>\n\x36<0x 1>\n\x34<tool>\n\x00\n\xff\xfe<tool>\x00' >"$d/vocab_bytes"
+}
+
+# openai_request_fuzz: request bodies for both endpoints.
+make_body_seeds() {
+  local d=$1
+  cat >"$d/chat.json" <<'JSON'
+{"model": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "2"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}], "tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": false, "max_completion_tokens": 5, "temperature": 0.5, "top_p": 0.9, "logprobs": true, "top_logprobs": 2, "stream": true, "stream_options": {"include_usage": true}, "chat_template_kwargs": {"enable_thinking": false}, "response_format": {"type": "text"}, "user": "u", "metadata": {"k": "v"}, "store": false}
+JSON
+  cat >"$d/completion.json" <<'JSON'
+{"model": "m", "prompt": [[1, 2, 3], "text"], "max_tokens": 7, "n": 2, "best_of": 2, "echo": true, "logprobs": 3, "logit_bias": {"5": -100, "7": 2.5}, "seed": -1, "stop": ["\n", "x"], "presence_penalty": 0.1, "frequency_penalty": -0.1, "repetition_penalty": 1.1, "top_k": 40, "min_p": 0.05, "ignore_eos": true, "priority": 3, "suffix": ""}
+JSON
+  printf '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object"}}}}' >"$d/response_format.json"
+  python3 -c 'print("{\"messages\":" + "[" * 70 + "]" * 70 + "}")' >"$d/deep.json" 2>/dev/null || true
+}
+
+# http_request_fuzz: raw requests (pipelined, chunked, 100-continue, bad framing).
+make_http_seeds() {
+  local d=$1 body='{"prompt": "ab", "max_tokens": 3}'
+  printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
+    "${#body}" "$body" >"$d/completion.http"
+  printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n' >"$d/pipelined.http"
+  printf 'POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n2f\r\n{"messages": [{"role": "user", "content": "h"}]\r\n1\r\n}\r\n0\r\n\r\n' >"$d/chunked.http"
+  printf 'POST /tokenize HTTP/1.1\r\nContent-Length: 16\r\n\r\n{"prompt": "ab"}POST /detokenize HTTP/1.1\r\nContent-Length: 17\r\n\r\n{"tokens": [1,2]}' >"$d/tokenize.http"
+  printf 'DELETE /v1/models/tiny HTTP/1.0\r\nAuthorization: Bearer k\r\n\r\n' >"$d/method.http"
+}
+
 status=0
 for t in "${targets[@]}"; do
   bin="$root/build-fuzz/$t"
@@ -81,6 +113,12 @@ for t in "${targets[@]}"; do
           -exec cp -t "$corpus" {} + 2>/dev/null || true
       fi
       ;;
+    tokenizer_fuzz)
+      make_gguf_seeds "$corpus"
+      make_vocab_seeds "$corpus"
+      ;;
+    openai_request_fuzz) make_body_seeds "$corpus" ;;
+    http_request_fuzz) make_http_seeds "$corpus" ;;
   esac
   echo "== $t: ${secs}s, $(ls "$corpus" | wc -l) seed files"
   if ! "$bin" "$corpus" -max_total_time="$secs" -max_len="${FUZZ_MAX_LEN:-65536}" \

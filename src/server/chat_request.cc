@@ -3,6 +3,7 @@
 
 #include "server/field_reader.h"
 #include "server/protocol.h"
+#include "server/request_fields.h"
 
 namespace tachyon::server {
 
@@ -14,6 +15,10 @@ namespace {
 const std::set<std::string>& Roles() {
   static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
   return kRoles;
+}
+
+std::string DumpOrdered(const ordered_json& j) {
+  return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
 // Flattens content given as an array of parts into one string (text parts joined by "\n").
@@ -87,7 +92,14 @@ std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& contex
   if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
     if (!it->is_array())
       return InvalidParam("tools", "Invalid value for 'tools': expected an array.");
-    for (const auto& t : *it) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const ordered_json& t = (*it)[i];
+      if (t.is_object() && t.contains("type") && t["type"] != "function") {
+        const std::string param = "tools[" + std::to_string(i) + "].type";
+        return InvalidParam(param, "Invalid value for '" + param + "': tools of type " +
+                                       DumpOrdered(t["type"]) +
+                                       " are not supported, only 'function' tools.");
+      }
       if (!t.is_object() || !t.contains("function") || !t["function"].is_object() ||
           !t["function"].contains("name") || !t["function"]["name"].is_string()) {
         return InvalidParam("tools",
@@ -107,6 +119,10 @@ std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& contex
       req.tool_choice.mode = ToolChoice::Mode::kAuto;
     } else if (c == "required") {
       req.tool_choice.mode = ToolChoice::Mode::kRequired;
+    } else if (c.is_object() && c.contains("type") && c["type"] != "function") {
+      return InvalidParam("tool_choice", "'tool_choice' of type " + DumpOrdered(c["type"]) +
+                                             " is not supported: use 'none', 'auto', "
+                                             "'required' or a function.");
     } else if (c.is_object() && c.contains("function") && c["function"].is_object() &&
                c["function"].contains("name") && c["function"]["name"].is_string()) {
       req.tool_choice.mode = ToolChoice::Mode::kFunction;
@@ -156,6 +172,7 @@ ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vo
   for (auto it = ordered_body.begin(); it != ordered_body.end(); ++it) {
     if (it.key() != "messages" && it.key() != "tools") body[it.key()] = it.value();
   }
+  if (auto e = CheckUnsupportedFields(body, RequestKind::kChat)) return *e;
   auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/true, defaults);
   if (!common.ok()) return common.error();
   ChatRequest req;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "server/field_reader.h"
+#include "server/request_fields.h"
 
 namespace tachyon::server {
 
@@ -198,6 +199,7 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
 
 ApiResult<CompletionRequest> ParseCompletionRequest(const json& body, int vocab_size,
                                                     const SamplingDefaults& defaults) {
+  if (auto e = CheckUnsupportedFields(body, RequestKind::kCompletion)) return *e;
   auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/false, defaults);
   if (!common.ok()) return common.error();
   CompletionRequest req;

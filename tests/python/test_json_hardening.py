@@ -54,3 +54,42 @@ def test_depth_limit_is_exact(smollm2_server):
     status, _, body = smollm2_server.request("POST", "/v1/chat/completions", raw=too_deep)
     assert_depth_error(status, body)
     assert_alive(smollm2_server)
+
+
+@pytest.mark.parametrize("response_format", [
+    {"type": "json_object"},
+    {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}},
+], ids=["json_object", "json_schema"])
+def test_response_format_json_is_refused_not_ignored(smollm2_server, response_format):
+    """It used to be accepted and ignored: a client asking for JSON got prose with a 200."""
+    import openai
+    client = smollm2_server.client()
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="smollm2", messages=[{"role": "user", "content": "Reply in JSON."}],
+            max_tokens=4, response_format=response_format)
+    err = e.value.body
+    assert err["param"] == "response_format", err
+    assert "response_format" in err["message"] and response_format["type"] in err["message"]
+
+
+def test_response_format_text_is_served(smollm2_server):
+    r = smollm2_server.client().chat.completions.create(
+        model="smollm2", messages=[{"role": "user", "content": "Hi"}], max_tokens=2,
+        response_format={"type": "text"})
+    assert r.choices[0].message.role == "assistant"
+
+
+@pytest.mark.parametrize("field,value", [
+    ("audio", {"voice": "alloy", "format": "wav"}),
+    ("modalities", ["text", "audio"]),
+    ("prediction", {"type": "content", "content": "x"}),
+    ("web_search_options", {}),
+    ("tools", [{"type": "custom", "custom": {"name": "c"}}]),
+])
+def test_unimplemented_chat_fields_are_refused(smollm2_server, field, value):
+    status, _, body = smollm2_server.request("POST", "/v1/chat/completions", {
+        "model": "smollm2", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+        field: value})
+    assert status == 400, body
+    assert body["error"]["param"].startswith(field), body

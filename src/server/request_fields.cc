@@ -1,0 +1,136 @@
+#include "server/request_fields.h"
+
+#include <string>
+
+namespace tachyon::server {
+namespace {
+
+using nlohmann::json;
+
+struct Refused {
+  const char* field;
+  const char* why;  // completes "'<field>' is not supported: ..."
+};
+
+// OpenAI fields with no implementation here, whatever their value (null aside).
+constexpr Refused kChatRefused[] = {
+    {"audio", "this server generates text only."},
+    {"prediction", "predicted outputs are not implemented."},
+    {"web_search_options", "this server has no web search."},
+    {"functions", "the deprecated functions API is not implemented; use 'tools'."},
+    {"function_call", "the deprecated functions API is not implemented; use 'tool_choice'."},
+    {"reasoning_effort", "this server has no reasoning-effort control."},
+    {"verbosity", "this server has no verbosity control."},
+};
+
+// Extensions of other OpenAI-compatible servers that change what is generated.
+constexpr Refused kExtensionRefused[] = {
+    {"guided_json", "guided decoding is not implemented."},
+    {"guided_regex", "guided decoding is not implemented."},
+    {"guided_choice", "guided decoding is not implemented."},
+    {"guided_grammar", "guided decoding is not implemented."},
+    {"guided_decoding_backend", "guided decoding is not implemented."},
+    {"structured_outputs", "structured output is not implemented."},
+    {"json_schema", "structured output is not implemented."},
+    {"grammar", "grammar-constrained decoding is not implemented."},
+    {"regex", "regex-constrained decoding is not implemented."},
+    {"ebnf", "grammar-constrained decoding is not implemented."},
+    {"use_beam_search", "beam search is not implemented."},
+    {"length_penalty", "beam search is not implemented."},
+    {"prompt_logprobs", "prompt logprobs are not implemented."},
+    {"typical_p", "typical sampling is not implemented."},
+    {"mirostat", "mirostat sampling is not implemented."},
+    {"mirostat_tau", "mirostat sampling is not implemented."},
+    {"mirostat_eta", "mirostat sampling is not implemented."},
+    {"tfs_z", "tail-free sampling is not implemented."},
+};
+
+ApiError Refuse(const std::string& field, const std::string& why) {
+  return InvalidParam(field, "'" + field + "' is not supported: " + why);
+}
+
+const json* Present(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<ApiError> CheckResponseFormat(const json& body) {
+  const json* rf = Present(body, "response_format");
+  if (rf == nullptr) return std::nullopt;
+  const json* type = rf->is_object() ? Present(*rf, "type") : nullptr;
+  if (type == nullptr || !type->is_string()) {
+    return InvalidParam("response_format",
+                        "Invalid value for 'response_format': expected an object with a 'type'.");
+  }
+  const std::string& t = type->get_ref<const std::string&>();
+  if (t == "text") return std::nullopt;
+  if (t == "json_object" || t == "json_schema") {
+    return InvalidParam("response_format",
+                        "'response_format' of type '" + t +
+                            "' is not supported: this server has no structured (JSON) output "
+                            "yet. Only {\"type\": \"text\"} is accepted.");
+  }
+  return InvalidParam("response_format", "Invalid value for 'response_format.type': '" + t +
+                                             "' (expected 'text', 'json_object' or "
+                                             "'json_schema').");
+}
+
+std::optional<ApiError> CheckModalities(const json& body) {
+  const json* m = Present(body, "modalities");
+  if (m == nullptr) return std::nullopt;
+  if (!m->is_array()) {
+    return InvalidParam("modalities", "Invalid value for 'modalities': expected an array.");
+  }
+  for (const json& v : *m) {
+    if (v != "text") {
+      return Refuse("modalities", "this server generates text only; only [\"text\"] is accepted.");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> CheckServiceTier(const json& body) {
+  const json* tier = Present(body, "service_tier");
+  if (tier == nullptr || *tier == "auto" || *tier == "default") return std::nullopt;
+  return Refuse("service_tier", "this server has one service tier; use 'auto' or 'default'.");
+}
+
+// Completions: best_of above n would pick a "best" choice server-side.
+std::optional<ApiError> CheckBestOf(const json& body) {
+  const json* best_of = Present(body, "best_of");
+  if (best_of == nullptr) return std::nullopt;
+  const json* n = Present(body, "n");
+  const json one = 1;
+  if (best_of->is_number_integer() && *best_of == (n != nullptr ? *n : one)) return std::nullopt;
+  return Refuse("best_of", "server-side best-of selection is not implemented; omit it or set "
+                           "it equal to 'n'.");
+}
+
+std::optional<ApiError> CheckSuffix(const json& body) {
+  const json* suffix = Present(body, "suffix");
+  if (suffix == nullptr || *suffix == "") return std::nullopt;
+  return Refuse("suffix", "insertion (text after the completion) is not implemented.");
+}
+
+}  // namespace
+
+std::optional<ApiError> CheckUnsupportedFields(const json& body, RequestKind kind) {
+  if (!body.is_object()) return std::nullopt;
+  for (const Refused& r : kExtensionRefused) {
+    if (Present(body, r.field)) return Refuse(r.field, r.why);
+  }
+  if (auto e = CheckServiceTier(body)) return e;
+  // Not an OpenAI completions field, but other servers accept it there: refused the same way.
+  if (auto e = CheckResponseFormat(body)) return e;
+  if (kind == RequestKind::kCompletion) {
+    if (auto e = CheckBestOf(body)) return e;
+    return CheckSuffix(body);
+  }
+  for (const Refused& r : kChatRefused) {
+    if (Present(body, r.field)) return Refuse(r.field, r.why);
+  }
+  return CheckModalities(body);
+}
+
+}  // namespace tachyon::server
