@@ -3,7 +3,11 @@
 //   static int RunInspect(int argc, char** argv);   // argv[0] is the subcommand name
 //   TACHYON_COMMAND(inspect, "Show a GGUF file's metadata and tensors", RunInspect);
 //
-// Commands print one clear error line to stderr and return non-zero on bad input.
+// A command declares its flags on a CLI::App and parses them with cli/flags.h (NewCommandApp,
+// the typed Add* helpers, ParseFlags; serve, run and bench add the shared engine flags of
+// cli/engine_flags.h), so that its --help comes from the same declarations. On bad input a
+// command prints one error line to stderr ("tachyon NAME: error: ...") and returns non-zero:
+// 2 for a usage error, 1 for a failure while running.
 #pragma once
 
 #include <map>
