@@ -156,6 +156,8 @@ TEST(FlagsCli, ChoiceAndListFlagsNameTheirChoices) {
 }
 
 TEST(FlagsCli, UnknownFlagsMissingValuesAndStrayArguments) {
+  ExpectUsageError("frobnicate",
+                   "tachyon: error: unknown command 'frobnicate' (see tachyon --help)");
   ExpectUsageError("synth -o x.gguf --bogus",
                    "tachyon synth: error: unknown option '--bogus' (see --help)");
   ExpectUsageError("inspect a.gguf b.gguf",

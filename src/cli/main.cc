@@ -15,12 +15,12 @@ std::map<std::string, CommandInfo>& Commands() {
 
 namespace {
 
-void PrintUsage() {
-  std::fprintf(stderr, "usage: tachyon <command> [options]\n\ncommands:\n");
+void PrintUsage(std::FILE* out) {
+  std::fprintf(out, "usage: tachyon <command> [options]\n\ncommands:\n");
   for (const auto& [name, info] : Commands()) {
-    std::fprintf(stderr, "  %-12s %s\n", name.c_str(), info.help.c_str());
+    std::fprintf(out, "  %-12s %s\n", name.c_str(), info.help.c_str());
   }
-  std::fprintf(stderr, "\nRun 'tachyon <command> --help' for a command's options.\n");
+  std::fprintf(out, "\nRun 'tachyon <command> --help' for a command's options.\n");
 }
 
 }  // namespace
@@ -28,9 +28,13 @@ void PrintUsage() {
 
 int main(int argc, char** argv) {
   using namespace tachyon::cli;
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    PrintUsage();
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return 2;
+  }
+  if (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    PrintUsage(stdout);
+    return 0;
   }
   if (std::strcmp(argv[1], "--version") == 0) {
     std::printf("tachyon 0.1.0 (cpu: %s)\n", tachyon::DetectedCpuFeatures().ToString().c_str());
@@ -38,8 +42,7 @@ int main(int argc, char** argv) {
   }
   auto it = Commands().find(argv[1]);
   if (it == Commands().end()) {
-    std::fprintf(stderr, "tachyon: unknown command '%s'\n", argv[1]);
-    PrintUsage();
+    std::fprintf(stderr, "tachyon: error: unknown command '%s' (see tachyon --help)\n", argv[1]);
     return 2;
   }
   try {
