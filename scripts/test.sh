@@ -4,7 +4,8 @@
 #   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer,
 #   3. every libFuzzer target for FUZZ_SECONDS each (default 20; scripts/fuzz.sh builds only the
 #      fuzz targets and their libraries, in build-fuzz/); FUZZ_SECONDS=0 skips them,
-#   4. the Python end-to-end tests (pytest) against the release binary, if any.
+#   4. the Python end-to-end tests (pytest) against the release binary, if any,
+#   5. schemathesis: the HTTP API against docs/openapi.yaml (scripts/schemathesis.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -24,3 +25,5 @@ if compgen -G "tests/python/test_*.py" >/dev/null; then
   echo "== pytest"
   TACHYON_BINARY="$root/build/tachyon" .venv/bin/python -m pytest -q tests/python
 fi
+echo "== schemathesis (docs/openapi.yaml against a live server, ~100 s)"
+TACHYON_BINARY="$root/build/tachyon" scripts/schemathesis.sh

@@ -336,7 +336,13 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
     }
     add_special = it->get<bool>();
   }
-  if (b.contains("messages")) {
+  auto prompt = b.find("prompt");
+  const bool has_prompt = prompt != b.end() && !prompt->is_null();
+  if (has_prompt && !prompt->is_string()) {
+    return SendError(*channel, InvalidParam("prompt", "'prompt' must be a string."), "/tokenize");
+  }
+  auto messages = b.find("messages");
+  if (messages != b.end() && !messages->is_null()) {
     auto ordered = ParseOrderedJsonBody(req.body);
     if (!ordered.ok()) return SendError(*channel, ordered.error(), "/tokenize");
     auto chat = ParseChatRequest(ordered.value(), backend_->Info().vocab_size);
@@ -346,9 +352,10 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
       return SendError(*channel, ApiErrorFromStatus(rendered.status()), "/tokenize");
     }
     text = std::move(*rendered);
-    if (!b.contains("add_special_tokens")) add_special = false;
-  } else if (auto it = b.find("prompt"); it != b.end() && it->is_string()) {
-    text = it->get<std::string>();
+    auto special = b.find("add_special_tokens");
+    if (special == b.end() || special->is_null()) add_special = false;
+  } else if (has_prompt) {
+    text = prompt->get<std::string>();
   } else {
     return SendError(*channel,
                      InvalidParam("prompt",

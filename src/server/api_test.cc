@@ -310,6 +310,11 @@ TEST_F(ApiTest, ModelsTokenizeDetokenize) {
   EXPECT_EQ(Post("/detokenize", {{"tokens", {72, 105}}})->Json()["prompt"], "Hi");
   EXPECT_EQ(Post("/detokenize", {{"tokens", {72, 9999}}})->response.status, 400);
   EXPECT_EQ(Post("/tokenize", {{"nothing", 1}})->response.status, 400);
+  // Found by schemathesis: a prompt of the wrong type was ignored when messages came too.
+  auto both = Post("/tokenize", {{"prompt", json::object()},
+                                 {"messages", {{{"role", "user"}, {"content", "a"}}}}});
+  EXPECT_EQ(both->response.status, 400);
+  EXPECT_EQ(both->Json()["error"]["param"], "prompt");
 }
 
 TEST_F(ApiTest, MetricsText) {

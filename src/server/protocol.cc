@@ -1,5 +1,6 @@
 #include "server/protocol.h"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 
@@ -152,16 +153,22 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
     c.max_tokens_set = true;
   }
   s.temperature = static_cast<float>(r.Number("temperature", 0, 2).value_or(d.temperature));
-  s.top_p = static_cast<float>(r.Number("top_p", 0, 1).value_or(d.top_p));
-  if (!r.failed() && s.top_p <= 0) r.Fail("top_p", "must be greater than 0 and at most 1.");
+  // (0, hi] ranges are checked on the double: a positive value under float's range (1e-300) is
+  // valid and becomes the smallest positive float instead of 0.
+  auto positive = [](double v) {
+    return std::max(static_cast<float>(v), std::numeric_limits<float>::min());
+  };
+  const std::optional<double> top_p = r.Number("top_p", 0, 1);
+  if (top_p && *top_p <= 0) r.Fail("top_p", "must be greater than 0 and at most 1.");
+  s.top_p = top_p ? positive(*top_p) : d.top_p;
   s.top_k = static_cast<int>(r.Int("top_k", -1, kIntMax).value_or(d.top_k));
   if (s.top_k < 0) s.top_k = 0;
   s.min_p = static_cast<float>(r.Number("min_p", 0, 1).value_or(d.min_p));
   s.presence_penalty = static_cast<float>(r.Number("presence_penalty", -2, 2).value_or(0.0));
   s.frequency_penalty = static_cast<float>(r.Number("frequency_penalty", -2, 2).value_or(0.0));
-  s.repetition_penalty =
-      static_cast<float>(r.Number("repetition_penalty", 0, 10).value_or(d.repetition_penalty));
-  if (!r.failed() && s.repetition_penalty <= 0) {
+  const std::optional<double> rep = r.Number("repetition_penalty", 0, 10);
+  s.repetition_penalty = rep ? positive(*rep) : d.repetition_penalty;
+  if (rep && *rep <= 0) {
     r.Fail("repetition_penalty", "must be greater than 0.");
   }
   ReadLogitBias(r, vocab_size, s);

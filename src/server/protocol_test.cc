@@ -317,5 +317,14 @@ TEST(ProtocolTest, SseFramingSurvivesInvalidUtf8AndNewlines) {
   EXPECT_EQ(kSseDone, "data: [DONE]\n\n");
 }
 
+// Found by schemathesis: 5e-324 is in (0, 1] but a float rounds it to 0; it must not be rejected.
+TEST(ProtocolTest, TinyPositiveValuesOfOpenRangesAreAccepted) {
+  auto r = ParseCompletionRequest(
+      json{{"prompt", "x"}, {"top_p", 5e-324}, {"repetition_penalty", 1e-300}}, kVocab);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_GT(r.value().common.sampling.top_p, 0.0f);
+  EXPECT_GT(r.value().common.sampling.repetition_penalty, 0.0f);
+}
+
 }  // namespace
 }  // namespace tachyon::server
