@@ -1,4 +1,4 @@
-// tachyon synth --arch llama|qwen2|qwen3 --shape llama-1b|qwen-0.5b|tiny --type TYPE
+// tachyon synth --arch llama|qwen2|qwen3 --shape llama-1b|llama-8b|qwen-0.5b|tiny --type TYPE
 //               -o OUT.gguf [--seed S] [-t THREADS]
 // Writes a random-weight model of a real shape (for benchmarks; see model/synth.h).
 #include <chrono>

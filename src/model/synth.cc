@@ -13,6 +13,7 @@ namespace {
 
 const SynthShape kShapes[] = {
     {"llama-1b", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f},
+    {"llama-8b", 4096, 32, 32, 8, 14336, 128256, 131072, 500000.0f},
     {"qwen-0.5b", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f},
     {"tiny", 256, 2, 4, 2, 512, 512, 2048, 10000.0f},
 };
@@ -161,8 +162,8 @@ Result<GgmlType> SynthTensorType(const std::string& type, const std::string& nam
   GgmlType t;
   if (type == "Q4_K_M" || type == "q4_k_m") {
     t = GgmlType::kQ4_K;
-    const bool more_bits = name.find("attn_v.") != std::string::npos ||
-                           name.find("ffn_down.") != std::string::npos;
+    const bool more_bits =
+        name.find("attn_v.") != std::string::npos || name.find("ffn_down.") != std::string::npos;
     if (is_output || (more_bits && layer >= 0 && UseMoreBits(layer, n_layers))) {
       t = GgmlType::kQ6_K;
     }
@@ -172,8 +173,8 @@ Result<GgmlType> SynthTensorType(const std::string& type, const std::string& nam
       return InvalidArgument("unsupported weight type '" + type + "'");
     }
     t = *parsed;
-    const bool keep = t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 ||
-                      t == GgmlType::kQ8_0;
+    const bool keep =
+        t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 || t == GgmlType::kQ8_0;
     if (is_output && !keep) t = GgmlType::kQ6_K;
   }
   if (IsKQuant(t) && cols % 256 != 0) t = KQuantFallback(t);

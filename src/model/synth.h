@@ -18,7 +18,8 @@ struct SynthShape {
   float rope_theta;
 };
 
-// Known shapes: "llama-1b" (Llama-3.2-1B), "qwen-0.5b" (Qwen2.5-0.5B), "tiny" (testdata's
+// Known shapes: "llama-1b" (Llama-3.2-1B), "llama-8b" (Llama-3.1-8B: 131072-token context),
+// "qwen-0.5b" (Qwen2.5-0.5B), "tiny" (testdata's
 // tiny models: 256 wide, 2 layers, vocab 512). Embeddings are tied in every shape.
 Result<SynthShape> FindSynthShape(const std::string& name);
 std::string SynthShapeNames();
