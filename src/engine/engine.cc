@@ -115,6 +115,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     g.choices.push_back(std::move(r));
   }
   g.num_unfinished = req.params.n;
+  counters_.prompt_tokens_received += prompt;
   return OkStatus();
 }
 

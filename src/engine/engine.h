@@ -46,6 +46,7 @@ struct EngineMetrics {
   kv::KvCacheStats kv;
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
+  int64_t prompt_tokens_received = 0;  // prompt tokens of the requests added (once per request)
   int64_t prompt_tokens_computed = 0;  // tokens run that did not produce a sample
   int64_t generation_tokens = 0;       // tokens sampled
   int64_t requests_finished = 0;       // user requests, all finish reasons

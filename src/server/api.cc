@@ -182,7 +182,8 @@ std::optional<ApiError> OpenAiApi::CheckModel(const std::string& model) const {
 }
 
 std::optional<ApiError> OpenAiApi::FitContext(const CommonParams& common, size_t prompt_len,
-                                              SamplingOptions& sampling, const char* param) const {
+                                              sampling::SamplingParams& sampling,
+                                              const char* param) const {
   const int64_t ctx = backend_->Info().context_length;
   const int64_t p = static_cast<int64_t>(prompt_len);
   if (p + (common.max_tokens_set ? common.sampling.max_tokens : 1) > ctx) {
@@ -197,9 +198,18 @@ std::optional<ApiError> OpenAiApi::FitContext(const CommonParams& common, size_t
     return e;
   }
   if (!common.max_tokens_set) {
-    sampling.max_tokens = static_cast<int>(ctx - p);
+    const int room = static_cast<int>(ctx - p);
+    if (sampling.min_tokens > room) {
+      return InvalidParam("min_tokens", "min_tokens = " + std::to_string(sampling.min_tokens) +
+                                            " does not fit the context: the prompt leaves room "
+                                            "for " +
+                                            std::to_string(room) + " tokens.");
+    }
+    sampling.max_tokens = room;
     const int default_max = options_.sampling_defaults.max_tokens;
-    if (default_max > 0) sampling.max_tokens = std::min(sampling.max_tokens, default_max);
+    if (default_max > 0) {
+      sampling.max_tokens = std::min(room, std::max(default_max, sampling.min_tokens));
+    }
   }
   return std::nullopt;
 }
@@ -247,6 +257,8 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
   spec.include_usage = cr.common.include_usage;
   spec.echo = cr.echo;
   spec.n = cr.common.n;
+  spec.priority = cr.common.priority;
+  spec.cache_salt = cr.common.cache_salt;
   spec.arrival = std::chrono::steady_clock::now();
   GenerationJob::Start(std::move(spec), {backend_, &metrics_, &jobs_}, std::move(channel));
 }
@@ -314,6 +326,8 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
   spec.stream = cr.common.stream;
   spec.include_usage = cr.common.include_usage;
   spec.n = cr.common.n;
+  spec.priority = cr.common.priority;
+  spec.cache_salt = cr.common.cache_salt;
   spec.arrival = std::chrono::steady_clock::now();
   if (has_tools && mode != ToolChoice::Mode::kNone) {
     spec.tool_format = format;

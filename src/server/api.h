@@ -70,7 +70,7 @@ class OpenAiApi {
   std::optional<ApiError> CheckCommon(const CommonParams& common) const;
   // Fills max_tokens from the context, or rejects a prompt that does not fit.
   std::optional<ApiError> FitContext(const CommonParams& common, size_t prompt_len,
-                                     SamplingOptions& sampling, const char* param) const;
+                                     sampling::SamplingParams& sampling, const char* param) const;
   void SendError(ResponseChannel& channel, const ApiError& error, const std::string& endpoint);
   std::string NewId(const char* prefix);
 

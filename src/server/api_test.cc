@@ -201,6 +201,42 @@ TEST_F(ApiTest, EchoAndLogprobs) {
   WaitIdle();
 }
 
+// min_tokens, cache_salt, priority and stop_token_ids reach the backend as the engine's own
+// request fields; a min_tokens the context cannot hold is a 400 naming it.
+TEST_F(ApiTest, EngineFieldsReachTheBackend) {
+  FakeBackendOptions opts;
+  opts.eos_after = 2;
+  Init(opts);
+  auto ch = Post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                          {"min_tokens", 6},
+                                          {"max_tokens", 8},
+                                          {"cache_salt", "tenant-a"},
+                                          {"priority", 3},
+                                          {"stop_token_ids", {7}}});
+  ASSERT_EQ(ch->response.status, 200) << ch->response.body;
+  EXPECT_EQ(ch->Json()["usage"]["completion_tokens"], 6);  // no EOS before min_tokens
+  ch = Post("/v1/completions", {{"prompt", "abc"}, {"cache_salt", "tenant-b"}, {"max_tokens", 1}});
+  ASSERT_EQ(ch->response.status, 200) << ch->response.body;
+  WaitIdle();
+  const std::vector<engine::EngineRequest> sent = backend_->SubmittedRequests();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].params.min_tokens, 6);
+  EXPECT_EQ(sent[0].params.max_tokens, 8);
+  EXPECT_EQ(sent[0].cache_salt, "tenant-a");
+  EXPECT_EQ(sent[0].priority, 3);
+  EXPECT_EQ(sent[0].params.stop_token_ids, std::vector<int32_t>{7});
+  EXPECT_EQ(sent[1].cache_salt, "tenant-b");
+  EXPECT_EQ(sent[1].params.min_tokens, 0);
+
+  // Without max_tokens the rest of the context (256 - 4 prompt tokens) bounds min_tokens.
+  ch = Post("/v1/completions", {{"prompt", "abc"}, {"min_tokens", 253}});
+  EXPECT_EQ(ch->response.status, 400) << ch->response.body;
+  EXPECT_EQ(ch->Json()["error"]["param"], "min_tokens");
+  ch = Post("/v1/completions", {{"prompt", "abc"}, {"min_tokens", 252}, {"stream", true}});
+  EXPECT_EQ(ch->response.status, 200) << ch->response.body;
+  WaitIdle();
+}
+
 TEST_F(ApiTest, Errors) {
   auto bad_json = Call("POST", "/v1/completions", "{\"prompt\": ");
   EXPECT_EQ(bad_json->response.status, 400);

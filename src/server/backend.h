@@ -2,12 +2,11 @@
 // generates tokens (the real engine adapter, or FakeBackend in tests).
 //
 // The server parses and validates a request, renders the chat template and tokenizes the prompt
-// through the backend, then Submit()s one GenerationRequest per prompt; a request asks for n
-// choices (n > 1: sequences forked from the prompt, sharing its KV blocks). The backend reports
-// progress through the OutputCallback: per choice (GenerationChunk::index in [0, n)), zero or
-// more chunks with new tokens and text, then exactly one chunk with `finished` set (or with a
-// non-OK `error`). After the final chunk of every choice the callback is never called again and
-// is destroyed.
+// through the backend, then Submit()s one GenerationRequest per prompt. Requests, sampling
+// parameters, outputs, finish reasons, logprobs and metrics are the engine's own types
+// (engine/engine.h, engine/output.h, sampling/sampling_params.h), from the HTTP layer down to
+// the sampler. The backend reports progress through the OutputCallback (see there). After the
+// final output of every choice the callback is never called again and is destroyed.
 //
 // Thread-safety: every method may be called from any thread concurrently. The callback runs
 // on a backend-owned thread (possibly the engine loop): it must be cheap and must never block
@@ -16,8 +15,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,80 +22,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/engine.h"
+#include "engine/output.h"
 #include "util/status.h"
 
 namespace tachyon::server {
 
-// Per-request sampling and stopping options (already validated by the server).
-struct SamplingOptions {
-  int max_tokens = 16;       // >= 1
-  float temperature = 1.0f;  // 0 = greedy
-  float top_p = 1.0f;
-  int top_k = 0;  // <= 0: disabled
-  float min_p = 0.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  float repetition_penalty = 1.0f;
-  std::map<int32_t, float> logit_bias;
-  std::optional<uint64_t> seed;
-  std::vector<std::string> stop;  // stop strings; the matched string is not part of the text
-  std::vector<int32_t> stop_token_ids;
-  bool ignore_eos = false;
-  int priority = 0;   // lower runs first under --scheduling-policy priority (as vLLM)
-  int logprobs = -1;  // -1: none; k >= 0: logprob of the sampled token plus the top k
-};
-
+// One prompt's request, in the engine's own types: prompt_tokens, the SamplingParams (n
+// choices: sequences forked from the prompt, sharing its KV blocks; choice i samples with
+// seed + i when a seed is set), priority and cache_salt. Already validated by the server.
 struct GenerationRequest {
   std::string request_id;
-  std::vector<int32_t> prompt_ids;
-  SamplingOptions sampling;
-  int n = 1;  // choices; choice i samples with seed + i when a seed is set
+  engine::EngineRequest engine;
 };
 
-enum class FinishReason { kStop, kLength, kAbort };
-std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", "abort"
-
-struct TopLogprob {
-  int32_t token_id = 0;
-  float logprob = 0.0f;
-};
-
-// The logprob of one generated token.
-struct TokenLogprob {
-  int32_t token_id = 0;
-  float logprob = 0.0f;
-  std::vector<TopLogprob> top;  // best first
-};
-
-// One progress report for one choice of a request.
-struct GenerationChunk {
-  int index = 0;                   // the choice, in [0, n)
-  std::vector<int32_t> token_ids;  // new tokens since the previous chunk
-  std::string text;  // new text: always valid, complete UTF-8 (partial sequences held back)
-  std::vector<TokenLogprob> logprobs;  // one per token id when logprobs were requested
-  bool finished = false;               // this choice is complete
-  FinishReason finish_reason = FinishReason::kStop;
-  Status error;  // non-OK: the choice failed; implies finished
-  // Filled on each choice's final chunk (the request's prompt, shared by its choices).
-  int prompt_tokens = 0;
-  int cached_tokens = 0;      // prompt tokens served from the prefix cache
-  double queue_seconds = -1;  // time from submission to first schedule; < 0 if unknown
-};
-
-using OutputCallback = std::function<void(GenerationChunk chunk)>;
-
-// Snapshot of the backend's gauges and counters for /metrics.
-struct BackendMetrics {
-  int64_t num_running = 0;
-  int64_t num_waiting = 0;
-  int64_t kv_blocks_total = 0;
-  int64_t kv_blocks_used = 0;
-  int64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache
-  int64_t prefix_cache_hits = 0;     // of those, tokens found
-  int64_t prompt_tokens_total = 0;
-  int64_t generation_tokens_total = 0;
-  int64_t preemptions_total = 0;
-};
+// Progress of one choice: engine::RequestOutput. Per choice (RequestOutput::index in [0, n)),
+// zero or more outputs with new tokens and text (always complete UTF-8), then exactly one with
+// finish_reason != kNone: kStop, kLength, kAbort, or kError with `error` saying why. The final
+// output of a choice carries the usage (prompt and cached prompt tokens) and queue_seconds.
+using OutputCallback = std::function<void(engine::RequestOutput output)>;
 
 struct ModelInfo {
   std::string name;  // default served model name
@@ -131,10 +73,11 @@ class GenerationBackend {
   // error the callback is never called. On success returns a handle for Cancel().
   virtual Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) = 0;
   // Aborts a request: its KV blocks are freed promptly and every unfinished choice receives a
-  // final chunk with FinishReason::kAbort. Unknown handles are ignored.
+  // final output with engine::FinishReason::kAbort. Unknown handles are ignored.
   virtual void Cancel(uint64_t handle) = 0;
 
-  virtual BackendMetrics Metrics() const = 0;
+  // A snapshot of the engine's gauges and counters (for /metrics).
+  virtual engine::EngineMetrics Metrics() const = 0;
 };
 
 }  // namespace tachyon::server

@@ -3,40 +3,6 @@
 #include <algorithm>
 
 namespace tachyon::server {
-namespace {
-
-GenerationChunk Convert(engine::RequestOutput& out) {
-  GenerationChunk c;
-  c.index = out.index;
-  c.token_ids = std::move(out.token_ids);
-  c.text = std::move(out.text);
-  for (const auto& lp : out.logprobs) {
-    TokenLogprob t{lp.token, lp.logprob, {}};
-    for (const auto& top : lp.top) t.top.push_back({top.token, top.logprob});
-    c.logprobs.push_back(std::move(t));
-  }
-  c.finished = out.finish_reason != engine::FinishReason::kNone;
-  switch (out.finish_reason) {
-    case engine::FinishReason::kLength:
-      c.finish_reason = FinishReason::kLength;
-      break;
-    case engine::FinishReason::kAbort:
-      c.finish_reason = FinishReason::kAbort;
-      break;
-    case engine::FinishReason::kError:
-      c.error = Internal(out.error.ok() ? "the model failed" : out.error.message());
-      break;
-    default:
-      c.finish_reason = FinishReason::kStop;
-      break;
-  }
-  c.prompt_tokens = static_cast<int>(out.usage.prompt_tokens);
-  c.cached_tokens = static_cast<int>(out.usage.cached_prompt_tokens);
-  c.queue_seconds = out.queue_seconds;
-  return c;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(engine::ServingEngine engine,
                                                              int max_queue) {
@@ -100,7 +66,7 @@ Result<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_jso
 Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback callback) {
   if (!ready_) return Unavailable("the engine is not running");
   // Admission counts sequences (a request of n choices holds n), like the engine's limits.
-  const int64_t n = std::max(1, request.n);
+  const int64_t n = std::max(1, request.engine.params.n);
   const int64_t limit = max_live_;
   if (n > limit) {
     return InvalidArgument("n = " + std::to_string(n) +
@@ -113,39 +79,18 @@ Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback
     return ResourceExhausted("The server is busy (" + std::to_string(before) +
                              " sequences in flight); retry later.");
   }
-  const SamplingOptions& s = request.sampling;
-  engine::EngineRequest er;
-  er.prompt_tokens = std::move(request.prompt_ids);
-  sampling::SamplingParams& p = er.params;
-  p.n = static_cast<int>(n);
-  p.temperature = s.temperature;
-  p.top_k = s.top_k;
-  p.top_p = s.top_p;
-  p.min_p = s.min_p;
-  p.repetition_penalty = s.repetition_penalty;
-  p.presence_penalty = s.presence_penalty;
-  p.frequency_penalty = s.frequency_penalty;
-  p.logit_bias.assign(s.logit_bias.begin(), s.logit_bias.end());
-  p.seed = s.seed;
-  p.max_tokens = s.max_tokens;
-  p.stop = s.stop;
-  p.stop_token_ids = s.stop_token_ids;
-  p.ignore_eos = s.ignore_eos;
-  er.priority = s.priority;
-  p.logprobs = s.logprobs;
-  const int64_t prompt_len = static_cast<int64_t>(er.prompt_tokens.size());
-
+  request.engine.params.n = static_cast<int>(n);
   auto id = se_.core->AddRequestWithCallback(
-      std::move(er), [cb = std::move(callback), live = live_, n](engine::RequestOutput out) {
+      std::move(request.engine),
+      [cb = std::move(callback), live = live_, n](engine::RequestOutput out) {
         const bool request_done = out.finished;  // every choice has finished
-        cb(Convert(out));
+        cb(std::move(out));
         if (request_done) live->fetch_sub(n);
       });
   if (!id.ok()) {
     live_->fetch_sub(n);
     return id.status();
   }
-  prompt_tokens_ += prompt_len;
   return *id;
 }
 
@@ -153,19 +98,8 @@ void EngineBackend::Cancel(uint64_t handle) {
   se_.core->Abort(handle);
 }
 
-BackendMetrics EngineBackend::Metrics() const {
-  engine::EngineMetrics m = se_.core->Metrics();
-  BackendMetrics b;
-  b.num_running = m.num_running;
-  b.num_waiting = m.num_waiting;
-  b.kv_blocks_total = m.kv.num_blocks;
-  b.kv_blocks_used = m.kv.used_blocks;
-  b.prefix_cache_queries = m.kv.prefix_query_tokens;
-  b.prefix_cache_hits = m.kv.prefix_hit_tokens;
-  b.prompt_tokens_total = prompt_tokens_;
-  b.generation_tokens_total = m.generation_tokens;
-  b.preemptions_total = m.num_preemptions;
-  return b;
+engine::EngineMetrics EngineBackend::Metrics() const {
+  return se_.core->Metrics();
 }
 
 }  // namespace tachyon::server

@@ -1,12 +1,11 @@
 // EngineBackend: the real GenerationBackend of `tachyon serve`: a GGUF model run by
 // engine::EngineCore, with the model's tokenizer and chat template.
 //
-// Outputs reach the server through EngineCore's per-request notifier: on the engine thread each
-// RequestOutput is converted to a GenerationChunk and handed to the server's callback (which
-// only queues it). The engine detokenizes (complete UTF-8 only) and applies stop strings.
-// Admission control: at most max_num_seqs + max_queue requests are live; more get
-// ResourceExhausted (HTTP 429).
-// Thread-safety: as GenerationBackend.
+// Outputs reach the server through EngineCore's per-request callback: on the engine thread each
+// engine::RequestOutput is handed, as it is, to the server's callback (which only queues it). The
+// engine detokenizes (complete UTF-8 only) and applies stop strings. Admission control: at most
+// max_num_seqs + max_queue requests are live; more get ResourceExhausted (HTTP 429). Thread-safety:
+// as GenerationBackend.
 #pragma once
 
 #include <atomic>
@@ -35,7 +34,7 @@ class EngineBackend : public GenerationBackend {
   Result<std::string> ApplyChatTemplate(const nlohmann::ordered_json& context) const override;
   Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) override;
   void Cancel(uint64_t handle) override;
-  BackendMetrics Metrics() const override;
+  engine::EngineMetrics Metrics() const override;
 
   // Stops the engine: live requests finish with kAbort, later Submits get Unavailable.
   void Shutdown();
@@ -53,7 +52,6 @@ class EngineBackend : public GenerationBackend {
   ModelInfo info_;
   int64_t max_live_ = 0;  // max_num_seqs + max_queue
   std::shared_ptr<std::atomic<int64_t>> live_ = std::make_shared<std::atomic<int64_t>>(0);
-  std::atomic<int64_t> prompt_tokens_{0};
   std::atomic<bool> ready_{false};
   std::string summary_;
 };

@@ -85,14 +85,17 @@ void GenerationJob::Start(JobSpec spec, JobContext ctx, std::shared_ptr<Response
     const JobPrompt& prompt = s.prompts[p];
     GenerationRequest req;
     req.request_id = s.id + "-" + std::to_string(p);
-    req.prompt_ids = prompt.ids;
-    req.sampling = prompt.sampling;
-    req.n = s.n;
+    req.engine.prompt_tokens = prompt.ids;
+    req.engine.params = prompt.sampling;
+    req.engine.params.n = s.n;
+    req.engine.priority = s.priority;
+    req.engine.cache_salt = s.cache_salt;
     const size_t first_choice = p * static_cast<size_t>(s.n);
-    auto handle = ctx.backend->Submit(std::move(req), [job, first_choice](GenerationChunk chunk) {
-      const size_t index = first_choice + static_cast<size_t>(chunk.index);
-      job->OnChunk(index, std::move(chunk));
-    });
+    auto handle =
+        ctx.backend->Submit(std::move(req), [job, first_choice](engine::RequestOutput chunk) {
+          const size_t index = first_choice + static_cast<size_t>(chunk.index);
+          job->OnChunk(index, std::move(chunk));
+        });
     if (!handle.ok()) {
       job->Cancel();
       job->Fail(ApiErrorFromStatus(handle.status()));
@@ -123,7 +126,7 @@ void GenerationJob::Cancel() {
   for (uint64_t h : handles) ctx_.backend->Cancel(h);
 }
 
-void GenerationJob::OnChunk(size_t choice, GenerationChunk chunk) {
+void GenerationJob::OnChunk(size_t choice, engine::RequestOutput chunk) {
   bool post = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -156,7 +159,7 @@ void GenerationJob::Drain() {
   }
 }
 
-void GenerationJob::Handle(size_t index, GenerationChunk& chunk, Clock::time_point now) {
+void GenerationJob::Handle(size_t index, engine::RequestOutput& chunk, Clock::time_point now) {
   if (index >= choices_.size()) return;  // a backend bug; never index out of range
   Choice& c = choices_[index];
   if (c.finished) return;
@@ -165,10 +168,11 @@ void GenerationJob::Handle(size_t index, GenerationChunk& chunk, Clock::time_poi
     c.first_token = now;
   }
   c.completion_tokens += static_cast<int>(chunk.token_ids.size());
-  if (chunk.finished || !chunk.error.ok()) {
+  const bool failed = chunk.finish_reason == engine::FinishReason::kError || !chunk.error.ok();
+  if (chunk.finish_reason != engine::FinishReason::kNone || failed) {
     c.finished = true;
     c.reason = chunk.finish_reason;
-    c.cached_tokens = chunk.cached_tokens;
+    c.cached_tokens = static_cast<int>(chunk.usage.cached_prompt_tokens);
     finished_++;
     double ttft = c.has_first_token ? Seconds(c.first_token - spec_.arrival) : -1;
     double tpot =
@@ -178,9 +182,9 @@ void GenerationJob::Handle(size_t index, GenerationChunk& chunk, Clock::time_poi
     last_finish_ = now;
   }
   if (done_) return;
-  if (!chunk.error.ok()) {
+  if (failed) {
     Cancel();
-    Fail(ApiErrorFromStatus(chunk.error));
+    Fail(ApiErrorFromStatus(chunk.error.ok() ? Internal("the model failed") : chunk.error));
     return;
   }
   json logprobs = chunk.logprobs.empty() ? json(nullptr) : LogprobsJson(c, chunk);
@@ -234,15 +238,15 @@ void GenerationJob::Handle(size_t index, GenerationChunk& chunk, Clock::time_poi
   if (finished_ == choices_.size() && !done_) Complete();
 }
 
-json GenerationJob::LogprobsJson(Choice& c, const GenerationChunk& chunk) const {
+json GenerationJob::LogprobsJson(Choice& c, const engine::RequestOutput& chunk) const {
   const GenerationBackend& b = *ctx_.backend;
   if (spec_.chat) {
     json content = json::array();
-    for (const TokenLogprob& lp : chunk.logprobs) {
-      std::string tok = b.TokenBytes(lp.token_id);
+    for (const engine::TokenLogprobs& lp : chunk.logprobs) {
+      std::string tok = b.TokenBytes(lp.token);
       json top = json::array();
-      for (const TopLogprob& t : lp.top) {
-        std::string s = b.TokenBytes(t.token_id);
+      for (const sampling::TokenLogprob& t : lp.top) {
+        std::string s = b.TokenBytes(t.token);
         top.push_back({{"token", s}, {"logprob", t.logprob}, {"bytes", BytesArray(s)}});
       }
       content.push_back({{"token", tok},
@@ -258,12 +262,12 @@ json GenerationJob::LogprobsJson(Choice& c, const GenerationChunk& chunk) const 
               {"text_offset", json::array()}};
   size_t offset = c.text_bytes;
   if (spec_.echo) offset += spec_.prompts[c.prompt_index].echo_text.size();
-  for (const TokenLogprob& lp : chunk.logprobs) {
-    std::string tok = b.TokenBytes(lp.token_id);
+  for (const engine::TokenLogprobs& lp : chunk.logprobs) {
+    std::string tok = b.TokenBytes(lp.token);
     out["tokens"].push_back(tok);
     out["token_logprobs"].push_back(lp.logprob);
     json top = json::object();
-    for (const TopLogprob& t : lp.top) top[b.TokenBytes(t.token_id)] = t.logprob;
+    for (const sampling::TokenLogprob& t : lp.top) top[b.TokenBytes(t.token)] = t.logprob;
     out["top_logprobs"].push_back(std::move(top));
     out["text_offset"].push_back(offset);
     offset += tok.size();
@@ -282,8 +286,8 @@ json ToolCallJson(const ToolCall& call) {
 }  // namespace
 
 std::string_view GenerationJob::FinishName(const Choice& c) const {
-  if (c.num_calls > 0 && c.reason != FinishReason::kAbort) return "tool_calls";
-  return FinishReasonName(c.reason);
+  if (c.num_calls > 0 && c.reason != engine::FinishReason::kAbort) return "tool_calls";
+  return engine::FinishReasonName(c.reason);
 }
 
 void GenerationJob::WriteToolCall(size_t index, int call_index, const ToolCall& call) {

@@ -47,8 +47,8 @@ class JobRegistry {
 
 struct JobPrompt {
   std::vector<int32_t> ids;
-  std::string echo_text;  // sent before the completion when echo is on
-  SamplingOptions sampling;
+  std::string echo_text;              // sent before the completion when echo is on
+  sampling::SamplingParams sampling;  // n: JobSpec::n
 };
 
 struct JobSpec {
@@ -61,6 +61,8 @@ struct JobSpec {
   bool include_usage = false;
   bool echo = false;
   int n = 1;
+  int priority = 0;
+  std::string cache_salt;  // prefix-cache namespace of every prompt
   std::vector<JobPrompt> prompts;
   std::chrono::steady_clock::time_point arrival;
   // Chat with tools: the generated text is parsed into tool calls in this format.
@@ -95,7 +97,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     bool echo_sent = false;
     nlohmann::json logprobs = nlohmann::json::array();
     bool finished = false;
-    FinishReason reason = FinishReason::kStop;
+    engine::FinishReason reason = engine::FinishReason::kStop;
     int completion_tokens = 0;
     int cached_tokens = 0;
     std::chrono::steady_clock::time_point first_token;
@@ -105,11 +107,12 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int num_calls = 0;
   };
 
-  void OnChunk(size_t choice, GenerationChunk chunk);  // backend thread
-  void Drain();                                        // executor
+  void OnChunk(size_t choice, engine::RequestOutput chunk);  // backend thread
+  void Drain();                                              // executor
   // `arrived`: when the backend produced the chunk (timings are taken from it, not from when
   // the executor gets to it).
-  void Handle(size_t index, GenerationChunk& chunk, std::chrono::steady_clock::time_point arrived);
+  void Handle(size_t index, engine::RequestOutput& chunk,
+              std::chrono::steady_clock::time_point arrived);
   void OnClientGone();
   void Fail(const ApiError& error);
   void Complete();
@@ -117,7 +120,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   nlohmann::json ChunkEnvelope() const;
   nlohmann::json StreamDelta(size_t index, const std::string& text,
                              const nlohmann::json& logprobs) const;
-  nlohmann::json LogprobsJson(Choice& c, const GenerationChunk& chunk) const;
+  nlohmann::json LogprobsJson(Choice& c, const engine::RequestOutput& chunk) const;
   // Streams one completed tool call: a delta with id and name, then one with the arguments.
   void WriteToolCall(size_t index, int call_index, const ToolCall& call);
   std::string_view FinishName(const Choice& c) const;
@@ -134,7 +137,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::mutex mu_;
   struct Queued {
     size_t index;
-    GenerationChunk chunk;
+    engine::RequestOutput chunk;
     std::chrono::steady_clock::time_point arrived;
   };
   std::deque<Queued> queue_;

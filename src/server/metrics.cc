@@ -73,39 +73,39 @@ void ServerMetrics::ObserveGeneration(double ttft, double tpot, double e2e, doub
   if (queue >= 0) queue_.Observe(queue);
 }
 
-std::string ServerMetrics::Render(const BackendMetrics& b, bool ready) const {
+std::string ServerMetrics::Render(const engine::EngineMetrics& m, bool ready) const {
   std::string out;
   Header(out, "tachyon_ready", "gauge", "1 when the model is loaded and the engine is running.");
   Sample(out, "tachyon_ready", ready ? 1 : 0);
   Header(out, "tachyon_num_requests_running", "gauge", "Requests being generated.");
-  Sample(out, "tachyon_num_requests_running", static_cast<double>(b.num_running));
+  Sample(out, "tachyon_num_requests_running", static_cast<double>(m.num_running));
   Header(out, "tachyon_num_requests_waiting", "gauge", "Requests waiting to be scheduled.");
-  Sample(out, "tachyon_num_requests_waiting", static_cast<double>(b.num_waiting));
+  Sample(out, "tachyon_num_requests_waiting", static_cast<double>(m.num_waiting));
   Header(out, "tachyon_kv_cache_blocks_total", "gauge", "KV cache blocks in the pool.");
-  Sample(out, "tachyon_kv_cache_blocks_total", static_cast<double>(b.kv_blocks_total));
+  Sample(out, "tachyon_kv_cache_blocks_total", static_cast<double>(m.kv.num_blocks));
   Header(out, "tachyon_kv_cache_blocks_used", "gauge", "KV cache blocks held by requests.");
-  Sample(out, "tachyon_kv_cache_blocks_used", static_cast<double>(b.kv_blocks_used));
+  Sample(out, "tachyon_kv_cache_blocks_used", static_cast<double>(m.kv.used_blocks));
   Header(out, "tachyon_kv_cache_usage_ratio", "gauge", "Fraction of KV cache blocks in use.");
   Sample(out, "tachyon_kv_cache_usage_ratio",
-         b.kv_blocks_total > 0 ? static_cast<double>(b.kv_blocks_used) / b.kv_blocks_total : 0);
+         m.kv.num_blocks > 0 ? static_cast<double>(m.kv.used_blocks) / m.kv.num_blocks : 0);
   Header(out, "tachyon_prefix_cache_queries_total", "counter",
          "Prompt tokens looked up in the prefix cache.");
-  Sample(out, "tachyon_prefix_cache_queries_total", static_cast<double>(b.prefix_cache_queries));
+  Sample(out, "tachyon_prefix_cache_queries_total", static_cast<double>(m.kv.prefix_query_tokens));
   Header(out, "tachyon_prefix_cache_hits_total", "counter",
          "Prompt tokens found in the prefix cache.");
-  Sample(out, "tachyon_prefix_cache_hits_total", static_cast<double>(b.prefix_cache_hits));
+  Sample(out, "tachyon_prefix_cache_hits_total", static_cast<double>(m.kv.prefix_hit_tokens));
   Header(out, "tachyon_prefix_cache_hit_rate", "gauge",
          "Prefix cache hits / queries since start (0 before any query).");
   Sample(out, "tachyon_prefix_cache_hit_rate",
-         b.prefix_cache_queries > 0
-             ? static_cast<double>(b.prefix_cache_hits) / b.prefix_cache_queries
+         m.kv.prefix_query_tokens > 0
+             ? static_cast<double>(m.kv.prefix_hit_tokens) / m.kv.prefix_query_tokens
              : 0);
   Header(out, "tachyon_prompt_tokens_total", "counter", "Prompt tokens processed.");
-  Sample(out, "tachyon_prompt_tokens_total", static_cast<double>(b.prompt_tokens_total));
+  Sample(out, "tachyon_prompt_tokens_total", static_cast<double>(m.prompt_tokens_received));
   Header(out, "tachyon_generation_tokens_total", "counter", "Tokens generated.");
-  Sample(out, "tachyon_generation_tokens_total", static_cast<double>(b.generation_tokens_total));
+  Sample(out, "tachyon_generation_tokens_total", static_cast<double>(m.generation_tokens));
   Header(out, "tachyon_num_preemptions_total", "counter", "Requests preempted for KV space.");
-  Sample(out, "tachyon_num_preemptions_total", static_cast<double>(b.preemptions_total));
+  Sample(out, "tachyon_num_preemptions_total", static_cast<double>(m.num_preemptions));
 
   connections_.Render(out);
 

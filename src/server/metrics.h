@@ -48,7 +48,7 @@ class ServerMetrics {
   ConnectionMetrics& connection_metrics() { return connections_; }
 
   // The whole /metrics page.
-  std::string Render(const BackendMetrics& backend, bool ready) const;
+  std::string Render(const engine::EngineMetrics& engine, bool ready) const;
 
  private:
   mutable std::mutex mu_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <map>
 
 #include "server/field_reader.h"
 #include "server/request_fields.h"
@@ -66,10 +67,11 @@ std::string DumpJson(const json& j) {
 namespace {
 
 // Parses logit_bias: {"<token id>": bias in [-100, 100]}.
-void ReadLogitBias(FieldReader& r, int vocab_size, SamplingOptions& s) {
+void ReadLogitBias(FieldReader& r, int vocab_size, sampling::SamplingParams& s) {
   const json* v = r.Raw("logit_bias");
   if (v == nullptr) return;
   if (!v->is_object()) return r.Fail("logit_bias", "expected an object of token ids to biases.");
+  std::map<int32_t, float> biases;  // "7" and "07" name the same token: the last one counts
   for (const auto& [key, bias] : v->items()) {
     int id = -1;
     auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
@@ -80,7 +82,25 @@ void ReadLogitBias(FieldReader& r, int vocab_size, SamplingOptions& s) {
     if (!bias.is_number() || bias.get<double>() < -100 || bias.get<double>() > 100) {
       return r.Fail("logit_bias", "biases must be numbers between -100 and 100.");
     }
-    s.logit_bias[id] = bias.get<float>();
+    biases[id] = bias.get<float>();
+  }
+  s.logit_bias.assign(biases.begin(), biases.end());
+}
+
+// Parses stop_token_ids: token ids that end a choice (besides EOS), excluded from the text.
+void ReadStopTokenIds(FieldReader& r, int vocab_size, sampling::SamplingParams& s) {
+  const json* v = r.Raw("stop_token_ids");
+  if (v == nullptr || r.failed()) return;
+  if (!v->is_array() || v->size() > static_cast<size_t>(kMaxStopTokenIds)) {
+    return r.Fail("stop_token_ids", "expected an array of at most " +
+                                        std::to_string(kMaxStopTokenIds) + " token ids.");
+  }
+  for (const auto& t : *v) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
+      return r.Fail("stop_token_ids",
+                    "token ids must be integers in [0, " + std::to_string(vocab_size) + ").");
+    }
+    s.stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
 }
 
@@ -140,7 +160,7 @@ void ReadPrompts(FieldReader& r, int vocab_size, std::vector<PromptInput>& promp
 ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool is_chat,
                                           const SamplingDefaults& d) {
   CommonParams c;
-  SamplingOptions& s = c.sampling;
+  sampling::SamplingParams& s = c.sampling;
   FieldReader r(body);
   c.model = r.String("model").value_or("");
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
@@ -181,8 +201,22 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
       if (!str.empty()) s.stop.push_back(std::move(str));
     }
   }
+  ReadStopTokenIds(r, vocab_size, s);
   s.ignore_eos = r.Bool("ignore_eos").value_or(false);
-  s.priority = static_cast<int>(r.Int("priority", -1000000, 1000000).value_or(0));
+  if (auto min_tokens = r.Int("min_tokens", 0, kIntMax)) {
+    s.min_tokens = static_cast<int>(*min_tokens);
+    if (c.max_tokens_set && s.min_tokens > s.max_tokens && !r.failed()) {
+      r.Fail("min_tokens", "must not exceed max_tokens (" + std::to_string(s.max_tokens) + ").");
+    }
+  }
+  if (auto salt = r.String("cache_salt")) {
+    if (salt->empty() || salt->size() > kMaxCacheSaltBytes) {
+      r.Fail("cache_salt", "must be a non-empty string of at most " +
+                               std::to_string(kMaxCacheSaltBytes) + " bytes.");
+    }
+    c.cache_salt = std::move(*salt);
+  }
+  c.priority = static_cast<int>(r.Int("priority", -1000000, 1000000).value_or(0));
   c.n = static_cast<int>(r.Int("n", 1, kMaxN).value_or(1));
   c.stream = r.Bool("stream").value_or(false);
   c.user = r.String("user").value_or("");

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling_defaults.h"
+#include "sampling/sampling_params.h"
 #include "server/backend.h"
 #include "util/status.h"
 
@@ -58,8 +59,12 @@ using SamplingDefaults = engine::SamplingDefaults;
 // Options shared by both endpoints.
 struct CommonParams {
   std::string model;
-  SamplingOptions sampling;
+  // The engine's sampling parameters (n is kept in `n` below until submission); max_tokens is
+  // filled in by the server when unset.
+  sampling::SamplingParams sampling;
   bool max_tokens_set = false;  // else the server fills in the rest of the context
+  int priority = 0;             // lower runs first under --scheduling-policy priority (as vLLM)
+  std::string cache_salt;       // prefix-cache namespace: only requests with equal salts share
   int n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -98,6 +103,8 @@ struct ChatRequest {
 inline constexpr int kMaxN = 16;
 inline constexpr int kMaxLogprobs = 20;
 inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxStopTokenIds = 64;
+inline constexpr size_t kMaxCacheSaltBytes = 1024;
 
 // `vocab_size` bounds token ids in prompts and logit_bias keys.
 ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body, int vocab_size,

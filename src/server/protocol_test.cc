@@ -50,6 +50,9 @@ TEST(ProtocolTest, ParsesEveryCompletionParameter) {
                {"echo", true},
                {"ignore_eos", true},
                {"priority", -3},
+               {"min_tokens", 2},
+               {"cache_salt", "tenant-a"},
+               {"stop_token_ids", {3, 9}},
                {"user", "u1"},
                {"stream", true},
                {"stream_options", {{"include_usage", true}}},
@@ -57,7 +60,7 @@ TEST(ProtocolTest, ParsesEveryCompletionParameter) {
   auto r = ParseCompletionRequest(body, kVocab);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const CompletionRequest& c = r.value();
-  const SamplingOptions& s = c.common.sampling;
+  const sampling::SamplingParams& s = c.common.sampling;
   EXPECT_EQ(c.prompts.size(), 2u);
   EXPECT_TRUE(c.common.max_tokens_set);
   EXPECT_EQ(s.max_tokens, 7);
@@ -68,15 +71,17 @@ TEST(ProtocolTest, ParsesEveryCompletionParameter) {
   EXPECT_FLOAT_EQ(s.presence_penalty, 0.5f);
   EXPECT_FLOAT_EQ(s.frequency_penalty, -0.5f);
   EXPECT_FLOAT_EQ(s.repetition_penalty, 1.1f);
-  EXPECT_EQ(s.logit_bias.at(65), 5.0f);
-  EXPECT_EQ(s.logit_bias.at(66), -100.0f);
+  EXPECT_EQ(s.logit_bias, (std::vector<std::pair<int32_t, float>>{{65, 5.0f}, {66, -100.0f}}));
   EXPECT_EQ(*s.seed, 42u);
   EXPECT_EQ(s.stop, (std::vector<std::string>{"x", "yz"}));
   EXPECT_EQ(c.common.n, 3);
   EXPECT_EQ(s.logprobs, 2);
   EXPECT_TRUE(c.echo);
   EXPECT_TRUE(s.ignore_eos);
-  EXPECT_EQ(s.priority, -3);
+  EXPECT_EQ(c.common.priority, -3);
+  EXPECT_EQ(s.min_tokens, 2);
+  EXPECT_EQ(c.common.cache_salt, "tenant-a");
+  EXPECT_EQ(s.stop_token_ids, (std::vector<int32_t>{3, 9}));
   EXPECT_EQ(c.common.user, "u1");
   EXPECT_TRUE(c.common.stream);
   EXPECT_TRUE(c.common.include_usage);
@@ -140,6 +145,16 @@ TEST(ProtocolTest, RejectsWrongTypesAndRangesNamingTheParam) {
       {"user", 5},
       {"priority", "high"},
       {"priority", 1e9},
+      {"min_tokens", -1},
+      {"min_tokens", "3"},
+      {"min_tokens", 1.5},
+      {"cache_salt", 5},
+      {"cache_salt", ""},
+      {"cache_salt", std::string(kMaxCacheSaltBytes + 1, 's')},
+      {"stop_token_ids", "x"},
+      {"stop_token_ids", json::array({1, "a"})},
+      {"stop_token_ids", json::array({100000})},
+      {"stop_token_ids", json::array({-1})},
   };
   for (const auto& c : cases) {
     json body = {{"prompt", "x"}, {c.field, c.value}};
@@ -149,6 +164,41 @@ TEST(ProtocolTest, RejectsWrongTypesAndRangesNamingTheParam) {
     EXPECT_EQ(e.type, "invalid_request_error");
     EXPECT_NE(e.message.find(c.field), std::string::npos) << e.message;
   }
+}
+
+TEST(ProtocolTest, MinTokensAndCacheSaltOnBothEndpoints) {
+  // min_tokens may not exceed max_tokens (or chat's max_completion_tokens).
+  ApiError e = CompletionError({{"prompt", "x"}, {"max_tokens", 4}, {"min_tokens", 5}});
+  EXPECT_EQ(e.param, "min_tokens");
+  EXPECT_NE(e.message.find("max_tokens"), std::string::npos) << e.message;
+  auto ok = ParseCompletionRequest({{"prompt", "x"}, {"max_tokens", 5}, {"min_tokens", 5}}, kVocab);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok.value().common.sampling.min_tokens, 5);
+  // Unset max_tokens: the server checks min_tokens against the context later.
+  ok = ParseCompletionRequest({{"prompt", "x"}, {"min_tokens", 100}}, kVocab);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok.value().common.sampling.min_tokens, 100);
+
+  const json messages = {{{"role", "user"}, {"content", "x"}}};
+  auto chat = ParseChatRequest(
+      {{"messages", messages}, {"min_tokens", 3}, {"cache_salt", "s1"}, {"stop_token_ids", {7}}},
+      kVocab);
+  ASSERT_TRUE(chat.ok()) << chat.error().message;
+  EXPECT_EQ(chat.value().common.sampling.min_tokens, 3);
+  EXPECT_EQ(chat.value().common.cache_salt, "s1");
+  EXPECT_EQ(chat.value().common.sampling.stop_token_ids, std::vector<int32_t>{7});
+  auto bad = ParseChatRequest(
+      {{"messages", messages}, {"max_completion_tokens", 2}, {"min_tokens", 3}}, kVocab);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().param, "min_tokens");
+  bad = ParseChatRequest({{"messages", messages}, {"cache_salt", json::array({"a"})}}, kVocab);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().param, "cache_salt");
+  // Absent: no minimum and the shared namespace.
+  chat = ParseChatRequest({{"messages", messages}}, kVocab);
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat.value().common.sampling.min_tokens, 0);
+  EXPECT_EQ(chat.value().common.cache_salt, "");
 }
 
 TEST(ProtocolTest, StreamOptionsNeedStream) {
@@ -231,7 +281,7 @@ TEST(ProtocolTest, SamplingDefaultsFillUnsetFields) {
   d.repetition_penalty = 1.1f;
   auto r = ParseCompletionRequest({{"prompt", "x"}}, kVocab, d);
   ASSERT_TRUE(r.ok());
-  const SamplingOptions& s = r.value().common.sampling;
+  const sampling::SamplingParams& s = r.value().common.sampling;
   EXPECT_FLOAT_EQ(s.temperature, 0.7f);
   EXPECT_FLOAT_EQ(s.top_p, 0.8f);
   EXPECT_EQ(s.top_k, 20);

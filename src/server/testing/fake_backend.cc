@@ -57,26 +57,29 @@ Result<std::string> FakeBackend::ApplyChatTemplate(const nlohmann::ordered_json&
 Result<uint64_t> FakeBackend::Submit(GenerationRequest request, OutputCallback callback) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) return Unavailable("the backend is shutting down");
-  if (static_cast<int>(request.prompt_ids.size()) >= info_.context_length) {
+  const std::vector<int32_t>& prompt = request.engine.prompt_tokens;
+  if (static_cast<int>(prompt.size()) >= info_.context_length) {
     return InvalidArgument("prompt does not fit in the context");
   }
-  const int n = std::max(1, request.n);
+  const int n = std::max(1, request.engine.params.n);
   if (static_cast<int64_t>(live_.size()) + n > options_.max_running + options_.max_waiting) {
     return ResourceExhausted("the request queue is full");
   }
   uint64_t handle = next_handle_++;
-  prompt_total_ += static_cast<int64_t>(request.prompt_ids.size());
-  submitted_.push_back(request.prompt_ids);
+  prompt_total_ += static_cast<int64_t>(prompt.size());
+  submitted_.push_back(request.engine);
   auto shared_request = std::make_shared<const GenerationRequest>(std::move(request));
   auto shared_callback = std::make_shared<OutputCallback>(std::move(callback));
+  auto unfinished = std::make_shared<int>(n);
   for (int i = 0; i < n; ++i) {
     Running r;
     r.handle = handle;
     r.index = i;
-    r.offset = (shared_request->sampling.seed.value_or(0) + static_cast<uint64_t>(i)) %
+    r.offset = (shared_request->engine.params.seed.value_or(0) + static_cast<uint64_t>(i)) %
                options_.text.size();
     r.request = shared_request;
     r.callback = shared_callback;
+    r.unfinished = unfinished;
     live_.emplace(next_seq_++, std::move(r));
   }
   cv_.notify_all();
@@ -84,6 +87,13 @@ Result<uint64_t> FakeBackend::Submit(GenerationRequest request, OutputCallback c
 }
 
 std::vector<std::vector<int32_t>> FakeBackend::SubmittedPrompts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const engine::EngineRequest& r : submitted_) prompts.push_back(r.prompt_tokens);
+  return prompts;
+}
+
+std::vector<engine::EngineRequest> FakeBackend::SubmittedRequests() const {
   std::lock_guard<std::mutex> lock(mu_);
   return submitted_;
 }
@@ -101,30 +111,33 @@ int64_t FakeBackend::Live() const {
   return static_cast<int64_t>(live_.size());
 }
 
-BackendMetrics FakeBackend::Metrics() const {
+engine::EngineMetrics FakeBackend::Metrics() const {
   std::lock_guard<std::mutex> lock(mu_);
-  BackendMetrics m;
-  m.num_running = std::min<int64_t>(static_cast<int64_t>(live_.size()), options_.max_running);
-  m.num_waiting = static_cast<int64_t>(live_.size()) - m.num_running;
-  m.kv_blocks_total = 64;
-  m.kv_blocks_used = m.num_running;
-  m.prompt_tokens_total = prompt_total_;
-  m.generation_tokens_total = generated_total_;
+  engine::EngineMetrics m;
+  m.num_running = std::min(static_cast<int>(live_.size()), options_.max_running);
+  m.num_waiting = static_cast<int>(live_.size()) - m.num_running;
+  m.kv.num_blocks = 64;
+  m.kv.used_blocks = m.num_running;
+  m.prompt_tokens_received = prompt_total_;
+  m.generation_tokens = generated_total_;
   return m;
 }
 
-bool FakeBackend::Step(Running& r, GenerationChunk& out) {
-  const SamplingOptions& s = r.request->sampling;
+bool FakeBackend::Step(Running& r, engine::RequestOutput& out) {
+  using engine::FinishReason;
+  const sampling::SamplingParams& s = r.request->engine.params;
+  const std::vector<int32_t>& prompt = r.request->engine.prompt_tokens;
   out.index = r.index;
   auto finish = [&](FinishReason reason) {
-    out.finished = true;
     out.finish_reason = reason;
-    out.prompt_tokens = static_cast<int>(r.request->prompt_ids.size());
+    out.finished = --*r.unfinished == 0;
+    out.usage.prompt_tokens = static_cast<int64_t>(prompt.size());
     out.queue_seconds = 0;
     return true;
   };
   if (r.cancel) return finish(FinishReason::kAbort);
-  if (options_.eos_after >= 0 && r.generated == options_.eos_after && !s.ignore_eos) {
+  if (options_.eos_after >= 0 && r.generated >= options_.eos_after && r.generated >= s.min_tokens &&
+      !s.ignore_eos) {
     out.text = std::move(r.text);
     return finish(FinishReason::kStop);
   }
@@ -134,7 +147,7 @@ bool FakeBackend::Step(Running& r, GenerationChunk& out) {
   generated_total_++;
   out.token_ids.push_back(c);
   if (s.logprobs >= 0) {
-    TokenLogprob lp{c, -0.5f, {}};
+    engine::TokenLogprobs lp{c, -0.5f, {}};
     for (int k = 0; k < s.logprobs; ++k) {
       int32_t id = k == 0 ? c : static_cast<int32_t>((c + k) % 256);
       lp.top.push_back({id, -0.5f - static_cast<float>(k)});
@@ -149,9 +162,8 @@ bool FakeBackend::Step(Running& r, GenerationChunk& out) {
       return finish(FinishReason::kStop);
     }
   }
-  bool length =
-      r.generated >= s.max_tokens ||
-      static_cast<int>(r.request->prompt_ids.size()) + r.generated >= info_.context_length;
+  bool length = r.generated >= s.max_tokens ||
+                static_cast<int>(prompt.size()) + r.generated >= info_.context_length;
   // Hold back the longest tail that could still become a stop string.
   size_t hold = 0;
   if (!length) {
@@ -176,7 +188,7 @@ void FakeBackend::Loop() {
     cv_.wait_for(lock, options_.step_interval, [&] { return stop_; });
     if (stop_ && live_.empty()) return;
     // Callbacks are shared by a request's choices; the last reference goes after its last call.
-    std::vector<std::pair<std::shared_ptr<OutputCallback>, GenerationChunk>> calls;
+    std::vector<std::pair<std::shared_ptr<OutputCallback>, engine::RequestOutput>> calls;
     int running = 0;
     for (auto it = live_.begin(); it != live_.end();) {
       Running& r = it->second;
@@ -186,7 +198,7 @@ void FakeBackend::Loop() {
         continue;
       }
       ++running;
-      GenerationChunk chunk;
+      engine::RequestOutput chunk;
       if (Step(r, chunk)) {
         calls.emplace_back(std::move(r.callback), std::move(chunk));
         it = live_.erase(it);

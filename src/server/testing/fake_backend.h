@@ -5,8 +5,9 @@
 // Generation: choice i of a request emits the bytes of `options.text` starting at offset
 // ((seed + i) % size), one token per step, every `step_interval`; greedy and seeded requests are
 // therefore reproducible. A request of n choices holds n sequences. Stop strings, max_tokens,
-// logprobs and the context limit behave like the engine. A dedicated thread runs the steps;
-// callbacks are invoked on it. Thread-safe.
+// min_tokens (no EOS before it), logprobs and the context limit behave like the engine; outputs
+// are engine::RequestOutput, with `finished` on the request's last one. A dedicated thread runs the
+// steps; callbacks are invoked on it. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -45,12 +46,14 @@ class FakeBackend : public GenerationBackend {
   Result<std::string> ApplyChatTemplate(const nlohmann::ordered_json& context) const override;
   Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) override;
   void Cancel(uint64_t handle) override;
-  BackendMetrics Metrics() const override;
+  engine::EngineMetrics Metrics() const override;
 
   // Number of sequences (choices) submitted and not yet finished (for leak checks in tests).
   int64_t Live() const;
   // The prompts (token ids) of the requests submitted so far, in order.
   std::vector<std::vector<int32_t>> SubmittedPrompts() const;
+  // The requests submitted so far (prompt, sampling parameters, priority, cache salt), in order.
+  std::vector<engine::EngineRequest> SubmittedRequests() const;
 
  private:
   struct Running {
@@ -58,6 +61,7 @@ class FakeBackend : public GenerationBackend {
     int index = 0;  // choice
     std::shared_ptr<const GenerationRequest> request;
     std::shared_ptr<OutputCallback> callback;  // shared by the request's choices
+    std::shared_ptr<int> unfinished;           // the request's choices still generating
     size_t offset = 0;
     int generated = 0;
     std::string text;  // generated text not yet released (may hold a stop-string prefix)
@@ -65,7 +69,7 @@ class FakeBackend : public GenerationBackend {
   };
   void Loop();
   // Advances one request by one token; returns true when it finished.
-  bool Step(Running& r, GenerationChunk& out);
+  bool Step(Running& r, engine::RequestOutput& out);
 
   FakeBackendOptions options_;
   ModelInfo info_;
@@ -74,7 +78,7 @@ class FakeBackend : public GenerationBackend {
   std::map<uint64_t, Running> live_;  // by sequence, in submission order: the first max_running run
   uint64_t next_handle_ = 1;
   uint64_t next_seq_ = 1;
-  std::vector<std::vector<int32_t>> submitted_;
+  std::vector<engine::EngineRequest> submitted_;
   bool stop_ = false;
   int64_t generated_total_ = 0;
   int64_t prompt_total_ = 0;
