@@ -117,6 +117,12 @@ for t in "${targets[@]}"; do
       make_gguf_seeds "$corpus"
       make_vocab_seeds "$corpus"
       ;;
+    jinja_fuzz)
+      if [ -d "$testdata/chat-templates" ]; then
+        find "$testdata/chat-templates" -name '*.jinja' -size -64k \
+          -exec cp -t "$corpus" {} + 2>/dev/null || true
+      fi
+      ;;
     openai_request_fuzz) make_body_seeds "$corpus" ;;
     http_request_fuzz) make_http_seeds "$corpus" ;;
   esac

@@ -1,6 +1,7 @@
 // Jinja's built-in filters (the ones chat templates use), with Jinja 3 semantics, plus
 // transformers' tojson.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -37,8 +38,10 @@ Result<Value> GetPath(const Value& item, const Value& attribute) {
     std::string part =
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     Value key(part);
-    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) && part.size() < 18) {
-      key = Value(int64_t(std::stoll(part)));
+    int64_t index = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+    if (!part.empty() && part[0] != '-' && ec == std::errc() && end == part.data() + part.size()) {
+      key = Value(index);
     }
     ASSIGN_OR_RETURN(cur, GetItem(cur, key));
     if (dot == std::string::npos) break;

@@ -1,5 +1,6 @@
 // Python methods of str, list and dict values.
 #include <algorithm>
+#include <charconv>
 
 #include "chat/builtins.h"
 #include "chat/evaluator.h"
@@ -177,7 +178,8 @@ Result<Value> Format(Renderer& r, const std::string& fmt, CallArgs& args) {
     if (field.empty()) {
       if (auto_index < args.pos.size()) v = &args.pos[auto_index++];
     } else if (std::all_of(field.begin(), field.end(), ::isdigit)) {
-      size_t k = std::stoul(field.substr(0, 6));
+      size_t k = 0;
+      std::from_chars(field.data(), field.data() + std::min<size_t>(field.size(), 6), k);
       if (k < args.pos.size()) v = &args.pos[k];
     } else {
       for (const auto& [name, val] : args.kw) {

@@ -69,7 +69,10 @@ Result<std::string> PickTemplate(const nlohmann::json& config, std::string_view 
       return InvalidArgument(std::string(origin) +
                              ": chat_template list entries must be {name, template}");
     }
-    std::string entry_name = entry.value("name", std::string());
+    // A non-string name is no name (value("name", ...) would throw on it).
+    auto name_it = entry.find("name");
+    const std::string entry_name =
+        name_it != entry.end() && name_it->is_string() ? name_it->get<std::string>() : "";
     if (entry_name == want) return entry["template"].get<std::string>();
     if (!fallback) fallback = &entry;
   }

@@ -30,6 +30,12 @@ TEST(TemplateSources, TokenizerConfigStringAndList) {
   EXPECT_FALSE(ChatTemplateFromTokenizerConfigText("{", "", "cfg").ok());
   EXPECT_FALSE(ChatTemplateFromTokenizerConfigText("{}", "", "cfg").ok());
   EXPECT_FALSE(ChatTemplateFromTokenizerConfigText(R"({"chat_template": 3})", "", "cfg").ok());
+  // A non-string name is no name (it used to throw from nlohmann's value()).
+  const char* odd = R"({"chat_template": [{"name": 7, "template": "N"},
+                                          {"name": "default", "template": "D"}]})";
+  EXPECT_EQ(*ChatTemplateFromTokenizerConfigText(odd, "", "cfg"), "D");
+  EXPECT_EQ(ChatTemplateFromTokenizerConfigText(odd, "7", "cfg").status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST(TemplateSources, LoadFromTokenizerConfigFile) {

@@ -318,6 +318,16 @@ TEST(Malformed, GgufErrorsNameTheKey) {
   EXPECT_NE(r.status().message().find("tokenizer.ggml.scores"), std::string::npos);
 }
 
+// tokenizer_config.json's chat_template list with a non-string name: skipped, not a throw.
+TEST(HfJson, ChatTemplateListWithOddNames) {
+  auto tok = Tokenizer::FromHfJson(
+      kMetaspaceJson,
+      R"({"chat_template": [{"name": 7, "template": "N"}, {"name": "default", "template": "D"}]})",
+      "ms.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ((*tok)->chat_template().value_or(""), "D");
+}
+
 // A GGUF whose byte tokens are misspelled ("<0xZZ>", "<0x-1>", "<0x 1>") loads; those tokens
 // are ordinary text to TokenBytes, Decode and the incremental detokenizer (no throw).
 TEST(Malformed, ByteTokenSpellingsAreTextNotAThrow) {

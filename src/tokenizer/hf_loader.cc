@@ -485,7 +485,7 @@ Status ApplyConfig(const json& cfg, const std::string& name, Pipeline* p) {
       p->chat_template = ct->get<std::string>();
     } else if (ct->is_array()) {
       for (const json& t : *ct) {
-        if (t.is_object() && t.value("name", "") == "default" && t.contains("template") &&
+        if (t.is_object() && t.contains("name") && t["name"] == "default" && t.contains("template") &&
             t["template"].is_string()) {
           p->chat_template = t["template"].get<std::string>();
         }
