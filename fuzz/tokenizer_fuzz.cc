@@ -102,8 +102,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     text = Describe(in, &bytes);
   }
-  auto file = GgufFile::Parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                              "fuzz.gguf");
+  auto file =
+      GgufFile::Parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "fuzz.gguf");
   if (!file.ok()) return 0;
   auto tok = Tokenizer::FromGguf(*file);
   if (!tok.ok()) {

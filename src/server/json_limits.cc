@@ -13,7 +13,9 @@ ApiError LimitError(std::string code, std::string message) {
   return e;
 }
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 ApiError SyntaxError() {
   return InvalidParam("",
@@ -89,9 +91,8 @@ std::optional<ApiError> CheckJsonLimits(std::string_view text, const JsonLimits&
         break;
     }
     if (values > limits.max_values) {
-      return LimitError("json_too_many_values",
-                        "The JSON document holds more than the limit of " +
-                            std::to_string(limits.max_values) + " values.");
+      return LimitError("json_too_many_values", "The JSON document holds more than the limit of " +
+                                                    std::to_string(limits.max_values) + " values.");
     }
   }
   if (shape != nullptr) *shape = {max_depth, values};

@@ -103,8 +103,9 @@ std::optional<ApiError> CheckBestOf(const json& body) {
   const json* n = Present(body, "n");
   const json one = 1;
   if (best_of->is_number_integer() && *best_of == (n != nullptr ? *n : one)) return std::nullopt;
-  return Refuse("best_of", "server-side best-of selection is not implemented; omit it or set "
-                           "it equal to 'n'.");
+  return Refuse("best_of",
+                "server-side best-of selection is not implemented; omit it or set "
+                "it equal to 'n'.");
 }
 
 std::optional<ApiError> CheckSuffix(const json& body) {

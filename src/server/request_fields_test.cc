@@ -78,14 +78,15 @@ TEST(RequestFieldsTest, UnimplementedChatFieldsAreRefused) {
 }
 
 TEST(RequestFieldsTest, BookkeepingFieldsAreIgnored) {
-  ExpectChatAccepted({{"user", "u"},
-                      {"safety_identifier", "s"},
-                      {"metadata", {{"k", "v"}}},
-                      {"store", true},
-                      {"prompt_cache_key", "p"},
-                      {"service_tier", "default"},
-                      {"stream", true},
-                      {"stream_options", {{"include_usage", true}, {"include_obfuscation", false}}}});
+  ExpectChatAccepted(
+      {{"user", "u"},
+       {"safety_identifier", "s"},
+       {"metadata", {{"k", "v"}}},
+       {"store", true},
+       {"prompt_cache_key", "p"},
+       {"service_tier", "default"},
+       {"stream", true},
+       {"stream_options", {{"include_usage", true}, {"include_obfuscation", false}}}});
   ExpectCompletionAccepted({{"user", "u"}, {"suffix", ""}, {"best_of", 1}});
 }
 
@@ -101,13 +102,14 @@ TEST(RequestFieldsTest, UnimplementedCompletionFieldsAreRefused) {
 TEST(RequestFieldsTest, OnlyFunctionToolsAreAccepted) {
   ExpectChatRefused({{"tools", {{{"type", "custom"}, {"custom", {{"name", "c"}}}}}}},
                     "tools[0].type");
-  ExpectChatRefused({{"tools",
-                      {{{"type", "function"}, {"function", {{"name", "f"}}}},
-                       {{"type", "web_search_preview"}}}}},
-                    "tools[1].type");
-  ExpectChatRefused({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
-                     {"tool_choice", {{"type", "allowed_tools"}, {"allowed_tools", json::object()}}}},
-                    "tool_choice");
+  ExpectChatRefused(
+      {{"tools",
+        {{{"type", "function"}, {"function", {{"name", "f"}}}}, {{"type", "web_search_preview"}}}}},
+      "tools[1].type");
+  ExpectChatRefused(
+      {{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
+       {"tool_choice", {{"type", "allowed_tools"}, {"allowed_tools", json::object()}}}},
+      "tool_choice");
   ExpectChatAccepted({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
                       {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}});
 }
