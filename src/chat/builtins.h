@@ -17,6 +17,10 @@ using TestFn = Result<bool> (*)(Renderer& r, const Value& v, CallArgs& args);
 
 // nullptr when there is no such filter / test.
 FilterFn FindFilter(std::string_view name);
+// Whether filter `name` gives its string results exact provenance; the evaluator marks the
+// string results of the others as client text in full when their input or an argument holds
+// client text (see chat/provenance.h).
+bool FilterKeepsProvenance(std::string_view name);
 TestFn FindTest(std::string_view name);
 // Globals: range, namespace, dict, raise_exception, strftime_now, cycler, joiner.
 // Undefined when `name` is not a global.
@@ -36,6 +40,9 @@ Result<std::string> StrOf(Renderer& r, const Value& v);
 // Python string helpers shared by filters and methods.
 std::string PyStrip(std::string_view s, const Value& chars, bool left, bool right);
 std::string PyCapitalize(std::string_view s);
+// recv.strip(chars) (left and right) / lstrip / rstrip, keeping provenance. REQUIRES: recv is
+// a string.
+Value StripValue(const Value& recv, const Value& chars, bool left, bool right);
 std::string PyTitle(std::string_view s);
 
 }  // namespace tachyon::chat

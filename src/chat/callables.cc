@@ -40,8 +40,7 @@ Result<Value> LoopObject::Call(Renderer& r, CallArgs& args) {
   }
   FramePtr frame = frame_.lock();
   if (!frame) return InvalidArgument("recursive loop called after its loop ended");
-  ASSIGN_OR_RETURN(std::string s, r.RunLoop(*stmt_, frame, args.pos[0], depth_ + 1));
-  return Value(std::move(s));
+  return r.RunLoop(*stmt_, frame, args.pos[0], depth_ + 1);
 }
 
 Value LoopObject::GetAttr(std::string_view name) const {

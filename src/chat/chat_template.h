@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +61,14 @@ struct RenderOptions {
   bool clock_is_utc = false;
 };
 
+// A rendering with the provenance of its bytes (see RenderTracked).
+struct TrackedRender {
+  std::string text;
+  // Byte ranges [first, second) of `text` that came from client data: sorted, disjoint,
+  // non-empty.
+  std::vector<std::pair<size_t, size_t>> client_spans;
+};
+
 class ChatTemplate {
  public:
   // Parses a Jinja template source. Errors: InvalidArgument "line N: <what>".
@@ -72,6 +81,21 @@ class ChatTemplate {
                              const RenderOptions& options = {}) const;
   Result<std::string> Render(const nlohmann::json& context,
                              const RenderOptions& options = {}) const;
+
+  // Renders like Render and also reports which bytes of the output came from client data.
+  // Client data: every string in `context` (values and object keys, at any depth) except the
+  // values at the paths in `trusted` (the model's own strings such as bos_token, and fields the
+  // caller has validated, such as message roles). A path is "/name/name/..." from the context
+  // root; "*" matches any array index or object key, e.g. "/bos_token", "/messages/*/role".
+  // Everything below a trusted path is trusted. Output
+  // bytes copied from client strings stay client bytes through printing, concatenation, join,
+  // format, slicing, strip / trim, split, partition and replace; tojson / repr of a value that
+  // holds client text, and any other string transformation of client text, count as client
+  // text in full. The template's own literals are never client bytes unless transformed
+  // together with client text. The text is identical to Render's.
+  Result<TrackedRender> RenderTracked(const nlohmann::ordered_json& context,
+                                      const std::vector<std::string>& trusted,
+                                      const RenderOptions& options = {}) const;
 
   const std::string& source() const;
 

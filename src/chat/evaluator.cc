@@ -46,7 +46,7 @@ Status Renderer::CheckStack() const {
   return OkStatus();
 }
 
-Result<std::string> Renderer::Render(const Value& context) {
+Result<TrackedText> Renderer::Render(const Value& context) {
   stack_base_ = static_cast<const char*>(__builtin_frame_address(0));
   root_ = std::make_shared<Frame>();
   if (context.IsDict()) {
@@ -54,7 +54,7 @@ Result<std::string> Renderer::Render(const Value& context) {
       if (k.IsString()) root_->Set(k.str(), v);
     }
   }
-  std::string out;
+  TrackedText out;
   RETURN_IF_ERROR(ExecBody(program_.body, root_, &out));
   return out;
 }
@@ -68,20 +68,20 @@ Status Renderer::Step() {
   return OkStatus();
 }
 
-Status Renderer::Append(std::string_view s, std::string* out) {
+Status Renderer::Append(std::string_view s, TrackedText* out) {
   if (out->size() + s.size() > options_.limits.max_output_bytes) {
     return ResourceExhausted("template output exceeds the limit of " +
                              std::to_string(options_.limits.max_output_bytes) + " bytes");
   }
-  out->append(s);
+  out->Append(s);
   return OkStatus();
 }
 
-Status Renderer::Emit(const Value& v, std::string* out) {
+Status Renderer::Emit(const Value& v, TrackedText* out) {
   return AppendStr(v, out, options_.limits.max_output_bytes);
 }
 
-Status Renderer::ExecBody(const Body& body, const FramePtr& frame, std::string* out) {
+Status Renderer::ExecBody(const Body& body, const FramePtr& frame, TrackedText* out) {
   RETURN_IF_ERROR(CheckStack());
   for (const StmtPtr& s : body) {
     RETURN_IF_ERROR(Exec(*s, frame, out));
@@ -90,7 +90,7 @@ Status Renderer::ExecBody(const Body& body, const FramePtr& frame, std::string* 
   return OkStatus();
 }
 
-Status Renderer::Exec(const Stmt& s, const FramePtr& frame, std::string* out) {
+Status Renderer::Exec(const Stmt& s, const FramePtr& frame, TrackedText* out) {
   switch (s.kind) {
     case StmtKind::kText:
       return Append(s.text, out);
@@ -117,9 +117,9 @@ Status Renderer::Exec(const Stmt& s, const FramePtr& frame, std::string* out) {
     case StmtKind::kSetBlock: {
       auto inner = std::make_shared<Frame>();
       inner->parent = frame;
-      std::string text;
+      TrackedText text;
       RETURN_IF_ERROR(ExecBody(s.body, inner, &text));
-      Value v(std::move(text));
+      Value v = text.TakeValue();
       if (s.expr) {
         ASSIGN_OR_RETURN(v, EvalFilterChain(*s.expr, frame, std::move(v)));
       }
@@ -145,9 +145,9 @@ Status Renderer::Exec(const Stmt& s, const FramePtr& frame, std::string* out) {
     case StmtKind::kFilterBlock: {
       auto inner = std::make_shared<Frame>();
       inner->parent = frame;
-      std::string text;
+      TrackedText text;
       RETURN_IF_ERROR(ExecBody(s.body, inner, &text));
-      ASSIGN_OR_RETURN(Value v, EvalFilterChain(*s.expr, frame, Value(std::move(text))));
+      ASSIGN_OR_RETURN(Value v, EvalFilterChain(*s.expr, frame, text.TakeValue()));
       return Emit(v, out);
     }
     case StmtKind::kWith: {
@@ -172,7 +172,7 @@ Status Renderer::Exec(const Stmt& s, const FramePtr& frame, std::string* out) {
 }
 
 Status Renderer::ExecFor(const Stmt& s, const FramePtr& frame, const Value& iterable, int depth,
-                         std::string* out) {
+                         TrackedText* out) {
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(iterable));
   if (s.cond) {
     std::vector<Value> kept;
@@ -206,17 +206,17 @@ Status Renderer::ExecFor(const Stmt& s, const FramePtr& frame, const Value& iter
   return OkStatus();
 }
 
-Result<std::string> Renderer::RunLoop(const Stmt& loop, const FramePtr& frame,
-                                      const Value& iterable, int depth) {
+Result<Value> Renderer::RunLoop(const Stmt& loop, const FramePtr& frame, const Value& iterable,
+                                int depth) {
   if (++call_depth_ > options_.limits.max_call_depth) {
     --call_depth_;
     return ResourceExhausted("maximum recursion depth exceeded in recursive loop");
   }
-  std::string out;
+  TrackedText out;
   Status st = ExecFor(loop, frame, iterable, depth, &out);
   --call_depth_;
   RETURN_IF_ERROR(st);
-  return out;
+  return out.TakeValue();
 }
 
 Status Renderer::ExecSet(const Stmt& s, const FramePtr& frame) {
@@ -314,12 +314,12 @@ Result<Value> Renderer::CallMacro(const Stmt& macro, const FramePtr& closure, Ca
   frame->Set("kwargs", Value::Dict(std::move(kwargs)));
   if (!caller.IsUndefined()) frame->Set("caller", std::move(caller));
   ++call_depth_;
-  std::string out;
+  TrackedText out;
   Status st = ExecBody(macro.body, frame, &out);
   --call_depth_;
   flow_ = Flow::kNone;
   RETURN_IF_ERROR(st);
-  return Value(std::move(out));
+  return out.TakeValue();
 }
 
 // ---- expressions ----
@@ -472,7 +472,12 @@ Result<Value> Renderer::EvalFilterChain(const Expr& e, const FramePtr& frame, Va
 Result<Value> Renderer::ApplyFilter(std::string_view name, const Value& input, CallArgs& args) {
   FilterFn fn = FindFilter(name);
   if (!fn) return InvalidArgument("No filter named '" + std::string(name) + "' found.");
-  return fn(*this, input, args);
+  ASSIGN_OR_RETURN(Value out, fn(*this, input, args));
+  if (!out.IsString() || out.client_spans() || FilterKeepsProvenance(name)) return out;
+  bool client = HasClientText(input);
+  for (const Value& a : args.pos) client = client || HasClientText(a);
+  for (const auto& [k, a] : args.kw) client = client || HasClientText(a);
+  return client ? MaybeClient(out.str(), true, out.IsMarkup()) : out;
 }
 
 Result<bool> Renderer::ApplyTest(std::string_view name, const Value& v, CallArgs& args) {

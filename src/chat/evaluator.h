@@ -15,6 +15,7 @@
 #include "chat/ast.h"
 #include "chat/chat_template.h"
 #include "chat/ops.h"
+#include "chat/provenance.h"
 #include "chat/value.h"
 
 namespace tachyon::chat {
@@ -32,8 +33,9 @@ class Renderer {
   Renderer(const Program& program, const RenderOptions& options);
   ~Renderer();
 
-  // Renders the program with `context` (a dict value) as the top-level variables.
-  Result<std::string> Render(const Value& context);
+  // Renders the program with `context` (a dict value) as the top-level variables. The result
+  // keeps the provenance of its bytes (see chat/provenance.h).
+  Result<TrackedText> Render(const Value& context);
 
   // ---- used by builtins (filters, tests, globals, callables) ----
   const RenderOptions& options() const { return options_; }
@@ -47,20 +49,20 @@ class Renderer {
   // Calls a macro / caller body with bound arguments.
   Result<Value> CallMacro(const Stmt& macro, const FramePtr& closure, CallArgs& args, Value caller);
   // Renders one iteration set of a (recursive) for loop over `items` into a string.
-  Result<std::string> RunLoop(const Stmt& loop, const FramePtr& frame, const Value& iterable,
+  Result<Value> RunLoop(const Stmt& loop, const FramePtr& frame, const Value& iterable,
                               int depth);
 
  private:
   enum class Flow { kNone, kBreak, kContinue };
 
-  Status ExecBody(const Body& body, const FramePtr& frame, std::string* out);
-  Status Exec(const Stmt& s, const FramePtr& frame, std::string* out);
+  Status ExecBody(const Body& body, const FramePtr& frame, TrackedText* out);
+  Status Exec(const Stmt& s, const FramePtr& frame, TrackedText* out);
   Status ExecFor(const Stmt& s, const FramePtr& frame, const Value& iterable, int depth,
-                 std::string* out);
+                 TrackedText* out);
   Status ExecSet(const Stmt& s, const FramePtr& frame);
   Status Assign(const Expr& target, Value v, const FramePtr& frame);
-  Status Emit(const Value& v, std::string* out);
-  Status Append(std::string_view s, std::string* out);
+  Status Emit(const Value& v, TrackedText* out);
+  Status Append(std::string_view s, TrackedText* out);
 
   Result<Value> Eval(const Expr& e, const FramePtr& frame);
   Result<Value> EvalName(const Expr& e, const FramePtr& frame);

@@ -10,6 +10,7 @@
 #include "chat/builtins.h"
 #include "chat/evaluator.h"
 #include "chat/ops.h"
+#include "chat/provenance.h"
 #include "chat/unicode.h"
 
 namespace tachyon::chat {
@@ -98,7 +99,7 @@ Result<Value> FTojson(Renderer& r, const Value& v, CallArgs& args) {
   if (!Absent(a[3])) opt.sort_keys = a[3].Truthy();
   std::string out;
   RETURN_IF_ERROR(DumpJson(v, opt, &out, r.size_limits().max_string_bytes));
-  return Value(std::move(out));
+  return MaybeClient(std::move(out), HasClientText(v));
 }
 
 Result<Value> FLength(Renderer&, const Value& v, CallArgs&) {
@@ -109,14 +110,13 @@ Result<Value> FLength(Renderer&, const Value& v, CallArgs&) {
 Result<Value> FTrim(Renderer& r, const Value& v, CallArgs& args) {
   Args a;
   RETURN_IF_ERROR(BindArgs("trim", args, {"chars"}, &a));
-  ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
-  return Like(v, PyStrip(s, a[0], true, true));
+  ASSIGN_OR_RETURN(Value s, StrValue(v, r.size_limits().max_string_bytes));
+  return StripValue(s, a[0], true, true);
 }
 
 Result<Value> FString(Renderer& r, const Value& v, CallArgs&) {
   if (v.IsString()) return v;
-  ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
-  return Value(std::move(s));
+  return StrValue(v, r.size_limits().max_string_bytes);
 }
 
 Result<Value> FItems(Renderer&, const Value& v, CallArgs&) {
@@ -130,19 +130,20 @@ Result<Value> FItems(Renderer&, const Value& v, CallArgs&) {
 Result<Value> FJoin(Renderer& r, const Value& v, CallArgs& args) {
   Args a;
   RETURN_IF_ERROR(BindArgs("join", args, {"d", "attribute"}, &a));
-  ASSIGN_OR_RETURN(std::string sep,
-                   a[0].IsUndefined() ? Result<std::string>(std::string()) : StrOf(r, a[0]));
+  const size_t limit = r.size_limits().max_string_bytes;
+  ASSIGN_OR_RETURN(Value sep,
+                   a[0].IsUndefined() ? Result<Value>(Value("")) : StrValue(a[0], limit));
   ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
-  std::string out;
+  TrackedText out;
   for (size_t i = 0; i < items.size(); ++i) {
     Value item = items[i];
     if (!a[1].IsUndefined()) {
       ASSIGN_OR_RETURN(item, GetPath(item, a[1]));
     }
-    if (i) out += sep;
-    RETURN_IF_ERROR(AppendStr(item, &out, r.size_limits().max_string_bytes));
+    if (i) RETURN_IF_ERROR(AppendStr(sep, &out, limit));
+    RETURN_IF_ERROR(AppendStr(item, &out, limit));
   }
-  return Value(std::move(out));
+  return out.TakeValue();
 }
 
 Result<Value> FDefault(Renderer&, const Value& v, CallArgs& args) {
@@ -159,8 +160,8 @@ Result<Value> FList(Renderer&, const Value& v, CallArgs&) {
 }
 
 Result<Value> FSafe(Renderer& r, const Value& v, CallArgs&) {
-  ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
-  return Value::Markup(std::move(s));
+  ASSIGN_OR_RETURN(Value s, StrValue(v, r.size_limits().max_string_bytes));
+  return Value::Tracked(s.str(), s.client_spans() ? *s.client_spans() : Spans(), true);
 }
 
 // select / reject / selectattr / rejectattr
@@ -332,21 +333,21 @@ Result<Value> FTitle(Renderer& r, const Value& v, CallArgs&) {
 }
 
 Result<Value> FReplace(Renderer& r, const Value& v, CallArgs& args) {
-  ASSIGN_OR_RETURN(std::string s, StrOf(r, v));
+  ASSIGN_OR_RETURN(Value s, StrValue(v, r.size_limits().max_string_bytes));
   Args a;
   RETURN_IF_ERROR(BindArgs("replace", args, {"old", "new", "count"}, &a));
   CallArgs m;
   for (int i = 0; i < 3; ++i) {
     if (i < 2 || !Absent(a[i])) {
       if (i < 2 && !a[i].IsString()) {
-        ASSIGN_OR_RETURN(std::string t, StrOf(r, a[i]));
-        m.pos.emplace_back(std::move(t));
+        ASSIGN_OR_RETURN(Value t, StrValue(a[i], r.size_limits().max_string_bytes));
+        m.pos.push_back(std::move(t));
       } else {
         m.pos.push_back(a[i]);
       }
     }
   }
-  return CallMethod(r, Value(s), "replace", m);
+  return CallMethod(r, s, "replace", m);
 }
 
 Result<Value> FIndent(Renderer& r, const Value& v, CallArgs& args) {
@@ -690,6 +691,15 @@ const std::unordered_map<std::string_view, FilterFn>& Filters() {
 }
 
 }  // namespace
+
+bool FilterKeepsProvenance(std::string_view name) {
+  // Filters whose string results carry exact provenance: pass-through of an existing value, or
+  // built with TrackedText / Substring above.
+  static constexpr std::string_view kTracked[] = {"tojson", "trim",    "string", "join", "default",
+                                                  "d",      "first",   "last",   "min",  "max",
+                                                  "safe",   "replace", "attr",   "list"};
+  return std::find(std::begin(kTracked), std::end(kTracked), name) != std::end(kTracked);
+}
 
 FilterFn FindFilter(std::string_view name) {
   auto it = Filters().find(name);

@@ -5,6 +5,7 @@
 #include "chat/builtins.h"
 #include "chat/evaluator.h"
 #include "chat/ops.h"
+#include "chat/provenance.h"
 #include "chat/unicode.h"
 
 namespace tachyon::chat {
@@ -115,10 +116,24 @@ std::vector<std::string> SplitSep(std::string_view s, std::string_view sep, int6
   return parts;
 }
 
-Value StringList(std::vector<std::string> parts) {
+// The parts of a split of `recv` as substrings that keep their provenance. The parts lie in
+// order in recv.str(); `sep_len` > 0: consecutive parts are exactly that many bytes apart;
+// 0: they are apart by whitespace only (and never empty).
+Value PartsList(const Value& recv, const std::vector<std::string>& parts, size_t sep_len) {
+  const std::string& s = recv.str();
   std::vector<Value> items;
   items.reserve(parts.size());
-  for (auto& p : parts) items.emplace_back(std::move(p));
+  size_t cursor = 0;
+  for (const std::string& p : parts) {
+    size_t at = sep_len > 0 ? cursor : s.find(p, cursor);
+    if (at == std::string::npos || s.compare(at, p.size(), p) != 0) {
+      // Cannot happen for the splits above; stay safe rather than guess.
+      items.push_back(MaybeClient(p, recv.client_spans() != nullptr));
+      continue;
+    }
+    items.push_back(Substring(recv, at, at + p.size()));
+    cursor = at + p.size() + sep_len;
+  }
   return Value::List(std::move(items));
 }
 
@@ -148,22 +163,23 @@ Result<Value> Pad(std::string_view method, const std::string& s, const std::vect
   return Value(std::move(out));
 }
 
-Result<Value> Format(Renderer& r, const std::string& fmt, CallArgs& args) {
-  std::string out;
+Result<Value> Format(Renderer& r, const Value& recv, CallArgs& args) {
+  const std::string& fmt = recv.str();
+  TrackedText out;
   size_t auto_index = 0;
   for (size_t i = 0; i < fmt.size(); ++i) {
     char c = fmt[i];
     if (c == '}') {
       if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
-      out.push_back('}');
+      out.Append("}");
       continue;
     }
     if (c != '{') {
-      out.push_back(c);
+      out.Append(std::string_view(&fmt[i], 1));
       continue;
     }
     if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
-      out.push_back('{');
+      out.Append("{");
       ++i;
       continue;
     }
@@ -187,44 +203,56 @@ Result<Value> Format(Renderer& r, const std::string& fmt, CallArgs& args) {
       }
     }
     if (!v) return InvalidArgument("format argument '" + field + "' not found");
-    ASSIGN_OR_RETURN(std::string s, StrOf(r, *v));
-    out += s;
+    ASSIGN_OR_RETURN(Value piece, StrValue(*v, r.size_limits().max_string_bytes));
+    out.AppendValue(piece);
+    if (out.size() > r.size_limits().max_string_bytes) {
+      return ResourceExhausted("string exceeds the size limit");
+    }
     i = close;
   }
-  return Value(std::move(out));
+  // A format string that itself holds client text: its literal parts are not tracked one by
+  // one, so the whole result counts as client text.
+  if (recv.client_spans()) out.MarkClientFrom(0);
+  return out.TakeValue();
 }
 
-Result<Value> StrMethod(Renderer& r, const std::string& s, std::string_view m, CallArgs& args) {
+Result<Value> StrMethod(Renderer& r, const Value& recv, std::string_view m, CallArgs& args) {
+  const std::string& s = recv.str();
   std::vector<Value> a;
-  if (m == "format") return Format(r, s, args);
+  if (m == "format") return Format(r, recv, args);
   if (m == "strip" || m == "lstrip" || m == "rstrip") {
     RETURN_IF_ERROR(BindArgs(m, args, {"chars"}, &a));
     if (!Absent(a[0]) && !a[0].IsString()) return ArgError(m, "arg must be None or str");
-    return Value(PyStrip(s, a[0], m != "rstrip", m != "lstrip"));
+    return StripValue(recv, a[0], m != "rstrip", m != "lstrip");
   }
   if (m == "split" || m == "rsplit") {
     RETURN_IF_ERROR(BindArgs(m, args, {"sep", "maxsplit"}, &a));
     int64_t maxsplit = a[1].IsIntegral() ? a[1].AsInt() : -1;
-    if (Absent(a[0])) return StringList(SplitWhitespace(s, maxsplit, m == "rsplit"));
+    if (Absent(a[0])) return PartsList(recv, SplitWhitespace(s, maxsplit, m == "rsplit"), 0);
     ASSIGN_OR_RETURN(std::string sep, StrArg(m, a[0]));
     if (sep.empty()) return InvalidArgument("empty separator");
-    return StringList(SplitSep(s, sep, maxsplit, m == "rsplit"));
+    return PartsList(recv, SplitSep(s, sep, maxsplit, m == "rsplit"), sep.size());
   }
   if (m == "splitlines") {
     RETURN_IF_ERROR(BindArgs(m, args, {"keepends"}, &a));
     bool keep = a[0].Truthy();
     std::u32string u = DecodeUtf8(s);
-    std::vector<std::string> parts;
+    const std::vector<size_t> offsets = CodepointOffsets(s);
+    std::vector<Value> parts;
+    auto part = [&](size_t b, size_t e) {
+      if (!offsets.empty()) return CodepointSubstring(recv, offsets, b, e);
+      return MaybeClient(EncodeUtf8(u.substr(b, e - b)), recv.client_spans() != nullptr);
+    };
     size_t start = 0;
     for (size_t i = 0; i < u.size(); ++i) {
       if (!IsLineBreak(u[i])) continue;
       size_t end = i;
       if (u[i] == '\r' && i + 1 < u.size() && u[i + 1] == '\n') ++i;
-      parts.push_back(EncodeUtf8(u.substr(start, (keep ? i + 1 : end) - start)));
+      parts.push_back(part(start, keep ? i + 1 : end));
       start = i + 1;
     }
-    if (start < u.size()) parts.push_back(EncodeUtf8(u.substr(start)));
-    return StringList(std::move(parts));
+    if (start < u.size()) parts.push_back(part(start, u.size()));
+    return Value::List(std::move(parts));
   }
   if (m == "startswith" || m == "endswith") {
     RETURN_IF_ERROR(BindArgs(m, args, {"prefix", "start", "end"}, &a));
@@ -249,36 +277,39 @@ Result<Value> StrMethod(Renderer& r, const std::string& s, std::string_view m, C
   if (m == "replace") {
     RETURN_IF_ERROR(BindArgs(m, args, {"old", "new", "count"}, &a));
     ASSIGN_OR_RETURN(std::string old_s, StrArg(m, a[0]));
-    ASSIGN_OR_RETURN(std::string new_s, StrArg(m, a[1]));
+    RETURN_IF_ERROR(StrArg(m, a[1]).status());
+    const Value& new_v = a[1];
     int64_t count = a[2].IsIntegral() ? a[2].AsInt() : -1;
-    std::string out;
+    TrackedText out;
     size_t limit = r.size_limits().max_string_bytes;
     if (old_s.empty()) {
-      std::u32string u = DecodeUtf8(s);
+      const std::vector<size_t> offsets = CodepointOffsets(s);
+      if (offsets.empty() && !s.empty()) return InvalidArgument("replace: invalid string");
+      const size_t n = offsets.empty() ? 0 : offsets.size() - 1;
       int64_t done = 0;
-      for (size_t i = 0; i <= u.size(); ++i) {
+      for (size_t i = 0; i <= n; ++i) {
         if (count < 0 || done < count) {
-          out += new_s;
+          out.AppendValue(new_v);
           ++done;
         }
-        if (i < u.size()) AppendUtf8(u[i], &out);
+        if (i < n) out.AppendValue(CodepointSubstring(recv, offsets, i, i + 1));
         if (out.size() > limit) return ResourceExhausted("string exceeds the size limit");
       }
-      return Value(std::move(out));
+      return out.TakeValue();
     }
     size_t start = 0;
     int64_t done = 0;
     while (count < 0 || done < count) {
       size_t k = s.find(old_s, start);
       if (k == std::string::npos) break;
-      out.append(s, start, k - start);
-      out += new_s;
+      out.AppendValue(Substring(recv, start, k));
+      out.AppendValue(new_v);
       start = k + old_s.size();
       ++done;
       if (out.size() > limit) return ResourceExhausted("string exceeds the size limit");
     }
-    out.append(s, start, std::string::npos);
-    return Value(std::move(out));
+    out.AppendValue(Substring(recv, start, s.size()));
+    return out.TakeValue();
   }
   if (m == "upper") return Value(PyUpper(s));
   if (m == "lower" || m == "casefold") return Value(PyLower(s));
@@ -322,19 +353,19 @@ Result<Value> StrMethod(Renderer& r, const std::string& s, std::string_view m, C
   if (m == "join") {
     RETURN_IF_ERROR(BindArgs(m, args, {"iterable"}, &a));
     ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(a[0]));
-    std::string out;
+    TrackedText out;
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].IsString()) {
         return InvalidArgument("sequence item " + std::to_string(i) + ": expected str instance, " +
                                items[i].TypeName() + " found");
       }
-      if (i) out += s;
-      out += items[i].str();
+      if (i) out.AppendValue(recv);
+      out.AppendValue(items[i]);
       if (out.size() > r.size_limits().max_string_bytes) {
         return ResourceExhausted("string exceeds the size limit");
       }
     }
-    return Value(std::move(out));
+    return out.TakeValue();
   }
   if (m.substr(0, 2) == "is") {
     std::u32string u = DecodeUtf8(s);
@@ -373,21 +404,23 @@ Result<Value> StrMethod(Renderer& r, const std::string& s, std::string_view m, C
     if (sep.empty()) return InvalidArgument("empty separator");
     size_t k = m == "partition" ? s.find(sep) : s.rfind(sep);
     if (k == std::string::npos) {
-      if (m == "partition") return Value::List({Value(s), Value(""), Value("")}, true);
-      return Value::List({Value(""), Value(""), Value(s)}, true);
+      if (m == "partition") return Value::List({recv, Value(""), Value("")}, true);
+      return Value::List({Value(""), Value(""), recv}, true);
     }
-    return Value::List({Value(s.substr(0, k)), Value(sep), Value(s.substr(k + sep.size()))}, true);
+    return Value::List({Substring(recv, 0, k), Substring(recv, k, k + sep.size()),
+                        Substring(recv, k + sep.size(), s.size())},
+                       true);
   }
   if (m == "removeprefix" || m == "removesuffix") {
     RETURN_IF_ERROR(BindArgs(m, args, {"fix"}, &a));
     ASSIGN_OR_RETURN(std::string fix, StrArg(m, a[0]));
     if (m == "removeprefix" && s.compare(0, fix.size(), fix) == 0)
-      return Value(s.substr(fix.size()));
+      return Substring(recv, fix.size(), s.size());
     if (m == "removesuffix" && fix.size() <= s.size() &&
         s.compare(s.size() - fix.size(), fix.size(), fix) == 0) {
-      return Value(s.substr(0, s.size() - fix.size()));
+      return Substring(recv, 0, s.size() - fix.size());
     }
-    return Value(s);
+    return recv;
   }
   return InvalidArgument("'str' object has no attribute '" + std::string(m) + "'");
 }
@@ -426,6 +459,22 @@ Result<Value> DictMethod(const Value& dict, std::string_view m, CallArgs& args) 
   return a[1].IsUndefined() ? Value::None() : a[1];
 }
 
+// str methods whose results keep exact provenance (see StrMethod); the others build new text,
+// which counts as client text in full when the receiver or an argument holds any.
+constexpr std::string_view kTrackedStrMethods[] = {
+    "format",  "strip", "lstrip",    "rstrip",     "split",        "rsplit",      "splitlines",
+    "replace", "join",  "partition", "rpartition", "removeprefix", "removesuffix"};
+
+Result<Value> TrackedStrMethod(Renderer& r, const Value& receiver, std::string_view name,
+                               CallArgs& args) {
+  ASSIGN_OR_RETURN(Value v, StrMethod(r, receiver, name, args));
+  if (!v.IsString() || v.client_spans() || In(kTrackedStrMethods, name)) return v;
+  bool client = receiver.client_spans() != nullptr;
+  for (const Value& a : args.pos) client = client || HasClientText(a);
+  for (const auto& [k, a] : args.kw) client = client || HasClientText(a);
+  return client ? MaybeClient(v.str(), true) : v;
+}
+
 }  // namespace
 
 bool IsMethodName(const Value& receiver, std::string_view name) {
@@ -453,11 +502,13 @@ Result<Value> CallMethod(Renderer& r, const Value& receiver, std::string_view na
         if (a.IsString()) a = EscapeToMarkup(a);
       }
     }
-    ASSIGN_OR_RETURN(Value v, StrMethod(r, receiver.str(), name, args));
-    if (v.IsString() && In(kKeep, name)) return Value::Markup(v.str());
+    ASSIGN_OR_RETURN(Value v, TrackedStrMethod(r, receiver, name, args));
+    if (v.IsString() && In(kKeep, name)) {
+      return Value::Tracked(v.str(), v.client_spans() ? *v.client_spans() : Spans(), true);
+    }
     return v;
   }
-  if (receiver.IsString()) return StrMethod(r, receiver.str(), name, args);
+  if (receiver.IsString()) return TrackedStrMethod(r, receiver, name, args);
   if (receiver.IsList() && In(kListMethods, name)) return ListMethod(receiver, name, args);
   if (receiver.IsDict() && In(kDictMethods, name)) return DictMethod(receiver, name, args);
   return InvalidArgument("'" + receiver.TypeName() + "' object has no attribute '" +
@@ -493,6 +544,17 @@ std::string PyStrip(std::string_view s, const Value& chars, bool left, bool righ
     while (e > b && strip_char(u[e - 1])) --e;
   }
   return EncodeUtf8(u.substr(b, e - b));
+}
+
+// recv.strip(chars) / lstrip / rstrip as a substring of recv (keeps provenance). A left strip
+// leaves a result whose first code point is not a stripped one, so its first occurrence in
+// recv is where it starts.
+Value StripValue(const Value& recv, const Value& chars, bool left, bool right) {
+  const std::string& s = recv.str();
+  std::string out = PyStrip(s, chars, left, right);
+  const size_t at = (left && !out.empty()) ? s.find(out) : 0;
+  if (at == std::string::npos) return MaybeClient(out, recv.client_spans() != nullptr);
+  return Substring(recv, at, at + out.size());
 }
 
 std::string PyCapitalize(std::string_view s) {

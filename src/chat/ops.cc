@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "chat/provenance.h"
 #include "chat/unicode.h"
 
 namespace tachyon::chat {
@@ -101,13 +102,45 @@ Result<Value> Arith(std::string_view op, const Value& a, const Value& b) {
 
 }  // namespace
 
+namespace {
+
+// a + b (or a ~ b) of two strings with their provenance.
+Value Concat(const Value& a, const Value& b) {
+  TrackedText t;
+  t.AppendValue(a);
+  t.AppendValue(b);
+  return t.TakeValue();
+}
+
+Result<Value> BinaryOpUntracked(std::string_view op, const Value& a, const Value& b,
+                                const SizeLimits& lim);
+
+}  // namespace
+
 Result<Value> BinaryOp(std::string_view op, const Value& a, const Value& b, const SizeLimits& lim) {
   if (op == "~") {
-    ASSIGN_OR_RETURN(std::string s, ToStr(a, lim.max_string_bytes));
-    ASSIGN_OR_RETURN(std::string t, ToStr(b, lim.max_string_bytes));
-    if (s.size() + t.size() > lim.max_string_bytes) return TooLong("string");
-    return Value(s + t);
+    ASSIGN_OR_RETURN(Value s, StrValue(a, lim.max_string_bytes));
+    ASSIGN_OR_RETURN(Value t, StrValue(b, lim.max_string_bytes));
+    if (s.str().size() + t.str().size() > lim.max_string_bytes) return TooLong("string");
+    return Concat(s, t);
   }
+  if (op == "+" && a.IsString() && b.IsString() && !a.IsMarkup() && !b.IsMarkup()) {
+    if (a.str().size() + b.str().size() > lim.max_string_bytes) return TooLong("string");
+    return Concat(a, b);
+  }
+  ASSIGN_OR_RETURN(Value out, BinaryOpUntracked(op, a, b, lim));
+  // Any other string result (repetition, % formatting, Markup concatenation) is new text:
+  // client text in full when an operand holds client text.
+  if (out.IsString() && !out.client_spans() && (HasClientText(a) || HasClientText(b))) {
+    return MaybeClient(out.str(), true, out.IsMarkup());
+  }
+  return out;
+}
+
+namespace {
+
+Result<Value> BinaryOpUntracked(std::string_view op, const Value& a, const Value& b,
+                                const SizeLimits& lim) {
   if (a.IsUndefined()) return UndefinedError(a);
   if (b.IsUndefined()) return UndefinedError(b);
   if (a.IsNumber() && b.IsNumber()) return Arith(op, a, b);
@@ -142,6 +175,8 @@ Result<Value> BinaryOp(std::string_view op, const Value& a, const Value& b, cons
   if (op == "%" && a.IsString()) return PercentFormat(a.str(), b, lim.max_string_bytes);
   return Unsupported(op == "**" ? "** or pow()" : op, a, b);
 }
+
+}  // namespace
 
 Result<Value> UnaryOp(std::string_view op, const Value& a) {
   if (op == "not") return Value(!a.Truthy());
@@ -205,13 +240,20 @@ Result<std::vector<Value>> Iterate(const Value& v) {
     case Value::Kind::kString: {
       const std::string& s = v.str();
       if (IsAscii(s)) {
-        for (char c : s) out.emplace_back(std::string(1, c));
-      } else {
-        for (char32_t c : DecodeUtf8(s)) {
-          std::string ch;
-          AppendUtf8(c, &ch);
-          out.emplace_back(std::move(ch));
+        for (size_t i = 0; i < s.size(); ++i) {
+          out.push_back(v.client_spans() ? Substring(v, i, i + 1) : Value(std::string(1, s[i])));
         }
+        return out;
+      }
+      const std::vector<size_t> offsets = CodepointOffsets(s);
+      for (char32_t c : DecodeUtf8(s)) {
+        std::string ch;
+        AppendUtf8(c, &ch);
+        out.push_back(MaybeClient(std::move(ch), v.client_spans() != nullptr));
+      }
+      if (!offsets.empty()) {
+        for (size_t i = 0; i + 1 < offsets.size(); ++i)
+          out[i] = CodepointSubstring(v, offsets, i, i + 1);
       }
       return out;
     }
@@ -237,9 +279,6 @@ Value NoElement(const Value& obj, const Value& key) {
   std::string k;
   (void)AppendRepr(key, &k, 4096);
   return Value::MakeUndefined(obj.ObjectTypeRepr() + " has no element " + k);
-}
-Value KeepMarkup(const Value& from, std::string s) {
-  return from.IsMarkup() ? Value::Markup(std::move(s)) : Value(std::move(s));
 }
 Value UnsafeAttribute(const Value& obj, std::string_view name) {
   return Value::MakeUndefined("access to attribute '" + std::string(name) + "' of '" +
@@ -296,11 +335,16 @@ Result<Value> GetItem(const Value& obj, const Value& key) {
         int64_t i = key.AsInt();
         if (IsAscii(s)) {
           if (i < 0) i += int64_t(s.size());
-          if (i >= 0 && i < int64_t(s.size())) return KeepMarkup(obj, std::string(1, s[i]));
+          if (i >= 0 && i < int64_t(s.size())) return Substring(obj, size_t(i), size_t(i) + 1);
         } else {
           std::u32string u = DecodeUtf8(s);
           if (i < 0) i += int64_t(u.size());
-          if (i >= 0 && i < int64_t(u.size())) return KeepMarkup(obj, EncodeUtf8(u.substr(i, 1)));
+          if (i >= 0 && i < int64_t(u.size())) {
+            const std::vector<size_t> offsets = CodepointOffsets(s);
+            if (!offsets.empty()) return CodepointSubstring(obj, offsets, size_t(i), size_t(i) + 1);
+            return MaybeClient(EncodeUtf8(u.substr(i, 1)), obj.client_spans() != nullptr,
+                               obj.IsMarkup());
+          }
         }
         return NoElement(obj, key);
       }
@@ -359,13 +403,25 @@ Result<Value> Slice(const Value& obj, const Value& start_v, const Value& stop_v,
     for (int64_t i : idx) items.push_back(obj.list().items[i]);
     return Value::List(std::move(items), obj.IsTuple());
   }
+  if (obj.client_spans()) {
+    // Keep the provenance of each selected code point.
+    const std::vector<size_t> offsets = ascii ? std::vector<size_t>() : CodepointOffsets(obj.str());
+    if (ascii || !offsets.empty()) {
+      TrackedText t;
+      for (int64_t i : idx) {
+        t.AppendValue(ascii ? Substring(obj, size_t(i), size_t(i) + 1)
+                            : CodepointSubstring(obj, offsets, size_t(i), size_t(i) + 1));
+      }
+      return t.TakeValue(obj.IsMarkup());
+    }
+  }
   std::string out;
   if (ascii) {
     for (int64_t i : idx) out.push_back(obj.str()[i]);
   } else {
     for (int64_t i : idx) AppendUtf8(u[i], &out);
   }
-  return KeepMarkup(obj, std::move(out));
+  return MaybeClient(std::move(out), obj.client_spans() != nullptr, obj.IsMarkup());
 }
 
 }  // namespace tachyon::chat

@@ -548,8 +548,14 @@ Result<bool> Less(const Value& a, const Value& b, int depth) {
 }
 
 namespace {
+Value JsonString(std::string s, bool client) {
+  if (!client || s.empty()) return Value(std::move(s));
+  const size_t n = s.size();
+  return Value::Tracked(std::move(s), {{0, n}});
+}
+
 template <typename Json>
-Result<Value> FromJsonImpl(const Json& j, int depth) {
+Result<Value> FromJsonImpl(const Json& j, int depth, bool client) {
   if (depth > kMaxPrintDepth) return InvalidArgument("JSON context nested too deeply");
   switch (j.type()) {
     case nlohmann::json::value_t::null:
@@ -566,12 +572,12 @@ Result<Value> FromJsonImpl(const Json& j, int depth) {
     case nlohmann::json::value_t::number_float:
       return Value(j.template get<double>());
     case nlohmann::json::value_t::string:
-      return Value(j.template get<std::string>());
+      return JsonString(j.template get<std::string>(), client);
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
       for (const auto& e : j) {
-        ASSIGN_OR_RETURN(Value v, FromJsonImpl(e, depth + 1));
+        ASSIGN_OR_RETURN(Value v, FromJsonImpl(e, depth + 1, client));
         items.push_back(std::move(v));
       }
       return Value::List(std::move(items));
@@ -580,8 +586,8 @@ Result<Value> FromJsonImpl(const Json& j, int depth) {
       std::vector<std::pair<Value, Value>> items;
       items.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it) {
-        ASSIGN_OR_RETURN(Value v, FromJsonImpl(it.value(), depth + 1));
-        items.emplace_back(Value(it.key()), std::move(v));
+        ASSIGN_OR_RETURN(Value v, FromJsonImpl(it.value(), depth + 1, client));
+        items.emplace_back(JsonString(it.key(), client), std::move(v));
       }
       return Value::Dict(std::move(items));
     }
@@ -591,11 +597,11 @@ Result<Value> FromJsonImpl(const Json& j, int depth) {
 }
 }  // namespace
 
-Result<Value> FromJson(const nlohmann::ordered_json& j) {
-  return FromJsonImpl(j, 0);
+Result<Value> FromJson(const nlohmann::ordered_json& j, bool client) {
+  return FromJsonImpl(j, 0, client);
 }
-Result<Value> FromJson(const nlohmann::json& j) {
-  return FromJsonImpl(j, 0);
+Result<Value> FromJson(const nlohmann::json& j, bool client) {
+  return FromJsonImpl(j, 0, client);
 }
 
 }  // namespace tachyon::chat

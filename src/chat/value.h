@@ -25,6 +25,15 @@ namespace tachyon::chat {
 class Value;
 class Renderer;
 
+// A byte range [begin, end) of a string.
+struct Span {
+  size_t begin = 0, end = 0;
+  bool operator==(const Span&) const = default;
+};
+// Provenance of a string's bytes: the ranges that came from client data (the request's JSON)
+// rather than from the template. Sorted, disjoint, non-empty, never adjacent.
+using Spans = std::vector<Span>;
+
 struct NoneType {};
 struct Undefined {
   std::string hint;  // error message on use; "" means the generic one
@@ -104,6 +113,13 @@ class Value {
     v.markup_ = true;
     return v;
   }
+  // A string whose bytes in `spans` came from client data (see Spans); empty spans: none.
+  static Value Tracked(std::string s, Spans spans, bool markup = false) {
+    Value v(std::move(s));
+    v.markup_ = markup;
+    v.set_client_spans(std::move(spans));
+    return v;
+  }
   static Value List(std::vector<Value> items, bool is_tuple = false);
   static Value Dict(std::vector<std::pair<Value, Value>> items = {});
   static Value Namespace();
@@ -137,6 +153,17 @@ class Value {
   const ObjectPtr& object() const { return std::get<ObjectPtr>(v_); }
   const std::string& undefined_hint() const { return std::get<Undefined>(v_).hint; }
 
+  // For strings: the bytes that came from client data; nullptr when none did (always for
+  // other kinds). Copies of a value share its provenance.
+  const Spans* client_spans() const { return spans_.get(); }
+  void set_client_spans(Spans spans) {
+    if (spans.empty()) {
+      spans_.reset();
+    } else {
+      spans_ = std::make_shared<const Spans>(std::move(spans));
+    }
+  }
+
   // Nesting depth of list / dict containers (0 for scalars and namespaces). Bounded so that
   // destroying or printing a value never recurses deeper than the limit.
   int Depth() const;
@@ -152,6 +179,7 @@ class Value {
   explicit Value(NoneType n) : v_(n) {}
   std::variant<Undefined, NoneType, bool, int64_t, double, std::string, ListPtr, DictPtr, ObjectPtr>
       v_;
+  std::shared_ptr<const Spans> spans_;  // strings only (see client_spans)
   bool markup_ = false;
 };
 
@@ -190,7 +218,8 @@ Result<bool> Less(const Value& a, const Value& b, int depth = 0);
 
 // JSON → Value (objects keep their key order; integers stay ints). Fails beyond
 // kMaxPrintDepth levels of nesting.
-Result<Value> FromJson(const nlohmann::ordered_json& j);
-Result<Value> FromJson(const nlohmann::json& j);
+// With `client` set, every string (and object key) is marked as client data in full.
+Result<Value> FromJson(const nlohmann::ordered_json& j, bool client = false);
+Result<Value> FromJson(const nlohmann::json& j, bool client = false);
 
 }  // namespace tachyon::chat
