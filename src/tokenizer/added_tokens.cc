@@ -19,6 +19,13 @@ uint32_t CodepointBefore(std::string_view text, size_t end, size_t* start) {
 
 bool IsWordChar(uint32_t cp) { return cp == '_' || IsAlphabetic(cp) || IsNumeric(cp); }
 
+// Whether [begin, end) lies inside one range of `ranges` (sorted, disjoint).
+bool Inside(const AddedTokens::Ranges& ranges, size_t begin, size_t end) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
+                             [](size_t pos, const auto& r) { return pos < r.second; });
+  return it != ranges.end() && it->first <= begin && end <= it->second;
+}
+
 }  // namespace
 
 void AddedTokens::Add(AddedToken token) {
@@ -56,7 +63,7 @@ const AddedToken* AddedTokens::ById(int32_t id) const {
 }
 
 void AddedTokens::Split(std::string_view text, bool normalized, bool parse_special,
-                        std::vector<Segment>* out) const {
+                        std::vector<Segment>* out, const Ranges* special_ranges) const {
   const Matcher& m = normalized ? normalized_ : raw_;
   size_t seg_begin = 0;  // start of the pending text segment
   size_t pos = 0;
@@ -73,6 +80,9 @@ void AddedTokens::Split(std::string_view text, bool normalized, bool parse_speci
         const std::string& pat = t.pattern();
         if (text.size() - pos < pat.size()) continue;
         if (text.compare(pos, pat.size(), pat) != 0) continue;
+        if (t.special && special_ranges && !Inside(*special_ranges, pos, pos + pat.size())) {
+          continue;
+        }
         if (t.single_word) {
           size_t s;
           if (pos > 0 && IsWordChar(CodepointBefore(text, pos, &s))) continue;

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace tachyon::tokenizer {
@@ -43,11 +44,15 @@ class AddedTokens {
     size_t begin = 0, end = 0;  // byte range in the text (a text segment)
     int32_t id = -1;            // >= 0: an added token
   };
+  // Byte ranges [first, second) of a text, sorted and disjoint.
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+
   // Splits `text` into text segments and added tokens, matching the tokens whose
-  // `normalized` flag equals `normalized`. parse_special=false ignores special tokens.
-  // Text segments are never empty.
+  // `normalized` flag equals `normalized`. parse_special=false ignores special tokens; with
+  // `special_ranges` a special token matches only where its text lies wholly inside one of
+  // those ranges. Text segments are never empty.
   void Split(std::string_view text, bool normalized, bool parse_special,
-             std::vector<Segment>* out) const;
+             std::vector<Segment>* out, const Ranges* special_ranges = nullptr) const;
 
  private:
   struct Matcher {

@@ -121,8 +121,11 @@ struct Pipeline {
   // literally instead of through the byte alphabet.
   bool literal_user_defined = false;
 
+  // `special_ranges` (may be null): special tokens match only inside these byte ranges of
+  // `text` (see AddedTokens::Split); REQUIRES: `text` is valid UTF-8 when given.
   void Encode(std::string_view text, bool add_special, bool parse_special,
-              std::vector<int32_t>* out) const;
+              std::vector<int32_t>* out,
+              const AddedTokens::Ranges* special_ranges = nullptr) const;
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const;
   // Fills eog from eos/eot and the usual end-of-turn spellings; sorts.
   void FinishSpecials();

@@ -18,16 +18,16 @@ namespace tachyon::tokenizer {
 // ---- Pipeline ----
 
 void Pipeline::Encode(std::string_view text, bool add_special, bool parse_special,
-                      std::vector<int32_t>* out) const {
+                      std::vector<int32_t>* out, const AddedTokens::Ranges* special_ranges) const {
   std::string clean;
-  if (!IsValidUtf8(text)) {
+  if (!special_ranges && !IsValidUtf8(text)) {
     clean = Utf8Lossy(text);
     text = clean;
   }
   if (add_special) out->insert(out->end(), prefix_ids.begin(), prefix_ids.end());
   std::vector<AddedTokens::Segment> raw_segs, norm_segs;
   std::vector<std::string> pieces;
-  added.Split(text, /*normalized=*/false, parse_special, &raw_segs);
+  added.Split(text, /*normalized=*/false, parse_special, &raw_segs, special_ranges);
   for (const auto& seg : raw_segs) {
     if (seg.id >= 0) {
       out->push_back(seg.id);
@@ -35,7 +35,16 @@ void Pipeline::Encode(std::string_view text, bool add_special, bool parse_specia
     }
     std::string norm = ApplyNormalizers(normalizers, std::string(text.substr(seg.begin, seg.end - seg.begin)));
     norm_segs.clear();
-    added.Split(norm, /*normalized=*/true, parse_special, &norm_segs);
+    // Offsets in normalized text do not map back to `text`: normalized special tokens match
+    // only in a text segment that lies wholly inside one special range.
+    bool norm_special = parse_special;
+    if (special_ranges) {
+      norm_special =
+          norm_special &&
+          std::any_of(special_ranges->begin(), special_ranges->end(),
+                      [&](const auto& r) { return r.first <= seg.begin && seg.end <= r.second; });
+    }
+    added.Split(norm, /*normalized=*/true, norm_special, &norm_segs);
     for (const auto& ns : norm_segs) {
       if (ns.id >= 0) {
         out->push_back(ns.id);
@@ -203,6 +212,29 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
   std::vector<int32_t> ids;
   pipeline_->Encode(text, add_special, parse_special, &ids);
+  return ids;
+}
+
+std::vector<int32_t> Tokenizer::EncodeSegments(std::span<const TextSegment> segments,
+                                               bool add_special) const {
+  std::string text;
+  AddedTokens::Ranges special_ranges;
+  for (const TextSegment& seg : segments) {
+    const size_t begin = text.size();
+    if (IsValidUtf8(seg.text)) {
+      text.append(seg.text);
+    } else {
+      text += Utf8Lossy(seg.text);
+    }
+    if (!seg.parse_special || text.size() == begin) continue;
+    if (!special_ranges.empty() && special_ranges.back().second == begin) {
+      special_ranges.back().second = text.size();
+    } else {
+      special_ranges.emplace_back(begin, text.size());
+    }
+  }
+  std::vector<int32_t> ids;
+  pipeline_->Encode(text, add_special, /*parse_special=*/true, &ids, &special_ranges);
   return ids;
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,13 @@ struct EncodeOptions {
   bool parse_special = true;
 };
 
+// One piece of a text for Tokenizer::EncodeSegments.
+struct TextSegment {
+  std::string_view text;
+  // false: special-token text in this piece is plain text (untrusted content).
+  bool parse_special = true;
+};
+
 class Pipeline;  // internal (tokenizer/pipeline.h)
 
 class Tokenizer {
@@ -71,6 +79,18 @@ class Tokenizer {
   std::vector<int32_t> Encode(std::string_view text, const EncodeOptions& options) const {
     return Encode(text, options.add_special, options.parse_special);
   }
+
+  // Encodes the concatenation of `segments` as one text: splitting, normalization,
+  // pre-tokenization and merges run across segment boundaries exactly as Encode does, except
+  // that a special (control) token is recognised only where its whole text lies inside
+  // parse_special segments (consecutive ones count as one). The ids therefore equal
+  // Encode(concatenation, add_special, true) whenever no special token's text overlaps a
+  // parse_special=false segment; special-token text there is plain text, as with
+  // parse_special=false. A normalized special token (rare) matches only in a stretch of text
+  // between other added tokens that lies wholly inside parse_special segments. Invalid
+  // UTF-8 is replaced segment by segment.
+  std::vector<int32_t> EncodeSegments(std::span<const TextSegment> segments,
+                                      bool add_special) const;
 
   // Ids to text through the tokenizer's decoder. skip_special drops control tokens (and other
   // special added tokens). Ids outside [0, vocab_size) are skipped. Invalid UTF-8 that the
