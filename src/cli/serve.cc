@@ -26,6 +26,7 @@ using server::HttpServerOptions;
 struct ServeOptions {
   engine::ServingOptions engine;
   int max_queue = 1024;
+  bool allow_special_tokens_in_content = false;
   HttpServerOptions http;
   std::string api_key;
   std::string tool_call_parser = "auto";
@@ -53,6 +54,9 @@ std::optional<int> ParseArgs(int argc, char** argv, ServeOptions* o) {
          "requests waiting beyond --max-num-seqs; more get 429");
   AddNumber(*app, "--shutdown-timeout", &o->shutdown_timeout_s, 0, 86400,
             "on SIGTERM/SIGINT, let requests finish this many seconds");
+  app->add_flag("--allow-special-tokens-in-content", o->allow_special_tokens_in_content,
+                "tokenize special-token text in chat messages as control tokens (trusted "
+                "clients only; by default it is plain text)");
   constexpr const char* kHttp = "HTTP options";
   server::HttpServerOptions& h = o->http;
   app->add_option("--host", h.host, "address to listen on")->capture_default_str()->group(kHttp);
@@ -110,7 +114,8 @@ int RunServe(int argc, char** argv) {
     std::fprintf(stderr, "tachyon serve: error: %s\n", built.status().ToString().c_str());
     return 1;
   }
-  auto backend = server::EngineBackend::Create(std::move(built).value(), o.max_queue);
+  auto backend = server::EngineBackend::Create(std::move(built).value(), o.max_queue,
+                                               o.allow_special_tokens_in_content);
   if (!backend.ok()) {
     std::fprintf(stderr, "tachyon serve: error: %s\n", backend.status().ToString().c_str());
     return 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "server/json_limits.h"
@@ -301,15 +302,13 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
     if (function.empty() && cr.tool_names.size() == 1) function = cr.tool_names[0];
     forced = ForcedToolCallPrefix(format, function);
   }
-  auto text = backend_->ApplyChatTemplate(cr.template_context);
-  if (!text.ok()) {
-    ApiError e = ApiErrorFromStatus(text.status());
+  // Content from the request is tokenized as plain text (no forged control tokens).
+  auto ids = backend_->TokenizeChat(cr.template_context, forced, /*add_special=*/false);
+  if (!ids.ok()) {
+    ApiError e = ApiErrorFromStatus(ids.status());
     if (e.http_status == 400) e.param = "messages";
     return SendError(*channel, e, kChat);
   }
-  *text += forced;
-  auto ids = backend_->Tokenize(*text, /*add_special=*/false);
-  if (!ids.ok()) return SendError(*channel, ApiErrorFromStatus(ids.status()), kChat);
   JobPrompt prompt;
   prompt.sampling = cr.common.sampling;
   prompt.ids = std::move(*ids);
@@ -342,6 +341,7 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
   if (!body.ok()) return SendError(*channel, body.error(), "/tokenize");
   const json& b = body.value();
   std::string text;
+  std::optional<std::vector<int32_t>> chat_ids;
   bool add_special = true;
   if (auto it = b.find("add_special_tokens"); it != b.end() && !it->is_null()) {
     if (!it->is_boolean()) {
@@ -361,13 +361,14 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
     if (!ordered.ok()) return SendError(*channel, ordered.error(), "/tokenize");
     auto chat = ParseChatRequest(ordered.value(), backend_->Info().vocab_size);
     if (!chat.ok()) return SendError(*channel, chat.error(), "/tokenize");
-    auto rendered = backend_->ApplyChatTemplate(chat.value().template_context);
+    auto special = b.find("add_special_tokens");
+    if (special == b.end() || special->is_null()) add_special = false;
+    // The same ids a chat completion of these messages would get.
+    auto rendered = backend_->TokenizeChat(chat.value().template_context, "", add_special);
     if (!rendered.ok()) {
       return SendError(*channel, ApiErrorFromStatus(rendered.status()), "/tokenize");
     }
-    text = std::move(*rendered);
-    auto special = b.find("add_special_tokens");
-    if (special == b.end() || special->is_null()) add_special = false;
+    chat_ids = std::move(*rendered);
   } else if (has_prompt) {
     text = prompt->get<std::string>();
   } else {
@@ -377,7 +378,8 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
                                   "required."),
                      "/tokenize");
   }
-  auto ids = backend_->Tokenize(text, add_special);
+  auto ids = chat_ids ? Result<std::vector<int32_t>>(std::move(*chat_ids))
+                      : backend_->Tokenize(text, add_special);
   if (!ids.ok()) return SendError(*channel, ApiErrorFromStatus(ids.status()), "/tokenize");
   metrics_.CountRequest("/tokenize", 200);
   channel->Respond(JsonResponse(200, {{"tokens", *ids},

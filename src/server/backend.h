@@ -68,6 +68,16 @@ class GenerationBackend {
   // `tools` (or null) and `add_generation_prompt`, plus any extra template variables.
   virtual Result<std::string> ApplyChatTemplate(const nlohmann::ordered_json& context) const = 0;
 
+  // The prompt ids of a conversation: the rendering of `context` (as ApplyChatTemplate) followed
+  // by `suffix` (trusted markup, e.g. a forced tool-call opening), tokenized with BOS/EOS when
+  // `add_special`. Special-token text that came from the request (message content, tool calls,
+  // tool definitions, extra template variables) is tokenized as plain text, so a client cannot
+  // forge control tokens (see server/chat_prompt.h). The default tokenizes ApplyChatTemplate's
+  // text plus `suffix` with Tokenize, for backends whose tokenizer has no special tokens.
+  virtual Result<std::vector<int32_t>> TokenizeChat(const nlohmann::ordered_json& context,
+                                                    std::string_view suffix,
+                                                    bool add_special) const;
+
   // Queues a request (all n choices). Errors: ResourceExhausted when the queue is full,
   // Unavailable when shutting down, InvalidArgument for a request the engine cannot take. On
   // error the callback is never called. On success returns a handle for Cancel().

@@ -2,16 +2,20 @@
 
 #include <algorithm>
 
+#include "server/chat_prompt.h"
+
 namespace tachyon::server {
 
 Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(engine::ServingEngine engine,
-                                                             int max_queue) {
+                                                             int max_queue,
+                                                             bool allow_special_tokens_in_content) {
   if (!engine.tokenizer || !engine.core) {
     return InvalidArgument("the server needs an engine with a tokenizer");
   }
   std::unique_ptr<EngineBackend> b(new EngineBackend(std::move(engine)));
   const engine::EngineConfig& ec = b->se_.core->config();
   b->max_live_ = static_cast<int64_t>(ec.scheduler.max_num_seqs) + std::max(max_queue, 0);
+  b->allow_special_tokens_in_content_ = allow_special_tokens_in_content;
   b->info_.name = b->se_.name;
   b->info_.context_length = static_cast<int>(b->se_.kv.max_model_len);
   b->info_.vocab_size = static_cast<int>(b->se_.core->n_vocab());
@@ -48,19 +52,35 @@ std::string EngineBackend::TokenBytes(int32_t id) const {
   return se_.tokenizer->TokenBytes(id);
 }
 
-Result<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_json& context) const {
-  if (!se_.chat_template) return InvalidArgument("this model has no chat template");
+nlohmann::ordered_json EngineBackend::TemplateContext(const nlohmann::ordered_json& context) const {
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
   for (const auto& [key, value] : context.items()) {
     if (key != "messages" && key != "tools" && key != "add_generation_prompt") extra[key] = value;
   }
-  nlohmann::ordered_json ctx = chat::MakeChatContext(
-      context.at("messages"), context.value("tools", nlohmann::ordered_json(nullptr)),
-      context.value("add_generation_prompt", true), se_.tokenizer->bos_text(),
-      se_.tokenizer->eos_text(), extra);
-  auto text = se_.chat_template->Render(ctx);
+  return chat::MakeChatContext(context.at("messages"),
+                               context.value("tools", nlohmann::ordered_json(nullptr)),
+                               context.value("add_generation_prompt", true),
+                               se_.tokenizer->bos_text(), se_.tokenizer->eos_text(), extra);
+}
+
+Result<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_json& context) const {
+  if (!se_.chat_template) return InvalidArgument("this model has no chat template");
+  auto text = se_.chat_template->Render(TemplateContext(context));
   if (!text.ok()) return InvalidArgument(text.status().message());
   return text;
+}
+
+Result<std::vector<int32_t>> EngineBackend::TokenizeChat(const nlohmann::ordered_json& context,
+                                                         std::string_view suffix,
+                                                         bool add_special) const {
+  if (!se_.chat_template) return InvalidArgument("this model has no chat template");
+  ChatPromptOptions options;
+  options.add_special = add_special;
+  options.allow_special_in_content = allow_special_tokens_in_content_;
+  auto ids = EncodeChatPrompt(*se_.chat_template, *se_.tokenizer, TemplateContext(context), suffix,
+                              options);
+  if (!ids.ok()) return InvalidArgument(ids.status().message());
+  return ids;
 }
 
 Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback callback) {

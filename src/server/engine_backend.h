@@ -22,8 +22,11 @@ class EngineBackend : public GenerationBackend {
  public:
   // Serves `engine` (from engine::BuildServingEngine, its thread running), taking at most
   // max_num_seqs + max_queue sequences at once. Errors: InvalidArgument when the engine has
-  // no tokenizer.
-  static Result<std::unique_ptr<EngineBackend>> Create(engine::ServingEngine engine, int max_queue);
+  // no tokenizer. `allow_special_tokens_in_content`: parse special-token text in chat content
+  // as control tokens (trusted clients only; by default content is plain text, see
+  // GenerationBackend::TokenizeChat).
+  static Result<std::unique_ptr<EngineBackend>> Create(
+      engine::ServingEngine engine, int max_queue, bool allow_special_tokens_in_content = false);
   ~EngineBackend() override;
 
   const ModelInfo& Info() const override { return info_; }
@@ -32,6 +35,9 @@ class EngineBackend : public GenerationBackend {
   Result<std::string> Detokenize(std::span<const int32_t> ids) const override;
   std::string TokenBytes(int32_t id) const override;
   Result<std::string> ApplyChatTemplate(const nlohmann::ordered_json& context) const override;
+  Result<std::vector<int32_t>> TokenizeChat(const nlohmann::ordered_json& context,
+                                            std::string_view suffix,
+                                            bool add_special) const override;
   Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) override;
   void Cancel(uint64_t handle) override;
   engine::EngineMetrics Metrics() const override;
@@ -47,12 +53,15 @@ class EngineBackend : public GenerationBackend {
 
  private:
   explicit EngineBackend(engine::ServingEngine engine) : se_(std::move(engine)) {}
+  // The template variables for a request context (MakeChatContext with this model's bos/eos).
+  nlohmann::ordered_json TemplateContext(const nlohmann::ordered_json& context) const;
 
   engine::ServingEngine se_;  // its tokenizer is never null (require_tokenizer)
   ModelInfo info_;
   int64_t max_live_ = 0;  // max_num_seqs + max_queue
   std::shared_ptr<std::atomic<int64_t>> live_ = std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<bool> ready_{false};
+  bool allow_special_tokens_in_content_ = false;
   std::string summary_;
 };
 

@@ -51,8 +51,8 @@ class AddedTokens {
   // `normalized` flag equals `normalized`. parse_special=false ignores special tokens; with
   // `special_ranges` a special token matches only where its text lies wholly inside one of
   // those ranges. Text segments are never empty.
-  void Split(std::string_view text, bool normalized, bool parse_special,
-             std::vector<Segment>* out, const Ranges* special_ranges = nullptr) const;
+  void Split(std::string_view text, bool normalized, bool parse_special, std::vector<Segment>* out,
+             const Ranges* special_ranges = nullptr) const;
 
  private:
   struct Matcher {

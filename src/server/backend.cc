@@ -1,0 +1,13 @@
+#include "server/backend.h"
+
+namespace tachyon::server {
+
+Result<std::vector<int32_t>> GenerationBackend::TokenizeChat(const nlohmann::ordered_json& context,
+                                                             std::string_view suffix,
+                                                             bool add_special) const {
+  ASSIGN_OR_RETURN(std::string text, ApplyChatTemplate(context));
+  text += suffix;
+  return Tokenize(text, add_special);
+}
+
+}  // namespace tachyon::server
