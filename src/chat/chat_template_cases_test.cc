@@ -1,6 +1,5 @@
 // Renders every case of ../shared/testdata/chat-templates/cases/*.json with its template and
 // compares with transformers' output byte for byte (or expects the recorded failure).
-#include <dirent.h>
 
 #include <algorithm>
 #include <ctime>
@@ -23,24 +22,11 @@ std::time_t ParseFixedTime(const std::string& iso) {
   return timegm(&tm);
 }
 
-std::vector<std::string> CaseFiles(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n.size() > 5 && n.substr(n.size() - 5) == ".json") out.push_back(dir + "/" + n);
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 TEST(ChatTemplateCases, AllCasesMatchTransformers) {
   std::string root = TestdataDir();
   if (root.empty()) GTEST_SKIP() << "testdata not found (../shared/testdata); skipping";
   std::string base = root + "/chat-templates";
-  std::vector<std::string> files = CaseFiles(base + "/cases");
+  std::vector<std::string> files = FilesWithSuffix(base + "/cases", ".json");
   if (files.empty()) GTEST_SKIP() << "no chat-template cases in " << base;
   int total = 0, passed = 0;
   for (const std::string& file : files) {

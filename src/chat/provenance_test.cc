@@ -1,6 +1,5 @@
 // Provenance tracking: RenderTracked marks the output bytes that came from client data. The
 // helper shows client spans as «...».
-#include <dirent.h>
 
 #include <algorithm>
 #include <ctime>
@@ -114,19 +113,6 @@ TEST(Provenance, TrustedPaths) {
             "<|user|>«a»<|tool|>«bx»");
 }
 
-std::vector<std::string> CaseFiles(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n.size() > 5 && n.substr(n.size() - 5) == ".json") out.push_back(dir + "/" + n);
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // Tracking never changes what a template renders: every reference case renders the same
 // text with RenderTracked, and its spans are in bounds.
 TEST(Provenance, EveryReferenceTemplateRendersTheSameText) {
@@ -134,7 +120,7 @@ TEST(Provenance, EveryReferenceTemplateRendersTheSameText) {
   if (root.empty()) GTEST_SKIP() << "testdata not found (../shared/testdata); skipping";
   const std::string base = root + "/chat-templates";
   int rendered = 0, with_spans = 0;
-  for (const std::string& file : CaseFiles(base + "/cases")) {
+  for (const std::string& file : FilesWithSuffix(base + "/cases", ".json")) {
     auto spec = nlohmann::ordered_json::parse(*ReadFileToString(file));
     auto tmpl = ChatTemplate::Parse(
         *ReadFileToString(base + "/" + spec["template_file"].get<std::string>()));

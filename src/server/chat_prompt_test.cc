@@ -5,7 +5,6 @@
 // conversation with neutral text in its place.
 #include "server/chat_prompt.h"
 
-#include <dirent.h>
 
 #include <sys/stat.h>
 #include <algorithm>
@@ -83,19 +82,6 @@ struct NamedTemplate {
   std::string bos, eos;
 };
 
-std::vector<std::string> CaseFiles(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n.size() > 5 && n.substr(n.size() - 5) == ".json") out.push_back(dir + "/" + n);
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // A conversation of the reference cases.
 struct Conversation {
   ordered_json messages, tools, extra;
@@ -154,7 +140,7 @@ class ChatPromptReference : public ::testing::Test {
     tokenizers_ = LoadTokenizers(root_);
     if (tokenizers_.empty()) GTEST_SKIP() << "no testdata tokenizers found";
     const std::string base = root_ + "/chat-templates";
-    for (const std::string& file : CaseFiles(base + "/cases")) {
+    for (const std::string& file : FilesWithSuffix(base + "/cases", ".json")) {
       auto spec = ordered_json::parse(*ReadFileToString(file));
       auto src = ReadFileToString(base + "/" + spec["template_file"].get<std::string>());
       ASSERT_TRUE(src.ok()) << file;

@@ -1,5 +1,6 @@
 #include "util/testing/testdata.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -37,6 +38,17 @@ std::string TestdataDir() {
   }
   const fs::path cwd = fs::current_path(ec);
   return ec ? std::string() : SearchUp(cwd);
+}
+
+std::vector<std::string> FilesWithSuffix(const std::string& dir, std::string_view suffix) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > suffix.size() && name.ends_with(suffix)) out.push_back(dir + "/" + name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace tachyon

@@ -5,10 +5,16 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace tachyon {
 
 // The testdata folder, or "" when $TACHYON_TESTDATA names no folder or none is found.
 std::string TestdataDir();
+
+// The files directly in `dir` whose names end in `suffix` (e.g. ".json"), as dir + "/" + name,
+// sorted; empty when `dir` cannot be read.
+std::vector<std::string> FilesWithSuffix(const std::string& dir, std::string_view suffix);
 
 }  // namespace tachyon
