@@ -1,11 +1,14 @@
 // libFuzzer target: parse arbitrary bytes as a Jinja chat template and render it with a
-// small fixed context under tight limits. Any crash, sanitizer report, hang or runaway
+// small fixed context under tight limits, with and without provenance tracking (the two must
+// agree, and the tracked client spans must be well formed). Any crash, sanitizer report, hang or runaway
 // allocation is a bug: bad templates must fail with a Status.
 //
 //   scripts/build.sh fuzz && build-fuzz/jinja_fuzz -max_total_time=120 -max_len=4096
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +43,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opt.limits.max_list_items = 1 << 16;
   opt.clock = [] { return std::time_t(1768435200); };
   opt.clock_is_utc = true;
-  (void)tmpl->Render(Context(), opt);
+  auto plain = tmpl->Render(Context(), opt);
+  // Provenance tracking must render the same text, with client spans sorted, disjoint,
+  // non-empty and inside it.
+  static const std::vector<std::string> kTrusted = {"/bos_token", "/eos_token",
+                                                    "/messages/*/role"};
+  auto tracked = tmpl->RenderTracked(Context(), kTrusted, opt);
+  if (plain.ok() != tracked.ok()) __builtin_trap();
+  if (plain.ok()) {
+    if (*plain != tracked->text) __builtin_trap();
+    size_t prev_end = 0;
+    for (const auto& [first, second] : tracked->client_spans) {
+      if (first < prev_end || first >= second || second > tracked->text.size()) __builtin_trap();
+      prev_end = second;
+    }
+  }
   return 0;
 }

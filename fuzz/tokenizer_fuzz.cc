@@ -11,6 +11,7 @@
 //   the rest    the text to encode.
 //
 //   scripts/fuzz.sh 60 tokenizer_fuzz
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,6 +27,7 @@ using tachyon::gguf::GgufFile;
 using tachyon::gguf::GgufWriter;
 using tachyon::gguf::Value;
 using tachyon::tokenizer::IncrementalDetokenizer;
+using tachyon::tokenizer::TextSegment;
 using tachyon::tokenizer::Tokenizer;
 
 // Builds GGUF bytes from the compact description; returns the text to encode.
@@ -79,6 +81,23 @@ void Exercise(const Tokenizer& tok, std::string_view text) {
     IncrementalDetokenizer detok(tok, /*skip_special=*/specials);
     for (int32_t id : ids) sink = sink + detok.Push(id).size();
     sink = sink + detok.Flush().size();
+  }
+  // Segments: cut the text in three at code-point starts taken from its length (segments
+  // come from whole client strings, never from inside a UTF-8 sequence); with every segment
+  // trusted the ids are those of one Encode, and untrusted segments give valid ids too.
+  auto code_point_start = [&](size_t i) {
+    while (i > 0 && i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
+    return i;
+  };
+  const size_t a = code_point_start(text.size() / 3);
+  const size_t b = std::max(a, code_point_start(text.size() - text.size() / 4));
+  const TextSegment trusted[] = {{text.substr(0, a), true}, {text.substr(a, b - a), true},
+                                 {text.substr(b), true}};
+  if (tok.EncodeSegments(trusted, true) != tok.Encode(text, true, true)) __builtin_trap();
+  const TextSegment mixed[] = {{text.substr(0, a), true}, {text.substr(a, b - a), false},
+                               {text.substr(b), true}};
+  for (int32_t id : tok.EncodeSegments(mixed, false)) {
+    if (id < 0 || id >= tok.vocab_size()) __builtin_trap();
   }
   const int32_t n = tok.vocab_size();
   for (int32_t id = -1; id <= n && id < 4096; ++id) {
