@@ -25,8 +25,11 @@ void ApplyPenalties(std::span<float> logits, std::span<const int32_t> prompt,
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     for (int32_t id : seen) {
       if (!InRange(logits, id)) continue;
+      // A tiny penalty (the API allows any value > 0) would overflow to +inf and turn the
+      // softmax into NaN: results stay finite.
       float& l = logits[id];
-      l = l > 0 ? l / repetition : l * repetition;
+      l = l > 0 ? std::min(l / repetition, std::numeric_limits<float>::max())
+                : std::max(l * repetition, std::numeric_limits<float>::lowest());
     }
   }
   if (presence != 0.0f || frequency != 0.0f) {

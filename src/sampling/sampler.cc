@@ -1,6 +1,7 @@
 #include "sampling/sampler.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "sampling/logits_processors.h"
 
@@ -54,7 +55,9 @@ SampleResult Sample(std::span<float> logits, const SamplingParams& params,
     result.token = Argmax(logits);
   } else {
     const float inv_t = 1.0f / params.temperature;
-    for (float& l : logits) l *= inv_t;
+    // Finite after scaling (a logit near the float maximum over a temperature below 1 would be
+    // +inf, and the softmax NaN); -inf (banned tokens) stays -inf.
+    for (float& l : logits) l = std::min(l * inv_t, std::numeric_limits<float>::max());
     std::vector<Candidate> c;
     if (params.top_k <= 0 && params.top_p < 1.0f) {
       c = TopPCandidates(logits, params.top_p);  // sorts only the head it needs

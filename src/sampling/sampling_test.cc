@@ -175,6 +175,23 @@ TEST(SamplerTest, GreedyIsArgmaxAfterPenaltiesAndBias) {
   EXPECT_EQ(Sample(l, p, In(out)).token, 2);
 }
 
+// The API takes any repetition_penalty > 0: a tiny one pushes the seen tokens' logits to the
+// float maximum, never to +inf (whose softmax would be NaN and draw nothing sensible).
+TEST(SamplerTest, TinyRepetitionPenaltyStaysFinite) {
+  SamplingParams p;
+  p.repetition_penalty = 1.2e-38f;
+  p.logprobs = 1;
+  std::vector<int32_t> out = {2};
+  for (float t : {1.0f, 0.5f, 0.0f}) {
+    p.temperature = t;
+    std::vector<float> l = {1, 0.5f, 5, -2};  // 5 / 1.2e-38 is past the float maximum
+    SampleResult r = Sample(l, p, In(out));
+    EXPECT_EQ(r.token, 2) << "temperature " << t;  // the only seen token, now at the maximum
+    EXPECT_TRUE(std::isfinite(r.logprob));
+    for (float x : l) EXPECT_TRUE(std::isfinite(x)) << x;
+  }
+}
+
 TEST(SamplerTest, MinTokensBansEosAndStopIds) {
   SamplingParams p;
   p.temperature = 0;
