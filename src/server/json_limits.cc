@@ -6,10 +6,8 @@ namespace tachyon::server {
 namespace {
 
 ApiError LimitError(std::string code, std::string message) {
-  ApiError e;
-  e.http_status = 400;
+  ApiError e = InvalidParam("", std::move(message));
   e.code = std::move(code);
-  e.message = std::move(message);
   return e;
 }
 

@@ -181,14 +181,19 @@ class Server:
         return self.proc.returncode
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("serve"))
+def serve_for_session(s, what):
+    """Yields a started server to a session fixture, then stops it: it must exit cleanly on
+    SIGTERM (its log is printed when not)."""
     yield s
     rc = s.stop()
     if rc != 0:
         sys.stderr.write(s.log_text())
-    assert rc == 0, "tachyon serve did not exit cleanly on SIGTERM"
+    assert rc == 0, f"{what} did not exit cleanly on SIGTERM"
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    yield from serve_for_session(Server(tmp_path_factory.mktemp("serve")), "tachyon serve")
 
 
 def SmolLM2Server(tmp_dir, extra_args=(), api_key=API_KEY, served_name=SMOLLM2_NAME):
@@ -203,12 +208,8 @@ def SmolLM2Server(tmp_dir, extra_args=(), api_key=API_KEY, served_name=SMOLLM2_N
 def smollm2_server(tmp_path_factory):
     """One SmolLM2 server for the session (API key `API_KEY`, model name `smollm2`)."""
     require_serve()
-    s = SmolLM2Server(tmp_path_factory.mktemp("smollm2"))
-    yield s
-    rc = s.stop()
-    if rc != 0:
-        sys.stderr.write(s.log_text())
-    assert rc == 0, "tachyon serve (SmolLM2) did not exit cleanly on SIGTERM"
+    yield from serve_for_session(SmolLM2Server(tmp_path_factory.mktemp("smollm2")),
+                                 "tachyon serve (SmolLM2)")
 
 
 @pytest.fixture(scope="session")
