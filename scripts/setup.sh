@@ -51,3 +51,4 @@ fi
 # The default chat model (SmolLM2-135M-Instruct) for scripts/run.sh and the tests that need real
 # weights; offline, this says so and goes on.
 "$root/scripts/fetch_model.sh"
+"$root/scripts/fetch_model.sh" --minilm

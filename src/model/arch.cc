@@ -3,7 +3,7 @@
 namespace tachyon::model {
 
 namespace {
-const ArchDef* const kArchs[] = {&kLlamaArch, &kQwen2Arch, &kQwen3Arch, &kQwen3MoeArch};
+const ArchDef* const kArchs[] = {&kLlamaArch, &kQwen2Arch, &kQwen3Arch, &kQwen3MoeArch, &kBertArch};
 }  // namespace
 
 const ArchDef* FindArch(std::string_view name) {

@@ -20,6 +20,9 @@ struct ArchDef {
   // Loads the tensors of layer `il`.
   Status (*load_layer)(TensorSource& src, const ModelConfig& config, int64_t il,
                        LayerWeights* layer);
+  // Loads the tensors outside the layers (embeddings, output); null: the decoder default
+  // (token_embd, output_norm, output or tied, rope_freqs).
+  Status (*load_globals)(TensorSource& src, ModelConfig* config, ModelWeights* weights) = nullptr;
 };
 
 // The definition for `name`, or null if unsupported.
@@ -31,5 +34,6 @@ extern const ArchDef kLlamaArch;
 extern const ArchDef kQwen2Arch;
 extern const ArchDef kQwen3Arch;
 extern const ArchDef kQwen3MoeArch;
+extern const ArchDef kBertArch;
 
 }  // namespace tachyon::model

@@ -24,6 +24,9 @@ struct SequenceSlice {
 struct Batch {
   std::vector<int32_t> tokens;       // [n_tokens_total]
   std::vector<SequenceSlice> seqs;
+  // Encoders (Model::Pool): the token type (segment) of each token, [n_tokens_total]; empty
+  // means type 0 everywhere.
+  std::vector<int32_t> token_types;
 };
 
 }  // namespace tachyon::model

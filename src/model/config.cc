@@ -45,6 +45,16 @@ Result<float> ArchKeys::OptionalFloat(const std::string& suffix, float def) cons
   return static_cast<float>(*v);
 }
 
+const char* PoolingTypeName(PoolingType p) {
+  switch (p) {
+    case PoolingType::kMean: return "mean";
+    case PoolingType::kCls: return "cls";
+    case PoolingType::kLast: return "last";
+    case PoolingType::kRank: return "rank";
+    default: return "none";
+  }
+}
+
 Result<ModelConfig> ReadBaseConfig(const gguf::GgufFile& file, const std::string& arch) {
   ArchKeys keys(file, arch);
   ModelConfig c;
@@ -82,6 +92,16 @@ Result<ModelConfig> ReadBaseConfig(const gguf::GgufFile& file, const std::string
   ASSIGN_OR_RETURN(c.rope_theta, keys.OptionalFloat("rope.freq_base", 10000.0f));
   if (!(c.rope_theta > 0)) return InvalidArgument(file.path() + ": rope.freq_base must be > 0");
   ASSIGN_OR_RETURN(c.sliding_window, keys.OptionalInt("attention.sliding_window", 0, kMaxDim * 64));
+  ASSIGN_OR_RETURN(int64_t pooling, keys.OptionalInt("pooling_type", 0, 4));
+  c.pooling = static_cast<PoolingType>(pooling);
+  if (keys.Has("pooling.normalize")) {
+    std::optional<bool> v = file.GetBool(keys.Key("pooling.normalize"));
+    if (!v) return InvalidArgument(file.path() + ": " + keys.Key("pooling.normalize") +
+                                   " must be a boolean");
+    c.normalize_embeddings = *v;
+  }
+  ASSIGN_OR_RETURN(c.max_pool_tokens, keys.OptionalInt("pooling.max_length", 0, c.n_ctx_train));
+  if (c.max_pool_tokens == 0) c.max_pool_tokens = c.n_ctx_train;
   return c;
 }
 

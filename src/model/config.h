@@ -12,6 +12,13 @@
 
 namespace tachyon::model {
 
+// How a pooling model turns a sequence's final hidden states into one vector (llama.cpp's
+// <arch>.pooling_type numbering). kRank: CLS pooling then the classification head (a
+// cross-encoder's relevance score).
+enum class PoolingType : int { kNone = 0, kMean = 1, kCls = 2, kLast = 3, kRank = 4 };
+// "none", "mean", "cls", "last", "rank".
+const char* PoolingTypeName(PoolingType p);
+
 struct ModelConfig {
   std::string arch;          // general.architecture ("llama", "qwen2", ...)
   std::string name;          // general.name, or the file name
@@ -43,6 +50,21 @@ struct ModelConfig {
   int64_t n_experts_used = 0;
   int64_t n_ff_expert = 0;
   bool moe_norm_topk = true;  // renormalise the chosen experts' weights to sum 1
+
+  // Encoders (BERT family, arch "bert"): bidirectional attention, learned absolute positions
+  // (n_ctx_train of them) and token types, post-LayerNorm with biases (eps in rms_eps), an
+  // erf-GELU FFN, no output matrix; Model::Pool is their only forward.
+  bool encoder = false;
+  int64_t n_token_types = 0;  // rows of token_types.weight (0: none)
+  // Pooling for Model::Pool (<arch>.pooling_type; kNone for generation models).
+  PoolingType pooling = PoolingType::kNone;
+  // L2-normalise pooled embeddings (<arch>.pooling.normalize, default true as llama.cpp's
+  // server does; false when a sentence-transformers folder has no Normalize module).
+  bool normalize_embeddings = true;
+  int64_t n_cls_out = 0;  // labels of the classification head (cls.output), 0: none
+  // Tokens a pooling request may hold (sentence-transformers max_seq_length or the trained
+  // context); longer inputs are truncated to it, keeping the final special token.
+  int64_t max_pool_tokens = 0;
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }

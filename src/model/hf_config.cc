@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 
+#include "model/hf_encoder.h"
 #include "util/mmap_file.h"
 
 namespace tachyon::model {
@@ -24,6 +25,12 @@ constexpr ArchMapping kArchs[] = {
     {"MistralForCausalLM", "llama", true},
     {"Qwen2ForCausalLM", "qwen2", false},
     {"Qwen3ForCausalLM", "qwen3", false},
+    {"BertModel", "bert", false},
+    {"BertForSequenceClassification", "bert", false},
+    {"RobertaModel", "bert", false},
+    {"RobertaForSequenceClassification", "bert", false},
+    {"XLMRobertaModel", "bert", false},
+    {"XLMRobertaForSequenceClassification", "bert", false},
 };
 
 class Fields {
@@ -136,6 +143,7 @@ Result<HfConfig> ParseJson(const json& j, const std::string& path) {
                          "supported");
   }
   if (j.contains("rope_scaling")) RETURN_IF_ERROR(ParseRopeScaling(j["rope_scaling"], path, &c));
+  if (IsHfEncoderArch(c.hf_arch)) RETURN_IF_ERROR(ParseHfEncoderFields(j, path, &c));
   return c;
 }
 
@@ -181,6 +189,7 @@ void SetGgufHyperparameters(const HfConfig& c, gguf::GgufWriter* w) {
     w->Set(a + "rope.scaling.type", Value::String("linear"));
     w->Set(a + "rope.scaling.factor", Value::Float32(float(c.rope_factor)));
   }
+  SetGgufPoolingKeys(c, w);
 }
 
 std::vector<float> Llama3RopeFreqFactors(const HfConfig& c) {

@@ -1,7 +1,8 @@
 // Hugging Face config.json -> the GGUF metadata the model loader reads.
 //
 // Supported "architectures": LlamaForCausalLM and MistralForCausalLM (GGUF "llama"),
-// Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"). Fields read: hidden_size,
+// Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"); the encoders of model/hf_encoder.h
+// (Bert*, Roberta*, XLMRoberta* -> "bert", encoder fields read there). Fields read: hidden_size,
 // num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
 // rope_theta, rope_scaling (linear, llama3), rms_norm_eps, tie_word_embeddings,
 // max_position_embeddings, vocab_size, sliding_window (Mistral; Qwen only with
@@ -39,6 +40,15 @@ struct HfConfig {
   double rope_low_freq_factor = 1.0;
   double rope_high_freq_factor = 4.0;
   int64_t rope_original_ctx = 8192;
+  // Encoders (model/hf_encoder.h) and pooling (any architecture).
+  bool encoder = false;
+  bool classifier = false;     // ...ForSequenceClassification
+  int64_t n_labels = 0;        // classifier outputs
+  int64_t n_token_types = 0;   // type_vocab_size
+  int64_t position_offset = 0;  // RoBERTa: padding_idx + 1 leading position rows
+  int pooling_type = 0;        // model::PoolingType numbering; 0: none (generation)
+  bool normalize = true;       // L2-normalise pooled embeddings
+  int64_t max_seq_len = 0;     // sentence-transformers max_seq_length; 0: unset
 };
 
 // Parses config.json text; `path` names it in errors ("config.json: missing hidden_size").

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "model/hf_encoder.h"
 #include "model/hf_tokenizer.h"
 
 namespace tachyon::model {
@@ -39,11 +40,17 @@ struct Mapped {
   std::string gguf;
   int64_t order = 0;  // token_embd first, layers in order, output last
   int64_t permute_heads = 0;  // > 0: permute Q/K rows with this many heads
+  int64_t skip_rows = 0;      // leading rows dropped (RoBERTa position table)
 };
 
 // The GGUF name of an HF tensor; nullopt for tensors that carry nothing the model needs
 // (rotary inv_freq buffers, a tied lm_head). An error for unknown names.
 Result<std::optional<Mapped>> MapName(const std::string& name, const HfConfig& c) {
+  if (c.encoder) {
+    ASSIGN_OR_RETURN(std::optional<EncoderTensor> t, MapEncoderName(name, c));
+    if (!t) return std::optional<Mapped>();
+    return std::optional<Mapped>(Mapped{t->gguf, t->order, 0, t->skip_rows});
+  }
   if (name == "model.embed_tokens.weight") return std::optional<Mapped>(Mapped{"token_embd.weight", -1});
   if (name == "model.norm.weight") return std::optional<Mapped>(Mapped{"output_norm.weight", 1 << 30});
   if (name == "lm_head.weight") {
@@ -111,14 +118,20 @@ std::vector<uint8_t>& HfGguf::Own(size_t n) {
 }
 
 Status HfGguf::AddOne(const std::string& gguf_name, const safetensors::SafetensorsModel::Entry& e,
-                      int64_t permute_heads) {
+                      int64_t permute_heads, int64_t skip_rows) {
   const safetensors::TensorInfo& t = *e.info;
   const std::string where = e.file->path() + ": tensor '" + t.name + "'";
   if (t.shape.empty() || t.shape.size() > 2 || t.NumElements() == 0) {
     return InvalidArgument(where + ": expected a non-empty 1-D or 2-D tensor");
   }
   const int64_t cols = t.shape.back();
-  const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
+  const int64_t all_rows = t.shape.size() == 2 ? t.shape[0] : 1;
+  if (skip_rows < 0 || skip_rows >= all_rows || (skip_rows > 0 && t.shape.size() != 2)) {
+    return InvalidArgument(where + ": cannot drop its first " + std::to_string(skip_rows) +
+                           " rows");
+  }
+  const int64_t rows = all_rows - skip_rows;
+  if (gguf_name == "token_embd.weight") n_vocab_ = rows;
   std::vector<int64_t> dims = t.shape.size() == 2 ? std::vector<int64_t>{cols, rows}
                                                   : std::vector<int64_t>{cols};
   // Vectors are stored as F32, matrices keep F32/F16/BF16.
@@ -137,6 +150,7 @@ Status HfGguf::AddOne(const std::string& gguf_name, const safetensors::Safetenso
   }
   const size_t row_bytes = RowBytes(type, cols);
   const size_t nbytes = row_bytes * static_cast<size_t>(rows);
+  data += row_bytes * static_cast<size_t>(skip_rows);
   if (permute_heads > 0) {
     // A bias is one row of q_dim elements: permute its elements instead.
     const bool is_bias = t.shape.size() == 1;
@@ -167,7 +181,7 @@ Status HfGguf::AddTensors(const std::string& dir) {
   }
   std::stable_sort(tensors.begin(), tensors.end(),
                    [](const auto& a, const auto& b) { return a.first.order < b.first.order; });
-  for (const auto& [m, e] : tensors) RETURN_IF_ERROR(AddOne(m.gguf, e, m.permute_heads));
+  for (const auto& [m, e] : tensors) RETURN_IF_ERROR(AddOne(m.gguf, e, m.permute_heads, m.skip_rows));
   std::vector<float> freqs = Llama3RopeFreqFactors(config_);
   if (!freqs.empty()) {
     RETURN_IF_ERROR(writer_.AddTensor("rope_freqs.weight", GgmlType::kF32,
@@ -181,15 +195,16 @@ Result<std::unique_ptr<HfGguf>> HfGguf::Convert(const std::string& dir) {
   std::unique_ptr<HfGguf> h(new HfGguf());
   const fs::path root(dir);
   ASSIGN_OR_RETURN(h->config_, ReadHfConfig((root / "config.json").string()));
+  RETURN_IF_ERROR(ReadSentenceTransformersConfig(dir, &h->config_));
   SetGgufHyperparameters(h->config_, &h->writer_);
   std::string name = root.filename().string();
   if (name.empty()) name = root.parent_path().filename().string();
   h->writer_.Set("general.name", gguf::Value::String(name));
   RETURN_IF_ERROR(h->AddTensors(dir));
   // The embedding's row count is the vocabulary the model really has.
-  if (auto e = h->st_->Find("model.embed_tokens.weight"); e && e->info->shape.size() == 2) {
+  if (h->n_vocab_ > 0) {
     h->writer_.Set(h->config_.gguf_arch + ".vocab_size",
-                   gguf::Value::Uint32(static_cast<uint32_t>(e->info->shape[0])));
+                   gguf::Value::Uint32(static_cast<uint32_t>(h->n_vocab_)));
   }
   uint32_t file_type = 0;  // llama.cpp LLAMA_FTYPE_ALL_F32 / MOSTLY_F16 / MOSTLY_BF16
   if (h->file_type_ == GgmlType::kF16) file_type = 1;

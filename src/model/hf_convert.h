@@ -2,7 +2,8 @@
 // the GGUF layout the model loader reads: llama.* / qwen2.* / qwen3.* metadata and
 // token_embd.weight, blk.N.attn_q.weight, ... tensors.
 //
-// Tensor mapping (HF -> GGUF):
+// Encoders (BERT / RoBERTa / XLM-R) map as model/hf_encoder.h says. Decoder tensor mapping
+// (HF -> GGUF):
 //   model.embed_tokens.weight                  -> token_embd.weight
 //   model.layers.N.input_layernorm.weight      -> blk.N.attn_norm.weight
 //   model.layers.N.self_attn.{q,k,v,o}_proj.*  -> blk.N.attn_{q,k,v,output}.*
@@ -47,7 +48,7 @@ class HfGguf {
   HfGguf() = default;
   Status AddTensors(const std::string& dir);
   Status AddOne(const std::string& gguf_name, const safetensors::SafetensorsModel::Entry& e,
-                int64_t permute_heads);
+                int64_t permute_heads, int64_t skip_rows);
   std::vector<uint8_t>& Own(size_t n);
 
   HfConfig config_;
@@ -55,6 +56,7 @@ class HfGguf {
   std::deque<std::vector<uint8_t>> owned_;
   gguf::GgufWriter writer_;
   GgmlType file_type_ = GgmlType::kF32;
+  int64_t n_vocab_ = 0;  // rows of token_embd.weight
 };
 
 // Converts `dir` and writes a GGUF file to `out_path`.

@@ -37,7 +37,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   ASSIGN_OR_RETURN(m->config_, ReadBaseConfig(*m->file_, arch));
   RETURN_IF_ERROR(def->configure(ArchKeys(*m->file_, arch), &m->config_));
   m->source_ = std::make_unique<TensorSource>(*m->file_);
-  RETURN_IF_ERROR(m->LoadWeights());
+  RETURN_IF_ERROR(m->LoadWeights(*def));
   for (int64_t il = 0; il < m->config_.n_layers; ++il) {
     m->weights_.layers.emplace_back();
     RETURN_IF_ERROR(def->load_layer(*m->source_, m->config_, il, &m->weights_.layers.back()));
@@ -66,7 +66,7 @@ uint64_t Model::matmul_macs_per_token() const {
   return total;
 }
 
-Status Model::LoadWeights() {
+Status Model::LoadWeights(const ArchDef& def) {
   ModelConfig& c = config_;
   TensorSource& src = *source_;
   const std::string& path = file_->path();
@@ -84,6 +84,7 @@ Status Model::LoadWeights() {
                            " but token_embd.weight has " + std::to_string(c.n_vocab) + " rows");
   }
   ASSIGN_OR_RETURN(weights_.token_embd, src.Table("token_embd.weight", c.n_embd, c.n_vocab));
+  if (def.load_globals != nullptr) return def.load_globals(src, &c, &weights_);
   ASSIGN_OR_RETURN(weights_.output_norm, src.Vector("output_norm.weight", c.n_embd));
   c.tied_output = !src.Has("output.weight");
   if (c.tied_output) {
@@ -236,6 +237,10 @@ Status Model::Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, Forward
   double ops_before = 0;
   if (profiling) {
     for (double s : profile_.seconds) ops_before += s;
+  }
+  if (config_.encoder) {
+    return InvalidArgument("Forward: " + config_.name +
+                           " is an encoder (embeddings / scores only); use Pool");
   }
   RETURN_IF_ERROR(PrepareStep(batch, kv, out));
   ctx_.pool = pool;

@@ -30,6 +30,8 @@
 
 namespace tachyon::model {
 
+struct ArchDef;  // model/arch.h
+
 inline constexpr int64_t kDefaultBlockSize = 16;
 
 // Logits of one Forward call.
@@ -41,6 +43,13 @@ struct ForwardOutput {
   // new token). [n_seqs]
   std::vector<int64_t> seq_first_row;
   const float* Row(int64_t r) const { return logits.data() + r * n_vocab; }
+};
+
+// Pooled results of one Model::Pool call, one row per sequence.
+struct PoolOutput {
+  int64_t dim = 0;            // n_embd, or n_cls_out for PoolingType::kRank
+  std::vector<float> values;  // [n_seqs, dim]
+  const float* Row(int64_t s) const { return values.data() + s * dim; }
 };
 
 // How Model::Load prepares the weights.
@@ -90,6 +99,19 @@ class Model {
   // table too short or naming a block outside the cache, a KV cache of another shape.
   Status Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, ForwardOutput* out);
 
+  // Pooling (embedding and reranking models): runs every sequence of `batch` whole
+  // (pos_start 0, all its tokens in this call) and gives one row per sequence: the final
+  // hidden states (decoders: after output_norm) pooled by `pooling` (kMean: mean over the
+  // tokens, kCls: the first, kLast: the last), L2-normalised when
+  // config().normalize_embeddings; kRank: the classification head's logits of the first
+  // token (encoders with cls / cls.output). Encoders attend bidirectionally within a
+  // sequence; decoders causally. K/V pass through `kv` (any blocks the batch names; nothing
+  // in them is meaningful afterwards). Errors (InvalidArgument, nothing computed): those of
+  // Forward, pos_start != 0, a position beyond an encoder's position table, a token type out
+  // of range, kNone, kRank without a head. Same thread-safety as Forward (shares its state).
+  Status Pool(const Batch& batch, PoolingType pooling, KvCache* kv, ThreadPool* pool,
+              PoolOutput* out);
+
   // Per-op wall time accumulated by Forward since the last ResetProfile, when the
   // environment has TACHYON_PROFILE=1 (model/profile.h; FormatProfile prints it). Without
   // it the profile stays empty and Forward pays one branch per op.
@@ -103,7 +125,7 @@ class Model {
 
  private:
   Model() = default;
-  Status LoadWeights();
+  Status LoadWeights(const ArchDef& def);
   Status PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out);
   void Embed(const Batch& batch, ThreadPool* pool);
   void ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* out);
@@ -118,6 +140,7 @@ class Model {
   Scratch scratch_;
   StepContext ctx_;
   kernels::AttentionScratch attn_scratch_;
+  ForwardOutput pool_logits_;       // Pool: PrepareStep's row bookkeeping (no logits)
   std::vector<int64_t> out_token_;  // [n_rows] token index of each logits row
   std::vector<float> out_x_;        // [n_rows, n_embd]
   OpProfile profile_;

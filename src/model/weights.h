@@ -34,6 +34,14 @@ struct LayerWeights {
   const float* k_norm = nullptr;     // [head_dim], optional
 
   const float* ffn_norm = nullptr;   // [n_embd]
+  // Encoder (post-norm) extras: output / FFN biases and the two LayerNorms (weight, bias).
+  const float* bo = nullptr;              // [n_embd]
+  const float* attn_out_norm = nullptr;   // [n_embd] LayerNorm after attention + residual
+  const float* attn_out_norm_b = nullptr;  // [n_embd]
+  const float* b_up = nullptr;            // [n_ff]
+  const float* b_down = nullptr;          // [n_embd]
+  const float* out_norm = nullptr;        // [n_embd] LayerNorm after FFN + residual
+  const float* out_norm_b = nullptr;      // [n_embd]
   // Dense SwiGLU FFN.
   kernels::Weight w_gate;            // [n_embd] -> [n_ff]
   kernels::Weight w_up;              // [n_embd] -> [n_ff]
@@ -54,6 +62,16 @@ struct ModelWeights {
   kernels::Weight output;            // [n_embd] -> [n_vocab] (= token_embd when tied)
   const float* rope_freqs = nullptr;  // [rot_dim / 2], optional (Llama 3 rope scaling)
   std::vector<LayerWeights> layers;  // [n_layers]
+  // Encoders: learned positions, token types and the embedding LayerNorm.
+  kernels::Weight position_embd;     // [n_embd] rows of n_ctx_train positions
+  kernels::Weight token_types;       // [n_embd] rows of n_token_types
+  const float* embd_norm = nullptr;    // [n_embd]
+  const float* embd_norm_b = nullptr;  // [n_embd]
+  // Classification head (cross-encoders): cls = pooler dense (tanh), cls_out = classifier.
+  kernels::Weight cls;               // [n_embd] -> [n_embd], optional
+  const float* cls_b = nullptr;      // [n_embd]
+  kernels::Weight cls_out;           // [n_embd] -> [n_cls_out]
+  const float* cls_out_b = nullptr;  // [n_cls_out]
 };
 
 // Expert `e` of a 3-D expert tensor as a plain matrix.
@@ -72,6 +90,11 @@ class TensorSource {
   TensorSource& operator=(const TensorSource&) = delete;
 
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
+  // The GGUF dims of a tensor (innermost first), or null when absent.
+  const std::vector<int64_t>* Dims(const std::string& name) const {
+    const gguf::TensorInfo* t = file_.FindTensor(name);
+    return t ? &t->dims : nullptr;
+  }
   // A 2-D matrix with GGUF dims exactly [cols, rows] of a type MatMul supports, repacked
   // for MatMul (see PackForMatMul).
   Result<kernels::Weight> Matrix(const std::string& name, int64_t cols, int64_t rows);
