@@ -1,0 +1,224 @@
+// Token masks against brute force (every token tried with AcceptToken), EOS placement,
+// termination and rollback, on small vocabularies and on the testdata tokenizers.
+#include "grammar/matcher.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "grammar/testing/grammar_testing.h"
+
+namespace tachyon::grammar {
+namespace {
+
+using testing::BruteForceMask;
+using testing::CompileGbnf;
+using testing::MakeVocab;
+
+const char* kJson = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws
+ws ::= [ \t\n]{0,2}
+)";
+
+std::vector<int32_t> Bits(const std::vector<uint32_t>& mask) {
+  std::vector<int32_t> out;
+  for (size_t w = 0; w < mask.size(); ++w) {
+    for (int b = 0; b < 32; ++b) {
+      if ((mask[w] >> b) & 1u) out.push_back(static_cast<int32_t>(w * 32 + b));
+    }
+  }
+  return out;
+}
+
+// Random walk: at each step the mask must equal brute force; then a random allowed token
+// (EOS only at the end) is accepted. Returns the number of steps taken.
+int WalkAndCompare(const CompiledGrammar& g, const Vocabulary& vocab, int steps, uint32_t seed,
+                   bool brute_force = true) {
+  std::mt19937 rng(seed);
+  auto m = g.NewMatcher();
+  std::vector<uint32_t> mask(vocab.mask_words());
+  int i = 0;
+  for (; i < steps; ++i) {
+    m->FillNextTokenBitmask(mask);
+    if (brute_force) {
+      const auto ref = BruteForceMask(*m, vocab);
+      if (mask != ref) {
+        ADD_FAILURE() << "step " << i << ": mask differs from brute force";
+        return i;
+      }
+    }
+    std::vector<int32_t> allowed;
+    for (int32_t t : Bits(mask)) {
+      if (!vocab.IsEos(t)) allowed.push_back(t);
+    }
+    bool eos = false;
+    for (int32_t t : vocab.eos_ids()) eos = eos || ((mask[t >> 5] >> (t & 31)) & 1u);
+    EXPECT_EQ(eos, m->CanTerminate()) << "step " << i;
+    if (allowed.empty()) {
+      EXPECT_TRUE(m->IsTerminated());
+      break;
+    }
+    EXPECT_FALSE(m->IsTerminated());
+    // Prefer tokens after which the grammar goes on (a walk should not stop at "{}").
+    for (int tries = 0;; ++tries) {
+      const int32_t t = allowed[rng() % allowed.size()];
+      EXPECT_TRUE(m->AcceptToken(t)) << "step " << i << " token " << t;
+      if (!m->CanTerminate() || tries == 20 || i + 1 == steps) break;
+      m->Rollback(1);
+    }
+  }
+  return i;
+}
+
+std::vector<std::string> SmallTokens() {
+  // Multi-byte tokens over JSON's alphabet, including ones that span string boundaries,
+  // partial UTF-8 and whole words.
+  std::vector<std::string> t;
+  for (int b = 0; b < 128; ++b) t.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* s :
+       {"{\"",  "\":",  "\",",      "\"}",  "\": \"", "true", "fal", "se",   "null",
+        "nu",   "12",   "3.",       "e+",   "ab",     "a\"",  "\\u", "00",   "é",
+        "\xC3", "\xA9", "\xE6\x97", "\xA5", "日本",   "[{",   "}]",  "}}",   ", ",
+        "  ",   "\n",   "-0",       "\"\"", "{}",     "[]",   "1e",  "\\\"", "x\\"}) {
+    t.push_back(s);
+  }
+  return t;
+}
+
+TEST(Matcher, MasksEqualBruteForceOnSmallVocab) {
+  auto vocab = MakeVocab(SmallTokens());
+  for (const char* gbnf :
+       {kJson, "root ::= [a-z]+ (\" \" [a-z]+)*", "root ::= \"ab\" | \"abc\" \"d\"*",
+        "root ::= (\"a\" | \"é\" | [日-本])* \"\\n\"", "root ::= x \"\\\"\" x\nx ::= [a\"]{0,3}"}) {
+    auto g = CompileGbnf(gbnf, vocab);
+    ASSERT_NE(g, nullptr);
+    for (uint32_t seed = 1; seed <= 8; ++seed) WalkAndCompare(*g, *vocab, 40, seed);
+  }
+}
+
+TEST(Matcher, EosOnlyWhereTheGrammarMayEnd) {
+  auto vocab = MakeVocab({"a", "b", "ab"});
+  const int32_t eos = 3;
+  auto g = CompileGbnf("root ::= \"a\" \"b\"?", vocab);
+  ASSERT_NE(g, nullptr);
+  auto m = g->NewMatcher();
+  std::vector<uint32_t> mask(1);
+  m->FillNextTokenBitmask(mask);
+  EXPECT_EQ(Bits(mask), (std::vector<int32_t>{0, 2}));
+  EXPECT_FALSE(m->CanTerminate());
+  EXPECT_FALSE(m->AcceptToken(eos));
+  EXPECT_FALSE(m->AcceptToken(1));
+  EXPECT_FALSE(m->AcceptToken(-1));
+  EXPECT_FALSE(m->AcceptToken(99));
+  ASSERT_TRUE(m->AcceptToken(0));
+  m->FillNextTokenBitmask(mask);
+  EXPECT_EQ(Bits(mask), (std::vector<int32_t>{1, eos}));
+  EXPECT_TRUE(m->CanTerminate());
+  EXPECT_FALSE(m->IsTerminated());
+  ASSERT_TRUE(m->AcceptToken(1));
+  EXPECT_TRUE(m->IsTerminated());
+  m->FillNextTokenBitmask(mask);
+  EXPECT_EQ(Bits(mask), (std::vector<int32_t>{eos}));
+  ASSERT_TRUE(m->AcceptToken(eos));
+  EXPECT_TRUE(m->IsTerminated());
+  m->FillNextTokenBitmask(mask);
+  EXPECT_TRUE(Bits(mask).empty());
+  EXPECT_FALSE(m->AcceptToken(0));
+  m->Rollback(2);  // back to after "a"
+  EXPECT_FALSE(m->IsTerminated());
+  m->FillNextTokenBitmask(mask);
+  EXPECT_EQ(Bits(mask), (std::vector<int32_t>{1, eos}));
+}
+
+TEST(Matcher, RollbackRestoresEveryEarlierMask) {
+  auto vocab = MakeVocab(SmallTokens());
+  auto g = CompileGbnf(kJson, vocab);
+  ASSERT_NE(g, nullptr);
+  auto m = g->NewMatcher();
+  std::mt19937 rng(7);
+  std::vector<std::vector<uint32_t>> masks;
+  std::vector<uint32_t> mask(vocab->mask_words());
+  for (int i = 0; i < 30; ++i) {
+    m->FillNextTokenBitmask(mask);
+    masks.push_back(mask);
+    std::vector<int32_t> allowed;
+    for (int32_t t : Bits(mask)) {
+      if (!vocab->IsEos(t)) allowed.push_back(t);
+    }
+    if (allowed.empty()) break;
+    ASSERT_TRUE(m->AcceptToken(allowed[rng() % allowed.size()]));
+  }
+  const int n = static_cast<int>(masks.size()) - 1;
+  // Roll back in uneven chunks, checking the mask at each point.
+  int at = n;
+  for (int chunk : {1, 3, 2, 5}) {
+    if (chunk > at) break;
+    m->Rollback(chunk);
+    at -= chunk;
+    m->FillNextTokenBitmask(mask);
+    EXPECT_EQ(mask, masks[at]) << "after rolling back to step " << at;
+  }
+  m->Rollback(at);
+  m->FillNextTokenBitmask(mask);
+  EXPECT_EQ(mask, masks[0]);
+  m->Rollback(0);
+}
+
+TEST(Matcher, RejectedTokenLeavesStateUnchanged) {
+  auto vocab = MakeVocab(SmallTokens());
+  auto g = CompileGbnf(kJson, vocab);
+  ASSERT_NE(g, nullptr);
+  auto m = g->NewMatcher();
+  std::vector<uint32_t> before(vocab->mask_words()), after(vocab->mask_words());
+  ASSERT_TRUE(m->AcceptToken('{'));
+  m->FillNextTokenBitmask(before);
+  EXPECT_FALSE(m->AcceptToken('}' + 0 == '}' ? ']' : ']'));
+  EXPECT_FALSE(m->AcceptToken(static_cast<int32_t>(SmallTokens().size()) - 1));  // "x\\"
+  m->FillNextTokenBitmask(after);
+  EXPECT_EQ(before, after);
+}
+
+class RealTokenizer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RealTokenizer, JsonMasksEqualBruteForce) {
+  auto vocab = testing::TestdataVocab(GetParam());
+  if (vocab == nullptr) GTEST_SKIP() << "testdata tokenizers not found";
+  auto g = CompileGbnf(kJson, vocab);
+  ASSERT_NE(g, nullptr);
+  // Brute force costs a full-vocabulary AcceptToken sweep per step: a few steps with it, a
+  // longer walk checking only that every masked token is accepted.
+  EXPECT_EQ(WalkAndCompare(*g, *vocab, 4, 11), 4);
+  EXPECT_EQ(WalkAndCompare(*g, *vocab, 12, 12, /*brute_force=*/false), 12);
+}
+
+TEST_P(RealTokenizer, SpecialTokensAreNeverAllowed) {
+  auto vocab = testing::TestdataVocab(GetParam());
+  if (vocab == nullptr) GTEST_SKIP() << "testdata tokenizers not found";
+  auto g = CompileGbnf("root ::= [^\\x00]*", vocab);
+  ASSERT_NE(g, nullptr);
+  auto m = g->NewMatcher();
+  std::vector<uint32_t> mask(vocab->mask_words());
+  m->FillNextTokenBitmask(mask);
+  int allowed = 0;
+  for (int32_t t = 0; t < vocab->size(); ++t) {
+    const bool bit = (mask[t >> 5] >> (t & 31)) & 1u;
+    if (vocab->IsEos(t)) {
+      EXPECT_TRUE(bit) << "EOS " << t << " (the grammar may end at once)";
+    } else if (vocab->bytes(t).empty()) {
+      EXPECT_FALSE(bit) << "token without bytes " << t;
+    } else {
+      allowed += bit;
+    }
+  }
+  EXPECT_GT(allowed, vocab->size() / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Testdata, RealTokenizer, ::testing::Values("qwen3", "llama2"));
+
+}  // namespace
+}  // namespace tachyon::grammar

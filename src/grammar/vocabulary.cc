@@ -1,0 +1,90 @@
+#include "grammar/vocabulary.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "tokenizer/tokenizer.h"
+
+namespace tachyon::grammar {
+
+TokenTrie::TokenTrie(const std::vector<std::string>& bytes) {
+  std::vector<int32_t> order;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    // Byte strings longer than a depth fits (no real token) are never allowed.
+    if (!bytes[i].empty() && bytes[i].size() <= 65535) order.push_back(static_cast<int32_t>(i));
+  }
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return bytes[a] != bytes[b] ? bytes[a] < bytes[b] : a < b;
+  });
+  tokens_.reserve(order.size());
+  nodes_.push_back(Node{0, 0, 0, 0, 0, 0});
+  std::vector<uint32_t> path = {0};  // path[d] = node at depth d on the current branch
+  auto close = [&](uint32_t node) {
+    nodes_[node].end = static_cast<uint32_t>(nodes_.size());
+    nodes_[node].sub_end = static_cast<uint32_t>(tokens_.size());
+  };
+  std::string_view prev;
+  for (int32_t id : order) {
+    const std::string_view s = bytes[id];
+    const size_t max_len = s.size();
+    size_t lcp = 0;
+    while (lcp < prev.size() && lcp < max_len && prev[lcp] == s[lcp]) ++lcp;
+    while (path.size() > lcp + 1) {
+      close(path.back());
+      path.pop_back();
+    }
+    for (size_t d = lcp; d < max_len; ++d) {
+      const auto n = static_cast<uint32_t>(nodes_.size());
+      const auto t = static_cast<uint32_t>(tokens_.size());
+      nodes_.push_back(Node{0, t, t, t, static_cast<uint16_t>(d + 1), static_cast<uint8_t>(s[d])});
+      path.push_back(n);
+    }
+    Node& last = nodes_[path.back()];
+    tokens_.push_back(id);
+    last.own_end = static_cast<uint32_t>(tokens_.size());
+    prev = s;
+  }
+  while (!path.empty()) {
+    close(path.back());
+    path.pop_back();
+  }
+}
+
+Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> eos_ids)
+    : bytes_(std::move(bytes)), eos_ids_(std::move(eos_ids)), trie_(bytes_) {}
+
+bool Vocabulary::IsEos(int32_t id) const {
+  return std::binary_search(eos_ids_.begin(), eos_ids_.end(), id);
+}
+
+Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokenBytes(std::vector<std::string> bytes,
+                                                                     std::vector<int32_t> eos_ids) {
+  if (bytes.size() >= (size_t{1} << 31)) return InvalidArgument("vocabulary too large");
+  std::sort(eos_ids.begin(), eos_ids.end());
+  eos_ids.erase(std::unique(eos_ids.begin(), eos_ids.end()), eos_ids.end());
+  for (int32_t id : eos_ids) {
+    if (id < 0 || static_cast<size_t>(id) >= bytes.size()) {
+      return InvalidArgument("end-of-generation id " + std::to_string(id) +
+                             " is outside the vocabulary of " + std::to_string(bytes.size()));
+    }
+    bytes[id].clear();
+  }
+  return std::shared_ptr<const Vocabulary>(new Vocabulary(std::move(bytes), std::move(eos_ids)));
+}
+
+Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokenizer(const tokenizer::Tokenizer& t,
+                                                                    std::vector<int32_t> eos_ids) {
+  using tokenizer::TokenType;
+  std::vector<std::string> bytes(static_cast<size_t>(std::max(0, t.vocab_size())));
+  for (int32_t id = 0; id < t.vocab_size(); ++id) {
+    const TokenType type = t.token_type(id);
+    if (t.IsSpecial(id) || type == TokenType::kControl || type == TokenType::kUnknown ||
+        type == TokenType::kUnused) {
+      continue;
+    }
+    bytes[id] = t.TokenBytes(id);
+  }
+  return FromTokenBytes(std::move(bytes), std::move(eos_ids));
+}
+
+}  // namespace tachyon::grammar

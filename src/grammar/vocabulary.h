@@ -1,0 +1,76 @@
+// Vocabulary: the tokens as a grammar matcher sees them (each id's exact output bytes) and the
+// token trie every mask computation walks.
+//
+// Thread-safety: immutable after construction; share it freely (std::shared_ptr<const>).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/status.h"
+
+namespace tachyon::tokenizer {
+class Tokenizer;
+}
+
+namespace tachyon::grammar {
+
+// The vocabulary's byte strings as a trie in depth-first (preorder) order. Node 0 is the root
+// (the empty string); node i > 0 adds byte() to its parent's string. Sibling order is by byte,
+// so the preorder is the sorted order of the byte strings.
+class TokenTrie {
+ public:
+  struct Node {
+    uint32_t end;        // index one past this node's subtree
+    uint32_t tok_begin;  // tokens()[tok_begin, own_end) end exactly here
+    uint32_t own_end;
+    uint32_t sub_end;  // tokens()[tok_begin, sub_end) are this node's subtree's tokens
+    uint16_t depth;    // string length (root 0)
+    uint8_t byte;
+  };
+  // Token ids with their bytes, ids without bytes left out. REQUIRES: bytes.size() < 2^31.
+  explicit TokenTrie(const std::vector<std::string>& bytes);
+  const std::vector<Node>& nodes() const { return nodes_; }
+  // Token ids in trie (sorted-bytes) order.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<int32_t> tokens_;
+};
+
+class Vocabulary {
+ public:
+  // Each token's bytes as Tokenizer::TokenBytes gives them (byte-level BPE and SentencePiece
+  // byte pieces decoded, "▁" as a space); control, unknown and unused tokens get none.
+  // eos_ids: the end-of-generation ids (allowed only where a grammar may end); each must be
+  // in range (else InvalidArgument); they get no bytes.
+  static Result<std::shared_ptr<const Vocabulary>> FromTokenizer(const tokenizer::Tokenizer& t,
+                                                                 std::vector<int32_t> eos_ids);
+  // bytes[id] = token id's output bytes; "" = a token no grammar ever allows.
+  static Result<std::shared_ptr<const Vocabulary>> FromTokenBytes(std::vector<std::string> bytes,
+                                                                  std::vector<int32_t> eos_ids);
+
+  int32_t size() const { return static_cast<int32_t>(bytes_.size()); }
+  // ceil(size() / 32): the length of a token bitmask.
+  size_t mask_words() const { return (bytes_.size() + 31) / 32; }
+  // Token id's bytes; "" for tokens without bytes and ids out of range.
+  std::string_view bytes(int32_t id) const {
+    return id >= 0 && id < size() ? std::string_view(bytes_[id]) : std::string_view();
+  }
+  // Sorted, no duplicates.
+  const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  bool IsEos(int32_t id) const;
+  const TokenTrie& trie() const { return trie_; }
+
+ private:
+  Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> eos_ids);
+  std::vector<std::string> bytes_;
+  std::vector<int32_t> eos_ids_;
+  TokenTrie trie_;
+};
+
+}  // namespace tachyon::grammar
