@@ -140,7 +140,8 @@ void BM_FusedInput(benchmark::State& state, GgmlType type, bool silu, int64_t m,
   for (auto _ : state) {
     if (fused) {
       if (silu) {
-        kernels::MatMulMultiRows(ws, kernels::SiluMulRows(a.data(), b.data(), cols), m, ys, nullptr);
+        kernels::MatMulMultiRows(ws, kernels::GatedMulRows(a.data(), b.data(), cols), m, ys,
+                                 nullptr);
       } else {
         kernels::MatMulMultiRows(
             ws, kernels::RmsNormRows(a.data(), b.data(), norm_w.data(), cols, 1e-5f), m, ys,

@@ -8,6 +8,7 @@
 #include "engine/model_adapter.h"
 #include "engine/tokenizer_adapter.h"
 #include "hub/resolve.h"
+#include "model/arch.h"
 #include "util/logging.h"
 #include "util/thread_pool.h"
 
@@ -98,6 +99,10 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
     ASSIGN_OR_RETURN(source, ReadTemplateFile(o.chat_template_path));
   } else if (se.tokenizer) {
     source = se.tokenizer->chat_template();
+  }
+  if (!source && se.tokenizer) {  // the architecture's own format (Gemma files carry none)
+    const model::ArchDef* arch = model::FindArch(cfg.arch);
+    if (arch != nullptr && arch->chat_template != nullptr) source = arch->chat_template;
   }
   if (source) {
     auto parsed = chat::ChatTemplate::Parse(*source);

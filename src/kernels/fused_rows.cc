@@ -20,8 +20,8 @@ void RmsNormRows::Row(int64_t i, float* out) const {
   }
 }
 
-void SiluMulRows::Row(int64_t i, float* out) const {
-  SiluMul(gate_ + i * n_, up_ + i * n_, out, n_);
+void GatedMulRows::Row(int64_t i, float* out) const {
+  GatedMul(act_, gate_ + i * n_, up_ + i * n_, out, n_);
 }
 
 }  // namespace tachyon::kernels

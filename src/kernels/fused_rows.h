@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 
 namespace tachyon::kernels {
 
@@ -29,16 +30,18 @@ class RmsNormRows final : public InputRows {
   const int64_t* index_;
 };
 
-// Row i = silu(gate[i]) * up[i] (rows of n floats).
-class SiluMulRows final : public InputRows {
+// Row i = act(gate[i]) * up[i] (rows of n floats; GatedMul).
+class GatedMulRows final : public InputRows {
  public:
-  SiluMulRows(const float* gate, const float* up, int64_t n) : gate_(gate), up_(up), n_(n) {}
+  GatedMulRows(const float* gate, const float* up, int64_t n, GatedAct act = GatedAct::kSilu)
+      : gate_(gate), up_(up), n_(n), act_(act) {}
   void Row(int64_t i, float* out) const override;
 
  private:
   const float* gate_;
   const float* up_;
   int64_t n_;
+  GatedAct act_;
 };
 
 }  // namespace tachyon::kernels

@@ -69,15 +69,21 @@ TEST(FusedRows, RmsNormRowsEqualTheOps) {
   EXPECT_EQ(x2, want_x);
 }
 
-TEST(FusedRows, SiluMulRowsEqualTheOp) {
+TEST(FusedRows, GatedMulRowsEqualTheOp) {
   const int64_t m = 3, n = 100;
   const std::vector<float> gate = Random(m * n, 4, 4.0f), up = Random(m * n, 5);
-  std::vector<float> want(m * n), got(n);
-  SiluMul(gate.data(), up.data(), want.data(), m * n);
-  const SiluMulRows rows(gate.data(), up.data(), n);
-  for (int64_t i = 0; i < m; ++i) {
-    rows.Row(i, got.data());
-    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(got[j], want[i * n + j]);
+  for (GatedAct act : {GatedAct::kSilu, GatedAct::kGeluTanh}) {
+    std::vector<float> want(m * n), got(n);
+    if (act == GatedAct::kSilu) {
+      SiluMul(gate.data(), up.data(), want.data(), m * n);
+    } else {
+      GeluTanhMul(gate.data(), up.data(), want.data(), m * n);
+    }
+    const GatedMulRows rows(gate.data(), up.data(), n, act);
+    for (int64_t i = 0; i < m; ++i) {
+      rows.Row(i, got.data());
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(got[j], want[i * n + j]);
+    }
   }
 }
 
@@ -168,7 +174,7 @@ TEST(MatMulMultiRows, SiluMulIntoTheDownProjection) {
   MatMul(d.weight, act.data(), m, want.data(), nullptr);
   const Weight* ws[] = {&d.weight};
   float* ys[] = {got.data()};
-  MatMulMultiRows(ws, SiluMulRows(gate.data(), up.data(), n), m, ys, nullptr);
+  MatMulMultiRows(ws, GatedMulRows(gate.data(), up.data(), n), m, ys, nullptr);
   EXPECT_EQ(got, want);
 }
 

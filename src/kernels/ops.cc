@@ -10,9 +10,9 @@ namespace tachyon::kernels {
 namespace internal {
 
 const OpsTable& OpsScalar() {
-  static const OpsTable t{RmsNormReference,    SiluMulReference, SoftmaxReference,
-                          AddInPlaceReference, DotReference,     AddRmsNormReference,
-                          RopeRotateScalar};
+  static const OpsTable t{RmsNormReference,    SiluMulReference,    SoftmaxReference,
+                          AddInPlaceReference, DotReference,        AddRmsNormReference,
+                          RopeRotateScalar,    GeluTanhMulReference};
   return t;
 }
 
@@ -109,6 +109,16 @@ void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t 
 
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   Ops().silu_mul(gate, up, out, n);
+}
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
+  Ops().gelu_tanh_mul(gate, up, out, n);
+}
+void GatedMul(GatedAct act, const float* gate, const float* up, float* out, int64_t n) {
+  if (act == GatedAct::kGeluTanh) {
+    GeluTanhMul(gate, up, out, n);
+  } else {
+    SiluMul(gate, up, out, n);
+  }
 }
 void Softmax(float* x, int64_t n) {
   Ops().softmax(x, n);

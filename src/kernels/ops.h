@@ -45,6 +45,17 @@ void RopeQkCached(float* q, int64_t n_heads, float* k, int64_t n_kv_heads, int64
 // out[i] = silu(gate[i]) * up[i], silu(v) = v / (1 + exp(-v)). out may alias gate or up.
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 
+// out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU), gelu_tanh(v) = 0.5 v (1 + tanh(sqrt(2/pi)
+// (v + 0.044715 v^3))), the tanh approximation Gemma uses. out may alias gate or up.
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
+
+// The activation of a gated FFN: out = act(gate) * up.
+enum class GatedAct {
+  kSilu,      // SwiGLU (SiluMul)
+  kGeluTanh,  // GeGLU with the tanh GELU (GeluTanhMul)
+};
+void GatedMul(GatedAct act, const float* gate, const float* up, float* out, int64_t n);
+
 // In-place softmax over x[0..n).
 void Softmax(float* x, int64_t n);
 
@@ -62,6 +73,7 @@ void AddRmsNormReference(float* x, const float* delta, const float* weight, floa
 void RopeReference(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos,
                    const float* inv_freq, RopeStyle style);
 void SiluMulReference(const float* gate, const float* up, float* out, int64_t n);
+void GeluTanhMulReference(const float* gate, const float* up, float* out, int64_t n);
 void SoftmaxReference(float* x, int64_t n);
 void AddInPlaceReference(float* y, const float* x, int64_t n);
 float DotReference(const float* x, const float* y, int64_t n);

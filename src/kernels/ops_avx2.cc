@@ -70,6 +70,20 @@ void SiluMul256(const float* gate, const float* up, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void GeluTanhMul256(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 c2 = _mm256_set1_ps(kGeluTwoSqrt2OverPi), c3 = _mm256_set1_ps(kGeluCubic);
+  const __m256 one = _mm256_set1_ps(1);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
+    const __m256 g2 = _mm256_mul_ps(g, g);
+    const __m256 t = _mm256_mul_ps(_mm256_mul_ps(c2, g), _mm256_fmadd_ps(c3, g2, one));  // 2u
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), t));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u));
+  }
+  GeluTanhMulReference(gate + i, up + i, out + i, n - i);
+}
+
 void Softmax256(float* x, int64_t n) {
   if (n <= 0) return;
   __m256 mx = _mm256_set1_ps(-INFINITY);
@@ -121,8 +135,8 @@ float Dot256(const float* x, const float* y, int64_t n) {
 }  // namespace
 
 const OpsTable& OpsAvx2() {
-  static const OpsTable t{RmsNorm256,    SiluMul256,   Softmax256,      Add256,
-                          Dot256,        AddRmsNorm256, RopeRotateScalar};
+  static const OpsTable t{RmsNorm256, SiluMul256,    Softmax256,       Add256,
+                          Dot256,     AddRmsNorm256, RopeRotateScalar, GeluTanhMul256};
   return t;
 }
 

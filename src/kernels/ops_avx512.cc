@@ -76,6 +76,21 @@ void SiluMul512(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void GeluTanhMul512(const float* gate, const float* up, float* out, int64_t n) {
+  const __m512 c2 = _mm512_set1_ps(kGeluTwoSqrt2OverPi), c3 = _mm512_set1_ps(kGeluCubic);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = TailMask(n - i < 16 ? n - i : 16);
+    const __m512 g = _mm512_maskz_loadu_ps(k, gate + i);
+    const __m512 u = _mm512_maskz_loadu_ps(k, up + i);
+    const __m512 g2 = _mm512_mul_ps(g, g);
+    const __m512 t = _mm512_mul_ps(_mm512_mul_ps(c2, g), _mm512_fmadd_ps(c3, g2, one));  // 2u
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_setzero_ps(), t));
+    const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(s, u));
+  }
+}
+
 void Softmax512(float* x, int64_t n) {
   if (n <= 0) return;
   __m512 mx = _mm512_set1_ps(-INFINITY);
@@ -158,8 +173,8 @@ void RopeRotate512(float* x, int64_t n_heads, int64_t head_dim, int64_t half, co
 }  // namespace
 
 const OpsTable& OpsAvx512() {
-  static const OpsTable t{RmsNorm512, SiluMul512,    Softmax512,   Add512,
-                          Dot512,     AddRmsNorm512, RopeRotate512};
+  static const OpsTable t{RmsNorm512, SiluMul512,    Softmax512,    Add512,
+                          Dot512,     AddRmsNorm512, RopeRotate512, GeluTanhMul512};
   return t;
 }
 

@@ -21,7 +21,13 @@ struct OpsTable {
   // pairs of RopeCosSin (cs: cos[half] then sin[half]).
   void (*rope_rotate)(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cs,
                       RopeStyle style);
+  void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, int64_t n);
 };
+
+// gelu_tanh(v) = v * sigmoid(2u) with u = sqrt(2/pi) (v + 0.044715 v^3) (the same function as
+// 0.5 v (1 + tanh(u))): the SIMD variants compute 2u with these constants and one exp.
+inline constexpr float kGeluTwoSqrt2OverPi = 1.5957691216057308f;  // 2 * sqrt(2 / pi)
+inline constexpr float kGeluCubic = 0.044715f;
 
 // The scalar rotation (OpsScalar, OpsAvx2).
 void RopeRotateScalar(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cs,

@@ -1,5 +1,6 @@
 // Scalar references of the elementwise / row-wise ops.
 #include <cmath>
+#include <numbers>
 
 #include "kernels/ops.h"
 
@@ -44,6 +45,14 @@ void SiluMulReference(const float* gate, const float* up, float* out, int64_t n)
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void GeluTanhMulReference(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double u = std::sqrt(2.0 / std::numbers::pi) * (g + 0.044715 * g * g * g);
+    out[i] = static_cast<float>(0.5 * g * (1.0 + std::tanh(u)) * up[i]);
   }
 }
 

@@ -127,6 +127,38 @@ TEST(Ops, SiluMulVariants) {
   }
 }
 
+TEST(Ops, GeluTanhMulVariants) {
+  for (SimdLevel l : Levels()) {
+    const auto& ops = internal::OpsAtLevel(l);
+    for (int64_t n : kSizes) {
+      auto g = Randn(n, 6, 4.0f);
+      if (n > 4) {
+        g[0] = -100.0f;  // exp overflow region: gelu -> -0
+        g[1] = 100.0f;   // gelu -> x
+        g[2] = 0.0f;
+        g[3] = -1e20f;  // the cube overflows
+      }
+      const auto u = Randn(n, 7);
+      std::vector<float> ref(n), out(n);
+      GeluTanhMulReference(g.data(), u.data(), ref.data(), n);
+      ops.gelu_tanh_mul(g.data(), u.data(), out.data(), n);
+      ExpectClose(out, ref, 2e-6f, 1e-7f, SimdLevelName(l), n);
+    }
+  }
+}
+
+TEST(Ops, GeluTanhValues) {
+  // gelu_tanh(1) = 0.5 (1 + tanh(sqrt(2/pi) 1.044715)) = 0.8411920; gelu_tanh(-1) = -0.1588080.
+  const float g[3] = {1.0f, -1.0f, 2.0f}, u[3] = {1.0f, 1.0f, -0.5f};
+  float out[3];
+  GeluTanhMul(g, u, out, 3);
+  EXPECT_NEAR(out[0], 0.8411920f, 1e-6);
+  EXPECT_NEAR(out[1], -0.1588080f, 1e-6);
+  EXPECT_NEAR(out[2], -0.5f * 1.9545977f, 1e-6);
+  GatedMul(GatedAct::kGeluTanh, g, u, out, 3);
+  EXPECT_NEAR(out[0], 0.8411920f, 1e-6);
+}
+
 TEST(Ops, SoftmaxVariants) {
   for (SimdLevel l : Levels()) {
     const auto& ops = internal::OpsAtLevel(l);

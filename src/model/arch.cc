@@ -3,7 +3,8 @@
 namespace tachyon::model {
 
 namespace {
-const ArchDef* const kArchs[] = {&kLlamaArch, &kQwen2Arch, &kQwen3Arch, &kQwen3MoeArch, &kBertArch};
+const ArchDef* const kArchs[] = {&kLlamaArch,    &kQwen2Arch, &kQwen3Arch,
+                                 &kQwen3MoeArch, &kBertArch,  &kGemma3Arch};
 }  // namespace
 
 const ArchDef* FindArch(std::string_view name) {

@@ -1,5 +1,5 @@
 // Architectures: each supported general.architecture is one ArchDef in its own file
-// (llama.cc, qwen2.cc, qwen3.cc, qwen3moe.cc), composed from the shared layer loaders of
+// (llama.cc, qwen2.cc, qwen3.cc, qwen3moe.cc, gemma3.cc), composed from the shared layer loaders of
 // model/layers.h and listed in the table of arch.cc. Adding an architecture = one new file
 // plus one table entry; nothing else switches on the architecture name.
 #pragma once
@@ -23,6 +23,9 @@ struct ArchDef {
   // Loads the tensors outside the layers (embeddings, output); null: the decoder default
   // (token_embd, output_norm, output or tied, rope_freqs).
   Status (*load_globals)(TensorSource& src, ModelConfig* config, ModelWeights* weights) = nullptr;
+  // The chat template (Jinja) to use when the file carries no tokenizer.chat_template; null
+  // when the architecture has no single format.
+  const char* chat_template = nullptr;
 };
 
 // The definition for `name`, or null if unsupported.
@@ -35,5 +38,6 @@ extern const ArchDef kQwen2Arch;
 extern const ArchDef kQwen3Arch;
 extern const ArchDef kQwen3MoeArch;
 extern const ArchDef kBertArch;
+extern const ArchDef kGemma3Arch;
 
 }  // namespace tachyon::model

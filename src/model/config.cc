@@ -105,6 +105,15 @@ Result<ModelConfig> ReadBaseConfig(const gguf::GgufFile& file, const std::string
   return c;
 }
 
+std::vector<float> PlainRopeFrequencies(double theta, int64_t rot_dim) {
+  std::vector<float> f(static_cast<size_t>(rot_dim / 2));
+  for (int64_t i = 0; i < rot_dim / 2; ++i) {
+    f[i] = static_cast<float>(
+        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot_dim)));
+  }
+  return f;
+}
+
 Status ComputeRopeFrequencies(const ArchKeys& keys, const float* freq_factors,
                               ModelConfig* config) {
   const gguf::GgufFile& file = keys.file();

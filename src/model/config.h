@@ -38,12 +38,27 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   std::vector<float> rope_inv_freq;  // [rot_dim / 2], scaling already applied
 
-  int64_t sliding_window = 0;  // > 0: attend to the last sliding_window positions only
+  int64_t sliding_window = 0;  // > 0: sliding layers see only the last sliding_window positions
+  // Which layers slide (Gemma 3 interleaves sliding and global layers): empty = every layer
+  // when sliding_window > 0; else [n_layers], 1 = sliding.
+  std::vector<uint8_t> sliding_layers;
+  // RoPE of the sliding layers when they have their own base (Gemma 3: 10000 locally, no
+  // scaling); empty = rope_inv_freq. [rot_dim / 2]
+  std::vector<float> rope_inv_freq_swa;
 
   // Feature flags set by the architecture.
   bool qkv_bias = false;   // attn_q/k/v biases
   bool qk_norm = false;    // per-head RMSNorm of q and k before RoPE
   bool tied_output = false;  // output matrix = token_embd (no output.weight in the file)
+
+  // Gemma: RmsNorm of each block's output before its residual add (post_attention_norm,
+  // post_ffw_norm); GeGLU; scaled embeddings (sqrt(n_embd)); the softmax scale of q·k
+  // (0 = 1 / sqrt(head_dim)); a final soft-cap (> 0: logits = cap * tanh(logits / cap)).
+  bool post_norms = false;
+  kernels::GatedAct ffn_act = kernels::GatedAct::kSilu;
+  float embd_scale = 1.0f;
+  float attn_scale = 0.0f;
+  float final_logit_softcap = 0.0f;
 
   // Mixture of experts (n_experts > 0).
   int64_t n_experts = 0;
@@ -68,6 +83,9 @@ struct ModelConfig {
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  bool IsSlidingLayer(int64_t il) const {
+    return sliding_window > 0 && (sliding_layers.empty() || sliding_layers[il] != 0);
+  }
 };
 
 // Reads "<arch>.<suffix>" keys. Errors name the file and the key.
@@ -92,6 +110,9 @@ class ArchKeys {
 // Arch-specific flags are set by the ArchDef afterwards; n_vocab is checked against the
 // token embedding at load.
 Result<ModelConfig> ReadBaseConfig(const gguf::GgufFile& file, const std::string& arch);
+
+// inv_freq[i] = theta^(-2i / rot_dim) for i < rot_dim / 2 (plain RoPE, no scaling).
+std::vector<float> PlainRopeFrequencies(double theta, int64_t rot_dim);
 
 // Computes rope_inv_freq from rope_theta, rot_dim, the rope scaling keys and, when non-null,
 // the per-pair divisors of a rope_freqs tensor ([rot_dim / 2]).

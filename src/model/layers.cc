@@ -80,6 +80,17 @@ void NormedMatMul(StepContext& ctx, const float* weight, std::span<const kernels
   ctx.pending_residual = false;
 }
 
+// tmp = RmsNorm(tmp) * weight (a block's post-norm), when weight is set.
+void PostNorm(StepContext& ctx, const float* weight) {
+  if (weight == nullptr) return;
+  OpTimer t(ctx.prof, OpKind::kRmsNorm);
+  const int64_t d = ctx.config->n_embd;
+  float* tmp = ctx.s->tmp.data();
+  ForRows(ctx.pool, ctx.n_tokens, [&](int64_t b, int64_t e) {
+    kernels::RmsNorm(tmp + b * d, weight, tmp + b * d, e - b, d, ctx.config->rms_eps);
+  });
+}
+
 }  // namespace
 
 bool FuseInputsByDefault() {
@@ -110,6 +121,9 @@ Status LoadAttention(TensorSource& src, const ModelConfig& c, int64_t il, LayerW
     ASSIGN_OR_RETURN(w->q_norm, src.Vector(Blk(il, "attn_q_norm"), c.head_dim));
     ASSIGN_OR_RETURN(w->k_norm, src.Vector(Blk(il, "attn_k_norm"), c.head_dim));
   }
+  if (c.post_norms) {
+    ASSIGN_OR_RETURN(w->post_attn_norm, src.Vector(Blk(il, "post_attention_norm"), c.n_embd));
+  }
   return OkStatus();
 }
 
@@ -121,6 +135,9 @@ Status LoadDenseFfn(TensorSource& src, const ModelConfig& c, int64_t il, LayerWe
   ASSIGN_OR_RETURN(w->w_gate, src.Matrix(Blk(il, "ffn_gate"), c.n_embd, c.n_ff));
   ASSIGN_OR_RETURN(w->w_up, src.Matrix(Blk(il, "ffn_up"), c.n_embd, c.n_ff));
   ASSIGN_OR_RETURN(w->w_down, src.Matrix(Blk(il, "ffn_down"), c.n_ff, c.n_embd));
+  if (c.post_norms) {
+    ASSIGN_OR_RETURN(w->post_ffn_norm, src.Vector(Blk(il, "post_ffw_norm"), c.n_embd));
+  }
   return OkStatus();
 }
 
@@ -182,19 +199,27 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
   {
     OpTimer t(ctx.prof, OpKind::kRope);
     const int64_t rd = c.rot_dim;
+    const bool swa_rope = !c.rope_inv_freq_swa.empty();
     if (il == 0) {  // the cos/sin pairs of every token, shared by all layers of the step
       Grow(ctx.rope_cs, static_cast<size_t>(n * rd));
+      if (swa_rope) Grow(ctx.rope_cs_swa, static_cast<size_t>(n * rd));
       ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           kernels::RopeCosSin(ctx.positions[i], rd, c.rope_inv_freq.data(),
                               ctx.rope_cs.data() + i * rd);
+          if (swa_rope) {
+            kernels::RopeCosSin(ctx.positions[i], rd, c.rope_inv_freq_swa.data(),
+                                ctx.rope_cs_swa.data() + i * rd);
+          }
         }
       });
     }
+    const float* cs =
+        swa_rope && c.IsSlidingLayer(il) ? ctx.rope_cs_swa.data() : ctx.rope_cs.data();
     ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         kernels::RopeQkCached(s.q.data() + i * c.q_dim(), c.n_heads, s.k.data() + i * kv_dim,
-                              c.n_kv_heads, hd, rd, ctx.rope_cs.data() + i * rd, c.rope_style);
+                              c.n_kv_heads, hd, rd, cs + i * rd, c.rope_style);
       }
     });
   }
@@ -207,8 +232,8 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
     });
     kernels::AttentionParams params;
     params.n_heads = c.n_heads;
-    params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    params.sliding_window = c.sliding_window;
+    params.scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+    params.sliding_window = c.IsSlidingLayer(il) ? c.sliding_window : 0;
     kernels::PagedAttention(ctx.kv->View(il), params, ctx.seqs.data(),
                             static_cast<int64_t>(ctx.seqs.size()), ctx.pool, ctx.attn_scratch);
   }
@@ -216,6 +241,7 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
     OpTimer t(ctx.prof, OpKind::kMatMulO);
     kernels::MatMul(w.wo, s.attn.data(), n, s.tmp.data(), ctx.pool);
   }
+  PostNorm(ctx, w.post_attn_norm);
   ctx.pending_residual = true;  // x += tmp happens inside the FFN norm
 }
 
@@ -238,23 +264,24 @@ void DenseFfn(StepContext& ctx, const LayerWeights& w) {
     NormedMatMul(ctx, w.ffn_norm, ws, ys, OpKind::kFfnMatMul);
   }
   const int64_t ff = c.n_ff;
-  if (ctx.fuse_inputs) {  // SiLU(gate) * up computed row by row inside the down matmul
+  if (ctx.fuse_inputs) {  // act(gate) * up computed row by row inside the down matmul
     OpTimer t(ctx.prof, OpKind::kFfnMatMul);
     const kernels::Weight* ws[] = {&w.w_down};
     float* ys[] = {s.tmp.data()};
-    kernels::MatMulMultiRows(ws, kernels::SiluMulRows(s.gate.data(), s.up.data(), ff), n, ys,
-                             ctx.pool);
+    kernels::MatMulMultiRows(ws, kernels::GatedMulRows(s.gate.data(), s.up.data(), ff, c.ffn_act),
+                             n, ys, ctx.pool);
   } else {
     {
       OpTimer t(ctx.prof, OpKind::kActivation);
       ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
-        kernels::SiluMul(s.gate.data() + b * ff, s.up.data() + b * ff, s.gate.data() + b * ff,
-                         (e - b) * ff);
+        kernels::GatedMul(c.ffn_act, s.gate.data() + b * ff, s.up.data() + b * ff,
+                          s.gate.data() + b * ff, (e - b) * ff);
       });
     }
     OpTimer t(ctx.prof, OpKind::kFfnMatMul);
     kernels::MatMul(w.w_down, s.gate.data(), n, s.tmp.data(), ctx.pool);
   }
+  PostNorm(ctx, w.post_ffn_norm);
   ctx.pending_residual = true;  // x += tmp happens inside the next norm
 }
 

@@ -14,9 +14,10 @@
 
 namespace tachyon::model {
 
-// attn_norm, attn_q/k/v/output; biases if config.qkv_bias; q/k norms if config.qk_norm.
+// attn_norm, attn_q/k/v/output; biases if config.qkv_bias; q/k norms if config.qk_norm;
+// post_attention_norm if config.post_norms.
 Status LoadAttention(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w);
-// ffn_norm, ffn_gate/up/down.
+// ffn_norm, ffn_gate/up/down; post_ffw_norm if config.post_norms.
 Status LoadDenseFfn(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w);
 // ffn_norm, ffn_gate_inp (router), ffn_gate_exps/up_exps/down_exps.
 Status LoadMoeFfn(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeights* w);
@@ -61,6 +62,7 @@ struct StepContext {
   std::vector<kernels::AttentionSeq> seqs;  // q / out point into s->q / s->attn
   std::vector<float> rope_cs;               // [n_tokens, rot_dim] RoPE cos/sin pairs,
                                             // computed by layer 0's AttentionBlock
+  std::vector<float> rope_cs_swa;           // the same with config.rope_inv_freq_swa (when set)
   OpProfile* prof = nullptr;                // per-op wall time when profiling, else null
   // True while s->tmp holds a block output not yet added to s->x: the next norm adds it in
   // the same pass (kernels::AddRmsNorm); FinishLayers adds it before the output norm.
@@ -71,10 +73,12 @@ struct StepContext {
   bool fuse_inputs = FuseInputsByDefault();
 };
 
-// x += Wo · Attention(RoPE(Wq·xn), RoPE(Wk·xn), Wv·xn) with xn = RmsNorm(x); stores this
-// step's K/V in the cache.
+// x += Wo · Attention(RoPE(Wq·xn), RoPE(Wk·xn), Wv·xn) with xn = RmsNorm(x) (the block
+// output RmsNorm'd again with config.post_norms); stores this step's K/V in the cache.
+// Sliding layers (config.IsSlidingLayer) see only the last sliding_window positions.
 void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il);
-// x += FFN(RmsNorm(x)), dense SwiGLU or mixture of experts.
+// x += FFN(RmsNorm(x)), dense SwiGLU / GeGLU (config.ffn_act) or mixture of experts; the
+// dense output RmsNorm'd again with config.post_norms.
 void FfnBlock(StepContext& ctx, const LayerWeights& w);
 // Completes x after the last block (adds a pending residual).
 void FinishLayers(StepContext& ctx);

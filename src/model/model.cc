@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/fused_rows.h"
@@ -190,11 +191,16 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
 void Model::Embed(const Batch& batch, ThreadPool* pool) {
   const kernels::Weight& e = weights_.token_embd;
   const int64_t d = config_.n_embd;
+  const float scale = config_.embd_scale;
   float* x = scratch_.x.data();
   auto embed = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const uint8_t* row = static_cast<const uint8_t*>(e.data) + batch.tokens[i] * e.row_bytes;
-      kernels::DequantizeRow(e.type, row, x + i * d, d);
+      float* xi = x + i * d;
+      kernels::DequantizeRow(e.type, row, xi, d);
+      if (scale != 1.0f) {
+        for (int64_t j = 0; j < d; ++j) xi[j] *= scale;
+      }
     }
   };
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
@@ -227,6 +233,10 @@ void Model::ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* o
     kernels::MatMulMultiRows(ws, normed, rows, ys, pool);
   } else {
     kernels::MatMulMulti(ws, out_x_.data(), rows, ys, pool);
+  }
+  if (const float cap = c.final_logit_softcap; cap > 0) {
+    float* l = out->logits.data();
+    for (int64_t i = 0; i < rows * c.n_vocab; ++i) l[i] = cap * std::tanh(l[i] / cap);
   }
 }
 

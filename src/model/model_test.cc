@@ -82,8 +82,11 @@ TEST_F(SynthModelTest, EveryArchLoadsAndChunkingMatchesOnePass) {
       kernels::SetAttentionAmxMinQueries(0);
     }
   } restore;
-  const std::pair<std::string, std::string> cases[] = {
-      {"llama", "Q4_K_M"}, {"llama", "F32"}, {"qwen2", "Q8_0"}, {"qwen3", "F16"}};
+  const std::pair<std::string, std::string> cases[] = {{"llama", "Q4_K_M"},
+                                                       {"llama", "F32"},
+                                                       {"qwen2", "Q8_0"},
+                                                       {"qwen3", "F16"},
+                                                       {"gemma3", "Q8_0"}};
   for (const auto& [arch, type] : cases) {
     kernels::SetAmxMinRows(type == "F32" || type == "F16" ? 0 : 1);
     {
@@ -97,7 +100,8 @@ TEST_F(SynthModelTest, EveryArchLoadsAndChunkingMatchesOnePass) {
       EXPECT_EQ(c.head_dim, 64);
       EXPECT_TRUE(c.tied_output);
       EXPECT_EQ(c.qkv_bias, arch == "qwen2");
-      EXPECT_EQ(c.qk_norm, arch == "qwen3");
+      EXPECT_EQ(c.qk_norm, arch == "qwen3" || arch == "gemma3");
+      EXPECT_EQ(c.post_norms, arch == "gemma3");
       std::vector<int32_t> ids;
       for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 1) % 512);
       const std::vector<float> want =

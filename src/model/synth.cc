@@ -183,8 +183,9 @@ Result<GgmlType> SynthTensorType(const std::string& type, const std::string& nam
 
 Status WriteSynthModel(const SynthOptions& o, const std::string& path, ThreadPool* pool) {
   ASSIGN_OR_RETURN(SynthShape s, FindSynthShape(o.shape));
-  if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3") {
-    return InvalidArgument("unsupported arch '" + o.arch + "' (synth writes llama, qwen2, qwen3)");
+  if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3" && o.arch != "gemma3") {
+    return InvalidArgument("unsupported arch '" + o.arch +
+                           "' (synth writes llama, qwen2, qwen3, gemma3)");
   }
   RETURN_IF_ERROR(SynthTensorType(o.type, "blk.0.attn_q.weight", s.n_embd, 0, 1).status());
   const int64_t hd = s.n_embd / s.n_heads, q_dim = s.n_heads * hd, kv_dim = s.n_kv_heads * hd;
@@ -198,9 +199,16 @@ Status WriteSynthModel(const SynthOptions& o, const std::string& path, ThreadPoo
   w.Set(a + ".feed_forward_length", gguf::Value::Uint32(static_cast<uint32_t>(s.n_ff)));
   w.Set(a + ".attention.head_count", gguf::Value::Uint32(static_cast<uint32_t>(s.n_heads)));
   w.Set(a + ".attention.head_count_kv", gguf::Value::Uint32(static_cast<uint32_t>(s.n_kv_heads)));
-  w.Set(a + ".rope.freq_base", gguf::Value::Float32(s.rope_theta));
+  // gemma3: a global base unlike the sliding layers' default 10000, as in the real models.
+  w.Set(a + ".rope.freq_base", gguf::Value::Float32(a == "gemma3" ? 1e6f : s.rope_theta));
   w.Set(a + ".rope.dimension_count", gguf::Value::Uint32(static_cast<uint32_t>(hd)));
   w.Set(a + ".attention.layer_norm_rms_epsilon", gguf::Value::Float32(1e-5f));
+  const bool gemma = a == "gemma3";
+  if (gemma) {  // a short window and every 2nd layer global, so both kinds run in tests
+    w.Set(a + ".attention.sliding_window", gguf::Value::Uint32(kSynthGemmaWindow));
+    w.Set(a + ".attention.sliding_window_pattern", gguf::Value::Uint32(2));
+    w.Set(a + ".final_logit_softcapping", gguf::Value::Float32(kSynthGemmaSoftcap));
+  }
   AddVocab(w, s.n_vocab);
 
   Builder b(w, o, s, pool);
@@ -216,15 +224,17 @@ Status WriteSynthModel(const SynthOptions& o, const std::string& path, ThreadPoo
       RETURN_IF_ERROR(b.Vector(p + "attn_k.bias", kv_dim, 0.0f, 0.02f));
       RETURN_IF_ERROR(b.Vector(p + "attn_v.bias", kv_dim, 0.0f, 0.02f));
     }
-    if (a == "qwen3") {
+    if (a == "qwen3" || gemma) {
       RETURN_IF_ERROR(b.Vector(p + "attn_q_norm.weight", hd, 1.0f, 0.1f));
       RETURN_IF_ERROR(b.Vector(p + "attn_k_norm.weight", hd, 1.0f, 0.1f));
     }
     RETURN_IF_ERROR(b.Matrix(p + "attn_output.weight", q_dim, s.n_embd, il));
+    if (gemma) RETURN_IF_ERROR(b.Vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f));
     RETURN_IF_ERROR(b.Vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
     RETURN_IF_ERROR(b.Matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, il));
     RETURN_IF_ERROR(b.Matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, il));
     RETURN_IF_ERROR(b.Matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, il));
+    if (gemma) RETURN_IF_ERROR(b.Vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f));
   }
   RETURN_IF_ERROR(b.Vector("output_norm.weight", s.n_embd, 1.0f, 0.1f));
   return w.WriteFile(path);

@@ -24,8 +24,13 @@ struct SynthShape {
 Result<SynthShape> FindSynthShape(const std::string& name);
 std::string SynthShapeNames();
 
+// gemma3 files get a sliding window of this many positions on every 2nd layer (layer 0
+// slides, layer 1 is global, ...) and this final logit soft-cap.
+inline constexpr uint32_t kSynthGemmaWindow = 8;
+inline constexpr float kSynthGemmaSoftcap = 30.0f;
+
 struct SynthOptions {
-  std::string arch = "llama";  // llama | qwen2 | qwen3
+  std::string arch = "llama";  // llama | qwen2 | qwen3 | gemma3
   std::string shape = "tiny";
   // A plain type (F32, F16, BF16, Q8_0, Q4_0, ..., Q6_K) or the mix "Q4_K_M". Norms and
   // biases stay F32; the tied embedding/output matrix is Q6_K for 4/5-bit and K-quant

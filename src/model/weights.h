@@ -32,6 +32,9 @@ struct LayerWeights {
   const float* bv = nullptr;         // [n_kv_heads * head_dim], optional
   const float* q_norm = nullptr;     // [head_dim], optional (qwen3)
   const float* k_norm = nullptr;     // [head_dim], optional
+  // [n_embd] each, when config.post_norms (Gemma): post_attention_norm, post_ffw_norm.
+  const float* post_attn_norm = nullptr;
+  const float* post_ffn_norm = nullptr;
 
   const float* ffn_norm = nullptr;   // [n_embd]
   // Encoder (post-norm) extras: output / FFN biases and the two LayerNorms (weight, bias).
