@@ -1,22 +1,33 @@
-// The real CompiledGrammar (internal): a FlatGrammar bound to a Vocabulary, with the
-// per-position token classes the masks are built from.
+// The real CompiledGrammar (internal): a FlatGrammar bound to a Vocabulary, with the token
+// classes and the mask cache the matchers share.
 //
-// Token classes: for a head at byte-set element `pos`, walking the vocabulary's trie from a
-// frame at `pos` with an unknown caller sorts every token into
-//   accepted  - some parse consumes all its bytes inside the frame (or the frame's rule ends
-//               exactly at its last byte: every caller can then continue, as Finish() keeps
-//               only rules that can complete);
-//   uncertain - not accepted, but some parse leaves the frame with bytes still to come: the
-//               caller decides, so the matcher checks these against its real stacks;
+// Token classes. A head's stack is a chain of element positions (the head's, its
+// continuation's, ...). Cut after `depth` positions, with the rest replaced by an unknown
+// caller, the truncated stack sorts every token by a walk over the vocabulary trie:
+//   accepted  - some parse consumes all its bytes inside the truncated stack (or the stack's
+//               bottom rule ends exactly at its last byte: every caller can continue then, as
+//               Finish() keeps only rules that can complete);
+//   uncertain - not accepted, but some parse returned into the unknown caller with bytes still
+//               to come: the matcher checks these against its real stacks;
 //   rejected  - everything else.
-// The classes depend only on `pos` (never on the caller), so they are computed once per
-// grammar and vocabulary, lazily on first use, and shared by every matcher.
+// A chain that reaches the root is exact (nothing is uncertain). The depth adapts: a class with
+// more than kMaxUncertain uncertain tokens is refined with twice the depth (up to the whole
+// chain), so string and number loops are resolved by what follows them. Classes depend only on
+// the truncated chain, so they are computed once per grammar and vocabulary, on first use, and
+// shared by every matcher.
 //
-// Thread-safety: immutable except the class cache, which is filled under std::call_once.
+// Mask cache: a whole configuration (every head's full chain, and whether the root may end) is
+// an exact key for its mask; masks are cached per grammar up to kMaskCacheBytes (then the cache
+// starts over).
+//
+// Thread-safety: immutable except the two caches, each behind its mutex (computations run
+// outside the locks; two threads may compute the same entry, the first insert wins).
 #pragma once
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -27,33 +38,43 @@ namespace tachyon::grammar {
 
 struct TokenClass {
   // Accepted tokens: a bitmask of Vocabulary::mask_words() words when dense, else a list
-  // (exactly one of the two is non-empty, or both empty when none is accepted).
+  // (at most one of the two is non-empty).
   std::vector<uint32_t> accept_bits;
   std::vector<int32_t> accept_list;
-  std::vector<int32_t> uncertain;
+  std::vector<int32_t> uncertain;  // in trie (sorted-bytes) order
 };
 
 class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from_this<GrammarImpl> {
  public:
+  static constexpr size_t kMaxUncertain = 48;
+  static constexpr size_t kMaskCacheBytes = size_t{8} << 20;
+
   GrammarImpl(FlatGrammar g, std::shared_ptr<const Vocabulary> vocab);
 
   std::unique_ptr<TokenMatcher> NewMatcher() const override;
 
   const FlatGrammar& grammar() const { return g_; }
   const Vocabulary& vocab() const { return *vocab_; }
-  // The token class of a head at element `pos`. REQUIRES: elems[pos] is kBytes.
-  const TokenClass& Class(int32_t pos) const;
+
+  // The class of a truncated stack: chain[0] is the head's position (a kBytes element),
+  // chain[i + 1] the continuation of chain[i]; `exact`: the last one's caller is the root
+  // (else an unknown caller).
+  const TokenClass& Class(const std::vector<int32_t>& chain, bool exact) const;
+
+  // The cached mask for a configuration key, or null.
+  std::shared_ptr<const std::vector<uint32_t>> CachedMask(const std::string& key) const;
+  void CacheMask(const std::string& key, std::shared_ptr<const std::vector<uint32_t>> mask) const;
 
  private:
-  TokenClass ComputeClass(int32_t pos) const;
+  TokenClass ComputeClass(const std::vector<int32_t>& chain, bool exact) const;
 
   const FlatGrammar g_;
   const std::shared_ptr<const Vocabulary> vocab_;
-  struct Slot {
-    std::once_flag once;
-    TokenClass cls;
-  };
-  std::unique_ptr<Slot[]> slots_;  // one per element
+  mutable std::mutex class_mu_;
+  mutable std::unordered_map<std::string, std::unique_ptr<TokenClass>> classes_;
+  mutable std::mutex mask_mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<uint32_t>>> masks_;
+  mutable size_t mask_bytes_ = 0;
 };
 
 }  // namespace tachyon::grammar

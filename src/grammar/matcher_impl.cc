@@ -21,35 +21,96 @@ void Matcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
   std::fill(bitmask.begin(), bitmask.end(), 0u);
   const Step& cur = steps_.back();
   if (cur.ended) return;
-  positions_.clear();
-  for (int32_t h : cur.cfg.heads) positions_.push_back(arena_.node(h).pos);
-  std::sort(positions_.begin(), positions_.end());
-  positions_.erase(std::unique(positions_.begin(), positions_.end()), positions_.end());
-  const size_t words = vocab.mask_words();
-  auto has = [&](int32_t t) { return (bitmask[t >> 5] >> (t & 31)) & 1u; };
-  auto set = [&](int32_t t) { bitmask[t >> 5] |= 1u << (t & 31); };
-  for (int32_t pos : positions_) {
-    const TokenClass& cls = grammar_->Class(pos);
-    if (!cls.accept_bits.empty()) {
-      for (size_t w = 0; w < words; ++w) bitmask[w] |= cls.accept_bits[w];
+  // Each head's chain of positions, sorted: with the root flag, the exact cache key.
+  chains_.resize(cur.cfg.heads.size());
+  for (size_t h = 0; h < cur.cfg.heads.size(); ++h) {
+    chains_[h].clear();
+    for (int32_t n = cur.cfg.heads[h]; n >= 0; n = arena_.node(n).parent) {
+      chains_[h].push_back(arena_.node(n).pos);
     }
-    for (int32_t t : cls.accept_list) set(t);
   }
-  // Uncertain tokens: run them on the real stacks. A token checked and rejected stays unset;
-  // `checked` keeps one that is uncertain at several positions from being run twice.
-  const size_t mark = arena_.size();
-  checked_.assign(words, 0u);
-  for (int32_t pos : positions_) {
-    for (int32_t t : grammar_->Class(pos).uncertain) {
-      if (has(t) || ((checked_[t >> 5] >> (t & 31)) & 1u)) continue;
-      checked_[t >> 5] |= 1u << (t & 31);
-      if (rec_.AdvanceAll(cur.cfg, vocab.bytes(t), &a_, &b_)) set(t);
+  std::sort(chains_.begin(), chains_.end());
+  key_.clear();
+  key_.push_back(cur.cfg.accepting ? 'a' : 'n');
+  for (const auto& c : chains_) {
+    key_.append(reinterpret_cast<const char*>(c.data()), c.size() * 4);
+    key_.append(4, '\xff');
+  }
+  if (auto cached = grammar_->CachedMask(key_)) {
+    std::copy(cached->begin(), cached->end(), bitmask.begin());
+    return;
+  }
+  ComputeMask(bitmask);
+  grammar_->CacheMask(key_, std::make_shared<const std::vector<uint32_t>>(
+                                bitmask.begin(), bitmask.begin() + vocab.mask_words()));
+}
+
+void Matcher::ComputeMask(std::span<uint32_t> bitmask) {
+  const Vocabulary& vocab = grammar_->vocab();
+  const size_t words = vocab.mask_words();
+  uncertain_.clear();
+  for (const auto& chain : chains_) {
+    // The shallowest truncation whose uncertain set is small (or the whole chain).
+    size_t depth = std::min<size_t>(4, chain.size());
+    const TokenClass* cls;
+    while (true) {
+      prefix_.assign(chain.begin(), chain.begin() + depth);
+      cls = &grammar_->Class(prefix_, depth == chain.size());
+      if (cls->uncertain.size() <= GrammarImpl::kMaxUncertain || depth == chain.size()) break;
+      depth = std::min(chain.size(), depth * 2);
     }
+    if (!cls->accept_bits.empty()) {
+      for (size_t w = 0; w < words; ++w) bitmask[w] |= cls->accept_bits[w];
+    }
+    for (int32_t t : cls->accept_list) bitmask[t >> 5] |= 1u << (t & 31);
+    for (int32_t t : cls->uncertain) uncertain_.push_back(vocab.trie().rank(t));
+  }
+  std::sort(uncertain_.begin(), uncertain_.end());
+  uncertain_.erase(std::unique(uncertain_.begin(), uncertain_.end()), uncertain_.end());
+  CheckUncertain(uncertain_, bitmask);
+  if (steps_.back().cfg.accepting) {
+    for (int32_t t : vocab.eos_ids()) bitmask[t >> 5] |= 1u << (t & 31);
+  }
+}
+
+void Matcher::CheckUncertain(const std::vector<int32_t>& ranks, std::span<uint32_t> bitmask) {
+  if (ranks.empty()) return;
+  const Vocabulary& vocab = grammar_->vocab();
+  const size_t mark = arena_.size();
+  // Tokens come in sorted-bytes order, so consecutive ones share prefixes: path_cfg_[k] is the
+  // configuration after path_[0, k); every one of them has heads except possibly the last
+  // (path_dead: nothing extends path_).
+  path_.clear();
+  if (path_cfg_.empty()) path_cfg_.resize(1);
+  path_cfg_[0] = steps_.back().cfg;
+  bool path_dead = false;
+  for (int32_t r : ranks) {
+    const int32_t t = vocab.trie().tokens()[r];
+    if ((bitmask[t >> 5] >> (t & 31)) & 1u) continue;
+    const std::string_view b = vocab.bytes(t);
+    size_t l = 0;
+    while (l < path_.size() && l < b.size() && path_[l] == b[l]) ++l;
+    if (l == path_.size() && path_dead) {
+      // Extends a prefix nothing can follow; equal to it, it is allowed where the root ends.
+      if (b.size() == l && path_cfg_[l].accepting) bitmask[t >> 5] |= 1u << (t & 31);
+      continue;
+    }
+    path_.resize(l);
+    path_dead = false;
+    bool ok = true;
+    for (size_t j = l; j < b.size(); ++j) {
+      if (path_cfg_.size() < j + 2) path_cfg_.resize(j + 2);
+      rec_.Advance(path_cfg_[j], static_cast<uint8_t>(b[j]), &path_cfg_[j + 1]);
+      path_.push_back(b[j]);
+      if (path_cfg_[j + 1].heads.empty()) {
+        path_dead = true;
+        ok = j + 1 == b.size() && path_cfg_[j + 1].accepting;
+        break;
+      }
+    }
+    if (ok) bitmask[t >> 5] |= 1u << (t & 31);
   }
   arena_.Truncate(mark);
-  if (cur.cfg.accepting) {
-    for (int32_t t : vocab.eos_ids()) set(t);
-  }
 }
 
 bool Matcher::AcceptToken(int32_t token) {

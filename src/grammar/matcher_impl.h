@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "grammar/compiled.h"
@@ -35,9 +36,16 @@ class Matcher final : public TokenMatcher {
   StackArena arena_;
   Recognizer rec_;
   std::vector<Step> steps_;  // steps_[0]: the start; back(): now
-  Config a_, b_;             // scratch
-  std::vector<int32_t> positions_;
-  std::vector<uint32_t> checked_;
+  // Computes the mask of the current configuration (no cache) into `bitmask`.
+  void ComputeMask(std::span<uint32_t> bitmask);
+  // Sets the uncertain tokens (sorted by trie rank) that the real stacks accept.
+  void CheckUncertain(const std::vector<int32_t>& ranks, std::span<uint32_t> bitmask);
+
+  Config a_, b_;                              // scratch
+  std::vector<std::vector<int32_t>> chains_;  // per head: its positions up to the root
+  std::vector<int32_t> prefix_, uncertain_;
+  std::vector<Config> path_cfg_;
+  std::string key_, path_;
 };
 
 }  // namespace tachyon::grammar

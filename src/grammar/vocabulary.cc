@@ -48,6 +48,8 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) {
     close(path.back());
     path.pop_back();
   }
+  rank_.assign(bytes.size(), -1);
+  for (size_t i = 0; i < tokens_.size(); ++i) rank_[tokens_[i]] = static_cast<int32_t>(i);
 }
 
 Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> eos_ids)

@@ -36,10 +36,13 @@ class TokenTrie {
   const std::vector<Node>& nodes() const { return nodes_; }
   // Token ids in trie (sorted-bytes) order.
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  // Index of token `id` in tokens() (its sorted-bytes rank); -1 for tokens without bytes.
+  int32_t rank(int32_t id) const { return rank_[id]; }
 
  private:
   std::vector<Node> nodes_;
   std::vector<int32_t> tokens_;
+  std::vector<int32_t> rank_;
 };
 
 class Vocabulary {
