@@ -130,6 +130,10 @@ Result<std::string> ChatTemplateFromTokenizerConfigText(std::string_view json_te
                                                         std::string_view name,
                                                         std::string_view origin);
 
+// A --chat-template FILE: a tokenizer_config.json (a path ending in .json, as
+// ChatTemplateFromTokenizerConfig) or a plain Jinja source file. NotFound when unreadable.
+Result<std::string> ReadChatTemplateFile(const std::string& path);
+
 // Where `--model PATH` points: a .gguf file, a tokenizer_config.json, or a folder holding
 // one. Also returns the bos/eos token strings when the source names them ("" otherwise).
 struct ModelChatTemplate {

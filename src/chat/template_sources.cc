@@ -105,6 +105,11 @@ Result<std::string> ChatTemplateFromTokenizerConfig(const std::string& path,
   return ChatTemplateFromTokenizerConfigText(text, name, file);
 }
 
+Result<std::string> ReadChatTemplateFile(const std::string& path) {
+  if (EndsWith(path, ".json")) return ChatTemplateFromTokenizerConfig(path);
+  return ReadFileToString(path);
+}
+
 Result<ModelChatTemplate> LoadChatTemplate(const std::string& model_path, std::string_view name) {
   ModelChatTemplate out;
   if (!IsDirectory(model_path) && EndsWith(model_path, ".gguf")) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <sstream>
 
 #include "engine/model_adapter.h"
@@ -14,17 +13,6 @@
 
 namespace tachyon::engine {
 namespace {
-
-Result<std::string> ReadTemplateFile(const std::string& path) {
-  if (path.size() > 5 && path.substr(path.size() - 5) == ".json") {
-    return chat::ChatTemplateFromTokenizerConfig(path);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read chat template file '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The publisher's generation_config.json: defaults for sampling parameters a request leaves
 // unset (out-of-range values are ignored); `applied` lists them ("" for none).
@@ -96,7 +84,7 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
 
   std::optional<std::string> source;
   if (!o.chat_template_path.empty()) {
-    ASSIGN_OR_RETURN(source, ReadTemplateFile(o.chat_template_path));
+    ASSIGN_OR_RETURN(source, chat::ReadChatTemplateFile(o.chat_template_path));
   } else if (se.tokenizer) {
     source = se.tokenizer->chat_template();
   }

@@ -2,6 +2,17 @@
 
 namespace tachyon::server {
 
+nlohmann::ordered_json ChatTemplateVariables(const nlohmann::ordered_json& context,
+                                             std::string_view bos_text, std::string_view eos_text) {
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : context.items()) {
+    if (key != "messages" && key != "tools" && key != "add_generation_prompt") extra[key] = value;
+  }
+  return chat::MakeChatContext(
+      context.at("messages"), context.value("tools", nlohmann::ordered_json(nullptr)),
+      context.value("add_generation_prompt", true), bos_text, eos_text, extra);
+}
+
 std::vector<tokenizer::TextSegment> ChatPromptSegments(const chat::TrackedRender& render,
                                                        std::string_view suffix) {
   std::vector<tokenizer::TextSegment> segments;

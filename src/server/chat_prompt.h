@@ -37,6 +37,12 @@ inline const std::vector<std::string>& TrustedChatVariables() {
   return kTrusted;
 }
 
+// The template variables of a parsed chat request's `context` (ChatRequest::template_context:
+// messages, tools, add_generation_prompt and chat_template_kwargs entries), built with
+// chat::MakeChatContext and the model's bos/eos text. The one mapping serve and route share.
+nlohmann::ordered_json ChatTemplateVariables(const nlohmann::ordered_json& context,
+                                             std::string_view bos_text, std::string_view eos_text);
+
 // Renders `context` (as chat::MakeChatContext builds it) with `tmpl`, appends `suffix`
 // (trusted markup, e.g. the forced opening of a tool call) and encodes the result. Errors: the
 // template's (InvalidArgument / ResourceExhausted).

@@ -53,14 +53,7 @@ std::string EngineBackend::TokenBytes(int32_t id) const {
 }
 
 nlohmann::ordered_json EngineBackend::TemplateContext(const nlohmann::ordered_json& context) const {
-  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
-  for (const auto& [key, value] : context.items()) {
-    if (key != "messages" && key != "tools" && key != "add_generation_prompt") extra[key] = value;
-  }
-  return chat::MakeChatContext(context.at("messages"),
-                               context.value("tools", nlohmann::ordered_json(nullptr)),
-                               context.value("add_generation_prompt", true),
-                               se_.tokenizer->bos_text(), se_.tokenizer->eos_text(), extra);
+  return ChatTemplateVariables(context, se_.tokenizer->bos_text(), se_.tokenizer->eos_text());
 }
 
 Result<std::string> EngineBackend::ApplyChatTemplate(const nlohmann::ordered_json& context) const {

@@ -1,0 +1,172 @@
+// tachyon route: an OpenAI-compatible router in front of `tachyon serve` replicas.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "router/prompt_keys.h"
+#include "router/router.h"
+#include "server/http_server.h"
+#include "util/logging.h"
+
+namespace tachyon::cli {
+namespace {
+
+struct RouteOptions {
+  std::vector<std::string> replicas;
+  std::string policy = "kv";
+  std::string tokenizer;
+  std::string chat_template;
+  router::RouterOptions router;
+  server::HttpServerOptions http;
+  double shutdown_timeout_s = 30;
+  int64_t seed = 0;
+};
+
+std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
+  auto app = NewCommandApp("route", "Routes OpenAI API requests over tachyon serve replicas.");
+  app->add_option("--replica", o->replicas, "a replica's base URL, http://HOST:PORT (repeatable)")
+      ->required()
+      ->type_name("URL")
+      ->each([](const std::string& url) {
+        auto e = router::ParseReplicaUrl(url);
+        if (!e.ok()) throw CLI::ValidationError("--replica", e.status().message());
+      });
+  AddChoice(*app, "--policy", &o->policy, {"kv", "round_robin", "random"},
+            "replica choice: kv (cached prefix + load), round_robin or random");
+  app->add_option("--tokenizer", o->tokenizer,
+                  "the served model's file (GGUF), tokenizer.json or folder: the router "
+                  "tokenizes prompts with it to find cached prefixes (needed by --policy kv)")
+      ->type_name("PATH");
+  app->add_option("--chat-template", o->chat_template,
+                  "the chat template the replicas use, if not the tokenizer's own")
+      ->type_name("FILE");
+  router::RouterOptions& r = o->router;
+  AddInt(*app, "--load-weight", &r.pool.picker.load_weight, 0, 1 << 20,
+         "kv: prompt tokens one in-flight request weighs in a replica's score");
+  AddNumber(*app, "--balance-ratio", &r.pool.picker.balance_ratio, 1.0, 1000.0,
+            "kv: no replica above this times the least loaded one's in-flight (+1)");
+  AddInt(*app, "--seed", &o->seed, int64_t{0}, int64_t{1} << 62, "seed of the tie-breaking RNG");
+  AddInt<size_t>(*app, "--index-blocks", &r.pool.index_blocks, 1, size_t{1} << 32,
+                 "prefix index capacity in blocks (least recently used forgotten beyond)");
+  AddInt(*app, "--max-in-flight", &r.pool.max_in_flight, 1, 1 << 20,
+         "requests in flight per replica before it counts as saturated");
+  AddInt(*app, "--max-queue", &r.max_queue, 0, 1 << 20,
+         "requests waiting for a slot when every replica is saturated; more get 429");
+  AddSeconds(*app, "--queue-timeout", &r.queue_timeout, 86400,
+             "a queued request not placed within this gets 503");
+  AddInt(*app, "--max-retries", &r.max_retries, 0, router::kMaxReplicas,
+         "attempts on other replicas after a failure before any output was sent");
+  AddSeconds(*app, "--connect-timeout", &r.timeouts.connect, 3600, "connecting to a replica");
+  AddSeconds(*app, "--read-timeout", &r.timeouts.read, 86400,
+             "a replica's response head and each later read must arrive within this");
+  AddSeconds(*app, "--probe-interval", &r.probe_interval, 3600,
+             "how often each replica's /ready is probed");
+  AddSeconds(*app, "--probe-timeout", &r.probe_timeout, 3600, "a probe's connect and read limit");
+  AddInt(*app, "--upstream-threads", &r.upstream_threads, 1, 256, "io threads towards replicas");
+  AddNumber(*app, "--shutdown-timeout", &o->shutdown_timeout_s, 0, 86400,
+            "on SIGTERM/SIGINT, let requests finish this many seconds");
+  constexpr const char* kHttp = "HTTP options";
+  server::HttpServerOptions& h = o->http;
+  app->add_option("--host", h.host, "address to listen on")->capture_default_str()->group(kHttp);
+  AddInt(*app, "--port", &h.port, 0, 65535, "port (0: any free port)")->group(kHttp);
+  AddInt(*app, "--io-threads", &h.io_threads, 1, 256, "HTTP io threads")->group(kHttp);
+  AddInt<size_t>(*app, "--max-body-bytes", &h.max_body_bytes, 1024, size_t{1} << 32,
+                 "larger request bodies get 413")
+      ->group(kHttp);
+  AddInt<size_t>(*app, "--max-connections", &h.max_connections, 0, 1 << 24,
+                 "refuse (503) connections beyond this many open (0: no limit)")
+      ->group(kHttp);
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return rc;
+  if (o->replicas.size() > static_cast<size_t>(router::kMaxReplicas)) {
+    std::fprintf(stderr, "tachyon route: error: --replica: at most %d replicas\n",
+                 router::kMaxReplicas);
+    return 2;
+  }
+  if (o->policy == "kv" && o->tokenizer.empty()) {
+    std::fprintf(stderr,
+                 "tachyon route: error: --policy kv needs --tokenizer (the served model's file) "
+                 "to find cached prefixes; or pass --policy round_robin\n");
+    return 2;
+  }
+  return std::nullopt;
+}
+
+template <class Pred>
+bool WaitUntil(Pred pred, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+int RunRoute(int argc, char** argv) {
+  RouteOptions o;
+  if (std::optional<int> rc = ParseArgs(argc, argv, &o)) return *rc;
+  o.router.pool.picker.policy = *router::ParsePolicy(o.policy);
+  o.router.pool.picker.seed = static_cast<uint64_t>(o.seed);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<router::PromptKeys> keys;
+  if (!o.tokenizer.empty()) {
+    auto loaded =
+        router::PromptKeys::Load(o.tokenizer, o.chat_template, o.router.pool.picker.block_size);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "tachyon route: error: %s\n", loaded.status().ToString().c_str());
+      return 1;
+    }
+    keys = std::move(loaded).value();
+  }
+  std::vector<router::Endpoint> endpoints;
+  for (const std::string& url : o.replicas) endpoints.push_back(*router::ParseReplicaUrl(url));
+
+  router::Router router(std::move(endpoints), o.router, keys.get());
+  server::HttpServer http(
+      o.http, [&router](server::HttpRequest r, std::shared_ptr<server::ResponseChannel> c) {
+        router.Handle(std::move(r), std::move(c));
+      });
+  if (Status st = http.Start(); !st.ok()) {
+    std::fprintf(stderr, "tachyon route: error: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  router.Start();
+  std::printf("tachyon route: ready at http://%s:%d/v1 (%zu replicas, policy %s)\n",
+              o.http.host.c_str(), http.port(), o.replicas.size(), o.policy.c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  TLOG(INFO) << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": stopped accepting; "
+             << router.InFlight() << " request(s) in flight, waiting up to " << o.shutdown_timeout_s
+             << " s";
+  http.StopAccepting();
+  if (!WaitUntil([&] { return router.InFlight() == 0; }, o.shutdown_timeout_s)) {
+    TLOG(WARN) << "shutdown timeout: " << router.InFlight() << " request(s) cut";
+  }
+  router.Stop();
+  WaitUntil([&] { return http.connections() == 0; }, 2);
+  http.Stop();
+  TLOG(INFO) << "tachyon route: stopped";
+  return 0;
+}
+
+}  // namespace
+
+TACHYON_COMMAND(route, "Route OpenAI API requests over tachyon serve replicas", RunRoute);
+
+}  // namespace tachyon::cli

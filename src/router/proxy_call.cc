@@ -1,0 +1,289 @@
+#include "router/proxy_call.h"
+
+#include "util/logging.h"
+
+namespace tachyon::router {
+namespace {
+
+constexpr char kReplicaHeader[] = "X-Tachyon-Replica";
+constexpr std::string_view kDoneEvent = "data: [DONE]";
+
+server::ApiError RouterError(int status, std::string message, int retry_after_s) {
+  server::ApiError e;
+  e.http_status = status;
+  e.message = std::move(message);
+  e.type = status == 429 ? "rate_limit_error" : "service_unavailable";
+  e.code = status == 429 ? "router_queue_full" : "no_replica_available";
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+
+// The request header fields a replica needs; hop-by-hop fields stay behind.
+server::Headers ForwardedHeaders(const server::HttpRequest& r) {
+  server::Headers out;
+  for (const char* name : {"content-type", "authorization", "accept", "user-agent"}) {
+    std::string_view v = r.Header(name);
+    if (!v.empty()) out.emplace_back(name, std::string(v));
+  }
+  return out;
+}
+
+std::string_view FindHeader(const server::Headers& headers, std::string_view name) {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return {};
+}
+
+}  // namespace
+
+ProxyCall::ProxyCall(RouterCore* core, ProxyRequest request,
+                     std::shared_ptr<server::ResponseChannel> channel)
+    : core_(core), request_(std::move(request)), channel_(std::move(channel)) {
+  core_->in_flight++;
+}
+
+ProxyCall::~ProxyCall() {
+  std::lock_guard<std::mutex> lock(mu_);
+  FinishLocked();
+}
+
+void ProxyCall::FinishLocked() {
+  if (state_ == State::kFinished) return;
+  state_ = State::kFinished;
+  core_->in_flight--;
+}
+
+void ProxyCall::Begin() {
+  std::weak_ptr<ProxyCall> weak = weak_from_this();
+  channel_->SetOnClose([weak] {
+    if (auto self = weak.lock()) self->ClientGone();
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Dispatch() != PlaceResult::kSaturated) return;
+  state_ = State::kQueued;
+  if (!core_->Enqueue(shared_from_this())) {
+    Reject(
+        RouterError(429, "every replica is at its in-flight limit and the router's queue is full",
+                    core_->options.retry_after_s),
+        "queue_full");
+  }
+}
+
+ProxyCall::PlaceResult ProxyCall::Dispatch() {
+  auto placed = core_->pool.Place(request_.blocks.hashes, request_.blocks.prompt_tokens, tried_);
+  if (const Placement* p = std::get_if<Placement>(&placed)) {
+    core_->metrics.ObservePlacement(core_->pool.endpoint(p->replica).url, *p,
+                                    request_.blocks.prompt_tokens);
+    StartAttempt(p->replica);
+    return PlaceResult::kStarted;
+  }
+  if (std::get<PlaceError>(placed) == PlaceError::kSaturated) return PlaceResult::kSaturated;
+  if (attempts_ == 0) {
+    Reject(RouterError(503, "no replica is available", core_->options.retry_after_s), "no_replica");
+  } else {
+    Reject(RouterError(503,
+                       "the request failed on " + std::to_string(attempts_) +
+                           " replica(s) and no other replica is available",
+                       core_->options.retry_after_s),
+           "retries_exhausted");
+  }
+  return PlaceResult::kRejected;
+}
+
+void ProxyCall::StartAttempt(int replica) {
+  state_ = State::kRunning;
+  replica_ = replica;
+  tried_ |= uint64_t{1} << replica;
+  attempts_++;
+  status_ = 0;
+  head_.clear();
+  passthrough_stream_ = stream_started_ = saw_done_ = too_large_ = false;
+  tail_.clear();
+  body_.clear();
+
+  UpstreamRequest up;
+  up.method = request_.http.method;
+  up.target = request_.http.path;
+  up.body = request_.http.body;
+  up.headers = ForwardedHeaders(request_.http);
+  UpstreamHandlers h;
+  auto self = shared_from_this();
+  h.on_head = [self](int status, const server::Headers& headers) { self->OnHead(status, headers); };
+  h.on_data = [self](std::string_view data) { return self->OnData(data); };
+  h.on_done = [self](UpstreamOutcome o, const std::string& m) { self->OnDone(o, m); };
+  upstream_ = core_->client.Start(core_->pool.endpoint(replica), std::move(up),
+                                  core_->options.timeouts, std::move(h));
+}
+
+void ProxyCall::OnHead(int status, const server::Headers& headers) {
+  status_ = status;
+  head_ = headers;
+  passthrough_stream_ =
+      status == 200 && FindHeader(headers, "content-type").starts_with("text/event-stream");
+}
+
+bool ProxyCall::OnData(std::string_view data) {
+  if (!passthrough_stream_) {
+    if (body_.size() + data.size() > core_->options.max_response_bytes) {
+      too_large_ = true;
+      return false;
+    }
+    body_.append(data);
+    return true;
+  }
+  std::string window = tail_;
+  window.append(data);
+  if (window.find(kDoneEvent) != std::string::npos) saw_done_ = true;
+  tail_ =
+      window.size() > kDoneEvent.size() ? window.substr(window.size() - kDoneEvent.size()) : window;
+  if (!stream_started_) {
+    stream_started_ = true;
+    channel_->StartStream({{kReplicaHeader, core_->pool.endpoint(replica_).url}});
+  }
+  return channel_->Write(std::string(data));
+}
+
+void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int replica = replica_;
+  const std::string& url = core_->pool.endpoint(replica).url;
+  upstream_.reset();
+  core_->pool.Release(replica);
+
+  const bool failed = outcome == UpstreamOutcome::kConnect ||
+                      outcome == UpstreamOutcome::kTimeout || outcome == UpstreamOutcome::kBroken ||
+                      (outcome == UpstreamOutcome::kComplete && passthrough_stream_ && !saw_done_);
+  const bool refused = outcome == UpstreamOutcome::kComplete && (status_ == 429 || status_ == 503);
+  std::string label = UpstreamOutcomeName(outcome);
+  if (client_gone_ || (outcome == UpstreamOutcome::kCancelled && !too_large_)) {
+    label = "client_gone";
+  } else if (outcome == UpstreamOutcome::kComplete) {
+    label = failed ? "broken" : refused ? "refused" : "ok";
+  }
+  core_->metrics.CountAttempt(url, label);
+
+  if (failed || (refused && status_ == 503)) {
+    if (core_->pool.MarkFailed(
+            replica, failed ? message.empty() ? "stream ended early" : message : "answered 503")) {
+      TLOG(WARN) << "replica " << url << " marked down: "
+                 << (failed ? (message.empty() ? "stream ended early" : message) : "answered 503");
+    }
+  }
+
+  if (label == "client_gone") {
+    FinishLocked();
+  } else if ((failed || refused) && !stream_started_) {
+    if (attempts_ <= core_->options.max_retries) {
+      core_->metrics.CountRetry();
+      const PlaceResult r = Dispatch();
+      if (r == PlaceResult::kSaturated) {
+        state_ = State::kQueued;
+        if (!core_->Enqueue(shared_from_this())) {
+          Reject(RouterError(429,
+                             "every replica is at its in-flight limit and the router's "
+                             "queue is full",
+                             core_->options.retry_after_s),
+                 "queue_full");
+        }
+      }
+    } else if (refused) {
+      // The last replica's own 429 / 503 goes to the client as it was.
+      server::HttpResponse res;
+      res.status = status_;
+      res.content_type = std::string(FindHeader(head_, "content-type"));
+      res.body = std::move(body_);
+      if (auto ra = FindHeader(head_, "retry-after"); !ra.empty()) {
+        res.headers.emplace_back("Retry-After", std::string(ra));
+      }
+      res.headers.emplace_back(kReplicaHeader, url);
+      channel_->Respond(std::move(res));
+      FinishLocked();
+    } else {
+      Reject(RouterError(503,
+                         "the request failed on " + std::to_string(attempts_) +
+                             " replica(s) (last: " + url + ": " + message + ")",
+                         core_->options.retry_after_s),
+             "retries_exhausted");
+    }
+  } else if (failed) {
+    // Output already reached the client: end the stream with an error event.
+    TLOG(WARN) << "stream from " << url << " cut after output was sent: " << message;
+    core_->metrics.CountBrokenStream();
+    server::ApiError e = RouterError(502, "the replica serving this stream failed: " + message, 0);
+    e.type = "server_error";
+    e.code = "replica_failed";
+    channel_->Write("data: " + e.Body() + "\n\n");
+    channel_->EndStream();
+    FinishLocked();
+  } else if (too_large_) {
+    server::ApiError e =
+        RouterError(502, "the replica's answer is larger than the router relays", 0);
+    e.type = "server_error";
+    e.code = "response_too_large";
+    server::HttpResponse res{502, "application/json", e.Body(), {}};
+    channel_->Respond(std::move(res));
+    FinishLocked();
+  } else if (passthrough_stream_) {
+    channel_->EndStream();
+    FinishLocked();
+  } else {
+    server::HttpResponse res;
+    res.status = status_;
+    std::string_view ct = FindHeader(head_, "content-type");
+    res.content_type = ct.empty() ? "application/json" : std::string(ct);
+    res.body = std::move(body_);
+    for (const char* name : {"retry-after", "allow"}) {
+      if (auto v = FindHeader(head_, name); !v.empty())
+        res.headers.emplace_back(name, std::string(v));
+    }
+    res.headers.emplace_back(kReplicaHeader, url);
+    channel_->Respond(std::move(res));
+    FinishLocked();
+  }
+  if (!core_->stopped) {
+    // A slot was freed: offer it to the queue (outside this call's lock, on an io thread).
+    RouterCore* core = core_;
+    core->client.RunAfter(std::chrono::milliseconds(0), [core] { core->PumpQueue(); });
+  }
+}
+
+void ProxyCall::ClientGone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kFinished) return;
+  client_gone_ = true;
+  if (state_ == State::kQueued) {
+    core_->RemoveQueued(this);
+    FinishLocked();
+  } else if (upstream_) {
+    upstream_->Cancel();
+  }
+}
+
+bool ProxyCall::TryFromQueue() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ != State::kQueued) return true;
+  return Dispatch() != PlaceResult::kSaturated;
+}
+
+void ProxyCall::QueueTimedOut() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ != State::kQueued || !core_->RemoveQueued(this)) return;
+  Reject(RouterError(503, "no replica slot became free within the router's queue timeout",
+                     core_->options.retry_after_s),
+         "queue_timeout");
+}
+
+void ProxyCall::Reject(const server::ApiError& error, const char* reason) {
+  core_->metrics.CountRejected(reason);
+  server::HttpResponse res;
+  res.status = error.http_status;
+  res.body = error.Body();
+  if (error.retry_after_s > 0) {
+    res.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+  }
+  channel_->Respond(std::move(res));
+  FinishLocked();
+}
+
+}  // namespace tachyon::router

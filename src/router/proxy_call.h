@@ -1,0 +1,79 @@
+// Internal to router/: ProxyCall, one client request carried to a replica — placement,
+// queueing, the upstream attempt(s), retries, and the answer on the client's channel.
+//
+// Lifetime: shared; held by the upstream handlers of its current attempt, by the queue while
+// queued, and (weakly) by the channel's OnClose. Thread-safety: its methods may run on the
+// client connection's executor, the upstream strand of the current attempt and the queue
+// pump at once; `mu_` guards the state they share.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "router/prompt_keys.h"
+#include "router/router_core.h"
+#include "server/http.h"
+#include "server/protocol.h"
+
+namespace tachyon::router {
+
+struct ProxyRequest {
+  server::HttpRequest http;
+  bool stream = false;  // the body asked for "stream": true
+  PromptBlocks blocks;  // empty when the prompt is unknown (not a generation, or unparsable)
+};
+
+class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
+ public:
+  ProxyCall(RouterCore* core, ProxyRequest request,
+            std::shared_ptr<server::ResponseChannel> channel);
+  ~ProxyCall();
+
+  // Watches the client and places the request (or queues or rejects it). Call once.
+  void Begin();
+  // From the queue pump: places a queued request. False when every replica is still saturated
+  // (the caller puts it back at the head of the queue).
+  bool TryFromQueue();
+  // The queue deadline passed while it was queued: 503.
+  void QueueTimedOut();
+
+ private:
+  enum class State { kNew, kQueued, kRunning, kFinished };
+  enum class PlaceResult { kStarted, kSaturated, kRejected };
+
+  PlaceResult Dispatch();          // REQUIRES: mu_ held
+  void StartAttempt(int replica);  // REQUIRES: mu_ held
+  void OnHead(int status, const server::Headers& headers);
+  bool OnData(std::string_view data);
+  void OnDone(UpstreamOutcome outcome, const std::string& message);
+  void ClientGone();
+  // Answers the router's own error, counted under `reason`. REQUIRES: mu_ held.
+  void Reject(const server::ApiError& error, const char* reason);
+  void FinishLocked();  // REQUIRES: mu_ held
+
+  RouterCore* const core_;
+  const ProxyRequest request_;
+  const std::shared_ptr<server::ResponseChannel> channel_;
+
+  std::mutex mu_;
+  State state_ = State::kNew;               // GUARDED_BY(mu_)
+  uint64_t tried_ = 0;                      // GUARDED_BY(mu_) bit r: replica r was tried
+  int attempts_ = 0;                        // GUARDED_BY(mu_)
+  int replica_ = -1;                        // GUARDED_BY(mu_) the current attempt's
+  bool client_gone_ = false;                // GUARDED_BY(mu_)
+  std::shared_ptr<UpstreamCall> upstream_;  // GUARDED_BY(mu_)
+
+  // The current attempt's response; only its upstream handlers touch these, and attempts
+  // follow one another.
+  int status_ = 0;
+  server::Headers head_;
+  bool passthrough_stream_ = false;  // a 200 event stream: forwarded as it comes
+  bool stream_started_ = false;      // bytes of it reached the client's channel
+  bool saw_done_ = false;            // "data: [DONE]" was forwarded
+  bool too_large_ = false;
+  std::string tail_;  // last bytes forwarded, to find [DONE] across pieces
+  std::string body_;  // a non-streamed answer
+};
+
+}  // namespace tachyon::router

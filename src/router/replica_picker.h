@@ -1,0 +1,66 @@
+// ReplicaPicker: which replica gets a new request, from each replica's state at that moment.
+//
+// Policies:
+//   kv          score = uncached prompt tokens + load_weight * in_flight, lowest wins;
+//               uncached = prompt_tokens - block_size * matched leading blocks (>= 0).
+//   round_robin the next eligible replica after the last one picked.
+//   random      uniformly among the eligible.
+// Eligible: healthy, below its in-flight cap, and not excluded (a retry avoids the replicas it
+// already tried). Balance guard (kv): a replica is a candidate only if, with this request, its
+// in-flight count stays within `balance_ratio` x (the least loaded eligible replica's in-flight
+// + 1) — so while a replica is free, no replica takes a second request, and affinity cannot
+// pile one hot prefix onto one replica. Ties are broken uniformly with an RNG seeded by
+// `seed`, so a router given the same sequence of states makes the same choices.
+//
+// Thread-safety: none (ReplicaPool calls it under its mutex).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+
+#include "util/status.h"
+
+namespace tachyon::router {
+
+enum class Policy { kKv, kRoundRobin, kRandom };
+
+// "kv", "round_robin", "random". Errors: InvalidArgument.
+Result<Policy> ParsePolicy(std::string_view name);
+const char* PolicyName(Policy p);
+
+struct PickerOptions {
+  Policy policy = Policy::kKv;
+  int block_size = 16;
+  int load_weight = 32;  // prompt tokens one in-flight request weighs
+  double balance_ratio = 1.5;
+  uint64_t seed = 0;
+};
+
+// One replica's state for a decision.
+struct Candidate {
+  bool eligible = false;
+  int in_flight = 0;
+  int matched_blocks = 0;  // leading prompt blocks it holds (kv)
+};
+
+class ReplicaPicker {
+ public:
+  explicit ReplicaPicker(const PickerOptions& options);
+
+  // The index of the chosen candidate, or nullopt when none is eligible.
+  std::optional<int> Pick(std::span<const Candidate> candidates, int prompt_tokens);
+
+  const PickerOptions& options() const { return options_; }
+
+ private:
+  std::optional<int> PickKv(std::span<const Candidate> candidates, int prompt_tokens);
+
+  PickerOptions options_;
+  std::mt19937_64 rng_;
+  int next_ = 0;  // round_robin: where the next search starts
+};
+
+}  // namespace tachyon::router

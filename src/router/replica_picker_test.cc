@@ -1,0 +1,103 @@
+#include "router/replica_picker.h"
+
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace tachyon::router {
+namespace {
+
+Candidate C(int in_flight, int matched = 0, bool eligible = true) {
+  return Candidate{eligible, in_flight, matched};
+}
+
+PickerOptions Kv(uint64_t seed = 1) {
+  PickerOptions o;
+  o.policy = Policy::kKv;
+  o.block_size = 16;
+  o.load_weight = 32;
+  o.seed = seed;
+  return o;
+}
+
+TEST(ReplicaPicker, ParsesPolicies) {
+  EXPECT_EQ(*ParsePolicy("kv"), Policy::kKv);
+  EXPECT_EQ(*ParsePolicy("round_robin"), Policy::kRoundRobin);
+  EXPECT_EQ(*ParsePolicy("random"), Policy::kRandom);
+  EXPECT_FALSE(ParsePolicy("least_loaded").ok());
+}
+
+TEST(ReplicaPicker, KvPrefersTheCachedPrefix) {
+  ReplicaPicker p(Kv());
+  // 128-token prompt; replica 1 holds 6 of its 8 blocks.
+  std::vector<Candidate> c = {C(0), C(0, 6), C(0, 2)};
+  EXPECT_EQ(p.Pick(c, 128), 1);
+}
+
+TEST(ReplicaPicker, LoadTermOutweighsASmallHit) {
+  ReplicaPicker p(Kv());
+  // Replica 0 holds one block (16 tokens) but runs 2 requests (64 tokens of load); replica 1
+  // runs 1. Scores: 0 -> 112 + 64 = 176, 1 -> 128 + 32 = 160.
+  std::vector<Candidate> c = {C(2, 1), C(1, 0)};
+  EXPECT_EQ(p.Pick(c, 128), 1);
+}
+
+TEST(ReplicaPicker, BalanceGuardSpreadsAHotPrefix) {
+  ReplicaPicker p(Kv());
+  // Replica 0 holds the whole prompt but already runs one request while replica 1 is free:
+  // with this request it would run 2 > 1.5 x (0 + 1).
+  std::vector<Candidate> c = {C(1, 8), C(0, 0)};
+  EXPECT_EQ(p.Pick(c, 128), 1);
+  // Least loaded at 2: a replica may go up to 4.5 -> in_flight 3 still passes, 4 does not.
+  std::vector<Candidate> d = {C(3, 8), C(2, 0)};
+  EXPECT_EQ(p.Pick(d, 128), 0);
+  std::vector<Candidate> e = {C(4, 8), C(2, 0)};
+  EXPECT_EQ(p.Pick(e, 128), 1);
+}
+
+TEST(ReplicaPicker, SkipsIneligibleAndReportsNone) {
+  ReplicaPicker p(Kv());
+  std::vector<Candidate> c = {C(0, 8, false), C(5, 0)};
+  EXPECT_EQ(p.Pick(c, 128), 1);
+  std::vector<Candidate> none = {C(0, 8, false), C(0, 0, false)};
+  EXPECT_EQ(p.Pick(none, 128), std::nullopt);
+}
+
+TEST(ReplicaPicker, TiesAreRandomAndSeeded) {
+  std::vector<Candidate> c = {C(0), C(0), C(0), C(0)};
+  std::vector<int> first, again;
+  ReplicaPicker a(Kv(7)), b(Kv(7));
+  std::set<int> seen;
+  for (int i = 0; i < 64; ++i) {
+    first.push_back(*a.Pick(c, 64));
+    again.push_back(*b.Pick(c, 64));
+    seen.insert(first.back());
+  }
+  EXPECT_EQ(first, again);     // same seed, same states: same choices
+  EXPECT_EQ(seen.size(), 4u);  // every tied replica gets picked
+}
+
+TEST(ReplicaPicker, RoundRobinCyclesOverEligible) {
+  PickerOptions o;
+  o.policy = Policy::kRoundRobin;
+  ReplicaPicker p(o);
+  std::vector<Candidate> c = {C(0), C(9, 8), C(0, 0, false), C(0)};
+  std::vector<int> got;
+  for (int i = 0; i < 6; ++i) got.push_back(*p.Pick(c, 128));
+  EXPECT_EQ(got, (std::vector<int>{0, 1, 3, 0, 1, 3}));
+}
+
+TEST(ReplicaPicker, RandomPicksOnlyEligible) {
+  PickerOptions o;
+  o.policy = Policy::kRandom;
+  o.seed = 3;
+  ReplicaPicker p(o);
+  std::vector<Candidate> c = {C(0, 0, false), C(0), C(0)};
+  std::set<int> seen;
+  for (int i = 0; i < 64; ++i) seen.insert(*p.Pick(c, 16));
+  EXPECT_EQ(seen, (std::set<int>{1, 2}));
+}
+
+}  // namespace
+}  // namespace tachyon::router

@@ -1,0 +1,88 @@
+// ReplicaPool: the router's replicas, their health and in-flight counts, the prefix index and
+// the picker, under one mutex, so that a placement sees one consistent state.
+//
+// Health: a replica starts down and is up once a probe of its /ready answered 200
+// (SetProbeResult). Passive detection (MarkFailed: connect refused, reset, EOF before the end,
+// timeout, a 503) takes it down at once; only a later successful probe brings it back. Going
+// down forgets its blocks in the prefix index (a restarted replica has an empty cache).
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "router/prefix_index.h"
+#include "router/replica_picker.h"
+#include "router/upstream_client.h"
+
+namespace tachyon::router {
+
+struct PoolOptions {
+  PickerOptions picker;
+  int max_in_flight = 256;  // per replica; beyond it the replica is saturated
+  size_t index_blocks = size_t{1} << 20;
+};
+
+struct Placement {
+  int replica = -1;
+  int predicted_cached_tokens = 0;  // leading prompt tokens the index says it holds
+  double decision_seconds = 0;      // time spent choosing (index match + scoring)
+};
+
+enum class PlaceError {
+  kNoReplica,  // no replica up (outside `excluded`)
+  kSaturated,  // replicas are up but every one is at max_in_flight
+};
+
+struct ReplicaState {
+  std::string url;
+  bool up = false;
+  int in_flight = 0;
+  std::string last_error;  // why it last went down ("" if never)
+};
+
+class ReplicaPool {
+ public:
+  // REQUIRES: 1 <= replicas.size() <= kMaxReplicas.
+  ReplicaPool(std::vector<Endpoint> replicas, const PoolOptions& options);
+
+  int size() const { return static_cast<int>(endpoints_.size()); }
+  const Endpoint& endpoint(int replica) const { return endpoints_[replica]; }
+  const PoolOptions& options() const { return options_; }
+
+  // Chooses a replica for a prompt with block hashes `hashes` (may be empty) and
+  // `prompt_tokens` tokens, avoiding the replicas whose bit is set in `excluded`; counts the
+  // request in flight there and records its blocks in the index.
+  std::variant<Placement, PlaceError> Place(std::span<const kv::BlockHash> hashes,
+                                            int prompt_tokens, uint64_t excluded);
+  // A placed request finished (in whatever way).
+  void Release(int replica);
+
+  // Passive detection: the replica failed a request. Returns true when it was up.
+  bool MarkFailed(int replica, const std::string& why);
+  // An active probe's answer. Returns true when the replica changed state.
+  bool SetProbeResult(int replica, bool ready, const std::string& why);
+
+  bool AnyUp() const;
+  std::vector<ReplicaState> Snapshot() const;
+  size_t IndexedBlocks() const;
+
+ private:
+  void TakeDownLocked(int replica, const std::string& why);
+
+  const std::vector<Endpoint> endpoints_;
+  const PoolOptions options_;
+  mutable std::mutex mu_;
+  std::vector<ReplicaState> states_;  // GUARDED_BY(mu_)
+  PrefixIndex index_;                 // GUARDED_BY(mu_)
+  ReplicaPicker picker_;              // GUARDED_BY(mu_)
+};
+
+}  // namespace tachyon::router

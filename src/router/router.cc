@@ -1,0 +1,185 @@
+#include "router/router.h"
+
+#include <algorithm>
+
+#include "router/proxy_call.h"
+#include "router/router_core.h"
+#include "server/json_limits.h"
+#include "server/routes.h"
+#include "util/logging.h"
+
+namespace tachyon::router {
+namespace {
+
+server::HttpResponse Json(int status, const nlohmann::json& body) {
+  return server::HttpResponse{status, "application/json", body.dump(), {}};
+}
+
+server::HttpResponse Error(const server::ApiError& e) {
+  server::HttpResponse r{e.http_status, "application/json", e.Body(), {}};
+  if (!e.allow.empty()) r.headers.emplace_back("Allow", e.allow);
+  if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+  return r;
+}
+
+}  // namespace
+
+// --- RouterCore: the queue -------------------------------------------------------------
+
+bool RouterCore::Enqueue(const std::shared_ptr<ProxyCall>& call) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (queue_.size() >= static_cast<size_t>(options.max_queue)) return false;
+    queue_.push_back(call);
+  }
+  std::weak_ptr<ProxyCall> weak = call;
+  client.RunAfter(options.queue_timeout, [weak] {
+    if (auto c = weak.lock()) c->QueueTimedOut();
+  });
+  return true;
+}
+
+bool RouterCore::RemoveQueued(const ProxyCall* call) {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [call](const std::shared_ptr<ProxyCall>& c) { return c.get() == call; });
+  if (it == queue_.end()) return false;
+  queue_.erase(it);
+  return true;
+}
+
+void RouterCore::PumpQueue() {
+  for (;;) {
+    std::shared_ptr<ProxyCall> call;
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      if (queue_.empty()) return;
+      call = queue_.front();
+      queue_.pop_front();
+    }
+    if (!call->TryFromQueue()) {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      queue_.push_front(std::move(call));
+      return;
+    }
+  }
+}
+
+size_t RouterCore::QueueLength() const {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  return queue_.size();
+}
+
+// --- Router ----------------------------------------------------------------------------
+
+Router::Router(std::vector<Endpoint> replicas, const RouterOptions& options, const PromptKeys* keys)
+    : core_(std::make_unique<RouterCore>(std::move(replicas), options, keys)) {}
+
+Router::~Router() {
+  Stop();
+}
+
+void Router::Start() {
+  Probe();
+}
+
+void Router::Stop() {
+  core_->stopped = true;
+  core_->client.Stop();
+}
+
+bool Router::Ready() const {
+  return core_->pool.AnyUp();
+}
+int Router::InFlight() const {
+  return core_->in_flight;
+}
+const RouterMetrics& Router::metrics() const {
+  return core_->metrics;
+}
+const ReplicaPool& Router::pool() const {
+  return core_->pool;
+}
+
+void Router::Probe() {
+  if (core_->stopped) return;
+  RouterCore* core = core_.get();
+  UpstreamTimeouts t;
+  t.connect = t.read = core->options.probe_timeout;
+  for (int i = 0; i < core->pool.size(); ++i) {
+    UpstreamRequest req;
+    req.target = "/ready";
+    auto status = std::make_shared<int>(0);
+    UpstreamHandlers h;
+    h.on_head = [status](int s, const server::Headers&) { *status = s; };
+    h.on_data = [](std::string_view) { return true; };
+    h.on_done = [core, i, status](UpstreamOutcome o, const std::string& message) {
+      const bool ready = o == UpstreamOutcome::kComplete && *status == 200;
+      const std::string why = o == UpstreamOutcome::kComplete
+                                  ? "/ready answered " + std::to_string(*status)
+                                  : "/ready: " + message;
+      if (core->pool.SetProbeResult(i, ready, why)) {
+        TLOG(INFO) << "replica " << core->pool.endpoint(i).url << (ready ? " is up" : " is down: ")
+                   << (ready ? "" : why);
+        if (ready) core->PumpQueue();
+      }
+    };
+    core->client.Start(core->pool.endpoint(i), std::move(req), t, std::move(h));
+  }
+  core->client.RunAfter(core->options.probe_interval, [this] { Probe(); });
+}
+
+void Router::Handle(server::HttpRequest request, std::shared_ptr<server::ResponseChannel> channel) {
+  const server::RouteMatch match = server::MatchRoute(request.method, request.path);
+  if (match.route == nullptr) {
+    server::ApiError e;
+    if (match.path_known) {
+      e.http_status = 405;
+      e.message = "Method " + request.method + " is not allowed on " + request.path + ".";
+      e.allow = match.allow;
+    } else {
+      e.http_status = 404;
+      e.message = "Unknown path: " + request.path;
+    }
+    return channel->Respond(Error(e));
+  }
+  ProxyRequest proxied;
+  switch (match.route->id) {
+    case server::RouteId::kHealth:
+      return channel->Respond(Json(200, {{"status", "ok"}}));
+    case server::RouteId::kReady: {
+      const bool ready = Ready();
+      return channel->Respond(
+          Json(ready ? 200 : 503, {{"status", ready ? "ready" : "no replica ready"}}));
+    }
+    case server::RouteId::kMetrics: {
+      server::HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      r.body = core_->metrics.Render(core_->pool.Snapshot(), core_->QueueLength(),
+                                     core_->pool.IndexedBlocks(),
+                                     PolicyName(core_->options.pool.picker.policy));
+      return channel->Respond(std::move(r));
+    }
+    case server::RouteId::kChatCompletions:
+    case server::RouteId::kCompletions: {
+      const bool chat = match.route->id == server::RouteId::kChatCompletions;
+      auto body = server::ParseOrderedJsonBody(request.body);
+      if (!body.ok()) return channel->Respond(Error(body.error()));
+      const nlohmann::ordered_json& b = body.value();
+      proxied.stream = b.contains("stream") && b["stream"].is_boolean() && b["stream"].get<bool>();
+      if (core_->keys) {
+        std::optional<PromptBlocks> blocks =
+            chat ? core_->keys->ForChat(b) : core_->keys->ForCompletion(nlohmann::json(b));
+        if (blocks) proxied.blocks = std::move(*blocks);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  proxied.http = std::move(request);
+  auto call = std::make_shared<ProxyCall>(core_.get(), std::move(proxied), std::move(channel));
+  call->Begin();
+}
+
+}  // namespace tachyon::router

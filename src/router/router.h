@@ -1,0 +1,76 @@
+// Router: the HTTP handler of `tachyon route`, an OpenAI-compatible front over replicas that
+// are plain `tachyon serve` processes.
+//
+// - POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize and GET /v1/models[/ID]
+//   are proxied to one replica, chosen by the ReplicaPool (policy kv: the prompt's prefix
+//   blocks, computed by PromptKeys, against what was routed where, plus load). Streams are
+//   passed on piece by piece as the replica writes them. Responses carry
+//   `X-Tachyon-Replica: URL`.
+// - Failures: an attempt that fails before any byte reached the client (connect refused,
+//   reset, EOF before the end, timeout, a 429/503 from the replica) is retried on a replica not
+//   tried yet, at most `max_retries` times; then 503 with Retry-After. A stream cut after
+//   output reached the client ends with an SSE error event (counted as a broken stream).
+// - Saturation: with every up replica at its in-flight cap, a request waits in a FIFO queue
+//   of at most `max_queue`, at most `queue_timeout` (then 503); beyond the bound, 429 with
+//   Retry-After. No replica up: 503 with Retry-After at once.
+// - GET /health: 200 while the process serves. GET /ready, /health/ready: 200 while some
+//   replica is up, else 503. GET /metrics: RouterMetrics.
+// - Active probes: GET /ready of every replica each `probe_interval`.
+//
+// Thread-safety: Handle may be called concurrently (HttpServer io threads).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "router/prompt_keys.h"
+#include "router/replica_pool.h"
+#include "router/router_metrics.h"
+#include "router/upstream_client.h"
+#include "server/http.h"
+
+namespace tachyon::router {
+
+struct RouterOptions {
+  PoolOptions pool;
+  int max_queue = 256;
+  std::chrono::milliseconds queue_timeout{30'000};
+  int max_retries = 2;
+  UpstreamTimeouts timeouts;
+  std::chrono::milliseconds probe_interval{1000};
+  std::chrono::milliseconds probe_timeout{1000};
+  int retry_after_s = 1;  // the Retry-After of the router's own 429 / 503
+  int upstream_threads = 2;
+  size_t max_response_bytes = size_t{64} << 20;  // a non-streamed answer larger than this: 502
+};
+
+struct RouterCore;
+
+class Router {
+ public:
+  // `keys` (may be null: no prefix keys; then policy kv scores load only) must outlive the
+  // router. REQUIRES: 1 <= replicas.size() <= kMaxReplicas.
+  Router(std::vector<Endpoint> replicas, const RouterOptions& options, const PromptKeys* keys);
+  ~Router();
+
+  // Starts the health probes (the first round at once).
+  void Start();
+  void Handle(server::HttpRequest request, std::shared_ptr<server::ResponseChannel> channel);
+
+  bool Ready() const;
+  // Client requests not yet answered completely.
+  int InFlight() const;
+  // Stops probes and upstream io; requests in flight end without an answer. Idempotent.
+  void Stop();
+
+  const RouterMetrics& metrics() const;
+  const ReplicaPool& pool() const;
+
+ private:
+  void Probe();
+
+  std::unique_ptr<RouterCore> core_;
+};
+
+}  // namespace tachyon::router

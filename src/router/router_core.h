@@ -1,0 +1,45 @@
+// Internal to router/: the state a Router shares with its in-flight ProxyCalls, and the queue
+// of requests waiting for a replica slot.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "router/router.h"
+
+namespace tachyon::router {
+
+class ProxyCall;
+
+struct RouterCore {
+  RouterCore(std::vector<Endpoint> replicas, const RouterOptions& o, const PromptKeys* k)
+      : options(o), pool(std::move(replicas), o.pool), keys(k), client(o.upstream_threads) {}
+
+  // Queues a saturated request (deadline: options.queue_timeout). False when the queue is full.
+  bool Enqueue(const std::shared_ptr<ProxyCall>& call);
+  // Takes `call` out of the queue. False when it was not there (already taken).
+  bool RemoveQueued(const ProxyCall* call);
+  // Offers replica slots to queued requests, oldest first, until one finds none.
+  void PumpQueue();
+  size_t QueueLength() const;
+
+  // Declaration order is destruction order in reverse: `client` goes first (its pending
+  // handlers hold ProxyCalls, which count themselves out of `in_flight` and the queue).
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> stopped{false};
+  const RouterOptions options;
+  ReplicaPool pool;
+  RouterMetrics metrics;
+  const PromptKeys* keys;
+
+ private:
+  mutable std::mutex queue_mu_;
+  std::deque<std::shared_ptr<ProxyCall>> queue_;  // GUARDED_BY(queue_mu_)
+
+ public:
+  UpstreamClient client;
+};
+
+}  // namespace tachyon::router

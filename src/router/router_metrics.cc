@@ -1,0 +1,138 @@
+#include "router/router_metrics.h"
+
+#include <cstdio>
+
+namespace tachyon::router {
+namespace {
+
+void Header(std::string& out, const char* name, const char* type, const char* help) {
+  out += std::string("# HELP ") + name + " " + help + "\n";
+  out += std::string("# TYPE ") + name + " " + type + "\n";
+}
+
+// Label values are replica URLs and fixed words; escape what the format requires anyway.
+std::string Label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+void Line(std::string& out, const std::string& name_and_labels, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.15g", v);
+  out += name_and_labels + " " + buf + "\n";
+}
+
+}  // namespace
+
+RouterMetrics::RouterMetrics()
+    : decision_({1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 1e-2}) {}
+
+void RouterMetrics::CountAttempt(const std::string& replica, const std::string& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  attempts_[{replica, outcome}]++;
+}
+
+void RouterMetrics::CountRetry() {
+  std::lock_guard<std::mutex> lock(mu_);
+  retries_++;
+}
+
+void RouterMetrics::CountRejected(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rejected_[reason]++;
+}
+
+void RouterMetrics::CountBrokenStream() {
+  std::lock_guard<std::mutex> lock(mu_);
+  broken_streams_++;
+}
+
+void RouterMetrics::ObservePlacement(const std::string& replica, const Placement& p,
+                                     int prompt_tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  predicted_cached_[replica] += p.predicted_cached_tokens;
+  prompt_tokens_[replica] += prompt_tokens;
+  decision_.Observe(p.decision_seconds);
+}
+
+int64_t RouterMetrics::attempts(const std::string& replica, const std::string& outcome) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = attempts_.find({replica, outcome});
+  return it == attempts_.end() ? 0 : it->second;
+}
+
+int64_t RouterMetrics::rejected(const std::string& reason) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = rejected_.find(reason);
+  return it == rejected_.end() ? 0 : it->second;
+}
+
+std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, size_t queue_length,
+                                  size_t indexed_blocks, const char* policy) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  Header(out, "tachyon_router_requests_total", "counter",
+         "Attempts on a replica by how they ended.");
+  for (const auto& [key, n] : attempts_) {
+    Line(out,
+         "tachyon_router_requests_total{replica=\"" + Label(key.first) + "\",outcome=\"" +
+             Label(key.second) + "\"}",
+         static_cast<double>(n));
+  }
+  Header(out, "tachyon_router_retries_total", "counter",
+         "Requests re-issued on another replica before any output reached the client.");
+  Line(out, "tachyon_router_retries_total", static_cast<double>(retries_));
+  Header(out, "tachyon_router_rejected_total", "counter",
+         "Requests answered by the router itself: 429 queue_full, 503 otherwise.");
+  for (const char* reason : {"queue_full", "no_replica", "queue_timeout", "retries_exhausted"}) {
+    auto it = rejected_.find(reason);
+    Line(out, std::string("tachyon_router_rejected_total{reason=\"") + reason + "\"}",
+         it == rejected_.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  Header(out, "tachyon_router_broken_streams_total", "counter",
+         "Streams cut by a replica failure after output had reached the client.");
+  Line(out, "tachyon_router_broken_streams_total", static_cast<double>(broken_streams_));
+  Header(out, "tachyon_router_predicted_cached_tokens_total", "counter",
+         "Prompt tokens the prefix index predicted cached on the chosen replica.");
+  for (const auto& [r, n] : predicted_cached_) {
+    Line(out, "tachyon_router_predicted_cached_tokens_total{replica=\"" + Label(r) + "\"}",
+         static_cast<double>(n));
+  }
+  Header(out, "tachyon_router_prompt_tokens_total", "counter",
+         "Prompt tokens routed to each replica (requests with a computed prompt).");
+  for (const auto& [r, n] : prompt_tokens_) {
+    Line(out, "tachyon_router_prompt_tokens_total{replica=\"" + Label(r) + "\"}",
+         static_cast<double>(n));
+  }
+  Header(out, "tachyon_router_decision_seconds", "histogram", "Routing decision time.");
+  decision_.Render("tachyon_router_decision_seconds", out);
+  Header(out, "tachyon_router_replica_up", "gauge", "1 while the replica takes requests.");
+  for (const ReplicaState& s : replicas) {
+    Line(out, "tachyon_router_replica_up{replica=\"" + Label(s.url) + "\"}", s.up ? 1 : 0);
+  }
+  Header(out, "tachyon_router_replica_in_flight", "gauge", "Requests in flight per replica.");
+  for (const ReplicaState& s : replicas) {
+    Line(out, "tachyon_router_replica_in_flight{replica=\"" + Label(s.url) + "\"}", s.in_flight);
+  }
+  Header(out, "tachyon_router_queue_length", "gauge", "Requests waiting for a replica slot.");
+  Line(out, "tachyon_router_queue_length", static_cast<double>(queue_length));
+  Header(out, "tachyon_router_prefix_index_blocks", "gauge", "Block hashes in the prefix index.");
+  Line(out, "tachyon_router_prefix_index_blocks", static_cast<double>(indexed_blocks));
+  Header(out, "tachyon_router_kv_index_mode", "gauge",
+         "1 for the source the prefix index is fed from (approximate: the router's own "
+         "routing history).");
+  Line(out, "tachyon_router_kv_index_mode{mode=\"approximate\"}", 1);
+  Header(out, "tachyon_router_info", "gauge", "The routing policy.");
+  Line(out, std::string("tachyon_router_info{policy=\"") + policy + "\"}", 1);
+  return out;
+}
+
+}  // namespace tachyon::router

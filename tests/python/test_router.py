@@ -1,0 +1,362 @@
+"""`tachyon route` in front of real `tachyon serve` replicas (stories260K) on 127.0.0.1:
+proxying (plain and streamed), prefix affinity vs round-robin, a replica killed mid-run, a
+replica that never answers, the bounded queue (429) and no replica (503)."""
+
+import http.client
+import http.server
+import json
+import signal
+import socketserver
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import API_KEY, CHAT_TEMPLATE, MODEL_NAME, Server, binary_path, has_command, model_path
+
+REPLICA_HEADER = "X-Tachyon-Replica"
+
+
+class Router:
+    """One `tachyon route` process on a free port over `replicas` (base URLs)."""
+
+    def __init__(self, tmp_dir, replicas, extra_args=()):
+        if not has_command("route"):
+            pytest.skip(f"{binary_path()} has no 'route' command")
+        template = Path(tmp_dir) / "router_template.jinja"
+        template.write_text(CHAT_TEMPLATE)
+        args = [str(binary_path()), "route", "--host", "127.0.0.1", "--port", "0",
+                "--tokenizer", str(model_path()), "--chat-template", str(template),
+                "--probe-interval", "0.2", *extra_args]
+        for url in replicas:
+            args += ["--replica", url]
+        self.log_path = Path(tmp_dir) / f"router-{time.monotonic_ns()}.log"
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        if "ready at http://" not in line:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"tachyon route did not start: {line!r}\n{self.log_text()}")
+        port = int(line.split("ready at http://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+        self.base = f"http://127.0.0.1:{port}"
+
+    def log_text(self):
+        self.log.flush()
+        return self.log_path.read_text()
+
+    def request(self, method, path, body=None, timeout=60):
+        """Returns (status, headers, parsed JSON or text)."""
+        data = json.dumps(body).encode() if body is not None else None
+        h = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                status, hdrs, payload = r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            status, hdrs, payload = e.code, e.headers, e.read()
+        text = payload.decode("utf-8")
+        try:
+            return status, hdrs, json.loads(text)
+        except ValueError:
+            return status, hdrs, text
+
+    def metrics(self):
+        _, _, text = self.request("GET", "/metrics")
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return values
+
+    def wait_ready(self, n_up, timeout=30):
+        """Waits until `n_up` replicas are up (by the router's probes)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            up = sum(v for k, v in self.metrics().items()
+                     if k.startswith("tachyon_router_replica_up"))
+            if up == n_up:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"router did not see {n_up} replicas up\n{self.log_text()}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def url_of(server):
+    return f"http://127.0.0.1:{server.port}"
+
+
+def completion(prefix_id, suffix, max_tokens=4):
+    """A 70-odd-token prompt whose first blocks depend only on `prefix_id`."""
+    words = ["Once upon a time", "In a small town", "One sunny morning"][prefix_id]
+    prompt = (words + " there was a little girl named Lily who loved to play in the park "
+              "with her friends and her dog. ") * 3 + suffix
+    return {"model": MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory):
+    servers = [Server(tmp_path_factory.mktemp(f"replica{i}")) for i in range(3)]
+    yield servers
+    for s in servers:
+        assert s.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def kv_router(tmp_path_factory, replicas):
+    r = Router(tmp_path_factory.mktemp("router"), [url_of(s) for s in replicas],
+               ["--policy", "kv", "--seed", "1"])
+    r.wait_ready(3)
+    yield r
+    assert r.stop() == 0, r.log_text()
+
+
+def test_health_models_and_errors(kv_router):
+    assert kv_router.request("GET", "/health")[0] == 200
+    status, _, body = kv_router.request("GET", "/ready")
+    assert (status, body["status"]) == (200, "ready")
+    status, headers, body = kv_router.request("GET", "/v1/models")
+    assert status == 200 and [m["id"] for m in body["data"]] == [MODEL_NAME]
+    assert headers[REPLICA_HEADER].startswith("http://127.0.0.1:")
+    status, _, body = kv_router.request("GET", "/v1/nothing")
+    assert status == 404 and "Unknown path" in body["error"]["message"]
+    status, headers, _ = kv_router.request("GET", "/v1/completions")
+    assert status == 405 and headers["Allow"] == "POST"
+    # The replica's own 400 comes through unchanged.
+    status, _, body = kv_router.request("POST", "/v1/completions",
+                                        {"prompt": "x", "max_tokens": -1})
+    assert status == 400 and body["error"]["param"] == "max_tokens"
+
+
+def test_proxies_plain_and_streamed_identically(kv_router, replicas):
+    direct = replicas[0].client()
+    routed = direct.with_options(base_url=kv_router.base + "/v1")
+    args = dict(model=MODEL_NAME, prompt="Once upon a time", max_tokens=24, temperature=0)
+    want = direct.completions.create(**args).choices[0].text
+    assert routed.completions.create(**args).choices[0].text == want
+    chunks = list(routed.completions.create(**args, stream=True))
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == want
+    chat = dict(model=MODEL_NAME, messages=[{"role": "user", "content": "Tell me a story"}],
+                max_tokens=16, temperature=0)
+    want_chat = direct.chat.completions.create(**chat).choices[0].message.content
+    assert routed.chat.completions.create(**chat).choices[0].message.content == want_chat
+    streamed = routed.chat.completions.create(**chat, stream=True,
+                                              stream_options={"include_usage": True})
+    text, usage = "", None
+    for c in streamed:
+        if c.choices and c.choices[0].delta.content:
+            text += c.choices[0].delta.content
+        if c.usage:
+            usage = c.usage
+    assert text == want_chat and usage.completion_tokens == 16
+
+
+def test_prefix_affinity_vs_round_robin(tmp_path, kv_router, replicas):
+    # kv: the requests of each prefix, sent one after another, land on one replica, which
+    # then reports the prefix as cached.
+    where = {}
+    for round_ in range(3):
+        for p in range(3):
+            status, headers, body = kv_router.request("POST", "/v1/completions",
+                                                      completion(p, f"Round {round_}."))
+            assert status == 200, body
+            where.setdefault(p, set()).add(headers[REPLICA_HEADER])
+            if round_ > 0:
+                assert body["usage"]["prompt_tokens_details"]["cached_tokens"] >= 48
+    assert all(len(v) == 1 for v in where.values()), where
+    m = kv_router.metrics()
+    assert sum(v for k, v in m.items()
+               if k.startswith("tachyon_router_predicted_cached_tokens_total")) >= 6 * 48
+    assert m["tachyon_router_prefix_index_blocks"] >= 3 * 4
+
+    # round_robin: the same sequence cycles over the replicas whatever the prefix.
+    rr = Router(tmp_path, [url_of(s) for s in replicas], ["--policy", "round_robin"])
+    try:
+        rr.wait_ready(3)
+        seen = []
+        for i in range(6):
+            status, headers, _ = rr.request("POST", "/v1/completions", completion(0, f"RR {i}."))
+            assert status == 200
+            seen.append(headers[REPLICA_HEADER])
+        assert len(set(seen[:3])) == 3 and seen[3:] == seen[:3]
+    finally:
+        assert rr.stop() == 0
+
+
+def test_kill_replica_mid_run_loses_no_request(tmp_path):
+    servers = []
+    for i in range(2):
+        (tmp_path / f"r{i}").mkdir()
+        servers.append(Server(tmp_path / f"r{i}"))
+    # Round-robin and a slow probe: requests keep going to the killed replica until passive
+    # detection takes it out, so some attempts must fail and be retried.
+    router = Router(tmp_path, [url_of(s) for s in servers],
+                    ["--policy", "round_robin", "--probe-interval", "60"])
+    victim = servers[1]
+    try:
+        router.wait_ready(2)
+        done = []
+        lock = threading.Lock()
+        killed = threading.Event()
+
+        def one(i):
+            body = completion(i % 3, f"Request {i}.", max_tokens=32)
+            result = router.request("POST", "/v1/completions", body)
+            with lock:
+                done.append(result)
+                if len(done) == 10 and not killed.is_set():
+                    victim.proc.kill()  # SIGKILL while the others are in flight
+                    killed.set()
+            return result
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(one, range(40)))
+        assert killed.is_set()
+        for status, _, body in results:
+            assert status == 200, body
+            assert body["usage"]["completion_tokens"] == 32
+        m = router.metrics()
+        victim_url = url_of(victim)
+        failed = sum(v for k, v in m.items() if k.startswith("tachyon_router_requests_total")
+                     and victim_url in k and "outcome=\"ok\"" not in k)
+        assert failed >= 1 and m["tachyon_router_retries_total"] >= 1
+        assert m[f'tachyon_router_replica_up{{replica="{victim_url}"}}'] == 0
+    finally:
+        router.stop()
+        for s in servers:
+            s.stop()
+
+
+class HangingReplica:
+    """Answers GET /ready with 200 and never answers anything else: a replica that is up but
+    stuck."""
+
+    def __init__(self):
+        release = self.release = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path == "/ready":
+                    body = b'{"status":"ready"}'
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                else:
+                    release.wait(60)
+
+            def do_POST(self):
+                release.wait(60)
+
+            def log_message(self, *args):
+                pass
+
+        class Threaded(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.httpd = Threaded(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_replica_that_never_answers_times_out_and_is_retried(tmp_path):
+    real = Server(tmp_path)
+    stuck = HangingReplica()
+    router = Router(tmp_path, [stuck.url, url_of(real)],
+                    ["--policy", "round_robin", "--read-timeout", "0.5"])
+    try:
+        router.wait_ready(2)
+        for i in range(4):
+            status, headers, body = router.request("POST", "/v1/completions",
+                                                   completion(0, f"T{i}."))
+            assert status == 200, body
+            assert headers[REPLICA_HEADER] == url_of(real)
+        m = router.metrics()
+        assert m[f'tachyon_router_requests_total{{replica="{stuck.url}",outcome="timeout"}}'] >= 1
+    finally:
+        router.stop()
+        stuck.close()
+        real.stop()
+
+
+def test_queue_bound_429_and_queue_timeout_503(tmp_path):
+    stuck = HangingReplica()
+    router = Router(tmp_path, [stuck.url],
+                    ["--policy", "round_robin", "--max-in-flight", "1", "--max-queue", "1",
+                     "--queue-timeout", "1", "--read-timeout", "30"])
+
+    def wait_metric(name, value):
+        deadline = time.time() + 30
+        while router.metrics().get(name) != value:
+            assert time.time() < deadline, f"{name} never reached {value}"
+            time.sleep(0.02)
+
+    try:
+        router.wait_ready(1)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            first = pool.submit(router.request, "POST", "/v1/completions", completion(0, "A"))
+            wait_metric(f'tachyon_router_replica_in_flight{{replica="{stuck.url}"}}', 1)
+            queued = pool.submit(router.request, "POST", "/v1/completions", completion(0, "B"))
+            wait_metric("tachyon_router_queue_length", 1)
+            status, headers, body = router.request("POST", "/v1/completions", completion(0, "C"))
+            assert status == 429 and headers["Retry-After"] == "1", body
+            assert body["error"]["code"] == "router_queue_full"
+            status, headers, body = queued.result(timeout=30)
+            assert status == 503 and headers["Retry-After"] == "1", body
+            stuck.release.set()  # the stuck replica now closes the first request's connection
+            first.result(timeout=60)
+        m = router.metrics()
+        assert m['tachyon_router_rejected_total{reason="queue_full"}'] == 1
+        assert m['tachyon_router_rejected_total{reason="queue_timeout"}'] == 1
+    finally:
+        router.stop()
+        stuck.close()
+
+
+def test_no_replica_is_503_at_once(tmp_path):
+    stuck = HangingReplica()
+    url = stuck.url
+    stuck.close()  # nothing listens there any more
+    router = Router(tmp_path, [url], ["--policy", "round_robin"])
+    try:
+        status, _, body = router.request("GET", "/ready")
+        assert status == 503
+        status, headers, body = router.request("POST", "/v1/completions", completion(0, "x"))
+        assert status == 503 and headers["Retry-After"] == "1", body
+        assert router.metrics()['tachyon_router_rejected_total{reason="no_replica"}'] == 1
+    finally:
+        assert router.stop() == 0
+
+
+def test_bad_flags(tmp_path):
+    if not has_command("route"):
+        pytest.skip("no route command")
+    for args, needle in [([], "--replica"),
+                         (["--replica", "ftp://x:1"], "http://HOST:PORT"),
+                         (["--replica", "http://127.0.0.1:1"], "--tokenizer"),
+                         (["--replica", "http://127.0.0.1:1", "--policy", "fast"], "--policy")]:
+        out = subprocess.run([str(binary_path()), "route", *args], capture_output=True,
+                             text=True, timeout=30)
+        assert out.returncode == 2 and needle in out.stderr, (args, out.stderr)
