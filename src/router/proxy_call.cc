@@ -40,6 +40,7 @@ std::string_view FindHeader(const server::Headers& headers, std::string_view nam
 ProxyCall::ProxyCall(RouterCore* core, ProxyRequest request,
                      std::shared_ptr<server::ResponseChannel> channel)
     : core_(core), request_(std::move(request)), channel_(std::move(channel)) {
+  attempt_body_ = request_.http.body;
   core_->in_flight++;
 }
 
@@ -98,14 +99,15 @@ void ProxyCall::StartAttempt(int replica) {
   attempts_++;
   status_ = 0;
   head_.clear();
-  passthrough_stream_ = stream_started_ = saw_done_ = too_large_ = false;
+  passthrough_stream_ = saw_done_ = too_large_ = false;
   tail_.clear();
   body_.clear();
+  sse_buf_.clear();
 
   UpstreamRequest up;
   up.method = request_.http.method;
   up.target = request_.http.path;
-  up.body = request_.http.body;
+  up.body = attempt_body_;
   up.headers = ForwardedHeaders(request_.http);
   UpstreamHandlers h;
   auto self = shared_from_this();
@@ -132,16 +134,102 @@ bool ProxyCall::OnData(std::string_view data) {
     body_.append(data);
     return true;
   }
+  if (request_.migratable) {
+    sse_buf_.append(data);
+    size_t start = 0;
+    for (size_t end; (end = sse_buf_.find("\n\n", start)) != std::string::npos; start = end + 2) {
+      if (!ForwardEvent(std::string_view(sse_buf_).substr(start, end + 2 - start))) return false;
+    }
+    sse_buf_.erase(0, start);
+    return true;
+  }
   std::string window = tail_;
   window.append(data);
   if (window.find(kDoneEvent) != std::string::npos) saw_done_ = true;
   tail_ =
       window.size() > kDoneEvent.size() ? window.substr(window.size() - kDoneEvent.size()) : window;
+  return WriteToClient(std::string(data));
+}
+
+bool ProxyCall::WriteToClient(std::string data) {
   if (!stream_started_) {
     stream_started_ = true;
     channel_->StartStream({{kReplicaHeader, core_->pool.endpoint(replica_).url}});
   }
-  return channel_->Write(std::string(data));
+  return channel_->Write(std::move(data));
+}
+
+bool ProxyCall::ForwardEvent(std::string_view event) {
+  constexpr std::string_view kData = "data: ";
+  if (!event.starts_with(kData)) return WriteToClient(std::string(event));
+  const std::string_view payload = event.substr(kData.size(), event.size() - kData.size() - 2);
+  if (payload == "[DONE]") {
+    saw_done_ = true;
+    return WriteToClient(std::string(event));
+  }
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(payload, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    ids_missing_ = true;  // not an event this router understands: no migration past it
+    return WriteToClient(std::string(event));
+  }
+  if (first_id_.is_null()) {
+    first_id_ = j.value("id", nlohmann::ordered_json());
+    first_created_ = j.value("created", nlohmann::ordered_json());
+  } else if (continuation_) {
+    j["id"] = first_id_;
+    j["created"] = first_created_;
+  }
+  auto choices = j.find("choices");
+  if (choices != j.end() && choices->is_array() && !choices->empty() && (*choices)[0].is_object()) {
+    nlohmann::ordered_json& c = (*choices)[0];
+    bool has_ids = false;
+    if (auto ids = c.find("token_ids"); ids != c.end() && ids->is_array()) {
+      for (const auto& t : *ids) {
+        if (t.is_number_integer()) generated_.push_back(t.get<int32_t>());
+      }
+      has_ids = !ids->empty();
+      if (!request_.client_wants_token_ids) c.erase(ids);
+    }
+    std::string text;
+    if (auto t = c.find("text"); t != c.end() && t->is_string()) text = t->get<std::string>();
+    if (auto d = c.find("delta"); d != c.end() && d->is_object()) {
+      if (auto ct = d->find("content"); ct != d->end() && ct->is_string()) {
+        text = ct->get<std::string>();
+      }
+    }
+    if (!text.empty() && !has_ids) ids_missing_ = true;  // a replica without return_token_ids
+    // The continuation's opening (the chat role delta) was sent already by the first attempt.
+    const bool finishing = c.contains("finish_reason") && !c["finish_reason"].is_null();
+    if (continuation_ && !has_ids && text.empty() && !finishing) {
+      return true;
+    }
+  }
+  if (continuation_) {
+    if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
+      (*u)["prompt_tokens"] = u->value("prompt_tokens", 0) - resumed_;
+      (*u)["completion_tokens"] = u->value("completion_tokens", 0) + resumed_;
+    }
+  }
+  return WriteToClient("data: " + j.dump() + "\n\n");
+}
+
+bool ProxyCall::Migrate() {
+  nlohmann::ordered_json body = request_.body;
+  if (!generated_.empty()) body["resume_token_ids"] = generated_;
+  attempt_body_ = body.dump();
+  continuation_ = true;
+  resumed_ = static_cast<int>(generated_.size());
+  migrations_++;
+  core_->metrics.CountMigration();
+  const PlaceResult r = Dispatch();
+  if (r == PlaceResult::kSaturated) {
+    state_ = State::kQueued;
+    if (!core_->Enqueue(shared_from_this())) {
+      Reject(RouterError(429, "no replica slot to resume the stream", core_->options.retry_after_s),
+             "queue_full");
+    }
+  }
+  return true;
 }
 
 void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
@@ -151,9 +239,11 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
   upstream_.reset();
   core_->pool.Release(replica);
 
-  const bool failed = outcome == UpstreamOutcome::kConnect ||
-                      outcome == UpstreamOutcome::kTimeout || outcome == UpstreamOutcome::kBroken ||
-                      (outcome == UpstreamOutcome::kComplete && passthrough_stream_ && !saw_done_);
+  const bool failed =
+      outcome == UpstreamOutcome::kConnect || outcome == UpstreamOutcome::kTimeout ||
+      outcome == UpstreamOutcome::kBroken ||
+      (outcome == UpstreamOutcome::kComplete && passthrough_stream_ && !saw_done_) ||
+      (outcome == UpstreamOutcome::kComplete && stream_started_ && !passthrough_stream_);
   const bool refused = outcome == UpstreamOutcome::kComplete && (status_ == 429 || status_ == 503);
   std::string label = UpstreamOutcomeName(outcome);
   if (client_gone_ || (outcome == UpstreamOutcome::kCancelled && !too_large_)) {
@@ -206,16 +296,16 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
                          core_->options.retry_after_s),
              "retries_exhausted");
     }
+  } else if (failed && request_.migratable && !ids_missing_ &&
+             attempts_ <= core_->options.max_retries) {
+    // Output already reached the client: resume the stream on another replica.
+    TLOG(WARN) << "stream from " << url << " cut after " << generated_.size()
+               << " tokens were sent (" << message << "): migrating";
+    Migrate();
   } else if (failed) {
-    // Output already reached the client: end the stream with an error event.
     TLOG(WARN) << "stream from " << url << " cut after output was sent: " << message;
-    core_->metrics.CountBrokenStream();
-    server::ApiError e = RouterError(502, "the replica serving this stream failed: " + message, 0);
-    e.type = "server_error";
-    e.code = "replica_failed";
-    channel_->Write("data: " + e.Body() + "\n\n");
-    channel_->EndStream();
-    FinishLocked();
+    EndStreamWithError("the replica serving this stream failed: " +
+                       (message.empty() ? std::string("stream ended early") : message));
   } else if (too_large_) {
     server::ApiError e =
         RouterError(502, "the replica's answer is larger than the router relays", 0);
@@ -274,8 +364,22 @@ void ProxyCall::QueueTimedOut() {
          "queue_timeout");
 }
 
+void ProxyCall::EndStreamWithError(const std::string& message) {
+  core_->metrics.CountBrokenStream();
+  server::ApiError e = RouterError(502, message, 0);
+  e.type = "server_error";
+  e.code = "replica_failed";
+  channel_->Write("data: " + e.Body() + "\n\n");
+  channel_->EndStream();
+  FinishLocked();
+}
+
 void ProxyCall::Reject(const server::ApiError& error, const char* reason) {
   core_->metrics.CountRejected(reason);
+  if (stream_started_) {
+    // A migration found no replica: the client's stream is open, so it ends with the error.
+    return EndStreamWithError(error.message);
+  }
   server::HttpResponse res;
   res.status = error.http_status;
   res.body = error.Body();

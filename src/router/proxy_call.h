@@ -10,6 +10,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "router/prompt_keys.h"
 #include "router/router_core.h"
@@ -22,6 +25,12 @@ struct ProxyRequest {
   server::HttpRequest http;
   bool stream = false;  // the body asked for "stream": true
   PromptBlocks blocks;  // empty when the prompt is unknown (not a generation, or unparsable)
+  // A stream that can be migrated (router.h): `body` is what replicas get (http.body is its
+  // dump), with return_token_ids and a seed; a continuation adds resume_token_ids.
+  bool migratable = false;
+  bool chat = false;
+  bool client_wants_token_ids = false;  // the client itself asked for return_token_ids
+  nlohmann::ordered_json body;
 };
 
 class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
@@ -44,6 +53,12 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
 
   PlaceResult Dispatch();          // REQUIRES: mu_ held
   void StartAttempt(int replica);  // REQUIRES: mu_ held
+  // A migratable stream: forwards one complete SSE event, noting its token ids and rewriting
+  // a continuation's events into the original stream's. False when the client is gone.
+  bool ForwardEvent(std::string_view event);
+  bool WriteToClient(std::string data);
+  // Re-issues a cut stream as a continuation on another replica. REQUIRES: mu_ held.
+  bool Migrate();
   void OnHead(int status, const server::Headers& headers);
   bool OnData(std::string_view data);
   void OnDone(UpstreamOutcome outcome, const std::string& message);
@@ -51,6 +66,8 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   // Answers the router's own error, counted under `reason`. REQUIRES: mu_ held.
   void Reject(const server::ApiError& error, const char* reason);
   void FinishLocked();  // REQUIRES: mu_ held
+  // Ends a started stream with an SSE error event (a broken stream). REQUIRES: mu_ held.
+  void EndStreamWithError(const std::string& message);
 
   RouterCore* const core_;
   const ProxyRequest request_;
@@ -72,8 +89,19 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   bool stream_started_ = false;      // bytes of it reached the client's channel
   bool saw_done_ = false;            // "data: [DONE]" was forwarded
   bool too_large_ = false;
-  std::string tail_;  // last bytes forwarded, to find [DONE] across pieces
-  std::string body_;  // a non-streamed answer
+  std::string tail_;     // last bytes forwarded, to find [DONE] across pieces
+  std::string body_;     // a non-streamed answer
+  std::string sse_buf_;  // a migratable stream's incomplete event
+
+  // Migration; attempts follow one another, as above.
+  std::string attempt_body_;   // the current attempt's body
+  bool continuation_ = false;  // the current attempt resumes the stream
+  int resumed_ = 0;            // tokens it resumed
+  int migrations_ = 0;
+  bool ids_missing_ = false;         // an event with text came without token ids
+  std::vector<int32_t> generated_;   // token ids of the events forwarded so far
+  nlohmann::ordered_json first_id_;  // the stream's "id" and "created" as the client saw them
+  nlohmann::ordered_json first_created_;
 };
 
 }  // namespace tachyon::router

@@ -15,6 +15,30 @@ server::HttpResponse Json(int status, const nlohmann::json& body) {
   return server::HttpResponse{status, "application/json", body.dump(), {}};
 }
 
+// Whether a stream with this body can be resumed on another replica with identical text: one
+// choice, and nothing whose state a continuation (prompt + the tokens sent, sampling draws from
+// the same position) would not rebuild — stop strings (held-back text), presence / frequency
+// penalties (output counts), tools (the call parser), echo and logprobs (offsets).
+bool Migratable(const nlohmann::ordered_json& b) {
+  auto set = [&b](const char* key) { return b.contains(key) && !b[key].is_null(); };
+  auto nonzero = [&b](const char* key) {
+    return b.contains(key) && b[key].is_number() && b[key].get<double>() != 0;
+  };
+  if (set("n") && !(b["n"].is_number_integer() && b["n"].get<int64_t>() == 1)) return false;
+  if (set("best_of") && !(b["best_of"].is_number_integer() && b["best_of"].get<int64_t>() == 1)) {
+    return false;
+  }
+  if (set("stop") && !(b["stop"].is_array() && b["stop"].empty()) &&
+      !(b["stop"].is_string() && b["stop"].get<std::string>().empty())) {
+    return false;
+  }
+  if (nonzero("presence_penalty") || nonzero("frequency_penalty")) return false;
+  if (set("tools") || set("resume_token_ids")) return false;
+  if (set("echo") && !(b["echo"].is_boolean() && !b["echo"].get<bool>())) return false;
+  if (set("logprobs") && !(b["logprobs"].is_boolean() && !b["logprobs"].get<bool>())) return false;
+  return true;
+}
+
 server::HttpResponse Error(const server::ApiError& e) {
   server::HttpResponse r{e.http_status, "application/json", e.Body(), {}};
   if (!e.allow.empty()) r.headers.emplace_back("Allow", e.allow);
@@ -63,6 +87,11 @@ void RouterCore::PumpQueue() {
       return;
     }
   }
+}
+
+uint64_t RouterCore::NextSeed() {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  return seeds_();
 }
 
 size_t RouterCore::QueueLength() const {
@@ -171,6 +200,21 @@ void Router::Handle(server::HttpRequest request, std::shared_ptr<server::Respons
         std::optional<PromptBlocks> blocks =
             chat ? core_->keys->ForChat(b) : core_->keys->ForCompletion(nlohmann::json(b));
         if (blocks) proxied.blocks = std::move(*blocks);
+      }
+      if (proxied.stream && Migratable(b)) {
+        proxied.migratable = true;
+        proxied.chat = chat;
+        proxied.client_wants_token_ids = b.contains("return_token_ids") &&
+                                         b["return_token_ids"].is_boolean() &&
+                                         b["return_token_ids"].get<bool>();
+        proxied.body = b;
+        proxied.body["return_token_ids"] = true;
+        // An unseeded request gets a seed here, so that a continuation draws what the first
+        // replica would have (any seed is as random as the replica's own choice).
+        if (!b.contains("seed") || b["seed"].is_null()) {
+          proxied.body["seed"] = static_cast<int64_t>(core_->NextSeed() >> 1);
+        }
+        request.body = proxied.body.dump();
       }
       break;
     }

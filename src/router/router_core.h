@@ -6,6 +6,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <random>
 
 #include "router/router.h"
 
@@ -24,6 +25,8 @@ struct RouterCore {
   // Offers replica slots to queued requests, oldest first, until one finds none.
   void PumpQueue();
   size_t QueueLength() const;
+  // A fresh 64-bit seed for a request the client did not seed.
+  uint64_t NextSeed();
 
   // Declaration order is destruction order in reverse: `client` goes first (its pending
   // handlers hold ProxyCalls, which count themselves out of `in_flight` and the queue).
@@ -36,7 +39,8 @@ struct RouterCore {
 
  private:
   mutable std::mutex queue_mu_;
-  std::deque<std::shared_ptr<ProxyCall>> queue_;  // GUARDED_BY(queue_mu_)
+  std::deque<std::shared_ptr<ProxyCall>> queue_;   // GUARDED_BY(queue_mu_)
+  std::mt19937_64 seeds_{std::random_device{}()};  // GUARDED_BY(queue_mu_)
 
  public:
   UpstreamClient client;

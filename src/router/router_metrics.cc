@@ -55,6 +55,11 @@ void RouterMetrics::CountBrokenStream() {
   broken_streams_++;
 }
 
+void RouterMetrics::CountMigration() {
+  std::lock_guard<std::mutex> lock(mu_);
+  migrations_++;
+}
+
 void RouterMetrics::ObservePlacement(const std::string& replica, const Placement& p,
                                      int prompt_tokens) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -97,8 +102,11 @@ std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, siz
     Line(out, std::string("tachyon_router_rejected_total{reason=\"") + reason + "\"}",
          it == rejected_.end() ? 0.0 : static_cast<double>(it->second));
   }
+  Header(out, "tachyon_router_migrations_total", "counter",
+         "Streams resumed on another replica after the one serving them failed.");
+  Line(out, "tachyon_router_migrations_total", static_cast<double>(migrations_));
   Header(out, "tachyon_router_broken_streams_total", "counter",
-         "Streams cut by a replica failure after output had reached the client.");
+         "Streams cut by a replica failure after output had reached the client, not migrated.");
   Line(out, "tachyon_router_broken_streams_total", static_cast<double>(broken_streams_));
   Header(out, "tachyon_router_predicted_cached_tokens_total", "counter",
          "Prompt tokens the prefix index predicted cached on the chosen replica.");

@@ -7,8 +7,10 @@
 //   tachyon_router_retries_total                      attempts re-issued on another replica
 //   tachyon_router_rejected_total{reason}             429 queue_full; 503 no_replica,
 //                                                     queue_timeout, retries_exhausted
+//   tachyon_router_migrations_total                   streams resumed on another replica
 //   tachyon_router_broken_streams_total               streams cut by a replica failure after
-//                                                     output had reached the client
+//                                                     output had reached the client and not
+//                                                     migrated
 //   tachyon_router_predicted_cached_tokens_total{replica}  prompt tokens the index predicted
 //   tachyon_router_prompt_tokens_total{replica}             cached, of prompt tokens routed
 //   tachyon_router_decision_seconds                   histogram of routing decision time
@@ -38,6 +40,7 @@ class RouterMetrics {
   void CountRetry();
   void CountRejected(const std::string& reason);
   void CountBrokenStream();
+  void CountMigration();
   void ObservePlacement(const std::string& replica, const Placement& p, int prompt_tokens);
 
   // The value of a counter (tests): requests_total of (replica, outcome), rejected of reason.
@@ -55,6 +58,7 @@ class RouterMetrics {
   std::map<std::string, int64_t> prompt_tokens_;
   int64_t retries_ = 0;
   int64_t broken_streams_ = 0;
+  int64_t migrations_ = 0;
   server::Histogram decision_;
 };
 

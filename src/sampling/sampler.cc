@@ -71,7 +71,7 @@ SampleResult Sample(std::span<float> logits, const SamplingParams& params,
       Softmax(&c);
     }
     MinP(&c, params.min_p);
-    result.token = Draw(c, UniformForStep(input.seed, input.output.size()));
+    result.token = Draw(c, UniformForStep(input.seed, params.output_offset + input.output.size()));
   }
   if (params.logprobs >= 0) {
     result.logprob = LogProb(raw, result.token, lse);

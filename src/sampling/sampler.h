@@ -1,9 +1,9 @@
 // Sampler: one request's next token (and logprobs) from one row of logits.
 //
 // Deterministic: the draw uses a uniform number derived only from (seed, number of output
-// tokens so far), so a seeded request yields the same tokens whatever else is in the batch and
-// whether or not it was preempted and recomputed. Logprobs are those of the model's own
-// distribution (log_softmax of the raw logits, before penalties, bias or temperature).
+// tokens so far + params.output_offset), so a seeded request yields the same tokens whatever else
+// is in the batch and whether or not it was preempted and recomputed. Logprobs are those of the
+// model's own distribution (log_softmax of the raw logits, before penalties, bias or temperature).
 // Thread-safety: stateless; safe to call concurrently on different rows.
 #pragma once
 

@@ -33,6 +33,7 @@ Status SamplingParams::Validate(int n_vocab) const {
   }
   if (max_tokens == 0) return InvalidArgument("max_tokens must be at least 1");
   if (min_tokens < 0) return InvalidArgument("min_tokens must be >= 0");
+  if (output_offset < 0) return InvalidArgument("output_offset must be >= 0");
   if (max_tokens > 0 && min_tokens > max_tokens) {
     return InvalidArgument("min_tokens must not exceed max_tokens");
   }

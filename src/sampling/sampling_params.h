@@ -31,6 +31,10 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;  // stop tokens (in addition to EOS), excluded from text
   bool ignore_eos = false;
   int logprobs = -1;  // < 0: none; N >= 0: the chosen token's logprob plus the top N
+  // Output tokens of this choice generated before this request (a continuation that resumes
+  // a stream elsewhere, whose prompt ends with them): draw i of this request is draw
+  // output_offset + i of the choice, so a seeded continuation reproduces the original stream.
+  int output_offset = 0;
 
   // Checks ranges; n_vocab bounds the token ids in logit_bias / stop_token_ids.
   Status Validate(int n_vocab) const;

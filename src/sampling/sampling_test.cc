@@ -228,6 +228,28 @@ TEST(SamplerTest, SeededSamplingIsReproducibleAndMatchesDistribution) {
   EXPECT_NEAR(counts[2] / double(kDraws), 0.3, 0.05);
 }
 
+TEST(SamplerTest, OutputOffsetContinuesTheDrawSequence) {
+  // A continuation with output_offset k and no output yet draws as the original did after k
+  // output tokens.
+  std::vector<float> base(64, 0.0f);
+  SamplingParams original;
+  std::vector<int32_t> out;
+  std::vector<int32_t> want;
+  for (int i = 0; i < 40; ++i) {
+    std::vector<float> l = base;
+    want.push_back(Sample(l, original, In(out, 9)).token);
+    out.push_back(want.back());
+  }
+  SamplingParams resumed;
+  resumed.output_offset = 25;
+  std::vector<int32_t> cont;
+  for (int i = 25; i < 40; ++i) {
+    std::vector<float> l = base;
+    EXPECT_EQ(Sample(l, resumed, In(cont, 9)).token, want[i]) << i;
+    cont.push_back(want[i]);
+  }
+}
+
 TEST(SamplerTest, DifferentSeedsDiffer) {
   SamplingParams p;
   std::vector<float> base(64, 0.0f);

@@ -84,7 +84,8 @@ void OpenAiApi::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel
     Route(std::move(req), channel);
   } catch (const std::exception& e) {
     TLOG(ERROR) << path << ": internal error: " << e.what();
-    SendError(*channel, Simple(500, "server_error", "Internal error."), NeedsAuth(path) ? path : "");
+    SendError(*channel, Simple(500, "server_error", "Internal error."),
+              NeedsAuth(path) ? path : "");
   }
 }
 
@@ -244,6 +245,8 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
         prompt.echo_text = std::move(*text);
       }
     }
+    prompt.ids.insert(prompt.ids.end(), cr.common.resume_token_ids.begin(),
+                      cr.common.resume_token_ids.end());
     if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "prompt")) {
       return SendError(*channel, *e, kCompletions);
     }
@@ -256,6 +259,7 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
   spec.created = UnixNow();
   spec.stream = cr.common.stream;
   spec.include_usage = cr.common.include_usage;
+  spec.return_token_ids = cr.common.return_token_ids;
   spec.echo = cr.echo;
   spec.n = cr.common.n;
   spec.priority = cr.common.priority;
@@ -312,6 +316,8 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
   JobPrompt prompt;
   prompt.sampling = cr.common.sampling;
   prompt.ids = std::move(*ids);
+  prompt.ids.insert(prompt.ids.end(), cr.common.resume_token_ids.begin(),
+                    cr.common.resume_token_ids.end());
   if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "messages")) {
     return SendError(*channel, *e, kChat);
   }
@@ -324,6 +330,7 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
   spec.created = UnixNow();
   spec.stream = cr.common.stream;
   spec.include_usage = cr.common.include_usage;
+  spec.return_token_ids = cr.common.return_token_ids;
   spec.n = cr.common.n;
   spec.priority = cr.common.priority;
   spec.cache_salt = cr.common.cache_salt;

@@ -206,7 +206,10 @@ void GenerationJob::Handle(size_t index, engine::RequestOutput& chunk, Clock::ti
       c.echo_sent = true;
       text = spec_.prompts[c.prompt_index].echo_text + text;
     }
-    if (!text.empty() || !logprobs.is_null()) WriteEvent(StreamDelta(index, text, logprobs));
+    const bool ids = spec_.return_token_ids && !chunk.token_ids.empty();
+    if (!text.empty() || !logprobs.is_null() || ids) {
+      WriteEvent(StreamDelta(index, text, logprobs, ids ? &chunk.token_ids : nullptr));
+    }
     for (const ToolCall& call : calls) WriteToolCall(index, c.num_calls++, call);
     if (c.finished && !done_) {
       json event = StreamDelta(index, "", nullptr);
@@ -316,10 +319,12 @@ json GenerationJob::ChunkEnvelope() const {
   return j;
 }
 
-json GenerationJob::StreamDelta(size_t index, const std::string& text, const json& logprobs) const {
+json GenerationJob::StreamDelta(size_t index, const std::string& text, const json& logprobs,
+                                const std::vector<int32_t>* token_ids) const {
   json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+  if (token_ids) choice["token_ids"] = *token_ids;
   if (spec_.chat) {
-    bool first = text.empty() && logprobs.is_null();
+    bool first = text.empty() && logprobs.is_null() && token_ids == nullptr;
     choice["delta"] =
         first ? json{{"role", "assistant"}, {"content", ""}} : json{{"content", text}};
   } else {

@@ -59,6 +59,7 @@ struct JobSpec {
   int64_t created = 0;   // unix seconds
   bool stream = false;
   bool include_usage = false;
+  bool return_token_ids = false;  // stream deltas carry "token_ids" (CommonParams)
   bool echo = false;
   int n = 1;
   int priority = 0;
@@ -118,8 +119,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void Complete();
   void WriteEvent(const nlohmann::json& event);
   nlohmann::json ChunkEnvelope() const;
-  nlohmann::json StreamDelta(size_t index, const std::string& text,
-                             const nlohmann::json& logprobs) const;
+  // `token_ids` (may be null): the delta's new ids, sent as "token_ids" with return_token_ids.
+  nlohmann::json StreamDelta(size_t index, const std::string& text, const nlohmann::json& logprobs,
+                             const std::vector<int32_t>* token_ids = nullptr) const;
   nlohmann::json LogprobsJson(Choice& c, const engine::RequestOutput& chunk) const;
   // Streams one completed tool call: a delta with id and name, then one with the arguments.
   void WriteToolCall(size_t index, int call_index, const ToolCall& call);

@@ -104,6 +104,38 @@ void ReadStopTokenIds(FieldReader& r, int vocab_size, sampling::SamplingParams& 
   }
 }
 
+// Parses the continuation extensions resume_token_ids and return_token_ids (CommonParams).
+// REQUIRES: n, max_tokens and min_tokens already read.
+void ReadResume(FieldReader& r, int vocab_size, CommonParams& c) {
+  c.return_token_ids = r.Bool("return_token_ids").value_or(false);
+  const json* v = r.Raw("resume_token_ids");
+  if (v == nullptr || v->is_null() || r.failed()) return;
+  if (!v->is_array() || v->empty() || v->size() > kMaxResumeTokens) {
+    return r.Fail("resume_token_ids", "expected a non-empty array of at most " +
+                                          std::to_string(kMaxResumeTokens) + " token ids.");
+  }
+  for (const auto& t : *v) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
+      return r.Fail("resume_token_ids",
+                    "token ids must be integers in [0, " + std::to_string(vocab_size) + ").");
+    }
+    c.resume_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  if (c.n != 1) return r.Fail("resume_token_ids", "only allowed with n = 1.");
+  sampling::SamplingParams& s = c.sampling;
+  const int k = static_cast<int>(c.resume_token_ids.size());
+  if (c.max_tokens_set) {
+    if (k >= s.max_tokens) {
+      return r.Fail("resume_token_ids", "resumes " + std::to_string(k) +
+                                            " tokens, which leaves nothing of max_tokens = " +
+                                            std::to_string(s.max_tokens) + ".");
+    }
+    s.max_tokens -= k;
+  }
+  s.min_tokens = std::max(0, s.min_tokens - k);
+  s.output_offset = k;
+}
+
 // Reads one prompt given as an array of token ids.
 bool ReadTokenIds(FieldReader& r, const json& arr, int vocab_size, std::vector<int32_t>& out) {
   for (const auto& t : arr) {
@@ -219,6 +251,7 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
   c.priority = static_cast<int>(r.Int("priority", -1000000, 1000000).value_or(0));
   c.n = static_cast<int>(r.Int("n", 1, kMaxN).value_or(1));
   c.stream = r.Bool("stream").value_or(false);
+  ReadResume(r, vocab_size, c);
   c.user = r.String("user").value_or("");
   if (const json* so = r.Raw("stream_options")) {
     if (!so->is_object()) {
@@ -248,6 +281,10 @@ ApiResult<CompletionRequest> ParseCompletionRequest(const json& body, int vocab_
   FieldReader r(body);
   ReadPrompts(r, vocab_size, req.prompts);
   req.echo = r.Bool("echo").value_or(false);
+  if (!req.common.resume_token_ids.empty() && !r.failed()) {
+    if (req.prompts.size() != 1) r.Fail("resume_token_ids", "only allowed with one prompt.");
+    if (req.echo) r.Fail("resume_token_ids", "cannot be combined with echo.");
+  }
   if (r.failed()) return r.error();
   return req;
 }

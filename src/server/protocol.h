@@ -69,6 +69,12 @@ struct CommonParams {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
+  // Extensions for resuming a stream on another replica (tachyon route's migration):
+  // resume_token_ids are the output tokens of the (single) choice already delivered; the
+  // server appends them to the prompt and generates what follows, with sampling.output_offset
+  // = their count and max_tokens / min_tokens counting them (both already reduced here).
+  std::vector<int32_t> resume_token_ids;
+  bool return_token_ids = false;  // stream chunks carry each choice's new "token_ids"
 };
 
 // One prompt: text (tokenized by the server) or token ids.
@@ -105,6 +111,7 @@ inline constexpr int kMaxLogprobs = 20;
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxStopTokenIds = 64;
 inline constexpr size_t kMaxCacheSaltBytes = 1024;
+inline constexpr size_t kMaxResumeTokens = size_t{1} << 20;
 
 // `vocab_size` bounds token ids in prompts and logit_bias keys.
 ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body, int vocab_size,

@@ -360,3 +360,144 @@ def test_bad_flags(tmp_path):
         out = subprocess.run([str(binary_path()), "route", *args], capture_output=True,
                              text=True, timeout=30)
         assert out.returncode == 2 and needle in out.stderr, (args, out.stderr)
+
+
+class FlakyReplica:
+    """Relays requests to a real replica but cuts a stream after `cut_after` events, then plays
+    dead (/ready 503, connections closed unanswered) until revived: a replica that dies in the
+    middle of a stream, at a known point."""
+
+    def __init__(self, target, cut_after):
+        import socket
+        outer = self
+        self.dead = threading.Event()
+        self.cut_after = cut_after
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                body = b'{"status":"ready"}'
+                self.send_response(503 if outer.dead.is_set() else 200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if outer.dead.is_set():
+                    self.close_connection = True
+                    return
+                upstream = http.client.HTTPConnection("127.0.0.1", target.port, timeout=60)
+                upstream.request("POST", self.path, body, {
+                    "Content-Type": "application/json",
+                    "Authorization": self.headers.get("Authorization", "")})
+                resp = upstream.getresponse()
+                self.send_response(resp.status)
+                self.send_header("Content-Type", resp.getheader("Content-Type"))
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                event, events = b"", 0
+                while True:
+                    line = resp.readline()
+                    if not line:
+                        break
+                    event += line
+                    if line == b"\n":
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                        self.wfile.flush()
+                        event, events = b"", events + 1
+                        if events == outer.cut_after:
+                            outer.dead.set()
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            self.close_connection = True
+                            upstream.close()
+                            return
+                self.wfile.write(b"0\r\n\r\n")
+                upstream.close()
+
+            def log_message(self, *args):
+                pass
+
+        class Threaded(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.httpd = Threaded(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def read_stream(base, path, body):
+    """POSTs a streamed request; returns (replica header, [parsed events], saw [DONE])."""
+    host, port = base.split("//", 1)[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json",
+                                                  "Authorization": f"Bearer {API_KEY}"})
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.read()
+    events, done = [], False
+    for raw in resp.read().decode().split("\n\n"):
+        if not raw.startswith("data: "):
+            continue
+        if raw == "data: [DONE]":
+            done = True
+        else:
+            events.append(json.loads(raw[len("data: "):]))
+    conn.close()
+    return resp.getheader(REPLICA_HEADER), events, done
+
+
+def stream_text(events, chat):
+    out = ""
+    for e in events:
+        assert "error" not in e, e
+        for c in e.get("choices", []):
+            out += (c.get("delta", {}).get("content") or "") if chat else c.get("text", "")
+    return out
+
+
+@pytest.fixture(scope="module")
+def migration_setup(tmp_path_factory, replicas):
+    flaky = FlakyReplica(replicas[0], cut_after=6)
+    router = Router(tmp_path_factory.mktemp("migrating"), [flaky.url, url_of(replicas[1])],
+                    ["--policy", "round_robin"])
+    router.wait_ready(2)
+    yield router, flaky, replicas[1]
+    router.stop()
+    flaky.close()
+
+
+@pytest.mark.parametrize("chat", [False, True])
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 1.0, "seed": 1234}])
+def test_stream_migrates_with_identical_text(migration_setup, chat, sampling):
+    router, flaky, healthy = migration_setup
+    flaky.dead.clear()
+    router.wait_ready(2)
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    body = {"model": MODEL_NAME, "max_tokens": 48, "stream": True, "ignore_eos": True,
+            "stream_options": {"include_usage": True}, **sampling}
+    if chat:
+        body["messages"] = [{"role": "user", "content": "Tell me about Lily and her dog."}]
+    else:
+        body["prompt"] = "Once upon a time, Lily and her dog"
+    _, want_events, _ = read_stream(healthy.base, path, body)  # fault-free, on one replica
+    before = router.metrics()["tachyon_router_migrations_total"]
+    replica, events, done = read_stream(router.base, path, body)
+    assert replica == flaky.url and flaky.dead.is_set()
+    assert done
+    assert stream_text(events, chat) == stream_text(want_events, chat)
+    assert router.metrics()["tachyon_router_migrations_total"] == before + 1
+    # One stream as the client sees it: one id, one role opening (chat), usage of the whole.
+    assert len({e["id"] for e in events}) == 1
+    if chat:
+        assert sum(1 for e in events for c in e["choices"] if "role" in c["delta"]) == 1
+    assert all("token_ids" not in c for e in events for c in e["choices"])
+    usage = [e["usage"] for e in events if e.get("usage")]
+    want_usage = [e["usage"] for e in want_events if e.get("usage")]
+    assert usage[-1]["completion_tokens"] == 48
+    assert usage[-1]["prompt_tokens"] == want_usage[-1]["prompt_tokens"]

@@ -1,0 +1,79 @@
+"""The continuation extensions of `tachyon serve` (what `tachyon route` migrates streams with):
+`return_token_ids` puts each stream delta's new token ids in its choice, and
+`resume_token_ids` continues a choice after tokens already delivered, drawing from the same
+output positions, so the continuation's text is what the original stream would have gone on
+with (greedy and seeded)."""
+
+import json
+
+import pytest
+
+from conftest import MODEL_NAME
+
+
+def stream(server, path, body):
+    status, _, text = server.request("POST", path, body)
+    assert status == 200, text
+    events = [json.loads(line[len("data: "):]) for line in text.split("\n\n")
+              if line.startswith("data: ") and line != "data: [DONE]"]
+    return events
+
+
+def pieces(events, chat):
+    """[(token_ids, text)] of the deltas that carry tokens, and the usage."""
+    out, usage = [], None
+    for e in events:
+        if e.get("usage"):
+            usage = e["usage"]
+        for c in e["choices"]:
+            text = (c["delta"].get("content") or "") if chat else c["text"]
+            if "token_ids" in c:
+                out.append((c["token_ids"], text))
+            else:
+                assert text == "", e  # every delta with text carries its ids
+    return out, usage
+
+
+@pytest.mark.parametrize("chat", [False, True])
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 1.0, "seed": 77}])
+def test_resume_reproduces_the_rest_of_the_stream(server, chat, sampling):
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    body = {"model": MODEL_NAME, "max_tokens": 40, "stream": True, "ignore_eos": True,
+            "return_token_ids": True, "stream_options": {"include_usage": True}, **sampling}
+    if chat:
+        body["messages"] = [{"role": "user", "content": "A story about a cat"}]
+    else:
+        body["prompt"] = "The cat sat"
+    full, usage = pieces(stream(server, path, body), chat)
+    ids = [t for p, _ in full for t in p]
+    assert len(ids) == 40 and usage["completion_tokens"] == 40
+    k = sum(len(p) for p, _ in full[:12])
+    sent_text = "".join(t for _, t in full[:12])
+    rest, rest_usage = pieces(stream(server, path, {**body, "resume_token_ids": ids[:k]}), chat)
+    assert [t for p, _ in rest for t in p] == ids[k:]
+    assert sent_text + "".join(t for _, t in rest) == "".join(t for _, t in full)
+    # The continuation's usage: its prompt holds the resumed tokens; it generated the rest.
+    assert rest_usage["prompt_tokens"] == usage["prompt_tokens"] + k
+    assert rest_usage["completion_tokens"] == 40 - k
+
+
+def test_return_token_ids_is_off_by_default(server):
+    events = stream(server, "/v1/completions",
+                    {"model": MODEL_NAME, "prompt": "The cat", "max_tokens": 4, "stream": True})
+    assert all("token_ids" not in c for e in events for c in e["choices"])
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"resume_token_ids": [1, 2], "n": 2}, "n = 1"),
+    ({"resume_token_ids": [1, 2, 3, 4], "max_tokens": 4}, "max_tokens"),
+    ({"resume_token_ids": []}, "non-empty"),
+    ({"resume_token_ids": [-1]}, "token ids"),
+    ({"resume_token_ids": "12"}, "array"),
+    ({"resume_token_ids": [1], "echo": True}, "echo"),
+    ({"resume_token_ids": [1], "prompt": ["a", "b"]}, "one prompt"),
+])
+def test_resume_token_ids_errors(server, extra, needle):
+    body = {"model": MODEL_NAME, "prompt": "The cat", "max_tokens": 8, **extra}
+    status, _, err = server.request("POST", "/v1/completions", body)
+    assert status == 400, err
+    assert err["error"]["param"] == "resume_token_ids" and needle in err["error"]["message"]
