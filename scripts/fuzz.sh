@@ -6,10 +6,11 @@
 #
 # Corpora live in a temporary directory (never in git), seeded per target: small GGUF files of
 # ../shared/testdata and tiny hand-made ones (gguf_fuzz, tokenizer_fuzz), compact vocabulary
-# descriptions (tokenizer_fuzz), request bodies (openai_request_fuzz) and raw HTTP requests
-# (http_request_fuzz). Crash reproducers are written to $FUZZ_ARTIFACTS (default
-# build-fuzz/artifacts/); a crash makes the script exit non-zero. Other knobs: FUZZ_MAX_LEN
-# (default 65536; longer seeds are truncated to it), FUZZ_SEED_MAX_BYTES (default 2 MiB).
+# descriptions (tokenizer_fuzz), request bodies (openai_request_fuzz), raw HTTP requests
+# (http_request_fuzz), grammars and regexes (gbnf_fuzz). Crash reproducers are written to
+# $FUZZ_ARTIFACTS (default build-fuzz/artifacts/); a crash makes the script exit non-zero. Other
+# knobs: FUZZ_MAX_LEN (default 65536; longer seeds are truncated to it), FUZZ_SEED_MAX_BYTES
+# (default 2 MiB).
 # docs/fuzzing.md describes the targets and what they found.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -99,6 +100,14 @@ make_http_seeds() {
   printf 'DELETE /v1/models/tiny HTTP/1.0\r\nAuthorization: Bearer k\r\n\r\n' >"$d/method.http"
 }
 
+# gbnf_fuzz: grammars (GBNF; a leading 'R' makes the rest a regex).
+make_gbnf_seeds() {
+  local d=$1
+  printf 'root ::= "{" ws pair ("," ws pair)* "}"\npair ::= [a-z]+ ":" ws ("true" | [0-9]{1,3})\nws ::= [ \\t\\n]{0,2} # c\n' >"$d/json.gbnf"
+  printf 'root ::= ( "a" | [^"\\\\] | "\\u00e9" )* "." x?\nx ::= "(" root ")" | [\\U0001F600-\\U0001F64F]\n' >"$d/nested.gbnf"
+  printf 'R^(\\d{3}-[a-z]+|(?:x|y)*?z.)$' >"$d/regex"
+}
+
 status=0
 for t in "${targets[@]}"; do
   bin="$root/build-fuzz/$t"
@@ -125,6 +134,7 @@ for t in "${targets[@]}"; do
       ;;
     openai_request_fuzz) make_body_seeds "$corpus" ;;
     http_request_fuzz) make_http_seeds "$corpus" ;;
+    gbnf_fuzz) make_gbnf_seeds "$corpus" ;;
   esac
   echo "== $t: ${secs}s, $(ls "$corpus" | wc -l) seed files"
   if ! "$bin" "$corpus" -max_total_time="$secs" -max_len="${FUZZ_MAX_LEN:-65536}" \

@@ -3,6 +3,7 @@
 #include "grammar/compiled.h"
 #include "grammar/gbnf.h"
 #include "grammar/ir.h"
+#include "grammar/regex.h"
 
 namespace tachyon::grammar {
 namespace {
@@ -43,7 +44,8 @@ Result<std::shared_ptr<const CompiledGrammar>> Compile(const ConstraintSpec& spe
       RETURN_IF_ERROR(BuildChoice(spec.choices, &b, &root));
       break;
     case ConstraintSpec::Kind::kRegex:
-      return InvalidArgument("regex constraints are not supported by this build yet");
+      RETURN_IF_ERROR(ParseRegex(spec.source, &b, &root, deadline));
+      break;
     case ConstraintSpec::Kind::kJsonSchema:
     case ConstraintSpec::Kind::kJsonObject:
       return InvalidArgument("JSON constraints are not supported by this build yet");
