@@ -21,6 +21,9 @@ class ConfigTable {
     key.push_back(static_cast<char>(c.popped | (c.accepting << 1)));
     auto [it, inserted] = ids_.emplace(std::move(key), static_cast<int32_t>(configs_.size()));
     if (inserted) {
+      flags_.push_back(static_cast<uint8_t>((c.heads.empty() ? 0 : kAlive) |
+                                            (c.popped ? kPopped : 0) |
+                                            (c.accepting ? kAccepting : 0)));
       configs_.push_back(std::move(c));
       trans_.resize(trans_.size() + 256, -1);
     }
@@ -34,9 +37,11 @@ class ConfigTable {
     trans_[static_cast<size_t>(id) * 256 + byte] = next;
     return next;
   }
-  const Config& config(int32_t id) const { return configs_[id]; }
+  static constexpr uint8_t kAlive = 1, kPopped = 2, kAccepting = 4;
+  uint8_t flags(int32_t id) const { return flags_[id]; }
 
  private:
+  std::vector<uint8_t> flags_;
   Recognizer& rec_;
   std::vector<Config> configs_;
   std::vector<int32_t> trans_;
@@ -110,15 +115,16 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<int32_t>& chain, bool exa
       left.resize(d + 1, 0);
     }
     states[d] = table.Next(states[d - 1], nd.byte);
-    const Config& c = table.config(states[d]);
-    const bool alive = !c.heads.empty();
+    const uint8_t f = table.flags(states[d]);
+    const bool alive = f & ConfigTable::kAlive;
+    const bool popped = f & ConfigTable::kPopped;
     const bool left_before = left[d - 1];
-    if (alive || c.popped || c.accepting) {
+    if (f != 0) {
       for (uint32_t t = nd.tok_begin; t < nd.own_end; ++t) accepted.push_back(toks[t]);
     } else if (left_before) {
       for (uint32_t t = nd.tok_begin; t < nd.own_end; ++t) cls.uncertain.push_back(toks[t]);
     }
-    left[d] = left_before || c.popped;
+    left[d] = left_before || popped;
     if (alive) {
       ++i;
       continue;

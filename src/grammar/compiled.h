@@ -10,9 +10,10 @@
 //   uncertain - not accepted, but some parse returned into the unknown caller with bytes still
 //               to come: the matcher checks these against its real stacks;
 //   rejected  - everything else.
-// A chain that reaches the root is exact (nothing is uncertain). The depth adapts: a class with
-// more than kMaxUncertain uncertain tokens is refined with twice the depth (up to the whole
-// chain), so string and number loops are resolved by what follows them. Classes depend only on
+// A chain that reaches the root is exact (nothing is uncertain). The depth adapts: the matcher
+// uses kShallowDepth positions unless that class leaves more than kMaxUncertain tokens
+// uncertain, then the whole chain, so string and number loops are resolved by what follows
+// them. Classes depend only on
 // the truncated chain, so they are computed once per grammar and vocabulary, on first use, and
 // shared by every matcher.
 //
@@ -46,6 +47,7 @@ struct TokenClass {
 
 class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from_this<GrammarImpl> {
  public:
+  static constexpr size_t kShallowDepth = 6;
   static constexpr size_t kMaxUncertain = 48;
   static constexpr size_t kMaskCacheBytes = size_t{8} << 20;
 

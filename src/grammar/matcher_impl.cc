@@ -50,14 +50,13 @@ void Matcher::ComputeMask(std::span<uint32_t> bitmask) {
   const size_t words = vocab.mask_words();
   uncertain_.clear();
   for (const auto& chain : chains_) {
-    // The shallowest truncation whose uncertain set is small (or the whole chain).
-    size_t depth = std::min<size_t>(4, chain.size());
-    const TokenClass* cls;
-    while (true) {
-      prefix_.assign(chain.begin(), chain.begin() + depth);
-      cls = &grammar_->Class(prefix_, depth == chain.size());
-      if (cls->uncertain.size() <= GrammarImpl::kMaxUncertain || depth == chain.size()) break;
-      depth = std::min(chain.size(), depth * 2);
+    // A shallow truncation (shared by many contexts) when its uncertain set is small, else
+    // the whole chain (exact).
+    size_t depth = std::min(GrammarImpl::kShallowDepth, chain.size());
+    prefix_.assign(chain.begin(), chain.begin() + depth);
+    const TokenClass* cls = &grammar_->Class(prefix_, depth == chain.size());
+    if (cls->uncertain.size() > GrammarImpl::kMaxUncertain && depth < chain.size()) {
+      cls = &grammar_->Class(chain, true);
     }
     if (!cls->accept_bits.empty()) {
       for (size_t w = 0; w < words; ++w) bitmask[w] |= cls->accept_bits[w];
