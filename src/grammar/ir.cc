@@ -26,7 +26,7 @@ int32_t GrammarBuilder::RuleId(std::string_view name) {
 int32_t GrammarBuilder::NewHelperRule(std::string_view base) {
   std::string name;
   do {
-    name = std::string(base) + "-" + std::to_string(++helpers_);
+    name = std::string(base) + "~" + std::to_string(++helpers_);
   } while (rule_ids_.count(name) != 0);
   const int32_t r = RuleId(name);
   rules_[r].defined = true;

@@ -84,7 +84,7 @@ class GrammarBuilder {
   int32_t AddByteSet(const ByteSet& set);
   // The rule named `name`, created (undefined) on first use.
   int32_t RuleId(std::string_view name);
-  // A new helper rule named base + "-" + a number.
+  // A new helper rule named base + "~" + a number (no GBNF rule name contains "~").
   int32_t NewHelperRule(std::string_view base);
   // Defines (or extends) rule r.
   void AddAlternative(int32_t rule, Sequence seq) { rules_[rule].alts.push_back(std::move(seq)); }
