@@ -205,7 +205,8 @@ def test_kill_replica_mid_run_loses_no_request(tmp_path):
         (tmp_path / f"r{i}").mkdir()
         servers.append(Server(tmp_path / f"r{i}"))
     # Round-robin and a slow probe: requests keep going to the killed replica until passive
-    # detection takes it out, so some attempts must fail and be retried.
+    # detection takes it out, so some attempts must fail and be retried (or, for a stream that
+    # had sent output, migrated).
     router = Router(tmp_path, [url_of(s) for s in servers],
                     ["--policy", "round_robin", "--probe-interval", "60"])
     victim = servers[1]
@@ -217,7 +218,14 @@ def test_kill_replica_mid_run_loses_no_request(tmp_path):
 
         def one(i):
             body = completion(i % 3, f"Request {i}.", max_tokens=32)
-            result = router.request("POST", "/v1/completions", body)
+            if i % 2:  # half of them streamed: retried before output, migrated after
+                body.update(stream=True, ignore_eos=True, stream_options={"include_usage": True})
+                _, events, finished = read_stream(router.base, "/v1/completions", body)
+                assert finished and not any("error" in e for e in events), events
+                usage = [e["usage"] for e in events if e.get("usage")][-1]
+                result = (200, None, {"usage": usage})
+            else:
+                result = router.request("POST", "/v1/completions", body)
             with lock:
                 done.append(result)
                 if len(done) == 10 and not killed.is_set():
