@@ -1,0 +1,80 @@
+#include "router/replica_pool.h"
+
+#include <gtest/gtest.h>
+
+namespace tachyon::router {
+namespace {
+
+std::vector<Endpoint> Endpoints(int n) {
+  std::vector<Endpoint> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(*ParseReplicaUrl("http://127.0.0.1:" + std::to_string(9000 + i)));
+  }
+  return out;
+}
+
+std::vector<kv::BlockHash> Chain(int first, int n_blocks) {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 16 * n_blocks; ++i) tokens.push_back(first + i);
+  std::vector<kv::BlockHash> hashes;
+  kv::ExtendBlockHashes(tokens, 16, kv::RootHash(""), tokens.size(), &hashes);
+  return hashes;
+}
+
+int Replica(const std::variant<Placement, PlaceError>& r) {
+  EXPECT_TRUE(std::holds_alternative<Placement>(r));
+  return std::holds_alternative<Placement>(r) ? std::get<Placement>(r).replica : -1;
+}
+
+TEST(ReplicaPool, DownUntilProbedAndSaturatedAtTheCap) {
+  PoolOptions o;
+  o.max_in_flight = 1;
+  ReplicaPool pool(Endpoints(2), o);
+  EXPECT_FALSE(pool.AnyUp());
+  EXPECT_EQ(std::get<PlaceError>(pool.Place({}, 0, 0)), PlaceError::kNoReplica);
+  EXPECT_TRUE(pool.SetProbeResult(0, true, ""));
+  EXPECT_FALSE(pool.SetProbeResult(0, true, ""));  // no change
+  EXPECT_TRUE(pool.AnyUp());
+  EXPECT_EQ(Replica(pool.Place({}, 0, 0)), 0);
+  EXPECT_EQ(std::get<PlaceError>(pool.Place({}, 0, 0)), PlaceError::kSaturated);
+  pool.Release(0);
+  EXPECT_EQ(Replica(pool.Place({}, 0, 0)), 0);
+  EXPECT_EQ(pool.Snapshot()[0].in_flight, 1);
+}
+
+TEST(ReplicaPool, ExcludedReplicasAreNotChosen) {
+  ReplicaPool pool(Endpoints(3), PoolOptions{});
+  for (int i = 0; i < 3; ++i) pool.SetProbeResult(i, true, "");
+  const uint64_t tried = (1u << 0) | (1u << 2);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Replica(pool.Place({}, 0, tried)), 1);
+  EXPECT_EQ(std::get<PlaceError>(pool.Place({}, 0, 0b111)), PlaceError::kNoReplica);
+}
+
+TEST(ReplicaPool, KvAffinityAndForgettingAFailedReplica) {
+  PoolOptions o;
+  o.picker.policy = Policy::kKv;
+  o.picker.seed = 5;
+  ReplicaPool pool(Endpoints(3), o);
+  for (int i = 0; i < 3; ++i) pool.SetProbeResult(i, true, "");
+  const auto prompt = Chain(0, 6);
+  auto first = std::get<Placement>(pool.Place(prompt, 96, 0));
+  EXPECT_EQ(first.predicted_cached_tokens, 0);
+  pool.Release(first.replica);
+  for (int i = 0; i < 4; ++i) {
+    auto again = std::get<Placement>(pool.Place(prompt, 96, 0));
+    EXPECT_EQ(again.replica, first.replica);
+    EXPECT_EQ(again.predicted_cached_tokens, 96);
+    pool.Release(again.replica);
+  }
+  EXPECT_EQ(pool.IndexedBlocks(), 6u);
+  EXPECT_TRUE(pool.MarkFailed(first.replica, "connect: refused"));
+  EXPECT_FALSE(pool.MarkFailed(first.replica, "again"));
+  EXPECT_EQ(pool.IndexedBlocks(), 0u);
+  EXPECT_EQ(pool.Snapshot()[first.replica].last_error, "connect: refused");
+  auto elsewhere = std::get<Placement>(pool.Place(prompt, 96, 0));
+  EXPECT_NE(elsewhere.replica, first.replica);
+  EXPECT_EQ(elsewhere.predicted_cached_tokens, 0);
+}
+
+}  // namespace
+}  // namespace tachyon::router
