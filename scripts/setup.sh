@@ -52,3 +52,4 @@ fi
 # weights; offline, this says so and goes on.
 "$root/scripts/fetch_model.sh"
 "$root/scripts/fetch_model.sh" --minilm
+"$root/scripts/fetch_model.sh" --gemma

@@ -25,6 +25,7 @@ constexpr ArchMapping kArchs[] = {
     {"MistralForCausalLM", "llama", true},
     {"Qwen2ForCausalLM", "qwen2", false},
     {"Qwen3ForCausalLM", "qwen3", false},
+    {"Gemma3ForCausalLM", "gemma3", false},
     {"BertModel", "bert", false},
     {"BertForSequenceClassification", "bert", false},
     {"RobertaModel", "bert", false},
@@ -87,6 +88,45 @@ Status ParseRopeScaling(const json& rs, const std::string& path, HfConfig* c) {
   return OkStatus();
 }
 
+// Gemma 3: the sliding-window layout (layer_types, else sliding_window_pattern), both RoPE
+// bases, query_pre_attn_scalar and the final soft-cap.
+Status ParseGemma3Fields(const json& j, const std::string& path, HfConfig* c) {
+  Fields f(j, path);
+  ASSIGN_OR_RETURN(c->sliding_window, f.Int("sliding_window", 0, false, int64_t{1} << 26));
+  ASSIGN_OR_RETURN(c->swa_pattern, f.Int("sliding_window_pattern", 6, false, 1024));
+  if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    const json& types = j["layer_types"];
+    int64_t period = 0;
+    for (size_t i = 0; i < types.size() && period == 0; ++i) {
+      if (types[i] == "full_attention") period = static_cast<int64_t>(i) + 1;
+    }
+    bool periodic = static_cast<int64_t>(types.size()) == c->n_layers;
+    if (period == 0) period = c->n_layers + 1;  // no global layer
+    for (int64_t il = 0; periodic && il < c->n_layers; ++il) {
+      const bool sliding = il % period < period - 1;
+      periodic = types[il] == (sliding ? "sliding_attention" : "full_attention");
+    }
+    if (!periodic) {
+      return Unimplemented(path + ": layer_types must list num_hidden_layers entries, every "
+                           "k-th full_attention and the rest sliding_attention");
+    }
+    c->swa_pattern = period;
+  }
+  if (c->swa_pattern < 1) return InvalidArgument(path + ": sliding_window_pattern must be >= 1");
+  ASSIGN_OR_RETURN(c->rope_local_theta, f.Float("rope_local_base_freq", 10000.0));
+  ASSIGN_OR_RETURN(c->query_pre_attn_scalar,
+                   f.Float("query_pre_attn_scalar", static_cast<double>(c->head_dim)));
+  ASSIGN_OR_RETURN(c->final_logit_softcap, f.Float("final_logit_softcapping", 0.0));
+  if (f.Has("attn_logit_softcapping")) {
+    return Unimplemented(path + ": attn_logit_softcapping is not supported");
+  }
+  if (j.contains("hidden_activation") && j["hidden_activation"] != "gelu_pytorch_tanh") {
+    return Unimplemented(path + ": hidden_activation must be gelu_pytorch_tanh");
+  }
+  if (!j.contains("tie_word_embeddings")) c->tie_embeddings = true;  // Gemma's default
+  return OkStatus();
+}
+
 Result<HfConfig> ParseJson(const json& j, const std::string& path) {
   if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
   HfConfig c;
@@ -135,7 +175,9 @@ Result<HfConfig> ParseJson(const json& j, const std::string& path) {
     }
     c.tie_embeddings = j["tie_word_embeddings"].get<bool>();
   }
-  if (c.permute_qk) {  // Mistral-style: sliding_window applies when set.
+  if (c.gguf_arch == "gemma3") {
+    RETURN_IF_ERROR(ParseGemma3Fields(j, path, &c));
+  } else if (c.permute_qk) {  // Mistral-style: sliding_window applies when set.
     ASSIGN_OR_RETURN(c.sliding_window, f.Int("sliding_window", 0, false, int64_t{1} << 26));
   } else if (j.contains("use_sliding_window") && j["use_sliding_window"].is_boolean() &&
              j["use_sliding_window"].get<bool>()) {
@@ -184,6 +226,14 @@ void SetGgufHyperparameters(const HfConfig& c, gguf::GgufWriter* w) {
   if (c.n_vocab > 0) w->Set(a + "vocab_size", Value::Uint32(uint32_t(c.n_vocab)));
   if (c.sliding_window > 0) {
     w->Set(a + "attention.sliding_window", Value::Uint32(uint32_t(c.sliding_window)));
+  }
+  if (c.gguf_arch == "gemma3") {
+    w->Set(a + "attention.sliding_window_pattern", Value::Uint32(uint32_t(c.swa_pattern)));
+    w->Set(a + "rope.freq_base_swa", Value::Float32(float(c.rope_local_theta)));
+    w->Set(a + "attention.scale", Value::Float32(float(1.0 / std::sqrt(c.query_pre_attn_scalar))));
+    if (c.final_logit_softcap > 0) {
+      w->Set(a + "final_logit_softcapping", Value::Float32(float(c.final_logit_softcap)));
+    }
   }
   if (c.rope_scaling_type == "linear") {
     w->Set(a + "rope.scaling.type", Value::String("linear"));

@@ -1,8 +1,11 @@
 // Hugging Face config.json -> the GGUF metadata the model loader reads.
 //
 // Supported "architectures": LlamaForCausalLM and MistralForCausalLM (GGUF "llama"),
-// Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"); the encoders of model/hf_encoder.h
-// (Bert*, Roberta*, XLMRoberta* -> "bert", encoder fields read there). Fields read: hidden_size,
+// Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"), Gemma3ForCausalLM ("gemma3": also
+// sliding_window, layer_types or sliding_window_pattern, rope_local_base_freq,
+// query_pre_attn_scalar, final_logit_softcapping; attn_logit_softcapping is refused); the
+// encoders of model/hf_encoder.h (Bert*, Roberta*, XLMRoberta* -> "bert", encoder fields read
+// there). Fields read: hidden_size,
 // num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
 // rope_theta, rope_scaling (linear, llama3), rms_norm_eps, tie_word_embeddings,
 // max_position_embeddings, vocab_size, sliding_window (Mistral; Qwen only with
@@ -40,6 +43,11 @@ struct HfConfig {
   double rope_low_freq_factor = 1.0;
   double rope_high_freq_factor = 4.0;
   int64_t rope_original_ctx = 8192;
+  // Gemma 3: every swa_pattern-th layer global, the others sliding with their own RoPE base.
+  int64_t swa_pattern = 0;
+  double rope_local_theta = 10000.0;
+  double query_pre_attn_scalar = 0;
+  double final_logit_softcap = 0;  // 0: none
   // Encoders (model/hf_encoder.h) and pooling (any architecture).
   bool encoder = false;
   bool classifier = false;     // ...ForSequenceClassification

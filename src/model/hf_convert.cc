@@ -36,11 +36,20 @@ constexpr LayerName kLayerNames[] = {
     {"mlp.down_proj.weight", "ffn_down.weight"},
 };
 
+// Gemma 3 names its four norms apart; its RMSNorm weights are stored as w with (1 + w)
+// applied, which the GGUF side holds as 1 + w (as llama.cpp's converter writes it).
+constexpr LayerName kGemmaLayerNames[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+
 struct Mapped {
   std::string gguf;
   int64_t order = 0;  // token_embd first, layers in order, output last
   int64_t permute_heads = 0;  // > 0: permute Q/K rows with this many heads
   int64_t skip_rows = 0;      // leading rows dropped (RoBERTa position table)
+  float add = 0;              // added to every element (Gemma's norms: +1)
 };
 
 // The GGUF name of an HF tensor; nullopt for tensors that carry nothing the model needs
@@ -52,7 +61,10 @@ Result<std::optional<Mapped>> MapName(const std::string& name, const HfConfig& c
     return std::optional<Mapped>(Mapped{t->gguf, t->order, 0, t->skip_rows});
   }
   if (name == "model.embed_tokens.weight") return std::optional<Mapped>(Mapped{"token_embd.weight", -1});
-  if (name == "model.norm.weight") return std::optional<Mapped>(Mapped{"output_norm.weight", 1 << 30});
+  if (name == "model.norm.weight") {
+    return std::optional<Mapped>(
+        Mapped{"output_norm.weight", 1 << 30, 0, 0, c.gguf_arch == "gemma3" ? 1.0f : 0.0f});
+  }
   if (name == "lm_head.weight") {
     if (c.tie_embeddings) return std::optional<Mapped>();
     return std::optional<Mapped>(Mapped{"output.weight", (1 << 30) + 1});
@@ -69,11 +81,19 @@ Result<std::optional<Mapped>> MapName(const std::string& name, const HfConfig& c
     if (digits > 0 && pos < name.size() && name[pos] == '.' && layer < c.n_layers) {
       const std::string rest = name.substr(pos + 1);
       if (rest.ends_with("rotary_emb.inv_freq")) return std::optional<Mapped>();
+      const bool gemma = c.gguf_arch == "gemma3";
+      for (const LayerName& ln : kGemmaLayerNames) {
+        if (gemma && rest == ln.hf) {
+          return std::optional<Mapped>(
+              Mapped{"blk." + std::to_string(layer) + "." + ln.gguf, layer, 0, 0, 1.0f});
+        }
+      }
       for (const LayerName& ln : kLayerNames) {
         if (rest != ln.hf) continue;
         Mapped m{"blk." + std::to_string(layer) + "." + ln.gguf, layer, 0};
         if (c.permute_qk && rest.starts_with("self_attn.q_proj")) m.permute_heads = c.n_heads;
         if (c.permute_qk && rest.starts_with("self_attn.k_proj")) m.permute_heads = c.n_kv_heads;
+        if (gemma && rest.ends_with("norm.weight")) m.add = 1.0f;
         return std::optional<Mapped>(m);
       }
     }
@@ -118,7 +138,7 @@ std::vector<uint8_t>& HfGguf::Own(size_t n) {
 }
 
 Status HfGguf::AddOne(const std::string& gguf_name, const safetensors::SafetensorsModel::Entry& e,
-                      int64_t permute_heads, int64_t skip_rows) {
+                      int64_t permute_heads, int64_t skip_rows, float add) {
   const safetensors::TensorInfo& t = *e.info;
   const std::string where = e.file->path() + ": tensor '" + t.name + "'";
   if (t.shape.empty() || t.shape.size() > 2 || t.NumElements() == 0) {
@@ -141,11 +161,15 @@ Status HfGguf::AddOne(const std::string& gguf_name, const safetensors::Safetenso
   const bool same_bytes = (type == GgmlType::kF32 && t.dtype == Dtype::kF32) ||
                           (type == GgmlType::kF16 && t.dtype == Dtype::kF16) ||
                           (type == GgmlType::kBF16 && t.dtype == Dtype::kBF16);
-  if (!same_bytes) {
+  if (!same_bytes || add != 0) {
     std::vector<uint8_t>& buf = Own(static_cast<size_t>(t.NumElements()) * sizeof(float));
     Status st = safetensors::ToF32(t.dtype, data, reinterpret_cast<float*>(buf.data()),
                                    t.NumElements());
     if (!st.ok()) return st.WithContext(where);
+    if (add != 0) {
+      float* v = reinterpret_cast<float*>(buf.data());
+      for (int64_t k = 0; k < t.NumElements(); ++k) v[k] += add;
+    }
     data = buf.data();
   }
   const size_t row_bytes = RowBytes(type, cols);
@@ -181,7 +205,9 @@ Status HfGguf::AddTensors(const std::string& dir) {
   }
   std::stable_sort(tensors.begin(), tensors.end(),
                    [](const auto& a, const auto& b) { return a.first.order < b.first.order; });
-  for (const auto& [m, e] : tensors) RETURN_IF_ERROR(AddOne(m.gguf, e, m.permute_heads, m.skip_rows));
+  for (const auto& [m, e] : tensors) {
+    RETURN_IF_ERROR(AddOne(m.gguf, e, m.permute_heads, m.skip_rows, m.add));
+  }
   std::vector<float> freqs = Llama3RopeFreqFactors(config_);
   if (!freqs.empty()) {
     RETURN_IF_ERROR(writer_.AddTensor("rope_freqs.weight", GgmlType::kF32,

@@ -47,8 +47,9 @@ class HfGguf {
  private:
   HfGguf() = default;
   Status AddTensors(const std::string& dir);
+  // `add` is added to every element (Gemma's (1 + w) norms); vectors only.
   Status AddOne(const std::string& gguf_name, const safetensors::SafetensorsModel::Entry& e,
-                int64_t permute_heads, int64_t skip_rows);
+                int64_t permute_heads, int64_t skip_rows, float add);
   std::vector<uint8_t>& Own(size_t n);
 
   HfConfig config_;

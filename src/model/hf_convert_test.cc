@@ -11,6 +11,7 @@
 #include "model/hf_load.h"
 #include "model/hf_test_util.h"
 #include "model/model.h"
+#include "model/synth.h"
 #include "model/test_util.h"
 #include "util/testing/testdata.h"
 
@@ -46,6 +47,10 @@ class HfConvertTest : public ::testing::Test {
                        GgmlType want_matrix_type) {
     const std::string path = ModelPath(gguf_name);
     if (path.empty()) GTEST_SKIP() << "testdata model " << gguf_name << " not found";
+    CheckSameLogitsAt(path, gguf_name, opt, tol, want_matrix_type);
+  }
+  void CheckSameLogitsAt(const std::string& path, const std::string& gguf_name,
+                         const HfExportOptions& opt, float tol, GgmlType want_matrix_type) {
     auto file = gguf::GgufFile::Open(path);
     ASSERT_TRUE(file.ok()) << file.status().ToString();
     const std::string hf = (dir_ / gguf_name).string();
@@ -85,6 +90,38 @@ TEST_F(HfConvertTest, Llama3RopeScalingFromConfig) {
                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
   CheckSameLogits("tiny-llama3rope-F32.gguf", opt, 1e-4f, GgmlType::kF32);
 }
+// Gemma 3: renamed norms stored as w - 1, layer_types, rope_local_base_freq,
+// query_pre_attn_scalar, final_logit_softcapping (a synth file: testdata has no gemma3).
+TEST_F(HfConvertTest, Gemma3F32SameLogits) {
+  SynthOptions o;
+  o.arch = "gemma3";
+  o.type = "F32";
+  const std::string path = (dir_ / "synth-gemma3.gguf").string();
+  ASSERT_TRUE(WriteSynthModel(o, path, nullptr).ok());
+  CheckSameLogitsAt(path, "synth-gemma3", {}, 1e-4f, GgmlType::kF32);
+  auto hf = ReadHfConfig((dir_ / "synth-gemma3" / "config.json").string());
+  ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+  EXPECT_EQ(hf->gguf_arch, "gemma3");
+  EXPECT_EQ(hf->swa_pattern, 2);
+  EXPECT_EQ(hf->sliding_window, kSynthGemmaWindow);
+  EXPECT_EQ(hf->final_logit_softcap, kSynthGemmaSoftcap);
+}
+
+TEST(HfConfigTest, Gemma3LayerTypesMustBePeriodic) {
+  const std::string base = R"({"architectures": ["Gemma3ForCausalLM"], "hidden_size": 64,
+      "num_hidden_layers": 3, "num_attention_heads": 2, "intermediate_size": 128,
+      "sliding_window": 4, "layer_types": )";
+  auto ok = ParseHfConfig(
+      base + R"(["sliding_attention", "full_attention", "sliding_attention"]})", "config.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->swa_pattern, 2);
+  EXPECT_TRUE(ok->tie_embeddings);
+  auto bad = ParseHfConfig(
+      base + R"(["full_attention", "sliding_attention", "sliding_attention"]})", "config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("layer_types"), std::string::npos);
+}
+
 TEST_F(HfConvertTest, BF16AndF16KeepTheirType) {
   HfExportOptions opt;
   opt.matrix_dtype = safetensors::Dtype::kBF16;

@@ -24,7 +24,12 @@ struct HfExportOptions {
   nlohmann::json rope_scaling;                                // copied into config.json
 };
 
-inline std::string HfTensorName(const std::string& gguf) {
+inline std::string HfTensorName(const std::string& gguf, bool gemma = false) {
+  static const std::map<std::string, std::string> kGemma = {
+      {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+      {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+  };
   static const std::map<std::string, std::string> kLayer = {
       {"attn_norm.weight", "input_layernorm.weight"},
       {"attn_q.weight", "self_attn.q_proj.weight"},
@@ -47,18 +52,24 @@ inline std::string HfTensorName(const std::string& gguf) {
   if (gguf.rfind("blk.", 0) != 0) return "";
   const size_t dot = gguf.find('.', 4);
   auto it = kLayer.find(gguf.substr(dot + 1));
+  if (gemma && kGemma.count(gguf.substr(dot + 1))) it = kGemma.find(gguf.substr(dot + 1));
   if (it == kLayer.end()) return "";
   return "model.layers." + gguf.substr(4, dot - 4) + "." + it->second;
 }
 
-// Exports `g` (a llama / qwen2 / qwen3 GGUF of any weight type) into `dir`.
+// Exports `g` (a llama / qwen2 / qwen3 / gemma3 GGUF of any weight type) into `dir`; gemma3
+// norms are written as w - 1 (HF's (1 + w) convention).
 inline Status ExportHfFolder(const gguf::GgufFile& g, const std::string& dir,
                              const HfExportOptions& opt = {}) {
   const std::string arch = g.Architecture();
   const auto I = [&](const std::string& k) { return g.GetInt(arch + "." + k); };
   nlohmann::json cfg;
   const std::map<std::string, std::string> hf_arch = {
-      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+      {"llama", "LlamaForCausalLM"},
+      {"qwen2", "Qwen2ForCausalLM"},
+      {"qwen3", "Qwen3ForCausalLM"},
+      {"gemma3", "Gemma3ForCausalLM"}};
+  const bool gemma = arch == "gemma3";
   if (!hf_arch.count(arch)) return Unimplemented("no HF architecture for " + arch);
   cfg["architectures"] = {hf_arch.at(arch)};
   cfg["hidden_size"] = *I("embedding_length");
@@ -74,6 +85,22 @@ inline Status ExportHfFolder(const gguf::GgufFile& g, const std::string& dir,
       I("attention.key_length").value_or(*I("embedding_length") / *I("attention.head_count"));
   cfg["head_dim"] = head_dim;
   if (!opt.rope_scaling.is_null()) cfg["rope_scaling"] = opt.rope_scaling;
+  if (gemma) {
+    const int64_t window = I("attention.sliding_window").value_or(0);
+    const int64_t period = I("attention.sliding_window_pattern").value_or(6);
+    cfg["sliding_window"] = window;
+    cfg["layer_types"] = nlohmann::json::array();
+    for (int64_t il = 0; il < *I("block_count"); ++il) {
+      cfg["layer_types"].push_back(il % period < period - 1 ? "sliding_attention"
+                                                            : "full_attention");
+    }
+    cfg["rope_local_base_freq"] = g.GetFloat(arch + ".rope.freq_base_swa").value_or(10000.0);
+    cfg["query_pre_attn_scalar"] = head_dim;
+    cfg["hidden_activation"] = "gelu_pytorch_tanh";
+    if (auto cap = g.GetFloat(arch + ".final_logit_softcapping")) {
+      cfg["final_logit_softcapping"] = *cap;
+    }
+  }
   const int64_t n_heads = *I("attention.head_count");
   const int64_t n_kv = cfg["num_key_value_heads"].get<int64_t>();
 
@@ -81,7 +108,7 @@ inline Status ExportHfFolder(const gguf::GgufFile& g, const std::string& dir,
   nlohmann::json weight_map = nlohmann::json::object();
   int i = 0;
   for (const gguf::TensorInfo& t : g.tensors()) {
-    const std::string name = HfTensorName(t.name);
+    const std::string name = HfTensorName(t.name, gemma);
     if (name.empty()) continue;  // rope_freqs: config.json carries rope_scaling instead
     const int64_t cols = t.dims[0];
     const int64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
@@ -89,6 +116,9 @@ inline Status ExportHfFolder(const gguf::GgufFile& g, const std::string& dir,
     const size_t row_bytes = RowBytes(t.type, cols);
     for (int64_t r = 0; r < rows; ++r) {
       kernels::DequantizeRow(t.type, g.TensorData(t) + r * row_bytes, f.data() + r * cols, cols);
+    }
+    if (gemma && t.name.ends_with("norm.weight")) {
+      for (float& v : f) v -= 1.0f;
     }
     if (arch == "llama" && (t.name.find("attn_q.") != std::string::npos ||
                             t.name.find("attn_k.") != std::string::npos)) {
