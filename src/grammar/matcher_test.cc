@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 #include "grammar/testing/grammar_testing.h"
 
@@ -181,6 +182,41 @@ TEST(Matcher, RejectedTokenLeavesStateUnchanged) {
   EXPECT_FALSE(m->AcceptToken(static_cast<int32_t>(SmallTokens().size()) - 1));  // "x\\"
   m->FillNextTokenBitmask(after);
   EXPECT_EQ(before, after);
+}
+
+// Matchers of one grammar on several threads share its class and mask caches; each thread's
+// masks must equal what a fresh single-threaded run computes.
+TEST(Matcher, ConcurrentMatchersShareOneGrammar) {
+  auto vocab = MakeVocab(SmallTokens());
+  auto g = CompileGbnf(kJson, vocab);
+  ASSERT_NE(g, nullptr);
+  auto walk = [&](uint32_t seed, std::vector<std::vector<uint32_t>>* masks) {
+    std::mt19937 rng(seed);
+    auto m = g->NewMatcher();
+    std::vector<uint32_t> mask(vocab->mask_words());
+    for (int i = 0; i < 60; ++i) {
+      m->FillNextTokenBitmask(mask);
+      masks->push_back(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t t : Bits(mask)) {
+        if (!vocab->IsEos(t)) allowed.push_back(t);
+      }
+      if (allowed.empty() || !m->AcceptToken(allowed[rng() % allowed.size()])) return;
+    }
+  };
+  std::vector<std::vector<std::vector<uint32_t>>> got(4);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 4; ++t) threads.emplace_back(walk, t % 2 + 1, &got[t]);
+  for (auto& t : threads) t.join();
+  for (uint32_t t = 0; t < 4; ++t) {
+    auto fresh = CompileGbnf(kJson, vocab);
+    ASSERT_NE(fresh, nullptr);
+    std::vector<std::vector<uint32_t>> ref;
+    std::swap(g, fresh);
+    walk(t % 2 + 1, &ref);
+    std::swap(g, fresh);
+    EXPECT_EQ(got[t], ref) << "thread " << t;
+  }
 }
 
 class RealTokenizer : public ::testing::TestWithParam<std::string> {};
