@@ -1,4 +1,4 @@
-// tachyon synth --arch llama|qwen2|qwen3 --shape llama-1b|llama-8b|qwen-0.5b|tiny --type TYPE
+// tachyon synth --arch llama|qwen2|qwen3|gemma3 --shape llama-1b|llama-8b|qwen-0.5b|tiny --type TYPE
 //               -o OUT.gguf [--seed S] [-t THREADS]
 // Writes a random-weight model of a real shape (for benchmarks; see model/synth.h).
 #include <chrono>
@@ -23,7 +23,7 @@ int RunSynth(int argc, char** argv) {
   std::string out;
   int threads = 0;
   auto app = NewCommandApp("synth", "Writes a random-weight model of a real shape (benchmarks).");
-  AddChoice(*app, "--arch", &o.arch, {"llama", "qwen2", "qwen3"}, "architecture");
+  AddChoice(*app, "--arch", &o.arch, {"llama", "qwen2", "qwen3", "gemma3"}, "architecture");
   AddChecked(
       *app, "--shape", &o.shape,
       [](const std::string& v) { return model::FindSynthShape(v).status(); },
