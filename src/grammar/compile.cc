@@ -3,6 +3,7 @@
 #include "grammar/compiled.h"
 #include "grammar/gbnf.h"
 #include "grammar/ir.h"
+#include "grammar/json_schema.h"
 #include "grammar/regex.h"
 
 namespace tachyon::grammar {
@@ -47,8 +48,19 @@ Result<std::shared_ptr<const CompiledGrammar>> Compile(const ConstraintSpec& spe
       RETURN_IF_ERROR(ParseRegex(spec.source, &b, &root, deadline));
       break;
     case ConstraintSpec::Kind::kJsonSchema:
-    case ConstraintSpec::Kind::kJsonObject:
-      return InvalidArgument("JSON constraints are not supported by this build yet");
+    case ConstraintSpec::Kind::kJsonObject: {
+      JsonSchemaOptions jo;
+      jo.max_whitespace = options.max_whitespace;
+      jo.deadline = std::chrono::steady_clock::now() + options.budget;
+      std::string gbnf;
+      if (spec.kind == ConstraintSpec::Kind::kJsonObject) {
+        gbnf = JsonObjectGbnf(jo);
+      } else {
+        ASSIGN_OR_RETURN(gbnf, JsonSchemaToGbnf(spec.source, jo));
+      }
+      RETURN_IF_ERROR(ParseGbnf(gbnf, &b, &root, deadline));
+      break;
+    }
   }
   Result<FlatGrammar> flat = b.Finish(root, deadline);
   if (!flat.ok()) return flat.status();
