@@ -108,7 +108,18 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     r->add_time = now;
     if (config_.detokenizer) {
       r->decoder = config_.detokenizer->NewDecoder();
-      r->decoder->SetContext(req.prompt_tokens);
+      // A continuation (params.output_offset > 0) ends its prompt with output tokens already
+      // delivered: they go through the decoder unseen, so that text the original decoder still
+      // held back after them (a newline, an incomplete UTF-8 sequence) comes out with the next
+      // token, as it would have in the original stream.
+      const size_t resumed = std::min(req.prompt_tokens.size(),
+                                      static_cast<size_t>(std::max(0, req.params.output_offset)));
+      const std::vector<int32_t> context(req.prompt_tokens.begin(),
+                                         req.prompt_tokens.end() - static_cast<ptrdiff_t>(resumed));
+      r->decoder->SetContext(context);
+      for (size_t t = context.size(); t < req.prompt_tokens.size(); ++t) {
+        r->decoder->Push(req.prompt_tokens[t]);
+      }
     }
     r->stop_matcher = StopStringMatcher(req.params.stop);
     scheduler_.Add(r.get());

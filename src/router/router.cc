@@ -18,7 +18,8 @@ server::HttpResponse Json(int status, const nlohmann::json& body) {
 // Whether a stream with this body can be resumed on another replica with identical text: one
 // choice, and nothing whose state a continuation (prompt + the tokens sent, sampling draws from
 // the same position) would not rebuild — stop strings (held-back text), presence / frequency
-// penalties (output counts), tools (the call parser), echo and logprobs (offsets).
+// penalties (output counts), tools (the call parser), echo and logprobs (offsets), structured
+// output (the constraint state).
 bool Migratable(const nlohmann::ordered_json& b) {
   auto set = [&b](const char* key) { return b.contains(key) && !b[key].is_null(); };
   auto nonzero = [&b](const char* key) {
@@ -34,6 +35,16 @@ bool Migratable(const nlohmann::ordered_json& b) {
   }
   if (nonzero("presence_penalty") || nonzero("frequency_penalty")) return false;
   if (set("tools") || set("resume_token_ids")) return false;
+  // Structured output: a continuation would need the constraint state replayed over the
+  // tokens sent; not migrated.
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                          "structured_outputs", "json_schema", "grammar", "regex", "ebnf"}) {
+    if (set(key)) return false;
+  }
+  if (set("response_format") &&
+      !(b["response_format"].is_object() && b["response_format"].value("type", "") == "text")) {
+    return false;
+  }
   if (set("echo") && !(b["echo"].is_boolean() && !b["echo"].get<bool>())) return false;
   if (set("logprobs") && !(b["logprobs"].is_boolean() && !b["logprobs"].get<bool>())) return false;
   return true;
