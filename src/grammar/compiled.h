@@ -48,7 +48,7 @@ struct TokenClass {
 class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from_this<GrammarImpl> {
  public:
   static constexpr size_t kShallowDepth = 6;
-  static constexpr size_t kMaxUncertain = 48;
+  static constexpr size_t kMaxUncertain = 256;
   static constexpr size_t kMaskCacheBytes = size_t{8} << 20;
 
   GrammarImpl(FlatGrammar g, std::shared_ptr<const Vocabulary> vocab);

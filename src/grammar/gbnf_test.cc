@@ -76,9 +76,11 @@ TEST(Gbnf, RecursionAndNullableLoops) {
 
 TEST(Gbnf, HelperRulesNeverClashWithNamedRules) {
   // Repetitions and groups in `item` make helper rules; names like item-1 stay the user's.
-  Check({"root ::= item (\",\" item)* item-1 item-2\nitem ::= (\"a\" | \"b\")+\n"
-         "item-1 ::= \"!\"\nitem-2 ::= \"?\"",
-         {"a!?", "ab,b!?"}, {"a", "a?!"}});
+  Check(
+      {"root ::= item (\",\" item)* item-1 item-2\nitem ::= (\"a\" | \"b\")+\n"
+       "item-1 ::= \"!\"\nitem-2 ::= \"?\"",
+       {"a!?", "ab,b!?"},
+       {"a", "a?!"}});
 }
 
 TEST(Gbnf, JsonLikeGrammar) {

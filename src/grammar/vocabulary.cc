@@ -53,10 +53,11 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) {
 }
 
 Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> eos_ids)
-    : bytes_(std::move(bytes)), eos_ids_(std::move(eos_ids)), trie_(bytes_) {}
-
-bool Vocabulary::IsEos(int32_t id) const {
-  return std::binary_search(eos_ids_.begin(), eos_ids_.end(), id);
+    : bytes_(std::move(bytes)),
+      eos_ids_(std::move(eos_ids)),
+      is_eos_(bytes_.size(), 0),
+      trie_(bytes_) {
+  for (int32_t id : eos_ids_) is_eos_[id] = 1;
 }
 
 Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokenBytes(std::vector<std::string> bytes,

@@ -66,13 +66,14 @@ class Vocabulary {
   }
   // Sorted, no duplicates.
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
-  bool IsEos(int32_t id) const;
+  bool IsEos(int32_t id) const { return id >= 0 && id < size() && is_eos_[id]; }
   const TokenTrie& trie() const { return trie_; }
 
  private:
   Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> eos_ids);
   std::vector<std::string> bytes_;
   std::vector<int32_t> eos_ids_;
+  std::vector<char> is_eos_;
   TokenTrie trie_;
 };
 
