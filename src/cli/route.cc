@@ -65,12 +65,15 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
              "a queued request not placed within this gets 503");
   AddInt(*app, "--max-retries", &r.max_retries, 0, router::kMaxReplicas,
          "attempts on other replicas after a failure before any output was sent");
-  AddSeconds(*app, "--connect-timeout", &r.timeouts.connect, 3600, "connecting to a replica");
+  AddSeconds(*app, "--connect-timeout", &r.timeouts.connect, 3600,
+             "connecting to a replica (0: no limit)");
   AddSeconds(*app, "--read-timeout", &r.timeouts.read, 86400,
-             "a replica's response head and each later read must arrive within this");
+             "a replica's response head and each later read must arrive within this (0: no "
+             "limit)");
   AddSeconds(*app, "--probe-interval", &r.probe_interval, 3600,
-             "how often each replica's /ready is probed");
-  AddSeconds(*app, "--probe-timeout", &r.probe_timeout, 3600, "a probe's connect and read limit");
+             "how often each replica's /ready is probed (at least every 0.01)");
+  AddSeconds(*app, "--probe-timeout", &r.probe_timeout, 3600,
+             "a probe's connect and read limit (0: no limit)");
   AddInt(*app, "--upstream-threads", &r.upstream_threads, 1, 256, "io threads towards replicas");
   AddNumber(*app, "--shutdown-timeout", &o->shutdown_timeout_s, 0, 86400,
             "on SIGTERM/SIGINT, let requests finish this many seconds");

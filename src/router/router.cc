@@ -166,7 +166,8 @@ void Router::Probe() {
     };
     core->client.Start(core->pool.endpoint(i), std::move(req), t, std::move(h));
   }
-  core->client.RunAfter(core->options.probe_interval, [this] { Probe(); });
+  core->client.RunAfter(std::max(core->options.probe_interval, std::chrono::milliseconds(10)),
+                        [this] { Probe(); });
 }
 
 void Router::Handle(server::HttpRequest request, std::shared_ptr<server::ResponseChannel> channel) {

@@ -119,13 +119,22 @@ class Call : public UpstreamCall, public std::enable_shared_from_this<Call> {
   }
 
  private:
+  // A zero timeout means none.
+  void Expire(std::chrono::milliseconds t) {
+    if (t.count() > 0) {
+      stream_.expires_after(t);
+    } else {
+      stream_.expires_never();
+    }
+  }
+
   void Resolve() {
     if (done_) return;
     resolver_.async_resolve(
         to_.host, std::to_string(to_.port),
         [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
           if (ec) return self->Fail(ec, UpstreamOutcome::kConnect, "resolve");
-          self->stream_.expires_after(self->timeouts_.connect);
+          self->Expire(self->timeouts_.connect);
           self->stream_.async_connect(results, [self](error_code ec, const tcp::endpoint&) {
             if (ec) return self->Fail(ec, UpstreamOutcome::kConnect, "connect");
             self->Write();
@@ -134,7 +143,7 @@ class Call : public UpstreamCall, public std::enable_shared_from_this<Call> {
   }
 
   void Write() {
-    stream_.expires_after(timeouts_.read);
+    Expire(timeouts_.read);
     http::async_write(stream_, req_, [self = shared_from_this()](error_code ec, size_t) {
       if (ec) return self->Fail(ec, UpstreamOutcome::kBroken, "send");
       self->ReadHead();
@@ -144,7 +153,7 @@ class Call : public UpstreamCall, public std::enable_shared_from_this<Call> {
   void ReadHead() {
     parser_.emplace();
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-    stream_.expires_after(timeouts_.read);
+    Expire(timeouts_.read);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](error_code ec, size_t) {
                               if (ec) return self->Fail(ec, UpstreamOutcome::kBroken, "head");
@@ -171,7 +180,7 @@ class Call : public UpstreamCall, public std::enable_shared_from_this<Call> {
   void ReadBody() {
     parser_->get().body().data = chunk_;
     parser_->get().body().size = sizeof(chunk_);
-    stream_.expires_after(timeouts_.read);
+    Expire(timeouts_.read);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](error_code ec, size_t) {
                        if (ec == http::error::need_buffer) ec = {};

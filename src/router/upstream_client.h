@@ -42,7 +42,7 @@ struct UpstreamRequest {
   server::Headers headers;  // extra header fields (content-type, authorization, ...)
 };
 
-struct UpstreamTimeouts {
+struct UpstreamTimeouts {  // 0: no limit
   std::chrono::milliseconds connect{2000};
   std::chrono::milliseconds read{300'000};
 };

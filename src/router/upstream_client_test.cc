@@ -75,7 +75,9 @@ TEST(UpstreamClient, PlainAndStreamedAnswers) {
   req.method = "POST";
   req.target = "/echo";
   req.body = "hello";
-  Result a = Fetch(client, Local(srv.port()), req);
+  UpstreamTimeouts none;  // 0: no limit
+  none.connect = none.read = std::chrono::milliseconds(0);
+  Result a = Fetch(client, Local(srv.port()), req, none);
   EXPECT_EQ(a.outcome, UpstreamOutcome::kComplete) << a.message;
   EXPECT_EQ(a.status, 201);
   EXPECT_EQ(a.body, "POST /echo hello");
