@@ -168,7 +168,7 @@ int Main(int argc, char** argv) {
   }
   std::mt19937_64 rng(a.seed);
   for (std::string line; std::getline(in, line);) {
-    auto row = nlohmann::json::parse(line, nullptr, false);
+    auto row = nlohmann::ordered_json::parse(line, nullptr, false);  // keeps key order
     if (row.is_discarded() || !row.contains("schema")) continue;
     const std::string id = row.value("id", "");
     nlohmann::json result = {{"id", id}};
