@@ -1,5 +1,7 @@
 #include "router/proxy_call.h"
 
+#include <optional>
+
 #include "util/logging.h"
 
 namespace tachyon::router {
@@ -26,6 +28,17 @@ server::Headers ForwardedHeaders(const server::HttpRequest& r) {
     if (!v.empty()) out.emplace_back(name, std::string(v));
   }
   return out;
+}
+
+// usage.prompt_tokens_details.cached_tokens of an answer or a stream's usage event, if any.
+std::optional<int64_t> ReportedCached(const nlohmann::ordered_json& j) {
+  auto u = j.find("usage");
+  if (u == j.end() || !u->is_object()) return std::nullopt;
+  auto d = u->find("prompt_tokens_details");
+  if (d == u->end() || !d->is_object()) return std::nullopt;
+  auto c = d->find("cached_tokens");
+  if (c == d->end() || !c->is_number_integer()) return std::nullopt;
+  return c->get<int64_t>();
 }
 
 std::string_view FindHeader(const server::Headers& headers, std::string_view name) {
@@ -204,6 +217,9 @@ bool ProxyCall::ForwardEvent(std::string_view event) {
       return true;
     }
   }
+  if (std::optional<int64_t> cached = ReportedCached(j)) {
+    core_->metrics.CountReportedCached(core_->pool.endpoint(replica_).url, *cached);
+  }
   if (continuation_) {
     if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
       (*u)["prompt_tokens"] = u->value("prompt_tokens", 0) - resumed_;
@@ -328,6 +344,13 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
         res.headers.emplace_back(name, std::string(v));
     }
     res.headers.emplace_back(kReplicaHeader, url);
+    if (status_ == 200 && request_.http.method == "POST" &&
+        request_.http.path.starts_with("/v1/")) {  // a completion's usage
+      const auto j = nlohmann::ordered_json::parse(res.body, nullptr, false);
+      if (std::optional<int64_t> cached = ReportedCached(j)) {
+        core_->metrics.CountReportedCached(url, *cached);
+      }
+    }
     channel_->Respond(std::move(res));
     FinishLocked();
   }

@@ -68,6 +68,11 @@ void RouterMetrics::ObservePlacement(const std::string& replica, const Placement
   decision_.Observe(p.decision_seconds);
 }
 
+void RouterMetrics::CountReportedCached(const std::string& replica, int64_t cached) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reported_cached_[replica] += cached;
+}
+
 int64_t RouterMetrics::attempts(const std::string& replica, const std::string& outcome) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = attempts_.find({replica, outcome});
@@ -118,6 +123,12 @@ std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, siz
          "Prompt tokens routed to each replica (requests with a computed prompt).");
   for (const auto& [r, n] : prompt_tokens_) {
     Line(out, "tachyon_router_prompt_tokens_total{replica=\"" + Label(r) + "\"}",
+         static_cast<double>(n));
+  }
+  Header(out, "tachyon_router_reported_cached_tokens_total", "counter",
+         "Cached prompt tokens the replicas reported in their answers' usage.");
+  for (const auto& [r, n] : reported_cached_) {
+    Line(out, "tachyon_router_reported_cached_tokens_total{replica=\"" + Label(r) + "\"}",
          static_cast<double>(n));
   }
   Header(out, "tachyon_router_decision_seconds", "histogram", "Routing decision time.");

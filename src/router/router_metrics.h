@@ -13,6 +13,7 @@
 //                                                     migrated
 //   tachyon_router_predicted_cached_tokens_total{replica}  prompt tokens the index predicted
 //   tachyon_router_prompt_tokens_total{replica}             cached, of prompt tokens routed
+//   tachyon_router_reported_cached_tokens_total{replica}    cached, as the replicas' usage said
 //   tachyon_router_decision_seconds                   histogram of routing decision time
 // plus gauges rendered from the pool at scrape time: replica_up, replica_in_flight,
 // queue_length, prefix_index_blocks, and kv_index_mode{mode="approximate"}.
@@ -42,6 +43,8 @@ class RouterMetrics {
   void CountBrokenStream();
   void CountMigration();
   void ObservePlacement(const std::string& replica, const Placement& p, int prompt_tokens);
+  // A replica's answer reported `cached` prompt tokens (usage.prompt_tokens_details).
+  void CountReportedCached(const std::string& replica, int64_t cached);
 
   // The value of a counter (tests): requests_total of (replica, outcome), rejected of reason.
   int64_t attempts(const std::string& replica, const std::string& outcome) const;
@@ -56,6 +59,7 @@ class RouterMetrics {
   std::map<std::string, int64_t> rejected_;
   std::map<std::string, int64_t> predicted_cached_;
   std::map<std::string, int64_t> prompt_tokens_;
+  std::map<std::string, int64_t> reported_cached_;
   int64_t retries_ = 0;
   int64_t broken_streams_ = 0;
   int64_t migrations_ = 0;

@@ -170,16 +170,22 @@ def test_proxies_plain_and_streamed_identically(kv_router, replicas):
 def test_prefix_affinity_vs_round_robin(tmp_path, kv_router, replicas):
     # kv: the requests of each prefix, sent one after another, land on one replica, which
     # then reports the prefix as cached.
-    where = {}
+    def reported():
+        return sum(v for k, v in kv_router.metrics().items()
+                   if k.startswith("tachyon_router_reported_cached_tokens_total"))
+
+    where, cached, before = {}, 0, reported()
     for round_ in range(3):
         for p in range(3):
             status, headers, body = kv_router.request("POST", "/v1/completions",
                                                       completion(p, f"Round {round_}."))
             assert status == 200, body
             where.setdefault(p, set()).add(headers[REPLICA_HEADER])
+            cached += body["usage"]["prompt_tokens_details"]["cached_tokens"]
             if round_ > 0:
                 assert body["usage"]["prompt_tokens_details"]["cached_tokens"] >= 48
     assert all(len(v) == 1 for v in where.values()), where
+    assert reported() - before == cached  # what the replicas reported, counted per replica
     m = kv_router.metrics()
     assert sum(v for k, v in m.items()
                if k.startswith("tachyon_router_predicted_cached_tokens_total")) >= 6 * 48
