@@ -58,17 +58,25 @@ std::unique_ptr<TokenMatcher> GrammarImpl::NewMatcher() const {
   return std::make_unique<Matcher>(shared_from_this());
 }
 
-const TokenClass& GrammarImpl::Class(const std::vector<int32_t>& chain, bool exact) const {
+std::shared_ptr<const TokenClass> GrammarImpl::Class(const std::vector<int32_t>& chain,
+                                                     bool exact) const {
   std::string key(reinterpret_cast<const char*>(chain.data()), chain.size() * 4);
   key.push_back(exact ? 'r' : 'b');
   {
     std::lock_guard<std::mutex> lock(class_mu_);
-    if (auto it = classes_.find(key); it != classes_.end()) return *it->second;
+    if (auto it = classes_.find(key); it != classes_.end()) return it->second;
   }
-  auto cls = std::make_unique<TokenClass>(ComputeClass(chain, exact));
+  auto cls = std::make_shared<const TokenClass>(ComputeClass(chain, exact));
+  const size_t bytes =
+      key.size() + 4 * (cls->accept_bits.size() + cls->accept_list.size() + cls->uncertain.size());
   std::lock_guard<std::mutex> lock(class_mu_);
-  auto [it, inserted] = classes_.emplace(std::move(key), std::move(cls));
-  return *it->second;
+  if (class_bytes_ + bytes > kClassCacheBytes) {
+    classes_.clear();
+    class_bytes_ = 0;
+  }
+  auto [it, inserted] = classes_.emplace(std::move(key), cls);
+  if (inserted) class_bytes_ += bytes;
+  return it->second;
 }
 
 std::shared_ptr<const std::vector<uint32_t>> GrammarImpl::CachedMask(const std::string& key) const {

@@ -17,6 +17,8 @@
 // the truncated chain, so they are computed once per grammar and vocabulary, on first use, and
 // shared by every matcher.
 //
+// Classes are kept up to kClassCacheBytes per grammar (then that cache starts over).
+//
 // Mask cache: a whole configuration (every head's full chain, and whether the root may end) is
 // an exact key for its mask; masks are cached per grammar up to kMaskCacheBytes (then the cache
 // starts over).
@@ -50,6 +52,7 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   static constexpr size_t kShallowDepth = 6;
   static constexpr size_t kMaxUncertain = 256;
   static constexpr size_t kMaskCacheBytes = size_t{8} << 20;
+  static constexpr size_t kClassCacheBytes = size_t{64} << 20;
 
   GrammarImpl(FlatGrammar g, std::shared_ptr<const Vocabulary> vocab);
 
@@ -61,7 +64,7 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   // The class of a truncated stack: chain[0] is the head's position (a kBytes element),
   // chain[i + 1] the continuation of chain[i]; `exact`: the last one's caller is the root
   // (else an unknown caller).
-  const TokenClass& Class(const std::vector<int32_t>& chain, bool exact) const;
+  std::shared_ptr<const TokenClass> Class(const std::vector<int32_t>& chain, bool exact) const;
 
   // The cached mask for a configuration key, or null.
   std::shared_ptr<const std::vector<uint32_t>> CachedMask(const std::string& key) const;
@@ -73,7 +76,8 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   const FlatGrammar g_;
   const std::shared_ptr<const Vocabulary> vocab_;
   mutable std::mutex class_mu_;
-  mutable std::unordered_map<std::string, std::unique_ptr<TokenClass>> classes_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const TokenClass>> classes_;
+  mutable size_t class_bytes_ = 0;
   mutable std::mutex mask_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<uint32_t>>> masks_;
   mutable size_t mask_bytes_ = 0;

@@ -54,9 +54,9 @@ void Matcher::ComputeMask(std::span<uint32_t> bitmask) {
     // the whole chain (exact).
     size_t depth = std::min(GrammarImpl::kShallowDepth, chain.size());
     prefix_.assign(chain.begin(), chain.begin() + depth);
-    const TokenClass* cls = &grammar_->Class(prefix_, depth == chain.size());
+    std::shared_ptr<const TokenClass> cls = grammar_->Class(prefix_, depth == chain.size());
     if (cls->uncertain.size() > GrammarImpl::kMaxUncertain && depth < chain.size()) {
-      cls = &grammar_->Class(chain, true);
+      cls = grammar_->Class(chain, true);
     }
     if (!cls->accept_bits.empty()) {
       for (size_t w = 0; w < words; ++w) bitmask[w] |= cls->accept_bits[w];
