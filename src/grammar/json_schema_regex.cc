@@ -441,6 +441,106 @@ Result<bool> FitLength(Node* seq, int64_t min_len, int64_t max_len) {
   return true;
 }
 
+// Shortest and longest match (-1 = unbounded).
+int64_t MinLen(const Node& n) {
+  switch (n.kind) {
+    case Node::kSet:
+      return 1;
+    case Node::kSeq: {
+      int64_t t = 0;
+      for (const Node& k : n.kids) t += MinLen(k);
+      return t;
+    }
+    case Node::kAlt: {
+      int64_t m = -1;
+      for (const Node& k : n.kids) m = m < 0 ? MinLen(k) : std::min(m, MinLen(k));
+      return m < 0 ? 0 : m;
+    }
+    case Node::kRepeat:
+      return n.min * MinLen(n.kids[0]);
+    default:
+      return 0;
+  }
+}
+
+int64_t MaxLen(const Node& n) {
+  switch (n.kind) {
+    case Node::kSet:
+      return 1;
+    case Node::kSeq:
+    case Node::kAlt: {
+      int64_t t = 0;
+      for (const Node& k : n.kids) {
+        const int64_t m = MaxLen(k);
+        if (m < 0) return -1;
+        t = n.kind == Node::kSeq ? t + m : std::max(t, m);
+      }
+      return t;
+    }
+    case Node::kRepeat: {
+      const int64_t m = MaxLen(n.kids[0]);
+      if (m == 0) return 0;
+      if (n.max < 0 || m < 0) return -1;
+      return n.max * m;
+    }
+    default:
+      return 0;
+  }
+}
+
+// The longest match with every variable repetition at its minimum; collects those repetitions
+// (not the ones nested inside them).
+int64_t FixedMax(Node* n, std::vector<Node*>* vars) {
+  switch (n->kind) {
+    case Node::kSet:
+      return 1;
+    case Node::kSeq:
+    case Node::kAlt: {
+      int64_t t = 0;
+      for (Node& k : n->kids) {
+        const int64_t m = FixedMax(&k, vars);
+        t = n->kind == Node::kSeq ? t + m : std::max(t, m);
+      }
+      return t;
+    }
+    case Node::kRepeat:
+      if (n->min == n->max) return n->min * FixedMax(&n->kids[0], vars);
+      vars->push_back(n);
+      return n->min * MaxLen(n->kids[0]);  // -1 if unbounded: checked by the caller
+    default:
+      return 0;
+  }
+}
+
+// Makes every match of the (anchored) sequence `seq` fit [min_len, max_len]: exactly where one
+// repetition of single characters is variable, else by capping the variable repetitions so the
+// longest match fits (tighter). Refuses where the shortest match is too short.
+Status BoundLength(Node* seq, int64_t min_len, int64_t max_len) {
+  ASSIGN_OR_RETURN(bool fitted, FitLength(seq, min_len, max_len));
+  if (fitted) return OkStatus();
+  if (MinLen(*seq) < min_len) {
+    return InvalidArgument("pattern cannot be combined with minLength above its shortest match");
+  }
+  const int64_t longest = MaxLen(*seq);
+  if (max_len < 0 || (longest >= 0 && longest <= max_len)) return OkStatus();
+  std::vector<Node*> vars;
+  const int64_t fixed = FixedMax(seq, &vars);
+  if (fixed < 0 || fixed > max_len || vars.empty()) {
+    return InvalidArgument("pattern cannot be combined with maxLength");
+  }
+  const int64_t allowance = (max_len - fixed) / static_cast<int64_t>(vars.size());
+  for (Node* r : vars) {
+    const int64_t w = MaxLen(r->kids[0]);
+    if (w < 0) return InvalidArgument("pattern with nested unbounded repetitions and maxLength");
+    if (w > 0) r->max = r->min + allowance / w;
+  }
+  const int64_t capped = MaxLen(*seq);
+  if (capped < 0 || capped > max_len) {
+    return InvalidArgument("pattern cannot be combined with maxLength");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::string JsonCharsExpr(const CodeRanges& set) {
@@ -499,9 +599,6 @@ Result<std::string> RegexToJsonContent(std::string_view pattern, int64_t min_len
     branches.push_back(std::move(top));
   }
   const bool lengths = min_length > 0 || max_length >= 0;
-  if (lengths && branches.size() != 1) {
-    return InvalidArgument("pattern with alternation cannot be combined with minLength/maxLength");
-  }
   std::vector<std::string> alts;
   for (Node& b : branches) {
     if (b.kind != Node::kSeq) {
@@ -509,6 +606,10 @@ Result<std::string> RegexToJsonContent(std::string_view pattern, int64_t min_len
       seq.kind = Node::kSeq;
       seq.kids.push_back(std::move(b));
       b = std::move(seq);
+    }
+    while (b.kids.size() == 1 && b.kids[0].kind == Node::kSeq) {  // "(^...$)"
+      Node inner = std::move(b.kids[0]);
+      b = std::move(inner);
     }
     bool bol = !b.kids.empty() && b.kids.front().kind == Node::kBol;
     if (bol) b.kids.erase(b.kids.begin());
@@ -518,15 +619,9 @@ Result<std::string> RegexToJsonContent(std::string_view pattern, int64_t min_len
       return InvalidArgument("regex feature not supported: '^' or '$' inside the pattern");
     }
     if (lengths) {
-      if (!bol || !eol) {
-        return InvalidArgument("unanchored pattern cannot be combined with minLength/maxLength");
-      }
-      ASSIGN_OR_RETURN(bool fits, FitLength(&b, min_length, max_length));
-      if (!fits) {
-        return InvalidArgument(
-            "pattern cannot be combined with minLength/maxLength (only a sequence of single "
-            "characters with one variable repetition can)");
-      }
+      // Only whole matches are generated (tighter than search), so the length is the match's.
+      bol = eol = true;
+      RETURN_IF_ERROR(BoundLength(&b, min_length, max_length));
     }
     std::string e = Emit(b);
     if (!bol) e = char_rule + "* " + e;

@@ -308,6 +308,18 @@ TEST(JsonSchemaTest, Patterns) {
   Schema len(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3})");
   EXPECT_TRUE(len.Accepts(R"("abc")"));
   EXPECT_FALSE(len.Accepts(R"("abcd")"));
+  // Several variable parts and maxLength: repetitions capped so every match fits (tighter).
+  Schema capped(R"({"type": "string", "pattern": "^[a-z]+:[0-9]*$", "maxLength": 9})");
+  EXPECT_TRUE(capped.Accepts(R"("abc:123")"));
+  EXPECT_FALSE(capped.Accepts(R"("abcdefgh:12")"));
+  EXPECT_FALSE(capped.Accepts(R"("abc-123")"));
+  Schema whole(R"({"type": "string", "pattern": "[0-9]{4}", "minLength": 4, "maxLength": 4})");
+  EXPECT_TRUE(whole.Accepts(R"("2024")"));
+  EXPECT_FALSE(whole.Accepts(R"("x2024")"));
+  Schema empty_or(R"j({"pattern": "(^$)|(^[a-f]{2}$)"})j");
+  EXPECT_TRUE(empty_or.Accepts(R"("")"));
+  EXPECT_TRUE(empty_or.Accepts(R"("ab")"));
+  EXPECT_FALSE(empty_or.Accepts(R"("abc")"));
   for (const char* bad :
        {R"j({"pattern": "(?=a)"})j", R"j({"pattern": "(a)\\1"})j", R"j({"pattern": "\\bx"})j"}) {
     EXPECT_NE(Refusal(bad).find("'pattern'"), std::string::npos) << bad;
