@@ -235,7 +235,6 @@ bool ProxyCall::Migrate() {
   attempt_body_ = body.dump();
   continuation_ = true;
   resumed_ = static_cast<int>(generated_.size());
-  migrations_++;
   core_->metrics.CountMigration();
   const PlaceResult r = Dispatch();
   if (r == PlaceResult::kSaturated) {

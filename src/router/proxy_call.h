@@ -97,7 +97,6 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   std::string attempt_body_;   // the current attempt's body
   bool continuation_ = false;  // the current attempt resumes the stream
   int resumed_ = 0;            // tokens it resumed
-  int migrations_ = 0;
   bool ids_missing_ = false;         // an event with text came without token ids
   std::vector<int32_t> generated_;   // token ids of the events forwarded so far
   nlohmann::ordered_json first_id_;  // the stream's "id" and "created" as the client saw them

@@ -9,7 +9,11 @@
 // - Failures: an attempt that fails before any byte reached the client (connect refused,
 //   reset, EOF before the end, timeout, a 429/503 from the replica) is retried on a replica not
 //   tried yet, at most `max_retries` times; then 503 with Retry-After. A stream cut after
-//   output reached the client ends with an SSE error event (counted as a broken stream).
+//   output reached the client is migrated (same budget): re-issued elsewhere as a continuation
+//   (resume_token_ids = the token ids forwarded so far, which replicas are asked to return),
+//   its events rewritten into the original stream; a stream a continuation cannot reproduce
+//   (n > 1, stop strings, presence/frequency penalties, tools, echo, logprobs, structured
+//   output) ends with an SSE error event instead (a broken stream).
 // - Saturation: with every up replica at its in-flight cap, a request waits in a FIFO queue
 //   of at most `max_queue`, at most `queue_timeout` (then 503); beyond the bound, 429 with
 //   Retry-After. No replica up: 503 with Retry-After at once.
