@@ -20,6 +20,7 @@ APT_PACKAGES=(
   libcurl4-openssl-dev                               # model downloads (tachyon pull)
   python3 python3-venv python3-pip                   # test tools (pytest, openai client)
   curl gnuplot-nox                                   # README example, benchmark charts
+  chromium chromium-driver                           # headless browser test of the chat page
 )
 
 missing=()

@@ -6,19 +6,26 @@
 #include <optional>
 #include <random>
 
+#include "server/anthropic_api.h"
+#include "server/chat_page.h"
 #include "server/json_limits.h"
 #include "server/protocol.h"
+#include "server/responses_api.h"
 #include "server/routes.h"
 #include "util/logging.h"
 
 namespace tachyon::server {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 namespace {
 
 constexpr const char* kCompletions = "/v1/completions";
 constexpr const char* kChat = "/v1/chat/completions";
+constexpr const char* kResponsesPath = "/v1/responses";
+constexpr const char* kMessagesPath = "/v1/messages";
+constexpr const char* kCountTokensPath = "/v1/messages/count_tokens";
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -66,15 +73,10 @@ std::string OpenAiApi::NewId(const char* prefix) {
 
 void OpenAiApi::SendError(ResponseChannel& channel, const ApiError& error,
                           const std::string& endpoint) {
-  HttpResponse r;
-  r.status = error.http_status;
-  r.body = error.Body();
-  if (error.retry_after_s > 0) {
-    r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
-  }
-  if (!error.allow.empty()) r.headers.emplace_back("Allow", error.allow);
+  // Anthropic's routes answer errors in Anthropic's shape.
+  const bool anthropic = IsAnthropicPath(endpoint);
   if (!endpoint.empty()) metrics_.CountRequest(endpoint, error.http_status);
-  channel.Respond(std::move(r));
+  channel.Respond(ErrorResponse(error, anthropic ? AnthropicErrorBody(error) : error.Body()));
 }
 
 void OpenAiApi::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel) {
@@ -93,11 +95,15 @@ void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel)
   const std::string& path = req.path;
   bool counted = NeedsAuth(path);
   if (counted && !options_.api_key.empty()) {
+    // The Bearer key (OpenAI's clients) or x-api-key (Anthropic's).
     std::string_view auth = req.Header("authorization");
-    if (auth != "Bearer " + options_.api_key) {
+    std::string_view x_api_key = req.Header("x-api-key");
+    if (auth != "Bearer " + options_.api_key && x_api_key != options_.api_key) {
       ApiError e = Simple(401, "authentication_error",
-                          auth.empty() ? "Missing API key: pass it as 'Authorization: Bearer KEY'."
-                                       : "Incorrect API key provided.");
+                          auth.empty() && x_api_key.empty()
+                              ? "Missing API key: pass it as 'Authorization: Bearer KEY' or "
+                                "'x-api-key: KEY'."
+                              : "Incorrect API key provided.");
       e.code = "invalid_api_key";
       return SendError(*channel, e, path);
     }
@@ -108,6 +114,7 @@ void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel)
       ApiError e = Simple(405, "invalid_request_error",
                           "Method " + req.method + " is not allowed on " + path + ".");
       e.allow = match.allow;
+      if (IsAnthropicPath(path)) return channel->Respond(ErrorResponse(e, AnthropicErrorBody(e)));
       return SendError(*channel, e, "");
     }
     return SendError(*channel, Simple(404, "invalid_request_error", "Unknown path: " + path), "");
@@ -117,6 +124,14 @@ void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel)
       return Completions(req, channel);
     case RouteId::kChatCompletions:
       return ChatCompletions(req, channel);
+    case RouteId::kResponses:
+      return Responses(req, channel);
+    case RouteId::kMessages:
+      return Messages(req, channel);
+    case RouteId::kCountTokens:
+      return CountTokens(req, *channel);
+    case RouteId::kChatPage:
+      return ChatPage(*channel);
     case RouteId::kTokenize:
       return Tokenize(req, channel);
     case RouteId::kDetokenize:
@@ -271,22 +286,25 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
 void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
   auto body = ParseOrderedJsonBody(req.body);
   if (!body.ok()) return SendError(*channel, body.error(), kChat);
-  auto parsed =
-      ParseChatRequest(body.value(), backend_->Info().vocab_size, options_.sampling_defaults);
-  if (!parsed.ok()) return SendError(*channel, parsed.error(), kChat);
+  if (auto e = StartChat(body.value(), kChat, "chatcmpl", nullptr, channel)) {
+    SendError(*channel, *e, kChat);
+  }
+}
+
+std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
+                                             const char* endpoint, const char* id_prefix,
+                                             std::shared_ptr<ChatOutputAdapter> adapter,
+                                             std::shared_ptr<ResponseChannel> channel) {
+  auto parsed = ParseChatRequest(body, backend_->Info().vocab_size, options_.sampling_defaults);
+  if (!parsed.ok()) return parsed.error();
   ChatRequest& cr = parsed.value();
-  if (auto e = CheckCommon(cr.common)) return SendError(*channel, *e, kChat);
+  if (auto e = CheckCommon(cr.common)) return e;
   if (!backend_->Info().has_chat_template) {
-    return SendError(*channel,
-                     InvalidParam("messages",
-                                  "This model has no chat template; start the server "
-                                  "with --chat-template FILE or use /v1/completions."),
-                     kChat);
+    return InvalidParam("messages",
+                        "This model has no chat template; start the server "
+                        "with --chat-template FILE or use /v1/completions.");
   }
-  if (draining_) {
-    return SendError(*channel, ApiErrorFromStatus(Unavailable("The server is shutting down.")),
-                     kChat);
-  }
+  if (draining_) return ApiErrorFromStatus(Unavailable("The server is shutting down."));
   // Tools: parse the reply for calls; tool_choice "required" or a named function starts the
   // reply with the opening of a call (there is no constrained decoding to force it otherwise).
   const ToolCallFormat format = options_.tool_call_format;
@@ -295,12 +313,10 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
   const auto mode = cr.tool_choice.mode;
   if (has_tools && (mode == ToolChoice::Mode::kRequired || mode == ToolChoice::Mode::kFunction)) {
     if (format == ToolCallFormat::kNone) {
-      return SendError(*channel,
-                       InvalidParam("tool_choice",
-                                    "tool_choice 'required' or a named function needs a tool-call "
-                                    "format; this model's chat template shows none (start the "
-                                    "server with --tool-call-parser hermes|llama3|mistral)."),
-                       kChat);
+      return InvalidParam("tool_choice",
+                          "tool_choice 'required' or a named function needs a tool-call "
+                          "format; this model's chat template shows none (start the "
+                          "server with --tool-call-parser hermes|llama3|mistral).");
     }
     std::string function = cr.tool_choice.function;
     if (function.empty() && cr.tool_names.size() == 1) function = cr.tool_names[0];
@@ -311,25 +327,23 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
   if (!ids.ok()) {
     ApiError e = ApiErrorFromStatus(ids.status());
     if (e.http_status == 400) e.param = "messages";
-    return SendError(*channel, e, kChat);
+    return e;
   }
   JobPrompt prompt;
   prompt.sampling = cr.common.sampling;
   prompt.ids = std::move(*ids);
   prompt.ids.insert(prompt.ids.end(), cr.common.resume_token_ids.begin(),
                     cr.common.resume_token_ids.end());
-  if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "messages")) {
-    return SendError(*channel, *e, kChat);
-  }
+  if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "messages")) return e;
   JobSpec spec;
   spec.prompts.push_back(std::move(prompt));
   spec.chat = true;
-  spec.id = NewId("chatcmpl");
+  spec.id = NewId(id_prefix);
   spec.model = cr.common.model.empty() ? model_name() : cr.common.model;
-  spec.endpoint = kChat;
+  spec.endpoint = endpoint;
   spec.created = UnixNow();
   spec.stream = cr.common.stream;
-  spec.include_usage = cr.common.include_usage;
+  spec.include_usage = cr.common.include_usage || adapter != nullptr;
   spec.return_token_ids = cr.common.return_token_ids;
   spec.n = cr.common.n;
   spec.priority = cr.common.priority;
@@ -340,7 +354,82 @@ void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<Response
     spec.tool_prefix = std::move(forced);
     spec.max_tool_calls = cr.parallel_tool_calls ? 0 : 1;
   }
+  spec.adapter = std::move(adapter);
   GenerationJob::Start(std::move(spec), {backend_, &metrics_, &jobs_}, std::move(channel));
+  return std::nullopt;
+}
+
+void OpenAiApi::Responses(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
+  auto body = ParseOrderedJsonBody(req.body);
+  if (!body.ok()) return SendError(*channel, body.error(), kResponsesPath);
+  auto parsed = ParseResponsesRequest(body.value(), responses_);
+  if (!parsed.ok()) return SendError(*channel, parsed.error(), kResponsesPath);
+  ordered_json chat = std::move(parsed.value().chat_body);
+  auto adapter = std::make_shared<ResponsesAdapter>(std::move(parsed.value()), &responses_);
+  if (auto e = StartChat(chat, kResponsesPath, "resp", std::move(adapter), channel)) {
+    ToResponsesParam(*e);
+    SendError(*channel, *e, kResponsesPath);
+  }
+}
+
+void OpenAiApi::Messages(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
+  auto body = ParseOrderedJsonBody(req.body);
+  if (!body.ok()) return SendError(*channel, body.error(), kMessagesPath);
+  auto chat = ParseMessagesRequest(body.value());
+  if (!chat.ok()) return SendError(*channel, chat.error(), kMessagesPath);
+  if (auto e = StartChat(chat.value(), kMessagesPath, "msg", std::make_shared<AnthropicAdapter>(),
+                         channel)) {
+    ToMessagesParam(*e);
+    SendError(*channel, *e, kMessagesPath);
+  }
+}
+
+void OpenAiApi::CountTokens(const HttpRequest& req, ResponseChannel& channel) {
+  auto body = ParseOrderedJsonBody(req.body);
+  if (!body.ok()) return SendError(channel, body.error(), kCountTokensPath);
+  auto chat = ParseMessagesRequest(body.value(), /*count_tokens=*/true);
+  if (!chat.ok()) return SendError(channel, chat.error(), kCountTokensPath);
+  auto parsed = ParseChatRequest(chat.value(), backend_->Info().vocab_size);
+  if (!parsed.ok()) return SendError(channel, parsed.error(), kCountTokensPath);
+  if (auto e = CheckModel(parsed.value().common.model)) {
+    return SendError(channel, *e, kCountTokensPath);
+  }
+  if (!backend_->Info().has_chat_template) {
+    return SendError(channel,
+                     InvalidParam("messages",
+                                  "This model has no chat template; start the "
+                                  "server with --chat-template FILE."),
+                     kCountTokensPath);
+  }
+  // The ids a /v1/messages request with these messages, system and tools is prompted with.
+  auto ids = backend_->TokenizeChat(parsed.value().template_context, "", /*add_special=*/false);
+  if (!ids.ok()) {
+    ApiError e = ApiErrorFromStatus(ids.status());
+    if (e.http_status == 400) e.param = "messages";
+    return SendError(channel, e, kCountTokensPath);
+  }
+  metrics_.CountRequest(kCountTokensPath, 200);
+  channel.Respond(JsonResponse(200, {{"input_tokens", ids->size()}}));
+}
+
+void OpenAiApi::ChatPage(ResponseChannel& channel) {
+  // The page talks to /v1/chat/completions: only a server that can chat has it.
+  if (!backend_->Info().has_chat_template) {
+    return SendError(channel,
+                     Simple(404, "invalid_request_error",
+                            "No chat page: this model has no chat template (start the server "
+                            "with --chat-template FILE)."),
+                     "");
+  }
+  HttpResponse r;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = std::string(ChatPageHtml());
+  r.headers.emplace_back("Content-Security-Policy",
+                         "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                         "'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
+                         "base-uri 'none'; form-action 'none'");
+  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  channel.Respond(std::move(r));
 }
 
 void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {

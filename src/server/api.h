@@ -7,11 +7,14 @@
 //   GET  /health (liveness), /health/ready        readiness: model loaded, not draining (/ready
 //                                                 is the same)
 //   GET  /metrics                                 Prometheus text
+//   POST /v1/responses                            OpenAI Responses API (server/responses_api.h)
+//   POST /v1/messages, /v1/messages/count_tokens  Anthropic Messages API (server/anthropic_api.h)
+//   GET  /                                        the chat page (server/chat_page.h)
 //
 // With an API key configured, /v1/*, /tokenize and /detokenize need
-// "Authorization: Bearer <key>". Everything that can be rejected (JSON, parameters, model name,
-// context length, auth, draining) is rejected before the backend sees the request.
-// Thread-safety: Handle() may run concurrently on any number of io threads.
+// "Authorization: Bearer <key>" or "x-api-key: <key>". Everything that can be rejected (JSON,
+// parameters, model name, context length, auth, draining) is rejected before the backend sees the
+// request. Thread-safety: Handle() may run concurrently on any number of io threads.
 #pragma once
 
 #include <atomic>
@@ -24,6 +27,7 @@
 #include "server/generation_job.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/response_store.h"
 #include "server/tool_calls.h"
 
 namespace tachyon::server {
@@ -59,6 +63,17 @@ class OpenAiApi {
   void Route(HttpRequest request, std::shared_ptr<ResponseChannel> channel);
   void Completions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
   void ChatCompletions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  // The chat path every chat-shaped API shares: parses a /v1/chat/completions body, checks it,
+  // renders and tokenizes the prompt and starts the job, answering through `adapter` when set
+  // (Responses, Anthropic Messages). Returns the error to send instead, if any.
+  std::optional<ApiError> StartChat(const nlohmann::ordered_json& body, const char* endpoint,
+                                    const char* id_prefix,
+                                    std::shared_ptr<ChatOutputAdapter> adapter,
+                                    std::shared_ptr<ResponseChannel> channel);
+  void Responses(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  void Messages(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  void CountTokens(const HttpRequest& req, ResponseChannel& channel);
+  void ChatPage(ResponseChannel& channel);
   void Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
   void Detokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
   // `id` empty: the list; else that model (404 when not served).
@@ -78,6 +93,7 @@ class OpenAiApi {
   ApiOptions options_;
   ServerMetrics metrics_;
   JobRegistry jobs_;
+  ResponseStore responses_;  // previous_response_id
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{0};
   uint64_t id_salt_;

@@ -387,7 +387,12 @@ TEST_F(ApiTest, EveryRouteIsDispatched) {
                            ? R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": 1})"
                        : r.id == RouteId::kTokenize   ? R"({"prompt": "a"})"
                        : r.id == RouteId::kDetokenize ? R"({"tokens": [1]})"
-                                                      : "";
+                       : r.id == RouteId::kResponses  ? R"({"input": "a", "max_output_tokens": 1})"
+                       : r.id == RouteId::kMessages
+                           ? R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": 1})"
+                       : r.id == RouteId::kCountTokens
+                           ? R"({"messages": [{"role": "user", "content": "a"}]})"
+                           : "";
     auto ch = Call(std::string(r.method), path, body);
     EXPECT_EQ(ch->response.status, 200) << r.method << " " << path << ": " << ch->response.body;
     WaitIdle();

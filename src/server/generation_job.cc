@@ -74,6 +74,7 @@ GenerationJob::~GenerationJob() {
 
 void GenerationJob::Start(JobSpec spec, JobContext ctx, std::shared_ptr<ResponseChannel> channel) {
   auto job = std::make_shared<GenerationJob>(std::move(spec), ctx, channel);
+  if (job->spec_.adapter) job->spec_.adapter->Begin(job->spec_);
   job->registry_key_ = ctx.registry->Add(job);
   std::weak_ptr<GenerationJob> weak = job;
   channel->SetOnClose([weak] {
@@ -406,7 +407,9 @@ json GenerationJob::FinalBody() const {
 
 void GenerationJob::WriteEvent(const json& event) {
   if (done_) return;
-  if (!channel_->Write(SseData(event))) {
+  const bool written =
+      spec_.adapter ? spec_.adapter->Chunk(event, *channel_) : channel_->Write(SseData(event));
+  if (!written) {
     // The channel closes and reports OnClose; make sure the engine stops now.
     Cancel();
   }
@@ -421,8 +424,14 @@ void GenerationJob::Complete() {
       j["timings"] = TimingsJson();
       WriteEvent(j);
     }
-    channel_->Write(std::string(kSseDone));
-    channel_->EndStream();
+    if (spec_.adapter) {
+      spec_.adapter->End(*channel_);
+    } else {
+      channel_->Write(std::string(kSseDone));
+      channel_->EndStream();
+    }
+  } else if (spec_.adapter) {
+    spec_.adapter->Complete(FinalBody(), *channel_);
   } else {
     HttpResponse r;
     r.body = DumpJson(FinalBody());
@@ -436,6 +445,7 @@ void GenerationJob::Fail(const ApiError& error) {
   if (done_) return;
   done_ = true;
   ctx_.metrics->CountRequest(spec_.endpoint, error.http_status);
+  if (spec_.adapter) return spec_.adapter->Error(error, stream_started_, *channel_);
   if (stream_started_) {
     channel_->Write(SseData(error.ToJson()));
     channel_->Write(std::string(kSseDone));

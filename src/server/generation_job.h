@@ -29,6 +29,31 @@
 namespace tachyon::server {
 
 class GenerationJob;
+struct JobSpec;
+
+// Re-shapes a chat job's answer for another API (the Responses API, Anthropic's Messages API).
+// With an adapter, GenerationJob hands it exactly what it would send on /v1/chat/completions
+// (n = 1, include_usage on): the chat.completion.chunk events of a stream, the chat.completion
+// body, or an error, and the adapter answers on the channel instead. Every call runs on the
+// channel's executor, in order: Begin, then Chunk* and End (stream) or Complete (not streamed);
+// Error may come instead of any of them, once. Implementations: server/responses_api.h,
+// server/anthropic_api.h.
+class ChatOutputAdapter {
+ public:
+  virtual ~ChatOutputAdapter() = default;
+  // Before anything else (the stream head is not sent yet).
+  virtual void Begin(const JobSpec& spec) = 0;
+  // One chat.completion.chunk (after the stream head). Returns false when the channel refused
+  // a write (the client is gone).
+  virtual bool Chunk(const nlohmann::json& chunk, ResponseChannel& channel) = 0;
+  // The stream is complete (after the usage chunk); the adapter ends the stream.
+  virtual void End(ResponseChannel& channel) = 0;
+  // Not streamed: the whole chat.completion body; the adapter responds.
+  virtual void Complete(const nlohmann::json& completion, ResponseChannel& channel) = 0;
+  // The request failed; `stream_started`: the head has gone out, so the error must be an event
+  // and the adapter ends the stream, else the adapter responds with the error.
+  virtual void Error(const ApiError& error, bool stream_started, ResponseChannel& channel) = 0;
+};
 
 // Thread-safe.
 class JobRegistry {
@@ -70,6 +95,8 @@ struct JobSpec {
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   std::string tool_prefix;  // forced start of a call, appended to the prompt (tool_choice)
   int max_tool_calls = 0;   // 1 with parallel_tool_calls = false; 0: no limit
+  // Another API's shape for a chat job (chat, n = 1, include_usage); null: OpenAI chat/completions.
+  std::shared_ptr<ChatOutputAdapter> adapter;
 };
 
 struct JobContext {

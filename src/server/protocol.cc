@@ -31,6 +31,17 @@ ApiError InvalidParam(std::string param, std::string message) {
   return e;
 }
 
+HttpResponse ErrorResponse(const ApiError& error, std::string body) {
+  HttpResponse r;
+  r.status = error.http_status;
+  r.body = std::move(body);
+  if (error.retry_after_s > 0) {
+    r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+  }
+  if (!error.allow.empty()) r.headers.emplace_back("Allow", error.allow);
+  return r;
+}
+
 ApiError ApiErrorFromStatus(const Status& status) {
   ApiError e;
   e.http_status = HttpStatus(status.code());

@@ -16,6 +16,7 @@
 #include "engine/sampling_defaults.h"
 #include "sampling/sampling_params.h"
 #include "server/backend.h"
+#include "server/http.h"
 #include "util/status.h"
 
 namespace tachyon::server {
@@ -35,6 +36,9 @@ struct ApiError {
 };
 
 ApiError InvalidParam(std::string param, std::string message);
+// The HTTP answer for `error` with `body` (the error in the route's shape): its status, and its
+// Retry-After / Allow headers.
+HttpResponse ErrorResponse(const ApiError& error, std::string body);
 // Maps a Status onto the error shape (code -> HTTP status and error type).
 ApiError ApiErrorFromStatus(const Status& status);
 

@@ -19,6 +19,10 @@ enum class RouteId {
   kHealth,
   kReady,
   kMetrics,
+  kResponses,
+  kMessages,
+  kCountTokens,
+  kChatPage,
 };
 
 struct Route {
@@ -40,6 +44,10 @@ inline constexpr Route kRoutes[] = {
     {"GET", "/health/ready", RouteId::kReady},
     {"GET", "/ready", RouteId::kReady},
     {"GET", "/metrics", RouteId::kMetrics},
+    {"POST", "/v1/responses", RouteId::kResponses},
+    {"POST", "/v1/messages", RouteId::kMessages},
+    {"POST", "/v1/messages/count_tokens", RouteId::kCountTokens},
+    {"GET", "/", RouteId::kChatPage},
 };
 
 struct RouteMatch {

@@ -49,8 +49,8 @@ TEST(RoutesTest, WrongMethodIsKnownPathWithoutRoute) {
 }
 
 TEST(RoutesTest, UnknownPathsAreUnknown) {
-  for (const char* p : {"/", "/v1", "/v1/completion", "/v1/completions/", "/healthz", "/metrics/x",
-                        "/V1/models", ""}) {
+  for (const char* p :
+       {"/v1", "/v1/completion", "/v1/completions/", "/healthz", "/metrics/x", "/V1/models", ""}) {
     RouteMatch m = MatchRoute("GET", p);
     EXPECT_EQ(m.route, nullptr) << p;
     EXPECT_FALSE(m.path_known) << p;

@@ -11,4 +11,13 @@ std::string SseData(const nlohmann::json& event) {
   return out;
 }
 
+std::string SseEvent(std::string_view name, const nlohmann::json& data) {
+  std::string out = "event: ";
+  out += name;
+  out += "\ndata: ";
+  out += DumpJson(data);
+  out += "\n\n";
+  return out;
+}
+
 }  // namespace tachyon::server

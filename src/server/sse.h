@@ -15,4 +15,8 @@ inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 // inside strings, so an event never spans lines.
 std::string SseData(const nlohmann::json& event);
 
+// "event: <name>\ndata: <compact JSON>\n\n": a named event, as the Responses API and
+// Anthropic's Messages API stream them (their streams have no [DONE]).
+std::string SseEvent(std::string_view name, const nlohmann::json& data);
+
 }  // namespace tachyon::server
