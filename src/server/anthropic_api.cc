@@ -192,6 +192,9 @@ std::optional<ApiError> ConvertTools(const ordered_json& body, ordered_json& cha
     if (type == nullptr || !type->is_string()) {
       return Invalid("tool_choice", "expected an object with a 'type'.");
     }
+    if (const ordered_json* name = Field(*choice, "name"); name != nullptr && !name->is_string()) {
+      return Invalid("tool_choice.name", "expected a string.");
+    }
     if (*type == "auto") {
       chat["tool_choice"] = "auto";
     } else if (*type == "any") {
