@@ -375,7 +375,7 @@ Result<std::string> Converter::Visit(const Json& s, const std::string& where, in
   }
   if (s.contains("allOf")) {
     ASSIGN_OR_RETURN(Json merged, Deref(s, where, depth));
-    return Visit(merged, where + "/allOf", depth + 1);
+    return VisitMerged(merged, where + "/allOf", depth + 1);
   }
   if (s.contains("anyOf") || s.contains("oneOf")) return VisitAlternatives(s, where, depth);
   if (s.contains("enum") || s.contains("const")) return VisitEnum(s, where);
@@ -422,11 +422,48 @@ Result<std::string> Converter::VisitRef(const std::string& ref, const std::strin
   if (it != ref_rules_.end()) return it->second;
   const size_t slash = ref.find_last_of("/#");
   std::string name = NewName(slash == std::string::npos ? ref : ref.substr(slash + 1));
+  const size_t mark = rules_.size();
   ref_rules_.emplace(key, name);
   std::string target_where = ref.size() > 1 && ref[0] == '#' ? ref.substr(1) : ref;
-  ASSIGN_OR_RETURN(std::string expr, Visit(*target, target_where, depth + 1));
-  Define(name, std::move(expr));
+  Result<std::string> expr = Visit(*target, target_where, depth + 1);
+  if (!expr.ok()) {
+    ForgetSince(mark, name);  // an unsatisfiable target may be dropped by the caller
+    return expr.status();
+  }
+  Define(name, std::move(expr).value());
   return name;
+}
+
+Result<std::string> Converter::VisitMerged(const Json& s, const std::string& where, int depth) {
+  if (!s.is_object()) return Visit(s, where, depth);
+  const std::string key = "m:" + JsonText(s);
+  auto it = ref_rules_.find(key);
+  if (it != ref_rules_.end()) return it->second;
+  std::string name = NewName(where.substr(where.find_last_of('/') + 1) + "-m");
+  const size_t mark = rules_.size();
+  ref_rules_.emplace(key, name);
+  Result<std::string> expr = Visit(s, where, depth);
+  if (!expr.ok()) {
+    ForgetSince(mark, name);
+    return expr.status();
+  }
+  Define(name, std::move(expr).value());
+  return name;
+}
+
+void Converter::ForgetSince(size_t mark, const std::string& reserved) {
+  std::set<std::string> gone = {reserved};
+  for (size_t i = mark; i < rules_.size(); ++i) gone.insert(rules_[i].first);
+  rules_.resize(mark);
+  for (auto it = by_body_.begin(); it != by_body_.end();) {
+    it = gone.count(it->second) ? by_body_.erase(it) : std::next(it);
+  }
+  for (auto it = ref_rules_.begin(); it != ref_rules_.end();) {
+    it = gone.count(it->second) ? ref_rules_.erase(it) : std::next(it);
+  }
+  for (auto it = shared_.begin(); it != shared_.end();) {
+    it = gone.count(it->second) ? shared_.erase(it) : std::next(it);
+  }
 }
 
 Result<std::string> Converter::VisitEnum(const Json& s, const std::string& where) {
@@ -538,7 +575,8 @@ Result<std::string> Converter::VisitAlternatives(const Json& s, const std::strin
   std::vector<std::string> alts;
   for (size_t i = 0; i < branches.size(); ++i) {
     if (branches[i].is_boolean() && !branches[i].get<bool>()) continue;  // admits nothing
-    Result<std::string> r = Visit(branches[i], wheres[i], depth + 1);
+    Result<std::string> r = has_rest || one ? VisitMerged(branches[i], wheres[i], depth + 1)
+                                            : Visit(branches[i], wheres[i], depth + 1);
     if (!r.ok() && IsUnsatisfiable(r.status())) continue;
     ASSIGN_OR_RETURN(std::string e, std::move(r));
     if (std::find(alts.begin(), alts.end(), e) == alts.end()) alts.push_back(std::move(e));

@@ -65,6 +65,20 @@ std::string Ipv6() {
   return out + ")";
 }
 
+// RFC 3339 appendix A.
+std::string Duration() {
+  const std::string n = "[0-9]+";
+  const std::string sec = n + " \"S\"";
+  const std::string min = n + " \"M\" (" + sec + ")?";
+  const std::string hour = n + " \"H\" (" + min + ")?";
+  const std::string time = "\"T\" (" + hour + " | " + min + " | " + sec + ")";
+  const std::string day = n + " \"D\"";
+  const std::string month = n + " \"M\" (" + day + ")?";
+  const std::string year = n + " \"Y\" (" + month + ")?";
+  return "\"P\" ((" + day + " | " + month + " | " + year + ") (" + time + ")? | " + time + " | " +
+         n + " \"W\")";
+}
+
 std::string Hostname() {
   const std::string l = kHostLabel;
   return l + " (\".\" " + l + "){0,3}";
@@ -102,11 +116,12 @@ Result<std::optional<std::string>> FormatContentExpr(const std::string& format,
   if (format == "uri") return std::optional<std::string>(Uri(false));
   if (format == "uri-reference") return std::optional<std::string>(Uri(true));
   if (format == "byte") return std::optional<std::string>(kBase64);
+  if (format == "duration") return std::optional<std::string>(Duration());
   // Formats that validators check but the converter does not generate.
-  static const std::array<const char*, 11> kRefused = {
-      "regex",        "duration",     "iri",          "iri-reference",
-      "idn-email",    "idn-hostname", "json-pointer", "relative-json-pointer",
-      "uri-template", "color",        "time-duration"};
+  static const std::array<const char*, 10> kRefused = {
+      "regex",        "iri",          "iri-reference",         "idn-email",
+      "idn-hostname", "json-pointer", "relative-json-pointer", "uri-template",
+      "color",        "time-duration"};
   for (const char* f : kRefused) {
     if (format == f) return Refuse("format", where, "format '" + format + "' is not supported");
   }

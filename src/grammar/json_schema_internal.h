@@ -115,6 +115,11 @@ class Converter {
   // One type's alternative ("" when covered by another type).
   Result<std::string> TypeExpr(const Json& s, const std::string& type, bool has_number,
                                const std::string& where, int depth);
+  // Visit of a schema built by merging (no pointer of its own), memoized by its text so that
+  // recursion through merged schemas ends in a rule.
+  Result<std::string> VisitMerged(const Json& s, const std::string& where, int depth);
+  // Drops the rules defined since rules_.size() was `mark` (and `reserved`) after a failed visit.
+  void ForgetSince(size_t mark, const std::string& reserved);
   Result<std::string> VisitEnum(const Json& s, const std::string& where);
   Result<std::string> VisitAlternatives(const Json& s, const std::string& where, int depth);
   Result<std::string> StringExpr(const Json& s, const std::string& where);

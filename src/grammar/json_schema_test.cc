@@ -286,6 +286,13 @@ TEST(JsonSchemaTest, Formats) {
   EXPECT_TRUE(uri.Accepts(R"("https://example.com/a?b=c#d")"));
   EXPECT_TRUE(uri.Accepts(R"("urn:isbn:0451450523")"));
   EXPECT_FALSE(uri.Accepts(R"("no scheme")"));
+  Schema dur(R"({"format": "duration"})");
+  for (const char* ok : {R"("P1Y2M3DT4H5M6S")", R"("PT5M")", R"("P3W")", R"("P1D")"}) {
+    EXPECT_TRUE(dur.Accepts(ok)) << ok;
+  }
+  for (const char* bad : {R"("P")", R"("PT")", R"("P1H")", R"("1D")"}) {
+    EXPECT_FALSE(dur.Accepts(bad)) << bad;
+  }
   // Formats validators do not know are annotations.
   Schema odd(R"({"type": "string", "format": "int32"})");
   EXPECT_TRUE(odd.Accepts(R"("anything")"));

@@ -119,6 +119,7 @@ FORMATS = {
     "ipv6": lambda r: r.choice(["::1", "fe80::1:2", "2001:db8:0:0:1:0:0:1", "::"]),
     "hostname": lambda r: r.choice(["example.com", "a-b.c", "localhost"]),
     "byte": lambda r: r.choice(["", "YQ==", "YWJj", "YWI="]),
+    "duration": lambda r: r.choice(["P1D", "PT5M", "P1Y2M3DT4H5M6S", "P3W"]),
 }
 
 
