@@ -230,6 +230,19 @@ TEST(JsonSchemaTest, Combinators) {
   EXPECT_FALSE(tagged.Accepts(R"({"kind":"b","v":1})"));
   EXPECT_NE(Refusal(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})").find("'oneOf' at /"),
             std::string::npos);
+  // Narrowed branches: an optional key the other branch rejects is always written ...
+  Schema closed(R"({"oneOf": [
+      {"type": "object", "additionalProperties": false, "properties": {"ps": {"type": "string"}}},
+      {"type": "object", "additionalProperties": false, "properties": {"sh": {"type": "string"}}}]})");
+  EXPECT_TRUE(closed.Accepts(R"({"ps":"x"})"));
+  EXPECT_TRUE(closed.Accepts(R"({"sh":"y"})"));
+  EXPECT_FALSE(closed.Accepts("{}"));  // valid under both branches, so under neither oneOf
+  // ... and a key the other branch requires is never written.
+  Schema either(R"({"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                    "oneOf": [{"required": ["a"]}, {"required": ["b"]}]})");
+  EXPECT_TRUE(either.Accepts(R"({"a":1})"));
+  EXPECT_TRUE(either.Accepts(R"({"b":2})"));
+  EXPECT_FALSE(either.Accepts(R"({"a":1,"b":2})"));
   Schema all(R"({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
                            {"properties": {"b": {"type": "string"}, "a": {"minimum": 5}},
                             "required": ["b"]}]})");
