@@ -144,6 +144,38 @@ TEST(EngineCliTest, RunSamplingFlags) {
   EXPECT_NE(c.err.find("finish: length"), std::string::npos) << c.err;
 }
 
+TEST(EngineCliTest, RunSpeculativeGreedyIsUnchanged) {
+  REQUIRE_MODEL();
+  const std::string plain = RunGreedy("-n 60");
+  const std::string spec = RunGreedy(
+      "-n 60 --speculative-config "
+      "'{\"method\":\"ngram\",\"num_speculative_tokens\":4,\"prompt_lookup_max\":3}'");
+  EXPECT_EQ(spec, plain);
+  // bench --concurrency takes the same flag.
+  Result b = Tachyon("bench -m " + Model() +
+                     " -t 1 --concurrency 1,2 -p 16 -n 16 --json --speculative-config "
+                     "'{\"method\":\"ngram\",\"num_speculative_tokens\":2}'");
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+}
+
+TEST(EngineCliTest, RunBadSpeculativeConfigNamesTheField) {
+  REQUIRE_MODEL();
+  const std::string base = "run -m " + Model() + " -p hi --speculative-config ";
+  const std::pair<const char*, const char*> cases[] = {
+      {"'{\"method\":\"ngram\"}'", "num_speculative_tokens"},
+      {"'{\"method\":\"ngram\",\"num_speculative_tokens\":-2}'", "num_speculative_tokens"},
+      {"'{\"method\":\"medusa\",\"num_speculative_tokens\":2}'", "method"},
+      {"'{\"method\":\"suffix\",\"num_speculative_tokens\":2}'", "not implemented"},
+      {"'not json'", "not valid JSON"},
+  };
+  for (const auto& [arg, want] : cases) {
+    Result r = Tachyon(base + arg);
+    EXPECT_EQ(r.exit_code, 2) << arg << ": " << r.err;
+    EXPECT_NE(r.err.find("--speculative-config"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << arg << ": " << r.err;
+  }
+}
+
 TEST(EngineCliTest, RunBadValuesGiveOneLineErrors) {
   REQUIRE_MODEL();
   const std::string base = "run -m " + Model() + " -p hi ";

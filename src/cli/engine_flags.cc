@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/flags.h"
+#include "spec/speculative_config.h"
 
 namespace tachyon::cli {
 
@@ -64,6 +65,19 @@ EngineFlags AddEngineFlags(CLI::App& app, engine::ServingOptions* o) {
          "--no-generation-config", [o] { o->use_generation_config = false; },
          "ignore the model folder's generation_config.json (its sampling defaults and extra "
          "EOS ids)")
+      ->group(kGroup);
+  app.add_option_function<std::string>(
+         "--speculative-config",
+         [o](const std::string& v) {
+           Result<spec::SpeculativeConfig> c = spec::ParseSpeculativeConfig(v);
+           Status s = c.ok() ? spec::ValidateSpeculativeConfig(*c) : c.status();
+           if (!s.ok()) throw CLI::ValidationError("--speculative-config: " + s.message());
+           o->speculative = *c;
+         },
+         "speculative decoding, as JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": K, "
+         "\"prompt_lookup_min\": N, \"prompt_lookup_max\": M, \"disable_by_batch_size\": B, "
+         "\"min_acceptance_rate\": R} (docs/speculative.md; default: off)")
+      ->type_name("JSON")
       ->group(kGroup);
   return f;
 }

@@ -86,7 +86,6 @@ int RunLogits(int argc, char** argv) {
   for (int64_t b = 0; b < (n + bs - 1) / bs; ++b) {
     batch.seqs[0].block_table.push_back(static_cast<int32_t>(b));
   }
-  batch.seqs[0].all_logits = true;
   FILE* out = std::fopen(out_path.c_str(), "wb");
   if (out == nullptr) return Fail("cannot open " + out_path + ": " + std::strerror(errno));
   model::ForwardOutput logits;
@@ -94,6 +93,7 @@ int RunLogits(int argc, char** argv) {
     const int64_t len = std::min(chunk, n - start);
     batch.tokens.assign(ids.begin() + start, ids.begin() + start + len);
     batch.seqs[0].n_tokens = len;
+    batch.seqs[0].num_logits = len;
     batch.seqs[0].pos_start = start;
     Status st = (*model)->Forward(batch, kv->get(), &pool, &logits);
     if (!st.ok()) {

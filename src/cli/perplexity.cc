@@ -116,9 +116,9 @@ Status RunWindow(model::Model& m, model::KvCache* kv, ThreadPool* pool,
   for (int64_t b = 0; b < (n + bs - 1) / bs; ++b) {
     batch.seqs[0].block_table.push_back(static_cast<int32_t>(b));
   }
-  batch.seqs[0].all_logits = true;
   batch.tokens = window;
   batch.seqs[0].n_tokens = n;
+  batch.seqs[0].num_logits = n;
   batch.seqs[0].pos_start = 0;
   return m.Forward(batch, kv, pool, out);
 }

@@ -168,6 +168,13 @@ int RunRun(int argc, char** argv) {
                static_cast<long long>(n_prompt), n_prompt / std::max(pp_s, 1e-9),
                static_cast<long long>(n_gen), n_decoded / std::max(tg_s, 1e-9),
                std::string(engine::FinishReasonName(reason)).c_str());
+  if (o.engine.speculative.enabled()) {
+    const spec::SpecStats s = core->Metrics().spec;
+    std::fprintf(stderr, "speculative: %lld drafts, %lld of %lld drafted tokens accepted\n",
+                 static_cast<long long>(s.num_drafts),
+                 static_cast<long long>(s.num_accepted_tokens),
+                 static_cast<long long>(s.num_draft_tokens));
+  }
   return 0;
 }
 

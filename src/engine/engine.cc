@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sampling/sampler.h"
+#include "spec/rejection_sampler.h"
 #include "util/logging.h"
 
 namespace tachyon::engine {
@@ -19,8 +20,8 @@ double Since(Clock::time_point t) {
 }
 }  // namespace
 
-Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
-                                               ModelExecutor* executor) {
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, ModelExecutor* executor,
+                                               std::unique_ptr<spec::Drafter> drafter) {
   if (executor == nullptr) return InvalidArgument("engine: no model executor");
   if (config.kv.num_blocks <= 0 || config.kv.block_size <= 0) {
     return InvalidArgument("engine: the KV pool needs num_blocks > 0 and block_size > 0");
@@ -29,7 +30,13 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
     return InvalidArgument("engine: max_num_batched_tokens and max_num_seqs must be positive");
   }
   if (config.max_model_len <= 1) return InvalidArgument("engine: max_model_len must be > 1");
-  return std::unique_ptr<Engine>(new Engine(config, executor));
+  std::unique_ptr<Speculator> speculator;
+  if (config.speculative.enabled()) {
+    ASSIGN_OR_RETURN(speculator, Speculator::Create(config.speculative, std::move(drafter)));
+  }
+  auto engine = std::unique_ptr<Engine>(new Engine(config, executor));
+  engine->speculator_ = std::move(speculator);
+  return engine;
 }
 
 Engine::Engine(const EngineConfig& config, ModelExecutor* executor)
@@ -148,6 +155,8 @@ RequestOutput Engine::NewOutput(const Request& r) const {
 
 void Engine::Finish(Request* r, FinishReason reason, RequestOutput* out) {
   scheduler_.Remove(r);
+  r->draft_tokens.clear();
+  if (speculator_) speculator_->Release(*r);
   r->finish_reason = reason;
   out->finish_reason = reason;
   Group& g = groups_.at(r->request_id);
@@ -180,10 +189,11 @@ void Engine::AbortAll() {
   for (uint64_t id : ids) Abort(id);
 }
 
-void Engine::ProcessSample(Request* r, const sampling::SampleResult& s) {
-  RequestOutput o = NewOutput(*r);
+FinishReason Engine::AppendToken(Request* r, const sampling::SampleResult& s, RequestOutput* out) {
+  RequestOutput& o = *out;
   const int32_t tok = s.token;
   r->tokens.push_back(tok);
+  ++counters_.generation_tokens;
   ++o.usage.completion_tokens;
   o.token_ids.push_back(tok);
   if (r->params.logprobs >= 0) o.logprobs.push_back({tok, s.logprob, s.top_logprobs});
@@ -195,7 +205,7 @@ void Engine::ProcessSample(Request* r, const sampling::SampleResult& s) {
     reason = FinishReason::kStop;  // the stop token itself is not part of the text
   } else if (r->decoder) {
     const auto t0 = Clock::now();
-    o.text = r->stop_matcher.Append(r->decoder->Push(tok), &stopped_by_string);
+    o.text += r->stop_matcher.Append(r->decoder->Push(tok), &stopped_by_string);
     if (stopped_by_string) reason = FinishReason::kStop;
     counters_.detokenize_seconds += Since(t0);
   }
@@ -209,7 +219,43 @@ void Engine::ProcessSample(Request* r, const sampling::SampleResult& s) {
     o.text += r->stop_matcher.Append(r->decoder->Flush(), &stopped);
     if (!stopped) o.text += r->stop_matcher.Flush();
   }
-  if (reason != FinishReason::kNone) Finish(r, reason, &o);
+  return reason;
+}
+
+void Engine::ProcessSampled(const ScheduledSeq& s, std::span<float> rows) {
+  Request* r = s.request;
+  const int32_t n_vocab = executor_->n_vocab();
+  const int64_t k = s.num_draft_tokens;
+  // Copied: the draft is replaced once the step's tokens are known.
+  const std::vector<int32_t> draft(r->draft_tokens.begin(), r->draft_tokens.begin() + k);
+  r->draft_tokens.clear();
+  RequestOutput o = NewOutput(*r);
+  int64_t accepted = 0;
+  FinishReason finish = FinishReason::kNone;
+  // Row j scores the token after the known tokens and the first j drafts; each draft is kept
+  // while the request's own sample at its position equals it (spec/rejection_sampler.h: exact
+  // for one-hot drafts), and the first sample that differs (or the one after the last draft)
+  // is emitted as well.
+  for (int64_t j = 0; j <= k && finish == FinishReason::kNone; ++j) {
+    sampling::SamplingInput in;
+    in.prompt = std::span(r->tokens).first(r->num_prompt_tokens);
+    in.output = std::span(r->tokens).subspan(r->num_prompt_tokens);
+    in.seed = r->seed;
+    in.eos_ids = r->params.ignore_eos ? std::span<const int32_t>()
+                                      : std::span<const int32_t>(config_.eos_token_ids);
+    const auto t_sample = Clock::now();
+    spec::DeterministicVerdict v = spec::VerifyDeterministicDraft(
+        rows.subspan(j * n_vocab, n_vocab), r->params, in, j < k ? draft[j] : -1);
+    counters_.sample_seconds += Since(t_sample);
+    finish = AppendToken(r, v.sample, &o);
+    if (!v.accepted) break;
+    ++accepted;  // an emitted draft: its KV (computed this step) is valid
+  }
+  if (k > 0) {
+    speculator_->Verified(*r, static_cast<int>(k), static_cast<int>(accepted));
+    scheduler_.OnDraftsVerified(r, accepted);  // before Finish: the cache keeps those blocks
+  }
+  if (finish != FinishReason::kNone) Finish(r, finish, &o);
   outputs_.push_back(std::move(o));
 }
 
@@ -242,27 +288,25 @@ std::vector<RequestOutput> Engine::Step() {
       FailStep(out, logits.status());
     } else {
       scheduler_.OnStepComputed(out);
-      const int32_t n_vocab = executor_->n_vocab();
       for (size_t i = 0; i < out.seqs.size(); ++i) {
         const ScheduledSeq& s = out.seqs[i];
-        Request* r = s.request;
         if (!s.sample) {
           counters_.prompt_tokens_computed += s.num_new_tokens;
           continue;
         }
-        counters_.prompt_tokens_computed += s.num_new_tokens - 1;
-        ++counters_.generation_tokens;
-        sampling::SamplingInput in;
-        in.prompt = std::span(r->tokens).first(r->num_prompt_tokens);
-        in.output = std::span(r->tokens).subspan(r->num_prompt_tokens);
-        in.seed = r->seed;
-        in.eos_ids = r->params.ignore_eos ? std::span<const int32_t>()
-                                          : std::span<const int32_t>(config_.eos_token_ids);
-        const auto t_sample = Clock::now();
-        sampling::SampleResult sample =
-            sampling::Sample(logits->subspan(i * n_vocab, n_vocab), r->params, in);
-        counters_.sample_seconds += Since(t_sample);
-        ProcessSample(r, sample);
+        counters_.prompt_tokens_computed += s.num_new_tokens - s.num_draft_tokens - 1;
+        const size_t n_vocab = static_cast<size_t>(executor_->n_vocab());
+        ProcessSampled(
+            s, logits->subspan(runner_.FirstRow(i) * n_vocab, (1 + s.num_draft_tokens) * n_vocab));
+      }
+      if (speculator_) {
+        // Drafts for the next step, now that this step's tokens are known.
+        for (const ScheduledSeq& s : out.seqs) {
+          Request* r = s.request;
+          if (s.sample && r->state == RequestState::kRunning) {
+            speculator_->Propose(r, scheduler_.num_running(), config_.max_model_len);
+          }
+        }
       }
     }
   }
@@ -277,6 +321,7 @@ EngineMetrics Engine::Metrics() const {
   m.num_waiting = scheduler_.num_waiting();
   m.kv = kv_.Stats();
   m.num_preemptions = scheduler_.num_preemptions();
+  if (speculator_) m.spec = speculator_->stats();
   return m;
 }
 

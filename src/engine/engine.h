@@ -20,8 +20,11 @@
 #include "engine/output.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/speculative_step.h"
 #include "kv/kv_cache_manager.h"
 #include "sampling/sampling_params.h"
+#include "spec/acceptance.h"
+#include "spec/speculative_config.h"
 
 namespace tachyon::engine {
 
@@ -31,6 +34,7 @@ struct EngineConfig {
   int64_t max_model_len = 2048;                    // context length: prompt + generated tokens
   std::vector<int32_t> eos_token_ids;              // end generation (unless ignore_eos)
   std::shared_ptr<const Detokenizer> detokenizer;  // null: no text, stop strings rejected
+  spec::SpeculativeConfig speculative;             // method kNone: no speculative decoding
 };
 
 struct EngineRequest {
@@ -56,14 +60,17 @@ struct EngineMetrics {
   double forward_seconds = 0;
   double sample_seconds = 0;
   double detokenize_seconds = 0;
+  spec::SpecStats spec;  // speculative decoding: drafts, drafted and accepted tokens
 };
 
 class Engine {
  public:
-  // Errors: InvalidArgument for an unusable config. `executor` is not owned and must outlive
-  // the engine; its KV storage must hold config.kv.num_blocks blocks.
-  static Result<std::unique_ptr<Engine>> Create(const EngineConfig& config,
-                                                ModelExecutor* executor);
+  // Errors: InvalidArgument for an unusable config (Unimplemented for a speculative method not
+  // built yet). `executor` is not owned and must outlive the engine; its KV storage must hold
+  // config.kv.num_blocks blocks. `drafter`, when given, replaces the speculative config's own
+  // (tests); it is used only when config.speculative is enabled.
+  static Result<std::unique_ptr<Engine>> Create(const EngineConfig& config, ModelExecutor* executor,
+                                                std::unique_ptr<spec::Drafter> drafter = nullptr);
 
   // Whether the request could ever run: InvalidArgument (with the reason) if not.
   Status Validate(const EngineRequest& req) const;
@@ -93,7 +100,12 @@ class Engine {
   Engine(const EngineConfig& config, ModelExecutor* executor);
   int64_t TokenLimit() const;
   RequestOutput NewOutput(const Request& r) const;
-  void ProcessSample(Request* r, const sampling::SampleResult& s);
+  // Appends a sampled token to r and to its output `o`, with the stop checks (text flushed on a
+  // finish). Returns the finish reason (kNone: r goes on); the caller then calls Finish.
+  FinishReason AppendToken(Request* r, const sampling::SampleResult& s, RequestOutput* o);
+  // Samples s's logits rows of this step (1 + s.num_draft_tokens: its last known token's, then
+  // one per draft it verifies) and emits the tokens.
+  void ProcessSampled(const ScheduledSeq& s, std::span<float> rows);
   void Finish(Request* r, FinishReason reason, RequestOutput* out);
   void FailStep(const SchedulerOutput& out, const Status& error);
 
@@ -102,6 +114,7 @@ class Engine {
   kv::KvCacheManager kv_;
   Scheduler scheduler_;
   ModelRunner runner_;
+  std::unique_ptr<Speculator> speculator_;  // null: speculative decoding off
   std::unordered_map<uint64_t, Group> groups_;
   std::vector<uint64_t> finished_groups_;  // erased at the end of Step
   std::vector<RequestOutput> outputs_;

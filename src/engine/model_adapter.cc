@@ -20,17 +20,15 @@ ModelAdapter::ModelAdapter(std::shared_ptr<model::Model> model, std::unique_ptr<
 
 Status ModelAdapter::Execute(const model::Batch& batch, std::span<float> logits) {
   const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
-  if (logits.size() != batch.seqs.size() * n_vocab) {
+  size_t rows = 0;
+  for (const model::SequenceSlice& s : batch.seqs) rows += static_cast<size_t>(s.num_logits);
+  if (logits.size() != rows * n_vocab) {
     return InvalidArgument("model adapter: logits buffer has the wrong size");
   }
   RETURN_IF_ERROR(model_->Forward(batch, kv_.get(), &pool_, &out_));
-  for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    // Its last new token's row: the first row, plus n_tokens - 1 when all rows were asked.
-    int64_t row = out_.seq_first_row[i];
-    if (batch.seqs[i].all_logits) row += batch.seqs[i].n_tokens - 1;
-    const float* src = out_.Row(row);
-    std::copy(src, src + n_vocab, logits.begin() + i * n_vocab);
-  }
+  // Forward lays the requested rows out exactly as the executor contract asks.
+  const float* src = out_.Row(0);
+  std::copy(src, src + rows * n_vocab, logits.begin());
   return OkStatus();
 }
 

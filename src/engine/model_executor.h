@@ -21,8 +21,9 @@ class ModelExecutor {
   virtual int32_t n_vocab() const = 0;
 
   // Runs one flat batch: writes each sequence's new tokens' KV into its blocks and the logits
-  // of its last new token into logits[i * n_vocab, (i + 1) * n_vocab) for batch.seqs[i].
-  // REQUIRES: logits.size() == batch.seqs.size() * n_vocab().
+  // of its last num_logits new tokens (model/batch.h) into `logits`, row after row: sequence
+  // 0's rows in token order, then sequence 1's, ... ([sum of num_logits, n_vocab]).
+  // REQUIRES: logits.size() == (sum of batch.seqs[i].num_logits) * n_vocab().
   // Errors: a malformed batch (InvalidArgument / Internal) or a model failure.
   virtual Status Execute(const model::Batch& batch, std::span<float> logits) = 0;
 };

@@ -15,9 +15,11 @@ class ModelRunner {
  public:
   explicit ModelRunner(ModelExecutor* executor) : executor_(executor) {}  // not owned
 
-  // Runs the step. Returns logits [out.seqs.size(), n_vocab] (row i: the last new token of
-  // out.seqs[i]), valid until the next call.
+  // Runs the step. Returns logits [rows, n_vocab], valid until the next call: out.seqs[i] has
+  // 1 + num_draft_tokens rows from FirstRow(i) if it samples (its last known token's, then
+  // each draft's), else 1 (its last new token's).
   Result<std::span<float>> Execute(const SchedulerOutput& out);
+  int64_t FirstRow(size_t i) const { return first_row_[i]; }
 
   // The batch built by the last Execute (for tests and debugging).
   const model::Batch& last_batch() const { return batch_; }
@@ -27,6 +29,7 @@ class ModelRunner {
   ModelExecutor* executor_;
   model::Batch batch_;
   std::vector<float> logits_;
+  std::vector<int64_t> first_row_;  // [out.seqs.size()]
 };
 
 }  // namespace tachyon::engine

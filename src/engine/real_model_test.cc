@@ -109,6 +109,29 @@ TEST_F(StoriesEngineTest, TightPoolPreemptsAndStillMatches) {
   EXPECT_EQ(m.kv.used_blocks, 0);
 }
 
+// Speculative decoding with n-gram drafts (stories repeat their phrases): the same greedy
+// tokens, batched and chunked, and under preemption, with drafts accepted.
+TEST_F(StoriesEngineTest, NgramSpeculationMatchesLlama2c) {
+  for (int num_blocks : {256, 12}) {
+    EngineConfig c = Config(num_blocks, num_blocks == 256 ? 16 : 64);
+    c.speculative.method = spec::SpecMethod::kNgram;
+    c.speculative.num_speculative_tokens = 4;
+    c.speculative.prompt_lookup_min = 1;
+    c.speculative.prompt_lookup_max = 3;
+    c.speculative.min_acceptance_rate = 0;
+    c.speculative.disable_by_batch_size = 64;
+    EngineMetrics m;
+    auto got = RunAll(c, &m);
+    for (size_t i = 0; i < cases_.size(); ++i) {
+      EXPECT_EQ(got[i], cases_[i].expected) << "case " << i << ", " << num_blocks << " blocks";
+    }
+    EXPECT_GT(m.spec.num_accepted_tokens, 0);
+    EXPECT_LT(m.spec.num_accepted_tokens, m.spec.num_draft_tokens);
+    EXPECT_EQ(m.kv.used_blocks, 0);
+    if (num_blocks == 12) EXPECT_GT(m.num_preemptions, 0);
+  }
+}
+
 TEST_F(StoriesEngineTest, EngineCoreStreamsTextWithStopString) {
   auto tok = tokenizer::Tokenizer::FromFile(path_);
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();

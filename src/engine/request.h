@@ -37,6 +37,10 @@ struct Request {
   sampling::SamplingParams params;
   uint64_t seed = 0;
   std::string cache_salt;
+  // Speculative decoding: tokens proposed to follow `tokens`, verified by the next step that
+  // schedules this sequence's last token (they join its batch; see speculative_step.h).
+  // Always a guess about the current `tokens`: cleared whenever tokens change.
+  std::vector<int32_t> draft_tokens;
 
   RequestState state = RequestState::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;

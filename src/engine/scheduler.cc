@@ -52,16 +52,21 @@ void Scheduler::Preempt(Request* victim, SchedulerOutput* out, int64_t* budget) 
 void Scheduler::ScheduleRunning(Request* r, SchedulerOutput* out, int64_t* budget) {
   const int64_t n = ChunkSize(r, *budget);
   if (n <= 0) return;
-  while (!kv_->Allocate(r->seq_id, r->num_computed_tokens + n)) {
+  const bool reaches_end = r->num_computed_tokens + n == static_cast<int64_t>(r->tokens.size());
+  // Drafts ride along with the last known token, within the budget; they never preempt anyone
+  // (without room for them the step runs the known tokens alone).
+  int64_t k = reaches_end ? std::min<int64_t>(r->draft_tokens.size(), *budget - n) : 0;
+  if (k > 0 && !kv_->Allocate(r->seq_id, r->num_computed_tokens + n + k)) k = 0;
+  while (k == 0 && !kv_->Allocate(r->seq_id, r->num_computed_tokens + n)) {
     // Out of blocks: preempt the least important running request (possibly r itself).
     Request* victim = LeastImportantRunning();
     Preempt(victim, out, budget);
     if (victim == r) return;
   }
-  const bool sample = r->num_computed_tokens + n == static_cast<int64_t>(r->tokens.size());
-  out->seqs.push_back({r, n, r->num_computed_tokens, kv_->BlockTable(r->seq_id), sample});
-  out->num_tokens += n;
-  *budget -= n;
+  out->seqs.push_back(
+      {r, n + k, r->num_computed_tokens, kv_->BlockTable(r->seq_id), reaches_end, k});
+  out->num_tokens += n + k;
+  *budget -= n + k;
 }
 
 bool Scheduler::BlockedOnLeader(const Request* r) const {
@@ -156,9 +161,17 @@ Request* Scheduler::LeastImportantRunning() const {
 void Scheduler::OnStepComputed(const SchedulerOutput& out) {
   for (const ScheduledSeq& s : out.seqs) {
     Request* r = s.request;
-    r->num_computed_tokens = s.pos_start + s.num_new_tokens;
+    r->num_computed_tokens = s.pos_start + s.num_new_tokens - s.num_draft_tokens;
     kv_->CommitComputed(r->seq_id, r->tokens, r->num_computed_tokens, r->cache_salt);
   }
+}
+
+void Scheduler::OnDraftsVerified(Request* r, int64_t accepted) {
+  r->num_computed_tokens += accepted;
+  CHECK(r->num_computed_tokens <= static_cast<int64_t>(r->tokens.size()))
+      << "accepted drafts past the emitted tokens";
+  kv_->CommitComputed(r->seq_id, r->tokens, r->num_computed_tokens, r->cache_salt);
+  kv_->FreeBlocksPast(r->seq_id, r->num_computed_tokens + 1);
 }
 
 void Scheduler::Remove(Request* r) {

@@ -2,7 +2,8 @@
 //
 // Policy (SchedulerConfig):
 //  - A per-step token budget (max_num_batched_tokens) and a cap on running requests.
-//  - Running requests go first: those generating get their one token, then those still in
+//  - Running requests go first: those generating get their one token (plus their drafted
+//    tokens, speculative decoding, as far as the budget and the pool allow), then those still in
 //    their prompt get chunks (chunked prefill). Waiting requests are then admitted in queue
 //    order (FCFS, or priority then FCFS) with prefill chunks within the remaining budget; the
 //    queue head blocks those behind it, so no one starves.
@@ -44,6 +45,10 @@ struct ScheduledSeq {
   int64_t pos_start = 0;       // = request's num_computed_tokens before the step
   std::vector<int32_t> block_table;
   bool sample = false;  // the step computes the last known token: sample the next one
+  // The last num_draft_tokens of the num_new_tokens are request->draft_tokens[0, k), placed
+  // after its known tokens to be verified (only when sample). num_computed_tokens advances by
+  // the known tokens, and later by the drafts accepted (Scheduler::OnDraftsVerified).
+  int64_t num_draft_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -63,6 +68,12 @@ class Scheduler {
   // After the step ran: advances num_computed_tokens and commits the computed blocks to the
   // prefix cache. Call before appending sampled tokens.
   void OnStepComputed(const SchedulerOutput& out);
+  // After verifying a step's drafts of `r` (before a Remove if it finished): its first
+  // `accepted` drafts are now
+  // emitted tokens with computed KV; num_computed_tokens advances over them, newly full blocks are
+  // committed to the prefix cache, and blocks past the next token's position (holding only
+  // rejected drafts) go back to the pool. Call after appending the emitted tokens.
+  void OnDraftsVerified(Request* r, int64_t accepted);
   // Removes the request from the queues and frees its blocks; sets state kFinished.
   void Remove(Request* r);
 

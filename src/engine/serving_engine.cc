@@ -142,6 +142,7 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   ec.max_model_len = se.kv.max_model_len;
   ec.eos_token_ids = se.eos_token_ids;
   if (se.tokenizer) ec.detokenizer = std::make_shared<TokenizerDetokenizer>(se.tokenizer);
+  ec.speculative = o.speculative;
   se.threads = o.threads > 0 ? o.threads : HardwareThreads();
   ASSIGN_OR_RETURN(
       std::unique_ptr<ModelAdapter> executor,
@@ -154,6 +155,10 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
           << se.kv.num_blocks << " blocks of " << se.block_size << " tokens ("
           << (se.kv.budget_bytes >> 20) << " MiB, " << kernels::KvDtypeName(o.kv_dtype)
           << "), chat template: " << (se.chat_template ? "yes" : "none");
+  if (o.speculative.enabled()) {
+    summary << ", speculative " << spec::SpecMethodName(o.speculative.method)
+            << " k=" << o.speculative.num_speculative_tokens;
+  }
   se.summary = summary.str();
   return se;
 }

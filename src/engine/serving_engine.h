@@ -29,6 +29,7 @@
 #include "engine/sampling_defaults.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "spec/speculative_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::engine {
@@ -54,6 +55,7 @@ struct ServingOptions {
   bool priority_scheduling = false;       // --scheduling-policy priority
   bool use_generation_config = true;      // --no-generation-config
   bool require_tokenizer = true;  // false: a model without one runs (no text, no stop strings)
+  spec::SpeculativeConfig speculative;  // --speculative-config; method kNone: off
 };
 
 struct ServingEngine {

@@ -80,6 +80,19 @@ void KvCacheManager::CommitComputed(int64_t id, std::span<const int32_t> tokens,
   s.num_committed = full;
 }
 
+void KvCacheManager::FreeBlocksPast(int64_t id, int64_t num_tokens) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Seq& s = it->second;
+  const size_t keep = static_cast<size_t>(BlocksFor(std::max<int64_t>(num_tokens, 0)));
+  if (s.blocks.size() <= keep) return;
+  CHECK(keep >= s.num_committed) << "releasing committed blocks of request " << id;
+  std::vector<int32_t> tail(s.blocks.begin() + keep, s.blocks.end());
+  std::reverse(tail.begin(), tail.end());  // the last block is evicted first, as in Free
+  pool_.Unref(tail);
+  s.blocks.resize(keep);
+}
+
 void KvCacheManager::Free(int64_t id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;

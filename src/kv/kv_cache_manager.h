@@ -90,6 +90,12 @@ class KvCacheManager {
   void CommitComputed(int64_t id, std::span<const int32_t> tokens, int64_t num_computed,
                       std::string_view cache_salt);
 
+  // Shrinks request `id`'s table to the blocks covering positions [0, num_tokens), releasing
+  // the rest (speculative decoding: blocks that held only rejected drafts). No-op if the table
+  // is not longer, or the request has none.
+  // REQUIRES: no released block was committed (num_tokens >= the committed positions).
+  void FreeBlocksPast(int64_t id, int64_t num_tokens);
+
   // Releases the request's blocks (cached ones stay findable until evicted). No-op if none.
   void Free(int64_t id);
 

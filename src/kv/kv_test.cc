@@ -92,6 +92,28 @@ TEST(KvCacheManagerTest, AllocateGrowsTableAndFreeReturnsBlocks) {
   EXPECT_EQ(m.Stats().used_blocks, 0);
 }
 
+TEST(KvCacheManagerTest, FreeBlocksPastReleasesOnlyTheUncommittedTail) {
+  // Speculative decoding: blocks allocated for drafts that were rejected go back.
+  KvCacheManager m({.num_blocks = 8, .block_size = 4});
+  const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  ASSERT_TRUE(m.Allocate(1, 16));  // 4 blocks: 6 known tokens + 10 drafts
+  m.CommitComputed(1, toks, 5, "");  // 1 full computed block
+  const std::vector<int32_t> head(m.BlockTable(1).begin(), m.BlockTable(1).begin() + 2);
+  m.FreeBlocksPast(1, 7);  // keep positions [0, 7): 2 blocks
+  EXPECT_EQ(m.BlockTable(1), head);
+  EXPECT_EQ(m.Stats().used_blocks, 2);
+  EXPECT_EQ(m.Stats().cached_blocks, 1);
+  m.FreeBlocksPast(1, 8);  // not longer: nothing
+  m.FreeBlocksPast(99, 0);  // no table: nothing
+  EXPECT_EQ(m.Stats().used_blocks, 2);
+  // The released blocks are allocatable again: 6 free of 8.
+  EXPECT_EQ(m.NumFreeBlocks(), 6);
+  ASSERT_TRUE(m.Allocate(2, 24));
+  m.Free(1);
+  m.Free(2);
+  EXPECT_EQ(m.Stats().used_blocks, 0);
+}
+
 TEST(KvCacheManagerTest, PrefixHitReusesBlocksButNeverTheLastToken) {
   KvCacheManager m({.num_blocks = 16, .block_size = 4});
   std::vector<int32_t> prompt = Iota(12);

@@ -14,15 +14,18 @@
 namespace tachyon::model {
 
 struct SequenceSlice {
-  int64_t token_start = 0;  // index of this sequence's first new token in Batch::tokens
-  int64_t n_tokens = 0;     // new tokens this step (>= 1)
-  int64_t pos_start = 0;    // position of the first new token (= tokens already in KV)
+  int64_t token_start = 0;           // index of this sequence's first new token in Batch::tokens
+  int64_t n_tokens = 0;              // new tokens this step (>= 1)
+  int64_t pos_start = 0;             // position of the first new token (= tokens already in KV)
   std::vector<int32_t> block_table;  // covers positions [0, pos_start + n_tokens)
-  bool all_logits = false;  // logits for every new token, else only for the last one
+  // Logits rows for the last num_logits new tokens (1: only the last, as a decode or the end
+  // of a prompt needs; n_tokens: every new token; k + 1: a speculative verify of k drafts).
+  // REQUIRES: 1 <= num_logits <= n_tokens.
+  int64_t num_logits = 1;
 };
 
 struct Batch {
-  std::vector<int32_t> tokens;       // [n_tokens_total]
+  std::vector<int32_t> tokens;  // [n_tokens_total]
   std::vector<SequenceSlice> seqs;
   // Encoders (Model::Pool): the token type (segment) of each token, [n_tokens_total]; empty
   // means type 0 everywhere.

@@ -69,7 +69,7 @@ TEST(BatchTest, ChunkedPromptMatchesOnePass) {
       const int64_t len = std::min<int64_t>(7, n - start);
       Batch b;
       b.tokens.assign(ids.begin() + start, ids.begin() + start + len);
-      b.seqs.push_back({0, len, start, table, true});
+      b.seqs.push_back({0, len, start, table, len});
       ASSERT_TRUE(model.Forward(b, kv->get(), &pool, &out).ok());
       ASSERT_EQ(out.n_rows, len);
       for (int64_t j = 0; j < len; ++j) {
@@ -103,7 +103,7 @@ TEST(BatchTest, SeveralSequencesInOneBatchMatchSeparatePasses) {
       const int64_t n = static_cast<int64_t>(seqs[s].size());
       std::vector<int32_t> table;
       for (int64_t i = 0; i < (n + 16) / 16 + 1; ++i) table.push_back(next_block--);
-      b.seqs.push_back({static_cast<int64_t>(b.tokens.size()), n, 0, table, s == 1});
+      b.seqs.push_back({static_cast<int64_t>(b.tokens.size()), n, 0, table, s == 1 ? n : 1});
       b.tokens.insert(b.tokens.end(), seqs[s].begin(), seqs[s].end());
     }
     ForwardOutput out;
@@ -113,7 +113,7 @@ TEST(BatchTest, SeveralSequencesInOneBatchMatchSeparatePasses) {
     for (size_t s = 0; s < seqs.size(); ++s) {
       want.push_back(AllLogits(model, seqs[s], &pool, kDefaultBlockSize, kDefaultKvDtype));
       const int64_t n = static_cast<int64_t>(seqs[s].size());
-      const int64_t first = b.seqs[s].all_logits ? 0 : n - 1;
+      const int64_t first = n - b.seqs[s].num_logits;
       for (int64_t p = first; p < n; ++p) {
         ASSERT_LT(MaxAbsDiff(out.Row(out.seq_first_row[s] + p - first), want[s].data() + p * V, V),
                   kTol)
@@ -126,7 +126,7 @@ TEST(BatchTest, SeveralSequencesInOneBatchMatchSeparatePasses) {
       const int32_t tok = seqs[(s + 1) % seqs.size()][0] == 1 ? 403 : 7;
       d.tokens.push_back(tok);
       d.seqs.push_back({static_cast<int64_t>(s), 1, static_cast<int64_t>(seqs[s].size()),
-                        b.seqs[s].block_table, false});
+                        b.seqs[s].block_table, 1});
     }
     ASSERT_TRUE(model.Forward(d, kv->get(), &pool, &out).ok());
     for (size_t s = 0; s < seqs.size(); ++s) {
@@ -136,6 +136,61 @@ TEST(BatchTest, SeveralSequencesInOneBatchMatchSeparatePasses) {
           AllLogits(model, ext, &pool, kDefaultBlockSize, kDefaultKvDtype);
       ASSERT_LT(MaxAbsDiff(out.Row(s), one.data() + (ext.size() - 1) * V, V), kTol) << "seq " << s;
     }
+  }
+}
+
+// The speculative-decoding seam: a sequence that asks for the logits of its last k new tokens
+// (a verify batch of k drafted tokens) gets, row for row, the logits that k single-token
+// decode steps would give.
+TEST(BatchTest, LastKLogitsOfAVerifyBatchMatchStepByStepDecode) {
+  Fixture f = LoadFixture();
+  std::vector<std::string> paths = f.model_paths;
+  const std::string root = TestdataDir();
+  if (!root.empty() && std::filesystem::exists(root + "/stories260K/stories260K.gguf")) {
+    paths.push_back(root + "/stories260K/stories260K.gguf");
+  }
+  if (paths.empty()) GTEST_SKIP() << "testdata models not found";
+  ThreadPool pool(1);
+  for (const std::string& path : paths) {
+    SCOPED_TRACE(path);
+    auto m = Model::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    Model& model = **m;
+    const int64_t V = model.config().n_vocab;
+    // A prompt of 21 tokens, then 5 more: one verify batch of 5 vs 5 decode steps.
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 26; ++i) ids.push_back(static_cast<int32_t>((i * 37 + 11) % V));
+    const int64_t prompt = 21, k = 5;
+    std::vector<int32_t> table = {5, 2, 7};
+    auto kv_a = model.CreateKvCache(8);
+    auto kv_b = model.CreateKvCache(8);
+    ASSERT_TRUE(kv_a.ok() && kv_b.ok());
+    ForwardOutput out;
+    for (KvCache* kv : {kv_a->get(), kv_b->get()}) {
+      Batch b;
+      b.tokens.assign(ids.begin(), ids.begin() + prompt);
+      b.seqs.push_back({0, prompt, 0, table, 1});
+      ASSERT_TRUE(model.Forward(b, kv, &pool, &out).ok());
+    }
+    // Verify batch: the last known token plus 4 drafts, 5 rows.
+    Batch v;
+    v.tokens.assign(ids.begin() + prompt, ids.end());
+    v.seqs.push_back({0, k, prompt, table, k});
+    ForwardOutput verify;
+    ASSERT_TRUE(model.Forward(v, kv_a->get(), &pool, &verify).ok());
+    ASSERT_EQ(verify.n_rows, k);
+    for (int64_t j = 0; j < k; ++j) {
+      Batch d;
+      d.tokens = {ids[prompt + j]};
+      d.seqs.push_back({0, 1, prompt + j, table, 1});
+      ASSERT_TRUE(model.Forward(d, kv_b->get(), &pool, &out).ok());
+      EXPECT_LT(MaxAbsDiff(verify.Row(j), out.Row(0), V), kTol) << "row " << j;
+    }
+    // num_logits outside [1, n_tokens] is refused.
+    v.seqs[0].num_logits = k + 1;
+    EXPECT_FALSE(model.Forward(v, kv_a->get(), &pool, &verify).ok());
+    v.seqs[0].num_logits = 0;
+    EXPECT_FALSE(model.Forward(v, kv_a->get(), &pool, &verify).ok());
   }
 }
 

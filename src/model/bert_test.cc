@@ -127,7 +127,7 @@ TEST_F(MiniLm, HfFolderReproducesReferenceEmbeddings) {
   // An encoder has no logits.
   Batch b;
   b.tokens = {101, 102};
-  b.seqs.push_back({0, 2, 0, {0}, false});
+  b.seqs.push_back({0, 2, 0, {0}, 1});
   auto kv = (*m)->CreateKvCache(1);
   ForwardOutput fo;
   EXPECT_FALSE((*m)->Forward(b, kv->get(), nullptr, &fo).ok());

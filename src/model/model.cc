@@ -57,8 +57,7 @@ uint64_t Model::matmul_macs_per_token() const {
     total += macs(l.wq) + macs(l.wk) + macs(l.wv) + macs(l.wo);
     if (l.is_moe()) {
       // experts_* describe one expert's matrix (ExpertSlice); a token runs n_experts_used.
-      const uint64_t per_expert =
-          macs(l.experts_gate) + macs(l.experts_up) + macs(l.experts_down);
+      const uint64_t per_expert = macs(l.experts_gate) + macs(l.experts_up) + macs(l.experts_down);
       total += macs(l.router) + per_expert * static_cast<uint64_t>(config_.n_experts_used);
     } else {
       total += macs(l.w_gate) + macs(l.w_up) + macs(l.w_down);
@@ -168,6 +167,10 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
       ctx_.positions[t] = pos;
       ctx_.kv_slot[t] = int64_t{sq.block_table[pos / bs]} * bs + pos % bs;
     }
+    if (sq.num_logits < 1 || sq.num_logits > sq.n_tokens) {
+      return InvalidArgument(where + ": asks for logits of " + std::to_string(sq.num_logits) +
+                             " tokens, it has " + std::to_string(sq.n_tokens) + " new tokens");
+    }
     kernels::AttentionSeq as;
     as.block_table = sq.block_table.data();
     as.pos_start = sq.pos_start;
@@ -176,7 +179,7 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
     as.out = scratch_.attn.data() + sq.token_start * c.q_dim();
     ctx_.seqs.push_back(as);
     out->seq_first_row.push_back(static_cast<int64_t>(out_token_.size()));
-    for (int64_t j = sq.all_logits ? 0 : sq.n_tokens - 1; j < sq.n_tokens; ++j) {
+    for (int64_t j = sq.n_tokens - sq.num_logits; j < sq.n_tokens; ++j) {
       out_token_.push_back(sq.token_start + j);
     }
   }

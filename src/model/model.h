@@ -39,8 +39,8 @@ struct ForwardOutput {
   std::vector<float> logits;  // [n_rows, n_vocab] (grow-only; may be larger)
   int64_t n_rows = 0;
   int64_t n_vocab = 0;
-  // Row of sequence s's first logits: it has n_tokens rows if all_logits, else 1 (its last
-  // new token). [n_seqs]
+  // Row of sequence s's first logits: it has num_logits rows (its last num_logits new
+  // tokens, in order). [n_seqs]
   std::vector<int64_t> seq_first_row;
   const float* Row(int64_t r) const { return logits.data() + r * n_vocab; }
 };
@@ -92,8 +92,8 @@ class Model {
 
   // Runs every token of `batch` through the model, writing each token's K/V into `kv` at its
   // position (through its sequence's block table), and fills `out` with the requested
-  // logits: for each sequence in order, all its new tokens' rows if all_logits, else its
-  // last token's row. `pool` may be null (single-threaded).
+  // logits: for each sequence in order, the rows of its last num_logits new tokens
+  // (batch.h), in order. `pool` may be null (single-threaded).
   // Errors (InvalidArgument, nothing computed): token id out of range, a sequence slice
   // outside `tokens` or overlapping another, tokens not covered by a sequence, a block
   // table too short or naming a block outside the cache, a KV cache of another shape.

@@ -113,7 +113,7 @@ TEST_F(SynthModelTest, EveryArchLoadsAndChunkingMatchesOnePass) {
         const int64_t len = std::min<int64_t>(13, 40 - start);
         Batch b;
         b.tokens.assign(ids.begin() + start, ids.begin() + start + len);
-        b.seqs.push_back({0, len, start, Blocks(2, 5), false});
+        b.seqs.push_back({0, len, start, Blocks(2, 5), 1});
         ASSERT_TRUE((*m)->Forward(b, kv->get(), nullptr, &out).ok());
         ASSERT_EQ(out.n_rows, 1);
         EXPECT_LT(MaxAbsDiff(out.Row(0), want.data() + (start + len - 1) * 512, 512), 2e-4f);
@@ -176,19 +176,19 @@ TEST_F(SynthModelTest, BadBatchesAreRejected) {
   ASSERT_TRUE(kv.ok());
   ForwardOutput out;
   auto run = [&](Batch b) { return model.Forward(b, kv->get(), nullptr, &out); };
-  EXPECT_TRUE(run({{1, 2, 3}, {{0, 3, 0, {0}, false}}}).ok());
-  EXPECT_FALSE(run({{1, 512}, {{0, 2, 0, {0}, false}}}).ok());  // token out of range
-  EXPECT_FALSE(run({{1, -1}, {{0, 2, 0, {0}, false}}}).ok());   // negative token
-  EXPECT_FALSE(run({{1, 2}, {{0, 2, 15, {0}, false}}}).ok());   // table too short
-  EXPECT_FALSE(run({{1, 2}, {{0, 2, 0, {4}, false}}}).ok());    // block outside cache
-  EXPECT_FALSE(run({{1, 2}, {{0, 3, 0, {0}, false}}}).ok());    // slice past tokens
-  EXPECT_FALSE(run({{1, 2}, {{0, 1, 0, {0}, false}}}).ok());    // token 1 uncovered
-  EXPECT_FALSE(run({{1, 2}, {{0, 2, 0, {0}, false}, {1, 1, 0, {1}, false}}}).ok());  // overlap
+  EXPECT_TRUE(run({{1, 2, 3}, {{0, 3, 0, {0}, 1}}}).ok());
+  EXPECT_FALSE(run({{1, 512}, {{0, 2, 0, {0}, 1}}}).ok());  // token out of range
+  EXPECT_FALSE(run({{1, -1}, {{0, 2, 0, {0}, 1}}}).ok());   // negative token
+  EXPECT_FALSE(run({{1, 2}, {{0, 2, 15, {0}, 1}}}).ok());   // table too short
+  EXPECT_FALSE(run({{1, 2}, {{0, 2, 0, {4}, 1}}}).ok());    // block outside cache
+  EXPECT_FALSE(run({{1, 2}, {{0, 3, 0, {0}, 1}}}).ok());    // slice past tokens
+  EXPECT_FALSE(run({{1, 2}, {{0, 1, 0, {0}, 1}}}).ok());    // token 1 uncovered
+  EXPECT_FALSE(run({{1, 2}, {{0, 2, 0, {0}, 1}, {1, 1, 0, {1}, 1}}}).ok());  // overlap
   EXPECT_FALSE(run({{}, {}}).ok());
-  EXPECT_FALSE(run({{1}, {{0, 1, -1, {0}, false}}}).ok());
+  EXPECT_FALSE(run({{1}, {{0, 1, -1, {0}, 1}}}).ok());
   auto other = KvCache::Create(3, 4, 16, 2, 64);
   ASSERT_TRUE(other.ok());
-  Batch b{{1}, {{0, 1, 0, {0}, false}}};
+  Batch b{{1}, {{0, 1, 0, {0}, 1}}};
   EXPECT_FALSE(model.Forward(b, other->get(), nullptr, &out).ok());
 }
 
@@ -202,8 +202,8 @@ TEST_F(SynthModelTest, ProfileAccountsForEveryForward) {
   ASSERT_TRUE(kv.ok());
   ForwardOutput out;
   ASSERT_TRUE(
-      model.Forward({{1, 2, 3, 4, 5}, {{0, 5, 0, {0}, false}}}, kv->get(), &pool_, &out).ok());
-  ASSERT_TRUE(model.Forward({{6}, {{0, 1, 5, {0}, false}}}, kv->get(), &pool_, &out).ok());
+      model.Forward({{1, 2, 3, 4, 5}, {{0, 5, 0, {0}, 1}}}, kv->get(), &pool_, &out).ok());
+  ASSERT_TRUE(model.Forward({{6}, {{0, 1, 5, {0}, 1}}}, kv->get(), &pool_, &out).ok());
   const OpProfile& p = model.profile();
   EXPECT_EQ(p.forwards, 2);
   EXPECT_EQ(p.tokens, 6);
@@ -221,7 +221,7 @@ TEST_F(SynthModelTest, ProfileAccountsForEveryForward) {
   EXPECT_NE(table.find("2 forward(s), 6 token(s)"), std::string::npos) << table;
   model.SetProfiling(false);
   model.ResetProfile();
-  ASSERT_TRUE(model.Forward({{7}, {{0, 1, 6, {0}, false}}}, kv->get(), &pool_, &out).ok());
+  ASSERT_TRUE(model.Forward({{7}, {{0, 1, 6, {0}, 1}}}, kv->get(), &pool_, &out).ok());
   EXPECT_EQ(model.profile().forwards, 0);
   EXPECT_EQ(model.profile().total_seconds, 0.0);
 }
@@ -244,7 +244,7 @@ TEST_F(SynthModelTest, EveryKvDtypeChunksLikeOnePass) {
       const int64_t len = std::min<int64_t>(11, 30 - start);
       Batch b;
       b.tokens.assign(ids.begin() + start, ids.begin() + start + len);
-      b.seqs.push_back({0, len, start, Blocks(1, 2), false});
+      b.seqs.push_back({0, len, start, Blocks(1, 2), 1});
       ASSERT_TRUE((*m)->Forward(b, kv->get(), nullptr, &out).ok());
       EXPECT_LT(MaxAbsDiff(out.Row(0), want.data() + (start + len - 1) * 512, 512), 2e-4f);
     }

@@ -135,7 +135,7 @@ TEST_F(StoriesTest, GreedyGenerationsMatchLlama2c) {
       for (int64_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>(n_blocks - 1 - i);
       Batch b;
       b.tokens = prompt;
-      b.seqs.push_back({0, static_cast<int64_t>(prompt.size()), 0, table, false});
+      b.seqs.push_back({0, static_cast<int64_t>(prompt.size()), 0, table, 1});
       ForwardOutput out;
       std::vector<int32_t> got;
       int64_t pos = static_cast<int64_t>(prompt.size());

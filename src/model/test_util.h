@@ -50,7 +50,7 @@ inline std::vector<float> AllLogits(Model& model, const std::vector<int32_t>& id
   Batch b;
   b.tokens = ids;
   // Shift the blocks by one so block 0 is never used: catches table/slot mix-ups.
-  b.seqs.push_back({0, n, 0, Blocks(1, nb), true});
+  b.seqs.push_back({0, n, 0, Blocks(1, nb), n});
   ForwardOutput out;
   Status st = model.Forward(b, kv->get(), pool, &out);
   EXPECT_TRUE(st.ok()) << st.ToString();

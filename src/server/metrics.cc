@@ -106,6 +106,23 @@ std::string ServerMetrics::Render(const engine::EngineMetrics& m, bool ready) co
   Sample(out, "tachyon_generation_tokens_total", static_cast<double>(m.generation_tokens));
   Header(out, "tachyon_num_preemptions_total", "counter", "Requests preempted for KV space.");
   Sample(out, "tachyon_num_preemptions_total", static_cast<double>(m.num_preemptions));
+  // Speculative decoding, as vLLM names its counters (all 0 with speculation off).
+  Header(out, "tachyon_spec_decode_num_drafts_total", "counter",
+         "Verification steps of a sequence with drafted tokens.");
+  Sample(out, "tachyon_spec_decode_num_drafts_total", static_cast<double>(m.spec.num_drafts));
+  Header(out, "tachyon_spec_decode_num_draft_tokens_total", "counter", "Tokens drafted.");
+  Sample(out, "tachyon_spec_decode_num_draft_tokens_total",
+         static_cast<double>(m.spec.num_draft_tokens));
+  Header(out, "tachyon_spec_decode_num_accepted_tokens_total", "counter",
+         "Drafted tokens accepted.");
+  Sample(out, "tachyon_spec_decode_num_accepted_tokens_total",
+         static_cast<double>(m.spec.num_accepted_tokens));
+  Header(out, "tachyon_spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Drafted tokens accepted at each draft position (0 first).");
+  for (size_t i = 0; i < m.spec.accepted_per_position.size(); ++i) {
+    out += "tachyon_spec_decode_num_accepted_tokens_per_pos_total{position=\"" + std::to_string(i) +
+           "\"} " + std::to_string(m.spec.accepted_per_position[i]) + "\n";
+  }
 
   connections_.Render(out);
 

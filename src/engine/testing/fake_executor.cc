@@ -19,8 +19,12 @@ FakeModelExecutor::FakeModelExecutor(int32_t n_vocab, int num_blocks, int block_
       kv_(static_cast<size_t>(num_blocks) * block_size) {}
 
 void FakeModelExecutor::LogitsFor(std::span<const int32_t> history, std::span<float> out) const {
-  uint64_t h = 0x1234567;
+  uint64_t h = kHashStart;
   for (size_t i = 0; i < history.size(); ++i) h = Mix(h, static_cast<uint64_t>(history[i]) + i);
+  LogitsFromHash(h, out);
+}
+
+void FakeModelExecutor::LogitsFromHash(uint64_t h, std::span<float> out) const {
   for (int32_t v = 0; v < n_vocab_; ++v) {
     out[v] = static_cast<float>(Mix(h, v) % 10007) / 1000.0f - 5.0f;
   }
@@ -28,6 +32,10 @@ void FakeModelExecutor::LogitsFor(std::span<const int32_t> history, std::span<fl
 
 Status FakeModelExecutor::CheckSequence(const model::Batch& batch,
                                         const model::SequenceSlice& s) const {
+  if (s.num_logits < 1 || s.num_logits > s.n_tokens) {
+    return InvalidArgument("fake executor: a sequence asks for " + std::to_string(s.num_logits) +
+                           " logits rows with " + std::to_string(s.n_tokens) + " new tokens");
+  }
   if (s.n_tokens < 1 || s.token_start < 0 ||
       s.token_start + s.n_tokens > static_cast<int64_t>(batch.tokens.size())) {
     return InvalidArgument("fake executor: sequence token range out of the batch");
@@ -47,10 +55,14 @@ Status FakeModelExecutor::CheckSequence(const model::Batch& batch,
 }
 
 Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> logits) {
-  if (logits.size() != batch.seqs.size() * static_cast<size_t>(n_vocab_)) {
+  size_t rows = 0;
+  for (const model::SequenceSlice& s : batch.seqs) {
+    RETURN_IF_ERROR(CheckSequence(batch, s));
+    rows += static_cast<size_t>(s.num_logits);
+  }
+  if (logits.size() != rows * static_cast<size_t>(n_vocab_)) {
     return InvalidArgument("fake executor: logits buffer has the wrong size");
   }
-  for (const model::SequenceSlice& s : batch.seqs) RETURN_IF_ERROR(CheckSequence(batch, s));
   ++num_calls_;
   max_batch_seqs_ = std::max(max_batch_seqs_, batch.seqs.size());
   // Write every sequence's new KV first, then read, as a model does layer by layer.
@@ -67,11 +79,13 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
     }
     num_tokens_ += s.n_tokens;
   }
-  std::vector<int32_t> history;
+  size_t row = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const model::SequenceSlice& s = batch.seqs[i];
-    history.clear();
-    for (int64_t pos = 0; pos < s.pos_start + s.n_tokens; ++pos) {
+    const int64_t end = s.pos_start + s.n_tokens;
+    const int64_t first_logits = end - s.num_logits;  // position of the first row asked for
+    uint64_t h = kHashStart;
+    for (int64_t pos = 0; pos < end; ++pos) {
       const int32_t block = s.block_table[pos / block_size_];
       const Slot& slot = kv_[static_cast<size_t>(block) * block_size_ + pos % block_size_];
       if (slot.pos != pos) {
@@ -83,9 +97,9 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
         return Internal("fake executor: position " + std::to_string(pos) + " of sequence " +
                         std::to_string(i) + " reads KV another sequence writes in this step");
       }
-      history.push_back(slot.token);
+      h = Mix(h, static_cast<uint64_t>(slot.token) + static_cast<uint64_t>(pos));
+      if (pos >= first_logits) LogitsFromHash(h, logits.subspan(row++ * n_vocab_, n_vocab_));
     }
-    LogitsFor(history, logits.subspan(i * n_vocab_, n_vocab_));
   }
   return OkStatus();
 }

@@ -2,11 +2,11 @@
 //
 // Like a real model it stores every new token's "KV" (here: the token id and its position) in
 // the slot its block table names, and computes a sequence's logits only from what it reads
-// back from that sequence's blocks for positions [0, pos_start + n_tokens). The logits are a
-// hash of that token history, so reusing the wrong blocks, wrong positions or mixing
-// sequences changes the output. Reading a slot written for another position, or written in the
-// same call by another sequence (KV that was not computed before the step), is an error.
-// Thread-safety: none (engine thread).
+// back from that sequence's blocks for positions [0, pos_start + n_tokens); each row asked for
+// (the last num_logits new tokens) is a hash of the token history up to its position, so reusing
+// the wrong blocks, wrong positions or mixing sequences changes the output. Reading a slot written
+// for another position, or written in the same call by another sequence (KV that was not computed
+// before the step), is an error. Thread-safety: none (engine thread).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,8 @@ class FakeModelExecutor : public ModelExecutor {
     int64_t call = -1;  // the Execute call that wrote it
     size_t writer = 0;  // index of the writing sequence in that call's batch
   };
+  static constexpr uint64_t kHashStart = 0x1234567;
+  void LogitsFromHash(uint64_t h, std::span<float> out) const;
   Status CheckSequence(const model::Batch& batch, const model::SequenceSlice& s) const;
 
   int32_t n_vocab_;

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "engine/engine.h"
 #include "engine/testing/fake_executor.h"
@@ -33,6 +36,9 @@ struct HarnessOptions {
   std::vector<int32_t> eos = {};
   std::shared_ptr<const Detokenizer> detokenizer;
   SchedulePolicy policy = SchedulePolicy::kFcfs;
+  spec::SpeculativeConfig speculative;  // off unless its method is set
+  // Replaces the speculative config's drafter (built over the harness's executor).
+  std::function<std::unique_ptr<spec::Drafter>(const FakeModelExecutor&)> drafter;
 };
 
 class Harness {
@@ -48,7 +54,13 @@ class Harness {
     c.max_model_len = o.max_model_len;
     c.eos_token_ids = o.eos;
     c.detokenizer = o.detokenizer;
-    engine_ = std::move(Engine::Create(c, &exec_)).value();
+    c.speculative = o.speculative;
+    auto engine = Engine::Create(c, &exec_, o.drafter ? o.drafter(exec_) : nullptr);
+    if (!engine.ok()) {
+      ADD_FAILURE() << engine.status().ToString();
+      return;
+    }
+    engine_ = std::move(engine).value();
   }
 
   Status Add(uint64_t id, EngineRequest r) { return engine_->Add(id, std::move(r)); }

@@ -1,0 +1,64 @@
+// Speculator: the engine's speculative decoding, around the normal step (docs/speculative.md).
+//
+// After a sequence generates, Propose() asks the drafter (spec/drafter.h) for up to K tokens
+// to follow it and stores them in Request::draft_tokens; the scheduler adds them to the
+// sequence's next step within the token budget; the runner asks logits for the last known
+// token and each draft; the engine verifies them in order with the request's own sampler
+// (spec/rejection_sampler.h) and emits the accepted prefix plus one corrected or bonus token;
+// Scheduler::OnDraftsVerified rolls the KV of rejected drafts back. Verified() keeps the
+// per-request acceptance (which sets the next draft length, or pauses drafting for a request
+// that does not pay) and the /metrics counters.
+//
+// Drafting stops for the whole batch while disable_by_batch_size or more sequences run: a
+// large batch is compute-bound, and extra tokens then cost as much as they save.
+//
+// Structured output seam: a request whose tokens must follow a grammar verifies drafts the same
+// way (each row's mask is that of the state after the tokens emitted before it, which are
+// exactly the accepted drafts, so the matcher only ever advances over emitted tokens). A
+// drafter may cut a draft at its first token the grammar refuses (matcher AcceptToken over the
+// draft, then Rollback(n)) to save the compute; that check belongs in Propose.
+// Thread-safety: none (engine thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "engine/request.h"
+#include "spec/acceptance.h"
+#include "spec/drafter.h"
+#include "spec/speculative_config.h"
+#include "util/status.h"
+
+namespace tachyon::engine {
+
+class Speculator {
+ public:
+  // Errors: a config the engine cannot run (ValidateSpeculativeConfig). REQUIRES: enabled().
+  // `drafter`: null for the config's method's own (spec::MakeDrafter), else used instead.
+  static Result<std::unique_ptr<Speculator>> Create(const spec::SpeculativeConfig& config,
+                                                    std::unique_ptr<spec::Drafter> drafter);
+
+  // Sets r->draft_tokens for r's next step (possibly none): at most num_speculative_tokens,
+  // the request's controller's length, what max_tokens and the context leave after the next
+  // emitted token. `num_running`: sequences running now.
+  void Propose(Request* r, int num_running, int64_t max_model_len);
+  // Records the verification of `drafted` tokens of r, of which the first `accepted` were kept.
+  void Verified(const Request& r, int drafted, int accepted);
+  // r finished or was aborted.
+  void Release(const Request& r);
+
+  const spec::SpecStats& stats() const { return stats_; }
+  const spec::SpeculativeConfig& config() const { return config_; }
+
+ private:
+  Speculator(const spec::SpeculativeConfig& config, std::unique_ptr<spec::Drafter> drafter)
+      : config_(config), drafter_(std::move(drafter)) {}
+
+  spec::SpeculativeConfig config_;
+  std::unique_ptr<spec::Drafter> drafter_;
+  std::unordered_map<int64_t, spec::DraftLengthController> controllers_;  // by seq_id
+  spec::SpecStats stats_;
+};
+
+}  // namespace tachyon::engine

@@ -1,0 +1,338 @@
+// Speculative decoding through the engine over the strict fake executor: output with drafts
+// equals output without them (greedy, and seeded sampling: one-hot drafts are verified by the
+// request's own draw), with chunked prefill, prefix caching, preemption, n > 1, stop strings,
+// EOS, max_tokens and logprobs; rejected drafts' KV is rolled back (blocks back in the pool,
+// prefix-cache hashes only over accepted tokens).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/testing/oracle_drafter.h"
+#include "engine/testing/test_harness.h"
+#include "sampling/logits_processors.h"
+#include "sampling/sampler.h"
+#include "spec/ngram_drafter.h"
+
+namespace tachyon::engine {
+namespace {
+
+using testing::Completion;
+using testing::Greedy;
+using testing::Harness;
+using testing::HarnessOptions;
+using testing::MakePrompt;
+using testing::OracleDrafter;
+
+// How each sequence (by seq_id, assigned in Add order, n per request) samples: the oracle
+// replays the engine's sampler on the fake's logits.
+struct SeqInfo {
+  sampling::SamplingParams params;
+  uint64_t seed = 0;
+  int64_t prompt_len = 0;
+};
+
+std::function<std::unique_ptr<spec::Drafter>(const FakeModelExecutor&)> Oracle(
+    const std::map<int64_t, SeqInfo>* seqs) {
+  return [seqs](const FakeModelExecutor& exec) {
+    return std::make_unique<OracleDrafter>(
+        exec.n_vocab(), [&exec, seqs](int64_t seq_id, std::span<const int32_t> tokens) {
+          std::vector<float> logits(exec.n_vocab());
+          exec.LogitsFor(tokens, logits);
+          if (seqs == nullptr || !seqs->count(seq_id)) return sampling::Argmax(logits);
+          auto it = seqs->find(seq_id);
+          sampling::SamplingInput in;
+          in.prompt = tokens.first(it->second.prompt_len);
+          in.output = tokens.subspan(it->second.prompt_len);
+          in.seed = it->second.seed;
+          return sampling::Sample(logits, it->second.params, in).token;
+        });
+  };
+}
+
+spec::SpeculativeConfig Spec(int k) {
+  spec::SpeculativeConfig c;
+  c.method = spec::SpecMethod::kNgram;
+  c.num_speculative_tokens = k;
+  c.disable_by_batch_size = 1 << 20;
+  c.min_acceptance_rate = 0;  // never pause: every step verifies drafts
+  return c;
+}
+
+// Runs the requests (ids 0..) to completion in a harness.
+std::vector<std::map<int, Completion>> RunAll(Harness* h, const std::vector<EngineRequest>& reqs) {
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Status s = h->Add(i, reqs[i]);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  h->RunToCompletion();
+  std::vector<std::map<int, Completion>> out(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    for (int c = 0; c < reqs[i].params.n; ++c) out[i][c] = h->result(i, c);
+  }
+  EXPECT_EQ(h->engine().Metrics().kv.used_blocks, 0);
+  return out;
+}
+
+void ExpectSame(const std::vector<std::map<int, Completion>>& a,
+                const std::vector<std::map<int, Completion>>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (const auto& [c, want] : a[i]) {
+      const Completion& got = b[i].at(c);
+      EXPECT_EQ(got.tokens, want.tokens) << "request " << i << " choice " << c;
+      EXPECT_EQ(got.text, want.text) << "request " << i << " choice " << c;
+      EXPECT_EQ(got.finish, want.finish) << "request " << i << " choice " << c;
+      ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
+      for (size_t j = 0; j < want.logprobs.size(); ++j) {
+        EXPECT_EQ(got.logprobs[j].token, want.logprobs[j].token);
+        EXPECT_EQ(got.logprobs[j].logprob, want.logprobs[j].logprob);
+        EXPECT_EQ(got.logprobs[j].top, want.logprobs[j].top);
+      }
+    }
+  }
+}
+
+std::vector<EngineRequest> MixedGreedy(int n, int max_tokens) {
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < n; ++i) reqs.push_back(Greedy(MakePrompt(3 + (i * 5) % 23, i), max_tokens));
+  return reqs;
+}
+
+void ExpectVerifiedBoth(const spec::SpecStats& s) {
+  EXPECT_GT(s.num_drafts, 0);
+  EXPECT_GT(s.num_accepted_tokens, 0);
+  EXPECT_LT(s.num_accepted_tokens, s.num_draft_tokens);  // some rejected
+  int64_t sum = 0;
+  for (size_t i = 0; i < s.accepted_per_position.size(); ++i) {
+    sum += s.accepted_per_position[i];
+    if (i > 0) {
+      EXPECT_LE(s.accepted_per_position[i], s.accepted_per_position[i - 1]);
+    }
+  }
+  EXPECT_EQ(sum, s.num_accepted_tokens);
+}
+
+TEST(SpeculativeTest, GreedyWithDraftsEqualsWithout) {
+  HarnessOptions off;
+  off.max_batched_tokens = 24;  // chunked prefill; the drafts count against the budget
+  Harness ref(off);
+  const auto want = RunAll(&ref, MixedGreedy(12, 30));
+
+  HarnessOptions on = off;
+  on.speculative = Spec(4);
+  on.drafter = Oracle(nullptr);
+  Harness h(on);
+  ExpectSame(want, RunAll(&h, MixedGreedy(12, 30)));
+  const EngineMetrics m = h.engine().Metrics();
+  ExpectVerifiedBoth(m.spec);
+  EXPECT_EQ(m.generation_tokens, ref.engine().Metrics().generation_tokens);
+  // Accepted drafts save forward passes.
+  EXPECT_LT(m.num_steps, ref.engine().Metrics().num_steps);
+}
+
+TEST(SpeculativeTest, NgramDrafterGreedyEqualsWithout) {
+  HarnessOptions off;
+  off.n_vocab = 6;  // a tiny vocabulary: the fake's greedy output repeats n-grams often
+  Harness ref(off);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 6; ++i) reqs.push_back(Greedy(MakePrompt(5 + 3 * i, i, 6), 40));
+  const auto want = RunAll(&ref, reqs);
+  HarnessOptions on = off;
+  on.speculative = Spec(3);
+  Harness h(on);
+  ExpectSame(want, RunAll(&h, reqs));
+  EXPECT_GT(h.engine().Metrics().spec.num_accepted_tokens, 0);
+}
+
+TEST(SpeculativeTest, TightPoolPreemptsAndMatches) {
+  HarnessOptions off;
+  off.num_blocks = 24;  // 96 positions for 8 requests of ~50: preemption
+  off.max_batched_tokens = 64;
+  Harness ref(off);
+  const auto want = RunAll(&ref, MixedGreedy(8, 30));
+  EXPECT_GT(ref.engine().Metrics().num_preemptions, 0);
+  HarnessOptions on = off;
+  on.speculative = Spec(4);
+  on.drafter = Oracle(nullptr);
+  Harness h(on);
+  ExpectSame(want, RunAll(&h, MixedGreedy(8, 30)));
+  EXPECT_GT(h.engine().Metrics().num_preemptions, 0);
+  ExpectVerifiedBoth(h.engine().Metrics().spec);
+}
+
+TEST(SpeculativeTest, SeededSamplingNGreaterThanOneEqualsWithout) {
+  // Choices share prompt blocks; each has its own seed; penalties make the draw depend on the
+  // whole output, logprobs come from each row.
+  std::vector<EngineRequest> reqs;
+  std::map<int64_t, SeqInfo> seqs;
+  int64_t seq = 0;
+  for (int i = 0; i < 4; ++i) {
+    EngineRequest r;
+    r.prompt_tokens = MakePrompt(9 + 4 * i, i);
+    r.params.n = 3;
+    r.params.temperature = 0.6f + 0.3f * i;
+    r.params.top_k = i == 2 ? 5 : 0;
+    r.params.presence_penalty = 0.5f;
+    r.params.frequency_penalty = 0.2f;
+    r.params.seed = 1000 + i;
+    r.params.max_tokens = 25;
+    r.params.logprobs = 2;
+    for (int c = 0; c < r.params.n; ++c) {
+      seqs[seq++] = {r.params, 1000 + static_cast<uint64_t>(i + c),
+                     static_cast<int64_t>(r.prompt_tokens.size())};
+    }
+    reqs.push_back(r);
+  }
+  Harness ref;
+  const auto want = RunAll(&ref, reqs);
+  HarnessOptions on;
+  on.speculative = Spec(5);
+  on.drafter = Oracle(&seqs);
+  Harness h(on);
+  ExpectSame(want, RunAll(&h, reqs));
+  ExpectVerifiedBoth(h.engine().Metrics().spec);
+}
+
+TEST(SpeculativeTest, StopStringEosAndMaxTokensInsideDrafts) {
+  HarnessOptions off;
+  std::vector<std::string> pieces;
+  for (int i = 0; i < off.n_vocab; ++i) pieces.push_back(std::string(1, char('a' + i % 26)));
+  off.detokenizer = std::make_shared<FakeDetokenizer>(pieces);
+  // The greedy continuation of a probe: stop strings, EOS and limits placed inside it.
+  Harness probe(off);
+  const auto plain = RunAll(&probe, {Greedy(MakePrompt(9, 1), 20)});
+  const std::string text = plain[0].at(0).text;
+  ASSERT_EQ(text.size(), 20u);
+  std::vector<EngineRequest> reqs;
+  for (int at : {2, 5, 9, 13}) {
+    EngineRequest r = Greedy(MakePrompt(9, 1), 20);
+    r.params.stop = {text.substr(at, 2)};
+    reqs.push_back(r);
+  }
+  for (int max : {1, 2, 3, 6, 7}) reqs.push_back(Greedy(MakePrompt(9, 1), max));
+  EngineRequest stop_id = Greedy(MakePrompt(9, 1), 20);
+  stop_id.params.stop_token_ids = {plain[0].at(0).tokens[7]};
+  reqs.push_back(stop_id);
+  Harness ref(off);
+  const auto want = RunAll(&ref, reqs);
+
+  HarnessOptions on = off;
+  on.speculative = Spec(6);
+  on.drafter = Oracle(nullptr);
+  Harness h(on);
+  ExpectSame(want, RunAll(&h, reqs));
+  for (size_t i = 4; i < 9; ++i) EXPECT_EQ(want[i].at(0).finish, FinishReason::kLength);
+
+  HarnessOptions eos = on;
+  eos.eos = {plain[0].at(0).tokens[4]};
+  HarnessOptions eos_off = off;
+  eos_off.eos = eos.eos;
+  Harness e_ref(eos_off), e(eos);
+  ExpectSame(RunAll(&e_ref, {Greedy(MakePrompt(9, 1), 20)}),
+             RunAll(&e, {Greedy(MakePrompt(9, 1), 20)}));
+}
+
+TEST(SpeculativeTest, PrefixCacheHoldsOnlyAcceptedTokens) {
+  // A: prompt P. B: prompt P + A's output (shares A's full blocks, generated ones included,
+  // when their hashes are right). A wrong hash (rejected drafts hashed) would hand B a block of
+  // other tokens and change its output.
+  HarnessOptions on;
+  on.speculative = Spec(4);
+  on.drafter = Oracle(nullptr);
+  on.max_model_len = 200;
+  Harness h(on);
+  const std::vector<int32_t> p = MakePrompt(10, 3);
+  ASSERT_TRUE(h.Add(1, Greedy(p, 33)).ok());
+  h.RunToCompletion();
+  std::vector<int32_t> p2 = p;
+  const auto& out_a = h.result(1).tokens;
+  p2.insert(p2.end(), out_a.begin(), out_a.end());
+  ASSERT_TRUE(h.Add(2, Greedy(p2, 12)).ok());
+  h.RunToCompletion();
+  // (10 + 33 - 1) computed positions of A: 10 full blocks of 4.
+  EXPECT_EQ(h.usage(2).cached_prompt_tokens, 40);
+  Harness ref;
+  ASSERT_TRUE(ref.Add(2, Greedy(p2, 12)).ok());
+  ref.RunToCompletion();
+  EXPECT_EQ(h.result(2).tokens, ref.result(2).tokens);
+  EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0);
+}
+
+TEST(SpeculativeTest, RejectedDraftBlocksGoBackToThePool) {
+  HarnessOptions on;
+  on.speculative = Spec(8);
+  on.drafter = Oracle(nullptr);
+  on.prefix_caching = false;
+  Harness h(on);
+  ASSERT_TRUE(h.Add(1, Greedy(MakePrompt(6, 2), 60)).ok());
+  const int bs = on.block_size;
+  int64_t emitted = 6;
+  while (h.engine().HasWork()) {
+    for (const RequestOutput& o : h.engine().Step()) emitted += o.token_ids.size();
+    if (!h.engine().HasWork()) break;
+    // The request holds blocks for its tokens (the last one's KV pending), none for drafts.
+    EXPECT_LE(h.engine().Metrics().kv.used_blocks, (emitted + bs - 1) / bs);
+  }
+  EXPECT_EQ(emitted, 66);
+  EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0);
+  EXPECT_EQ(h.engine().Metrics().kv.free_blocks, on.num_blocks);
+}
+
+// A drafter that is always wrong (greedy requests, no penalties).
+class WrongDrafter : public spec::Drafter {
+ public:
+  explicit WrongDrafter(const FakeModelExecutor& exec) : exec_(exec) {}
+  void Propose(int64_t, std::span<const int32_t> tokens, int64_t, int max_tokens,
+               std::vector<int32_t>* draft) override {
+    std::vector<float> logits(exec_.n_vocab());
+    exec_.LogitsFor(tokens, logits);
+    const int32_t wrong = (sampling::Argmax(logits) + 1) % exec_.n_vocab();
+    for (int j = 0; j < max_tokens; ++j) draft->push_back(wrong);
+  }
+
+ private:
+  const FakeModelExecutor& exec_;
+};
+
+TEST(SpeculativeTest, PoorAcceptancePausesDrafting) {
+  HarnessOptions on;
+  on.speculative = Spec(4);
+  on.speculative.min_acceptance_rate = 0.3;
+  on.drafter = [](const FakeModelExecutor& e) { return std::make_unique<WrongDrafter>(e); };
+  Harness h(on);
+  ASSERT_TRUE(h.Add(1, Greedy(MakePrompt(6, 2), 100)).ok());
+  h.RunToCompletion();
+  const spec::SpecStats s = h.engine().Metrics().spec;
+  EXPECT_EQ(s.num_accepted_tokens, 0);
+  // 4 warm-up drafts of 1 token, a 16-step pause, a probe, a 32-step pause, a probe ...
+  EXPECT_LE(s.num_drafts, 8);
+  EXPECT_EQ(s.num_draft_tokens, 4 + s.num_drafts - 1);  // 4 at first, then 1
+}
+
+TEST(SpeculativeTest, LargeBatchDoesNotDraft) {
+  HarnessOptions on;
+  on.speculative = Spec(4);
+  on.speculative.disable_by_batch_size = 3;
+  on.drafter = Oracle(nullptr);
+  Harness h(on);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(h.Add(i, Greedy(MakePrompt(5, i), 10)).ok());
+  for (int i = 0; i < 4; ++i) h.Step();  // all four running: no drafts
+  EXPECT_EQ(h.engine().Metrics().spec.num_drafts, 0);
+  h.RunToCompletion();
+}
+
+TEST(SpeculativeTest, UnimplementedMethodIsAnError) {
+  FakeModelExecutor exec(64, 16, 4);
+  EngineConfig c;
+  c.kv.num_blocks = 16;
+  c.kv.block_size = 4;
+  c.speculative = Spec(3);
+  c.speculative.method = spec::SpecMethod::kDraftModel;
+  c.speculative.model = "draft.gguf";
+  auto e = Engine::Create(c, &exec);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("draft_model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tachyon::engine

@@ -1,0 +1,47 @@
+#include "spec/acceptance.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tachyon::spec {
+
+void SpecStats::Record(int drafted, int accepted) {
+  if (drafted <= 0) return;
+  ++num_drafts;
+  num_draft_tokens += drafted;
+  num_accepted_tokens += accepted;
+  if (accepted_per_position.size() < static_cast<size_t>(drafted)) {
+    accepted_per_position.resize(static_cast<size_t>(drafted), 0);
+  }
+  for (int i = 0; i < accepted; ++i) ++accepted_per_position[static_cast<size_t>(i)];
+}
+
+int DraftLengthController::NextLength(int max_tokens) {
+  if (max_tokens <= 0) return 0;
+  if (pause_left_ > 0) {
+    --pause_left_;
+    return 0;
+  }
+  const double r = std::min(rate_, 0.95);
+  const int run = static_cast<int>(std::floor(r / (1.0 - r))) + 1;
+  return std::clamp(run, 1, max_tokens);
+}
+
+void DraftLengthController::Record(int drafted, int accepted) {
+  if (drafted <= 0) return;
+  const double share = static_cast<double>(accepted) / drafted;
+  // The first draft, and the probe after a pause, set the average alone.
+  rate_ = num_drafts_ == 0 || probing_ ? share : (1 - kWeight) * rate_ + kWeight * share;
+  probing_ = false;
+  ++num_drafts_;
+  if (num_drafts_ < kWarmupDrafts) return;
+  if (rate_ < min_rate_) {
+    pause_left_ = next_pause_;
+    next_pause_ = std::min(next_pause_ * 2, 1024);
+    probing_ = true;
+  } else {
+    next_pause_ = 16;
+  }
+}
+
+}  // namespace tachyon::spec

@@ -1,0 +1,54 @@
+// Acceptance bookkeeping for speculative decoding: the counters /metrics reports (as vLLM
+// names them: drafts, draft tokens, accepted tokens, accepted per position) and the per-request
+// controller that picks the next draft length from recent acceptance.
+// Thread-safety: none (engine thread); SpecStats is plain data, copied into metrics.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tachyon::spec {
+
+struct SpecStats {
+  int64_t num_drafts = 0;           // verification steps of a sequence with >= 1 drafted token
+  int64_t num_draft_tokens = 0;     // tokens drafted (and verified)
+  int64_t num_accepted_tokens = 0;  // of which accepted
+  // [i]: drafts whose token at position i was accepted (so [0] >= [1] >= ...).
+  std::vector<int64_t> accepted_per_position;
+
+  // Records one verification: `drafted` tokens of which the first `accepted` were kept.
+  // REQUIRES: 0 <= accepted <= drafted.
+  void Record(int drafted, int accepted);
+};
+
+// Per request: how many tokens to draft next. Tracks an exponential average of the share of
+// drafted tokens accepted (starting optimistic at 1). The draft length is the expected run of
+// accepted tokens plus one, r / (1 - r) + 1, capped at max_tokens. After kWarmupDrafts drafts,
+// a request whose average falls below min_rate stops drafting for a pause (16 steps, doubling
+// each time up to 1024) and then probes again with one draft, so a request that copies poorly
+// costs almost nothing and one whose output turns repetitive later still gains.
+class DraftLengthController {
+ public:
+  static constexpr int kWarmupDrafts = 4;
+  static constexpr double kWeight = 0.3;  // of the newest draft in the average
+
+  explicit DraftLengthController(double min_rate) : min_rate_(min_rate) {}
+
+  // Tokens to draft at this step (0: not now); call once per step the request generates.
+  int NextLength(int max_tokens);
+  // The verification of the draft NextLength asked for.
+  void Record(int drafted, int accepted);
+
+  double rate() const { return rate_; }
+  bool paused() const { return pause_left_ > 0; }
+
+ private:
+  double min_rate_;
+  double rate_ = 1.0;
+  int num_drafts_ = 0;
+  int pause_left_ = 0;
+  bool probing_ = false;  // the next Record follows a pause
+  int next_pause_ = 16;
+};
+
+}  // namespace tachyon::spec

@@ -1,0 +1,53 @@
+#include "spec/acceptance.h"
+
+#include <gtest/gtest.h>
+
+namespace tachyon::spec {
+namespace {
+
+TEST(SpecStatsTest, CountsPerPosition) {
+  SpecStats s;
+  s.Record(4, 2);
+  s.Record(3, 3);
+  s.Record(5, 0);
+  s.Record(0, 0);  // no draft: not counted
+  EXPECT_EQ(s.num_drafts, 3);
+  EXPECT_EQ(s.num_draft_tokens, 12);
+  EXPECT_EQ(s.num_accepted_tokens, 5);
+  EXPECT_EQ(s.accepted_per_position, (std::vector<int64_t>{2, 2, 1, 0, 0}));
+}
+
+TEST(DraftLengthControllerTest, LengthFollowsAcceptance) {
+  DraftLengthController c(0.2);
+  EXPECT_EQ(c.NextLength(8), 8);  // optimistic start, capped
+  EXPECT_EQ(c.NextLength(0), 0);
+  c.Record(8, 8);
+  EXPECT_EQ(c.NextLength(8), 8);
+  c.Record(8, 4);  // rate 0.7 * 1 + 0.3 * 0.5 = 0.85: run 5.67 -> 6
+  EXPECT_NEAR(c.rate(), 0.85, 1e-12);
+  EXPECT_EQ(c.NextLength(8), 6);
+  c.Record(6, 0);
+  c.Record(6, 0);  // rate 0.4165: run 0.71 -> 1
+  EXPECT_EQ(c.NextLength(8), 1);
+}
+
+TEST(DraftLengthControllerTest, PoorAcceptancePausesThenProbes) {
+  DraftLengthController c(0.5);
+  for (int i = 0; i < DraftLengthController::kWarmupDrafts; ++i) {
+    ASSERT_GT(c.NextLength(4), 0);
+    c.Record(4, 0);
+  }
+  EXPECT_TRUE(c.paused());
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(c.NextLength(4), 0);
+  const int probe = c.NextLength(4);
+  EXPECT_EQ(probe, 1);
+  c.Record(1, 0);  // poor again: a longer pause
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(c.NextLength(4), 0);
+  EXPECT_EQ(c.NextLength(4), 1);
+  c.Record(1, 1);  // the probe alone sets the rate: drafting resumes at full length
+  EXPECT_FALSE(c.paused());
+  EXPECT_EQ(c.NextLength(4), 4);
+}
+
+}  // namespace
+}  // namespace tachyon::spec

@@ -1,0 +1,38 @@
+// Drafter: proposes tokens that may follow a sequence, for the engine to verify in one forward
+// pass (speculative decoding). A drafter only guesses; verification (rejection_sampler.h)
+// decides what is emitted, so a bad guess costs compute, never correctness.
+//
+// Deterministic drafters (n-gram, suffix) propose one token per position with certainty (a
+// one-hot draft distribution). Thread-safety: none (engine thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "spec/speculative_config.h"
+#include "util/status.h"
+
+namespace tachyon::spec {
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+
+  // Appends to `*draft` up to max_tokens tokens likely to follow `tokens` (the sequence's
+  // prompt followed by its output so far; the first num_prompt_tokens are the prompt).
+  // `seq_id` names the sequence for drafters that keep per-sequence state.
+  // REQUIRES: draft->empty(), max_tokens >= 0.
+  virtual void Propose(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
+                       int max_tokens, std::vector<int32_t>* draft) = 0;
+
+  // The sequence is done (finished or aborted): per-sequence state may go.
+  virtual void Release(int64_t seq_id) { (void)seq_id; }
+};
+
+// The drafter of a validated config (ValidateSpeculativeConfig). Errors: the method has no
+// drafter here (draft_model, suffix).
+Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config);
+
+}  // namespace tachyon::spec

@@ -1,0 +1,216 @@
+// Exactness of verification: the emitted token must follow the target distribution p for any
+// draft distribution q (adversarial ones included), at two temperatures, over 10^6 draws per
+// case, judged by chi-square and total variation.
+#include "spec/rejection_sampler.h"
+
+#include "sampling/logits_processors.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace tachyon::spec {
+namespace {
+
+constexpr int kVocab = 48;
+// 10^6 draws per case in the release build (the statistical test); the sanitizer build runs
+// the same code for memory errors on fewer draws, with the bounds scaled to them.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kDraws = 100000;
+#else
+constexpr int kDraws = 1000000;
+#endif
+// Sampling noise of the total variation over 48 tokens is ~3 / sqrt(draws).
+const double kTvBound = 5.0 / std::sqrt(double(kDraws));
+const double kRateBound = 3.0 / std::sqrt(double(kDraws));
+
+std::vector<float> Logits(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.0f, 2.0f);
+  std::vector<float> l(kVocab);
+  for (float& x : l) x = n(rng);
+  return l;
+}
+
+// softmax(logits / t), optionally kept to the top k (renormalised), as float probabilities.
+std::vector<float> Probs(const std::vector<float>& logits, double t, int top_k = 0) {
+  std::vector<double> e(logits.size());
+  std::vector<float> sorted = logits;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  const float cut = top_k > 0 ? sorted[top_k - 1] : -INFINITY;
+  double sum = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    e[i] = logits[i] >= cut ? std::exp((logits[i] - sorted[0]) / t) : 0.0;
+    sum += e[i];
+  }
+  std::vector<float> p(logits.size());
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>(e[i] / sum);
+  return p;
+}
+
+std::vector<float> OneHot(int i) {
+  std::vector<float> q(kVocab, 0.0f);
+  q[i] = 1.0f;
+  return q;
+}
+
+int DrawFrom(const std::vector<float>& q, double u) {
+  double acc = 0;
+  int last = 0;
+  for (int i = 0; i < kVocab; ++i) {
+    if (q[i] <= 0) continue;
+    last = i;
+    acc += q[i];
+    if (u * 1.0 < acc) return i;
+  }
+  return last;
+}
+
+struct Fit {
+  double chi2 = 0;
+  int df = -1;
+  double tv = 0;
+  bool impossible = false;  // a token with p = 0 was emitted
+};
+
+Fit Compare(const std::vector<int64_t>& counts, const std::vector<float>& p, int64_t n) {
+  Fit f;
+  for (int i = 0; i < kVocab; ++i) {
+    const double expected = double(p[i]) * n;
+    f.tv += std::abs(double(counts[i]) / n - p[i]) / 2;
+    if (p[i] <= 0) {
+      f.impossible |= counts[i] > 0;
+      continue;
+    }
+    f.chi2 += (counts[i] - expected) * (counts[i] - expected) / expected;
+    ++f.df;
+  }
+  return f;
+}
+
+void ExpectFits(const Fit& f, const std::string& what) {
+  // df + 6 sd of the chi-square distribution: a false failure is far less likely than 1e-6;
+  // the total variation bound is ~1.7x its sampling noise.
+  EXPECT_LT(f.chi2, f.df + 6 * std::sqrt(2.0 * f.df)) << what << " (df " << f.df << ")";
+  EXPECT_LT(f.tv, kTvBound) << what;
+  EXPECT_FALSE(f.impossible) << what;
+}
+
+struct Case {
+  const char* name;
+  std::vector<float> q;
+};
+
+TEST(RejectionSampleTest, PreservesTheTargetForAnyDraft) {
+  const std::vector<float> target = Logits(1), other = Logits(2);
+  for (double t : {0.7, 1.6}) {
+    const std::vector<float> p = Probs(target, t, /*top_k=*/12);  // zero outside the top 12
+    int argmin_in = 0, argmax = 0, outside = -1;
+    for (int i = 0; i < kVocab; ++i) {
+      if (p[i] > p[argmax]) argmax = i;
+      if (p[i] > 0 && (p[argmin_in] <= 0 || p[i] < p[argmin_in])) argmin_in = i;
+      if (p[i] <= 0 && outside < 0) outside = i;
+    }
+    std::vector<float> disjoint(kVocab, 0.0f);  // all of q where p is 0
+    for (int i = 0; i < kVocab; ++i) disjoint[i] = p[i] > 0 ? 0.0f : 1.0f / (kVocab - 12);
+    const std::vector<Case> cases = {
+        {"uniform", std::vector<float>(kVocab, 1.0f / kVocab)},
+        {"another model", Probs(other, t)},
+        {"disjoint support", disjoint},
+        {"one-hot on p's least likely token", OneHot(argmin_in)},
+        {"one-hot outside p's support", OneHot(outside)},
+        {"one-hot on p's mode", OneHot(argmax)},
+    };
+    for (const Case& c : cases) {
+      const std::string what = std::string(c.name) + " at t=" + std::to_string(t);
+      std::mt19937_64 rng(7);
+      std::uniform_real_distribution<double> u(0.0, 1.0);
+      std::vector<int64_t> counts(kVocab, 0);
+      int64_t accepted = 0;
+      for (int n = 0; n < kDraws; ++n) {
+        const int d = DrawFrom(c.q, u(rng));
+        const Verdict v = RejectionSample(p, c.q, d, u(rng), u(rng));
+        ASSERT_GE(v.token, 0);
+        ++counts[v.token];
+        accepted += v.accepted;
+        ASSERT_EQ(v.accepted, v.token == d);
+      }
+      ExpectFits(Compare(counts, p, kDraws), what);
+      // P(accept) = sum_x min(p(x), q(x)) = 1 - TV(p, q).
+      double overlap = 0;
+      for (int i = 0; i < kVocab; ++i) overlap += std::min(p[i], c.q[i]);
+      EXPECT_NEAR(double(accepted) / kDraws, overlap, kRateBound) << what;
+    }
+  }
+}
+
+TEST(RejectionSampleTest, TheTestCatchesAWrongRule) {
+  // Keeping every draft (no verification) emits q, not p: the bounds above must reject that.
+  const std::vector<float> p = Probs(Logits(1), 1.0), q = Probs(Logits(2), 1.0);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<int64_t> counts(kVocab, 0);
+  for (int n = 0; n < 100000; ++n) ++counts[DrawFrom(q, u(rng))];
+  const Fit f = Compare(counts, p, 100000);
+  EXPECT_GT(f.tv, 0.05);
+  EXPECT_GT(f.chi2, 10 * f.df);
+}
+
+TEST(VerifyDeterministicDraftTest, EmitsTheTargetDistributionAndAcceptsWithPOfTheDraft) {
+  // The engine's path for one-hot drafts: the request's own sampler (top-k 12 here) over 10^6
+  // seeds. The emitted token follows p; the draft is kept with probability p(d), and one
+  // outside the top k never is.
+  const std::vector<float> target = Logits(3);
+  for (double t : {0.7, 1.6}) {
+    sampling::SamplingParams params;
+    params.temperature = static_cast<float>(t);
+    params.top_k = 12;
+    const std::vector<float> p = Probs(target, t, 12);
+    int d = 0, outside = 0;
+    for (int i = 0; i < kVocab; ++i) {
+      if (p[i] > 0 && (p[d] <= 0 || std::abs(p[i] - 0.1f) < std::abs(p[d] - 0.1f))) d = i;
+      if (p[i] <= 0) outside = i;
+    }
+    std::vector<int64_t> counts(kVocab, 0);
+    int64_t accepted = 0, accepted_outside = 0;
+    std::vector<float> scratch(kVocab);
+    for (int n = 0; n < kDraws; ++n) {
+      sampling::SamplingInput in;
+      in.seed = static_cast<uint64_t>(n) * 0x9e3779b97f4a7c15ULL;
+      scratch = target;
+      const DeterministicVerdict v =
+          VerifyDeterministicDraft(scratch, params, in, n % 2 ? d : outside);
+      ++counts[v.sample.token];
+      if (n % 2) {
+        accepted += v.accepted;
+      } else {
+        accepted_outside += v.accepted;
+      }
+    }
+    const std::string what = "t=" + std::to_string(t);
+    ExpectFits(Compare(counts, p, kDraws), what);
+    EXPECT_NEAR(double(accepted) / (kDraws / 2), p[d], 2 * kRateBound) << what;
+    EXPECT_EQ(accepted_outside, 0) << what;
+  }
+}
+
+TEST(VerifyDeterministicDraftTest, GreedyAcceptsExactlyTheArgmax) {
+  std::vector<float> logits = Logits(4);
+  const int32_t best = sampling::Argmax(logits);
+  sampling::SamplingParams greedy;
+  greedy.temperature = 0;
+  for (int32_t d = -1; d < kVocab; ++d) {
+    std::vector<float> scratch = logits;
+    const DeterministicVerdict v = VerifyDeterministicDraft(scratch, greedy, {}, d);
+    EXPECT_EQ(v.sample.token, best);
+    EXPECT_EQ(v.accepted, d == best);
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::spec

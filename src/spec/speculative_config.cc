@@ -1,0 +1,131 @@
+#include "spec/speculative_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace tachyon::spec {
+namespace {
+
+using nlohmann::json;
+
+Status FieldError(std::string_view field, std::string_view what) {
+  return InvalidArgument("speculative config: \"" + std::string(field) +
+                         "\": " + std::string(what));
+}
+
+Status ReadInt(const json& obj, const char* field, int lo, int hi, int* out) {
+  auto it = obj.find(field);
+  if (it == obj.end()) return OkStatus();
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (!it->is_number_integer()) return FieldError(field, "must be an integer in " + range);
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) {
+    return FieldError(field, std::to_string(v) + " is outside " + range);
+  }
+  *out = static_cast<int>(v);
+  return OkStatus();
+}
+
+}  // namespace
+
+std::string_view SpecMethodName(SpecMethod m) {
+  switch (m) {
+    case SpecMethod::kNone:
+      return "none";
+    case SpecMethod::kNgram:
+      return "ngram";
+    case SpecMethod::kSuffix:
+      return "suffix";
+    case SpecMethod::kDraftModel:
+      return "draft_model";
+  }
+  return "none";
+}
+
+Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
+  json obj = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (obj.is_discarded()) return InvalidArgument("speculative config: not valid JSON");
+  if (!obj.is_object()) return InvalidArgument("speculative config: must be a JSON object");
+  static constexpr const char* kFields[] = {
+      "method", "num_speculative_tokens", "prompt_lookup_min",  "prompt_lookup_max",
+      "model",  "disable_by_batch_size",  "min_acceptance_rate"};
+  for (const auto& [key, value] : obj.items()) {
+    bool known = false;
+    for (const char* f : kFields) known = known || key == f;
+    if (!known) return FieldError(key, "unknown field");
+  }
+  SpeculativeConfig c;
+  auto method = obj.find("method");
+  if (method == obj.end()) return FieldError("method", "missing (ngram, suffix or draft_model)");
+  const std::string m = method->is_string() ? method->get<std::string>() : "";
+  if (m == "ngram") {
+    c.method = SpecMethod::kNgram;
+  } else if (m == "suffix") {
+    c.method = SpecMethod::kSuffix;
+  } else if (m == "draft_model") {
+    c.method = SpecMethod::kDraftModel;
+  } else {
+    return FieldError("method", "must be one of ngram, suffix, draft_model");
+  }
+  if (!obj.contains("num_speculative_tokens")) {
+    return FieldError("num_speculative_tokens", "missing (tokens drafted per step)");
+  }
+  RETURN_IF_ERROR(
+      ReadInt(obj, "num_speculative_tokens", 1, kMaxSpecTokens, &c.num_speculative_tokens));
+  // One of the lookup bounds alone sets both (a single n-gram size).
+  const bool has_min = obj.contains("prompt_lookup_min");
+  const bool has_max = obj.contains("prompt_lookup_max");
+  RETURN_IF_ERROR(ReadInt(obj, "prompt_lookup_min", 1, 64, &c.prompt_lookup_min));
+  RETURN_IF_ERROR(ReadInt(obj, "prompt_lookup_max", 1, 64, &c.prompt_lookup_max));
+  if (has_min && !has_max) c.prompt_lookup_max = std::max(c.prompt_lookup_min, c.prompt_lookup_max);
+  if (has_max && !has_min) c.prompt_lookup_min = std::min(c.prompt_lookup_min, c.prompt_lookup_max);
+  if (c.prompt_lookup_min > c.prompt_lookup_max) {
+    return FieldError("prompt_lookup_min", "is larger than prompt_lookup_max");
+  }
+  if (auto it = obj.find("model"); it != obj.end()) {
+    if (!it->is_string() || it->get<std::string>().empty()) {
+      return FieldError("model", "must be a non-empty path or model name");
+    }
+    c.model = it->get<std::string>();
+  }
+  RETURN_IF_ERROR(ReadInt(obj, "disable_by_batch_size", 1, 1 << 20, &c.disable_by_batch_size));
+  if (auto it = obj.find("min_acceptance_rate"); it != obj.end()) {
+    const double r = it->is_number() ? it->get<double>() : -1;
+    if (!it->is_number() || !std::isfinite(r) || r < 0 || r > 1) {
+      return FieldError("min_acceptance_rate", "must be a number in [0, 1]");
+    }
+    c.min_acceptance_rate = r;
+  }
+  if (c.method == SpecMethod::kDraftModel && c.model.empty()) {
+    return FieldError("model", "missing (the draft model of method draft_model)");
+  }
+  if (c.method != SpecMethod::kDraftModel && !c.model.empty()) {
+    return FieldError("model", "is only used by method draft_model");
+  }
+  return c;
+}
+
+Status ValidateSpeculativeConfig(const SpeculativeConfig& c) {
+  switch (c.method) {
+    case SpecMethod::kNone:
+      return OkStatus();
+    case SpecMethod::kNgram:
+      if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpecTokens) {
+        return FieldError("num_speculative_tokens", "must be in [1, 32]");
+      }
+      if (c.prompt_lookup_min < 1 || c.prompt_lookup_min > c.prompt_lookup_max) {
+        return FieldError("prompt_lookup_min", "must be in [1, prompt_lookup_max]");
+      }
+      return OkStatus();
+    case SpecMethod::kSuffix:
+    case SpecMethod::kDraftModel:
+      return Unimplemented("speculative config: method \"" + std::string(SpecMethodName(c.method)) +
+                           "\" is not implemented yet (use \"ngram\")");
+  }
+  return OkStatus();
+}
+
+}  // namespace tachyon::spec

@@ -1,0 +1,84 @@
+#include "spec/speculative_config.h"
+
+#include <gtest/gtest.h>
+
+namespace tachyon::spec {
+namespace {
+
+TEST(SpeculativeConfigTest, ParsesVllmSpelling) {
+  auto c = ParseSpeculativeConfig(
+      R"({"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2,
+          "prompt_lookup_max": 4, "disable_by_batch_size": 6, "min_acceptance_rate": 0.4})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->method, SpecMethod::kNgram);
+  EXPECT_EQ(c->num_speculative_tokens, 5);
+  EXPECT_EQ(c->prompt_lookup_min, 2);
+  EXPECT_EQ(c->prompt_lookup_max, 4);
+  EXPECT_EQ(c->disable_by_batch_size, 6);
+  EXPECT_DOUBLE_EQ(c->min_acceptance_rate, 0.4);
+  EXPECT_TRUE(ValidateSpeculativeConfig(*c).ok());
+}
+
+TEST(SpeculativeConfigTest, OneLookupBoundSetsBoth) {
+  auto c = ParseSpeculativeConfig(R"({"method":"ngram","num_speculative_tokens":3,
+                                      "prompt_lookup_max":1})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->prompt_lookup_min, 1);
+  EXPECT_EQ(c->prompt_lookup_max, 1);
+  c = ParseSpeculativeConfig(R"({"method":"ngram","num_speculative_tokens":3,
+                                 "prompt_lookup_min":7})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->prompt_lookup_min, 7);
+  EXPECT_EQ(c->prompt_lookup_max, 7);
+}
+
+TEST(SpeculativeConfigTest, ErrorsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[1]", "JSON object"},
+      {"{", "not valid JSON"},
+      {R"({"num_speculative_tokens": 3})", "\"method\""},
+      {R"({"method": "eagle", "num_speculative_tokens": 3})", "\"method\""},
+      {R"({"method": 3, "num_speculative_tokens": 3})", "\"method\""},
+      {R"({"method": "ngram"})", "\"num_speculative_tokens\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 0})", "\"num_speculative_tokens\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 99})", "\"num_speculative_tokens\""},
+      {R"({"method": "ngram", "num_speculative_tokens": "3"})", "\"num_speculative_tokens\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 2.5})", "\"num_speculative_tokens\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 5,
+           "prompt_lookup_max": 2})",
+       "\"prompt_lookup_min\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 0})",
+       "\"prompt_lookup_max\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "model": "x.gguf"})", "\"model\""},
+      {R"({"method": "draft_model", "num_speculative_tokens": 3})", "\"model\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "min_acceptance_rate": 2})",
+       "\"min_acceptance_rate\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "disable_by_batch_size": 0})",
+       "\"disable_by_batch_size\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 3, "speculative_model": "x"})",
+       "\"speculative_model\": unknown field"},
+  };
+  for (const auto& [json, want] : cases) {
+    auto c = ParseSpeculativeConfig(json);
+    ASSERT_FALSE(c.ok()) << json;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << json;
+    EXPECT_NE(c.status().message().find(want), std::string::npos)
+        << json << " -> " << c.status().message();
+  }
+}
+
+TEST(SpeculativeConfigTest, UnbuiltMethodsParseButDoNotValidate) {
+  for (const char* json : {R"({"method": "suffix", "num_speculative_tokens": 4})",
+                           R"({"method": "draft_model", "num_speculative_tokens": 4,
+                               "model": "draft.gguf"})"}) {
+    auto c = ParseSpeculativeConfig(json);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    Status s = ValidateSpeculativeConfig(*c);
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+    EXPECT_NE(s.message().find("not implemented"), std::string::npos);
+  }
+  EXPECT_TRUE(ValidateSpeculativeConfig(SpeculativeConfig{}).ok());  // off
+}
+
+}  // namespace
+}  // namespace tachyon::spec
