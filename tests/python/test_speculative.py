@@ -1,0 +1,79 @@
+"""Speculative decoding (--speculative-config, n-gram drafts) on a real server: the same
+completions as a server without it (greedy, seeded sampling, n > 1, stop strings, streaming,
+logprobs), and the spec counters in /metrics. stories260K always; SmolLM2-135M-Instruct when
+present (greedy `tachyon run` on a ChatML code-edit prompt, the workload drafts are for).
+"""
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import MODEL_NAME, Server, binary_path, require_smollm2
+
+SPEC = ["--speculative-config",
+        json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1,
+                    "prompt_lookup_max": 3, "min_acceptance_rate": 0})]
+
+
+@pytest.fixture(scope="module")
+def spec_server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("spec"), SPEC)
+    yield s
+    assert s.stop() == 0
+
+
+PROMPTS = ["Once upon a time", "Lily and Ben went to the park. Lily and Ben", "The cat sat"]
+
+
+def completion(client, prompt, **kw):
+    r = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=kw.pop("n_tok", 60),
+                                  **kw)
+    return [(c.text, c.finish_reason) for c in r.choices], r.usage.completion_tokens
+
+
+def test_greedy_and_seeded_completions_are_unchanged(client, spec_server):
+    spec = spec_server.client()
+    for prompt in PROMPTS:
+        for kw in ({"temperature": 0}, {"temperature": 0.8, "seed": 11},
+                   {"temperature": 1.0, "top_p": 0.9, "seed": 5, "n": 2},
+                   {"temperature": 0, "stop": [" the "]},
+                   {"temperature": 0, "logprobs": 2, "n_tok": 20}):
+            assert completion(spec, prompt, **dict(kw)) == completion(client, prompt, **dict(kw)), \
+                (prompt, kw)
+    m = spec_server.metrics()
+    assert m["tachyon_spec_decode_num_drafts_total"] > 0
+    assert 0 < m["tachyon_spec_decode_num_accepted_tokens_total"] <= \
+        m["tachyon_spec_decode_num_draft_tokens_total"]
+    assert m['tachyon_spec_decode_num_accepted_tokens_per_pos_total{position="0"}'] > 0
+
+
+def test_streamed_text_is_unchanged(client, spec_server):
+    def stream(c):
+        return "".join(ch.choices[0].text for ch in c.completions.create(
+            model=MODEL_NAME, prompt=PROMPTS[1], max_tokens=80, temperature=0, stream=True))
+    assert stream(spec_server.client()) == stream(client)
+
+
+def test_smollm2_greedy_code_edit_is_unchanged():
+    # At the AVX2 level: the AVX-512 kernels round a row differently depending on how many rows
+    # a step computes, so a verify batch of k + 1 tokens and k + 1 decode steps can differ in
+    # the last bits and flip a near-tie (docs/speculative.md, known limits).
+    path = require_smollm2()
+    prompt = ("<|im_start|>user\nRename the variable result to size in this code and give the "
+              "whole code:\ndef area(w, h):\n    result = w * h\n    print(result)\n"
+              "    return result\n<|im_end|>\n<|im_start|>assistant\n")
+    env = dict(os.environ, TACHYON_CPU="avx2")
+    outs = []
+    for extra in ([], SPEC):
+        r = subprocess.run([str(binary_path()), "run", "-m", str(path), "-t", "1", "--temp", "0",
+                            "-n", "96", "-p", prompt, *extra], capture_output=True, text=True,
+                           env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+        if extra:
+            accepted = re.search(r"speculative: \d+ drafts, (\d+) of (\d+)", r.stderr)
+            assert accepted and int(accepted.group(2)) > 0, r.stderr
+    assert outs[0] == outs[1]
