@@ -58,9 +58,8 @@ def test_streamed_text_is_unchanged(client, spec_server):
 
 
 def test_smollm2_greedy_code_edit_is_unchanged():
-    # At the AVX2 level: the AVX-512 kernels round a row differently depending on how many rows
-    # a step computes, so a verify batch of k + 1 tokens and k + 1 decode steps can differ in
-    # the last bits and flip a near-tie (docs/speculative.md, known limits).
+    # At the AVX2 level: at the AVX-512 level this text diverges with speculation, cause not
+    # found yet (docs/speculative.md, known limits).
     path = require_smollm2()
     prompt = ("<|im_start|>user\nRename the variable result to size in this code and give the "
               "whole code:\ndef area(w, h):\n    result = w * h\n    print(result)\n"
