@@ -58,8 +58,9 @@ def test_streamed_text_is_unchanged(client, spec_server):
 
 
 def test_smollm2_greedy_code_edit_is_unchanged():
-    # At the AVX2 level: at the AVX-512 level this text diverges with speculation, cause not
-    # found yet (docs/speculative.md, known limits).
+    # At the AVX2 level: SmolLM2 Q4_1's logits depend on a step's row count (3 rows differ from
+    # 1), and at AVX-512 this text flips a near-tie with k = 4 (docs/speculative.md, known
+    # limits).
     path = require_smollm2()
     prompt = ("<|im_start|>user\nRename the variable result to size in this code and give the "
               "whole code:\ndef area(w, h):\n    result = w * h\n    print(result)\n"
