@@ -146,7 +146,7 @@ TEST(FlagsCli, ValuesOutsideTheRangeAreRejected) {
 
 TEST(FlagsCli, ChoiceAndListFlagsNameTheirChoices) {
   ExpectUsageError("synth -o x.gguf --arch gpt9",
-                   "tachyon synth: error: --arch: 'gpt9' is not one of llama, qwen2, qwen3");
+                   "tachyon synth: error: --arch: 'gpt9' is not one of llama, qwen2, qwen3, gemma3");
   ExpectUsageError("logits -m x.gguf --ids 1 -o y --quantize q2",
                    "tachyon logits: error: --quantize: 'q2' is not one of q8_0, q4_0, q4_k");
   ExpectUsageError("profile -m x.gguf --kv-cache-dtype f8",
