@@ -17,6 +17,12 @@ A sweep (every workload x concurrency; requests per point = --rounds x concurren
   bench/serve_load.py --workload A,B --concurrency 1,8,32 --json out.json --png out.png
 
 Sizes can be shrunk for smoke tests (--prompt-tokens, --prefix-tokens, --max-tokens).
+
+Structured output: --constraint none,json_schema runs every point unconstrained and with that
+output constraint in the same run (interleaved per point) and prints the constrained /
+unconstrained generated-tokens/s ratio; constraints: none, json_object, json_schema (an array
+of records, never complete before max_tokens is likely), regex, choice.
+  bench/serve_load.py --workload A --concurrency 16 --constraint none,json_schema
 """
 
 import argparse
@@ -55,13 +61,35 @@ def model_name(base, api_key):
         return json.loads(r.read())["data"][0]["id"]
 
 
-def stream_one(url, api_key, model, prompt, max_tokens):
+RECORDS_SCHEMA = {
+    "type": "array",
+    "items": {"type": "object",
+              "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
+                             "tags": {"type": "array", "items": {"type": "string"}},
+                             "score": {"type": "number"}, "active": {"type": "boolean"}},
+              "required": ["id", "name", "tags", "score", "active"]}}
+
+# The request fields of each --constraint.
+CONSTRAINTS = {
+    "none": {},
+    "json_object": {"response_format": {"type": "json_object"}},
+    "json_schema": {"response_format": {"type": "json_schema",
+                                        "json_schema": {"name": "records",
+                                                        "schema": RECORDS_SCHEMA}}},
+    "regex": {"structured_outputs": {"regex": "([a-z]+ ){1,200}[a-z]+\\."}},
+    "choice": {"structured_outputs": {"choice": ["once upon a time there was a little girl",
+                                                 "one day a big dog came to the park"]}},
+}
+
+
+def stream_one(url, api_key, model, prompt, max_tokens, constraint="none"):
     """Returns (ttft_s, tpot_s or None, completion_tokens, e2e_s)."""
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
-    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens,
-                       "temperature": 0, "ignore_eos": True, "stream": True,
-                       "stream_options": {"include_usage": True}})
+    req = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+           "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    req.update(CONSTRAINTS[constraint])
+    body = json.dumps(req)
     t0 = time.perf_counter()
     conn.request("POST", "/v1/completions", body=body,
                  headers={"Content-Type": "application/json",
@@ -122,9 +150,10 @@ def make_prompts(args, workload, total, rng):
     return prompts, args.max_tokens or 32
 
 
-def run_point(args, model, workload, concurrency, total, rng):
-    """Runs `total` requests with `concurrency` closed-loop clients; returns the summary dict."""
-    prompts, max_tokens = make_prompts(args, workload, total, rng)
+def run_point(args, model, workload, concurrency, total, rng, constraint="none", prompts=None):
+    """Runs `total` requests with `concurrency` closed-loop clients; returns the summary dict.
+    `prompts`: (prompts, max_tokens) to reuse (else made here)."""
+    prompts, max_tokens = prompts or make_prompts(args, workload, total, rng)
     results, errors = [], []
     lock = threading.Lock()
     next_index = [0]
@@ -137,7 +166,7 @@ def run_point(args, model, workload, concurrency, total, rng):
             if i >= total:
                 return
             try:
-                r = stream_one(args.url, args.api_key, model, prompts[i], max_tokens)
+                r = stream_one(args.url, args.api_key, model, prompts[i], max_tokens, constraint)
                 with lock:
                     results.append(r)
             except Exception as e:  # noqa: BLE001 - reported in the summary
@@ -155,7 +184,8 @@ def run_point(args, model, workload, concurrency, total, rng):
     tpot = [r[1] for r in results if r[1] is not None]
     e2e = [r[3] for r in results]
     gen = sum(r[2] for r in results)
-    point = {"workload": workload, "concurrency": concurrency, "requests": total,
+    point = {"workload": workload, "concurrency": concurrency, "constraint": constraint,
+             "requests": total,
              "ok": len(results), "failed": len(errors), "max_tokens": max_tokens,
              "prompt_tokens": len(prompts[0]) if prompts else 0, "wall_s": wall,
              "request_throughput": len(results) / wall, "output_tokens_per_s": gen / wall}
@@ -169,7 +199,8 @@ def run_point(args, model, workload, concurrency, total, rng):
 
 
 def print_point(p):
-    print(f"workload {p['workload']}: {p['ok']} requests ok, {p['failed']} failed, "
+    label = "" if p["constraint"] == "none" else f" [{p['constraint']}]"
+    print(f"workload {p['workload']}{label}: {p['ok']} requests ok, {p['failed']} failed, "
           f"concurrency {p['concurrency']}, {p['wall_s']:.2f} s", flush=True)
     print(f"  requests/s: {p['request_throughput']:.3f}   generated tokens/s (total): "
           f"{p['output_tokens_per_s']:.1f}")
@@ -185,6 +216,8 @@ def markdown_table(points):
     lines = ["| workload | concurrency | requests | req/s | output tok/s | TTFT p50 / p90 / p99 (s) "
              "| TPOT p50 / p90 / p99 (ms) |", "|---|---:|---:|---:|---:|---:|---:|"]
     for p in points:
+        p = dict(p, workload=p["workload"] + ("" if p["constraint"] == "none"
+                                              else f" [{p['constraint']}]"))
         lines.append("| {workload} | {concurrency} | {ok} | {request_throughput:.2f} | "
                      "{output_tokens_per_s:.1f} | {ttft_p50_s:.2f} / {ttft_p90_s:.2f} / "
                      "{ttft_p99_s:.2f} | {tpot_p50_ms:.0f} / {tpot_p90_ms:.0f} / "
@@ -256,6 +289,14 @@ unset multiplot
             raise RuntimeError("gnuplot failed: " + r.stderr.strip())
 
 
+def constraint_list(text):
+    names = text.split(",")
+    if not names or any(n not in CONSTRAINTS for n in names):
+        raise argparse.ArgumentTypeError("constraints are " + ", ".join(CONSTRAINTS) +
+                                         ", separated by commas")
+    return names
+
+
 def int_list(text):
     values = [int(v) for v in text.split(",") if v.strip()]
     if not values or min(values) < 1:
@@ -289,6 +330,8 @@ def main():
     ap.add_argument("--png", help="draw the sweep here (gnuplot)")
     ap.add_argument("--title", default="", help="chart title")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--constraint", type=constraint_list, default=["none"],
+                    help="output constraints per point, e.g. none,json_schema")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     model = model_name(args.url, args.api_key)
@@ -296,16 +339,28 @@ def main():
     for workload in args.workload:
         for c in args.concurrency:
             total = args.requests or max(args.rounds * c, args.min_requests)
-            point = run_point(args, model, workload, c, total, rng)
-            print_point(point)
-            points.append(point)
+            prompts = make_prompts(args, workload, total, rng)
+            base = None
+            for constraint in args.constraint:
+                point = run_point(args, model, workload, c, total, rng, constraint, prompts)
+                print_point(point)
+                points.append(point)
+                if constraint == "none":
+                    base = point
+                elif base and base["output_tokens_per_s"] > 0:
+                    point["ratio_to_unconstrained"] = (point["output_tokens_per_s"] /
+                                                       base["output_tokens_per_s"])
+                    print(f"  {constraint} / unconstrained generated tokens/s: "
+                          f"{point['ratio_to_unconstrained']:.3f}", flush=True)
     if len(points) > 1:
         print(markdown_table(points))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": model, "url": args.url, "points": points}, f, indent=2)
     if args.png:
-        plot(points, os.path.abspath(args.png), args.title or f"tachyon serve: {model}")
+        # The chart draws the unconstrained points (constrained ones are in the table / JSON).
+        plot([p for p in points if p["constraint"] == "none"] or points,
+             os.path.abspath(args.png), args.title or f"tachyon serve: {model}")
     return 1 if any(p["failed"] for p in points) else 0
 
 

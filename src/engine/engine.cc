@@ -44,7 +44,8 @@ Engine::Engine(const EngineConfig& config, ModelExecutor* executor)
       executor_(executor),
       kv_(config.kv),
       scheduler_(config.scheduler, &kv_),
-      runner_(executor) {}
+      runner_(executor),
+      masks_(executor->n_vocab()) {}
 
 int64_t Engine::TokenLimit() const {
   const int64_t pool_tokens = static_cast<int64_t>(kv_.num_blocks()) * kv_.block_size();
@@ -129,6 +130,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
       }
     }
     r->stop_matcher = StopStringMatcher(req.params.stop);
+    if (req.grammar) r->matcher = req.grammar->NewMatcher();
     scheduler_.Add(r.get());
     g.choices.push_back(std::move(r));
   }
@@ -192,6 +194,11 @@ void Engine::AbortAll() {
 FinishReason Engine::AppendToken(Request* r, const sampling::SampleResult& s, RequestOutput* out) {
   RequestOutput& o = *out;
   const int32_t tok = s.token;
+  const GrammarVerdict grammar = r->matcher ? AcceptSampled(r, tok) : GrammarVerdict::kContinue;
+  if (grammar == GrammarVerdict::kRejected) {
+    o.error = Internal("the output grammar rejected sampled token " + std::to_string(tok));
+    return FinishReason::kError;
+  }
   r->tokens.push_back(tok);
   ++counters_.generation_tokens;
   ++o.usage.completion_tokens;
@@ -209,6 +216,9 @@ FinishReason Engine::AppendToken(Request* r, const sampling::SampleResult& s, Re
     if (stopped_by_string) reason = FinishReason::kStop;
     counters_.detokenize_seconds += Since(t0);
   }
+  if (reason == FinishReason::kNone && grammar == GrammarVerdict::kTerminated) {
+    reason = FinishReason::kStop;
+  }
   if (reason == FinishReason::kNone &&
       (r->num_output_tokens() >= r->max_tokens ||
        static_cast<int64_t>(r->tokens.size()) >= config_.max_model_len)) {
@@ -222,7 +232,8 @@ FinishReason Engine::AppendToken(Request* r, const sampling::SampleResult& s, Re
   return reason;
 }
 
-void Engine::ProcessSampled(const ScheduledSeq& s, std::span<float> rows) {
+void Engine::ProcessSampled(const ScheduledSeq& s, std::span<float> rows,
+                            std::span<const uint32_t> mask) {
   Request* r = s.request;
   const int32_t n_vocab = executor_->n_vocab();
   const int64_t k = s.num_draft_tokens;
@@ -243,6 +254,12 @@ void Engine::ProcessSampled(const ScheduledSeq& s, std::span<float> rows) {
     in.seed = r->seed;
     in.eos_ids = r->params.ignore_eos ? std::span<const int32_t>()
                                       : std::span<const int32_t>(config_.eos_token_ids);
+    if (r->matcher && j == 0) in.allowed = mask;
+    if (r->matcher && j > 0) {
+      draft_mask_.assign((static_cast<size_t>(n_vocab) + 31) / 32, 0u);
+      r->matcher->FillNextTokenBitmask(draft_mask_);
+      in.allowed = draft_mask_;
+    }
     const auto t_sample = Clock::now();
     spec::DeterministicVerdict v = spec::VerifyDeterministicDraft(
         rows.subspan(j * n_vocab, n_vocab), r->params, in, j < k ? draft[j] : -1);
@@ -282,7 +299,9 @@ std::vector<RequestOutput> Engine::Step() {
   if (!out.empty()) {
     ++counters_.num_steps;
     const auto t_forward = Clock::now();
+    masks_.Start(out);
     Result<std::span<float>> logits = runner_.Execute(out);
+    masks_.Wait();
     counters_.forward_seconds += Since(t_forward);
     if (!logits.ok()) {
       FailStep(out, logits.status());
@@ -297,7 +316,8 @@ std::vector<RequestOutput> Engine::Step() {
         counters_.prompt_tokens_computed += s.num_new_tokens - s.num_draft_tokens - 1;
         const size_t n_vocab = static_cast<size_t>(executor_->n_vocab());
         ProcessSampled(
-            s, logits->subspan(runner_.FirstRow(i) * n_vocab, (1 + s.num_draft_tokens) * n_vocab));
+            s, logits->subspan(runner_.FirstRow(i) * n_vocab, (1 + s.num_draft_tokens) * n_vocab),
+            masks_.Mask(i));
       }
       if (speculator_) {
         // Drafts for the next step, now that this step's tokens are known.

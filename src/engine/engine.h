@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/constrained_decoding.h"
 #include "engine/detokenizer.h"
 #include "engine/model_executor.h"
 #include "engine/model_runner.h"
@@ -21,6 +22,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/speculative_step.h"
+#include "grammar/grammar.h"
 #include "kv/kv_cache_manager.h"
 #include "sampling/sampling_params.h"
 #include "spec/acceptance.h"
@@ -42,6 +44,10 @@ struct EngineRequest {
   sampling::SamplingParams params;
   int priority = 0;        // lower runs first under SchedulePolicy::kPriority
   std::string cache_salt;  // prefix-cache namespace: only equal salts share blocks
+  // Output constraint, compiled for this engine's vocabulary (null: unconstrained). Each
+  // choice gets its own matcher; the output follows the grammar, EOS only where it may end,
+  // and the choice finishes (kStop) once nothing but EOS can follow.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 struct EngineMetrics {
@@ -104,8 +110,9 @@ class Engine {
   // finish). Returns the finish reason (kNone: r goes on); the caller then calls Finish.
   FinishReason AppendToken(Request* r, const sampling::SampleResult& s, RequestOutput* o);
   // Samples s's logits rows of this step (1 + s.num_draft_tokens: its last known token's, then
-  // one per draft it verifies) and emits the tokens.
-  void ProcessSampled(const ScheduledSeq& s, std::span<float> rows);
+  // one per draft it verifies) and emits the tokens. `mask`: the grammar mask of the first row
+  // (MaskWorker; later rows' masks are filled here, after the tokens before them).
+  void ProcessSampled(const ScheduledSeq& s, std::span<float> rows, std::span<const uint32_t> mask);
   void Finish(Request* r, FinishReason reason, RequestOutput* out);
   void FailStep(const SchedulerOutput& out, const Status& error);
 
@@ -114,6 +121,8 @@ class Engine {
   kv::KvCacheManager kv_;
   Scheduler scheduler_;
   ModelRunner runner_;
+  MaskWorker masks_;                     // grammar masks, computed during the forward pass
+  std::vector<uint32_t> draft_mask_;     // a grammar mask after accepted drafts
   std::unique_ptr<Speculator> speculator_;  // null: speculative decoding off
   std::unordered_map<uint64_t, Group> groups_;
   std::vector<uint64_t> finished_groups_;  // erased at the end of Step

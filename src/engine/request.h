@@ -15,6 +15,7 @@
 #include "engine/detokenizer.h"
 #include "engine/output.h"
 #include "engine/stop_string_matcher.h"
+#include "grammar/matcher.h"
 #include "sampling/sampling_params.h"
 
 namespace tachyon::engine {
@@ -52,6 +53,8 @@ struct Request {
   // Output side: detokenizer state, stop strings, not-yet-delivered increments.
   std::unique_ptr<TextDecoder> decoder;
   StopStringMatcher stop_matcher{{}};
+  // Constrained output: every output token so far accepted (engine/constrained_decoding.h).
+  std::unique_ptr<grammar::TokenMatcher> matcher;  // null: unconstrained
 
   int64_t num_output_tokens() const {
     return static_cast<int64_t>(tokens.size()) - num_prompt_tokens;

@@ -54,6 +54,31 @@ void BanTokens(std::span<float> logits, std::span<const int32_t> ids) {
   }
 }
 
+void ApplyAllowedMask(std::span<float> logits, std::span<const uint32_t> allowed) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const size_t n = logits.size();
+  for (size_t w = 0; w * 32 < n; ++w) {
+    const uint32_t bits = w < allowed.size() ? allowed[w] : 0u;
+    if (bits == 0xffffffffu) continue;
+    const size_t end = std::min(n, w * 32 + 32);
+    for (size_t t = w * 32; t < end; ++t) {
+      if (((bits >> (t % 32)) & 1u) == 0) logits[t] = kNegInf;
+    }
+  }
+}
+
+bool AllowsOtherThan(std::span<const uint32_t> allowed, std::span<const int32_t> ids) {
+  for (size_t w = 0; w < allowed.size(); ++w) {
+    uint32_t bits = allowed[w];
+    if (bits == 0) continue;
+    for (int32_t id : ids) {
+      if (id >= 0 && static_cast<size_t>(id) / 32 == w) bits &= ~(1u << (id % 32));
+    }
+    if (bits != 0) return true;
+  }
+  return false;
+}
+
 int32_t Argmax(std::span<const float> logits) {
   // Two passes: the maximum over 8 independent branch-free lanes (~6x faster than one
   // compare-and-branch chain on a 128k vocabulary), then the first index holding it.

@@ -23,6 +23,12 @@ void ApplyLogitBias(std::span<float> logits, std::span<const std::pair<int32_t, 
 // Sets the listed tokens' logits to -infinity.
 void BanTokens(std::span<float> logits, std::span<const int32_t> ids);
 
+// Grammar masks: bit (t % 32) of allowed[t / 32] set = token t allowed. Sets every other
+// token's logit to -infinity (tokens past the mask's bits included).
+void ApplyAllowedMask(std::span<float> logits, std::span<const uint32_t> allowed);
+// Whether `allowed` (as above) allows some token that is not in `ids`.
+bool AllowsOtherThan(std::span<const uint32_t> allowed, std::span<const int32_t> ids);
+
 // Index of the largest logit (lowest id on ties).
 int32_t Argmax(std::span<const float> logits);
 

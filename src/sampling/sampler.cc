@@ -13,6 +13,12 @@ uint64_t SplitMix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
+// The ids min_tokens bans: EOS and the stop ids.
+std::vector<int32_t> EndIds(const SamplingInput& input, const SamplingParams& params) {
+  std::vector<int32_t> ids(input.eos_ids.begin(), input.eos_ids.end());
+  ids.insert(ids.end(), params.stop_token_ids.begin(), params.stop_token_ids.end());
+  return ids;
+}
 }  // namespace
 
 double UniformForStep(uint64_t seed, uint64_t step) {
@@ -46,7 +52,9 @@ SampleResult Sample(std::span<float> logits, const SamplingParams& params,
   ApplyPenalties(logits, input.prompt, input.output, params.repetition_penalty,
                  params.presence_penalty, params.frequency_penalty);
   ApplyLogitBias(logits, params.logit_bias);
-  if (static_cast<int>(input.output.size()) < params.min_tokens) {
+  if (!input.allowed.empty()) ApplyAllowedMask(logits, input.allowed);
+  if (static_cast<int>(input.output.size()) < params.min_tokens &&
+      (input.allowed.empty() || AllowsOtherThan(input.allowed, EndIds(input, params)))) {
     BanTokens(logits, input.eos_ids);
     BanTokens(logits, params.stop_token_ids);
   }

@@ -32,6 +32,10 @@ struct SamplingInput {
   std::span<const int32_t> output;   // tokens generated so far
   uint64_t seed = 0;                 // params.seed if set, else the engine's per-request seed
   std::span<const int32_t> eos_ids;  // banned (with stop_token_ids) while output < min_tokens
+  // Grammar mask (bit t % 32 of word t / 32 set = token t allowed); empty = no constraint.
+  // Applied after the logprobs are taken (they stay the model's). Under min_tokens, EOS and
+  // stop ids stay banned only while the mask allows some other token.
+  std::span<const uint32_t> allowed;
 };
 
 // Samples from `logits` [n_vocab]; the buffer is used as scratch and modified.

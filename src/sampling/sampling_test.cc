@@ -338,3 +338,78 @@ TEST(SamplingParamsTest, Validate) {
 
 }  // namespace
 }  // namespace tachyon::sampling
+
+namespace tachyon::sampling {
+namespace {
+
+std::vector<uint32_t> MaskOf(size_t n_vocab, std::vector<int32_t> allowed) {
+  std::vector<uint32_t> m((n_vocab + 31) / 32, 0u);
+  for (int32_t t : allowed) m[t / 32] |= 1u << (t % 32);
+  return m;
+}
+
+TEST(GrammarMaskTest, DisallowedTokensBecomeMinusInfinity) {
+  std::vector<float> logits(70);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i);
+  const std::vector<uint32_t> mask = MaskOf(70, {0, 31, 32, 69});
+  ApplyAllowedMask(logits, mask);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const bool allowed = i == 0 || i == 31 || i == 32 || i == 69;
+    if (allowed) {
+      EXPECT_EQ(logits[i], static_cast<float>(i)) << i;
+    } else {
+      EXPECT_TRUE(std::isinf(logits[i]) && logits[i] < 0) << i;
+    }
+  }
+  // Tokens past a short mask are disallowed.
+  std::vector<float> more(40, 1.0f);
+  ApplyAllowedMask(more, MaskOf(32, {1}));
+  EXPECT_EQ(more[1], 1.0f);
+  EXPECT_TRUE(std::isinf(more[35]));
+  EXPECT_TRUE(AllowsOtherThan(MaskOf(70, {5, 40}), std::vector<int32_t>{40}));
+  EXPECT_FALSE(AllowsOtherThan(MaskOf(70, {40, 66}), std::vector<int32_t>{40, 66}));
+  EXPECT_FALSE(AllowsOtherThan(MaskOf(70, {}), std::vector<int32_t>{}));
+}
+
+// The sampler picks only allowed tokens, keeps the raw logprobs, and lets the grammar end the
+// output under min_tokens when it allows nothing but EOS.
+TEST(GrammarMaskTest, SampleHonoursTheMask) {
+  std::vector<float> raw(64);
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = std::sin(static_cast<float>(i) * 1.7f) * 3;
+  SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = 1;
+  p.min_tokens = 4;
+  const std::vector<int32_t> eos = {60};
+  const std::vector<uint32_t> mask = MaskOf(64, {7, 60});
+  std::vector<float> l = raw;
+  SamplingInput in;
+  in.eos_ids = eos;
+  in.allowed = mask;
+  SampleResult r = Sample(l, p, in);
+  EXPECT_EQ(r.token, 7);  // EOS banned by min_tokens, 7 is the only other allowed token
+  float mx = raw[0];
+  for (float v : raw) mx = std::max(mx, v);
+  double sum = 0;
+  for (float v : raw) sum += std::exp(v - mx);
+  EXPECT_NEAR(r.logprob, raw[7] - mx - std::log(sum), 1e-4);
+
+  const std::vector<uint32_t> only_eos = MaskOf(64, {60});
+  l = raw;
+  in.allowed = only_eos;
+  EXPECT_EQ(Sample(l, p, in).token, 60);
+
+  p.temperature = 1.0f;
+  p.seed = 3;
+  for (uint64_t step = 0; step < 20; ++step) {
+    l = raw;
+    in.allowed = mask;
+    std::vector<int32_t> out(step, 1);
+    in.output = out;
+    const int32_t t = Sample(l, p, in).token;
+    EXPECT_TRUE(t == 7 || (t == 60 && step >= 4)) << t << " at " << step;
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::sampling

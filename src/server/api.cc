@@ -231,8 +231,22 @@ std::optional<ApiError> OpenAiApi::FitContext(const CommonParams& common, size_t
   return std::nullopt;
 }
 
+ApiResult<std::shared_ptr<const grammar::CompiledGrammar>> OpenAiApi::CompileConstraint(
+    const std::optional<RequestedConstraint>& constraint) const {
+  using Grammar = std::shared_ptr<const grammar::CompiledGrammar>;
+  if (!constraint) return Grammar();
+  auto compiled = backend_->CompileConstraint(constraint->spec);
+  if (compiled.ok()) return Grammar(std::move(*compiled));
+  ApiError e = ApiErrorFromStatus(compiled.status());
+  if (e.http_status == 400) {
+    e.param = constraint->param;
+    e.message = "Invalid value for '" + constraint->param + "': " + e.message;
+  }
+  return e;
+}
+
 void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
-  auto body = ParseJsonBody(req.body);
+  auto body = ParseOrderedJsonBody(req.body);
   if (!body.ok()) return SendError(*channel, body.error(), kCompletions);
   auto parsed =
       ParseCompletionRequest(body.value(), backend_->Info().vocab_size, options_.sampling_defaults);
@@ -243,7 +257,10 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
     return SendError(*channel, ApiErrorFromStatus(Unavailable("The server is shutting down.")),
                      kCompletions);
   }
+  auto grammar = CompileConstraint(cr.common.constraint);
+  if (!grammar.ok()) return SendError(*channel, grammar.error(), kCompletions);
   JobSpec spec;
+  spec.grammar = std::move(grammar.value());
   for (PromptInput& input : cr.prompts) {
     JobPrompt prompt;
     prompt.sampling = cr.common.sampling;
@@ -305,8 +322,10 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
                         "with --chat-template FILE or use /v1/completions.");
   }
   if (draining_) return ApiErrorFromStatus(Unavailable("The server is shutting down."));
+  auto grammar = CompileConstraint(cr.common.constraint);
+  if (!grammar.ok()) return grammar.error();
   // Tools: parse the reply for calls; tool_choice "required" or a named function starts the
-  // reply with the opening of a call (there is no constrained decoding to force it otherwise).
+  // reply with the opening of a call.
   const ToolCallFormat format = options_.tool_call_format;
   const bool has_tools = !cr.tool_names.empty();
   std::string forced;
@@ -336,6 +355,7 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
                     cr.common.resume_token_ids.end());
   if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "messages")) return e;
   JobSpec spec;
+  spec.grammar = std::move(grammar.value());
   spec.prompts.push_back(std::move(prompt));
   spec.chat = true;
   spec.id = NewId(id_prefix);

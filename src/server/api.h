@@ -86,6 +86,10 @@ class OpenAiApi {
   // Fills max_tokens from the context, or rejects a prompt that does not fit.
   std::optional<ApiError> FitContext(const CommonParams& common, size_t prompt_len,
                                      sampling::SamplingParams& sampling, const char* param) const;
+  // The request's output grammar compiled by the backend (null when unconstrained); compile
+  // errors are 400s naming the constraint's field.
+  ApiResult<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(
+      const std::optional<RequestedConstraint>& constraint) const;
   void SendError(ResponseChannel& channel, const ApiError& error, const std::string& endpoint);
   std::string NewId(const char* prefix);
 

@@ -10,4 +10,9 @@ Result<std::vector<int32_t>> GenerationBackend::TokenizeChat(const nlohmann::ord
   return Tokenize(text, add_special);
 }
 
+Result<std::shared_ptr<const grammar::CompiledGrammar>> GenerationBackend::CompileConstraint(
+    const grammar::ConstraintSpec&) const {
+  return InvalidArgument("structured output is not available on this server's backend.");
+}
+
 }  // namespace tachyon::server

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,6 +25,7 @@
 
 #include "engine/engine.h"
 #include "engine/output.h"
+#include "grammar/grammar.h"
 #include "util/status.h"
 
 namespace tachyon::server {
@@ -77,6 +79,13 @@ class GenerationBackend {
   virtual Result<std::vector<int32_t>> TokenizeChat(const nlohmann::ordered_json& context,
                                                     std::string_view suffix,
                                                     bool add_special) const;
+
+  // Compiles an output constraint for this model's vocabulary (through the backend's grammar
+  // cache: a spec asked for again is not recompiled). Errors: InvalidArgument naming the
+  // problem (GBNF syntax, unsupported JSON Schema keyword, compile budget), which the server
+  // answers with a 400. The default: InvalidArgument (no structured output on this backend).
+  virtual Result<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(
+      const grammar::ConstraintSpec& spec) const;
 
   // Queues a request (all n choices). Errors: ResourceExhausted when the queue is full,
   // Unavailable when shutting down, InvalidArgument for a request the engine cannot take. On

@@ -1,6 +1,7 @@
 // Parsing of /v1/chat/completions bodies into a ChatRequest.
 #include <set>
 
+#include "server/constraint_fields.h"
 #include "server/field_reader.h"
 #include "server/protocol.h"
 #include "server/request_fields.h"
@@ -107,6 +108,15 @@ std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& contex
                             "{\"type\": \"function\", \"function\": {\"name\": ...}}.");
       }
       req.tool_names.push_back(t["function"]["name"].get<std::string>());
+      const ordered_json& f = t["function"];
+      auto params = f.find("parameters");
+      if (params != f.end() && !params->is_null() && !params->is_object()) {
+        const std::string param = "tools[" + std::to_string(i) + "].function.parameters";
+        return InvalidParam(param, "Invalid value for '" + param + "': expected a JSON Schema "
+                                   "object.");
+      }
+      req.tool_parameters.push_back(
+          params == f.end() || params->is_null() ? std::string() : DumpOrdered(*params));
     }
     if (!it->empty()) tools = *it;
   }
@@ -155,6 +165,7 @@ std::optional<ApiError> ReadTools(const ordered_json& body, ordered_json& contex
   if (req.tool_choice.mode == ToolChoice::Mode::kNone) {
     tools = nullptr;
     req.tool_names.clear();
+    req.tool_parameters.clear();
   }
   context["tools"] = std::move(tools);
   context["tool_choice"] = std::move(tool_choice);
@@ -177,6 +188,9 @@ ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vo
   if (!common.ok()) return common.error();
   ChatRequest req;
   req.common = std::move(common.value());
+  auto constraint = ParseConstraintFields(ordered_body);
+  if (!constraint.ok()) return constraint.error();
+  req.common.constraint = std::move(constraint.value());
 
   auto messages = ParseMessages(ordered_body);
   if (!messages.ok()) return messages.error();
@@ -192,6 +206,14 @@ ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vo
   context["messages"] = std::move(messages.value());
   context["add_generation_prompt"] = r.Bool("add_generation_prompt").value_or(true);
   if (auto err = ReadTools(ordered_body, context, req)) return *err;
+  const auto mode = req.tool_choice.mode;
+  if (req.common.constraint && !req.tool_names.empty() &&
+      (mode == ToolChoice::Mode::kRequired || mode == ToolChoice::Mode::kFunction)) {
+    const std::string& param = req.common.constraint->param;
+    return InvalidParam(param, "'" + param +
+                                   "' cannot be combined with a tool_choice that forces a tool "
+                                   "call (the call's arguments follow the tool's parameters).");
+  }
 
   req.logprobs = r.Bool("logprobs").value_or(false);
   auto top = r.Int("top_logprobs", 0, kMaxLogprobs);

@@ -5,6 +5,9 @@
 #include "server/chat_prompt.h"
 
 namespace tachyon::server {
+namespace {
+constexpr size_t kGrammarCacheSize = 256;  // compiled grammars kept (LRU)
+}  // namespace
 
 Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(engine::ServingEngine engine,
                                                              int max_queue,
@@ -21,8 +24,33 @@ Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(engine::ServingEngi
   b->info_.vocab_size = static_cast<int>(b->se_.core->n_vocab());
   b->info_.has_chat_template = b->se_.chat_template.has_value();
   b->info_.max_live_sequences = static_cast<int>(b->max_live_);
+  b->InitGrammars();
   b->ready_ = true;
   return b;
+}
+
+void EngineBackend::InitGrammars() {
+  const tokenizer::Tokenizer& t = *se_.tokenizer;
+  if (t.vocab_size() > info_.vocab_size) {
+    grammar_error_ = "the tokenizer has more tokens (" + std::to_string(t.vocab_size()) +
+                     ") than the model's output (" + std::to_string(info_.vocab_size) + ")";
+    return;
+  }
+  auto vocab = grammar::Vocabulary::FromTokenizer(t, se_.eos_token_ids);
+  if (!vocab.ok()) {
+    grammar_error_ = vocab.status().message();
+    return;
+  }
+  grammars_ = std::make_unique<grammar::GrammarCache>(std::move(*vocab), kGrammarCacheSize);
+}
+
+Result<std::shared_ptr<const grammar::CompiledGrammar>> EngineBackend::CompileConstraint(
+    const grammar::ConstraintSpec& spec) const {
+  if (!grammars_) {
+    return InvalidArgument("structured output is not available for this model: " +
+                           grammar_error_ + ".");
+  }
+  return grammars_->Get(spec);
 }
 
 EngineBackend::~EngineBackend() {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "engine/serving_engine.h"
+#include "grammar/compile.h"
 #include "server/backend.h"
 
 namespace tachyon::server {
@@ -38,6 +39,8 @@ class EngineBackend : public GenerationBackend {
   Result<std::vector<int32_t>> TokenizeChat(const nlohmann::ordered_json& context,
                                             std::string_view suffix,
                                             bool add_special) const override;
+  Result<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(
+      const grammar::ConstraintSpec& spec) const override;
   Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) override;
   void Cancel(uint64_t handle) override;
   engine::EngineMetrics Metrics() const override;
@@ -55,8 +58,13 @@ class EngineBackend : public GenerationBackend {
   explicit EngineBackend(engine::ServingEngine engine) : se_(std::move(engine)) {}
   // The template variables for a request context (MakeChatContext with this model's bos/eos).
   nlohmann::ordered_json TemplateContext(const nlohmann::ordered_json& context) const;
+  void InitGrammars();
 
   engine::ServingEngine se_;  // its tokenizer is never null (require_tokenizer)
+  // Compiled output grammars over the tokenizer's vocabulary; null when the vocabulary cannot
+  // be built (grammar_error_ says why).
+  std::unique_ptr<grammar::GrammarCache> grammars_;
+  std::string grammar_error_;
   ModelInfo info_;
   int64_t max_live_ = 0;  // max_num_seqs + max_queue
   std::shared_ptr<std::atomic<int64_t>> live_ = std::make_shared<std::atomic<int64_t>>(0);

@@ -89,6 +89,8 @@ struct JobSpec {
   int n = 1;
   int priority = 0;
   std::string cache_salt;  // prefix-cache namespace of every prompt
+  // Output constraint of every choice (null: unconstrained), compiled by the backend.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::vector<JobPrompt> prompts;
   std::chrono::steady_clock::time_point arrival;
   // Chat with tools: the generated text is parsed into tool calls in this format.

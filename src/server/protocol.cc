@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "server/constraint_fields.h"
 #include "server/field_reader.h"
 #include "server/request_fields.h"
 
@@ -282,13 +283,18 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
   return c;
 }
 
-ApiResult<CompletionRequest> ParseCompletionRequest(const json& body, int vocab_size,
+ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::ordered_json& ordered_body,
+                                                    int vocab_size,
                                                     const SamplingDefaults& defaults) {
+  const json body = ordered_body;
   if (auto e = CheckUnsupportedFields(body, RequestKind::kCompletion)) return *e;
   auto common = ParseCommonParams(body, vocab_size, /*is_chat=*/false, defaults);
   if (!common.ok()) return common.error();
   CompletionRequest req;
   req.common = std::move(common.value());
+  auto constraint = ParseConstraintFields(ordered_body);
+  if (!constraint.ok()) return constraint.error();
+  req.common.constraint = std::move(constraint.value());
   FieldReader r(body);
   ReadPrompts(r, vocab_size, req.prompts);
   req.echo = r.Bool("echo").value_or(false);

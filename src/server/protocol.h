@@ -6,6 +6,7 @@
 // All functions are pure and thread-safe.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling_defaults.h"
+#include "grammar/grammar.h"
 #include "sampling/sampling_params.h"
 #include "server/backend.h"
 #include "server/http.h"
@@ -61,6 +63,13 @@ class ApiResult {
 using SamplingDefaults = engine::SamplingDefaults;
 
 // Options shared by both endpoints.
+// An output constraint (response_format, structured_outputs, grammar, json_schema; see
+// server/constraint_fields.h) and the field it came from, which its compile errors name.
+struct RequestedConstraint {
+  grammar::ConstraintSpec spec;
+  std::string param;
+};
+
 struct CommonParams {
   std::string model;
   // The engine's sampling parameters (n is kept in `n` below until submission); max_tokens is
@@ -79,6 +88,7 @@ struct CommonParams {
   // = their count and max_tokens / min_tokens counting them (both already reduced here).
   std::vector<int32_t> resume_token_ids;
   bool return_token_ids = false;  // stream chunks carry each choice's new "token_ids"
+  std::optional<RequestedConstraint> constraint;  // none: unconstrained
 };
 
 // One prompt: text (tokenized by the server) or token ids.
@@ -100,6 +110,8 @@ struct ToolChoice {
 struct ChatRequest {
   CommonParams common;
   std::vector<std::string> tool_names;  // names of the request's tools (empty: no tools)
+  // Per tool: its function's parameters JSON Schema as JSON text ("" when it has none).
+  std::vector<std::string> tool_parameters;
   ToolChoice tool_choice;
   bool parallel_tool_calls = true;
   // Template context: messages (content flattened to strings), tools (or null),
@@ -118,7 +130,9 @@ inline constexpr size_t kMaxCacheSaltBytes = 1024;
 inline constexpr size_t kMaxResumeTokens = size_t{1} << 20;
 
 // `vocab_size` bounds token ids in prompts and logit_bias keys.
-ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body, int vocab_size,
+// Ordered bodies: a JSON Schema's properties keep the client's order.
+ApiResult<CompletionRequest> ParseCompletionRequest(const nlohmann::ordered_json& body,
+                                                    int vocab_size,
                                                     const SamplingDefaults& defaults = {});
 ApiResult<ChatRequest> ParseChatRequest(const nlohmann::ordered_json& body, int vocab_size,
                                         const SamplingDefaults& defaults = {});

@@ -25,16 +25,13 @@ constexpr Refused kChatRefused[] = {
 
 // Extensions of other OpenAI-compatible servers that change what is generated.
 constexpr Refused kExtensionRefused[] = {
-    {"guided_json", "guided decoding is not implemented."},
-    {"guided_regex", "guided decoding is not implemented."},
-    {"guided_choice", "guided decoding is not implemented."},
-    {"guided_grammar", "guided decoding is not implemented."},
-    {"guided_decoding_backend", "guided decoding is not implemented."},
-    {"structured_outputs", "structured output is not implemented."},
-    {"json_schema", "structured output is not implemented."},
-    {"grammar", "grammar-constrained decoding is not implemented."},
-    {"regex", "regex-constrained decoding is not implemented."},
-    {"ebnf", "grammar-constrained decoding is not implemented."},
+    {"guided_json", "use 'structured_outputs': {\"json\": ...} or 'response_format'."},
+    {"guided_regex", "use 'structured_outputs': {\"regex\": ...}."},
+    {"guided_choice", "use 'structured_outputs': {\"choice\": [...]}."},
+    {"guided_grammar", "use 'structured_outputs': {\"grammar\": ...} or 'grammar'."},
+    {"guided_decoding_backend", "this server has one structured-output backend."},
+    {"regex", "use 'structured_outputs': {\"regex\": ...}."},
+    {"ebnf", "use 'grammar' (GBNF) or 'structured_outputs': {\"grammar\": ...}."},
     {"use_beam_search", "beam search is not implemented."},
     {"length_penalty", "beam search is not implemented."},
     {"prompt_logprobs", "prompt logprobs are not implemented."},
@@ -53,27 +50,6 @@ const json* Present(const json& body, const char* name) {
   auto it = body.find(name);
   if (it == body.end() || it->is_null()) return nullptr;
   return &*it;
-}
-
-std::optional<ApiError> CheckResponseFormat(const json& body) {
-  const json* rf = Present(body, "response_format");
-  if (rf == nullptr) return std::nullopt;
-  const json* type = rf->is_object() ? Present(*rf, "type") : nullptr;
-  if (type == nullptr || !type->is_string()) {
-    return InvalidParam("response_format",
-                        "Invalid value for 'response_format': expected an object with a 'type'.");
-  }
-  const std::string& t = type->get_ref<const std::string&>();
-  if (t == "text") return std::nullopt;
-  if (t == "json_object" || t == "json_schema") {
-    return InvalidParam("response_format",
-                        "'response_format' of type '" + t +
-                            "' is not supported: this server has no structured (JSON) output "
-                            "yet. Only {\"type\": \"text\"} is accepted.");
-  }
-  return InvalidParam("response_format", "Invalid value for 'response_format.type': '" + t +
-                                             "' (expected 'text', 'json_object' or "
-                                             "'json_schema').");
 }
 
 std::optional<ApiError> CheckModalities(const json& body) {
@@ -122,8 +98,6 @@ std::optional<ApiError> CheckUnsupportedFields(const json& body, RequestKind kin
     if (Present(body, r.field)) return Refuse(r.field, r.why);
   }
   if (auto e = CheckServiceTier(body)) return e;
-  // Not an OpenAI completions field, but other servers accept it there: refused the same way.
-  if (auto e = CheckResponseFormat(body)) return e;
   if (kind == RequestKind::kCompletion) {
     if (auto e = CheckBestOf(body)) return e;
     return CheckSuffix(body);

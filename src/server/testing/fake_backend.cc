@@ -9,6 +9,10 @@ FakeBackend::FakeBackend(FakeBackendOptions options) : options_(std::move(option
   info_.context_length = options_.context_length;
   info_.vocab_size = 258;
   info_.has_chat_template = true;
+  std::vector<std::string> bytes(258);
+  for (int b = 0; b < 256; ++b) bytes[b] = std::string(1, static_cast<char>(b));
+  grammars_ = std::make_unique<grammar::GrammarCache>(
+      std::move(grammar::Vocabulary::FromTokenBytes(std::move(bytes), {kEos})).value(), 64);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -54,6 +58,29 @@ Result<std::string> FakeBackend::ApplyChatTemplate(const nlohmann::ordered_json&
   return out;
 }
 
+Result<std::shared_ptr<const grammar::CompiledGrammar>> FakeBackend::CompileConstraint(
+    const grammar::ConstraintSpec& spec) const {
+  return grammars_->Get(spec);
+}
+
+int32_t FakeBackend::NextToken(Running& r) const {
+  const std::string& src = options_.text;
+  const int32_t text_byte =
+      static_cast<unsigned char>(src[(r.offset + static_cast<size_t>(r.generated)) % src.size()]);
+  if (!r.matcher) return text_byte;
+  std::vector<uint32_t> mask((info_.vocab_size + 31) / 32);
+  r.matcher->FillNextTokenBitmask(mask);
+  auto allowed = [&](int32_t t) { return ((mask[t / 32] >> (t % 32)) & 1u) != 0; };
+  if (allowed(kEos)) return kEos;
+  for (int32_t t : {int32_t{'"'}, int32_t{'}'}, int32_t{']'}, text_byte}) {
+    if (allowed(t)) return t;
+  }
+  for (int32_t t = 0; t < info_.vocab_size; ++t) {
+    if (allowed(t)) return t;
+  }
+  return kEos;  // a grammar that allows nothing: end the choice
+}
+
 Result<uint64_t> FakeBackend::Submit(GenerationRequest request, OutputCallback callback) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) return Unavailable("the backend is shutting down");
@@ -78,6 +105,7 @@ Result<uint64_t> FakeBackend::Submit(GenerationRequest request, OutputCallback c
     r.offset = (shared_request->engine.params.seed.value_or(0) + static_cast<uint64_t>(i)) %
                options_.text.size();
     r.request = shared_request;
+    if (shared_request->engine.grammar) r.matcher = shared_request->engine.grammar->NewMatcher();
     r.callback = shared_callback;
     r.unfinished = unfinished;
     live_.emplace(next_seq_++, std::move(r));
@@ -141,8 +169,11 @@ bool FakeBackend::Step(Running& r, engine::RequestOutput& out) {
     out.text = std::move(r.text);
     return finish(FinishReason::kStop);
   }
-  const std::string& src = options_.text;
-  unsigned char c = static_cast<unsigned char>(src[(r.offset + r.generated) % src.size()]);
+  const int32_t c = NextToken(r);
+  if (r.matcher && (c == kEos || !r.matcher->AcceptToken(c))) {
+    out.text = std::move(r.text);
+    return finish(FinishReason::kStop);
+  }
   r.generated++;
   generated_total_++;
   out.token_ids.push_back(c);
@@ -155,6 +186,10 @@ bool FakeBackend::Step(Running& r, engine::RequestOutput& out) {
     out.logprobs.push_back(std::move(lp));
   }
   r.text.push_back(static_cast<char>(c));
+  if (r.matcher && r.matcher->IsTerminated()) {
+    out.text = std::move(r.text);
+    return finish(FinishReason::kStop);
+  }
   for (const std::string& stop : s.stop) {
     size_t pos = r.text.find(stop);
     if (pos != std::string::npos) {

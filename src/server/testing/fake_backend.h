@@ -6,7 +6,11 @@
 // ((seed + i) % size), one token per step, every `step_interval`; greedy and seeded requests are
 // therefore reproducible. A request of n choices holds n sequences. Stop strings, max_tokens,
 // min_tokens (no EOS before it), logprobs and the context limit behave like the engine; outputs
-// are engine::RequestOutput, with `finished` on the request's last one. A dedicated thread runs the
+// are engine::RequestOutput, with `finished` on the request's last one. Constrained requests
+// (EngineRequest::grammar, compiled by CompileConstraint over the byte vocabulary) follow their
+// grammar: each step takes, among the allowed tokens, EOS where the grammar may end, else the
+// first of '"', '}', ']' allowed (so JSON closes soon), else the text's next byte, else the
+// lowest allowed id; the choice finishes with kStop when the grammar is complete. A dedicated thread runs the
 // steps; callbacks are invoked on it. Thread-safe.
 #pragma once
 
@@ -16,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "grammar/compile.h"
 #include "server/backend.h"
 
 namespace tachyon::server {
@@ -44,6 +49,8 @@ class FakeBackend : public GenerationBackend {
   std::string TokenBytes(int32_t id) const override;
   // Renders "<role>: <content>\n" per message, plus "assistant:" with add_generation_prompt.
   Result<std::string> ApplyChatTemplate(const nlohmann::ordered_json& context) const override;
+  Result<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(
+      const grammar::ConstraintSpec& spec) const override;
   Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) override;
   void Cancel(uint64_t handle) override;
   engine::EngineMetrics Metrics() const override;
@@ -65,9 +72,12 @@ class FakeBackend : public GenerationBackend {
     size_t offset = 0;
     int generated = 0;
     std::string text;  // generated text not yet released (may hold a stop-string prefix)
+    std::shared_ptr<grammar::TokenMatcher> matcher;  // constrained requests
     bool cancel = false;
   };
   void Loop();
+  // The next token of choice `r`: the text's, or the grammar's pick (see above).
+  int32_t NextToken(Running& r) const;
   // Advances one request by one token; returns true when it finished.
   bool Step(Running& r, engine::RequestOutput& out);
 
@@ -82,6 +92,7 @@ class FakeBackend : public GenerationBackend {
   bool stop_ = false;
   int64_t generated_total_ = 0;
   int64_t prompt_total_ = 0;
+  std::unique_ptr<grammar::GrammarCache> grammars_;
   std::thread thread_;
 };
 
