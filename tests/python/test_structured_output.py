@@ -1,5 +1,5 @@
 """Structured output end to end on SmolLM2-135M-Instruct: GBNF (vLLM's structured_outputs.grammar
-and llama.cpp's grammar field) and choice constraints on /v1/chat/completions and
+and llama.cpp's grammar field), regex and choice constraints on /v1/chat/completions and
 /v1/completions, and the 400s of bad or conflicting constraints."""
 
 import re
@@ -23,6 +23,15 @@ def ask(server, content, **extra):
 
 def answer(body):
     return body["choices"][0]["message"]["content"], body["choices"][0]["finish_reason"]
+
+
+def test_regex(smollm2_server):
+    status, body = ask(smollm2_server, "What year was it?",
+                       structured_outputs={"regex": "(19|20)[0-9]{2}"})
+    assert status == 200, body
+    text, finish = answer(body)
+    assert re.fullmatch(r"(19|20)[0-9]{2}", text), text
+    assert finish == "stop"
 
 
 def test_choice_and_grammar(smollm2_server):
