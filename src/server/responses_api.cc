@@ -59,13 +59,7 @@ std::optional<ApiError> CheckRefused(const ordered_json& body) {
                             "Invalid value for 'text.format': expected an "
                             "object with a 'type'.");
       }
-      if (*type == "json_schema" || *type == "json_object") {
-        return InvalidParam("text.format",
-                            "'text.format' of type '" + type->get<std::string>() +
-                                "' is not supported: this server has no structured (JSON) "
-                                "output yet. Only {\"type\": \"text\"} is accepted.");
-      }
-      if (*type != "text") {
+      if (*type != "text" && *type != "json_schema" && *type != "json_object") {
         return InvalidParam("text.format",
                             "Invalid value for 'text.format.type': expected "
                             "'text', 'json_schema' or 'json_object'.");
@@ -206,6 +200,13 @@ std::optional<ApiError> ConvertTools(const ordered_json& body, ordered_json& cha
   return std::nullopt;
 }
 
+// The response object's text.format: the request's, or {type: text}.
+ordered_json EchoFormat(const ordered_json& body) {
+  const ordered_json* text = Field(body, "text");
+  const ordered_json* format = text != nullptr ? Field(*text, "format") : nullptr;
+  return format != nullptr ? *format : ordered_json{{"type", "text"}};
+}
+
 ordered_json Echo(const ordered_json& body, bool store) {
   auto get = [&](const char* name, ordered_json fallback) {
     const ordered_json* v = Field(body, name);
@@ -222,7 +223,7 @@ ordered_json Echo(const ordered_json& body, bool store) {
           {"service_tier", "default"},
           {"store", store},
           {"temperature", get("temperature", nullptr)},
-          {"text", {{"format", {{"type", "text"}}}, {"verbosity", "medium"}}},
+          {"text", {{"format", EchoFormat(body)}, {"verbosity", "medium"}}},
           {"tool_choice", get("tool_choice", "auto")},
           {"tools", get("tools", ordered_json::array())},
           {"top_logprobs", 0},
@@ -232,6 +233,23 @@ ordered_json Echo(const ordered_json& body, bool store) {
 }
 
 }  // namespace
+
+// text.format {type: json_schema, name, schema, strict, description} or {type: json_object}
+// becomes the chat body's response_format (the schema nested under json_schema), so both APIs
+// share one structured-output path. CheckRefused has checked the type.
+std::optional<ApiError> ConvertTextFormat(const ordered_json& body, ordered_json& chat) {
+  const ordered_json* text = Field(body, "text");
+  const ordered_json* format = text != nullptr ? Field(*text, "format") : nullptr;
+  if (format == nullptr || (*format)["type"] == "text") return std::nullopt;
+  if ((*format)["type"] == "json_object") {
+    chat["response_format"] = {{"type", "json_object"}};
+    return std::nullopt;
+  }
+  ordered_json json_schema = ordered_json::object();
+  CopyFields(*format, {"name", "description", "schema", "strict"}, json_schema);
+  chat["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(json_schema)}};
+  return std::nullopt;
+}
 
 ApiResult<ResponsesRequest> ParseResponsesRequest(const ordered_json& body, ResponseStore& store) {
   if (auto e = CheckRefused(body)) return *e;
@@ -245,6 +263,7 @@ ApiResult<ResponsesRequest> ParseResponsesRequest(const ordered_json& body, Resp
              chat);
   CopyFields(body, kSamplingExtensions, chat);
   if (const ordered_json* v = Field(body, "max_output_tokens")) chat["max_completion_tokens"] = *v;
+  if (auto e = ConvertTextFormat(body, chat)) return *e;
   if (const ordered_json* v = Field(body, "metadata"); v != nullptr && !v->is_object()) {
     return Invalid("metadata", "expected an object.");
   }
@@ -284,6 +303,8 @@ ApiResult<ResponsesRequest> ParseResponsesRequest(const ordered_json& body, Resp
 void ToResponsesParam(ApiError& error) {
   RenameParam(error, "messages", "input");
   RenameParam(error, "max_completion_tokens", "max_output_tokens");
+  RenameParam(error, "response_format.json_schema", "text.format");
+  RenameParam(error, "response_format", "text.format");
 }
 
 // --- ResponsesAdapter ---------------------------------------------------------------------------

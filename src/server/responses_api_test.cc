@@ -63,6 +63,28 @@ TEST(ResponsesParseTest, PreviousResponseIdPrependsTheStoredTurns) {
   EXPECT_EQ(missing.error().param, "previous_response_id");
 }
 
+TEST(ResponsesParseTest, TextFormatBecomesTheChatResponseFormat) {
+  ResponseStore store;
+  auto r = Parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n",
+                 "schema": {"type": "object"}, "strict": true}}})",
+                 store);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().chat_body["response_format"],
+            nlohmann::ordered_json::parse(R"({"type": "json_schema", "json_schema":
+                {"name": "n", "schema": {"type": "object"}, "strict": true}})"));
+  auto o = Parse(R"({"input": "x", "text": {"format": {"type": "json_object"}}})", store);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o.value().chat_body["response_format"], nlohmann::ordered_json({{"type", "json_object"}}));
+  auto t = Parse(R"({"input": "x", "text": {"format": {"type": "text"}}})", store);
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(t.value().chat_body.contains("response_format"));
+  ApiError e = InvalidParam("response_format.json_schema.schema",
+                            "Invalid value for 'response_format.json_schema.schema': x");
+  ToResponsesParam(e);
+  EXPECT_EQ(e.param, "text.format.schema");
+  EXPECT_EQ(e.message, "Invalid value for 'text.format.schema': x");
+}
+
 TEST(ResponsesParseTest, ErrorsNameTheResponsesField) {
   ResponseStore store;
   struct Case {
@@ -78,7 +100,7 @@ TEST(ResponsesParseTest, ErrorsNameTheResponsesField) {
            Case{R"({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]})",
                 "input[0].call_id"},
            Case{R"({"input": [{"type": "reasoning"}]})", "input[0].type"},
-           Case{R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", "text.format"},
+           Case{R"({"input": "x", "text": {"format": {"type": "xml"}}})", "text.format"},
            Case{R"({"input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type"},
            Case{R"({"input": "x", "tools": [{"type": "function", "name": "f",
                     "description": 3}]})",

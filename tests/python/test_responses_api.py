@@ -100,9 +100,10 @@ def test_errors(smollm2_server, smollm2_client):
     with pytest.raises(openai.BadRequestError) as e:
         smollm2_client.responses.create(
             model="smollm2", input="Hi", max_output_tokens=4,
-            text={"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}})
-    assert e.value.body["param"] == "text.format"
-    assert "structured" in e.value.body["message"]
+            text={"format": {"type": "json_schema", "name": "x",
+                             "schema": {"type": "array", "uniqueItems": True}}})
+    assert e.value.body["param"].startswith("text.format")
+    assert "uniqueItems" in e.value.body["message"]
     with pytest.raises(openai.BadRequestError) as e:
         smollm2_client.responses.create(model="smollm2", input=[{"role": "user", "content": [
             {"type": "input_image", "image_url": "data:,"}]}])
@@ -159,3 +160,18 @@ def test_streamed_function_call_events(templated_server):
     assert added.type == "function_call" and added.name == "get_time" and added.arguments == ""
     assert json.loads(done.arguments) == {} and done.call_id == added.call_id
     assert events[-1].response.output[0].call_id == added.call_id
+
+
+def test_text_format_json_schema_constrains_the_answer(smollm2_server, smollm2_client):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                               "population": {"type": "integer"}},
+              "required": ["city", "population"], "additionalProperties": False}
+    r = smollm2_client.responses.create(
+        model="smollm2", input="Name a large city and its population, as JSON.",
+        max_output_tokens=60, temperature=0,
+        text={"format": {"type": "json_schema", "name": "city", "schema": schema, "strict": True}})
+    assert r.status == "completed", r
+    doc = json.loads(r.output_text)
+    assert set(doc) == {"city", "population"}
+    assert isinstance(doc["city"], str) and isinstance(doc["population"], int)
+    assert r.text.format.type == "json_schema"
