@@ -61,6 +61,18 @@ EngineFlags AddEngineFlags(CLI::App& app, engine::ServingOptions* o) {
       ->type_name("fcfs|priority")
       ->default_str(o->priority_scheduling ? "priority" : "fcfs")
       ->group(kGroup);
+  app.add_option_function<std::string>(
+         "--pooling",
+         [o](const std::string& v) {
+           if (v != "none" && v != "mean" && v != "cls" && v != "last" && v != "rank") {
+             throw BadValue("--pooling", v, "one of none, mean, cls, last, rank");
+           }
+           o->pooling = v;
+         },
+         "serve embeddings / scores pooled this way (default: as the model says; encoders "
+         "pool, decoders generate); e.g. last for a decoder embedding model")
+      ->type_name("none|mean|cls|last|rank")
+      ->group(kGroup);
   app.add_flag_callback(
          "--no-generation-config", [o] { o->use_generation_config = false; },
          "ignore the model folder's generation_config.json (its sampling defaults and extra "

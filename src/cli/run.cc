@@ -121,6 +121,7 @@ int RunRun(int argc, char** argv) {
   o.params.max_tokens =
       static_cast<int>(o.n_predict < 0 ? room : std::min<int64_t>(o.n_predict, room));
   engine::EngineCore* core = se.core.get();
+  if (core == nullptr) return Fail(se.model->config().name + " is a pooling (embedding / score) model; serve it with tachyon serve");
 
   engine::EngineRequest req;
   req.prompt_tokens = ids;

@@ -55,6 +55,50 @@ std::vector<int32_t> MergeEosIds(std::vector<int32_t> ids, const std::vector<int
   return ids;
 }
 
+Result<model::PoolingType> EffectivePooling(const std::string& flag, const model::ModelConfig& c) {
+  if (flag.empty()) return c.pooling;
+  for (model::PoolingType p : {model::PoolingType::kNone, model::PoolingType::kMean,
+                               model::PoolingType::kCls, model::PoolingType::kLast,
+                               model::PoolingType::kRank}) {
+    if (flag != model::PoolingTypeName(p)) continue;
+    if (p == model::PoolingType::kNone && c.encoder) {
+      return InvalidArgument("--pooling none: " + c.name + " is an encoder (it cannot generate)");
+    }
+    if (p == model::PoolingType::kRank && c.n_cls_out == 0) {
+      return InvalidArgument("--pooling rank: " + c.name + " has no classification head");
+    }
+    return p;
+  }
+  return InvalidArgument("--pooling: '" + flag + "' is not one of none, mean, cls, last, rank");
+}
+
+// The pooling engine of a pooling model, in place of the KV sizing and EngineCore.
+Status BuildPooler(const ServingOptions& o, ServingEngine* se) {
+  const model::ModelConfig& cfg = se->model->config();
+  PoolingEngineConfig pc;
+  pc.pooling = se->pooling;
+  // The model's own limit (sentence-transformers max_seq_length), lowered by --max-model-len.
+  pc.max_tokens = cfg.max_pool_tokens > 0 ? cfg.max_pool_tokens : cfg.n_ctx_train;
+  if (o.max_model_len > 0) pc.max_tokens = std::min<int64_t>(pc.max_tokens, o.max_model_len);
+  pc.max_batch_tokens = std::max<int64_t>(o.max_num_batched_tokens, pc.max_tokens);
+  pc.max_batch_seqs = o.max_num_seqs;
+  pc.threads = se->threads;
+  pc.kv_dtype = cfg.encoder ? model::KvDtype::kF32 : o.kv_dtype;  // encoders: a small pool
+  ASSIGN_OR_RETURN(se->pooler, PoolingEngine::Create(se->model, pc));
+  se->kv.max_model_len = se->pooler->config().max_tokens;
+  se->block_size = model::kDefaultBlockSize;
+  std::ostringstream summary;
+  summary << cfg.arch << " model '" << cfg.name << "' (" << (se->model->weight_bytes() >> 20)
+          << " MiB of weights), pooling " << model::PoolingTypeName(se->pooling)
+          << (se->pooling != model::PoolingType::kRank && cfg.normalize_embeddings
+                  ? " (normalised)"
+                  : "")
+          << ", " << se->pooler->dim() << " values per input, inputs up to "
+          << se->kv.max_model_len << " tokens, " << pc.max_batch_tokens << " tokens per step";
+  se->summary = summary.str();
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
@@ -110,6 +154,12 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
 
   if (Status st = kernels::CheckKvDtype(o.kv_dtype, cfg.head_dim); !st.ok()) {
     return st.WithContext("--kv-cache-dtype");
+  }
+  ASSIGN_OR_RETURN(se.pooling, EffectivePooling(o.pooling, cfg));
+  if (se.pooling != model::PoolingType::kNone) {
+    se.threads = o.threads > 0 ? o.threads : HardwareThreads();
+    RETURN_IF_ERROR(BuildPooler(o, &se));
+    return se;
   }
   se.block_size = model::kDefaultBlockSize;
   const KvSizingInput in{

@@ -11,6 +11,8 @@
 //   EOS ids                             the tokenizer's end-of-generation ids plus those
 //   SizeKvCache (kv_sizing.h)           KV blocks and the served context length
 //   EngineConfig -> ModelAdapter -> EngineCore (its thread is running on return)
+//   or, for pooling models (encoders, a pooling_type, --pooling): PoolingEngine instead of
+//   the KV sizing and EngineCore (context = the longest input it takes)
 //
 // Logs one line when the context is lowered to fit the KV budget. Errors name the file,
 // field or flag.
@@ -26,6 +28,7 @@
 #include "chat/chat_template.h"
 #include "engine/engine_core.h"
 #include "engine/kv_sizing.h"
+#include "engine/pooling_engine.h"
 #include "engine/sampling_defaults.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -56,6 +59,10 @@ struct ServingOptions {
   bool use_generation_config = true;      // --no-generation-config
   bool require_tokenizer = true;  // false: a model without one runs (no text, no stop strings)
   spec::SpeculativeConfig speculative;  // --speculative-config; method kNone: off
+  // --pooling: "" serves the model as it says (encoders and models with a pooling_type pool,
+  // others generate); "mean", "cls", "last" or "rank" pool with that (e.g. a decoder
+  // embedding model with last-token pooling); "none" insists on generation.
+  std::string pooling;
 };
 
 struct ServingEngine {
@@ -72,7 +79,10 @@ struct ServingEngine {
   int threads = 0;          // compute threads in use
   double load_seconds = 0;  // resolving + loading the model
   std::string summary;      // one line: model, context, KV pool, chat template
+  // Exactly one of core (generation) and pooler (embeddings / scores) is set.
   std::unique_ptr<EngineCore> core;
+  model::PoolingType pooling = model::PoolingType::kNone;
+  std::unique_ptr<PoolingEngine> pooler;
 };
 
 Result<ServingEngine> BuildServingEngine(const ServingOptions& options);

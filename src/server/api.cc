@@ -119,7 +119,23 @@ void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel)
     }
     return SendError(*channel, Simple(404, "invalid_request_error", "Unknown path: " + path), "");
   }
+  if ((match.route->id == RouteId::kCompletions || match.route->id == RouteId::kChatCompletions) &&
+      !backend_->Info().generates) {
+    ApiError e = InvalidParam("model", "This model serves " +
+                                           std::string(backend_->Info().reranker
+                                                           ? "relevance scores (/v1/rerank, /v1/score)"
+                                                           : "embeddings (/v1/embeddings)") +
+                                           "; it cannot generate text.");
+    e.code = "model_does_not_support_endpoint";
+    return SendError(*channel, e, path);
+  }
   switch (match.route->id) {
+    case RouteId::kEmbeddings:
+      return Embeddings(req, channel);
+    case RouteId::kRerank:
+      return Rerank(req, channel);
+    case RouteId::kScore:
+      return Score(req, channel);
     case RouteId::kCompletions:
       return Completions(req, channel);
     case RouteId::kChatCompletions:

@@ -3,6 +3,7 @@
 //
 //   POST /v1/completions, /v1/chat/completions   generation (streamed or not)
 //   GET  /v1/models, /v1/models/{id}              served model names
+//   POST /v1/embeddings, /v1/rerank, /v1/score     pooling models (server/pooling_api.cc)
 //   POST /tokenize, /detokenize                   the model's tokenizer
 //   GET  /health (liveness), /health/ready        readiness: model loaded, not draining (/ready
 //                                                 is the same)
@@ -76,6 +77,21 @@ class OpenAiApi {
   void ChatPage(ResponseChannel& channel);
   void Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
   void Detokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  // Pooling endpoints (server/pooling_api.cc); each refuses a model that cannot serve it (400).
+  void Embeddings(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  void Rerank(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  void Score(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel);
+  // Builds the 200 body from every input's result (in order) and the tokens they held.
+  using PoolingFinish =
+      std::function<nlohmann::json(std::vector<engine::PoolingResult>&, int64_t tokens)>;
+  // Submits every input; once all are back, answers on the channel's executor: the first
+  // error, else finish(results).
+  void RunPooling(std::vector<engine::PoolingRequest> inputs,
+                  std::shared_ptr<ResponseChannel> channel, const std::string& endpoint,
+                  PoolingFinish finish);
+  void ScorePairs(const std::vector<std::string>& queries, const std::vector<std::string>& docs,
+                  std::shared_ptr<ResponseChannel> channel, const std::string& endpoint,
+                  std::function<nlohmann::json(const std::vector<double>&, int64_t)> done);
   // `id` empty: the list; else that model (404 when not served).
   void Models(const std::string& id, ResponseChannel& channel);
 

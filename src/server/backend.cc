@@ -15,4 +15,13 @@ Result<std::shared_ptr<const grammar::CompiledGrammar>> GenerationBackend::Compi
   return InvalidArgument("structured output is not available on this server's backend.");
 }
 
+Result<engine::PoolingRequest> GenerationBackend::TokenizeForPooling(
+    std::string_view, const std::string_view*) const {
+  return Unimplemented("this backend serves no pooling model");
+}
+
+Status GenerationBackend::SubmitPooling(engine::PoolingRequest, engine::PoolingCallback) {
+  return Unimplemented("this backend serves no pooling model");
+}
+
 }  // namespace tachyon::server

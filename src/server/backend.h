@@ -26,6 +26,7 @@
 #include "engine/engine.h"
 #include "engine/output.h"
 #include "grammar/grammar.h"
+#include "engine/pooling_engine.h"
 #include "util/status.h"
 
 namespace tachyon::server {
@@ -50,6 +51,13 @@ struct ModelInfo {
   int vocab_size = 0;
   bool has_chat_template = false;
   int max_live_sequences = 0;  // > 0: a request with more choices than this can never be taken
+  // What the model serves: generation (completions, chat), or pooling: embeddings
+  // (embedding_dim > 0; also rerank / score by cosine) or relevance scores of a
+  // cross-encoder (reranker: rerank / score). context_length is then the longest input.
+  bool generates = true;
+  int embedding_dim = 0;
+  bool reranker = false;
+  bool normalized = false;  // embeddings are L2-normalised (dimensions may truncate them)
 };
 
 class GenerationBackend {
@@ -94,6 +102,17 @@ class GenerationBackend {
   // Aborts a request: its KV blocks are freed promptly and every unfinished choice receives a
   // final output with engine::FinishReason::kAbort. Unknown handles are ignored.
   virtual void Cancel(uint64_t handle) = 0;
+
+  // Pooling models (ModelInfo::generates false): the ids of one input, with the model's
+  // special tokens, truncated to context_length as sentence-transformers does (the final
+  // special token kept). With `pair` (cross-encoders): the pair template, [CLS] a [SEP] b [SEP]
+  // with token types 0 / 1 (models without token types: <s> a </s></s> b </s>), the longer
+  // side truncated first. Default: Unimplemented.
+  virtual Result<engine::PoolingRequest> TokenizeForPooling(std::string_view text,
+                                                            const std::string_view* pair) const;
+  // Queues one pooling input; the callback runs once, on a backend thread (it must not block).
+  // Errors as engine::PoolingEngine::Submit. Default: Unimplemented.
+  virtual Status SubmitPooling(engine::PoolingRequest request, engine::PoolingCallback callback);
 
   // A snapshot of the engine's gauges and counters (for /metrics).
   virtual engine::EngineMetrics Metrics() const = 0;

@@ -12,10 +12,22 @@ constexpr size_t kGrammarCacheSize = 256;  // compiled grammars kept (LRU)
 Result<std::unique_ptr<EngineBackend>> EngineBackend::Create(engine::ServingEngine engine,
                                                              int max_queue,
                                                              bool allow_special_tokens_in_content) {
-  if (!engine.tokenizer || !engine.core) {
+  if (!engine.tokenizer || (!engine.core && !engine.pooler)) {
     return InvalidArgument("the server needs an engine with a tokenizer");
   }
   std::unique_ptr<EngineBackend> b(new EngineBackend(std::move(engine)));
+  if (b->se_.pooler) {
+    const engine::PoolingEngine& pe = *b->se_.pooler;
+    b->info_.name = b->se_.name;
+    b->info_.context_length = static_cast<int>(pe.config().max_tokens);
+    b->info_.vocab_size = static_cast<int>(b->se_.model->config().n_vocab);
+    b->info_.generates = false;
+    b->info_.reranker = b->se_.pooling == model::PoolingType::kRank;
+    b->info_.embedding_dim = b->info_.reranker ? 0 : static_cast<int>(pe.dim());
+    b->info_.normalized = !b->info_.reranker && b->se_.model->config().normalize_embeddings;
+    b->ready_ = true;
+    return b;
+  }
   const engine::EngineConfig& ec = b->se_.core->config();
   b->max_live_ = static_cast<int64_t>(ec.scheduler.max_num_seqs) + std::max(max_queue, 0);
   b->allow_special_tokens_in_content_ = allow_special_tokens_in_content;
@@ -60,6 +72,63 @@ EngineBackend::~EngineBackend() {
 void EngineBackend::Shutdown() {
   ready_ = false;
   if (se_.core) se_.core->Stop();
+  if (se_.pooler) se_.pooler->Stop();
+}
+
+namespace {
+// Keeps the first `max` ids, ending with the last one when it is a special token ([SEP]).
+void Truncate(std::vector<int32_t>& ids, size_t max, const tokenizer::Tokenizer& tok) {
+  if (ids.size() <= max || max == 0) return;
+  const int32_t last = ids.back();
+  const bool keep_last = tok.IsSpecial(last) && max >= 2;
+  ids.resize(keep_last ? max - 1 : max);
+  if (keep_last) ids.push_back(last);
+}
+}  // namespace
+
+Result<engine::PoolingRequest> EngineBackend::TokenizeForPooling(
+    std::string_view text, const std::string_view* pair) const {
+  if (!se_.pooler) return InvalidArgument("this model generates text; it serves no embeddings");
+  const tokenizer::Tokenizer& tok = *se_.tokenizer;
+  const size_t max = static_cast<size_t>(info_.context_length);
+  engine::PoolingRequest r;
+  r.tokens = tok.Encode(text, /*add_special=*/true, /*parse_special=*/false);
+  if (pair == nullptr) {
+    Truncate(r.tokens, max, tok);
+    return r;
+  }
+  // a's encoding ends with the separator the pair template repeats.
+  std::vector<int32_t> a = std::move(r.tokens);
+  std::vector<int32_t> b = tok.Encode(*pair, /*add_special=*/false, /*parse_special=*/false);
+  const bool typed = se_.model->config().n_token_types >= 2;
+  std::vector<int32_t> sep;
+  if (!a.empty() && tok.IsSpecial(a.back())) sep.push_back(a.back());
+  const size_t prefix = a.size() > sep.size() && tok.IsSpecial(a.front()) ? 1 : 0;
+  std::vector<int32_t> a_text(a.begin() + prefix, a.end() - sep.size());
+  const size_t fixed = prefix + sep.size() * (typed ? 2 : 3);
+  if (fixed + 2 > max) return InvalidArgument("the context is too short for a pair of inputs");
+  while (a_text.size() + b.size() + fixed > max) {  // longest first
+    (a_text.size() > b.size() ? a_text : b).pop_back();
+  }
+  r.tokens.assign(a.begin(), a.begin() + prefix);
+  r.tokens.insert(r.tokens.end(), a_text.begin(), a_text.end());
+  r.tokens.insert(r.tokens.end(), sep.begin(), sep.end());
+  if (!typed) r.tokens.insert(r.tokens.end(), sep.begin(), sep.end());
+  const size_t first_len = r.tokens.size();
+  r.tokens.insert(r.tokens.end(), b.begin(), b.end());
+  r.tokens.insert(r.tokens.end(), sep.begin(), sep.end());
+  if (typed) {
+    r.token_types.assign(r.tokens.size(), 1);
+    std::fill(r.token_types.begin(), r.token_types.begin() + first_len, 0);
+  }
+  return r;
+}
+
+Status EngineBackend::SubmitPooling(engine::PoolingRequest request,
+                                    engine::PoolingCallback callback) {
+  if (!se_.pooler) return InvalidArgument("this model generates text; it serves no embeddings");
+  if (!ready_) return Unavailable("the engine is not running");
+  return se_.pooler->Submit(std::move(request), std::move(callback));
 }
 
 Result<std::vector<int32_t>> EngineBackend::Tokenize(std::string_view text,
@@ -105,6 +174,7 @@ Result<std::vector<int32_t>> EngineBackend::TokenizeChat(const nlohmann::ordered
 }
 
 Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback callback) {
+  if (!se_.core) return InvalidArgument("this model serves embeddings / scores; it cannot generate");
   if (!ready_) return Unavailable("the engine is not running");
   // Admission counts sequences (a request of n choices holds n), like the engine's limits.
   const int64_t n = std::max(1, request.engine.params.n);
@@ -136,11 +206,11 @@ Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback
 }
 
 void EngineBackend::Cancel(uint64_t handle) {
-  se_.core->Abort(handle);
+  if (se_.core) se_.core->Abort(handle);
 }
 
 engine::EngineMetrics EngineBackend::Metrics() const {
-  return se_.core->Metrics();
+  return se_.core ? se_.core->Metrics() : se_.pooler->Metrics();
 }
 
 }  // namespace tachyon::server

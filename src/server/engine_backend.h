@@ -1,5 +1,6 @@
 // EngineBackend: the real GenerationBackend of `tachyon serve`: a GGUF model run by
-// engine::EngineCore, with the model's tokenizer and chat template.
+// engine::EngineCore, with the model's tokenizer and chat template; or a pooling model
+// (embeddings, reranking) run by engine::PoolingEngine, when the ServingEngine has one.
 //
 // Outputs reach the server through EngineCore's per-request callback: on the engine thread each
 // engine::RequestOutput is handed, as it is, to the server's callback (which only queues it). The
@@ -41,6 +42,9 @@ class EngineBackend : public GenerationBackend {
                                             bool add_special) const override;
   Result<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(
       const grammar::ConstraintSpec& spec) const override;
+  Result<engine::PoolingRequest> TokenizeForPooling(std::string_view text,
+                                                    const std::string_view* pair) const override;
+  Status SubmitPooling(engine::PoolingRequest request, engine::PoolingCallback callback) override;
   Result<uint64_t> Submit(GenerationRequest request, OutputCallback callback) override;
   void Cancel(uint64_t handle) override;
   engine::EngineMetrics Metrics() const override;
