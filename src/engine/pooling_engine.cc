@@ -161,6 +161,14 @@ void PoolingEngine::RunStep(std::vector<Pending>& step) {
   Status st = model_->Pool(batch, config_.pooling, kv_.get(), pool_.get(), &out_);
   const auto end = std::chrono::steady_clock::now();
   if (!st.ok()) TLOG(ERROR) << "pooling step failed: " << st.message();
+  {  // before the callbacks: a client that has its answer sees this step counted
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.num_steps += 1;
+    metrics_.num_running = 0;
+    metrics_.prompt_tokens_computed += static_cast<int64_t>(batch.tokens.size());
+    metrics_.requests_finished += static_cast<int64_t>(step.size());
+    metrics_.forward_seconds += std::chrono::duration<double>(end - start).count();
+  }
   for (size_t i = 0; i < step.size(); ++i) {
     PoolingResult r;
     r.status = st;
@@ -169,12 +177,6 @@ void PoolingEngine::RunStep(std::vector<Pending>& step) {
     if (st.ok()) r.values.assign(out_.Row(int64_t(i)), out_.Row(int64_t(i)) + out_.dim);
     step[i].callback(std::move(r));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  metrics_.num_steps += 1;
-  metrics_.num_running = 0;
-  metrics_.prompt_tokens_computed += static_cast<int64_t>(batch.tokens.size());
-  metrics_.requests_finished += static_cast<int64_t>(step.size());
-  metrics_.forward_seconds += std::chrono::duration<double>(end - start).count();
 }
 
 }  // namespace tachyon::engine

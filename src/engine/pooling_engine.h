@@ -46,7 +46,7 @@ struct PoolingEngineConfig {
   int64_t max_batch_tokens = 2048;  // token budget of one step (>= max_tokens)
   int max_batch_seqs = 64;          // sequences in one step
   int64_t max_tokens = 0;           // longest input; <= 0: the model's max_pool_tokens
-  int max_queue = 1024;             // waiting requests beyond which Submit refuses
+  int max_queue = 8192;             // waiting inputs beyond which Submit refuses
   int threads = 0;                  // compute threads; <= 0: all hardware threads
   model::KvDtype kv_dtype = model::KvDtype::kF32;
 };

@@ -123,6 +123,9 @@ std::string ServerMetrics::Render(const engine::EngineMetrics& m, bool ready) co
     out += "tachyon_spec_decode_num_accepted_tokens_per_pos_total{position=\"" + std::to_string(i) +
            "\"} " + std::to_string(m.spec.accepted_per_position[i]) + "\n";
   }
+  Header(out, "tachyon_engine_forward_seconds_total", "counter",
+         "Engine-thread time in the model's forward passes.");
+  Sample(out, "tachyon_engine_forward_seconds_total", m.forward_seconds);
 
   connections_.Render(out);
 
