@@ -119,13 +119,17 @@ void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel)
     }
     return SendError(*channel, Simple(404, "invalid_request_error", "Unknown path: " + path), "");
   }
-  if ((match.route->id == RouteId::kCompletions || match.route->id == RouteId::kChatCompletions) &&
+  const RouteId rid = match.route->id;
+  // (/v1/messages answers in Anthropic's error shape: its own path refuses a pooling model.)
+  if ((rid == RouteId::kCompletions || rid == RouteId::kChatCompletions ||
+       rid == RouteId::kResponses) &&
       !backend_->Info().generates) {
-    ApiError e = InvalidParam("model", "This model serves " +
-                                           std::string(backend_->Info().reranker
-                                                           ? "relevance scores (/v1/rerank, /v1/score)"
-                                                           : "embeddings (/v1/embeddings)") +
-                                           "; it cannot generate text.");
+    ApiError e =
+        InvalidParam("model", "This model serves " +
+                                  std::string(backend_->Info().reranker
+                                                  ? "relevance scores (/v1/rerank, /v1/score)"
+                                                  : "embeddings (/v1/embeddings)") +
+                                  "; it cannot generate text.");
     e.code = "model_does_not_support_endpoint";
     return SendError(*channel, e, path);
   }

@@ -159,9 +159,13 @@ def test_bad_embedding_requests(minilm, body, param):
 
 def test_embedding_model_refuses_generation_and_unknown_model(minilm):
     for path, body in (("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
-                       ("/v1/completions", {"prompt": "hi"})):
+                       ("/v1/completions", {"prompt": "hi"}),
+                       ("/v1/responses", {"input": "hi"})):
         status, payload = post(minilm, path, body)
         assert status == 400 and payload["error"]["code"] == "model_does_not_support_endpoint"
+    status, payload = post(minilm, "/v1/messages", {
+        "model": "minilm", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 400, payload
     status, payload = post(minilm, "/v1/embeddings", {"input": "a", "model": "other"})
     assert status == 404
 
