@@ -121,7 +121,7 @@ TEST_F(MiniLm, HfFolderReproducesReferenceEmbeddings) {
   EXPECT_TRUE(c.encoder);
   EXPECT_EQ(c.pooling, PoolingType::kMean);
   EXPECT_TRUE(c.normalize_embeddings);
-  EXPECT_EQ(c.max_pool_tokens, 256);  // sentence_bert_config.json
+  EXPECT_EQ(c.max_pool_tokens, 128);  // tokenizer.json truncation, below max_seq_length 256
   EXPECT_EQ(c.n_token_types, 2);
   ExpectReference(**m);
   // An encoder has no logits.

@@ -145,6 +145,16 @@ Status ReadSentenceTransformersConfig(const std::string& dir, HfConfig* c) {
     const int64_t m = (*sb)["max_seq_length"].get<int64_t>();
     if (m > 0) c->max_seq_len = m;
   }
+  // tokenizer.json's own truncation (Hugging Face tokenizers apply it to every encode): the
+  // reference implementations cut there when it is below max_seq_length (all-MiniLM-L6-v2: 128).
+  ASSIGN_OR_RETURN(std::optional<json> tok, ReadJson(root / "tokenizer.json"));
+  if (tok && tok->is_object() && tok->contains("truncation") && (*tok)["truncation"].is_object()) {
+    const json& t = (*tok)["truncation"];
+    if (t.contains("max_length") && t["max_length"].is_number_integer()) {
+      const int64_t m = t["max_length"].get<int64_t>();
+      if (m > 0 && (c->max_seq_len == 0 || m < c->max_seq_len)) c->max_seq_len = m;
+    }
+  }
   if (c->n_ctx_train > 0 && c->max_seq_len > c->n_ctx_train) c->max_seq_len = c->n_ctx_train;
   return OkStatus();
 }
