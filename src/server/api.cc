@@ -75,7 +75,7 @@ void OpenAiApi::SendError(ResponseChannel& channel, const ApiError& error,
                           const std::string& endpoint) {
   // Anthropic's routes answer errors in Anthropic's shape.
   const bool anthropic = IsAnthropicPath(endpoint);
-  if (!endpoint.empty()) metrics_.CountRequest(endpoint, error.http_status);
+  if (!endpoint.empty()) metrics_->CountRequest(endpoint, error.http_status);
   channel.Respond(ErrorResponse(error, anthropic ? AnthropicErrorBody(error) : error.Body()));
 }
 
@@ -169,7 +169,7 @@ void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel)
     case RouteId::kMetrics: {
       HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      r.body = metrics_.Render(backend_->Metrics(), backend_->Ready() && !draining_);
+      r.body = metrics_->Render(backend_->Metrics(), backend_->Ready() && !draining_);
       return channel->Respond(std::move(r));
     }
   }
@@ -317,7 +317,7 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
   spec.priority = cr.common.priority;
   spec.cache_salt = cr.common.cache_salt;
   spec.arrival = std::chrono::steady_clock::now();
-  GenerationJob::Start(std::move(spec), {backend_, &metrics_, &jobs_}, std::move(channel));
+  GenerationJob::Start(std::move(spec), {backend_, metrics_, jobs_}, std::move(channel));
 }
 
 void OpenAiApi::ChatCompletions(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
@@ -395,7 +395,7 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
     spec.max_tool_calls = cr.parallel_tool_calls ? 0 : 1;
   }
   spec.adapter = std::move(adapter);
-  GenerationJob::Start(std::move(spec), {backend_, &metrics_, &jobs_}, std::move(channel));
+  GenerationJob::Start(std::move(spec), {backend_, metrics_, jobs_}, std::move(channel));
   return std::nullopt;
 }
 
@@ -448,7 +448,7 @@ void OpenAiApi::CountTokens(const HttpRequest& req, ResponseChannel& channel) {
     if (e.http_status == 400) e.param = "messages";
     return SendError(channel, e, kCountTokensPath);
   }
-  metrics_.CountRequest(kCountTokensPath, 200);
+  metrics_->CountRequest(kCountTokensPath, 200);
   channel.Respond(JsonResponse(200, {{"input_tokens", ids->size()}}));
 }
 
@@ -517,7 +517,7 @@ void OpenAiApi::Tokenize(const HttpRequest& req, std::shared_ptr<ResponseChannel
   auto ids = chat_ids ? Result<std::vector<int32_t>>(std::move(*chat_ids))
                       : backend_->Tokenize(text, add_special);
   if (!ids.ok()) return SendError(*channel, ApiErrorFromStatus(ids.status()), "/tokenize");
-  metrics_.CountRequest("/tokenize", 200);
+  metrics_->CountRequest("/tokenize", 200);
   channel->Respond(JsonResponse(200, {{"tokens", *ids},
                                       {"count", ids->size()},
                                       {"max_model_len", backend_->Info().context_length}}));
@@ -548,7 +548,7 @@ void OpenAiApi::Detokenize(const HttpRequest& req, std::shared_ptr<ResponseChann
   }
   auto text = backend_->Detokenize(ids);
   if (!text.ok()) return SendError(*channel, ApiErrorFromStatus(text.status()), "/detokenize");
-  metrics_.CountRequest("/detokenize", 200);
+  metrics_->CountRequest("/detokenize", 200);
   channel->Respond(JsonResponse(200, {{"prompt", *text}}));
 }
 

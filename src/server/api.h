@@ -53,11 +53,11 @@ class OpenAiApi {
   // Draining: readiness turns 503 and new generation requests get 503 (in-flight ones go on).
   void SetDraining(bool draining) { draining_ = draining; }
   // Generation requests the backend still holds.
-  size_t InFlight() const { return jobs_.size(); }
+  size_t InFlight() const { return jobs_->size(); }
   // Aborts every in-flight generation.
-  void CancelAll() { jobs_.CancelAll(); }
+  void CancelAll() { jobs_->CancelAll(); }
 
-  ServerMetrics& metrics() { return metrics_; }
+  ServerMetrics& metrics() { return *metrics_; }
   const std::string& model_name() const { return options_.served_model_names.front(); }
 
  private:
@@ -111,8 +111,9 @@ class OpenAiApi {
 
   GenerationBackend* backend_;
   ApiOptions options_;
-  ServerMetrics metrics_;
-  JobRegistry jobs_;
+  // Shared with the jobs, which a backend thread may release after this object is gone.
+  std::shared_ptr<ServerMetrics> metrics_ = std::make_shared<ServerMetrics>();
+  std::shared_ptr<JobRegistry> jobs_ = std::make_shared<JobRegistry>();
   ResponseStore responses_;  // previous_response_id
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{0};

@@ -101,10 +101,12 @@ struct JobSpec {
   std::shared_ptr<ChatOutputAdapter> adapter;
 };
 
+// The backend must outlive the job; metrics and registry are shared, so a job released on a
+// backend thread after its API object is gone still finds them.
 struct JobContext {
   GenerationBackend* backend;
-  ServerMetrics* metrics;
-  JobRegistry* registry;
+  std::shared_ptr<ServerMetrics> metrics;
+  std::shared_ptr<JobRegistry> registry;
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {

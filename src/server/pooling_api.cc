@@ -138,7 +138,7 @@ void OpenAiApi::RunPooling(std::vector<engine::PoolingRequest> inputs,
         return SendError(*channel, ApiErrorFromStatus(shared->error), endpoint);
       int64_t tokens = 0;
       for (const auto& r : shared->results) tokens += r.n_tokens;
-      metrics_.CountRequest(endpoint, 200);
+      metrics_->CountRequest(endpoint, 200);
       channel->Respond(Json200(finish(shared->results, tokens)));
     });
   };
