@@ -77,7 +77,8 @@ ApiError Refused(const std::string& what) {
 
 // Fields a pooling request may carry; anything else is refused (400 naming it).
 std::optional<ApiError> CheckFields(const json& b, std::initializer_list<const char*> allowed) {
-  for (const auto& [key, value] : b.items()) {
+  for (const auto& item : b.items()) {
+    const std::string& key = item.key();  // a named reference: lambdas may not capture bindings
     if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) ==
         allowed.end()) {
       return InvalidParam(key, "'" + key + "' is not supported by this endpoint.");
