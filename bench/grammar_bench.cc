@@ -3,6 +3,11 @@
 // max <= 10 ms; compile p50 <= 1 ms, p99 <= 20 ms).
 //
 //   build/grammar_bench [--walks N] [--steps N] [--schemas N] [--tokenizer qwen3|llama3]
+//                       [--top K] [--cpu 1]
+//
+// --top K: also lists the K specs with the most total mask time and the K slowest compiles
+// (index in the workload, compile us, masks, total and max mask us): where the time goes.
+// --cpu 1: times are this thread's CPU time (indicative figures on a loaded machine).
 //
 // Workloads: the JSON Schemas of testdata/structured/schemas.jsonl (kJsonSchema; schemas the
 // build refuses are counted, not timed) and a few GBNF grammars. For each compiled grammar,
@@ -13,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <string>
@@ -27,7 +33,22 @@
 namespace {
 
 using namespace tachyon::grammar;
-using Clock = std::chrono::steady_clock;
+// --cpu: time with this thread's CPU clock instead of the wall clock (on a loaded machine the
+// wall clock also counts the time other processes held the core).
+bool g_cpu_clock = false;
+
+struct Clock {
+  using duration = std::chrono::nanoseconds;
+  struct time_point {
+    int64_t ns;
+    duration operator-(const time_point& o) const { return duration(ns - o.ns); }
+  };
+  static time_point now() {
+    timespec ts;
+    clock_gettime(g_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return {int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec};
+  }
+};
 
 double Us(Clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
@@ -49,8 +70,15 @@ number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,
 ws ::= [ \t\n]{0,2}
 )";
 
+struct SpecCost {
+  int index;
+  double compile_us, mask_total_us = 0, mask_max_us = 0;
+  size_t masks = 0;
+};
+
 struct Stats {
   std::vector<double> mask_us, compile_us;
+  std::vector<SpecCost> per_spec;
   int specs = 0, refused = 0;
 };
 
@@ -95,8 +123,32 @@ void Run(const std::vector<ConstraintSpec>& specs, std::shared_ptr<const Vocabul
       continue;
     }
     st->compile_us.push_back(us);
+    const size_t first = st->mask_us.size();
     for (int w = 0; w < walks; ++w) Walk(**g, *vocab, steps, rng, st);
+    SpecCost c{st->specs - 1, us};
+    for (size_t i = first; i < st->mask_us.size(); ++i) {
+      c.mask_total_us += st->mask_us[i];
+      c.mask_max_us = std::max(c.mask_max_us, st->mask_us[i]);
+    }
+    c.masks = st->mask_us.size() - first;
+    st->per_spec.push_back(c);
   }
+}
+
+void ReportTop(const Stats& st, int top) {
+  if (top <= 0) return;
+  auto list = [&](const char* what, auto key) {
+    std::vector<SpecCost> v = st.per_spec;
+    std::sort(v.begin(), v.end(),
+              [&](const SpecCost& a, const SpecCost& b) { return key(a) > key(b); });
+    std::printf("  top %d by %s:\n", top, what);
+    for (int i = 0; i < top && i < static_cast<int>(v.size()); ++i) {
+      std::printf("    #%d  compile %.0f us  masks %zu  total %.0f us  max %.0f us\n", v[i].index,
+                  v[i].compile_us, v[i].masks, v[i].mask_total_us, v[i].mask_max_us);
+    }
+  };
+  list("total mask time", [](const SpecCost& c) { return c.mask_total_us; });
+  list("compile time", [](const SpecCost& c) { return c.compile_us; });
 }
 
 void Report(const char* what, const Stats& st) {
@@ -118,7 +170,7 @@ void Report(const char* what, const Stats& st) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int walks = 3, steps = 60, max_schemas = 290;
+  int walks = 3, steps = 60, max_schemas = 290, top = 0;
   std::vector<std::string> toks = {"qwen3", "llama3"};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--walks"))
@@ -127,6 +179,10 @@ int main(int argc, char** argv) {
       steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--schemas"))
       max_schemas = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--cpu"))
+      g_cpu_clock = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--top"))
+      top = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--tokenizer"))
       toks = {argv[i + 1]};
     else {
@@ -165,8 +221,10 @@ int main(int argc, char** argv) {
     Stats s1, s2;
     Run(schemas, *vocab, walks, steps, &s1);
     Report("json schemas", s1);
+    ReportTop(s1, top);
     Run(gbnf, *vocab, walks, steps, &s2);
     Report("gbnf/choice", s2);
+    ReportTop(s2, top);
   }
   return 0;
 }

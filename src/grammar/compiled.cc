@@ -1,6 +1,7 @@
 #include "grammar/compiled.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "grammar/matcher_impl.h"
 #include "grammar/recognizer.h"
@@ -26,6 +27,8 @@ class ConfigTable {
                                             (c.accepting ? kAccepting : 0)));
       configs_.push_back(std::move(c));
       trans_.resize(trans_.size() + 256, -1);
+      loop_yes_.resize(loop_yes_.size() + 4, 0);
+      loop_no_.resize(loop_no_.size() + 4, 0);
     }
     return it->second;
   }
@@ -37,6 +40,23 @@ class ConfigTable {
     trans_[static_cast<size_t>(id) * 256 + byte] = next;
     return next;
   }
+  // Whether every byte of `set` (4 words) leads from configuration `id` back to itself.
+  // Answers per byte are memoized.
+  bool LoopsOn(int32_t id, const uint64_t* set) {
+    const size_t base = 4 * static_cast<size_t>(id);
+    for (int w = 0; w < 4; ++w) {
+      if (set[w] & loop_no_[base + w]) return false;
+    }
+    for (int w = 0; w < 4; ++w) {
+      for (uint64_t unknown = set[w] & ~loop_yes_[base + w]; unknown != 0; unknown &= unknown - 1) {
+        const int bit = __builtin_ctzll(unknown);
+        const bool loops = Next(id, static_cast<uint8_t>(w * 64 + bit)) == id;
+        (loops ? loop_yes_ : loop_no_)[base + w] |= uint64_t{1} << bit;
+        if (!loops) return false;
+      }
+    }
+    return true;
+  }
   static constexpr uint8_t kAlive = 1, kPopped = 2, kAccepting = 4;
   uint8_t flags(int32_t id) const { return flags_[id]; }
 
@@ -45,6 +65,7 @@ class ConfigTable {
   Recognizer& rec_;
   std::vector<Config> configs_;
   std::vector<int32_t> trans_;
+  std::vector<uint64_t> loop_yes_, loop_no_;  // per configuration: 4 words each
   std::unordered_map<std::string, int32_t> ids_;
   Config tmp_;
 };
@@ -58,17 +79,40 @@ std::unique_ptr<TokenMatcher> GrammarImpl::NewMatcher() const {
   return std::make_unique<Matcher>(shared_from_this());
 }
 
-std::shared_ptr<const TokenClass> GrammarImpl::Class(const std::vector<int32_t>& chain,
+int32_t GrammarImpl::NormalizeChain(std::vector<ChainEntry>* chain) const {
+  int32_t headroom = INT32_MAX;
+  const auto longest = static_cast<int64_t>(vocab_->trie().max_depth());
+  for (ChainEntry& e : *chain) {
+    const FlatGrammar::Elem& el = g_.elems[e.pos];
+    if (el.kind != FlatGrammar::Kind::kRepeat) continue;
+    const FlatGrammar::Repeat& r = g_.repeats[el.arg];
+    if (r.nullable || e.count < 0) continue;
+    if (e.count >= r.min) {
+      if (r.max < 0) {
+        e.count = kCountFarAbove;
+      } else if (r.max - e.count >= kFarHeadroom) {
+        headroom = std::min(headroom, r.max - e.count);
+        e.count = kCountFarAbove;
+      }
+    } else if (e.count + longest < r.min) {
+      e.count = kCountFarBelow;
+    }
+  }
+  return headroom;
+}
+
+std::shared_ptr<const TokenClass> GrammarImpl::Class(const std::vector<ChainEntry>& chain,
                                                      bool exact) const {
-  std::string key(reinterpret_cast<const char*>(chain.data()), chain.size() * 4);
+  std::string key(reinterpret_cast<const char*>(chain.data()), chain.size() * sizeof(ChainEntry));
   key.push_back(exact ? 'r' : 'b');
   {
     std::lock_guard<std::mutex> lock(class_mu_);
     if (auto it = classes_.find(key); it != classes_.end()) return it->second;
   }
   auto cls = std::make_shared<const TokenClass>(ComputeClass(chain, exact));
-  const size_t bytes =
-      key.size() + 4 * (cls->accept_bits.size() + cls->accept_list.size() + cls->uncertain.size());
+  size_t bytes = key.size() + 4 * (cls->accept_bits.size() + cls->accept_list.size() +
+                                   2 * cls->long_accept.size() + cls->long_pops.size());
+  for (const TokenClass::Pop& p : cls->pops) bytes += p.suffix.size() + 4 * p.tokens.size() + 32;
   std::lock_guard<std::mutex> lock(class_mu_);
   if (class_bytes_ + bytes > kClassCacheBytes) {
     classes_.clear();
@@ -96,7 +140,24 @@ void GrammarImpl::CacheMask(const std::string& key,
   if (masks_.emplace(key, std::move(mask)).second) mask_bytes_ += bytes;
 }
 
-TokenClass GrammarImpl::ComputeClass(const std::vector<int32_t>& chain, bool exact) const {
+std::shared_ptr<const std::vector<int32_t>> GrammarImpl::CachedPops(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mask_mu_);
+  auto it = pops_.find(key);
+  return it == pops_.end() ? nullptr : it->second;
+}
+
+void GrammarImpl::CachePops(const std::string& key,
+                            std::shared_ptr<const std::vector<int32_t>> toks) const {
+  std::lock_guard<std::mutex> lock(mask_mu_);
+  const size_t bytes = toks->size() * 4 + key.size() + 64;
+  if (pops_bytes_ + bytes > kMaskCacheBytes) {
+    pops_.clear();
+    pops_bytes_ = 0;
+  }
+  if (pops_.emplace(key, std::move(toks)).second) pops_bytes_ += bytes;
+}
+
+TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool exact) const {
   const TokenTrie& trie = vocab_->trie();
   const auto& nodes = trie.nodes();
   const auto& toks = trie.tokens();
@@ -104,16 +165,44 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<int32_t>& chain, bool exa
   Recognizer rec(g_, &arena);
   ConfigTable table(&rec);
   int32_t head = exact ? kRootNode : kBottomNode;
-  for (size_t k = chain.size(); k-- > 0;) head = arena.Intern(chain[k], head);
+  bool bounded_far = false;
+  for (size_t k = chain.size(); k-- > 0;) {
+    head = arena.Intern(chain[k].pos, head, chain[k].count);
+    const FlatGrammar::Elem& el = g_.elems[chain[k].pos];
+    bounded_far = bounded_far || (el.kind == FlatGrammar::Kind::kRepeat &&
+                                  chain[k].count == kCountFarAbove && g_.repeats[el.arg].max >= 0);
+  }
   Config start;
   start.heads.push_back(head);
   std::vector<int32_t> states = {table.Add(std::move(start))};
   std::vector<char> left = {0};
   std::vector<int32_t> accepted;
   TokenClass cls;
+  // Depths on the current branch after which a parse had popped, and (suffix offset, token)
+  // for each popped token.
+  std::vector<size_t> pop_at;
+  std::vector<std::pair<std::string_view, int32_t>> popped_tokens;
+  auto accept = [&](int32_t tok, size_t len) {
+    if (bounded_far && len > static_cast<size_t>(kFarHeadroom)) {
+      cls.long_accept.push_back({static_cast<uint32_t>(len), tok});
+    } else {
+      accepted.push_back(tok);
+    }
+  };
+  auto add_popped = [&](int32_t tok) {
+    if (cls.too_many_pops) return;
+    const std::string_view b = vocab_->bytes(tok);
+    if (bounded_far && b.size() > static_cast<size_t>(kFarHeadroom)) {
+      // Its pops may need more iterations than the real headroom allows.
+      cls.long_pops.push_back(tok);
+      return;
+    }
+    for (size_t k : pop_at) popped_tokens.push_back({b.substr(k), tok});
+    cls.too_many_pops = cls.too_many_pops || popped_tokens.size() > kMaxPopped;
+  };
   // Depth-first over the trie in preorder: states[d] is the configuration after the first d
-  // bytes of the current branch; left[d]: a parse returned into the unknown caller before all
-  // of them were consumed.
+  // bytes of the current branch; left[d]: a parse returned into the unknown caller after at
+  // most d of them.
   size_t i = 1;
   while (i < nodes.size()) {
     const TokenTrie::Node& nd = nodes[i];
@@ -122,27 +211,49 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<int32_t>& chain, bool exa
       states.resize(d + 1);
       left.resize(d + 1, 0);
     }
+    while (!pop_at.empty() && pop_at.back() >= d) pop_at.pop_back();
     states[d] = table.Next(states[d - 1], nd.byte);
     const uint8_t f = table.flags(states[d]);
     const bool alive = f & ConfigTable::kAlive;
     const bool popped = f & ConfigTable::kPopped;
     const bool left_before = left[d - 1];
     if (f != 0) {
-      for (uint32_t t = nd.tok_begin; t < nd.own_end; ++t) accepted.push_back(toks[t]);
+      for (uint32_t t = nd.tok_begin; t < nd.own_end; ++t) accept(toks[t], d);
     } else if (left_before) {
-      for (uint32_t t = nd.tok_begin; t < nd.own_end; ++t) cls.uncertain.push_back(toks[t]);
+      for (uint32_t t = nd.tok_begin; t < nd.own_end; ++t) add_popped(toks[t]);
     }
     left[d] = left_before || popped;
+    if (popped) pop_at.push_back(d);
     if (alive) {
+      const uint64_t* below = trie.below_bytes(i);
+      if (below != nullptr && table.LoopsOn(states[d], below)) {
+        // Every byte below keeps this configuration: the whole subtree is accepted.
+        for (uint32_t t = nd.own_end; t < nd.sub_end; ++t) {
+          accept(toks[t], vocab_->bytes(toks[t]).size());
+        }
+        i = nd.end;
+        continue;
+      }
       ++i;
       continue;
     }
-    // Nothing left inside the truncated stack: deeper tokens are uncertain if a parse left
-    // it, else rejected.
+    // Nothing left inside the truncated stack: deeper tokens pop if a parse left it, else
+    // they are rejected.
     if (left[d]) {
-      for (uint32_t t = nd.own_end; t < nd.sub_end; ++t) cls.uncertain.push_back(toks[t]);
+      for (uint32_t t = nd.own_end; t < nd.sub_end; ++t) add_popped(toks[t]);
     }
     i = nd.end;
+  }
+  std::sort(cls.long_accept.begin(), cls.long_accept.end());
+  if (cls.too_many_pops) popped_tokens.clear();
+  std::sort(popped_tokens.begin(), popped_tokens.end());
+  for (const auto& [suffix, tok] : popped_tokens) {
+    if (cls.pops.empty() || cls.pops.back().suffix != suffix) {
+      cls.pops.push_back({std::string(suffix), {}});
+    }
+    if (cls.pops.back().tokens.empty() || cls.pops.back().tokens.back() != tok) {
+      cls.pops.back().tokens.push_back(tok);
+    }
   }
   const size_t words = vocab_->mask_words();
   if (accepted.size() >= words) {

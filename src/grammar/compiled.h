@@ -7,21 +7,34 @@
 //   accepted  - some parse consumes all its bytes inside the truncated stack (or the stack's
 //               bottom rule ends exactly at its last byte: every caller can continue then, as
 //               Finish() keeps only rules that can complete);
-//   uncertain - not accepted, but some parse returned into the unknown caller with bytes still
-//               to come: the matcher checks these against its real stacks;
+//   popped    - not accepted, but some parse returned into the unknown caller after k bytes
+//               with bytes still to come: the token is allowed iff the real caller (the node
+//               at `depth` in the head's stack) accepts its suffix from k on, for some such k.
+//               Popped tokens are grouped by suffix (many share one: `",` `"}` after a
+//               string), so the matcher checks each distinct suffix once from the caller;
 //   rejected  - everything else.
-// A chain that reaches the root is exact (nothing is uncertain). The depth adapts: the matcher
-// uses kShallowDepth positions unless that class leaves more than kMaxUncertain tokens
-// uncertain, then the whole chain, so string and number loops are resolved by what follows
-// them. Classes depend only on
-// the truncated chain, so they are computed once per grammar and vocabulary, on first use, and
-// shared by every matcher.
+// A chain that reaches the root is exact (nothing pops). The matcher uses kShallowDepth
+// positions (a string's content and its closing quote, shared by every property that holds
+// such a string) unless that class pops more than kMaxPopped tokens, then the whole chain. Classes
+// depend only on the truncated chain, so they are computed once per grammar and vocabulary, on
+// first use, and shared by every matcher.
+//
+// Counted repetitions. A chain position at a counted repetition carries its count; where the
+// bounds are out of reach within one token the class uses a class-walk count instead
+// (recognizer.h), so one class serves every count in that range:
+//   count >= min and (unbounded, or max - count >= kFarHeadroom) -> kCountFarAbove; the class
+//     is exact for every token whose length is at most the headroom (each iteration consumes a
+//     byte: the body cannot match the empty string), so accepted tokens longer than
+//     kFarHeadroom are kept apart (long_accept, by length) and the matcher takes those within
+//     the real headroom and checks the others against its stacks;
+//   count + (longest token) < min -> kCountFarBelow (exact: no token reaches min).
+// Other counts (near a bound, or a body that can match the empty string) stay exact.
 //
 // Classes are kept up to kClassCacheBytes per grammar (then that cache starts over).
 //
 // Mask cache: a whole configuration (every head's full chain, and whether the root may end) is
 // an exact key for its mask; masks are cached per grammar up to kMaskCacheBytes (then the cache
-// starts over).
+// starts over). The accepted popped tokens per (class, real caller) are cached likewise.
 //
 // Thread-safety: immutable except the two caches, each behind its mutex (computations run
 // outside the locks; two threads may compute the same entry, the first insert wins).
@@ -39,20 +52,42 @@
 
 namespace tachyon::grammar {
 
+// One position of a stack chain: an element position and its node's count (recognizer.h).
+struct ChainEntry {
+  int32_t pos;
+  int32_t count;
+  auto operator<=>(const ChainEntry&) const = default;
+};
+
 struct TokenClass {
   // Accepted tokens: a bitmask of Vocabulary::mask_words() words when dense, else a list
   // (at most one of the two is non-empty).
   std::vector<uint32_t> accept_bits;
   std::vector<int32_t> accept_list;
-  std::vector<int32_t> uncertain;  // in trie (sorted-bytes) order
+  // Popped tokens by suffix (the bytes after the pop), sorted by suffix.
+  struct Pop {
+    std::string suffix;
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Pop> pops;
+  // More than kMaxPopped (suffix, token) pairs: `pops` is left empty and the matcher uses the
+  // whole chain instead.
+  bool too_many_pops = false;
+  // Accepted tokens longer than kFarHeadroom of a class with a bounded kCountFarAbove count:
+  // (length, token), by length. Accepted where the real headroom is at least the length.
+  std::vector<std::pair<uint32_t, int32_t>> long_accept;
+  // Popped tokens longer than kFarHeadroom of such a class (not in `pops`): checked whole
+  // against the real stacks.
+  std::vector<int32_t> long_pops;
 };
 
 class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from_this<GrammarImpl> {
  public:
-  static constexpr size_t kShallowDepth = 6;
-  static constexpr size_t kMaxUncertain = 256;
+  static constexpr size_t kShallowDepth = 3;
+  static constexpr size_t kMaxPopped = 8192;
   static constexpr size_t kMaskCacheBytes = size_t{8} << 20;
   static constexpr size_t kClassCacheBytes = size_t{64} << 20;
+  static constexpr int32_t kFarHeadroom = 32;
 
   GrammarImpl(FlatGrammar g, std::shared_ptr<const Vocabulary> vocab);
 
@@ -61,17 +96,27 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   const FlatGrammar& grammar() const { return g_; }
   const Vocabulary& vocab() const { return *vocab_; }
 
+  // Rewrites the counts of a chain taken from real stacks to the class form (see above) and
+  // returns the smallest real headroom (max - count) of the bounded repetitions it turned into
+  // kCountFarAbove (INT32_MAX when none).
+  int32_t NormalizeChain(std::vector<ChainEntry>* chain) const;
+
   // The class of a truncated stack: chain[0] is the head's position (a kBytes element),
   // chain[i + 1] the continuation of chain[i]; `exact`: the last one's caller is the root
-  // (else an unknown caller).
-  std::shared_ptr<const TokenClass> Class(const std::vector<int32_t>& chain, bool exact) const;
+  // (else an unknown caller). REQUIRES: counts in class form (NormalizeChain).
+  std::shared_ptr<const TokenClass> Class(const std::vector<ChainEntry>& chain, bool exact) const;
 
   // The cached mask for a configuration key, or null.
   std::shared_ptr<const std::vector<uint32_t>> CachedMask(const std::string& key) const;
   void CacheMask(const std::string& key, std::shared_ptr<const std::vector<uint32_t>> mask) const;
 
+  // The popped tokens of a class that its real caller accepts, keyed by the class's chain and
+  // the caller's chain (a counted string's caller stays the same at every count), or null.
+  std::shared_ptr<const std::vector<int32_t>> CachedPops(const std::string& key) const;
+  void CachePops(const std::string& key, std::shared_ptr<const std::vector<int32_t>> toks) const;
+
  private:
-  TokenClass ComputeClass(const std::vector<int32_t>& chain, bool exact) const;
+  TokenClass ComputeClass(const std::vector<ChainEntry>& chain, bool exact) const;
 
   const FlatGrammar g_;
   const std::shared_ptr<const Vocabulary> vocab_;
@@ -81,6 +126,8 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   mutable std::mutex mask_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<uint32_t>>> masks_;
   mutable size_t mask_bytes_ = 0;
+  mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<int32_t>>> pops_;
+  mutable size_t pops_bytes_ = 0;  // GUARDED_BY(mask_mu_), as pops_
 };
 
 }  // namespace tachyon::grammar

@@ -38,17 +38,22 @@ class Parser {
   char Peek(size_t ahead = 0) const { return pos_ + ahead < s_.size() ? s_[pos_ + ahead] : '\0'; }
 
   // "LINE:COL" of byte offset `at` (both from 1; columns count bytes).
+  // Scans on from the previous call when `at` is not before it (rules are defined in text
+  // order), so naming every rule's place stays linear in the text.
   std::string LineCol(size_t at) const {
-    int line = 1, col = 1;
-    for (size_t i = 0; i < at && i < s_.size(); ++i) {
-      if (s_[i] == '\n') {
-        ++line;
-        col = 1;
+    if (at < lc_at_) {
+      lc_at_ = 0;
+      lc_line_ = lc_col_ = 1;
+    }
+    for (; lc_at_ < at && lc_at_ < s_.size(); ++lc_at_) {
+      if (s_[lc_at_] == '\n') {
+        ++lc_line_;
+        lc_col_ = 1;
       } else {
-        ++col;
+        ++lc_col_;
       }
     }
-    return std::to_string(line) + ":" + std::to_string(col);
+    return std::to_string(lc_line_) + ":" + std::to_string(lc_col_);
   }
   Status ErrorAt(size_t at, const std::string& msg) const {
     return InvalidArgument("GBNF syntax error at " + LineCol(at) + ": " + msg);
@@ -327,6 +332,8 @@ class Parser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  mutable size_t lc_at_ = 0;  // LineCol's position and its line:col
+  mutable int lc_line_ = 1, lc_col_ = 1;
   GrammarBuilder& b_;
   Deadline& deadline_;
   std::vector<std::pair<int32_t, size_t>> refs_;

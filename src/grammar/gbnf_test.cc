@@ -42,6 +42,18 @@ TEST(Gbnf, RepetitionOperators) {
   Check({R"(root ::= "a"{,2})", {"", "a", "aa"}, {"aaa"}});
   Check({R"(root ::= ("ab" | "c"){2})", {"abab", "cab", "cc"}, {"ab", "abc a"}});
   Check({R"(root ::= "x" { 1 , 2 } "y")", {"xy", "xxy"}, {"y", "xxxy"}});
+  // Counts above GrammarBuilder::kExpandUpTo run as counted repetitions.
+  Check({R"(root ::= "a"{7})", {"aaaaaaa"}, {"aaaaaa", "aaaaaaaa"}});
+  Check({R"(root ::= "a"{6,})", {"aaaaaa", std::string(300, 'a')}, {"aaaaa", "aaaaaab"}});
+  Check({R"(root ::= ("ab" | "c"){2,6} "d")",
+         {"ababd", "ccd", "abcabcabcd"},
+         {"abd", "cccccccd", "d"}});
+  Check({R"(root ::= ("x" "y"?){0,5})", {"", "x", "xyxxyxx"}, {"xxxxxx", "y"}});
+  Check({R"(root ::= ("a"?){3,8} "b")", {"b", "ab", "aaaaaaaab"}, {"aaaaaaaaab"}});
+  Check({"root ::= [0-9]{0,100000}", {"", "123", std::string(5000, '7')}, {"12a"}});
+  Check({"root ::= (\"[\" x{5,} \"]\"){0,9}\nx ::= [a-z] | \"(\" [0-9]{1,30} \")\"",
+         {"", "[abcde]", "[abc(12)de][zzzzzzz]"},
+         {"[abcd]", "[ab(1)c]", "[abcd()e]"}});
 }
 
 TEST(Gbnf, CharClasses) {

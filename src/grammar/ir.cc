@@ -125,6 +125,23 @@ Status GrammarBuilder::AppendRepeat(Sequence x, int min, int max, std::string_vi
     return InvalidArgument("repetition count above the limit of " + std::to_string(kMaxRepeat));
   }
   if (x.empty() || max == 0) return OkStatus();
+  if (max > kExpandUpTo || (max < 0 && min > kExpandUpTo)) {
+    // One counted repetition rule whose single alternative references the body rule.
+    Symbol body = Group({std::move(x)}, base);
+    if (body.kind != Symbol::Kind::kRule) {
+      const int32_t wrap = NewHelperRule(base);
+      AddAlternative(wrap, {body});
+      body = {Symbol::Kind::kRule, wrap};
+    }
+    const int32_t rep = NewHelperRule(base);
+    AddAlternative(rep, {body});
+    rules_[rep].rep_min = min;
+    rules_[rep].rep_max = max;
+    symbols_ += 2;
+    if (symbols_ > kMaxSymbols) return InvalidArgument("grammar too large (repetitions)");
+    out->push_back({Symbol::Kind::kRule, rep});
+    return OkStatus();
+  }
   const Symbol s = Group({std::move(x)}, base);
   for (int i = 0; i < min; ++i) {
     if (deadline.Expired()) return deadline.Error();

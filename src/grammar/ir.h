@@ -4,9 +4,11 @@
 // a sequence of symbols, a symbol either a byte set (one byte out of a 256-bit set) or a
 // reference to a rule. Characters beyond ASCII are byte sequences (a character class becomes a
 // helper rule whose alternatives are UTF-8 byte-range sequences, see utf8_ranges.h);
-// repetitions become helper rules (x* -> R ::= x R | "", x{m,n} -> m copies then a chain of
-// optional ones). GrammarBuilder collects rules; Finish() checks and flattens them into a
-// FlatGrammar, the form the matcher runs.
+// repetitions become helper rules (x* -> R ::= x R | ""; small counts x{m,n} -> m copies then a
+// chain of optional ones) or, for counts above kExpandUpTo, one counted repetition rule that the
+// matcher runs with a counter (its stack node carries the iteration count). GrammarBuilder
+// collects rules; Finish() checks and flattens them into a FlatGrammar, the form the matcher
+// runs.
 #pragma once
 
 #include <chrono>
@@ -60,14 +62,24 @@ struct Symbol {
 using Sequence = std::vector<Symbol>;
 
 // Runnable form. Element positions index `elems`; every alternative's symbols are followed by
-// a kEnd element.
+// a kEnd element. A counted repetition rule has one alternative [kRepeat, kEnd]: its stack node
+// counts the finished iterations of the body rule; at count c the body may start again while
+// c < max (max -1: unbounded, the count then saturates at min) and the rule may end once
+// c >= min.
 struct FlatGrammar {
-  enum class Kind : uint8_t { kBytes, kRule, kEnd };
+  enum class Kind : uint8_t { kBytes, kRule, kEnd, kRepeat };
   struct Elem {
     Kind kind;
-    int32_t arg;  // kBytes: index into sets; kRule: rule index
+    int32_t arg;  // kBytes: index into sets; kRule: rule index; kRepeat: index into repeats
+  };
+  struct Repeat {
+    int32_t rule;  // the body; -1 when it can never complete (then only the exit remains)
+    int32_t min;
+    int32_t max;    // -1: unbounded
+    bool nullable;  // the body can match the empty string
   };
   std::vector<Elem> elems;
+  std::vector<Repeat> repeats;
   std::vector<ByteSet> sets;
   std::vector<int32_t> alt_start;  // element position of each alternative's first element
   std::vector<int32_t> rule_alts;  // rule r's alternatives: alt_start[rule_alts[r], [r + 1])
@@ -80,6 +92,9 @@ class GrammarBuilder {
   // Limits on what a grammar may grow to (beyond them Finish or the adders fail).
   static constexpr size_t kMaxSymbols = 4'000'000;
   static constexpr int kMaxRepeat = 100'000;
+  // x{m,n} with n (or, unbounded, m) at most this is expanded into rule copies; above it, a
+  // counted repetition rule.
+  static constexpr int kExpandUpTo = 4;
 
   int32_t AddByteSet(const ByteSet& set);
   // The rule named `name`, created (undefined) on first use.
@@ -120,6 +135,8 @@ class GrammarBuilder {
     std::vector<Sequence> alts;
     bool defined = false;
     std::string where;
+    // A counted repetition rule (rep_min >= 0): alts is one sequence, a reference to the body.
+    int32_t rep_min = -1, rep_max = -1;
   };
   struct SetHash {
     size_t operator()(const ByteSet& s) const {

@@ -60,6 +60,9 @@ Result<FlatGrammar> GrammarBuilder::Finish(int32_t root, Deadline& deadline) con
   size_t total = 0;
   for (size_t r = 0; r < n; ++r) {
     alts[r] = rules_[r].alts;
+    // A counted repetition is analysed as body | "" (min 0) or body (min > 0): the same
+    // productivity, nullability and reachability.
+    if (rules_[r].rep_min == 0) alts[r].emplace_back();
     for (const Sequence& s : alts[r]) total += s.size() + 1;
   }
   if (total > kMaxSymbols) return InvalidArgument("grammar too large");
@@ -125,7 +128,9 @@ Result<FlatGrammar> GrammarBuilder::Finish(int32_t root, Deadline& deadline) con
       const Sequence& seq = alts[r][k];
       for (size_t j = 0; j < seq.size(); ++j) {
         if (seq[j].kind == Symbol::Kind::kBytes) break;
-        edges[i].push_back({new_id[seq[j].index], j + 1 < seq.size()});
+        // Each iteration of a counted repetition stacks a node (the count): it grows.
+        const bool grows = j + 1 < seq.size() || rules_[r].rep_min >= 0;
+        edges[i].push_back({new_id[seq[j].index], grows});
         if (!nullable[seq[j].index]) break;
       }
     }
@@ -183,6 +188,17 @@ Result<FlatGrammar> GrammarBuilder::Finish(int32_t root, Deadline& deadline) con
   for (size_t i = 0; i < m; ++i) {
     const int32_t r = order[i];
     g.rule_names.push_back(rules_[r].name);
+    if (rules_[r].rep_min >= 0) {
+      const int32_t body = rules_[r].alts[0][0].index;
+      const bool body_on = alt_on[first_alt[r]] != 0;
+      g.alt_start.push_back(static_cast<int32_t>(g.elems.size()));
+      g.elems.push_back({FlatGrammar::Kind::kRepeat, static_cast<int32_t>(g.repeats.size())});
+      g.elems.push_back({FlatGrammar::Kind::kEnd, 0});
+      g.repeats.push_back({body_on ? new_id[body] : -1, rules_[r].rep_min, rules_[r].rep_max,
+                           static_cast<bool>(nullable[body])});
+      g.rule_alts.push_back(static_cast<int32_t>(g.alt_start.size()));
+      continue;
+    }
     for (size_t k = 0; k < alts[r].size(); ++k) {
       if (!alt_on[first_alt[r] + k]) continue;
       g.alt_start.push_back(static_cast<int32_t>(g.elems.size()));

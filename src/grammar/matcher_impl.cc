@@ -21,20 +21,25 @@ void Matcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
   std::fill(bitmask.begin(), bitmask.end(), 0u);
   const Step& cur = steps_.back();
   if (cur.ended) return;
-  // Each head's chain of positions, sorted: with the root flag, the exact cache key.
-  chains_.resize(cur.cfg.heads.size());
-  for (size_t h = 0; h < cur.cfg.heads.size(); ++h) {
+  // Each head's chain of positions; in sorted order, with the root flag, the exact cache key.
+  const size_t n_heads = cur.cfg.heads.size();
+  chains_.resize(n_heads);
+  order_.resize(n_heads);
+  for (size_t h = 0; h < n_heads; ++h) {
     chains_[h].clear();
     for (int32_t n = cur.cfg.heads[h]; n >= 0; n = arena_.node(n).parent) {
-      chains_[h].push_back(arena_.node(n).pos);
+      chains_[h].push_back({arena_.node(n).pos, arena_.node(n).count});
     }
+    order_[h] = static_cast<int32_t>(h);
   }
-  std::sort(chains_.begin(), chains_.end());
+  std::sort(order_.begin(), order_.end(),
+            [&](int32_t a, int32_t b) { return chains_[a] < chains_[b]; });
   key_.clear();
   key_.push_back(cur.cfg.accepting ? 'a' : 'n');
-  for (const auto& c : chains_) {
-    key_.append(reinterpret_cast<const char*>(c.data()), c.size() * 4);
-    key_.append(4, '\xff');
+  for (int32_t h : order_) {
+    const auto& c = chains_[h];
+    key_.append(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(ChainEntry));
+    key_.append(sizeof(ChainEntry), '\xff');
   }
   if (auto cached = grammar_->CachedMask(key_)) {
     std::copy(cached->begin(), cached->end(), bitmask.begin());
@@ -48,50 +53,89 @@ void Matcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
 void Matcher::ComputeMask(std::span<uint32_t> bitmask) {
   const Vocabulary& vocab = grammar_->vocab();
   const size_t words = vocab.mask_words();
+  const Step& cur = steps_.back();
   uncertain_.clear();
-  for (const auto& chain : chains_) {
-    // A shallow truncation (shared by many contexts) when its uncertain set is small, else
-    // the whole chain (exact).
+  auto set = [&](int32_t t) { bitmask[t >> 5] |= 1u << (t & 31); };
+  for (size_t h = 0; h < chains_.size(); ++h) {
+    const auto& chain = chains_[h];
+    // A shallow truncation (shared by many contexts) unless it pops too many tokens, else the
+    // whole chain (exact).
     size_t depth = std::min(GrammarImpl::kShallowDepth, chain.size());
     prefix_.assign(chain.begin(), chain.begin() + depth);
+    int32_t headroom = grammar_->NormalizeChain(&prefix_);
     std::shared_ptr<const TokenClass> cls = grammar_->Class(prefix_, depth == chain.size());
-    if (cls->uncertain.size() > GrammarImpl::kMaxUncertain && depth < chain.size()) {
-      cls = grammar_->Class(chain, true);
+    if (cls->too_many_pops && depth < chain.size()) {
+      depth = chain.size();
+      prefix_.assign(chain.begin(), chain.end());
+      headroom = grammar_->NormalizeChain(&prefix_);
+      cls = grammar_->Class(prefix_, true);
     }
     if (!cls->accept_bits.empty()) {
       for (size_t w = 0; w < words; ++w) bitmask[w] |= cls->accept_bits[w];
     }
-    for (int32_t t : cls->accept_list) bitmask[t >> 5] |= 1u << (t & 31);
-    for (int32_t t : cls->uncertain) uncertain_.push_back(vocab.trie().rank(t));
+    for (int32_t t : cls->accept_list) set(t);
+    for (const auto& [len, t] : cls->long_accept) {
+      if (len <= static_cast<uint32_t>(headroom)) {
+        set(t);
+      } else {
+        uncertain_.push_back(vocab.trie().rank(t));
+      }
+    }
+    for (int32_t t : cls->long_pops) uncertain_.push_back(vocab.trie().rank(t));
+    if (!cls->pops.empty()) {
+      // The suffixes that the real caller of the truncated stack (the node `depth` links up
+      // from the head) accepts.
+      pop_key_.assign(reinterpret_cast<const char*>(prefix_.data()),
+                      prefix_.size() * sizeof(ChainEntry));
+      pop_key_.push_back('|');
+      pop_key_.append(reinterpret_cast<const char*>(chain.data() + depth),
+                      (chain.size() - depth) * sizeof(ChainEntry));
+      std::shared_ptr<const std::vector<int32_t>> ok = grammar_->CachedPops(pop_key_);
+      if (ok == nullptr) {
+        int32_t node = cur.cfg.heads[h];
+        for (size_t k = 0; k < depth; ++k) node = arena_.node(node).parent;
+        const auto& pops = cls->pops;
+        auto toks = std::make_shared<std::vector<int32_t>>();
+        const size_t mark = arena_.size();
+        rec_.StartFrom(node, &caller_cfg_);
+        WalkSorted(
+            caller_cfg_, pops.size(), [&](size_t i) -> std::string_view { return pops[i].suffix; },
+            [](size_t) { return false; },
+            [&](size_t i) {
+              toks->insert(toks->end(), pops[i].tokens.begin(), pops[i].tokens.end());
+            });
+        arena_.Truncate(mark);
+        ok = toks;
+        grammar_->CachePops(pop_key_, ok);
+      }
+      for (int32_t t : *ok) set(t);
+    }
   }
   std::sort(uncertain_.begin(), uncertain_.end());
   uncertain_.erase(std::unique(uncertain_.begin(), uncertain_.end()), uncertain_.end());
   CheckUncertain(uncertain_, bitmask);
-  if (steps_.back().cfg.accepting) {
-    for (int32_t t : vocab.eos_ids()) bitmask[t >> 5] |= 1u << (t & 31);
+  if (cur.cfg.accepting) {
+    for (int32_t t : vocab.eos_ids()) set(t);
   }
 }
 
-void Matcher::CheckUncertain(const std::vector<int32_t>& ranks, std::span<uint32_t> bitmask) {
-  if (ranks.empty()) return;
-  const Vocabulary& vocab = grammar_->vocab();
-  const size_t mark = arena_.size();
-  // Tokens come in sorted-bytes order, so consecutive ones share prefixes: path_cfg_[k] is the
+template <typename Bytes, typename Skip, typename Accept>
+void Matcher::WalkSorted(const Config& start, size_t n, Bytes bytes, Skip skip, Accept accept) {
+  // Strings come in sorted order, so consecutive ones share prefixes: path_cfg_[k] is the
   // configuration after path_[0, k); every one of them has heads except possibly the last
   // (path_dead: nothing extends path_).
   path_.clear();
   if (path_cfg_.empty()) path_cfg_.resize(1);
-  path_cfg_[0] = steps_.back().cfg;
-  bool path_dead = false;
-  for (int32_t r : ranks) {
-    const int32_t t = vocab.trie().tokens()[r];
-    if ((bitmask[t >> 5] >> (t & 31)) & 1u) continue;
-    const std::string_view b = vocab.bytes(t);
+  path_cfg_[0] = start;
+  bool path_dead = start.heads.empty();
+  for (size_t i = 0; i < n; ++i) {
+    if (skip(i)) continue;
+    const std::string_view b = bytes(i);
     size_t l = 0;
     while (l < path_.size() && l < b.size() && path_[l] == b[l]) ++l;
     if (l == path_.size() && path_dead) {
       // Extends a prefix nothing can follow; equal to it, it is allowed where the root ends.
-      if (b.size() == l && path_cfg_[l].accepting) bitmask[t >> 5] |= 1u << (t & 31);
+      if (b.size() == l && path_cfg_[l].accepting) accept(i);
       continue;
     }
     path_.resize(l);
@@ -107,8 +151,25 @@ void Matcher::CheckUncertain(const std::vector<int32_t>& ranks, std::span<uint32
         break;
       }
     }
-    if (ok) bitmask[t >> 5] |= 1u << (t & 31);
+    if (ok) accept(i);
   }
+}
+
+void Matcher::CheckUncertain(const std::vector<int32_t>& ranks, std::span<uint32_t> bitmask) {
+  if (ranks.empty()) return;
+  const Vocabulary& vocab = grammar_->vocab();
+  const auto& toks = vocab.trie().tokens();
+  const size_t mark = arena_.size();
+  WalkSorted(
+      steps_.back().cfg, ranks.size(), [&](size_t i) { return vocab.bytes(toks[ranks[i]]); },
+      [&](size_t i) {
+        const int32_t t = toks[ranks[i]];
+        return ((bitmask[t >> 5] >> (t & 31)) & 1u) != 0;
+      },
+      [&](size_t i) {
+        const int32_t t = toks[ranks[i]];
+        bitmask[t >> 5] |= 1u << (t & 31);
+      });
   arena_.Truncate(mark);
 }
 

@@ -1,6 +1,7 @@
 // The real TokenMatcher (internal): a Recognizer over the grammar's FlatGrammar, one Config
-// per accepted token (so Rollback is popping), masks from the grammar's per-position token
-// classes plus a check of the uncertain tokens against the real stacks.
+// per accepted token (so Rollback is popping), masks from the grammar's token classes plus a
+// check of their popped suffixes (and of long tokens near a repetition bound) against the
+// real stacks.
 #pragma once
 
 #include <memory>
@@ -40,10 +41,20 @@ class Matcher final : public TokenMatcher {
   void ComputeMask(std::span<uint32_t> bitmask);
   // Sets the uncertain tokens (sorted by trie rank) that the real stacks accept.
   void CheckUncertain(const std::vector<int32_t>& ranks, std::span<uint32_t> bitmask);
+  // Advances `start` through strings bytes(0) .. bytes(n - 1), given in sorted order (shared
+  // prefixes are walked once); accept(i) for each string the recognizer accepts (all bytes
+  // consumed leaving a head, or ending exactly where the root may end); skip(i): string i need
+  // not be checked.
+  template <typename Bytes, typename Skip, typename Accept>
+  void WalkSorted(const Config& start, size_t n, Bytes bytes, Skip skip, Accept accept);
 
-  Config a_, b_;                              // scratch
-  std::vector<std::vector<int32_t>> chains_;  // per head: its positions up to the root
-  std::vector<int32_t> prefix_, uncertain_;
+  Config a_, b_;                                 // scratch
+  std::vector<std::vector<ChainEntry>> chains_;  // per head: its positions up to the root
+  std::vector<int32_t> order_;                   // head indices by chain
+  std::vector<ChainEntry> prefix_;
+  std::vector<int32_t> uncertain_;
+  Config caller_cfg_;
+  std::string pop_key_;
   std::vector<Config> path_cfg_;
   std::string key_, path_;
 };

@@ -102,6 +102,34 @@ TEST(Matcher, MasksEqualBruteForceOnSmallVocab) {
   }
 }
 
+// Counted repetitions (above GrammarBuilder::kExpandUpTo) run with counters; their token
+// classes are shared across counts far from the bounds. Tokens longer than the class headroom
+// (GrammarImpl::kFarHeadroom) and counts near both bounds must still give exact masks.
+TEST(Matcher, CountedRepetitionsEqualBruteForce) {
+  std::vector<std::string> toks;
+  for (int b = 0; b < 128; ++b) toks.push_back(std::string(1, static_cast<char>(b)));
+  for (int k = 2; k <= 45; ++k) toks.push_back(std::string(k, 'a'));
+  for (const std::string& s :
+       {std::string(33, 'b'), std::string(40, 'c') + ".", std::string(34, 'a') + ".",
+        std::string("aaaaa."), std::string("ab"), std::string("abc"), std::string("[a"),
+        std::string("]["), std::string("[abc]"), std::string("]"), std::string("xa"),
+        std::string("\xC3\xA9"), std::string("a\xC3\xA9b"), std::string("qqqq"),
+        std::string("qqqqqqqqz"), std::string(36, 'a') + "]x", std::string(20, 'b') + "][",
+        std::string("a]x")}) {
+    toks.push_back(s);
+  }
+  auto vocab = MakeVocab(toks);
+  for (const char* gbnf :
+       {"root ::= [a-c]{5,80} \".\"", "root ::= (\"x\" [ab]){0,3} [ab]{60,200} \"!\"",
+        "root ::= (\"[\" [a-z]{0,40} \"]\"){2,12}", "root ::= (\"a\"?){0,10} \"b\"",
+        "root ::= \"q\"{7,} \"z\"", "root ::= ([a-c] | \"é\"){3,50}",
+        "root ::= [a-c]{0,5000} \".\"", "root ::= (\"[\" [a-c]{0,80} \"]\")+ \"x\""}) {
+    auto g = CompileGbnf(gbnf, vocab);
+    ASSERT_NE(g, nullptr) << gbnf;
+    for (uint32_t seed = 1; seed <= 6; ++seed) WalkAndCompare(*g, *vocab, 40, seed);
+  }
+}
+
 TEST(Matcher, EosOnlyWhereTheGrammarMayEnd) {
   auto vocab = MakeVocab({"a", "b", "ab"});
   const int32_t eos = 3;
@@ -231,6 +259,10 @@ TEST_P(RealTokenizer, MasksEqualBruteForceAndNeverAllowSpecialTokens) {
   // longer walk checking only that every masked token is accepted.
   EXPECT_EQ(WalkAndCompare(*g, *vocab, 4, 11), 4);
   EXPECT_EQ(WalkAndCompare(*g, *vocab, 12, 12, /*brute_force=*/false), 12);
+  // A counted string: classes shared while far from the bound, exact near it.
+  auto counted = CompileGbnf(R"(root ::= ("\"" [^"\\\x00-\x1F]{0,40} "\"" ", ")+)", vocab);
+  ASSERT_NE(counted, nullptr);
+  EXPECT_EQ(WalkAndCompare(*counted, *vocab, 6, 13), 6);
 
   auto any = CompileGbnf("root ::= [^\\x00]*", vocab);
   ASSERT_NE(any, nullptr);

@@ -5,15 +5,17 @@
 
 namespace tachyon::grammar {
 
-int32_t StackArena::Intern(int32_t pos, int32_t parent) {
-  auto [it, inserted] = index_.emplace(Key(pos, parent), static_cast<int32_t>(nodes_.size()));
-  if (inserted) nodes_.push_back({pos, parent});
+int32_t StackArena::Intern(int32_t pos, int32_t parent, int32_t count) {
+  auto [it, inserted] =
+      index_.emplace(MakeKey(pos, parent, count), static_cast<int32_t>(nodes_.size()));
+  if (inserted) nodes_.push_back({pos, parent, count});
   return it->second;
 }
 
 void StackArena::Truncate(size_t n) {
   while (nodes_.size() > n) {
-    index_.erase(Key(nodes_.back().pos, nodes_.back().parent));
+    const Node& b = nodes_.back();
+    index_.erase(MakeKey(b.pos, b.parent, b.count));
     nodes_.pop_back();
   }
 }
@@ -45,6 +47,21 @@ void Recognizer::Closure(Config* out) {
         }
         break;
       }
+      case FlatGrammar::Kind::kRepeat: {
+        const FlatGrammar::Repeat& r = g_.repeats[e.arg];
+        const int32_t c = n.count;
+        const bool far = c == kCountFarAbove || c == kCountFarBelow;
+        if (r.rule >= 0 && (far || r.max < 0 || c < r.max)) {
+          const int32_t next = far ? c : r.max < 0 ? std::min(c + 1, r.min) : c + 1;
+          const int32_t cont = arena_.Intern(n.pos, n.parent, next);
+          for (int32_t a = g_.rule_alts[r.rule]; a < g_.rule_alts[r.rule + 1]; ++a) {
+            Push(arena_.Intern(g_.alt_start[a], cont));
+          }
+        }
+        // The element after kRepeat is its alternative's kEnd.
+        if (c == kCountFarAbove || (c >= 0 && c >= r.min)) Push(arena_.Intern(n.pos + 1, n.parent));
+        break;
+      }
       case FlatGrammar::Kind::kEnd:
         if (n.parent == kRootNode) {
           out->accepting = true;
@@ -70,6 +87,13 @@ void Recognizer::Start(Config* out) {
 void Recognizer::StartAt(int32_t pos, Config* out) {
   out->Clear();
   out->heads.push_back(arena_.Intern(pos, kBottomNode));
+}
+
+void Recognizer::StartFrom(int32_t node, Config* out) {
+  out->Clear();
+  NextEpoch();
+  Push(node);
+  Closure(out);
 }
 
 void Recognizer::Advance(const Config& in, uint8_t byte, Config* out) {

@@ -1,13 +1,15 @@
 // The byte-level recognizer the matcher runs: a pushdown recognizer over a FlatGrammar whose
 // stacks are hash-consed nodes in an arena, so a set of parses is a small set of node ids.
 //
-// A node (pos, parent) means "at element `pos` of some alternative; when that alternative ends,
-// continue at node `parent`". A configuration (Config) is the set of nodes sitting at byte-set
-// elements (the heads) after every rule reference and every finished alternative has been
-// followed (the closure), plus whether the root rule can end here. Rule references in tail
-// position reuse their caller's continuation, so right recursion (x* lowered to R ::= x R | "")
-// runs in constant stack depth. The closure visits each node once, so rules that can match the
-// empty string terminate; left recursion is rejected at compile time (ir.h).
+// A node (pos, parent, count) means "at element `pos` of some alternative; when that
+// alternative ends, continue at node `parent`"; `count` is the finished iterations of a counted
+// repetition (pos at a kRepeat element; 0 elsewhere), or one of the class-walk counts below. A
+// configuration (Config) is the set of nodes sitting at byte-set elements (the heads) after every
+// rule reference and every finished alternative has been followed (the closure), plus whether the
+// root rule can end here. Rule references in tail position reuse their caller's continuation, so
+// right recursion (x* lowered to R ::= x R | "") runs in constant stack depth. The closure visits
+// each node once, so rules that can match the empty string terminate; left recursion is rejected at
+// compile time (ir.h).
 //
 // Thread-safety: a Recognizer and its arena are one thread's scratch; the FlatGrammar is shared
 // read-only.
@@ -27,6 +29,13 @@ namespace tachyon::grammar {
 inline constexpr int32_t kRootNode = -1;
 inline constexpr int32_t kBottomNode = -2;
 
+// Counts that token-class walks give a counted repetition whose bounds are out of reach within
+// one token (compiled.h): kCountFarAbove = may always end and always iterate again;
+// kCountFarBelow = may never end, always iterates again. Both stay constant. Never in a
+// matcher's own stacks.
+inline constexpr int32_t kCountFarAbove = -1;
+inline constexpr int32_t kCountFarBelow = -2;
+
 struct Config {
   std::vector<int32_t> heads;
   bool accepting = false;  // returned into kRootNode
@@ -43,20 +52,33 @@ class StackArena {
   struct Node {
     int32_t pos;
     int32_t parent;
+    int32_t count;
   };
-  int32_t Intern(int32_t pos, int32_t parent);
+  int32_t Intern(int32_t pos, int32_t parent, int32_t count = 0);
   const Node& node(int32_t id) const { return nodes_[id]; }
   size_t size() const { return nodes_.size(); }
   // Forgets nodes [n, size()). REQUIRES: no live Config refers to them.
   void Truncate(size_t n);
 
  private:
-  static uint64_t Key(int32_t pos, int32_t parent) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(pos)) << 32) |
-           static_cast<uint32_t>(parent);
+  struct Key {
+    uint64_t pos_parent;
+    int32_t count;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return static_cast<size_t>(
+          (k.pos_parent ^ (static_cast<uint64_t>(k.count) << 40)) * 0x9E3779B97F4A7C15ull >> 16);
+    }
+  };
+  static Key MakeKey(int32_t pos, int32_t parent, int32_t count) {
+    return {
+        (static_cast<uint64_t>(static_cast<uint32_t>(pos)) << 32) | static_cast<uint32_t>(parent),
+        count};
   }
   std::vector<Node> nodes_;
-  std::unordered_map<uint64_t, int32_t> index_;
+  std::unordered_map<Key, int32_t, KeyHash> index_;
 };
 
 class Recognizer {
@@ -68,6 +90,9 @@ class Recognizer {
   void Start(Config* out);
   // A frame at byte-set element `pos` with an unknown caller. REQUIRES: elems[pos] is kBytes.
   void StartAt(int32_t pos, Config* out);
+  // The configuration where a parse continues at arena node `node` (its closure): what a
+  // return into that node leads to.
+  void StartFrom(int32_t node, Config* out);
   // *out = the configuration after `byte` from `in` (out != &in). `in.accepting/popped` are
   // not carried over: they describe the position before the byte.
   void Advance(const Config& in, uint8_t byte, Config* out);

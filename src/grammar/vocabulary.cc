@@ -27,6 +27,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) {
   for (int32_t id : order) {
     const std::string_view s = bytes[id];
     const size_t max_len = s.size();
+    max_depth_ = std::max(max_depth_, max_len);
     size_t lcp = 0;
     while (lcp < prev.size() && lcp < max_len && prev[lcp] == s[lcp]) ++lcp;
     while (path.size() > lcp + 1) {
@@ -47,6 +48,25 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) {
   while (!path.empty()) {
     close(path.back());
     path.pop_back();
+  }
+  // Subtree byte sets, children before parents (reverse preorder).
+  std::vector<uint32_t> parent(nodes_.size(), 0), at_depth(max_depth_ + 1, 0);
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    parent[i] = at_depth[nodes_[i].depth - 1];
+    at_depth[nodes_[i].depth] = static_cast<uint32_t>(i);
+  }
+  std::vector<uint64_t> below(4 * nodes_.size(), 0);
+  for (size_t i = nodes_.size(); i-- > 1;) {
+    const size_t p = parent[i];
+    const uint8_t b = nodes_[i].byte;
+    below[4 * p + (b >> 6)] |= uint64_t{1} << (b & 63);
+    for (int w = 0; w < 4; ++w) below[4 * p + w] |= below[4 * i + w];
+  }
+  below_index_.assign(nodes_.size(), -1);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].sub_end - nodes_[i].own_end < kMinBelow) continue;
+    below_index_[i] = static_cast<int32_t>(below_bytes_.size() / 4);
+    below_bytes_.insert(below_bytes_.end(), below.begin() + 4 * i, below.begin() + 4 * i + 4);
   }
   rank_.assign(bytes.size(), -1);
   for (size_t i = 0; i < tokens_.size(); ++i) rank_[tokens_[i]] = static_cast<int32_t>(i);

@@ -38,8 +38,20 @@ class TokenTrie {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   // Index of token `id` in tokens() (its sorted-bytes rank); -1 for tokens without bytes.
   int32_t rank(int32_t id) const { return rank_[id]; }
+  // The longest token's length in bytes (0 for an empty trie).
+  size_t max_depth() const { return max_depth_; }
+
+  // The bytes on the edges below node i (its strict subtree) as a 256-bit set, for nodes with
+  // at least kMinBelow tokens strictly below them; null for the others.
+  static constexpr uint32_t kMinBelow = 4;
+  const uint64_t* below_bytes(size_t i) const {
+    return below_index_[i] < 0 ? nullptr : &below_bytes_[4 * static_cast<size_t>(below_index_[i])];
+  }
 
  private:
+  size_t max_depth_ = 0;
+  std::vector<int32_t> below_index_;
+  std::vector<uint64_t> below_bytes_;
   std::vector<Node> nodes_;
   std::vector<int32_t> tokens_;
   std::vector<int32_t> rank_;
