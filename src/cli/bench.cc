@@ -7,8 +7,9 @@
 // Like llama-bench pp512 / tg128: prompt processing of P random tokens in one batch (chunks
 // of 512), and decoding N tokens one at a time from an empty cache; medians over R reps after
 // one warm-up. The machine's read bandwidth is measured with the same thread count right
-// before and after the decode runs (streaming an M MiB buffer), and the decode speed is
-// reported as a ratio to the roofline  tg_tok_s * weight_bytes / bandwidth.
+// before and after the decode runs (streaming an M MiB buffer, on huge pages with software
+// prefetch, and plainly: 4 KiB pages, no prefetch), and the decode speed is reported as a
+// ratio to each roofline  tg_tok_s * weight_bytes / bandwidth.
 // weight_bytes counts the weights one decode step reads: every tensor, except the token
 // embedding when the output matrix is separate (decode reads one row of it).
 // Prefill is also reported against the int8 compute roofline measured in the same run, right
@@ -63,10 +64,12 @@ double Median(std::vector<double> v) {
 }
 
 // Best-of-5 read bandwidth in GB/s (1e9 bytes/s), every pool thread streaming its share of a
-// buffer on transparent huge pages (as the repacked weights are) with software prefetch 4 KiB
-// ahead: the fastest way this machine streams memory, so the decode ratio is an honest one
-// (plain 4 KiB pages without prefetch read ~20-25% slower on the dev VM).
-double MeasureReadBandwidth(ThreadPool& pool, const __m128i* buf, size_t n_vec) {
+// buffer. The main probe: transparent huge pages (as the repacked weights are) with software
+// prefetch 4 KiB ahead, the fastest way this machine streams memory, so the decode ratio is an
+// honest one. The plain probe (`prefetch` false, a buffer on 4 KiB pages): the same loop
+// without software prefetch, a plain streaming read (~20-25% slower on the dev VM).
+double MeasureReadBandwidth(ThreadPool& pool, const __m128i* buf, size_t n_vec,
+                            bool prefetch = true) {
   double best = 0;
   std::vector<long long> sink(pool.num_threads());
   constexpr size_t kAhead = 4096 / sizeof(__m128i);
@@ -77,7 +80,7 @@ double MeasureReadBandwidth(ThreadPool& pool, const __m128i* buf, size_t n_vec) 
       __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
       size_t i = begin;
       for (; i + 4 <= end; i += 4) {
-        _mm_prefetch(reinterpret_cast<const char*>(buf + i + kAhead), _MM_HINT_T0);
+        if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(buf + i + kAhead), _MM_HINT_T0);
         a0 = _mm_add_epi64(a0, _mm_load_si128(buf + i));
         a1 = _mm_add_epi64(a1, _mm_load_si128(buf + i + 1));
         a2 = _mm_add_epi64(a2, _mm_load_si128(buf + i + 2));
@@ -214,19 +217,29 @@ int RunBench(int argc, char** argv) {
   madvise(bw_buf, bw_bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
   std::fill_n(reinterpret_cast<char*>(bw_buf), bw_bytes, 1);
   const size_t n_vec = bw_bytes / sizeof(__m128i);
-  double bw_before = 0, bw_after = 0;
+  // The plain probe's buffer: 4 KiB pages (MADV_NOHUGEPAGE), read without software prefetch.
+  std::unique_ptr<void, decltype(&std::free)> plain_mem(std::aligned_alloc(kHugePage, bw_bytes),
+                                                        &std::free);
+  auto* plain_buf = static_cast<__m128i*>(plain_mem.get());
+  if (!plain_buf) return Fail("cannot allocate the bandwidth buffer");
+  madvise(plain_buf, bw_bytes, MADV_NOHUGEPAGE);
+  std::fill_n(reinterpret_cast<char*>(plain_buf), bw_bytes, 1);
+  double bw_before = 0, bw_after = 0, plain_before = 0, plain_after = 0;
   if (o.n_gen > 0) {
     bw_before = MeasureReadBandwidth(pool, bw_buf, n_vec);
+    plain_before = MeasureReadBandwidth(pool, plain_buf, n_vec, /*prefetch=*/false);
     for (int r = 0; r <= o.reps; ++r) {
       const auto t0 = Clock::now();
       if (Status st = run_decode(); !st.ok()) return Fail(st.message());
       if (r > 0) tg.push_back(o.n_gen / Seconds(t0, Clock::now()));
     }
     bw_after = MeasureReadBandwidth(pool, bw_buf, n_vec);
+    plain_after = MeasureReadBandwidth(pool, plain_buf, n_vec, /*prefetch=*/false);
   }
   const double pp_tok_s = Median(pp), tg_tok_s = Median(tg);
-  const double bw = 0.5 * (bw_before + bw_after);
+  const double bw = 0.5 * (bw_before + bw_after), plain = 0.5 * (plain_before + plain_after);
   const double ratio = bw > 0 ? tg_tok_s * weight_bytes / (bw * 1e9) : 0;
+  const double ratio_plain = plain > 0 ? tg_tok_s * weight_bytes / (plain * 1e9) : 0;
   // Prefill against the int8 compute roofline (the mean of the two probes, on the same
   // threads): 2 ops per matmul multiply-add of every prompt token.
   kernels::ComputePeak peak = peak_before;
@@ -249,6 +262,10 @@ int RunBench(int argc, char** argv) {
                         {"bandwidth_before_gbs", bw_before},
                         {"bandwidth_after_gbs", bw_after},
                         {"tg_roofline_ratio", ratio},
+                        {"bandwidth_plain_gbs", plain},
+                        {"bandwidth_plain_before_gbs", plain_before},
+                        {"bandwidth_plain_after_gbs", plain_after},
+                        {"tg_roofline_ratio_plain", ratio_plain},
                         {"int8_peak_gops", peak.int8_gops},
                         {"int8_peak_before_gops", peak_before.int8_gops},
                         {"int8_peak_after_gops", peak_after.int8_gops},
@@ -269,6 +286,10 @@ int RunBench(int argc, char** argv) {
                   o.reps);
       std::printf("read bandwidth %.1f GB/s (before %.1f, after %.1f); tg roofline ratio %.3f\n",
                   bw, bw_before, bw_after, ratio);
+      std::printf(
+          "plain read (4 KiB pages, no prefetch) %.1f GB/s (before %.1f, after %.1f); "
+          "tg ratio to it %.3f\n",
+          plain, plain_before, plain_after, ratio_plain);
     }
   }
   return 0;

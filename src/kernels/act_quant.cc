@@ -19,6 +19,7 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
   auto* qs = reinterpret_cast<int8_t*>(out);
   auto* d4 = reinterpret_cast<float*>(out + 128 * ng);
   float* s4 = d4 + 16 * ng;
+  auto* sums = reinterpret_cast<int32_t*>(out + 256 * ng);
   for (int64_t b = 0; b < 4 * ng; ++b) {
     const int64_t g = b / 4, i = b % 4;
     int8_t* lo = qs + 128 * g + 16 * i;
@@ -26,6 +27,7 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
       std::memset(lo, 0, 16);
       std::memset(lo + 64, 0, 16);
       for (int j = 0; j < 4; ++j) d4[16 * g + 4 * i + j] = s4[16 * g + 4 * i + j] = 0.0f;
+      sums[b] = 0;
       continue;
     }
     float amax = 0;
@@ -41,6 +43,7 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
       d4[16 * g + 4 * i + j] = db;
       s4[16 * g + 4 * i + j] = db * static_cast<float>(sum) * 0.25f;
     }
+    sums[b] = sum;
   }
 }
 
@@ -95,8 +98,8 @@ size_t ActRowBytes(ActFormat f, int64_t k) {
     case ActFormat::kBF16:
       n = static_cast<size_t>(k) * 2;
       break;
-    case ActFormat::kQ8_32:
-      n = static_cast<size_t>(Q8Groups(k)) * 256;
+    case ActFormat::kQ8_32:  // codes, d4, s4 (256 bytes per group), then 4 int32 sums
+      n = static_cast<size_t>(Q8Groups(k)) * (256 + 16);
       break;
     case ActFormat::kQ8_256:
       n = static_cast<size_t>(k) + static_cast<size_t>(k / 256) * 4 +

@@ -41,6 +41,7 @@ TEST(ActQuant, LevelsWriteIdenticalBytes) {
       size_t used = bytes;
       if (f == ActFormat::kBF16) used = static_cast<size_t>(k) * 2;
       if (f == ActFormat::kQ8_256) used = static_cast<size_t>(k + k / 256 * 4 + k / 16 * 2);
+      if (f == ActFormat::kQ8_32) used = static_cast<size_t>(Q8Groups(k) * (256 + 16));
       for (QuantizeActFn fn : fns) {
         std::fill(out.begin(), out.end(), 0xCD);
         fn(x.data(), k, out.data());
@@ -74,6 +75,7 @@ TEST(ActQuant, Q8_32LayoutDecodes) {
         ASSERT_EQ(v.d4[4 * b + j], v.d4[4 * b]);
         ASSERT_FLOAT_EQ(4.0f * v.s4[4 * b + j], v.d4[4 * b] * static_cast<float>(sum));
       }
+      ASSERT_EQ(v.sum[b], sum) << "block " << b;
     }
   }
 }

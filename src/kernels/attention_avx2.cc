@@ -156,7 +156,7 @@ struct Avx2Isa {
 // The AVX-512 decode kernel (attention_avx512.cc) with 8-wide vectors: K/V converted in
 // registers where they are used; scores of 4 slots x 2 keys (2 x 4, 1 x 8) per pass with one
 // joint 8-way reduction; P·V with 8 accumulator registers (4 slots x 16 floats, 2 x 32, or one
-// slot x 32 floats over two key sets); 128-key tiles; K rows prefetched 32 keys ahead.
+// slot x 32 floats); 128-key tiles; K rows prefetched 32 keys ahead.
 
 // 8 elements at element d (d % 8 == 0) of a KV row of dtype D; q8_0 takes the row's block
 // scales as floats from `scales`.
@@ -223,22 +223,21 @@ inline void DecodeScores8(const float* const* q, const uint8_t* const* rows, con
   }
 }
 
-// acc[h][d0, d0 + 8C) = alpha[h] * acc[h] + sum_{j < n} p[h][j] * V[j] for H slots; S key sets.
-template <KvDtype D, int H, int C, int S>
+// acc[h][d0, d0 + 8C) = alpha[h] * acc[h] + sum_{j < n} p[h][j] * V[j] for H slots, each
+// output float one chain over the keys in order whatever H (batch invariance, as the AVX-512
+// kernel).
+template <KvDtype D, int H, int C>
 inline void DecodeAccumulatePass8(const float* const* p, const float* alpha,
                                   const uint8_t* const* rows, const float* scales, int64_t n,
                                   int64_t nb, int64_t d0, float* const* acc) {
-  __m256 a[S][H][C];
+  __m256 a[H][C];
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
     const __m256 al = _mm256_set1_ps(alpha[h]);
 #pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) {
-      a[0][h][c] = _mm256_mul_ps(_mm256_loadu_ps(acc[h] + d0 + 8 * c), al);
-      if constexpr (S == 2) a[1][h][c] = _mm256_setzero_ps();
-    }
+    for (int c = 0; c < C; ++c) a[h][c] = _mm256_mul_ps(_mm256_loadu_ps(acc[h] + d0 + 8 * c), al);
   }
-  auto key = [&](int64_t j, int e) {
+  for (int64_t j = 0; j < n; ++j) {
     __m256 v[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) v[c] = LoadKv8<D>(rows[j], scales + j * nb, d0 + 8 * c);
@@ -246,23 +245,13 @@ inline void DecodeAccumulatePass8(const float* const* p, const float* alpha,
     for (int h = 0; h < H; ++h) {
       const __m256 w = _mm256_set1_ps(p[h][j]);
 #pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) a[e][h][c] = _mm256_fmadd_ps(w, v[c], a[e][h][c]);
+      for (int c = 0; c < C; ++c) a[h][c] = _mm256_fmadd_ps(w, v[c], a[h][c]);
     }
-  };
-  int64_t j = 0;
-  for (; j + S <= n; j += S) {
-#pragma GCC unroll 2
-    for (int e = 0; e < S; ++e) key(j + e, e);
   }
-  if (j < n) key(j, 0);
 #pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
 #pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) {
-      __m256 x = a[0][h][c];
-      if constexpr (S == 2) x = _mm256_add_ps(x, a[1][h][c]);
-      _mm256_storeu_ps(acc[h] + d0 + 8 * c, x);
-    }
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc[h] + d0 + 8 * c, a[h][c]);
   }
 }
 
@@ -272,14 +261,12 @@ template <KvDtype D, int H>
 inline void DecodeAccumulate8(const float* const* p, const float* alpha, const uint8_t* const* rows,
                               const float* scales, int64_t n, int64_t hd, float* const* acc) {
   constexpr int C = H == 4 ? 2 : 4;
-  constexpr int S = H == 1 ? 2 : 1;
   const int64_t nb = hd / kQK4;
   int64_t d0 = 0;
   for (; d0 + 8 * C <= hd; d0 += 8 * C) {
-    DecodeAccumulatePass8<D, H, C, S>(p, alpha, rows, scales, n, nb, d0, acc);
+    DecodeAccumulatePass8<D, H, C>(p, alpha, rows, scales, n, nb, d0, acc);
   }
-  for (; d0 < hd; d0 += 8)
-    DecodeAccumulatePass8<D, H, 1, 2>(p, alpha, rows, scales, n, nb, d0, acc);
+  for (; d0 < hd; d0 += 8) DecodeAccumulatePass8<D, H, 1>(p, alpha, rows, scales, n, nb, d0, acc);
 }
 
 // The 8-wide policy of the decode driver (attention_decode.h).

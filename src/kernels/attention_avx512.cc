@@ -310,7 +310,10 @@ struct Avx512Isa {
 // is used (no f32 scratch copy) and feeds the FMAs of up to eight query vectors. Per tile of
 // kDecodeKvTile keys: the scores of every query slot (Reduce16 over 8 slots x 2 keys, 4 x 4,
 // 2 x 8 or 1 x 16), one vectorised max / exp pass per slot, then P·V with the accumulators in
-// registers (rescaled by the slot's alpha as they are loaded).
+// registers (rescaled by the slot's alpha as they are loaded). Each query vector's arithmetic
+// is the same whichever slot group it falls in and however many vectors share the job, so the
+// kernel serves every job of PagedAttention (up to kDecodeMaxQueries vectors) and a row's
+// output does not depend on the rows computed beside it.
 
 // 16 elements at element d (d % 16 == 0) of a KV row of dtype D as floats; lanes off in k
 // read as 0 (nothing outside them is touched).
@@ -412,31 +415,30 @@ inline void DecodeScores(const float* const* q, const uint8_t* const* rows, cons
 }
 
 // acc[h] = alpha[h] * acc[h] + sum_{j < n} p[h][j] * V[j] for H slots, 16 C output floats at
-// a time in registers (C = 4 chunks x H slots, C = 2 for 8 slots; a lone slot splits the keys
-// over two accumulator sets so that FMA latency is covered).
+// a time in registers (C = 4 chunks x H slots, C = 2 for 8 slots). Every output float is one
+// chain over the keys in order, whatever H: a query's result must not depend on how many other
+// query vectors share its job (batch invariance: a prompt's rows give the same outputs in a
+// step of 1 row as in a step of 64).
 template <KvDtype D, int H>
 inline void DecodeAccumulate(const float* const* p, const float* alpha, const uint8_t* const* rows,
                              const float* scales, int64_t n, int64_t hd, float* const* acc) {
   const int64_t nb = hd / kQK4;
-  constexpr int S = H == 1 ? 2 : 1;
   constexpr int C = H == 8 ? 2 : 4;
   // The 16 C floats at d0 (kMasked: the chunks' masks k, the last pass of a head_dim that is
   // not a multiple of 16 C).
   auto pass = [&](int64_t d0, const __mmask16* k, auto masked) {
     constexpr bool kMasked = decltype(masked)::value;
-    __m512 a[S][H][C];
+    __m512 a[H][C];
 #pragma GCC unroll 8
     for (int h = 0; h < H; ++h) {
       const __m512 al = _mm512_set1_ps(alpha[h]);
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         const float* x = acc[h] + d0 + 16 * c;
-        a[0][h][c] =
-            _mm512_mul_ps(kMasked ? _mm512_maskz_loadu_ps(k[c], x) : _mm512_loadu_ps(x), al);
-        if constexpr (S == 2) a[1][h][c] = _mm512_setzero_ps();
+        a[h][c] = _mm512_mul_ps(kMasked ? _mm512_maskz_loadu_ps(k[c], x) : _mm512_loadu_ps(x), al);
       }
     }
-    auto key = [&](int64_t j, int e) {
+    for (int64_t j = 0; j < n; ++j) {
       __m512 v[C];
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c)
@@ -445,28 +447,18 @@ inline void DecodeAccumulate(const float* const* p, const float* alpha, const ui
       for (int h = 0; h < H; ++h) {
         const __m512 w = _mm512_set1_ps(p[h][j]);
 #pragma GCC unroll 4
-        for (int c = 0; c < C; ++c) a[e][h][c] = _mm512_fmadd_ps(w, v[c], a[e][h][c]);
-      }
-    };
-    int64_t j = 0;
-    for (; j + S <= n; j += S) {
-#pragma GCC unroll 2
-      for (int e = 0; e < S; ++e) {
-        key(j + e, e);
+        for (int c = 0; c < C; ++c) a[h][c] = _mm512_fmadd_ps(w, v[c], a[h][c]);
       }
     }
-    if (j < n) key(j, 0);  // S == 2 and n odd
 #pragma GCC unroll 8
     for (int h = 0; h < H; ++h) {
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
-        __m512 x = a[0][h][c];
-        if constexpr (S == 2) x = _mm512_add_ps(x, a[1][h][c]);
         float* y = acc[h] + d0 + 16 * c;
         if constexpr (kMasked) {
-          _mm512_mask_storeu_ps(y, k[c], x);
+          _mm512_mask_storeu_ps(y, k[c], a[h][c]);
         } else {
-          _mm512_storeu_ps(y, x);
+          _mm512_storeu_ps(y, a[h][c]);
         }
       }
     }

@@ -107,7 +107,12 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
 
   const int64_t window = p.sliding_window;
   const int64_t first = job.pos_start, end = job.pos_start + job.n_rows;
-  const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
+  // Tiles start at multiples of kDecodeKvTile, so a query's tiles, and with them its rounding,
+  // do not depend on the job's first row. Keys before the first row's window (`seen`) are
+  // masked for every query and their blocks may already be gone from the table (a sliding
+  // window's blocks are released): their row pointers repeat the row at `seen`.
+  const int64_t seen = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
+  const int64_t lo = seen / kDecodeKvTile * kDecodeKvTile;
   const size_t row_bytes = kv.row_bytes();
   // Row pointers of the current tile and the next one (double-buffered, so that K rows of the
   // next tile can be prefetched while the current one is computed).
@@ -116,8 +121,9 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   const auto* kbase = static_cast<const uint8_t*>(kv.k);
   const auto* vbase = static_cast<const uint8_t*>(kv.v);
   auto fill_rows = [&](int64_t t0, int64_t t1, const uint8_t** kr, const uint8_t** vr) {
-    int64_t b = t0 / bs, slot = t0 - b * bs;
-    for (int64_t t = t0; t < t1; ++b, slot = 0) {
+    const int64_t skip = std::clamp<int64_t>(seen - t0, 0, t1 - t0);  // < t1 - t0 if > 0
+    int64_t t = t0 + skip, b = t / bs, slot = t - b * bs;
+    for (; t < t1; ++b, slot = 0) {
       const int64_t len = std::min(t1 - t, bs - slot);
       const size_t off =
           static_cast<size_t>((job.block_table[b] * kv.n_kv_heads + job.kv_head) * bs + slot) *
@@ -127,6 +133,10 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
         vr[t - t0 + i] = vbase + off + i * row_bytes;
       }
       t += len;
+    }
+    for (int64_t i = 0; i < skip; ++i) {
+      kr[i] = kr[skip];
+      vr[i] = vr[skip];
     }
   };
   int cur = 0;

@@ -38,9 +38,12 @@ inline constexpr int64_t kKvTile = 32;
 
 // The decode kernels (AttendDecode*: jobs of at most kDecodeMaxQueries query vectors) convert
 // K/V rows in registers where they are used and walk the context in tiles of kDecodeKvTile
-// keys; query vectors are processed in slots of up to 4 (a group of 3 gets a 4th dummy slot).
+// keys; query vectors are processed in groups of slots (a group of 3 gets a 4th dummy slot).
+// PagedAttention's jobs (64 query vectors, attention.cc) all fit, so on the AVX2 / AVX-512
+// levels decode, speculative verify and prefill rows all run this one kernel, whose per-query
+// arithmetic does not depend on the job: a row's output is the same in a step of any size.
 inline constexpr int64_t kDecodeKvTile = 128;
-inline constexpr int64_t kDecodeMaxQueries = 16;
+inline constexpr int64_t kDecodeMaxQueries = 64;
 inline int64_t DecodeSlots(int64_t n_queries) { return n_queries + (n_queries % 4 == 3 ? 1 : 0); }
 // Scratch of a decode job: per slot kDecodeKvTile scores, head_dim accumulators, m, l, alpha;
 // then a tile's q8_0 block scales of K and V as floats, and per slot a permuted query (bf16).
@@ -127,14 +130,18 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
 
   const int64_t window = p.sliding_window;
   const int64_t first = job.pos_start, end = job.pos_start + n_rows;  // query positions
-  const int64_t lo = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
+  // Tiles start at multiples of kKvTile, so a row's tiles (and its rounding) do not depend on
+  // the job's first row; keys before a row's window are skipped per row (jlo), and those
+  // before the first row's window (`seen`: their blocks may be released) are never read.
+  const int64_t seen = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
+  const int64_t lo = seen / kKvTile * kKvTile;
   const float* krow[kKvTile];
   const float* vrow[kKvTile];
   const size_t row_bytes = kv.row_bytes();
   // A KV head's rows of one block are contiguous (head-major blocks): fn(j, n, k, v) for each
   // run of positions [t, t + n) of [t0, t1) inside one block, j = t - t0, k / v its first rows.
   auto for_block_runs = [&](int64_t t0, int64_t t1, auto&& fn) {
-    for (int64_t t = t0; t < t1;) {
+    for (int64_t t = std::max(t0, seen); t < t1;) {
       const int64_t n = std::min(t1 - t, kv.block_size - t % kv.block_size);
       fn(t - t0, n, kv.Row(kv.k, job.block_table, t, job.kv_head),
          kv.Row(kv.v, job.block_table, t, job.kv_head));

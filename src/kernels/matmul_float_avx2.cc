@@ -122,6 +122,7 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
   auto* qs = reinterpret_cast<int8_t*>(out);
   auto* d4 = reinterpret_cast<float*>(out + 128 * ng);
   float* s4 = d4 + 16 * ng;
+  auto* sums = reinterpret_cast<int32_t*>(out + 256 * ng);
   for (int64_t b = 0; b < 4 * ng; ++b) {
     int8_t* lo = qs + 128 * (b / 4) + 16 * (b % 4);
     if (b >= nb) {  // padding block
@@ -129,6 +130,7 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + 64), _mm_setzero_si128());
       _mm_storeu_ps(d4 + 4 * b, _mm_setzero_ps());
       _mm_storeu_ps(s4 + 4 * b, _mm_setzero_ps());
+      sums[b] = 0;
       continue;
     }
     const float amax = AbsMax(x + 32 * b, 32);
@@ -137,6 +139,7 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
     const float db = amax / 127.0f;
     _mm_storeu_ps(d4 + 4 * b, _mm_set1_ps(db));
     _mm_storeu_ps(s4 + 4 * b, _mm_set1_ps(db * static_cast<float>(sum) * 0.25f));
+    sums[b] = sum;
   }
 }
 

@@ -123,6 +123,7 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
   auto* qs = reinterpret_cast<int8_t*>(out);
   auto* d4 = reinterpret_cast<float*>(out + 128 * ng);
   float* s4 = d4 + 16 * ng;
+  auto* sums = reinterpret_cast<int32_t*>(out + 256 * ng);
   for (int64_t b = 0; b < 4 * ng; ++b) {
     int8_t* lo = qs + 128 * (b / 4) + 16 * (b % 4);
     if (b >= nb) {  // padding block
@@ -130,6 +131,7 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + 64), _mm_setzero_si128());
       _mm_storeu_ps(d4 + 4 * b, _mm_setzero_ps());
       _mm_storeu_ps(s4 + 4 * b, _mm_setzero_ps());
+      sums[b] = 0;
       continue;
     }
     const float* xb = x + 32 * b;
@@ -139,9 +141,11 @@ void ActQ8_32(const float* x, int64_t k, uint8_t* out) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(lo), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + 64), _mm512_cvtepi32_epi8(q1));
     const float db = amax / 127.0f;
-    const float sb = db * static_cast<float>(HAddI(_mm512_add_epi32(q0, q1))) * 0.25f;
+    const int sum = HAddI(_mm512_add_epi32(q0, q1));
+    const float sb = db * static_cast<float>(sum) * 0.25f;
     _mm_storeu_ps(d4 + 4 * b, _mm_set1_ps(db));
     _mm_storeu_ps(s4 + 4 * b, _mm_set1_ps(sb));
+    sums[b] = sum;
   }
 }
 

@@ -36,12 +36,15 @@ size_t ActRowBytes(ActFormat f, int64_t k);
 //   qs[128 g + 16 i + j]      = q[j]       (j < 16)  — first halves of the 4 blocks, then
 //   qs[128 g + 64 + 16 i + j] = q[16 + j]             second halves
 //   d4[16 g + 4 i + 0..3] = d;   s4[16 g + 4 i + 0..3] = d * sum(q) / 4
+//   sum[b] = sum(q) (int32, after s4: the exact code sum, which the AVX-512 packed kernels
+//            start their integer dot products from, times -offset)
 // so one 128-bit lane holds one block's half and one int32 lane group of a SIMD dot product
 // maps onto one block. Blocks past the end of the row (last group) are all zero.
 struct Q8Row32 {
   const int8_t* qs;
   const float* d4;
   const float* s4;
+  const int32_t* sum;  // [4 * Q8Groups(k)]
 };
 inline int64_t Q8Groups(int64_t k) {
   return (k / 32 + 3) / 4;
@@ -54,7 +57,8 @@ struct Q8Row256 {
 inline Q8Row32 ViewQ8Row32(const uint8_t* p, int64_t k) {
   const int64_t ng = Q8Groups(k);
   const auto* d = reinterpret_cast<const float*>(p + 128 * ng);
-  return {reinterpret_cast<const int8_t*>(p), d, d + 16 * ng};
+  return {reinterpret_cast<const int8_t*>(p), d, d + 16 * ng,
+          reinterpret_cast<const int32_t*>(p + 256 * ng)};
 }
 inline Q8Row256 ViewQ8Row256(const uint8_t* p, int64_t k) {
   const auto* d = reinterpret_cast<const float*>(p + k);

@@ -3,10 +3,14 @@
 // One 64-byte step of a tile holds 4 code bytes of each of the 16 rows, so
 //   vpdpbusd(acc, codes, broadcast(4 activation bytes))
 // adds 4 products to each row's int32 lane; a block's 8 steps give the 16 rows' block dots in
-// one register. Per activation row and block:
-//   acc += float(isum) * (dw * dx) + (-kOffset * dw) * (dx * sum(xq))
+// one register. Per activation row and block the int32 dot less kOffset * sum(xq) (exact: the
+// code offset costs no float work), then
+//   acc += (float(isum) * dx) * dw
 // with dw the 16 rows' scales (one vcvtph2ps). Each unpacked block is used for all nx
 // activation rows; the 16 outputs of a row are stored at once (masked for a partial tile).
+// These are the float operations of the GEMM kernels (matmul_gemm_avx512.cc), in the same
+// order, so a row's outputs are the same bits at every m (batch invariance); the K-quant
+// kernels below likewise follow the GEMM's per-sub-block float sums.
 #include "kernels/simd_avx512.h"  // first: see its note
 
 #include <cstring>
@@ -25,6 +29,15 @@ inline __m512i Bcast(const int8_t* p) {
 
 // Bytes ahead of the current block that are prefetched (weights stream from memory at m = 1).
 constexpr int kPrefetchBytes = 1024;
+
+// kOffset * sum(xq) of a block in every lane (the code offset's term, subtracted from the
+// block's int32 dots: exact), from the activation's int32 code sum at `sum` (kOffset a power
+// of two: a broadcast load and a shift).
+template <int kOffset>
+inline __m512i OffsetTerm(const int32_t* sum) {
+  static_assert(kOffset > 0 && (kOffset & (kOffset - 1)) == 0);
+  return _mm512_slli_epi32(_mm512_set1_epi32(*sum), __builtin_ctz(kOffset));
+}
 
 template <int kCodeSteps, int kOffset, int NX>
 void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
@@ -48,7 +61,6 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
     }
     const __m512 dw = _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * kPackRows)));
-    const __m512 dwc = _mm512_mul_ps(dw, _mm512_set1_ps(-4.0f * kOffset));
     __m512i u[8];
     if constexpr (kCodeSteps == 4) {
 #pragma GCC unroll 4
@@ -73,10 +85,9 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
       s1 = _mm512_dpbusd_epi32(s1, u[6], Bcast(xb + 72));
       s0 = _mm512_dpbusd_epi32(s0, u[3], Bcast(xb + 12));
       s1 = _mm512_dpbusd_epi32(s1, u[7], Bcast(xb + 76));
-      const __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x[i].d4[4 * b]));
-      acc[i] = _mm512_fmadd_ps(isum, scale, acc[i]);
-      acc[i] = _mm512_fmadd_ps(dwc, _mm512_set1_ps(x[i].s4[4 * b]), acc[i]);
+      const __m512 isum = _mm512_cvtepi32_ps(
+          _mm512_sub_epi32(_mm512_add_epi32(s0, s1), OffsetTerm<kOffset>(x[i].sum + b)));
+      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(isum, _mm512_set1_ps(x[i].d4[4 * b])), dw, acc[i]);
     }
   }
   const __mmask16 mask = Mask16(nrows);
@@ -148,17 +159,16 @@ void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
     }
     const __m512 dwa = _mm512_cvtph_ps(
         _mm256_load_si256(reinterpret_cast<const __m256i*>(sa + b * kPackRows)));
-    const __m512 dwb = _mm512_cvtph_ps(
-        _mm256_load_si256(reinterpret_cast<const __m256i*>(sb + b * kPackRows)));
-    const __m512 ca4 = _mm512_mul_ps(dwa, _mm512_set1_ps(-4.0f * kOffset));
-    const __m512 cb4 = _mm512_mul_ps(dwb, _mm512_set1_ps(-4.0f * kOffset));
+    const __m512 dwb =
+        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + b * kPackRows)));
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
-      const __m512 dx = _mm512_set1_ps(x[i].d4[4 * b]), sx = _mm512_set1_ps(x[i].s4[4 * b]);
-      acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[i][0]), _mm512_mul_ps(dwa, dx), acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[i][1]), _mm512_mul_ps(dwb, dx), acc[i][1]);
-      acc[i][0] = _mm512_fmadd_ps(ca4, sx, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(cb4, sx, acc[i][1]);
+      const __m512 dx = _mm512_set1_ps(x[i].d4[4 * b]);
+      const __m512i off = OffsetTerm<kOffset>(x[i].sum + b);
+      acc[i][0] = _mm512_fmadd_ps(
+          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(is[i][0], off)), dx), dwa, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(
+          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(is[i][1], off)), dx), dwb, acc[i][1]);
     }
   }
   const __mmask16 mask = Mask16(nrows_b);
@@ -211,9 +221,22 @@ inline __m512 Fp16x16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// K-quants, in the float operations of the GEMM's MicroK (matmul_gemm_avx512.cc), in its
+// order, so that a row's outputs do not depend on m: per super-block, tile and activation row
+//   sb = sum over sub-blocks of float(dot_sub) * (d * sc_sub)      (one FMA per sub-block)
+//   sb += float(csum) * cscale                                      (the mins / the code offset)
+//   acc += sb * dx
+// with the integer dot of each sub-block exact, csum the exact integer correction (Q4_K:
+// sum_j min_j * (32-element activation sum j), cscale = -dmin; Q6_K: sum_g sc_g * bsum_g,
+// cscale = -32 d) and d * sc exact in float (11 x 8 significant bits at most).
+
+// The 16 rows' d * sc of a sub-block (sc: 16 scale codes, zero- or sign-extended to int32).
+inline __m512 SubScale(__m512i sc, __m512 d) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(sc), d);
+}
+
 // Q4_K (layout in pack.cc): per super-block and activation row, 8 sub-block dots of 8
-// vpdpbusd each, scaled in int32 by the 6-bit scales (vpmulld); the mins term
-// sum_j min_j * (bsum_2j + bsum_2j+1) with vpdpwssd on (min_j, min_j) pairs.
+// vpdpbusd each; the mins through vpdpwssd on (min_j, min_j) pairs against the 16-element sums.
 template <int NX>
 void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
               int64_t ldy, int nrows) {
@@ -229,9 +252,14 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * 2048;
     const uint8_t* meta = tile + nb * 2048 + b * 320;
-    __m512i isum[NX], msum[NX];
+    const __m512 d = Fp16x16(meta + 256), dmin = Fp16x16(meta + 288);
+    __m512 sb[NX];
+    __m512i msum[NX];
 #pragma GCC unroll 8
-    for (int i = 0; i < NX; ++i) isum[i] = msum[i] = _mm512_setzero_si512();
+    for (int i = 0; i < NX; ++i) {
+      sb[i] = _mm512_setzero_ps();
+      msum[i] = _mm512_setzero_si512();
+    }
 #pragma GCC unroll 1
     for (int c = 0; c < 4; ++c) {
       const uint8_t* cc = codes + 512 * c;
@@ -247,7 +275,7 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
           const __m512i v = _mm512_load_si512(cc + 64 * t);
           u[t] = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, m4);
         }
-        const __m512i sc = U8x16(meta + 16 * (2 * c + h));
+        const __m512 scd = SubScale(U8x16(meta + 16 * (2 * c + h)), d);
 #pragma GCC unroll 8
         for (int i = 0; i < NX; ++i) {
           const int8_t* xq = x[i].qs + 256 * b + 64 * c + 32 * h;
@@ -258,7 +286,7 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
             d0 = _mm512_dpbusd_epi32(d0, u[t], Bcast32(xq + 4 * t));
             d1 = _mm512_dpbusd_epi32(d1, u[t + 1], Bcast32(xq + 4 * t + 4));
           }
-          isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(d0, d1), sc));
+          sb[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(d0, d1)), scd, sb[i]);
         }
       }
     }
@@ -271,12 +299,11 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
         msum[i] = _mm512_dpwssd_epi32(msum[i], pair, Bcast32(x[i].bsums + 16 * b + 2 * j));
       }
     }
-    const __m512 d = Fp16x16(meta + 256), dmin = Fp16x16(meta + 288);
+    const __m512 cscale = _mm512_sub_ps(_mm512_setzero_ps(), dmin);
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
-      const __m512 dx = _mm512_set1_ps(x[i].d[b]);
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(d, dx), acc[i]);
-      acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[i]), _mm512_mul_ps(dmin, dx), acc[i]);
+      sb[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum[i]), cscale, sb[i]);
+      acc[i] = _mm512_fmadd_ps(sb[i], _mm512_set1_ps(x[i].d[b]), acc[i]);
     }
   }
   const __mmask16 mask = Mask16(nrows);
@@ -284,8 +311,8 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
   for (int i = 0; i < NX; ++i) _mm512_mask_storeu_ps(y + i * ldy, mask, acc[i]);
 }
 
-// Q6_K: per 16-element sub-block g, 4 vpdpbusd on the rebuilt 6-bit codes, started from
-// -32 * bsum_g (the offset), then scaled by the int8 scale in int32.
+// Q6_K: per 16-element sub-block g, 4 vpdpbusd on the rebuilt 6-bit codes (unsigned, 0..63);
+// the code offset through csum = sum_g sc_g * bsum_g.
 template <int NX>
 void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
               int64_t ldy, int nrows) {
@@ -301,9 +328,14 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * 3072;
     const uint8_t* meta = tile + nb * 3072 + b * 288;
-    __m512i isum[NX];
+    const __m512 d = Fp16x16(meta + 256);
+    __m512 sb[NX];
+    __m512i csum[NX];
 #pragma GCC unroll 8
-    for (int i = 0; i < NX; ++i) isum[i] = _mm512_setzero_si512();
+    for (int i = 0; i < NX; ++i) {
+      sb[i] = _mm512_setzero_ps();
+      csum[i] = _mm512_setzero_si512();
+    }
 #pragma GCC unroll 2
     for (int g = 0; g < 16; ++g) {
       const uint8_t* cg = codes + 192 * g;
@@ -320,22 +352,24 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
       const __m512i qd = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(n1, 4), m4),
                                          _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
       const __m512i sc = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(meta + 16 * g)));
+      const __m512 scd = SubScale(sc, d);
 #pragma GCC unroll 8
       for (int i = 0; i < NX; ++i) {
         const int8_t* xq = x[i].qs + 256 * b + 16 * g;
-        __m512i dot = _mm512_set1_epi32(-32 * x[i].bsums[16 * b + g]);
-        dot = _mm512_dpbusd_epi32(dot, qa, Bcast32(xq));
+        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qa, Bcast32(xq));
         dot = _mm512_dpbusd_epi32(dot, qb, Bcast32(xq + 4));
         dot = _mm512_dpbusd_epi32(dot, qc, Bcast32(xq + 8));
         dot = _mm512_dpbusd_epi32(dot, qd, Bcast32(xq + 12));
-        isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(dot, sc));
+        sb[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scd, sb[i]);
+        csum[i] = _mm512_add_epi32(
+            csum[i], _mm512_mullo_epi32(sc, _mm512_set1_epi32(x[i].bsums[16 * b + g])));
       }
     }
-    const __m512 d = Fp16x16(meta + 256);
+    const __m512 cscale = _mm512_mul_ps(d, _mm512_set1_ps(-32.0f));
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]),
-                               _mm512_mul_ps(d, _mm512_set1_ps(x[i].d[b])), acc[i]);
+      sb[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(csum[i]), cscale, sb[i]);
+      acc[i] = _mm512_fmadd_ps(sb[i], _mm512_set1_ps(x[i].d[b]), acc[i]);
     }
   }
   const __mmask16 mask = Mask16(nrows);
@@ -361,9 +395,10 @@ void Q4KTile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* a
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* code[2] = {tiles[0] + b * 2048, tiles[1] + b * 2048};
     const uint8_t* meta[2] = {tiles[0] + nb * 2048 + b * 320, tiles[1] + nb * 2048 + b * 320};
-    __m512i isum[NX][2];
+    const __m512 dd[2] = {Fp16x16(meta[0] + 256), Fp16x16(meta[1] + 256)};
+    __m512 sb[NX][2];
 #pragma GCC unroll 8
-    for (int i = 0; i < NX; ++i) isum[i][0] = isum[i][1] = _mm512_setzero_si512();
+    for (int i = 0; i < NX; ++i) sb[i][0] = sb[i][1] = _mm512_setzero_ps();
 #pragma GCC unroll 1
     for (int c = 0; c < 4; ++c) {
 #pragma GCC unroll 2
@@ -396,10 +431,10 @@ void Q4KTile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* a
         }
 #pragma GCC unroll 2
         for (int u = 0; u < 2; ++u) {
-          const __m512i sc = U8x16(meta[u] + 16 * (2 * c + h));
+          const __m512 scd = SubScale(U8x16(meta[u] + 16 * (2 * c + h)), dd[u]);
 #pragma GCC unroll 8
           for (int i = 0; i < NX; ++i) {
-            isum[i][u] = _mm512_add_epi32(isum[i][u], _mm512_mullo_epi32(d[i][u], sc));
+            sb[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[i][u]), scd, sb[i][u]);
           }
         }
       }
@@ -418,14 +453,11 @@ void Q4KTile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* a
           msum[i] = _mm512_dpwssd_epi32(msum[i], pair, Bcast32(x[i].bsums + 16 * b + 2 * j));
         }
       }
-      const __m512 dd = Fp16x16(meta[u] + 256), dmin = Fp16x16(meta[u] + 288);
+      const __m512 cscale = _mm512_sub_ps(_mm512_setzero_ps(), Fp16x16(meta[u] + 288));
 #pragma GCC unroll 8
       for (int i = 0; i < NX; ++i) {
-        const __m512 dx = _mm512_set1_ps(x[i].d[b]);
-        acc[i][u] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][u]), _mm512_mul_ps(dd, dx), acc[i][u]);
-        acc[i][u] =
-            _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[i]), _mm512_mul_ps(dmin, dx), acc[i][u]);
+        sb[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum[i]), cscale, sb[i][u]);
+        acc[i][u] = _mm512_fmadd_ps(sb[i][u], _mm512_set1_ps(x[i].d[b]), acc[i][u]);
       }
     }
   }
@@ -451,9 +483,15 @@ void Q6KTile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* a
   }
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
-    __m512i isum[NX][2];
+    const __m512 dd[2] = {Fp16x16(tiles[0] + nb * 3072 + b * 288 + 256),
+                          Fp16x16(tiles[1] + nb * 3072 + b * 288 + 256)};
+    __m512 sb[NX][2];
+    __m512i csum[NX][2];
 #pragma GCC unroll 8
-    for (int i = 0; i < NX; ++i) isum[i][0] = isum[i][1] = _mm512_setzero_si512();
+    for (int i = 0; i < NX; ++i) {
+      sb[i][0] = sb[i][1] = _mm512_setzero_ps();
+      csum[i][0] = csum[i][1] = _mm512_setzero_si512();
+    }
 #pragma GCC unroll 1
     for (int g = 0; g < 16; ++g) {
       __m512i q[2][4], sc[2];
@@ -476,28 +514,31 @@ void Q6KTile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* a
         sc[u] = _mm512_cvtepi8_epi32(
             _mm_load_si128(reinterpret_cast<const __m128i*>(meta + 16 * g)));
       }
+      const __m512 scd[2] = {SubScale(sc[0], dd[0]), SubScale(sc[1], dd[1])};
 #pragma GCC unroll 8
       for (int i = 0; i < NX; ++i) {
         const int8_t* xq = x[i].qs + 256 * b + 16 * g;
-        const __m512i off = _mm512_set1_epi32(-32 * x[i].bsums[16 * b + g]);
-        __m512i da = off, db = off;
+        __m512i da = _mm512_setzero_si512(), db = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int a = 0; a < 4; ++a) {
           const __m512i xs = Bcast32(xq + 4 * a);
           da = _mm512_dpbusd_epi32(da, q[0][a], xs);
           db = _mm512_dpbusd_epi32(db, q[1][a], xs);
         }
-        isum[i][0] = _mm512_add_epi32(isum[i][0], _mm512_mullo_epi32(da, sc[0]));
-        isum[i][1] = _mm512_add_epi32(isum[i][1], _mm512_mullo_epi32(db, sc[1]));
+        const __m512i bs = _mm512_set1_epi32(x[i].bsums[16 * b + g]);
+        sb[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(da), scd[0], sb[i][0]);
+        sb[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(db), scd[1], sb[i][1]);
+        csum[i][0] = _mm512_add_epi32(csum[i][0], _mm512_mullo_epi32(sc[0], bs));
+        csum[i][1] = _mm512_add_epi32(csum[i][1], _mm512_mullo_epi32(sc[1], bs));
       }
     }
 #pragma GCC unroll 2
     for (int u = 0; u < 2; ++u) {
-      const __m512 dd = Fp16x16(tiles[u] + nb * 3072 + b * 288 + 256);
+      const __m512 cscale = _mm512_mul_ps(dd[u], _mm512_set1_ps(-32.0f));
 #pragma GCC unroll 8
       for (int i = 0; i < NX; ++i) {
-        acc[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][u]),
-                                    _mm512_mul_ps(dd, _mm512_set1_ps(x[i].d[b])), acc[i][u]);
+        sb[i][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(csum[i][u]), cscale, sb[i][u]);
+        acc[i][u] = _mm512_fmadd_ps(sb[i][u], _mm512_set1_ps(x[i].d[b]), acc[i][u]);
       }
     }
   }

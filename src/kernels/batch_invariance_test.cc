@@ -1,0 +1,195 @@
+// Batch invariance: a row's results must not depend on how many rows share its step. MatMul
+// of m activation rows and paged attention of a chunk of a prompt must give, for each row,
+// the same bits as the same row computed in a step of any other size (speculative decoding
+// checks its greedy output against plain decoding; chunked prefill against one pass). Every
+// SIMD level this machine has is checked; at kAmx every m is put on one path (the AMX tile
+// paths round to bf16, the AVX-512 ones to 8 bits: see matmul.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_test_util.h"
+#include "util/cpu_features.h"
+#include "util/thread_pool.h"
+
+namespace tachyon::kernels {
+namespace {
+
+std::vector<SimdLevel> Levels() {
+  std::vector<SimdLevel> l = {SimdLevel::kScalar};
+  if (DetectedCpuFeatures().HasAvx2Set()) l.push_back(SimdLevel::kAvx2);
+  if (DetectedCpuFeatures().HasAvx512Set()) l.push_back(SimdLevel::kAvx512);
+  if (DetectedCpuFeatures().HasAmxSet()) l.push_back(SimdLevel::kAmx);
+  return l;
+}
+
+// First index where a and b differ bitwise, or -1.
+int64_t FirstBitDifference(const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::memcmp(a + i, b + i, sizeof(float)) != 0) return i;
+  }
+  return -1;
+}
+
+struct AmxRowsGuard {
+  ~AmxRowsGuard() { SetAmxMinRows(0); }
+};
+
+// y for m rows starting at activation row i0, against the same rows of one call over all of
+// them (threaded), for m across every kernel regime (1..7 register kernels, the GEMM from 8,
+// several GEMM row groups and chunks).
+void CheckMatMulRows(SimdLevel level, const MatMulProblem& p, ThreadPool* pool,
+                     const std::string& what) {
+  std::vector<float> all(p.m * p.rows);
+  MatMulAtLevel(level, p.weight, p.x.data(), p.m, all.data(), pool);
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 24, 33}) {
+    if (m > p.m) break;
+    const int64_t i0 = (m * 7) % (p.m - m + 1);
+    std::vector<float> y(m * p.rows, -1.0f);
+    MatMulAtLevel(level, p.weight, p.x.data() + i0 * p.cols, m, y.data(), nullptr);
+    const int64_t at = FirstBitDifference(y.data(), all.data() + i0 * p.rows, m * p.rows);
+    ASSERT_EQ(at, -1) << what << " level " << SimdLevelName(level) << " m " << m << " row "
+                      << (at < 0 ? 0 : i0 + at / p.rows) << " out " << (at < 0 ? 0 : at % p.rows)
+                      << ": " << y[at < 0 ? 0 : at] << " vs "
+                      << all[i0 * p.rows + (at < 0 ? 0 : at)];
+  }
+}
+
+TEST(BatchInvariance, MatMulRowsDoNotDependOnTheRowCount) {
+  AmxRowsGuard guard;
+  ThreadPool pool(2);
+  for (SimdLevel level : Levels()) {
+    // At kAmx every m runs the AMX tile path (its rounding differs from the 8-bit kernels').
+    SetAmxMinRows(level == SimdLevel::kAmx ? 1 : 0);
+    for (GgmlType t : kAllMatMulTypes) {
+      const bool k_quant = GetTypeTraits(static_cast<uint32_t>(t))->block_size == 256;
+      for (int64_t cols :
+           k_quant ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{96, 512}) {
+        MatMulProblem p = MakeMatMulProblem(t, 40, cols, 40, static_cast<uint32_t>(cols) + 7);
+        const std::string name = std::string(TypeName(t)) + " cols " + std::to_string(cols);
+        CheckMatMulRows(level, p, &pool, name + " GGUF layout");
+        if (HasPackedLayout(t)) {
+          PackProblem(p);
+          CheckMatMulRows(level, p, &pool, name + " packed");
+        }
+      }
+    }
+  }
+}
+
+// Several weights in one call (q/k/v, gate/up) give the same rows at every m too.
+TEST(BatchInvariance, MatMulMultiRowsDoNotDependOnTheRowCount) {
+  ThreadPool pool(2);
+  MatMulProblem a = MakeMatMulProblem(GgmlType::kQ4_0, 48, 512, 20, 1);
+  MatMulProblem b = MakeMatMulProblem(GgmlType::kQ4_0, 16, 512, 20, 2);
+  PackProblem(a);
+  PackProblem(b);
+  for (SimdLevel level : Levels()) {
+    if (level == SimdLevel::kAmx) continue;  // covered per weight above
+    const Weight* ws[] = {&a.weight, &b.weight};
+    std::vector<float> ya(20 * 48), yb(20 * 16);
+    float* ys[] = {ya.data(), yb.data()};
+    MatMulMultiAtLevel(level, ws, a.x.data(), 20, ys, &pool);
+    for (int64_t m : {1, 3, 8, 13}) {
+      std::vector<float> ra(m * 48), rb(m * 16);
+      float* rs[] = {ra.data(), rb.data()};
+      MatMulMultiAtLevel(level, ws, a.x.data(), m, rs, nullptr);
+      EXPECT_EQ(FirstBitDifference(ra.data(), ya.data(), m * 48), -1) << "m " << m;
+      EXPECT_EQ(FirstBitDifference(rb.data(), yb.data(), m * 16), -1) << "m " << m;
+    }
+  }
+}
+
+// One layer's paged KV in `dtype` with random rows.
+struct Kv {
+  std::vector<uint8_t> k, v;
+  PagedKv view;
+  Kv(KvDtype dtype, int64_t n_blocks, int64_t bs, int64_t n_kv, int64_t hd, std::mt19937* rng) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const size_t rb = KvRowBytes(dtype, hd);
+    const int64_t rows = n_blocks * bs * n_kv;
+    k.resize(rows * rb);
+    v.resize(rows * rb);
+    std::vector<float> x(hd);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto* dst : {&k, &v}) {
+        for (float& e : x) e = nd(*rng);
+        StoreKvRow(dtype, x.data(), dst->data() + r * rb, hd);
+      }
+    }
+    view = {k.data(), v.data(), dtype, n_blocks, bs, n_kv, hd};
+  }
+};
+
+struct AttnCase {
+  KvDtype dtype;
+  int64_t head_dim, n_kv, n_group, window;
+};
+
+// A prompt's new tokens [pos0, pos0 + n) attended in chunks of c positions (one
+// PagedAttention call per chunk, the earlier positions already cached) equal one call over all
+// of them, bit for bit; so does the last row alone beside another sequence's chunk.
+TEST(BatchInvariance, AttentionRowsDoNotDependOnTheChunk) {
+  struct Restore {
+    ~Restore() { SetAttentionAmxMinQueries(0); }
+  } restore;
+  const AttnCase cases[] = {
+      {KvDtype::kF16, 64, 2, 3, 0},  {KvDtype::kF16, 64, 2, 3, 70},  {KvDtype::kF32, 17, 2, 1, 0},
+      {KvDtype::kBf16, 64, 1, 7, 0}, {KvDtype::kQ8_0, 64, 2, 4, 70}, {KvDtype::kBf16, 64, 1, 24, 0},
+      {KvDtype::kF16, 16, 1, 66, 0}, {KvDtype::kF32, 40, 1, 2, 9},
+  };
+  const int64_t bs = 16, pos0 = 100, n = 40, n_blocks = (pos0 + n + bs - 1) / bs;
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  for (const AttnCase& c : cases) {
+    Kv kv(c.dtype, n_blocks + 2, bs, c.n_kv, c.head_dim, &rng);
+    std::vector<int32_t> table(n_blocks);
+    for (int64_t b = 0; b < n_blocks; ++b)
+      table[b] = static_cast<int32_t>((b * 5 + 1) % (n_blocks + 2));
+    const int64_t n_heads = c.n_kv * c.n_group, w = n_heads * c.head_dim;
+    std::vector<float> q(n * w);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float& x : q) x = nd(rng);
+    AttentionParams params;
+    params.n_heads = n_heads;
+    params.scale = 0.125f;
+    params.sliding_window = c.window;
+    for (SimdLevel level : Levels()) {
+      // kAmx: every job on the AMX tile kernel (its rounding is not the AVX-512 kernels').
+      SetAttentionAmxMinQueries(level == SimdLevel::kAmx ? 1 : 0);
+      const std::string what = std::string(KvDtypeName(c.dtype)) + " hd " +
+                               std::to_string(c.head_dim) + " group " + std::to_string(c.n_group) +
+                               " window " + std::to_string(c.window) + " " + SimdLevelName(level);
+      AttentionScratch scratch;
+      std::vector<float> want(n * w, -1.0f);
+      AttentionSeq one{table.data(), pos0, n, q.data(), want.data()};
+      PagedAttentionAtLevel(level, kv.view, params, &one, 1, &pool, &scratch);
+      for (int64_t chunk : {1, 2, 3, 5, 16, 21}) {
+        std::vector<float> got(n * w, -2.0f);
+        for (int64_t s = 0; s < n; s += chunk) {
+          const int64_t len = std::min(chunk, n - s);
+          AttentionSeq part{table.data(), pos0 + s, len, q.data() + s * w, got.data() + s * w};
+          PagedAttentionAtLevel(level, kv.view, params, &part, 1, s % 2 ? nullptr : &pool,
+                                &scratch);
+        }
+        const int64_t at = FirstBitDifference(got.data(), want.data(), n * w);
+        ASSERT_EQ(at, -1) << what << " chunk " << chunk << " row " << (at < 0 ? 0 : at / w);
+      }
+      // The last row as a decode step batched with another sequence's 9-row chunk.
+      std::vector<float> last(w, -3.0f), other(9 * w);
+      AttentionSeq two[2] = {{table.data(), pos0 + 11, 9, q.data(), other.data()},
+                             {table.data(), pos0 + n - 1, 1, q.data() + (n - 1) * w, last.data()}};
+      PagedAttentionAtLevel(level, kv.view, params, two, 2, &pool, &scratch);
+      EXPECT_EQ(FirstBitDifference(last.data(), want.data() + (n - 1) * w, w), -1) << what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tachyon::kernels
