@@ -307,7 +307,7 @@ struct Avx512Isa {
 // ---- Decode kernel: few query vectors per KV head (decode, speculative verify) ----
 //
 // Each K/V chunk of 16 elements is converted from the cache dtype in registers right where it
-// is used (no f32 scratch copy) and feeds the FMAs of up to eight query vectors. Per tile of
+// is used (no f32 scratch copy) and feeds the FMAs of a group of query vectors. Per tile of
 // kDecodeKvTile keys: the scores of every query slot (Reduce16 over 8 slots x 2 keys, 4 x 4,
 // 2 x 8 or 1 x 16), one vectorised max / exp pass per slot, then P·V with the accumulators in
 // registers (rescaled by the slot's alpha as they are loaded). Each query vector's arithmetic
@@ -477,7 +477,11 @@ inline void DecodeAccumulate(const float* const* p, const float* alpha, const ui
 // The 16-wide policy of the decode driver (attention_decode.h).
 struct Avx512Decode {
   static constexpr int64_t kKeyGroup = 16;
-  static constexpr int kMaxSlotGroup = 8;
+  // Groups of 4 slots (4 keys per score pass; 4 V chunks per key in P·V): with 64-vector
+  // prefill jobs, groups of 8 (2 keys per pass, 8 query loads per 2 K loads) measured ~8%
+  // slower (attention_bench Prefill/f16/avx512), decode the same. Kernels for H = 8 remain
+  // (the policy supports it).
+  static constexpr int kMaxSlotGroup = 4;
 
   // bf16 pairs: the query in the virtual (even / odd) element order; else q itself.
   template <KvDtype D>
