@@ -59,6 +59,7 @@ class ConfigTable {
   }
   static constexpr uint8_t kAlive = 1, kPopped = 2, kAccepting = 4;
   uint8_t flags(int32_t id) const { return flags_[id]; }
+  size_t size() const { return configs_.size(); }
 
  private:
   std::vector<uint8_t> flags_;
@@ -72,15 +73,26 @@ class ConfigTable {
 
 }  // namespace
 
+struct GrammarImpl::WalkContext {
+  explicit WalkContext(const FlatGrammar& g) : rec(g, &arena), table(&rec) {}
+  StackArena arena;
+  Recognizer rec;
+  ConfigTable table;
+};
+
 GrammarImpl::GrammarImpl(FlatGrammar g, std::shared_ptr<const Vocabulary> vocab)
     : g_(std::move(g)), vocab_(std::move(vocab)) {}
+
+GrammarImpl::~GrammarImpl() = default;
 
 std::unique_ptr<TokenMatcher> GrammarImpl::NewMatcher() const {
   return std::make_unique<Matcher>(shared_from_this());
 }
 
-int32_t GrammarImpl::NormalizeChain(std::vector<ChainEntry>* chain) const {
+int32_t GrammarImpl::NormalizeChain(std::vector<ChainEntry>* chain, bool force_far,
+                                    int32_t* near) const {
   int32_t headroom = INT32_MAX;
+  if (near != nullptr) *near = INT32_MAX;
   const auto longest = static_cast<int64_t>(vocab_->trie().max_depth());
   for (ChainEntry& e : *chain) {
     const FlatGrammar::Elem& el = g_.elems[e.pos];
@@ -90,9 +102,11 @@ int32_t GrammarImpl::NormalizeChain(std::vector<ChainEntry>* chain) const {
     if (e.count >= r.min) {
       if (r.max < 0) {
         e.count = kCountFarAbove;
-      } else if (r.max - e.count >= kFarHeadroom) {
+      } else if (r.max - e.count >= kFarHeadroom || (force_far && r.max > e.count)) {
         headroom = std::min(headroom, r.max - e.count);
         e.count = kCountFarAbove;
+      } else if (near != nullptr && r.max > e.count) {
+        *near = std::min(*near, r.max - e.count);
       }
     } else if (e.count + longest < r.min) {
       e.count = kCountFarBelow;
@@ -102,14 +116,15 @@ int32_t GrammarImpl::NormalizeChain(std::vector<ChainEntry>* chain) const {
 }
 
 std::shared_ptr<const TokenClass> GrammarImpl::Class(const std::vector<ChainEntry>& chain,
-                                                     bool exact) const {
+                                                     bool exact, uint32_t min_len) const {
   std::string key(reinterpret_cast<const char*>(chain.data()), chain.size() * sizeof(ChainEntry));
   key.push_back(exact ? 'r' : 'b');
+  key.push_back(static_cast<char>(min_len));
   {
     std::lock_guard<std::mutex> lock(class_mu_);
     if (auto it = classes_.find(key); it != classes_.end()) return it->second;
   }
-  auto cls = std::make_shared<const TokenClass>(ComputeClass(chain, exact));
+  auto cls = std::make_shared<const TokenClass>(ComputeClass(chain, exact, min_len));
   size_t bytes = key.size() + 4 * (cls->accept_bits.size() + cls->accept_list.size() +
                                    2 * cls->long_accept.size() + cls->long_pops.size());
   for (const TokenClass::Pop& p : cls->pops) bytes += p.suffix.size() + 4 * p.tokens.size() + 32;
@@ -157,13 +172,21 @@ void GrammarImpl::CachePops(const std::string& key,
   if (pops_.emplace(key, std::move(toks)).second) pops_bytes_ += bytes;
 }
 
-TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool exact) const {
+TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool exact,
+                                     uint32_t min_len) const {
   const TokenTrie& trie = vocab_->trie();
   const auto& nodes = trie.nodes();
   const auto& toks = trie.tokens();
-  StackArena arena;
-  Recognizer rec(g_, &arena);
-  ConfigTable table(&rec);
+  // One arena and configuration table for all of this grammar's class walks, so the
+  // transitions one walk computed serve the next (the classes of neighbouring counts walk the
+  // same configurations); started over when large.
+  std::lock_guard<std::mutex> lock(walk_mu_);
+  if (walk_ == nullptr || walk_->table.size() > kMaxWalkConfigs) {
+    walk_.reset();
+    walk_ = std::make_unique<WalkContext>(g_);
+  }
+  StackArena& arena = walk_->arena;
+  ConfigTable& table = walk_->table;
   int32_t head = exact ? kRootNode : kBottomNode;
   bool bounded_far = false;
   for (size_t k = chain.size(); k-- > 0;) {
@@ -178,11 +201,13 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool 
   std::vector<char> left = {0};
   std::vector<int32_t> accepted;
   TokenClass cls;
+  cls.min_len = min_len;
   // Depths on the current branch after which a parse had popped, and (suffix offset, token)
   // for each popped token.
   std::vector<size_t> pop_at;
   std::vector<std::pair<std::string_view, int32_t>> popped_tokens;
   auto accept = [&](int32_t tok, size_t len) {
+    if (len <= min_len) return;
     if (bounded_far && len > static_cast<size_t>(kFarHeadroom)) {
       cls.long_accept.push_back({static_cast<uint32_t>(len), tok});
     } else {
@@ -192,6 +217,7 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool 
   auto add_popped = [&](int32_t tok) {
     if (cls.too_many_pops) return;
     const std::string_view b = vocab_->bytes(tok);
+    if (b.size() <= min_len) return;
     if (bounded_far && b.size() > static_cast<size_t>(kFarHeadroom)) {
       // Its pops may need more iterations than the real headroom allows.
       cls.long_pops.push_back(tok);
@@ -207,6 +233,11 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool 
   while (i < nodes.size()) {
     const TokenTrie::Node& nd = nodes[i];
     const size_t d = nd.depth;
+    if (trie.max_length_below(i) <= min_len) {
+      // Every token here is left out (at most min_len bytes).
+      i = nd.end;
+      continue;
+    }
     if (states.size() <= d) {
       states.resize(d + 1);
       left.resize(d + 1, 0);
@@ -228,8 +259,10 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool 
       const uint64_t* below = trie.below_bytes(i);
       if (below != nullptr && table.LoopsOn(states[d], below)) {
         // Every byte below keeps this configuration: the whole subtree is accepted.
-        for (uint32_t t = nd.own_end; t < nd.sub_end; ++t) {
-          accept(toks[t], vocab_->bytes(toks[t]).size());
+        if (bounded_far || min_len > 0) {
+          for (uint32_t t = nd.own_end; t < nd.sub_end; ++t) accept(toks[t], trie.length(t));
+        } else {
+          accepted.insert(accepted.end(), toks.begin() + nd.own_end, toks.begin() + nd.sub_end);
         }
         i = nd.end;
         continue;

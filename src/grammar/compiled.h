@@ -36,8 +36,9 @@
 // an exact key for its mask; masks are cached per grammar up to kMaskCacheBytes (then the cache
 // starts over). The accepted popped tokens per (class, real caller) are cached likewise.
 //
-// Thread-safety: immutable except the two caches, each behind its mutex (computations run
-// outside the locks; two threads may compute the same entry, the first insert wins).
+// Thread-safety: immutable except the caches, each behind its mutex (mask computations run
+// outside the locks; two threads may compute the same entry, the first insert wins), and the
+// class walks' shared configuration table, one walk at a time per grammar.
 #pragma once
 
 #include <memory>
@@ -73,6 +74,7 @@ struct TokenClass {
   // More than kMaxPopped (suffix, token) pairs: `pops` is left empty and the matcher uses the
   // whole chain instead.
   bool too_many_pops = false;
+  uint32_t min_len = 0;  // tokens of at most this many bytes were left out
   // Accepted tokens longer than kFarHeadroom of a class with a bounded kCountFarAbove count:
   // (length, token), by length. Accepted where the real headroom is at least the length.
   std::vector<std::pair<uint32_t, int32_t>> long_accept;
@@ -90,6 +92,7 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   static constexpr int32_t kFarHeadroom = 32;
 
   GrammarImpl(FlatGrammar g, std::shared_ptr<const Vocabulary> vocab);
+  ~GrammarImpl() override;
 
   std::unique_ptr<TokenMatcher> NewMatcher() const override;
 
@@ -98,13 +101,18 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
 
   // Rewrites the counts of a chain taken from real stacks to the class form (see above) and
   // returns the smallest real headroom (max - count) of the bounded repetitions it turned into
-  // kCountFarAbove (INT32_MAX when none).
-  int32_t NormalizeChain(std::vector<ChainEntry>* chain) const;
+  // kCountFarAbove (INT32_MAX when none). force_far: also counts at or above min with less
+  // headroom (but some) become kCountFarAbove. near (when not null): the smallest headroom
+  // (> 0) of the counts at or above min left exact (INT32_MAX when none).
+  int32_t NormalizeChain(std::vector<ChainEntry>* chain, bool force_far = false,
+                         int32_t* near = nullptr) const;
 
   // The class of a truncated stack: chain[0] is the head's position (a kBytes element),
   // chain[i + 1] the continuation of chain[i]; `exact`: the last one's caller is the root
-  // (else an unknown caller). REQUIRES: counts in class form (NormalizeChain).
-  std::shared_ptr<const TokenClass> Class(const std::vector<ChainEntry>& chain, bool exact) const;
+  // (else an unknown caller). Tokens of at most min_len bytes are left out (and their trie
+  // subtrees not walked). REQUIRES: counts in class form (NormalizeChain), min_len < 256.
+  std::shared_ptr<const TokenClass> Class(const std::vector<ChainEntry>& chain, bool exact,
+                                          uint32_t min_len = 0) const;
 
   // The cached mask for a configuration key, or null.
   std::shared_ptr<const std::vector<uint32_t>> CachedMask(const std::string& key) const;
@@ -116,10 +124,14 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   void CachePops(const std::string& key, std::shared_ptr<const std::vector<int32_t>> toks) const;
 
  private:
-  TokenClass ComputeClass(const std::vector<ChainEntry>& chain, bool exact) const;
+  struct WalkContext;  // the class walks' arena and configuration table (compiled.cc)
+  static constexpr size_t kMaxWalkConfigs = 8192;
+  TokenClass ComputeClass(const std::vector<ChainEntry>& chain, bool exact, uint32_t min_len) const;
 
   const FlatGrammar g_;
   const std::shared_ptr<const Vocabulary> vocab_;
+  mutable std::mutex walk_mu_;
+  mutable std::unique_ptr<WalkContext> walk_;  // GUARDED_BY(walk_mu_)
   mutable std::mutex class_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const TokenClass>> classes_;
   mutable size_t class_bytes_ = 0;

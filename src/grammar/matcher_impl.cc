@@ -1,6 +1,7 @@
 #include "grammar/matcher_impl.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "util/logging.h"
 
@@ -52,71 +53,109 @@ void Matcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
 
 void Matcher::ComputeMask(std::span<uint32_t> bitmask) {
   const Vocabulary& vocab = grammar_->vocab();
-  const size_t words = vocab.mask_words();
   const Step& cur = steps_.back();
   uncertain_.clear();
-  auto set = [&](int32_t t) { bitmask[t >> 5] |= 1u << (t & 31); };
   for (size_t h = 0; h < chains_.size(); ++h) {
     const auto& chain = chains_[h];
     // A shallow truncation (shared by many contexts) unless it pops too many tokens, else the
     // whole chain (exact).
     size_t depth = std::min(GrammarImpl::kShallowDepth, chain.size());
-    prefix_.assign(chain.begin(), chain.begin() + depth);
-    int32_t headroom = grammar_->NormalizeChain(&prefix_);
-    std::shared_ptr<const TokenClass> cls = grammar_->Class(prefix_, depth == chain.size());
-    if (cls->too_many_pops && depth < chain.size()) {
-      depth = chain.size();
-      prefix_.assign(chain.begin(), chain.end());
-      headroom = grammar_->NormalizeChain(&prefix_);
-      cls = grammar_->Class(prefix_, true);
-    }
-    if (!cls->accept_bits.empty()) {
-      for (size_t w = 0; w < words; ++w) bitmask[w] |= cls->accept_bits[w];
-    }
-    for (int32_t t : cls->accept_list) set(t);
-    for (const auto& [len, t] : cls->long_accept) {
-      if (len <= static_cast<uint32_t>(headroom)) {
-        set(t);
-      } else {
-        uncertain_.push_back(vocab.trie().rank(t));
-      }
-    }
-    for (int32_t t : cls->long_pops) uncertain_.push_back(vocab.trie().rank(t));
-    if (!cls->pops.empty()) {
-      // The suffixes that the real caller of the truncated stack (the node `depth` links up
-      // from the head) accepts.
-      pop_key_.assign(reinterpret_cast<const char*>(prefix_.data()),
-                      prefix_.size() * sizeof(ChainEntry));
-      pop_key_.push_back('|');
-      pop_key_.append(reinterpret_cast<const char*>(chain.data() + depth),
-                      (chain.size() - depth) * sizeof(ChainEntry));
-      std::shared_ptr<const std::vector<int32_t>> ok = grammar_->CachedPops(pop_key_);
-      if (ok == nullptr) {
-        int32_t node = cur.cfg.heads[h];
-        for (size_t k = 0; k < depth; ++k) node = arena_.node(node).parent;
-        const auto& pops = cls->pops;
-        auto toks = std::make_shared<std::vector<int32_t>>();
-        const size_t mark = arena_.size();
-        rec_.StartFrom(node, &caller_cfg_);
-        WalkSorted(
-            caller_cfg_, pops.size(), [&](size_t i) -> std::string_view { return pops[i].suffix; },
-            [](size_t) { return false; },
-            [&](size_t i) {
-              toks->insert(toks->end(), pops[i].tokens.begin(), pops[i].tokens.end());
-            });
-        arena_.Truncate(mark);
-        ok = toks;
-        grammar_->CachePops(pop_key_, ok);
-      }
-      for (int32_t t : *ok) set(t);
+    if (!AddHeadClasses(h, depth, bitmask) && depth < chain.size()) {
+      AddHeadClasses(h, chain.size(), bitmask);
     }
   }
   std::sort(uncertain_.begin(), uncertain_.end());
   uncertain_.erase(std::unique(uncertain_.begin(), uncertain_.end()), uncertain_.end());
   CheckUncertain(uncertain_, bitmask);
   if (cur.cfg.accepting) {
-    for (int32_t t : vocab.eos_ids()) set(t);
+    for (int32_t t : vocab.eos_ids()) bitmask[t >> 5] |= 1u << (t & 31);
   }
+}
+
+bool Matcher::AddHeadClasses(size_t h, size_t depth, std::span<uint32_t> bitmask) {
+  const auto& chain = chains_[h];
+  const bool exact = depth == chain.size();
+  prefix_.assign(chain.begin(), chain.begin() + depth);
+  int32_t near = INT32_MAX;
+  const int32_t headroom = grammar_->NormalizeChain(&prefix_, false, &near);
+  if (near == INT32_MAX) {
+    std::shared_ptr<const TokenClass> cls = grammar_->Class(prefix_, exact);
+    if (cls->too_many_pops && !exact) return false;
+    AddClass(*cls, h, depth, headroom, INT32_MAX, bitmask);
+    return true;
+  }
+  // A count near its max: tokens of at most `near` bytes are decided as if it were far (exact
+  // for them), the longer ones by a class of the real counts that leaves the short ones out.
+  std::shared_ptr<const TokenClass> part =
+      grammar_->Class(prefix_, exact, static_cast<uint32_t>(near));
+  far_prefix_.assign(chain.begin(), chain.begin() + depth);
+  grammar_->NormalizeChain(&far_prefix_, true, nullptr);
+  std::shared_ptr<const TokenClass> far = grammar_->Class(far_prefix_, exact);
+  if ((part->too_many_pops || far->too_many_pops) && !exact) return false;
+  AddClass(*part, h, depth, headroom, INT32_MAX, bitmask);
+  prefix_.swap(far_prefix_);  // AddClass keys popped suffixes by prefix_
+  AddClass(*far, h, depth, INT32_MAX, near, bitmask);
+  return true;
+}
+
+void Matcher::AddClass(const TokenClass& cls, size_t h, size_t depth, int32_t headroom,
+                       int32_t max_len, std::span<uint32_t> bitmask) {
+  const Vocabulary& vocab = grammar_->vocab();
+  const size_t words = vocab.mask_words();
+  const auto& chain = chains_[h];
+  // max_len < kLengthMasks: only tokens of at most max_len bytes count.
+  const uint32_t* short_only =
+      max_len < Vocabulary::kLengthMasks ? vocab.tokens_up_to(std::max(1, max_len)) : nullptr;
+  auto set = [&](int32_t t) {
+    if (short_only == nullptr || ((short_only[t >> 5] >> (t & 31)) & 1u)) {
+      bitmask[t >> 5] |= 1u << (t & 31);
+    }
+  };
+  if (!cls.accept_bits.empty()) {
+    if (short_only == nullptr) {
+      for (size_t w = 0; w < words; ++w) bitmask[w] |= cls.accept_bits[w];
+    } else {
+      for (size_t w = 0; w < words; ++w) bitmask[w] |= cls.accept_bits[w] & short_only[w];
+    }
+  }
+  for (int32_t t : cls.accept_list) set(t);
+  if (short_only == nullptr) {
+    // (With short_only these are all longer than max_len.)
+    for (const auto& [len, t] : cls.long_accept) {
+      if (len <= static_cast<uint32_t>(headroom)) {
+        set(t);
+      } else {
+        uncertain_.push_back(vocab.trie().rank(t));
+      }
+    }
+    for (int32_t t : cls.long_pops) uncertain_.push_back(vocab.trie().rank(t));
+  }
+  if (cls.pops.empty()) return;
+  // The suffixes that the real caller of the truncated stack (the node `depth` links up from
+  // the head) accepts.
+  pop_key_.assign(reinterpret_cast<const char*>(prefix_.data()),
+                  prefix_.size() * sizeof(ChainEntry));
+  pop_key_.push_back(static_cast<char>(cls.min_len));
+  pop_key_.push_back('|');
+  pop_key_.append(reinterpret_cast<const char*>(chain.data() + depth),
+                  (chain.size() - depth) * sizeof(ChainEntry));
+  std::shared_ptr<const std::vector<int32_t>> ok = grammar_->CachedPops(pop_key_);
+  if (ok == nullptr) {
+    int32_t node = steps_.back().cfg.heads[h];
+    for (size_t k = 0; k < depth; ++k) node = arena_.node(node).parent;
+    const auto& pops = cls.pops;
+    auto toks = std::make_shared<std::vector<int32_t>>();
+    const size_t mark = arena_.size();
+    rec_.StartFrom(node, &caller_cfg_);
+    WalkSorted(
+        caller_cfg_, pops.size(), [&](size_t i) -> std::string_view { return pops[i].suffix; },
+        [](size_t) { return false; },
+        [&](size_t i) { toks->insert(toks->end(), pops[i].tokens.begin(), pops[i].tokens.end()); });
+    arena_.Truncate(mark);
+    ok = toks;
+    grammar_->CachePops(pop_key_, ok);
+  }
+  for (int32_t t : *ok) set(t);
 }
 
 template <typename Bytes, typename Skip, typename Accept>

@@ -39,6 +39,14 @@ class Matcher final : public TokenMatcher {
   std::vector<Step> steps_;  // steps_[0]: the start; back(): now
   // Computes the mask of the current configuration (no cache) into `bitmask`.
   void ComputeMask(std::span<uint32_t> bitmask);
+  // Adds head h's classes for its chain cut after `depth` positions; false (nothing added)
+  // when a class pops too many tokens and depth is not the whole chain.
+  bool AddHeadClasses(size_t h, size_t depth, std::span<uint32_t> bitmask);
+  // Adds one class of head h (prefix_: its chain in class form): accepted tokens, long ones
+  // within `headroom` (others to uncertain_), popped suffixes the real caller accepts; only
+  // tokens of at most max_len bytes when max_len < Vocabulary::kLengthMasks.
+  void AddClass(const TokenClass& cls, size_t h, size_t depth, int32_t headroom, int32_t max_len,
+                std::span<uint32_t> bitmask);
   // Sets the uncertain tokens (sorted by trie rank) that the real stacks accept.
   void CheckUncertain(const std::vector<int32_t>& ranks, std::span<uint32_t> bitmask);
   // Advances `start` through strings bytes(0) .. bytes(n - 1), given in sorted order (shared
@@ -51,7 +59,7 @@ class Matcher final : public TokenMatcher {
   Config a_, b_;                                 // scratch
   std::vector<std::vector<ChainEntry>> chains_;  // per head: its positions up to the root
   std::vector<int32_t> order_;                   // head indices by chain
-  std::vector<ChainEntry> prefix_;
+  std::vector<ChainEntry> prefix_, far_prefix_;
   std::vector<int32_t> uncertain_;
   Config caller_cfg_;
   std::string pop_key_;

@@ -113,9 +113,11 @@ TEST(Matcher, CountedRepetitionsEqualBruteForce) {
        {std::string(33, 'b'), std::string(40, 'c') + ".", std::string(34, 'a') + ".",
         std::string("aaaaa."), std::string("ab"), std::string("abc"), std::string("[a"),
         std::string("]["), std::string("[abc]"), std::string("]"), std::string("xa"),
-        std::string("\xC3\xA9"), std::string("a\xC3\xA9b"), std::string("qqqq"),
-        std::string("qqqqqqqqz"), std::string(36, 'a') + "]x", std::string(20, 'b') + "][",
-        std::string("a]x")}) {
+        std::string("\xC3\xA9"),
+        std::string("a\xC3\xA9"
+                    "b"),
+        std::string("qqqq"), std::string("qqqqqqqqz"), std::string(36, 'a') + "]x",
+        std::string(20, 'b') + "][", std::string("a]x")}) {
     toks.push_back(s);
   }
   auto vocab = MakeVocab(toks);

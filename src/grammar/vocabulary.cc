@@ -42,6 +42,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) {
     }
     Node& last = nodes_[path.back()];
     tokens_.push_back(id);
+    lengths_.push_back(static_cast<uint16_t>(max_len));
     last.own_end = static_cast<uint32_t>(tokens_.size());
     prev = s;
   }
@@ -56,8 +57,14 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes) {
     at_depth[nodes_[i].depth] = static_cast<uint32_t>(i);
   }
   std::vector<uint64_t> below(4 * nodes_.size(), 0);
-  for (size_t i = nodes_.size(); i-- > 1;) {
+  max_below_.assign(nodes_.size(), 0);
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    if (nodes_[i].own_end > nodes_[i].tok_begin) {
+      max_below_[i] = std::max<uint16_t>(max_below_[i], nodes_[i].depth);
+    }
+    if (i == 0) break;
     const size_t p = parent[i];
+    max_below_[p] = std::max(max_below_[p], max_below_[i]);
     const uint8_t b = nodes_[i].byte;
     below[4 * p + (b >> 6)] |= uint64_t{1} << (b & 63);
     for (int w = 0; w < 4; ++w) below[4 * p + w] |= below[4 * i + w];
@@ -78,6 +85,15 @@ Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> eos_
       is_eos_(bytes_.size(), 0),
       trie_(bytes_) {
   for (int32_t id : eos_ids_) is_eos_[id] = 1;
+  const size_t words = mask_words();
+  length_masks_.assign(kLengthMasks * words, 0);
+  for (size_t id = 0; id < bytes_.size(); ++id) {
+    const size_t len = trie_.rank(static_cast<int32_t>(id)) < 0 ? 0 : bytes_[id].size();
+    if (len == 0 || len > static_cast<size_t>(kLengthMasks)) continue;
+    for (size_t n = len; n <= static_cast<size_t>(kLengthMasks); ++n) {
+      length_masks_[(n - 1) * words + id / 32] |= 1u << (id % 32);
+    }
+  }
 }
 
 Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokenBytes(std::vector<std::string> bytes,

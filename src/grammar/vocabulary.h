@@ -40,6 +40,10 @@ class TokenTrie {
   int32_t rank(int32_t id) const { return rank_[id]; }
   // The longest token's length in bytes (0 for an empty trie).
   size_t max_depth() const { return max_depth_; }
+  // The length in bytes of tokens()[rank].
+  uint32_t length(size_t rank) const { return lengths_[rank]; }
+  // The longest token in node i's subtree, its own tokens included (0: none).
+  uint32_t max_length_below(size_t i) const { return max_below_[i]; }
 
   // The bytes on the edges below node i (its strict subtree) as a 256-bit set, for nodes with
   // at least kMinBelow tokens strictly below them; null for the others.
@@ -50,6 +54,8 @@ class TokenTrie {
 
  private:
   size_t max_depth_ = 0;
+  std::vector<uint16_t> lengths_;  // by rank
+  std::vector<uint16_t> max_below_;
   std::vector<int32_t> below_index_;
   std::vector<uint64_t> below_bytes_;
   std::vector<Node> nodes_;
@@ -80,6 +86,10 @@ class Vocabulary {
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   bool IsEos(int32_t id) const { return id >= 0 && id < size() && is_eos_[id]; }
   const TokenTrie& trie() const { return trie_; }
+  // The tokens of 1 to n bytes as a bitmask of mask_words() words. REQUIRES: 1 <= n <=
+  // kLengthMasks.
+  static constexpr int kLengthMasks = 32;
+  const uint32_t* tokens_up_to(int n) const { return &length_masks_[(n - 1) * mask_words()]; }
 
  private:
   Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> eos_ids);
@@ -87,6 +97,7 @@ class Vocabulary {
   std::vector<int32_t> eos_ids_;
   std::vector<char> is_eos_;
   TokenTrie trie_;
+  std::vector<uint32_t> length_masks_;
 };
 
 }  // namespace tachyon::grammar
