@@ -45,6 +45,15 @@ EngineFlags AddEngineFlags(CLI::App& app, engine::ServingOptions* o) {
   f.max_num_seqs =
       AddInt(app, "--max-num-seqs", &o->max_num_seqs, 1, 1 << 16, "requests generating at once")
           ->group(kGroup);
+  AddInt<int64_t>(app, "--short-prefill-tokens", &o->short_prefill_tokens, 0, 1 << 24,
+                  "prompt work with at most this many uncached tokens left (a mostly cached "
+                  "prompt) runs ahead of longer prefills (0: off)")
+      ->group(kGroup);
+  AddInt<int64_t>(app, "--max-prefill-tokens-while-decoding", &o->max_prefill_tokens_while_decoding,
+                  0, 1 << 24,
+                  "while requests are generating, a step runs at most this many prompt tokens "
+                  "(0: only --max-num-batched-tokens)")
+      ->group(kGroup);
   app.add_flag_callback(
          "--no-prefix-caching", [o] { o->enable_prefix_caching = false; }, "disable prefix caching")
       ->group(kGroup);

@@ -99,6 +99,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
   const uint64_t base_seed = req.params.seed ? *req.params.seed : seed_rng_();
   const uint64_t arrival = next_arrival_++;
   const auto now = std::chrono::steady_clock::now();
+  const auto arrived = req.arrival == Clock::time_point{} ? now : std::min(req.arrival, now);
   for (int i = 0; i < req.params.n; ++i) {
     auto r = std::make_unique<Request>();
     r->seq_id = next_seq_id_++;
@@ -113,7 +114,8 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     r->params = req.params;
     r->seed = base_seed + static_cast<uint64_t>(i);
     r->cache_salt = req.cache_salt;
-    r->add_time = now;
+    r->add_time = arrived;
+    r->ttft.inbox_seconds = std::chrono::duration<double>(now - arrived).count();
     if (config_.detokenizer) {
       r->decoder = config_.detokenizer->NewDecoder();
       // A continuation (params.output_offset > 0) ends its prompt with output tokens already
@@ -152,6 +154,7 @@ RequestOutput Engine::NewOutput(const Request& r) const {
         std::chrono::duration<double>(first.first_scheduled_time - first.add_time).count();
   }
   for (const auto& c : g.choices) o.usage.completion_tokens += c->num_output_tokens();
+  o.ttft = r.ttft;
   return o;
 }
 
@@ -295,6 +298,7 @@ void Engine::FailStep(const SchedulerOutput& out, const Status& error) {
 }
 
 std::vector<RequestOutput> Engine::Step() {
+  const auto t_step = Clock::now();
   SchedulerOutput out = scheduler_.Schedule();
   if (!out.empty()) {
     ++counters_.num_steps;
@@ -307,6 +311,7 @@ std::vector<RequestOutput> Engine::Step() {
       FailStep(out, logits.status());
     } else {
       scheduler_.OnStepComputed(out);
+      scheduler_.AccountStep(out, t_step, Clock::now());
       for (size_t i = 0; i < out.seqs.size(); ++i) {
         const ScheduledSeq& s = out.seqs[i];
         if (!s.sample) {

@@ -6,6 +6,7 @@
 // Thread-safety: none, except Validate() (reads only the immutable config).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -48,6 +49,9 @@ struct EngineRequest {
   // choice gets its own matcher; the output follows the grammar, EOS only where it may end,
   // and the choice finishes (kStop) once nothing but EOS can follow.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // When the caller handed it in (EngineCore sets it); the default means "at Engine::Add".
+  // Queueing time and the TTFT breakdown count from here.
+  std::chrono::steady_clock::time_point arrival{};
 };
 
 struct EngineMetrics {

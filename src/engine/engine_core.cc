@@ -3,6 +3,14 @@
 #include "util/logging.h"
 
 namespace tachyon::engine {
+namespace {
+// Stamps the request's arrival (queueing and the TTFT breakdown count from here).
+void StampArrival(EngineRequest& r) {
+  if (r.arrival == std::chrono::steady_clock::time_point{}) {
+    r.arrival = std::chrono::steady_clock::now();
+  }
+}
+}  // namespace
 
 Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config,
                                                        std::unique_ptr<ModelExecutor> executor) {
@@ -35,6 +43,7 @@ Status EngineCore::Enqueue(uint64_t id, EngineRequest request,
 
 Result<std::shared_ptr<RequestStream>> EngineCore::AddRequest(EngineRequest request,
                                                               std::function<void()> notifier) {
+  StampArrival(request);
   RETURN_IF_ERROR(engine_->Validate(request));
   const uint64_t id = next_id_.fetch_add(1);
   auto stream = std::make_shared<RequestStream>(id, std::move(notifier));
@@ -44,6 +53,7 @@ Result<std::shared_ptr<RequestStream>> EngineCore::AddRequest(EngineRequest requ
 
 Result<uint64_t> EngineCore::AddRequestWithCallback(EngineRequest request,
                                                     std::function<void(RequestOutput)> on_output) {
+  StampArrival(request);
   RETURN_IF_ERROR(engine_->Validate(request));
   const uint64_t id = next_id_.fetch_add(1);
   auto stream = std::make_shared<RequestStream>(id, std::move(on_output));
@@ -54,6 +64,7 @@ Result<uint64_t> EngineCore::AddRequestWithCallback(EngineRequest request,
 Result<std::vector<uint64_t>> EngineCore::AddRequestsWithCallbacks(
     std::vector<std::pair<EngineRequest, std::function<void(RequestOutput)>>> requests) {
   for (size_t i = 0; i < requests.size(); ++i) {
+    StampArrival(requests[i].first);
     Status s = engine_->Validate(requests[i].first);
     if (!s.ok()) return s.WithContext("request " + std::to_string(i));
   }

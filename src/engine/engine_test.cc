@@ -14,23 +14,7 @@ using testing::Greedy;
 using testing::Harness;
 using testing::HarnessOptions;
 using testing::MakePrompt;
-
-// What greedy decoding must produce, computed from the fake's logits directly (no engine).
-std::vector<int32_t> OracleGreedy(const FakeModelExecutor& exec, std::vector<int32_t> history,
-                                  int max_tokens) {
-  std::vector<int32_t> out;
-  std::vector<float> logits(exec.n_vocab());
-  for (int i = 0; i < max_tokens; ++i) {
-    exec.LogitsFor(history, logits);
-    int32_t best = 0;
-    for (int32_t v = 1; v < exec.n_vocab(); ++v) {
-      if (logits[v] > logits[best]) best = v;
-    }
-    out.push_back(best);
-    history.push_back(best);
-  }
-  return out;
-}
+using testing::OracleGreedy;
 
 struct Workload {
   std::vector<int> prompt_lens = {1, 3, 4, 5, 9, 16, 17, 23, 31, 33, 40, 47, 52, 64, 70, 7};

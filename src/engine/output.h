@@ -28,6 +28,26 @@ struct Usage {
   int64_t cached_prompt_tokens = 0;  // prompt tokens whose KV came from the prefix cache
 };
 
+// Where a choice's time to first token went, measured on the engine thread, in seconds. From
+// its arrival (EngineCore::AddRequest) to the end of the step that sampled its first token:
+// inbox + queued + prefix_wait + prefill + stalled, plus the engine loop's few microseconds
+// between steps. Every step is counted whole under one heading, although other requests'
+// tokens share it (prefill_step_tokens says how many tokens those steps ran in all).
+struct TtftBreakdown {
+  double inbox_seconds = 0;        // arrival -> the engine loop took it (the step then running)
+  double queued_seconds = 0;       // steps while not admitted: seats, budget, blocks, queue
+                                   // order, or preempted back to the queue
+  double prefix_wait_seconds = 0;  // steps while waiting for prefix blocks that another request
+                                   // was computing (then taken from the cache)
+  double prefill_seconds = 0;      // steps that computed some of its own prompt
+  double stalled_seconds = 0;      // steps after admission that ran only others' tokens
+  int steps = 0;                   // steps until the first token
+  int prefill_steps = 0;
+  int64_t prefill_tokens = 0;       // of its own prompt computed (cached tokens excluded)
+  int64_t prefill_step_tokens = 0;  // all tokens of its prefill steps (its own + others')
+  double first_token_seconds = -1;  // arrival -> first token; < 0 until it is sampled
+};
+
 // Logprobs of one generated token.
 struct TokenLogprobs {
   int32_t token = 0;
@@ -46,7 +66,8 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;  // set on the choice's last output
   bool finished = false;      // the request's last output: every choice has finished
   Usage usage;                // totals so far
-  double queue_seconds = -1;  // from Add to choice 0's first scheduling; < 0 until then
+  double queue_seconds = -1;  // from arrival to choice 0's first scheduling; < 0 until then
+  TtftBreakdown ttft;         // this choice's, final once first_token_seconds >= 0
   Status error;               // set when finish_reason == kError
 };
 

@@ -47,8 +47,11 @@ struct Request {
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_cached_prompt_tokens = -1;  // set at first admission
   int num_preemptions = 0;
-  std::chrono::steady_clock::time_point add_time;
+  std::chrono::steady_clock::time_point add_time;  // its arrival (EngineRequest::arrival)
   std::chrono::steady_clock::time_point first_scheduled_time;  // set with num_cached_prompt_tokens
+  TtftBreakdown ttft;           // filled step by step until the first token (Scheduler)
+  int64_t deferred_step = -1;   // scheduler: the last step it waited for in-flight prefix blocks
+  int64_t scheduled_step = -1;  // scheduler: the last step that ran some of its tokens
 
   // Output side: detokenizer state, stop strings, not-yet-delivered increments.
   std::unique_ptr<TextDecoder> decoder;

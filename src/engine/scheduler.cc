@@ -61,8 +61,10 @@ void Scheduler::ScheduleRunning(Request* r, SchedulerOutput* out, int64_t* budge
     // Out of blocks: preempt the least important running request (possibly r itself).
     Request* victim = LeastImportantRunning();
     Preempt(victim, out, budget);
+    running_preempted_ = true;
     if (victim == r) return;
   }
+  r->scheduled_step = step_;
   out->seqs.push_back(
       {r, n + k, r->num_computed_tokens, kv_->BlockTable(r->seq_id), reaches_end, k});
   out->num_tokens += n + k;
@@ -87,14 +89,28 @@ kv::PrefixHit Scheduler::FindPrefix(const Request* r) {
   return hit;
 }
 
-bool Scheduler::ScheduleWaiting(Request* r, SchedulerOutput* out, int64_t* budget) {
+Scheduler::Admission Scheduler::ScheduleWaiting(Request* r, bool short_only, SchedulerOutput* out,
+                                                int64_t* budget) {
   kv::PrefixHit hit = FindPrefix(r);
+  if (hit.in_flight_tokens > 0) {  // someone computes our next blocks now: wait for them
+    r->deferred_step = step_;
+    return Admission::kDeferred;
+  }
+  if (num_running() + num_deferred_ >= config_.max_num_seqs) return Admission::kNoRoom;
   r->num_computed_tokens = hit.num_tokens;
   const int64_t n = ChunkSize(r, *budget);
+  const int64_t uncached = static_cast<int64_t>(r->tokens.size()) - hit.num_tokens;
+  if (short_only && !IsShort(uncached)) {
+    // Long work waits for the long pass; those behind may overtake it only if it could start.
+    const bool could_start = n > 0 && kv_->CanAllocate(r->seq_id, hit.num_tokens + n, hit);
+    r->num_computed_tokens = 0;
+    return could_start ? Admission::kShortOnly : Admission::kNoRoom;
+  }
   if (n <= 0 || !kv_->Allocate(r->seq_id, hit.num_tokens + n, hit)) {
     r->num_computed_tokens = 0;
-    return false;
+    return Admission::kNoRoom;
   }
+  kv_->MarkInFlight(r->seq_id, r->tokens, r->cache_salt);
   kv_->RecordPrefixQuery(static_cast<int64_t>(r->tokens.size()), hit.num_tokens);
   if (r->num_cached_prompt_tokens < 0) {
     r->num_cached_prompt_tokens = std::min(hit.num_tokens, r->num_prompt_tokens);
@@ -103,14 +119,62 @@ bool Scheduler::ScheduleWaiting(Request* r, SchedulerOutput* out, int64_t* budge
   r->state = RequestState::kRunning;
   running_.push_back(r);
   const bool sample = hit.num_tokens + n == static_cast<int64_t>(r->tokens.size());
+  r->scheduled_step = step_;
   out->seqs.push_back({r, n, hit.num_tokens, kv_->BlockTable(r->seq_id), sample});
   out->num_tokens += n;
   *budget -= n;
-  return true;
+  return Admission::kAdmitted;
+}
+
+void Scheduler::AdmitWaiting(bool short_only, SchedulerOutput* out, int64_t* budget) {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Request* r = *it;
+    if (BlockedOnLeader(r) || r->deferred_step == step_) {
+      ++it;
+      continue;
+    }
+    if (*budget <= 0 || admission_closed_) {
+      // No more admissions this step; the rest only note whether they wait for in-flight
+      // prefix blocks (for the TTFT breakdown).
+      if (short_only || !kv_->HasInFlight()) break;
+      if (FindPrefix(r).in_flight_tokens > 0) r->deferred_step = step_;
+      ++it;
+      continue;
+    }
+    Admission a = ScheduleWaiting(r, short_only, out, budget);
+    // Under the priority policy, a request that cannot be admitted (no blocks or no seat)
+    // preempts running requests of strictly lower priority, least important first.
+    while (a == Admission::kNoRoom && config_.policy == SchedulePolicy::kPriority && *budget > 0) {
+      Request* victim = LeastImportantRunning();
+      if (victim == nullptr || victim->priority <= r->priority) break;
+      Preempt(victim, out, budget);
+      a = ScheduleWaiting(r, short_only, out, budget);
+    }
+    switch (a) {
+      case Admission::kAdmitted:
+        it = waiting_.erase(it);  // (set iterators survive the victims' insertion)
+        break;
+      case Admission::kDeferred:
+        ++num_deferred_;  // keeps its seat against those behind it
+        ++it;
+        break;
+      case Admission::kShortOnly:
+        ++it;
+        break;
+      case Admission::kNoRoom:
+        // Head of line waits (no one behind it overtakes: no starvation).
+        admission_closed_ = true;
+        break;
+    }
+  }
 }
 
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
+  ++step_;
+  num_deferred_ = 0;
+  admission_closed_ = false;
+  running_preempted_ = false;
   int64_t budget = config_.max_num_batched_tokens;
 
   // Running requests, most important first; those generating (one pending token) before
@@ -118,37 +182,33 @@ SchedulerOutput Scheduler::Schedule() {
   std::vector<Request*> order = running_;
   std::sort(order.begin(), order.end(),
             [&](const Request* a, const Request* b) { return Before(a, b); });
-  std::stable_partition(order.begin(), order.end(), [](const Request* r) {
-    return static_cast<int64_t>(r->tokens.size()) - r->num_computed_tokens == 1;
-  });
-  for (Request* r : order) {
-    if (budget <= 0) break;
-    if (r->state != RequestState::kRunning) continue;  // preempted earlier in this step
-    ScheduleRunning(r, &out, &budget);
-  }
-
-  // Admit waiting requests, unless this step already had to preempt for a running one.
-  if (out.preempted.empty()) {
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (budget <= 0) break;
-      Request* r = *it;
-      if (BlockedOnLeader(r)) {
-        ++it;
-        continue;
-      }
-      bool admitted = num_running() < config_.max_num_seqs && ScheduleWaiting(r, &out, &budget);
-      // Under the priority policy, a request that cannot be admitted (no blocks or no seat)
-      // preempts running requests of strictly lower priority, least important first.
-      while (!admitted && config_.policy == SchedulePolicy::kPriority && budget > 0) {
-        Request* victim = LeastImportantRunning();
-        if (victim == nullptr || victim->priority <= r->priority) break;
-        Preempt(victim, &out, &budget);
-        admitted = num_running() < config_.max_num_seqs && ScheduleWaiting(r, &out, &budget);
-      }
-      if (!admitted) break;     // head of line waits (no one behind it overtakes: no starvation)
-      it = waiting_.erase(it);  // (set iterators survive the victims' insertion)
+  auto remaining = [](const Request* r) {
+    return static_cast<int64_t>(r->tokens.size()) - r->num_computed_tokens;
+  };
+  const auto prompt_begin = std::stable_partition(
+      order.begin(), order.end(), [&](const Request* r) { return remaining(r) == 1; });
+  const bool generating = prompt_begin != order.begin();
+  auto run = [&](auto first, auto last, auto keep) {
+    for (auto i = first; i != last && budget > 0; ++i) {
+      Request* r = *i;
+      // Preempted earlier in this step, or already scheduled (preempted and re-admitted).
+      if (r->state != RequestState::kRunning || r->scheduled_step == step_) continue;
+      if (keep(r)) ScheduleRunning(r, &out, &budget);
     }
+  };
+  run(order.begin(), prompt_begin, [](const Request*) { return true; });
+  if (generating && config_.max_prefill_tokens_while_decoding > 0) {
+    budget = std::min(budget, config_.max_prefill_tokens_while_decoding);
   }
+  // Prompt work: short first (running, then admissions), then the rest. Nothing is admitted
+  // in a step that had to preempt for a running request.
+  auto is_short = [&](const Request* r) { return IsShort(remaining(r)); };
+  run(prompt_begin, order.end(), is_short);
+  if (config_.short_prefill_tokens > 0 && !running_preempted_) {
+    AdmitWaiting(/*short_only=*/true, &out, &budget);
+  }
+  run(prompt_begin, order.end(), [&](const Request* r) { return !is_short(r); });
+  if (!running_preempted_) AdmitWaiting(/*short_only=*/false, &out, &budget);
   return out;
 }
 
@@ -172,6 +232,32 @@ void Scheduler::OnDraftsVerified(Request* r, int64_t accepted) {
       << "accepted drafts past the emitted tokens";
   kv_->CommitComputed(r->seq_id, r->tokens, r->num_computed_tokens, r->cache_salt);
   kv_->FreeBlocksPast(r->seq_id, r->num_computed_tokens + 1);
+}
+
+void Scheduler::AccountStep(const SchedulerOutput& out, std::chrono::steady_clock::time_point start,
+                            std::chrono::steady_clock::time_point end) {
+  const double seconds = std::chrono::duration<double>(end - start).count();
+  for (const ScheduledSeq& s : out.seqs) {
+    Request* r = s.request;
+    TtftBreakdown& t = r->ttft;
+    if (t.first_token_seconds >= 0) continue;
+    ++t.steps;
+    ++t.prefill_steps;
+    t.prefill_seconds += seconds;
+    t.prefill_tokens += s.num_new_tokens - s.num_draft_tokens;
+    t.prefill_step_tokens += out.num_tokens;
+    if (s.sample) t.first_token_seconds = std::chrono::duration<double>(end - r->add_time).count();
+  }
+  for (Request* r : running_) {
+    if (r->ttft.first_token_seconds >= 0 || r->scheduled_step == step_) continue;
+    ++r->ttft.steps;
+    r->ttft.stalled_seconds += seconds;
+  }
+  for (Request* r : waiting_) {
+    if (r->ttft.first_token_seconds >= 0) continue;
+    ++r->ttft.steps;
+    (r->deferred_step == step_ ? r->ttft.prefix_wait_seconds : r->ttft.queued_seconds) += seconds;
+  }
 }
 
 void Scheduler::Remove(Request* r) {

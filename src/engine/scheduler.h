@@ -7,8 +7,20 @@
 //    their prompt get chunks (chunked prefill). Waiting requests are then admitted in queue
 //    order (FCFS, or priority then FCFS) with prefill chunks within the remaining budget; the
 //    queue head blocks those behind it, so no one starves.
+//  - Short prompt work first (short_prefill_tokens > 0): running and waiting requests whose
+//    uncached rest of the prompt is short (a mostly cached prompt, the tail of a chunked
+//    prefill) go before longer prompt work, so a newcomer with a cached prefix gets its first
+//    token in the next step. A short waiting request overtakes a long one ahead of it only
+//    for the budget, never for blocks or seats: a long head of the queue that cannot start for
+//    lack of those still blocks everyone behind it.
+//  - While some request is generating, max_prefill_tokens_while_decoding (> 0) caps the
+//    step's prompt tokens, so decode steps stay short.
 //  - A new request starts from the longest cached prefix (or, for choice i > 0 of an n > 1
-//    request, from choice 0's prompt blocks, forked with refcounts).
+//    request, from choice 0's prompt blocks, forked with refcounts). When the blocks right
+//    after its cached prefix are being computed by a running request (same tokens, same
+//    cache salt: kv::PrefixHit::in_flight_tokens), it waits for them instead of computing
+//    them again, and starts from the cache once they are committed; a waiting request keeps
+//    its seat against those behind it. A burst of requests with one prefix computes it once.
 //  - When blocks run out, the lowest-priority / newest running request is preempted: its
 //    blocks are freed and it goes back to the waiting queue to be recomputed later (its cached
 //    blocks usually make that cheap). No new requests are admitted in a step that preempted.
@@ -21,6 +33,7 @@
 // Thread-safety: none (engine thread).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <set>
 #include <vector>
@@ -37,6 +50,10 @@ struct SchedulerConfig {
   int max_num_seqs = 64;                     // running requests at once
   int64_t long_prefill_token_threshold = 0;  // > 0: cap one request's chunk per step
   SchedulePolicy policy = SchedulePolicy::kFcfs;
+  int64_t short_prefill_tokens = 0;  // > 0: prompt work with at most this many uncached
+                                     // tokens left goes first (see above)
+  int64_t max_prefill_tokens_while_decoding = 0;  // > 0: cap on a step's prompt tokens
+                                                  // while any request is generating
 };
 
 struct ScheduledSeq {
@@ -76,6 +93,11 @@ class Scheduler {
   void OnDraftsVerified(Request* r, int64_t accepted);
   // Removes the request from the queues and frees its blocks; sets state kFinished.
   void Remove(Request* r);
+  // The TTFT breakdown (Request::ttft): adds the step `out`, run from `start` to `end`, to
+  // every request still waiting for its first token, under what the step did for it. Call
+  // after the step ran (after OnStepComputed), before its tokens are appended.
+  void AccountStep(const SchedulerOutput& out, std::chrono::steady_clock::time_point start,
+                   std::chrono::steady_clock::time_point end);
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
@@ -88,8 +110,17 @@ class Scheduler {
     bool operator()(const Request* a, const Request* b) const { return s->Before(a, b); }
   };
   bool Before(const Request* a, const Request* b) const;
+  enum class Admission { kAdmitted, kDeferred, kShortOnly, kNoRoom };
   void ScheduleRunning(Request* r, SchedulerOutput* out, int64_t* budget);
-  bool ScheduleWaiting(Request* r, SchedulerOutput* out, int64_t* budget);
+  // Admits r with a prefill chunk, or says why not: kDeferred (its next blocks are in flight),
+  // kShortOnly (short_only and its uncached rest is long, though it could start: left for the
+  // long pass), kNoRoom (no seat, budget or blocks).
+  Admission ScheduleWaiting(Request* r, bool short_only, SchedulerOutput* out, int64_t* budget);
+  // One pass over the waiting queue in order (see the class comment).
+  void AdmitWaiting(bool short_only, SchedulerOutput* out, int64_t* budget);
+  bool IsShort(int64_t uncached) const {
+    return config_.short_prefill_tokens > 0 && uncached <= config_.short_prefill_tokens;
+  }
   bool BlockedOnLeader(const Request* r) const;
   kv::PrefixHit FindPrefix(const Request* r);
   void Preempt(Request* victim, SchedulerOutput* out, int64_t* budget);
@@ -102,6 +133,10 @@ class Scheduler {
   std::vector<Request*> running_;
   std::set<Request*, QueueOrder> waiting_;
   int64_t num_preemptions_ = 0;
+  int64_t step_ = 0;               // Schedule() calls
+  int num_deferred_ = 0;           // this step's waiting requests that keep a seat (in-flight wait)
+  bool admission_closed_ = false;  // this step: the queue head could not start
+  bool running_preempted_ = false;  // this step preempted for a running request: no admissions
 };
 
 }  // namespace tachyon::engine

@@ -11,21 +11,27 @@ namespace {
 class SchedulerTest : public ::testing::Test {
  protected:
   void Init(int num_blocks, int64_t budget, int max_seqs = 16,
-            SchedulePolicy policy = SchedulePolicy::kFcfs) {
+            SchedulePolicy policy = SchedulePolicy::kFcfs, int64_t short_prefill = 0,
+            int64_t prefill_cap = 0) {
     kv_ = std::make_unique<kv::KvCacheManager>(kv::KvCacheConfig{
         .num_blocks = num_blocks, .block_size = 4, .enable_prefix_caching = true});
-    sched_ = std::make_unique<Scheduler>(SchedulerConfig{.max_num_batched_tokens = budget,
-                                                         .max_num_seqs = max_seqs,
-                                                         .long_prefill_token_threshold = 0,
-                                                         .policy = policy},
-                                         kv_.get());
+    sched_ = std::make_unique<Scheduler>(
+        SchedulerConfig{.max_num_batched_tokens = budget,
+                        .max_num_seqs = max_seqs,
+                        .long_prefill_token_threshold = 0,
+                        .policy = policy,
+                        .short_prefill_tokens = short_prefill,
+                        .max_prefill_tokens_while_decoding = prefill_cap},
+        kv_.get());
   }
-  Request* NewRequest(int prompt_len, int priority = 0) {
+  // `content`: requests with equal content (>= 0) share their prompt's leading tokens.
+  Request* NewRequest(int prompt_len, int priority = 0, int content = -1) {
     auto r = std::make_unique<Request>();
     r->seq_id = static_cast<int64_t>(reqs_.size());
     r->arrival = reqs_.size();
     r->priority = priority;
-    for (int i = 0; i < prompt_len; ++i) r->tokens.push_back((3 * i + 7 * r->seq_id) % 50);
+    const int64_t c = content >= 0 ? 1000 + content : r->seq_id;
+    for (int i = 0; i < prompt_len; ++i) r->tokens.push_back((3 * i + 7 * c) % 50);
     r->num_prompt_tokens = prompt_len;
     reqs_.push_back(std::move(r));
     sched_->Add(reqs_.back().get());
@@ -264,6 +270,58 @@ TEST_F(SchedulerTest, LongPrefillThresholdCapsChunks) {
   SchedulerOutput out = Step();
   EXPECT_EQ(NewTokens(out, a), 5);
   EXPECT_EQ(NewTokens(out, b), 3);
+}
+
+TEST_F(SchedulerTest, PrefillCapWhileDecoding) {
+  Init(64, 100, 16, SchedulePolicy::kFcfs, 0, /*prefill_cap=*/6);
+  Request* a = NewRequest(20);
+  EXPECT_EQ(NewTokens(Step(), a), 20);  // nobody generates: the whole budget
+  Request* b = NewRequest(20);
+  SchedulerOutput out = Step();
+  EXPECT_EQ(NewTokens(out, a), 1);
+  EXPECT_EQ(NewTokens(out, b), 6);  // a generates: prompt work capped
+  EXPECT_EQ(out.num_tokens, 7);
+}
+
+TEST_F(SchedulerTest, WaitsForInFlightPrefixAndKeepsItsSeat) {
+  Init(64, 100, /*max_seqs=*/2);
+  Request* a = NewRequest(18, 0, /*content=*/1);
+  Request* b = NewRequest(18, 0, /*content=*/1);  // same prompt as a
+  Request* c = NewRequest(5);
+  SchedulerOutput out = Step();
+  EXPECT_EQ(NewTokens(out, a), 18);
+  EXPECT_EQ(NewTokens(out, b), 0);  // waits for a's blocks instead of computing them
+  EXPECT_EQ(b->state, RequestState::kWaiting);
+  EXPECT_EQ(b->deferred_step, 1);
+  // c may not take the second seat: b, ahead of it, keeps it while it waits.
+  EXPECT_EQ(NewTokens(out, c), 0);
+  out = Step();  // a's prompt is committed: b starts from the cache
+  EXPECT_EQ(NewTokens(out, b), 2);
+  EXPECT_EQ(b->num_cached_prompt_tokens, 16);
+  EXPECT_EQ(NewTokens(out, c), 0);  // two running: no seat
+}
+
+TEST_F(SchedulerTest, ShortWorkOvertakesForBudgetButNotForBlocks) {
+  // 10 blocks = 40 slots. A long request at the head that cannot get blocks still blocks a
+  // short one behind it; one that only lacks budget does not.
+  Init(10, 12, 16, SchedulePolicy::kFcfs, /*short_prefill=*/4);
+  Request* running = NewRequest(30);
+  Step();
+  Step();
+  Step();                         // 30 computed (8 blocks) and decoding
+  Request* big = NewRequest(20);  // needs 5 blocks, 2 free
+  Request* small = NewRequest(3);
+  SchedulerOutput out = Step();
+  EXPECT_EQ(NewTokens(out, running), 1);
+  EXPECT_EQ(NewTokens(out, big), 0);
+  EXPECT_EQ(NewTokens(out, small), 0);  // behind a head of line that lacks blocks
+  sched_->Remove(running);
+  Request* hog = NewRequest(40 - 1);  // arrives after small: it is behind in the queue
+  out = Step();
+  // Now the short one goes first; the big one takes the rest of the budget.
+  EXPECT_EQ(NewTokens(out, small), 3);
+  EXPECT_EQ(NewTokens(out, big), 9);
+  EXPECT_EQ(NewTokens(out, hog), 0);
 }
 
 }  // namespace

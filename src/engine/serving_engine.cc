@@ -185,6 +185,8 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   EngineConfig ec;
   ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   ec.scheduler.max_num_seqs = o.max_num_seqs;
+  ec.scheduler.short_prefill_tokens = o.short_prefill_tokens;
+  ec.scheduler.max_prefill_tokens_while_decoding = o.max_prefill_tokens_while_decoding;
   ec.scheduler.policy = o.priority_scheduling ? SchedulePolicy::kPriority : SchedulePolicy::kFcfs;
   ec.kv.num_blocks = static_cast<int>(se.kv.num_blocks);
   ec.kv.block_size = static_cast<int>(se.block_size);

@@ -63,6 +63,10 @@ struct ServingOptions {
   // others generate); "mean", "cls", "last" or "rank" pool with that (e.g. a decoder
   // embedding model with last-token pooling); "none" insists on generation.
   std::string pooling;
+  // Scheduling for time to first token (engine/scheduler.h): --short-prefill-tokens (0: off),
+  // --max-prefill-tokens-while-decoding (0: off).
+  int64_t short_prefill_tokens = 256;
+  int64_t max_prefill_tokens_while_decoding = 0;
 };
 
 struct ServingEngine {

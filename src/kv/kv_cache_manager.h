@@ -6,6 +6,12 @@
 // takes them from FindCachedPrefix() and only computes the rest. A hit never covers the whole
 // sequence: at least the last token is computed, so there are logits to sample from.
 //
+// In flight: a request that has been given blocks for tokens it has not computed yet announces
+// them (MarkInFlight); a later FindCachedPrefix with the same leading tokens (and salt) reports
+// how many tokens after its cached hit are being computed by someone else right now
+// (PrefixHit::in_flight_tokens), so the caller can wait for them instead of computing them a
+// second time. Announcements end when the blocks are committed or their request is freed.
+//
 // Running out of blocks is an expected result: Allocate() returns false and changes nothing;
 // the scheduler then preempts someone. Requests are named by the caller's int64 ids.
 // Thread-safety: none; owned by the engine thread.
@@ -33,6 +39,9 @@ struct KvCacheConfig {
 struct PrefixHit {
   std::vector<int32_t> blocks;
   int64_t num_tokens = 0;  // blocks.size() * block_size
+  // Tokens right after num_tokens (whole blocks) whose KV another request is computing now
+  // (announced by MarkInFlight, not committed yet). Not part of `blocks`.
+  int64_t in_flight_tokens = 0;
 };
 
 struct KvCacheStats {
@@ -67,7 +76,8 @@ class KvCacheManager {
     return (num_tokens + config_.block_size - 1) / config_.block_size;
   }
 
-  // Longest cached prefix of `tokens` (full blocks, leaving at least the last token out).
+  // Longest cached prefix of `tokens` (full blocks, leaving at least the last token out), and
+  // how many blocks after it are in flight (PrefixHit::in_flight_tokens).
   // Does not take references; pass the result to Allocate() before any other call.
   // Empty when prefix caching is off.
   PrefixHit FindCachedPrefix(std::span<const int32_t> tokens, std::string_view cache_salt) const;
@@ -77,6 +87,16 @@ class KvCacheManager {
   // REQUIRES: src's KV for those tokens is computed.
   PrefixHit SharedPrefix(int64_t src, int64_t max_tokens) const;
 
+  // Announces that request `id` is going to compute the KV of `tokens` (all it knows: its
+  // prompt, or prompt + generated tokens when it resumes after a preemption): its full blocks
+  // not committed yet become findable as in flight until CommitComputed commits them or the
+  // request is freed. A block another request already announced stays that request's.
+  // No-op when prefix caching is off. REQUIRES: HasRequest(id).
+  void MarkInFlight(int64_t id, std::span<const int32_t> tokens, std::string_view cache_salt);
+
+  // Whether any announced block is still in flight.
+  bool HasInFlight() const { return !in_flight_.empty(); }
+
   // Counts a prefix lookup for the hit-rate metric.
   void RecordPrefixQuery(int64_t queried_tokens, int64_t hit_tokens);
 
@@ -84,6 +104,8 @@ class KvCacheManager {
   // starts from `hit` (its blocks are referenced, not copied). Returns false and changes
   // nothing when the pool cannot supply the blocks.
   bool Allocate(int64_t id, int64_t num_tokens, const PrefixHit& hit = {});
+  // Whether that Allocate() would succeed now (changes nothing).
+  bool CanAllocate(int64_t id, int64_t num_tokens, const PrefixHit& hit = {}) const;
 
   // Marks the KV of positions [0, num_computed) as computed: registers the newly full blocks
   // in the prefix cache. `tokens` are the request's tokens (at least num_computed of them).
@@ -111,13 +133,17 @@ class KvCacheManager {
  private:
   struct Seq {
     std::vector<int32_t> blocks;
-    std::vector<BlockHash> hashes;  // of the full blocks hashed so far
+    std::vector<BlockHash> hashes;  // of the full blocks hashed so far (may run past blocks)
     size_t num_committed = 0;       // leading blocks already offered to the cache
+    size_t num_announced = 0;       // hashes[num_committed, num_announced) may be in in_flight_
   };
+  // Removes id's in-flight announcements of blocks >= from (and lowers num_announced).
+  void DropInFlight(int64_t id, Seq* s, size_t from);
 
   KvCacheConfig config_;
   BlockPool pool_;
   std::unordered_map<int64_t, Seq> seqs_;
+  std::unordered_map<BlockHash, int64_t, BlockHashHasher> in_flight_;  // hash -> computing seq
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
 };

@@ -194,6 +194,68 @@ TEST(KvCacheManagerTest, SharedPrefixForksWithRefcounts) {
   EXPECT_EQ(m.NumFreeBlocks(), 8);
 }
 
+TEST(KvCacheManagerTest, InFlightBlocksAreFoundUntilCommittedOrFreed) {
+  KvCacheManager m({.num_blocks = 16, .block_size = 4});
+  const std::vector<int32_t> a = Iota(14);  // 3 full blocks
+  ASSERT_TRUE(m.Allocate(1, 8));            // first chunk only
+  m.MarkInFlight(1, a, "");
+  EXPECT_TRUE(m.HasInFlight());
+  std::vector<int32_t> b = Iota(20);  // same first 14 tokens
+  PrefixHit hit = m.FindCachedPrefix(b, "");
+  EXPECT_EQ(hit.num_tokens, 0);
+  EXPECT_EQ(hit.in_flight_tokens, 12);
+  EXPECT_EQ(m.FindCachedPrefix(b, "salt").in_flight_tokens, 0);  // other namespace
+  std::vector<int32_t> diverged = b;
+  diverged[9] = 99;  // third block differs
+  EXPECT_EQ(m.FindCachedPrefix(diverged, "").in_flight_tokens, 8);
+
+  // The first chunk is computed: 2 blocks cached, the third still in flight.
+  m.CommitComputed(1, a, 8, "");
+  hit = m.FindCachedPrefix(b, "");
+  EXPECT_EQ(hit.num_tokens, 8);
+  EXPECT_EQ(hit.in_flight_tokens, 4);
+  ASSERT_TRUE(m.Allocate(1, 14));
+  m.CommitComputed(1, a, 14, "");
+  hit = m.FindCachedPrefix(b, "");
+  EXPECT_EQ(hit.num_tokens, 12);
+  EXPECT_EQ(hit.in_flight_tokens, 0);
+  EXPECT_FALSE(m.HasInFlight());
+
+  // Freed before computing: nothing stays in flight.
+  const std::vector<int32_t> c = Iota(9, 100);
+  ASSERT_TRUE(m.Allocate(2, 4));
+  m.MarkInFlight(2, c, "");
+  EXPECT_EQ(m.FindCachedPrefix(Iota(12, 100), "").in_flight_tokens, 8);
+  m.Free(2);
+  EXPECT_FALSE(m.HasInFlight());
+  EXPECT_EQ(m.FindCachedPrefix(Iota(12, 100), "").in_flight_tokens, 0);
+
+  // A block announced by one request stays its; a second announcer does not take it over,
+  // and its own later blocks are still announced.
+  ASSERT_TRUE(m.Allocate(3, 4));
+  m.MarkInFlight(3, c, "");
+  ASSERT_TRUE(m.Allocate(4, 4));
+  std::vector<int32_t> d = Iota(13, 100);
+  m.MarkInFlight(4, d, "");
+  m.Free(3);
+  EXPECT_EQ(m.FindCachedPrefix(Iota(16, 100), "").in_flight_tokens, 0);  // block 0 was 3's
+  m.Free(4);
+  EXPECT_FALSE(m.HasInFlight());
+  m.Free(1);
+  EXPECT_EQ(m.NumFreeBlocks(), 16);
+}
+
+TEST(KvCacheManagerTest, CanAllocateMatchesAllocate) {
+  KvCacheManager m({.num_blocks = 4, .block_size = 2});
+  EXPECT_TRUE(m.CanAllocate(1, 8));
+  EXPECT_FALSE(m.CanAllocate(1, 9));
+  ASSERT_TRUE(m.Allocate(1, 5));  // 3 blocks
+  EXPECT_TRUE(m.CanAllocate(1, 8));
+  EXPECT_FALSE(m.CanAllocate(2, 3));
+  EXPECT_EQ(m.NumFreeBlocks(), 1);
+  m.Free(1);
+}
+
 TEST(KvCacheManagerTest, HitRateCounters) {
   KvCacheManager m({.num_blocks = 8, .block_size = 4});
   m.RecordPrefixQuery(10, 0);

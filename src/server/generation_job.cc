@@ -168,6 +168,7 @@ void GenerationJob::Handle(size_t index, engine::RequestOutput& chunk, Clock::ti
   if (!chunk.token_ids.empty() && !c.has_first_token) {
     c.has_first_token = true;
     c.first_token = now;
+    if (engine_ttft_.first_token_seconds < 0) engine_ttft_ = chunk.ttft;
   }
   c.completion_tokens += static_cast<int>(chunk.token_ids.size());
   const bool failed = chunk.finish_reason == engine::FinishReason::kError || !chunk.error.ok();
@@ -355,6 +356,19 @@ json GenerationJob::TimingsJson() const {
   t["generation_ms"] = ms(gen);
   t["output_tokens_per_second"] =
       gen > 0 && tokens > 1 ? json(std::round((tokens - 1) / gen * 100) / 100) : json(nullptr);
+  const engine::TtftBreakdown& b = engine_ttft_;
+  if (b.first_token_seconds >= 0) {  // where the engine's part of the TTFT went
+    t["ttft_breakdown"] = {{"engine_ttft_ms", ms(b.first_token_seconds)},
+                           {"inbox_ms", ms(b.inbox_seconds)},
+                           {"queued_ms", ms(b.queued_seconds)},
+                           {"prefix_wait_ms", ms(b.prefix_wait_seconds)},
+                           {"prefill_ms", ms(b.prefill_seconds)},
+                           {"stalled_ms", ms(b.stalled_seconds)},
+                           {"steps", b.steps},
+                           {"prefill_steps", b.prefill_steps},
+                           {"prefill_tokens", b.prefill_tokens},
+                           {"prefill_step_tokens", b.prefill_step_tokens}};
+  }
   return t;
 }
 

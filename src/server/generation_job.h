@@ -184,6 +184,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   bool stream_started_ = false;
   bool done_ = false;          // the client's answer is complete (or the client is gone)
   double queue_seconds_ = -1;  // from the backend, when it reports it
+  engine::TtftBreakdown engine_ttft_;  // of the first choice to produce a token (if reported)
   std::chrono::steady_clock::time_point last_finish_ = std::chrono::steady_clock::now();
 };
 

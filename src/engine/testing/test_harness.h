@@ -23,6 +23,7 @@ struct Completion {
   std::vector<TokenLogprobs> logprobs;
   FinishReason finish = FinishReason::kNone;
   int num_outputs = 0;
+  TtftBreakdown ttft;  // from the output with the first token
 };
 
 struct HarnessOptions {
@@ -36,6 +37,9 @@ struct HarnessOptions {
   std::vector<int32_t> eos = {};
   std::shared_ptr<const Detokenizer> detokenizer;
   SchedulePolicy policy = SchedulePolicy::kFcfs;
+  int64_t long_prefill_token_threshold = 0;
+  int64_t short_prefill_tokens = 0;
+  int64_t max_prefill_tokens_while_decoding = 0;
   spec::SpeculativeConfig speculative;  // off unless its method is set
   // Replaces the speculative config's drafter (built over the harness's executor).
   std::function<std::unique_ptr<spec::Drafter>(const FakeModelExecutor&)> drafter;
@@ -51,6 +55,9 @@ class Harness {
     c.scheduler.max_num_batched_tokens = o.max_batched_tokens;
     c.scheduler.max_num_seqs = o.max_num_seqs;
     c.scheduler.policy = o.policy;
+    c.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
+    c.scheduler.short_prefill_tokens = o.short_prefill_tokens;
+    c.scheduler.max_prefill_tokens_while_decoding = o.max_prefill_tokens_while_decoding;
     c.max_model_len = o.max_model_len;
     c.eos_token_ids = o.eos;
     c.detokenizer = o.detokenizer;
@@ -69,6 +76,7 @@ class Harness {
   void Collect(const std::vector<RequestOutput>& outs) {
     for (const RequestOutput& o : outs) {
       Completion& c = results_[o.request_id][o.index];
+      if (c.tokens.empty() && !o.token_ids.empty()) c.ttft = o.ttft;
       c.tokens.insert(c.tokens.end(), o.token_ids.begin(), o.token_ids.end());
       c.text += o.text;
       c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
@@ -103,6 +111,23 @@ inline EngineRequest Greedy(std::vector<int32_t> prompt, int max_tokens) {
   r.params.temperature = 0;
   r.params.max_tokens = max_tokens;
   return r;
+}
+
+// What greedy decoding must produce, computed from the fake's logits directly (no engine).
+inline std::vector<int32_t> OracleGreedy(const FakeModelExecutor& exec,
+                                         std::vector<int32_t> history, int max_tokens) {
+  std::vector<int32_t> out;
+  std::vector<float> logits(exec.n_vocab());
+  for (int i = 0; i < max_tokens; ++i) {
+    exec.LogitsFor(history, logits);
+    int32_t best = 0;
+    for (int32_t v = 1; v < exec.n_vocab(); ++v) {
+      if (logits[v] > logits[best]) best = v;
+    }
+    out.push_back(best);
+    history.push_back(best);
+  }
+  return out;
 }
 
 // A deterministic prompt of `len` tokens in [0, n_vocab).
