@@ -12,6 +12,7 @@
 
 #include "model/hf_convert.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 #include "util/testing/testdata.h"
 
 namespace tachyon::model {
@@ -142,6 +143,47 @@ TEST_F(MiniLm, GgufBertLayoutReproducesReferenceEmbeddings) {
   fs::remove(out);  // the mapping stays valid
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ((*m)->config().arch, "bert");
+  ExpectReference(**m);
+}
+
+// The converted file carries llama.cpp's "bert" vocabulary too: with the embedded
+// tokenizer.json removed, the file (as llama.cpp would read it) tokenizes every reference
+// text as the Hugging Face tokenizer does and reproduces the reference embeddings.
+TEST_F(MiniLm, GgufBertVocabularyWithoutTheEmbeddedJson) {
+  const std::string tmp =
+      fs::temp_directory_path().string() + "/minilm_vocab_" + std::to_string(getpid());
+  ASSERT_TRUE(ConvertHfFolderToGguf(dir_, tmp + "_full.gguf").ok());
+  auto full = gguf::GgufFile::Open(tmp + "_full.gguf");
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_EQ(full->GetString("tokenizer.ggml.model"), "bert");
+  EXPECT_EQ(full->GetInt("tokenizer.ggml.cls_token_id"), 101);
+  EXPECT_EQ(full->GetInt("tokenizer.ggml.seperator_token_id"), 102);
+  EXPECT_EQ(full->GetInt("tokenizer.ggml.padding_token_id"), 0);
+  EXPECT_EQ(full->GetInt("tokenizer.ggml.token_type_count"), 2);
+  gguf::GgufWriter w;
+  for (const auto& [key, value] : full->metadata()) {
+    if (key != "tokenizer.huggingface.json") w.Set(key, value);
+  }
+  for (const gguf::TensorInfo& t : full->tensors()) {
+    ASSERT_TRUE(w.AddTensorRef(t.name, t.type, t.dims, full->TensorData(t), t.nbytes).ok());
+  }
+  ASSERT_TRUE(w.WriteFile(tmp + "_vocab.gguf").ok());
+  auto hf = tokenizer::Tokenizer::FromGguf(*full);
+  ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+  auto vocab_file = gguf::GgufFile::Open(tmp + "_vocab.gguf");
+  ASSERT_TRUE(vocab_file.ok());
+  ASSERT_FALSE(vocab_file->Find("tokenizer.huggingface.json"));
+  auto ggml = tokenizer::Tokenizer::FromGguf(*vocab_file);
+  ASSERT_TRUE(ggml.ok()) << ggml.status().ToString();
+  for (const Case& c : cases_) {
+    const std::vector<int32_t> ids = (*ggml)->Encode(c.text);
+    EXPECT_EQ(ids, (*hf)->Encode(c.text)) << c.text;
+    if (ids.size() <= c.ids.size()) EXPECT_EQ(ids, c.ids) << c.text;
+  }
+  auto m = Model::Load(tmp + "_vocab.gguf");
+  fs::remove(tmp + "_full.gguf");
+  fs::remove(tmp + "_vocab.gguf");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
   ExpectReference(**m);
 }
 

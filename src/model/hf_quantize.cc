@@ -40,7 +40,9 @@ int64_t LayerOf(const std::string& name) {
   return i > 4 ? il : -1;
 }
 
-bool Contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+bool Contains(const std::string& s, const char* part) {
+  return s.find(part) != std::string::npos;
+}
 
 // llama.cpp's use_more_bits: the first and last eighth of the layers and every third between.
 bool UseMoreBits(int64_t il, int64_t n) {
@@ -55,10 +57,18 @@ GgmlType Fallback(GgmlType t, int64_t cols) {
   if (fits(t)) return t;
   GgmlType f = t;
   switch (t) {
-    case GgmlType::kQ4_K: f = GgmlType::kQ5_0; break;
-    case GgmlType::kQ5_K: f = GgmlType::kQ5_1; break;
-    case GgmlType::kQ6_K: f = GgmlType::kQ8_0; break;
-    default: f = GgmlType::kF16; break;
+    case GgmlType::kQ4_K:
+      f = GgmlType::kQ5_0;
+      break;
+    case GgmlType::kQ5_K:
+      f = GgmlType::kQ5_1;
+      break;
+    case GgmlType::kQ6_K:
+      f = GgmlType::kQ8_0;
+      break;
+    default:
+      f = GgmlType::kF16;
+      break;
   }
   return fits(f) ? f : GgmlType::kF16;
 }
@@ -110,8 +120,13 @@ std::string QuantPresetNames() {
 
 GgmlType ChooseQuantType(const QuantPreset& preset, const std::string& name,
                          const std::vector<int64_t>& dims, int64_t n_layers, bool tied) {
-  // The MoE router stays F32 (small, and routing is sensitive to it).
-  if (dims.size() < 2 || Contains(name, "ffn_gate_inp")) return GgmlType::kF32;
+  // The MoE router stays F32 (small, and routing is sensitive to it), and so do the learned
+  // position and token-type tables of encoders: llama.cpp adds them to the activations as F32
+  // rows, and refuses other types there.
+  if (dims.size() < 2 || Contains(name, "ffn_gate_inp") || name == "position_embd.weight" ||
+      name == "token_types.weight") {
+    return GgmlType::kF32;
+  }
   GgmlType t = preset.base;
   const bool is_output = name == "output.weight" || (tied && name == "token_embd.weight");
   if (is_output && preset.mixed) {
@@ -147,10 +162,10 @@ Result<QuantizeStats> QuantizeGguf(const gguf::GgufFile& in, const std::string& 
   for (const gguf::TensorInfo& t : in.tensors()) {
     const bool is_float =
         t.type == GgmlType::kF32 || t.type == GgmlType::kF16 || t.type == GgmlType::kBF16;
-    const GgmlType type = float_only && !is_float
-                              ? t.type
-                              : ChooseQuantType(preset, t.name, t.dims, n_layers, tied);
-    const size_t nbytes = RowBytes(type, t.dims[0]) * static_cast<size_t>(t.NumElements() / t.dims[0]);
+    const GgmlType type =
+        float_only && !is_float ? t.type : ChooseQuantType(preset, t.name, t.dims, n_layers, tied);
+    const size_t nbytes =
+        RowBytes(type, t.dims[0]) * static_cast<size_t>(t.NumElements() / t.dims[0]);
     buffers.emplace_back(nbytes);
     RETURN_IF_ERROR(ConvertTensor(in, t, type, buffers.back().data(), pool));
     Status st = w.AddTensorRef(t.name, type, t.dims, buffers.back().data(), nbytes);

@@ -48,19 +48,19 @@ TEST(QuantPresetTest, FallbacksForOddRowLengths) {
   const QuantPreset q4km = *FindQuantPreset("Q4_K_M");
   EXPECT_EQ(ChooseQuantType(q4km, "blk.0.attn_q.weight", {96, 64}, 8, false), GgmlType::kQ5_0);
   EXPECT_EQ(ChooseQuantType(q4km, "output.weight", {96, 64}, 8, false), GgmlType::kQ8_0);
-  EXPECT_EQ(ChooseQuantType(*FindQuantPreset("Q5_K_M"), "blk.3.ffn_up.weight", {96, 64}, 8,
-                            false),
+  EXPECT_EQ(ChooseQuantType(*FindQuantPreset("Q5_K_M"), "blk.3.ffn_up.weight", {96, 64}, 8, false),
             GgmlType::kQ5_1);
   EXPECT_EQ(ChooseQuantType(*FindQuantPreset("Q8_0"), "blk.0.ffn_up.weight", {48, 64}, 8, false),
             GgmlType::kF16);
   EXPECT_EQ(ChooseQuantType(q4km, "blk.0.attn_norm.weight", {256}, 8, false), GgmlType::kF32);
+  EXPECT_EQ(ChooseQuantType(*FindQuantPreset("F16"), "position_embd.weight", {384, 512}, 6, false),
+            GgmlType::kF32);  // encoders' tables stay F32, as llama.cpp needs them
+  EXPECT_EQ(ChooseQuantType(q4km, "token_types.weight", {384, 2}, 6, false), GgmlType::kF32);
   // 32 layers: use_more_bits picks layers 0-3, 28-31 and every third from 6.
   EXPECT_EQ(ChooseQuantType(q4km, "blk.3.attn_v.weight", {256, 256}, 32, false), GgmlType::kQ6_K);
   EXPECT_EQ(ChooseQuantType(q4km, "blk.4.attn_v.weight", {256, 256}, 32, false), GgmlType::kQ4_K);
-  EXPECT_EQ(ChooseQuantType(q4km, "blk.6.ffn_down.weight", {256, 256}, 32, false),
-            GgmlType::kQ6_K);
-  EXPECT_EQ(ChooseQuantType(q4km, "blk.7.ffn_down.weight", {256, 256}, 32, false),
-            GgmlType::kQ4_K);
+  EXPECT_EQ(ChooseQuantType(q4km, "blk.6.ffn_down.weight", {256, 256}, 32, false), GgmlType::kQ6_K);
+  EXPECT_EQ(ChooseQuantType(q4km, "blk.7.ffn_down.weight", {256, 256}, 32, false), GgmlType::kQ4_K);
 }
 
 // Every llama.cpp-quantized tiny model: the preset picks the same type for every tensor.
@@ -112,8 +112,7 @@ TEST_F(QuantizeTest, Q8_0LogitsCloseToF32) {
     const gguf::TensorInfo* r = ref->FindTensor(t.name);
     ASSERT_NE(r, nullptr) << t.name;
     ASSERT_EQ(r->type, t.type) << t.name;
-    EXPECT_EQ(std::memcmp(ref->TensorData(*r), (*q)->file().TensorData(t), t.nbytes), 0)
-        << t.name;
+    EXPECT_EQ(std::memcmp(ref->TensorData(*r), (*q)->file().TensorData(t), t.nbytes), 0) << t.name;
   }
   const std::vector<float> a = AllLogits(**f, kIds, nullptr);
   const std::vector<float> b = AllLogits(**q, kIds, nullptr);

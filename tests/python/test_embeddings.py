@@ -296,3 +296,30 @@ def test_decoder_with_last_token_pooling(tmp_path):
         assert status == 400
     finally:
         assert s.stop() == 0
+
+
+def test_decoder_embeddings_match_llama_cpp(tmp_path):
+    """A real decoder served as an embedding model (--pooling last: the final-norm hidden state
+    of the last token, normalised) against embeddings llama.cpp's llama-server computed on the
+    same SmolLM2 file with --embedding --pooling last (data/smollm2_last_pooling.llama_cpp.json,
+    which says how it was made)."""
+    ref = json.loads((Path(__file__).parent / "data" /
+                      "smollm2_last_pooling.llama_cpp.json").read_text())
+    s = conftest.SmolLM2Server(tmp_path, extra_args=["--pooling", "last", "--threads", "2"])
+    try:
+        cases = ref["cases"]
+        from_ids, _ = embed(s, [c["ids"] for c in cases])
+        from_text, body = embed(s, [c["text"] for c in cases])
+        assert body["usage"]["prompt_tokens"] == sum(len(c["ids"]) for c in cases)
+        for c, a, b in zip(cases, from_ids, from_text):
+            want = np.array(c["embedding"])
+            assert len(a) == len(want) == 576
+            assert cos(a, want) >= 0.999, c["text"]
+            assert cos(b, want) >= 0.999, c["text"]
+        # Distinct texts stay distinct, as in the reference.
+        for i in range(len(cases)):
+            for j in range(i + 1, len(cases)):
+                want = cos(np.array(cases[i]["embedding"]), np.array(cases[j]["embedding"]))
+                assert abs(cos(from_ids[i], from_ids[j]) - want) < 0.02
+    finally:
+        assert s.stop() == 0
