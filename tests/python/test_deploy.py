@@ -10,7 +10,9 @@ parses with FROM debian:12 in every stage and runs scripts/setup.sh.
 
 import json
 import re
+import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import dockerfile_parse  # scripts/requirements.txt
@@ -18,7 +20,7 @@ import kubernetes_validate  # scripts/requirements.txt
 import pytest
 import yaml
 
-from conftest import REPO, binary_path
+from conftest import REPO, binary_path, model_path, require_serve
 
 K8S_VERSION = "1.33.0"  # the schemas the manifests are checked against
 MANIFEST_DIR = REPO / "deploy" / "kubernetes"
@@ -267,3 +269,39 @@ def test_dockerignore_keeps_build_outputs_out():
     lines = {l.strip() for l in (REPO / ".dockerignore").read_text().splitlines()
              if l.strip() and not l.startswith("#")}
     assert {".git", ".venv", "build"} <= lines
+
+
+def start_with_manifest_args(workload, tmp_path):
+    """Runs the workload's tachyon container args on this machine, stories260K standing in for
+    the model file and 127.0.0.1:0 for the pod address; returns the first stdout line and the
+    exit status after SIGTERM."""
+    require_serve()
+    swap = {"--model": str(model_path()), "--tokenizer": str(model_path()), "--port": "0",
+            "--host": "127.0.0.1"}
+    args = []
+    for a in tachyon_container(workload)["args"]:
+        flag = a.split("=", 1)[0]
+        args.append(f"{flag}={swap[flag]}" if flag in swap and "=" in a else a)
+    log = open(tmp_path / "log.txt", "w")
+    proc = subprocess.Popen([str(binary_path()), *args], stdout=subprocess.PIPE, stderr=log,
+                            text=True)
+    line = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(120)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+    log.close()
+    return (line[0] if line else ""), rc, (tmp_path / "log.txt").read_text()
+
+
+@pytest.mark.parametrize("kind", ["StatefulSet", "Deployment"])
+def test_binary_starts_with_the_manifest_args(kind, tmp_path):
+    (workload,) = of_kind(kind)
+    line, rc, log = start_with_manifest_args(workload, tmp_path)
+    assert "ready at http://127.0.0.1:" in line, log
+    assert rc == 0, log
