@@ -1,96 +1,85 @@
 #!/usr/bin/env bash
-# Speculative decoding, single stream: decode tok/s with --speculative-config off and on, for a
-# code-edit, a summarisation and a free-chat prompt; runs alternate (off on off on ...) so the
-# machine's drift hits both alike; prints each workload's medians, their ratio, and the share
-# of drafted tokens accepted. Greedy, `tachyon run` (the serving engine), time after the first
-# token.
+# Speculative decoding, single stream: decode tok/s with --speculative-config off and with each
+# given config, for a code-edit, a summarisation and a free-chat prompt (bench/spec_prompts/);
+# runs alternate (off, config 1, config 2, ..., off, ...) so the machine's drift hits all alike;
+# prints each workload's medians, the ratios to off, and the share of drafted tokens accepted.
+# Greedy, `tachyon run` (the serving engine); tok/s is that of `run` (time after the first token).
 #
-#   bench/spec_bench.sh MODEL.gguf [REPS] [SPEC_JSON]      (default 3 reps; ngram, k = 4)
+#   bench/spec_bench.sh MODEL.gguf [REPS] [SPEC_JSON|ngram|suffix ...]
+#       default: 3 reps; ngram and suffix, num_speculative_tokens 8
 #
 # TEMPLATE=chatml (default) wraps each prompt in ChatML turns (SmolLM2, Qwen2.5); TEMPLATE=raw
-# passes it as is. N (default 200) tokens are generated; THREADS (default 2). Run it on a quiet
-# machine for figures; a smoke run only checks that it works.
+# passes it as is. N (default 200) tokens are generated; THREADS (default 2); WORKLOADS
+# (default "code-edit summarise chat"). Every config's text must equal the text without
+# speculation (greedy), or the script fails. Run it on a quiet machine for figures; a smoke run
+# only checks that it works.
 set -euo pipefail
 model=$1 reps=${2:-3}
-spec=${3:-'{"method": "ngram", "num_speculative_tokens": 4}'}
+shift $(($# < 2 ? $# : 2))
+specs=("$@")
+[ ${#specs[@]} -eq 0 ] && specs=(ngram suffix)
+for i in "${!specs[@]}"; do
+  case ${specs[$i]} in
+    ngram) specs[$i]='{"method": "ngram", "num_speculative_tokens": 8}' ;;
+    suffix) specs[$i]='{"method": "suffix", "num_speculative_tokens": 8}' ;;
+  esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${TACHYON:-$root/build/tachyon}
 n=${N:-200} threads=${THREADS:-2} template=${TEMPLATE:-chatml}
+workloads=${WORKLOADS:-"code-edit summarise chat"}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-code='def parse_config(path):
-    """Reads a key=value file into a dict."""
-    result = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            key, value = line.split("=", 1)
-            result[key.strip()] = value.strip()
-    return result
-
-
-def write_config(path, config):
-    with open(path, "w") as f:
-        for key, value in sorted(config.items()):
-            f.write(key + "=" + value + "\n")
-'
-article='The city council met on Tuesday to discuss the new bicycle lanes on Main Street. The
-lanes, opened in March, were meant to make cycling safer and to reduce traffic downtown. Since
-then, the number of cyclists on Main Street has doubled, according to counts by the transport
-office, while car traffic fell by about a tenth. Shop owners are divided: some report more
-customers arriving on foot and by bike, others say that the loss of parking spaces has hurt
-their business. The council agreed to keep the lanes for another year, to add forty parking
-spaces on side streets, and to publish new traffic counts every three months.'
-declare -A prompts=(
-  [code-edit]="Rewrite this Python file with the function parse_config renamed to read_config. Output the whole file and nothing else.
-
-$code"
-  [summarise]="Summarise this article in three sentences, reusing its wording.
-
-$article"
-  [chat]="What are three good habits for staying healthy? Explain each briefly."
-)
-
 wrap() {
   if [ "$template" = chatml ]; then
-    printf '<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n' "$1"
+    printf '<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\nx' "$1"
   else
-    printf '%s' "$1"
+    printf '%sx' "$1"
   fi
 }
 
-for w in code-edit summarise chat; do
-  p=$(wrap "${prompts[$w]}")
+for w in $workloads; do
+  p=$(wrap "$(<"$root/bench/spec_prompts/$w.txt")")
+  p=${p%x}  # (the x keeps the trailing newline through $(...))
   for i in $(seq "$reps"); do
-    for side in off on; do
+    for side in off $(seq 0 $((${#specs[@]} - 1))); do
       args=(run -m "$model" -t "$threads" --temp 0 -n "$n" -p "$p")
-      [ "$side" = on ] && args+=(--speculative-config "$spec")
-      "$bin" "${args[@]}" > "$out/$w.$side.$i.txt" 2> "$out/$w.$side.$i.err"
+      [ "$side" != off ] && args+=(--speculative-config "${specs[$side]}")
+      "$bin" "${args[@]}" > "$out/$w.$side.$i.txt" 2> "$out/$w.$side.$i.err" ||
+        { cat "$out/$w.$side.$i.err" >&2; exit 1; }
+      if [ "$side" != off ] && ! cmp -s "$out/$w.off.$i.txt" "$out/$w.$side.$i.txt"; then
+        echo "spec_bench: $w: the output with ${specs[$side]} differs" >&2
+        exit 1
+      fi
     done
-    cmp -s "$out/$w.off.$i.txt" "$out/$w.on.$i.txt" ||
-      { echo "spec_bench: $w: the output with speculation differs" >&2; exit 1; }
   done
 done
 
-python3 - "$out" "$reps" <<'PY'
+python3 - "$out" "$reps" "$workloads" "${specs[@]}" <<'PY'
 import pathlib, re, statistics, sys
-out, reps = pathlib.Path(sys.argv[1]), int(sys.argv[2])
-print(f"{'workload':<10} {'off tok/s':>10} {'on tok/s':>10} {'ratio':>6} {'accepted':>14}")
-for w in ("code-edit", "summarise", "chat"):
-    rate = {}
-    acc = ""
-    for side in ("off", "on"):
-        vals = []
+out, reps, workloads, specs = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
+for j, s in enumerate(specs):
+    print(f"config {j}: {s}")
+head = f"{'workload':<10} {'off tok/s':>10}"
+for j in range(len(specs)):
+    head += f" {'c%d tok/s' % j:>9} {'ratio':>6} {'accepted':>10}"
+print(head)
+for w in workloads:
+    line = ""
+    def median(side):
+        vals, acc = [], ""
         for i in range(1, reps + 1):
             err = (out / f"{w}.{side}.{i}.err").read_text()
             vals.append(float(re.search(r"generated: \d+ tokens, ([\d.]+) tok/s", err).group(1)))
             m = re.search(r"speculative: \d+ drafts, (\d+) of (\d+) drafted", err)
             if m:
                 acc = f"{m.group(1)}/{m.group(2)}"
-        rate[side] = statistics.median(vals)
-    print(f"{w:<10} {rate['off']:>10.2f} {rate['on']:>10.2f} {rate['on'] / rate['off']:>6.2f} "
-          f"{acc:>14}")
+        return statistics.median(vals), acc
+    off, _ = median("off")
+    line = f"{w:<10} {off:>10.2f}"
+    for j in range(len(specs)):
+        on, acc = median(str(j))
+        line += f" {on:>9.2f} {on / off:>6.2f} {acc:>10}"
+    print(line)
 PY

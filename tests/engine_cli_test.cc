@@ -151,6 +151,9 @@ TEST(EngineCliTest, RunSpeculativeGreedyIsUnchanged) {
       "-n 60 --speculative-config "
       "'{\"method\":\"ngram\",\"num_speculative_tokens\":4,\"prompt_lookup_max\":3}'");
   EXPECT_EQ(spec, plain);
+  EXPECT_EQ(RunGreedy("-n 60 --speculative-config "
+                      "'{\"method\":\"suffix\",\"num_speculative_tokens\":4}'"),
+            plain);
   // bench --concurrency takes the same flag.
   Result b = Tachyon("bench -m " + Model() +
                      " -t 1 --concurrency 1,2 -p 16 -n 16 --json --speculative-config "
@@ -165,7 +168,9 @@ TEST(EngineCliTest, RunBadSpeculativeConfigNamesTheField) {
       {"'{\"method\":\"ngram\"}'", "num_speculative_tokens"},
       {"'{\"method\":\"ngram\",\"num_speculative_tokens\":-2}'", "num_speculative_tokens"},
       {"'{\"method\":\"medusa\",\"num_speculative_tokens\":2}'", "method"},
-      {"'{\"method\":\"suffix\",\"num_speculative_tokens\":2}'", "not implemented"},
+      {"'{\"method\":\"suffix\",\"num_speculative_tokens\":2,"
+       "\"suffix_decoding_max_tree_depth\":1}'",
+       "suffix_decoding_max_tree_depth"},
       {"'not json'", "not valid JSON"},
   };
   for (const auto& [arg, want] : cases) {

@@ -73,6 +73,7 @@ struct LevelResult {
   double wall_s = 0, aggregate_tok_s = 0, decode_tok_s = 0, per_request_tok_s_p50 = 0;
   double ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, tpot_p99_ms = 0;
   int64_t steps = 0, preemptions = 0;
+  int64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;  // speculative decoding
   double forward_s = 0, sample_s = 0, detokenize_s = 0;
 };
 
@@ -155,6 +156,8 @@ class Runner {
     r.tpot_p99_ms = Percentile(tpot, 0.99);
     r.steps = after.num_steps - before.num_steps;
     r.preemptions = after.num_preemptions - before.num_preemptions;
+    r.spec_draft_tokens = after.spec.num_draft_tokens - before.spec.num_draft_tokens;
+    r.spec_accepted_tokens = after.spec.num_accepted_tokens - before.spec.num_accepted_tokens;
     r.forward_s = after.forward_seconds - before.forward_seconds;
     r.sample_s = after.sample_seconds - before.sample_seconds;
     r.detokenize_s = after.detokenize_seconds - before.detokenize_seconds;
@@ -198,6 +201,8 @@ nlohmann::json ToJson(const LevelResult& r, const ConcurrencyBenchOptions& o,
           {"tpot_p50_ms", r.tpot_p50_ms},
           {"tpot_p99_ms", r.tpot_p99_ms},
           {"steps", r.steps},
+          {"spec_draft_tokens", r.spec_draft_tokens},
+          {"spec_accepted_tokens", r.spec_accepted_tokens},
           {"preemptions", r.preemptions},
           {"forward_s", r.forward_s},
           {"sample_s", r.sample_s},

@@ -306,7 +306,9 @@ std::vector<RequestOutput> Engine::Step() {
     masks_.Start(out);
     Result<std::span<float>> logits = runner_.Execute(out);
     masks_.Wait();
-    counters_.forward_seconds += Since(t_forward);
+    const double forward_s = Since(t_forward);
+    counters_.forward_seconds += forward_s;
+    if (speculator_ && logits.ok()) speculator_->ObserveStep(out.num_tokens, forward_s);
     if (!logits.ok()) {
       FailStep(out, logits.status());
     } else {

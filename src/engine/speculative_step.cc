@@ -27,8 +27,24 @@ void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
       std::clamp<int64_t>(room, 0, static_cast<int64_t>(config_.num_speculative_tokens)));
   if (limit <= 0) return;
   auto it = controllers_.try_emplace(r->seq_id, config_.min_acceptance_rate).first;
-  const int k = it->second.NextLength(limit);
+  spec::DraftLengthController& c = it->second;
+  int k = c.NextLength(limit);
   if (k <= 0) return;
+  if (config_.min_acceptance_rate > 0) {
+    if (c.probing()) {
+      k = 1;
+    } else if (!cost_.Seconds(num_running)) {
+      return;  // this step runs without drafts and shows what no drafts cost at this batch
+    } else {
+      // Drafts must beat no drafts by 5%: step times are noisy, and losing is worse than
+      // missing a small gain.
+      k = spec::CostAwareDraftLength(cost_, num_running, c.alpha(), k, /*margin=*/1.05);
+      if (k == 0) {
+        c.Decline();
+        return;
+      }
+    }
+  }
   drafter_->Propose(r->seq_id, r->tokens, r->num_prompt_tokens, k, &r->draft_tokens);
 }
 
@@ -41,7 +57,7 @@ void Speculator::Verified(const Request& r, int drafted, int accepted) {
 
 void Speculator::Release(const Request& r) {
   controllers_.erase(r.seq_id);
-  drafter_->Release(r.seq_id);
+  drafter_->Release(r.seq_id, r.tokens, r.num_prompt_tokens);
 }
 
 }  // namespace tachyon::engine

@@ -10,7 +10,12 @@
 // that does not pay) and the /metrics counters.
 //
 // Drafting stops for the whole batch while disable_by_batch_size or more sequences run: a
-// large batch is compute-bound, and extra tokens then cost as much as they save.
+// large batch is compute-bound, and extra tokens then cost as much as they save. Below that,
+// unless min_acceptance_rate is 0 (drafting never switches itself off), each request's draft
+// length is the one that maximises the batch's expected tokens per second under the step
+// costs measured so far (ObserveStep, spec/step_cost.h) and its per-position acceptance; none
+// paying pauses the request's drafting like poor acceptance does (probing again later). While
+// the cost of a step of the batch's size without drafts is unknown, a step runs without them.
 //
 // Structured output seam: a request whose tokens must follow a grammar verifies drafts the same
 // way (each row's mask is that of the state after the tokens emitted before it, which are
@@ -28,6 +33,7 @@
 #include "spec/acceptance.h"
 #include "spec/drafter.h"
 #include "spec/speculative_config.h"
+#include "spec/step_cost.h"
 #include "util/status.h"
 
 namespace tachyon::engine {
@@ -47,6 +53,8 @@ class Speculator {
   void Verified(const Request& r, int drafted, int accepted);
   // r finished or was aborted.
   void Release(const Request& r);
+  // A forward pass computed `rows` tokens in `seconds`.
+  void ObserveStep(int64_t rows, double seconds) { cost_.Observe(rows, seconds); }
 
   const spec::SpecStats& stats() const { return stats_; }
   const spec::SpeculativeConfig& config() const { return config_; }
@@ -58,6 +66,7 @@ class Speculator {
   spec::SpeculativeConfig config_;
   std::unique_ptr<spec::Drafter> drafter_;
   std::unordered_map<int64_t, spec::DraftLengthController> controllers_;  // by seq_id
+  spec::StepCostModel cost_;
   spec::SpecStats stats_;
 };
 

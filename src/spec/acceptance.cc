@@ -30,18 +30,26 @@ int DraftLengthController::NextLength(int max_tokens) {
 void DraftLengthController::Record(int drafted, int accepted) {
   if (drafted <= 0) return;
   const double share = static_cast<double>(accepted) / drafted;
-  // The first draft, and the probe after a pause, set the average alone.
+  const double kept = static_cast<double>(accepted) / std::min(accepted + 1, drafted);
+  // The first draft, and the probe after a pause, set the rate alone; alpha (which prices
+  // longer drafts) only moves by kWeight on a probe, so one lucky probe does not buy a long
+  // draft.
   rate_ = num_drafts_ == 0 || probing_ ? share : (1 - kWeight) * rate_ + kWeight * share;
+  alpha_ = num_drafts_ == 0 ? kept : (1 - kWeight) * alpha_ + kWeight * kept;
   probing_ = false;
   ++num_drafts_;
   if (num_drafts_ < kWarmupDrafts) return;
   if (rate_ < min_rate_) {
-    pause_left_ = next_pause_;
-    next_pause_ = std::min(next_pause_ * 2, 1024);
-    probing_ = true;
+    Decline();
   } else {
     next_pause_ = 16;
   }
+}
+
+void DraftLengthController::Decline() {
+  pause_left_ = next_pause_;
+  next_pause_ = std::min(next_pause_ * 2, 1024);
+  probing_ = true;
 }
 
 }  // namespace tachyon::spec

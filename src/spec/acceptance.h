@@ -27,6 +27,11 @@ struct SpecStats {
 // a request whose average falls below min_rate stops drafting for a pause (16 steps, doubling
 // each time up to 1024) and then probes again with one draft, so a request that copies poorly
 // costs almost nothing and one whose output turns repetitive later still gains.
+//
+// It also tracks alpha, the per-position acceptance (a draft token kept given the ones before
+// it were: accepted / min(accepted + 1, drafted) per verification, averaged the same way but
+// never reset by a probe), for the engine's cost-aware length (step_cost.h); Decline() pauses
+// like poor acceptance when that finds no length that pays.
 class DraftLengthController {
  public:
   static constexpr int kWarmupDrafts = 4;
@@ -39,12 +44,19 @@ class DraftLengthController {
   // The verification of the draft NextLength asked for.
   void Record(int drafted, int accepted);
 
+  // No draft length pays at this step (the caller's cost model): pause, then probe.
+  void Decline();
+
   double rate() const { return rate_; }
+  double alpha() const { return alpha_; }
   bool paused() const { return pause_left_ > 0; }
+  // The next draft follows a pause (a probe, whose result alone sets rate()).
+  bool probing() const { return probing_; }
 
  private:
   double min_rate_;
   double rate_ = 1.0;
+  double alpha_ = 1.0;
   int num_drafts_ = 0;
   int pause_left_ = 0;
   bool probing_ = false;  // the next Record follows a pause

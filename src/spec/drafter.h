@@ -27,12 +27,18 @@ class Drafter {
   virtual void Propose(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
                        int max_tokens, std::vector<int32_t>* draft) = 0;
 
-  // The sequence is done (finished or aborted): per-sequence state may go.
-  virtual void Release(int64_t seq_id) { (void)seq_id; }
+  // The sequence is done (finished or aborted): per-sequence state may go. `tokens`: its final
+  // prompt and output (the first num_prompt_tokens are the prompt), for drafters that learn
+  // from finished outputs (suffix).
+  virtual void Release(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens) {
+    (void)seq_id;
+    (void)tokens;
+    (void)num_prompt_tokens;
+  }
 };
 
-// The drafter of a validated config (ValidateSpeculativeConfig). Errors: the method has no
-// drafter here (draft_model, suffix).
+// The drafter of a validated config (ValidateSpeculativeConfig): ngram or suffix. Errors: the
+// method has no drafter here (draft_model).
 Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config);
 
 }  // namespace tachyon::spec

@@ -51,7 +51,8 @@ TEST(NgramDrafterTest, DrafterFromConfig) {
   const std::vector<int32_t> t = {3, 4, 5, 3, 4};
   (*d)->Propose(0, t, 3, 2, &draft);
   EXPECT_EQ(draft, (std::vector<int32_t>{5, 3}));
-  c.method = SpecMethod::kSuffix;
+  c.method = SpecMethod::kDraftModel;
+  c.model = "draft.gguf";
   EXPECT_FALSE(MakeDrafter(c).ok());
 }
 

@@ -4,6 +4,7 @@
 #include "spec/rejection_sampler.h"
 
 #include "sampling/logits_processors.h"
+#include "spec/testing/distribution_fit.h"
 
 #include <gtest/gtest.h>
 
@@ -37,20 +38,11 @@ std::vector<float> Logits(uint64_t seed) {
   return l;
 }
 
-// softmax(logits / t), optionally kept to the top k (renormalised), as float probabilities.
+using testing::DrawFrom;
+using testing::Fit;
+
 std::vector<float> Probs(const std::vector<float>& logits, double t, int top_k = 0) {
-  std::vector<double> e(logits.size());
-  std::vector<float> sorted = logits;
-  std::sort(sorted.begin(), sorted.end(), std::greater<>());
-  const float cut = top_k > 0 ? sorted[top_k - 1] : -INFINITY;
-  double sum = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    e[i] = logits[i] >= cut ? std::exp((logits[i] - sorted[0]) / t) : 0.0;
-    sum += e[i];
-  }
-  std::vector<float> p(logits.size());
-  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>(e[i] / sum);
-  return p;
+  return testing::SoftmaxTopK(logits, t, top_k);
 }
 
 std::vector<float> OneHot(int i) {
@@ -59,44 +51,14 @@ std::vector<float> OneHot(int i) {
   return q;
 }
 
-int DrawFrom(const std::vector<float>& q, double u) {
-  double acc = 0;
-  int last = 0;
-  for (int i = 0; i < kVocab; ++i) {
-    if (q[i] <= 0) continue;
-    last = i;
-    acc += q[i];
-    if (u * 1.0 < acc) return i;
-  }
-  return last;
-}
-
-struct Fit {
-  double chi2 = 0;
-  int df = -1;
-  double tv = 0;
-  bool impossible = false;  // a token with p = 0 was emitted
-};
-
 Fit Compare(const std::vector<int64_t>& counts, const std::vector<float>& p, int64_t n) {
-  Fit f;
-  for (int i = 0; i < kVocab; ++i) {
-    const double expected = double(p[i]) * n;
-    f.tv += std::abs(double(counts[i]) / n - p[i]) / 2;
-    if (p[i] <= 0) {
-      f.impossible |= counts[i] > 0;
-      continue;
-    }
-    f.chi2 += (counts[i] - expected) * (counts[i] - expected) / expected;
-    ++f.df;
-  }
-  return f;
+  return testing::CompareCounts(counts, std::vector<double>(p.begin(), p.end()), n);
 }
 
 void ExpectFits(const Fit& f, const std::string& what) {
   // df + 6 sd of the chi-square distribution: a false failure is far less likely than 1e-6;
   // the total variation bound is ~1.7x its sampling noise.
-  EXPECT_LT(f.chi2, f.df + 6 * std::sqrt(2.0 * f.df)) << what << " (df " << f.df << ")";
+  EXPECT_LT(f.chi2, f.Chi2Bound()) << what << " (df " << f.df << ")";
   EXPECT_LT(f.tv, kTvBound) << what;
   EXPECT_FALSE(f.impossible) << what;
 }

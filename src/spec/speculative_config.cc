@@ -16,6 +16,13 @@ Status FieldError(std::string_view field, std::string_view what) {
                          "\": " + std::string(what));
 }
 
+std::string FormatNumber(double v) {
+  std::string s = std::to_string(v);
+  while (s.size() > 1 && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
 Status ReadInt(const json& obj, const char* field, int lo, int hi, int* out) {
   auto it = obj.find(field);
   if (it == obj.end()) return OkStatus();
@@ -28,6 +35,24 @@ Status ReadInt(const json& obj, const char* field, int lo, int hi, int* out) {
   *out = static_cast<int>(v);
   return OkStatus();
 }
+
+// A number field in [lo, hi] (lo excluded when open_lo).
+Status ReadDouble(const json& obj, const char* field, double lo, bool open_lo, double hi,
+                  double* out) {
+  auto it = obj.find(field);
+  if (it == obj.end()) return OkStatus();
+  const double v = it->is_number() ? it->get<double>() : std::nan("");
+  if (!std::isfinite(v) || v < lo || (open_lo && v <= lo) || v > hi) {
+    return FieldError(field, std::string("must be a number in ") + (open_lo ? "(" : "[") +
+                                 FormatNumber(lo) + ", " + FormatNumber(hi) + "]");
+  }
+  *out = v;
+  return OkStatus();
+}
+
+constexpr const char* kSuffixFields[] = {
+    "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
+    "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob"};
 
 }  // namespace
 
@@ -55,6 +80,7 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
   for (const auto& [key, value] : obj.items()) {
     bool known = false;
     for (const char* f : kFields) known = known || key == f;
+    for (const char* f : kSuffixFields) known = known || key == f;
     if (!known) return FieldError(key, "unknown field");
   }
   SpeculativeConfig c;
@@ -99,6 +125,20 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
     }
     c.min_acceptance_rate = r;
   }
+  SuffixConfig& sc = c.suffix;
+  RETURN_IF_ERROR(
+      ReadInt(obj, "suffix_decoding_max_tree_depth", 2, kMaxSuffixTreeDepth, &sc.max_tree_depth));
+  RETURN_IF_ERROR(
+      ReadInt(obj, "suffix_decoding_max_cached_requests", 0, 1 << 20, &sc.max_cached_requests));
+  RETURN_IF_ERROR(ReadDouble(obj, "suffix_decoding_max_spec_factor", 0, /*open_lo=*/true,
+                             kMaxSpecTokens, &sc.max_spec_factor));
+  RETURN_IF_ERROR(ReadDouble(obj, "suffix_decoding_min_token_prob", 0, /*open_lo=*/false, 1,
+                             &sc.min_token_prob));
+  if (c.method != SpecMethod::kSuffix) {
+    for (const char* f : kSuffixFields) {
+      if (obj.contains(f)) return FieldError(f, "is only used by method suffix");
+    }
+  }
   if (c.method == SpecMethod::kDraftModel && c.model.empty()) {
     return FieldError("model", "missing (the draft model of method draft_model)");
   }
@@ -113,17 +153,24 @@ Status ValidateSpeculativeConfig(const SpeculativeConfig& c) {
     case SpecMethod::kNone:
       return OkStatus();
     case SpecMethod::kNgram:
+    case SpecMethod::kSuffix:
       if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpecTokens) {
         return FieldError("num_speculative_tokens", "must be in [1, 32]");
       }
-      if (c.prompt_lookup_min < 1 || c.prompt_lookup_min > c.prompt_lookup_max) {
+      if (c.method == SpecMethod::kNgram &&
+          (c.prompt_lookup_min < 1 || c.prompt_lookup_min > c.prompt_lookup_max)) {
         return FieldError("prompt_lookup_min", "must be in [1, prompt_lookup_max]");
       }
+      if (c.method == SpecMethod::kSuffix &&
+          (c.suffix.max_tree_depth < 2 || c.suffix.max_tree_depth > kMaxSuffixTreeDepth ||
+           c.suffix.max_cached_requests < 0 || !(c.suffix.max_spec_factor > 0) ||
+           !(c.suffix.min_token_prob >= 0 && c.suffix.min_token_prob <= 1))) {
+        return InvalidArgument("speculative config: suffix_decoding_* fields out of range");
+      }
       return OkStatus();
-    case SpecMethod::kSuffix:
     case SpecMethod::kDraftModel:
       return Unimplemented("speculative config: method \"" + std::string(SpecMethodName(c.method)) +
-                           "\" is not implemented yet (use \"ngram\")");
+                           "\" is not implemented yet (use \"ngram\" or \"suffix\")");
   }
   return OkStatus();
 }

@@ -5,12 +5,16 @@
 //    "num_speculative_tokens": K,          // most tokens drafted per step (1..kMaxSpecTokens)
 //    "prompt_lookup_min": N, "prompt_lookup_max": M,   // ngram: n-gram sizes tried, M..N
 //    "model": PATH,                        // draft_model
+//    "suffix_decoding_max_tree_depth": D,        // suffix: longest string its trees keep
+//    "suffix_decoding_max_cached_requests": N,   // suffix: outputs in the global tree (0: none)
+//    "suffix_decoding_max_spec_factor": F,       // suffix: draft <= F x the match length
+//    "suffix_decoding_min_token_prob": P,        // suffix: stop below this estimated probability
 //    "disable_by_batch_size": B,           // no drafts while B or more sequences run
 //    "min_acceptance_rate": R}             // a request whose drafts are accepted less often
 //                                          // stops drafting (probing again now and then)
 //
-// Only "ngram" is implemented; "suffix" and "draft_model" parse but Validate() refuses them
-// with a message saying so. Plain data; copied into the engine config.
+// "ngram" and "suffix" are implemented here; "draft_model" parses, and Validate() refuses it
+// unless the build has it. Plain data; copied into the engine config.
 #pragma once
 
 #include <string>
@@ -23,8 +27,17 @@ namespace tachyon::spec {
 enum class SpecMethod { kNone, kNgram, kSuffix, kDraftModel };
 
 inline constexpr int kMaxSpecTokens = 32;
+inline constexpr int kMaxSuffixTreeDepth = 64;
 // The batch size from which drafting stops by default: see docs/speculative.md.
 inline constexpr int kDefaultDisableByBatchSize = 8;
+
+// Method "suffix" (spec/suffix_drafter.h), vLLM's suffix_decoding_* fields and defaults.
+struct SuffixConfig {
+  int max_tree_depth = 24;
+  int max_cached_requests = 10000;  // 0: no global tree
+  double max_spec_factor = 1.0;
+  double min_token_prob = 0.1;
+};
 
 struct SpeculativeConfig {
   SpecMethod method = SpecMethod::kNone;  // kNone: no speculation
@@ -32,6 +45,7 @@ struct SpeculativeConfig {
   int prompt_lookup_min = 2;
   int prompt_lookup_max = 5;
   std::string model;
+  SuffixConfig suffix;
   int disable_by_batch_size = kDefaultDisableByBatchSize;
   double min_acceptance_rate = 0.25;
 

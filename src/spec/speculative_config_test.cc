@@ -67,16 +67,55 @@ TEST(SpeculativeConfigTest, ErrorsNameTheField) {
   }
 }
 
-TEST(SpeculativeConfigTest, UnbuiltMethodsParseButDoNotValidate) {
-  for (const char* json : {R"({"method": "suffix", "num_speculative_tokens": 4})",
-                           R"({"method": "draft_model", "num_speculative_tokens": 4,
-                               "model": "draft.gguf"})"}) {
-    auto c = ParseSpeculativeConfig(json);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    Status s = ValidateSpeculativeConfig(*c);
-    EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-    EXPECT_NE(s.message().find("not implemented"), std::string::npos);
+TEST(SpeculativeConfigTest, SuffixFieldsAsVllmSpellsThem) {
+  auto c = ParseSpeculativeConfig(R"({"method": "suffix", "num_speculative_tokens": 8})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->method, SpecMethod::kSuffix);
+  EXPECT_EQ(c->suffix.max_tree_depth, 24);  // vLLM's defaults
+  EXPECT_EQ(c->suffix.max_cached_requests, 10000);
+  EXPECT_DOUBLE_EQ(c->suffix.max_spec_factor, 1.0);
+  EXPECT_DOUBLE_EQ(c->suffix.min_token_prob, 0.1);
+  EXPECT_TRUE(ValidateSpeculativeConfig(*c).ok());
+  c = ParseSpeculativeConfig(
+      R"({"method": "suffix", "num_speculative_tokens": 8, "suffix_decoding_max_tree_depth": 32,
+          "suffix_decoding_max_cached_requests": 0, "suffix_decoding_max_spec_factor": 2.5,
+          "suffix_decoding_min_token_prob": 0})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->suffix.max_tree_depth, 32);
+  EXPECT_EQ(c->suffix.max_cached_requests, 0);
+  EXPECT_DOUBLE_EQ(c->suffix.max_spec_factor, 2.5);
+  EXPECT_DOUBLE_EQ(c->suffix.min_token_prob, 0.0);
+  EXPECT_TRUE(ValidateSpeculativeConfig(*c).ok());
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"method": "suffix", "num_speculative_tokens": 4, "suffix_decoding_max_tree_depth": 1})",
+       "\"suffix_decoding_max_tree_depth\""},
+      {R"({"method": "suffix", "num_speculative_tokens": 4,
+           "suffix_decoding_max_cached_requests": -1})",
+       "\"suffix_decoding_max_cached_requests\""},
+      {R"({"method": "suffix", "num_speculative_tokens": 4, "suffix_decoding_max_spec_factor": 0})",
+       "\"suffix_decoding_max_spec_factor\": must be a number in (0, 32]"},
+      {R"({"method": "suffix", "num_speculative_tokens": 4,
+           "suffix_decoding_min_token_prob": "high"})",
+       "\"suffix_decoding_min_token_prob\""},
+      {R"({"method": "ngram", "num_speculative_tokens": 4, "suffix_decoding_min_token_prob": 0.2})",
+       "is only used by method suffix"},
+  };
+  for (const auto& [json, want] : bad) {
+    auto r = ParseSpeculativeConfig(json);
+    ASSERT_FALSE(r.ok()) << json;
+    EXPECT_NE(r.status().message().find(want), std::string::npos)
+        << json << " -> " << r.status().message();
   }
+}
+
+TEST(SpeculativeConfigTest, DraftModelParsesButDoesNotValidateYet) {
+  auto c = ParseSpeculativeConfig(
+      R"({"method": "draft_model", "num_speculative_tokens": 4, "model": "draft.gguf"})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Status s = ValidateSpeculativeConfig(*c);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("not implemented"), std::string::npos);
   EXPECT_TRUE(ValidateSpeculativeConfig(SpeculativeConfig{}).ok());  // off
 }
 

@@ -1,7 +1,7 @@
-"""Speculative decoding (--speculative-config, n-gram drafts) on a real server: the same
-completions as a server without it (greedy, seeded sampling, n > 1, stop strings, streaming,
-logprobs), and the spec counters in /metrics. stories260K always; SmolLM2-135M-Instruct when
-present (greedy `tachyon run` on a ChatML code-edit prompt, the workload drafts are for).
+"""Speculative decoding (--speculative-config, n-gram and suffix drafts) on a real server: the
+same completions as a server without it (greedy, seeded sampling, n > 1, stop strings,
+streaming, logprobs), and the spec counters in /metrics. stories260K always; SmolLM2-135M-Instruct
+when present (greedy `tachyon run` on a ChatML code-edit prompt, the workload drafts are for).
 """
 
 import json
@@ -16,6 +16,11 @@ from conftest import MODEL_NAME, Server, binary_path, require_smollm2
 SPEC = ["--speculative-config",
         json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1,
                     "prompt_lookup_max": 3, "min_acceptance_rate": 0})]
+
+
+SUFFIX = ["--speculative-config",
+          json.dumps({"method": "suffix", "num_speculative_tokens": 6, "min_acceptance_rate": 0,
+                      "suffix_decoding_min_token_prob": 0})]
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +53,28 @@ def test_greedy_and_seeded_completions_are_unchanged(client, spec_server):
     assert 0 < m["tachyon_spec_decode_num_accepted_tokens_total"] <= \
         m["tachyon_spec_decode_num_draft_tokens_total"]
     assert m['tachyon_spec_decode_num_accepted_tokens_per_pos_total{position="0"}'] > 0
+
+
+def test_suffix_drafts_change_nothing_and_learn_across_requests(client, tmp_path):
+    s = Server(tmp_path, SUFFIX)
+    try:
+        spec = s.client()
+        for prompt in PROMPTS:
+            for kw in ({"temperature": 0}, {"temperature": 0.9, "seed": 3, "n": 2}):
+                assert completion(spec, prompt, **dict(kw)) == completion(client, prompt, **dict(kw))
+        m = s.metrics()
+        drafted = m["tachyon_spec_decode_num_draft_tokens_total"]
+        accepted = m["tachyon_spec_decode_num_accepted_tokens_total"]
+        assert drafted > 0 and 0 < accepted <= drafted
+        # Asked again, the greedy story is in the global tree of finished outputs: from its
+        # first tokens on, drafts come from it and are accepted.
+        completion(spec, PROMPTS[0], temperature=0)
+        m2 = s.metrics()
+        again = m2["tachyon_spec_decode_num_accepted_tokens_total"] - accepted
+        again_drafted = m2["tachyon_spec_decode_num_draft_tokens_total"] - drafted
+        assert again_drafted > 0 and again >= 0.9 * again_drafted, (again, again_drafted)
+    finally:
+        assert s.stop() == 0
 
 
 def test_streamed_text_is_unchanged(client, spec_server):

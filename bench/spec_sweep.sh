@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Speculative decoding under concurrency: `tachyon bench --concurrency LEVELS` (the serving
+# engine, N requests at once, greedy, P prompt / G generated tokens each) with
+# --speculative-config off and on, alternating round by round; prints per level the median
+# aggregate and decode tok/s off and on, their ratio, and the share of drafted tokens accepted.
+#
+#   bench/spec_sweep.sh MODEL.gguf [ROUNDS] [SPEC_JSON]
+#       default: 3 rounds; '{"method": "ngram", "num_speculative_tokens": 8}' (whose
+#       disable_by_batch_size default switches drafting off at large batches)
+#
+# The batch-size crossover (docs/speculative.md) is measured with drafting never switched off:
+#   bench/spec_sweep.sh MODEL.gguf 3 '{"method": "ngram", "num_speculative_tokens": 8,
+#       "disable_by_batch_size": 1000000}'
+# LEVELS (default 1,2,4,8,16,32), P (default 64), G (default 128), THREADS (default 2).
+# bench's prompts are random token ids: drafts hit where the greedy output repeats itself.
+set -euo pipefail
+model=$1 rounds=${2:-3}
+spec=${3:-'{"method": "ngram", "num_speculative_tokens": 8}'}
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${TACHYON:-$root/build/tachyon}
+levels=${LEVELS:-1,2,4,8,16,32} p=${P:-64} g=${G:-128} threads=${THREADS:-2}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+for i in $(seq "$rounds"); do
+  for side in off on; do
+    args=(bench -m "$model" -t "$threads" --concurrency "$levels" -p "$p" -n "$g" --json)
+    [ "$side" = on ] && args+=(--speculative-config "$spec")
+    "$bin" "${args[@]}" > "$out/$side.$i.json" 2> "$out/$side.$i.err" ||
+      { cat "$out/$side.$i.err" >&2; exit 1; }
+  done
+done
+
+python3 - "$out" "$rounds" "$spec" <<'PY'
+import json, pathlib, statistics, sys
+out, rounds, spec = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+runs = {s: [json.loads((out / f"{s}.{i}.json").read_text()) for i in range(1, rounds + 1)]
+        for s in ("off", "on")}
+print(f"spec: {spec}")
+print(f"{'conc':>4} {'off agg':>9} {'on agg':>9} {'ratio':>6} {'off dec':>9} {'on dec':>9}"
+      f" {'ratio':>6} {'accepted':>14}")
+for k, lvl in enumerate(runs["off"][0]):
+    med = {s: (statistics.median(r[k]["aggregate_tok_s"] for r in runs[s]),
+               statistics.median(r[k]["decode_tok_s"] for r in runs[s])) for s in runs}
+    acc = sum(r[k].get("spec_accepted_tokens", 0) for r in runs["on"])
+    dr = sum(r[k].get("spec_draft_tokens", 0) for r in runs["on"])
+    print(f"{lvl['concurrency']:>4} {med['off'][0]:>9.1f} {med['on'][0]:>9.1f}"
+          f" {med['on'][0] / med['off'][0]:>6.2f} {med['off'][1]:>9.1f} {med['on'][1]:>9.1f}"
+          f" {med['on'][1] / med['off'][1]:>6.2f} {f'{acc}/{dr}':>14}")
+PY

@@ -1,0 +1,56 @@
+#include "spec/step_cost.h"
+
+#include <gtest/gtest.h>
+
+namespace tachyon::spec {
+namespace {
+
+TEST(StepCostModelTest, AveragesInterpolatesAndExtrapolates) {
+  StepCostModel m;
+  EXPECT_FALSE(m.Seconds(4).has_value());
+  m.Observe(2, 1.0);
+  EXPECT_DOUBLE_EQ(*m.Seconds(2), 1.0);
+  EXPECT_FALSE(m.Seconds(1).has_value());  // nothing below
+  EXPECT_FALSE(m.Seconds(3).has_value());  // one count: no slope
+  m.Observe(2, 2.0);                       // averaged: 0.9 * 1 + 0.1 * 2
+  EXPECT_DOUBLE_EQ(*m.Seconds(2), 1.1);
+  m.Observe(10, 3.1);
+  EXPECT_DOUBLE_EQ(*m.Seconds(6), 1.1 + 2.0 * 4 / 8);  // between 2 and 10
+  EXPECT_DOUBLE_EQ(*m.Seconds(14), 3.1 + 0.25 * 4);    // along the last slope
+  m.Observe(20, 1.0);                                  // a faster larger step: never falls
+  EXPECT_DOUBLE_EQ(*m.Seconds(30), 1.0);
+  m.Observe(0, 5.0);  // ignored
+  m.Observe(StepCostModel::kMaxRows + 1, 5.0);
+  EXPECT_FALSE(m.Seconds(1).has_value());
+}
+
+TEST(ExpectedEmittedTest, GeometricSeries) {
+  EXPECT_DOUBLE_EQ(ExpectedEmitted(0.5, 0), 1.0);
+  EXPECT_DOUBLE_EQ(ExpectedEmitted(0.5, 3), 1.875);
+  EXPECT_DOUBLE_EQ(ExpectedEmitted(1.0, 4), 5.0);
+}
+
+TEST(CostAwareDraftLengthTest, DraftsWhatPaysAtThisCost) {
+  // Memory-bound (a step costs the same whatever its rows): draft as much as allowed.
+  StepCostModel flat;
+  flat.Observe(1, 1.0);
+  flat.Observe(64, 1.0);
+  EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.5, 8, 1.05), 8);
+  EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.0, 8, 1.05), 0);  // nothing accepted
+  // A small model: t(n) = 3 + 1.4 n ms, like a 135M model's decode vs prefill on two cores.
+  StepCostModel small;
+  small.Observe(1, 4.4);
+  small.Observe(64, 3 + 1.4 * 64);
+  EXPECT_EQ(CostAwareDraftLength(small, 1, 0.25, 8, 1.05), 0);  // 1.25 tokens for 1.3x cost
+  const int k = CostAwareDraftLength(small, 1, 0.95, 8, 1.05);
+  EXPECT_GE(k, 4);  // long runs of acceptance pay even there
+  // Batch 32 of the small model: compute-bound, the same acceptance no longer pays.
+  small.Observe(32, 3 + 1.4 * 32);
+  EXPECT_EQ(CostAwareDraftLength(small, 32, 0.95, 8, 1.05), 0);
+  // Unknown cost of the batch's own size: try the longest (the steps teach the model).
+  StepCostModel none;
+  EXPECT_EQ(CostAwareDraftLength(none, 4, 0.5, 6, 1.05), 6);
+}
+
+}  // namespace
+}  // namespace tachyon::spec
