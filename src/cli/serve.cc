@@ -134,6 +134,10 @@ int RunServe(int argc, char** argv) {
           : *server::ParseToolCallFormat(o.tool_call_parser);
   TLOG(INFO) << "tool-call parser: " << server::ToolCallFormatName(api_options.tool_call_format)
              << (o.tool_call_parser == "auto" ? " (from the chat template)" : "");
+  api_options.reasoning_end = server::DetectReasoningEnd((*backend)->chat_template_source());
+  if (!api_options.reasoning_end.empty()) {
+    TLOG(INFO) << "reasoning section: constraints apply after " << api_options.reasoning_end;
+  }
   server::OpenAiApi api(backend->get(), std::move(api_options));
   o.http.metrics = &api.metrics().connection_metrics();
   server::HttpServer http(

@@ -344,23 +344,22 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
   if (draining_) return ApiErrorFromStatus(Unavailable("The server is shutting down."));
   auto grammar = CompileConstraint(cr.common.constraint);
   if (!grammar.ok()) return grammar.error();
-  // Tools: parse the reply for calls; tool_choice "required" or a named function starts the
-  // reply with the opening of a call.
+  // Tools: tool_choice "required" or a named function makes the reply tool calls, "auto" lets
+  // the model open one (server/chat_constraints.h).
   const ToolCallFormat format = options_.tool_call_format;
   const bool has_tools = !cr.tool_names.empty();
-  std::string forced;
   const auto mode = cr.tool_choice.mode;
-  if (has_tools && (mode == ToolChoice::Mode::kRequired || mode == ToolChoice::Mode::kFunction)) {
-    if (format == ToolCallFormat::kNone) {
-      return InvalidParam("tool_choice",
-                          "tool_choice 'required' or a named function needs a tool-call "
-                          "format; this model's chat template shows none (start the "
-                          "server with --tool-call-parser hermes|llama3|mistral).");
-    }
-    std::string function = cr.tool_choice.function;
-    if (function.empty() && cr.tool_names.size() == 1) function = cr.tool_names[0];
-    forced = ForcedToolCallPrefix(format, function);
+  if (has_tools && (mode == ToolChoice::Mode::kRequired || mode == ToolChoice::Mode::kFunction) &&
+      format == ToolCallFormat::kNone) {
+    return InvalidParam("tool_choice",
+                        "tool_choice 'required' or a named function needs a tool-call "
+                        "format; this model's chat template shows none (start the "
+                        "server with --tool-call-parser hermes|llama3|mistral).");
   }
+  auto plan = PlanChatConstraints({&cr, std::move(grammar.value()), format, options_.reasoning_end},
+                                  *backend_, triggers_);
+  if (!plan.ok()) return plan.error();
+  const std::string& forced = plan.value().prompt_suffix;
   // Content from the request is tokenized as plain text (no forged control tokens).
   auto ids = backend_->TokenizeChat(cr.template_context, forced, /*add_special=*/false);
   if (!ids.ok()) {
@@ -375,7 +374,7 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
                     cr.common.resume_token_ids.end());
   if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "messages")) return e;
   JobSpec spec;
-  spec.grammar = std::move(grammar.value());
+  spec.grammar = plan.value().grammar;
   spec.prompts.push_back(std::move(prompt));
   spec.chat = true;
   spec.id = NewId(id_prefix);
@@ -391,9 +390,12 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
   spec.arrival = std::chrono::steady_clock::now();
   if (has_tools && mode != ToolChoice::Mode::kNone) {
     spec.tool_format = format;
-    spec.tool_prefix = std::move(forced);
+    spec.tool_prefix = forced;
     spec.max_tool_calls = cr.parallel_tool_calls ? 0 : 1;
+    spec.tool_grammar = plan.value().tool_grammar;
+    spec.tool_trigger = plan.value().tool_trigger;
   }
+  spec.reasoning_end = plan.value().reasoning_end;
   spec.adapter = std::move(adapter);
   GenerationJob::Start(std::move(spec), {backend_, metrics_, jobs_}, std::move(channel));
   return std::nullopt;

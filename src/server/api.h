@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "server/backend.h"
+#include "server/chat_constraints.h"
 #include "server/generation_job.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -41,6 +42,9 @@ struct ApiOptions {
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
   // For parameters a request leaves unset (e.g. from the model's generation_config.json).
   SamplingDefaults sampling_defaults;
+  // The end of a reasoning section ("</think>", from the chat template: DetectReasoningEnd in
+  // server/chat_constraints.h); "" = none. Constraints apply after it (server/chat_constraints.h).
+  std::string reasoning_end;
 };
 
 class OpenAiApi {
@@ -114,7 +118,8 @@ class OpenAiApi {
   // Shared with the jobs, which a backend thread may release after this object is gone.
   std::shared_ptr<ServerMetrics> metrics_ = std::make_shared<ServerMetrics>();
   std::shared_ptr<JobRegistry> jobs_ = std::make_shared<JobRegistry>();
-  ResponseStore responses_;  // previous_response_id
+  ResponseStore responses_;          // previous_response_id
+  TriggerCache triggers_{backend_};  // the vocabulary's tool-call and reasoning triggers
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{0};
   uint64_t id_salt_;

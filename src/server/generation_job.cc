@@ -58,7 +58,12 @@ GenerationJob::GenerationJob(JobSpec spec, JobContext ctx, std::shared_ptr<Respo
     for (int k = 0; k < spec_.n; ++k) {
       Choice c;
       c.prompt_index = static_cast<int>(p);
-      if (spec_.tool_format != ToolCallFormat::kNone) {
+      if (!spec_.reasoning_end.empty()) {
+        c.reasoning = std::make_unique<ReasoningSplit>(spec_.reasoning_end);
+      }
+      if (spec_.tool_grammar) {
+        c.stream = std::make_unique<ToolCallStream>(spec_.tool_trigger, spec_.max_tool_calls);
+      } else if (spec_.tool_format != ToolCallFormat::kNone) {
         c.tools = std::make_unique<ToolCallParser>(spec_.tool_format, spec_.max_tool_calls);
         // The forced start of a call is part of the reply the parser reads (never content).
         c.text += c.tools->Push(spec_.tool_prefix).content;
@@ -191,8 +196,26 @@ void GenerationJob::Handle(size_t index, engine::RequestOutput& chunk, Clock::ti
     return;
   }
   json logprobs = chunk.logprobs.empty() ? json(nullptr) : LogprobsJson(c, chunk);
+  std::string reasoning;
+  if (c.reasoning) {
+    ReasoningSplit::Output out = c.reasoning->Push(chunk.text);
+    if (c.finished) {
+      ReasoningSplit::Output rest = c.reasoning->Finish();
+      out.reasoning += rest.reasoning;
+      out.answer += rest.answer;
+    }
+    reasoning = std::move(out.reasoning);
+    chunk.text = std::move(out.answer);
+  }
   std::vector<ToolCall> calls;
-  if (c.tools) {
+  std::vector<ToolCallDelta> deltas;
+  if (c.stream) {
+    ToolCallStream::Output out = c.stream->Push(chunk.text);
+    if (c.finished) out.content += c.stream->Finish().content;
+    chunk.text = std::move(out.content);
+    deltas = std::move(out.deltas);
+    c.num_calls = static_cast<int>(c.stream->calls().size());
+  } else if (c.tools) {
     ToolCallParser::Output out = c.tools->Push(chunk.text);
     if (c.finished) {
       ToolCallParser::Output rest = c.tools->Finish();
@@ -209,11 +232,23 @@ void GenerationJob::Handle(size_t index, engine::RequestOutput& chunk, Clock::ti
       c.echo_sent = true;
       text = spec_.prompts[c.prompt_index].echo_text + text;
     }
+    if (!reasoning.empty()) {
+      json event = StreamDelta(index, "", nullptr);
+      event["choices"][0]["delta"] = {{"reasoning_content", std::move(reasoning)}};
+      WriteEvent(event);
+    }
     const bool ids = spec_.return_token_ids && !chunk.token_ids.empty();
     if (!text.empty() || !logprobs.is_null() || ids) {
       WriteEvent(StreamDelta(index, text, logprobs, ids ? &chunk.token_ids : nullptr));
     }
     for (const ToolCall& call : calls) WriteToolCall(index, c.num_calls++, call);
+    if (c.stream && !spec_.adapter) {
+      for (const ToolCallDelta& d : deltas) WriteToolDelta(index, d);
+    } else if (c.stream && c.finished) {
+      for (size_t k = 0; k < c.stream->calls().size(); ++k) {
+        WriteToolCall(index, static_cast<int>(k), c.stream->calls()[k]);
+      }
+    }
     if (c.finished && !done_) {
       json event = StreamDelta(index, "", nullptr);
       event["choices"][0]["finish_reason"] = FinishName(c);
@@ -223,8 +258,13 @@ void GenerationJob::Handle(size_t index, engine::RequestOutput& chunk, Clock::ti
   } else {
     c.text += chunk.text;
     c.text_bytes += chunk.text.size();
-    c.num_calls += static_cast<int>(calls.size());
-    for (ToolCall& call : calls) c.calls.push_back(std::move(call));
+    c.reasoning_text += reasoning;
+    if (c.stream) {
+      if (c.finished) c.calls = c.stream->calls();
+    } else {
+      c.num_calls += static_cast<int>(calls.size());
+      for (ToolCall& call : calls) c.calls.push_back(std::move(call));
+    }
     if (!logprobs.is_null()) {
       auto& dst = c.logprobs;
       if (spec_.chat) {
@@ -292,7 +332,9 @@ json ToolCallJson(const ToolCall& call) {
 }  // namespace
 
 std::string_view GenerationJob::FinishName(const Choice& c) const {
-  if (c.num_calls > 0 && c.reason != engine::FinishReason::kAbort) return "tool_calls";
+  // A call under a tool grammar cut by max_tokens is incomplete: "length".
+  const bool cut = c.stream && c.reason == engine::FinishReason::kLength;
+  if (c.num_calls > 0 && c.reason != engine::FinishReason::kAbort && !cut) return "tool_calls";
   return engine::FinishReasonName(c.reason);
 }
 
@@ -310,6 +352,18 @@ void GenerationJob::WriteToolCall(size_t index, int call_index, const ToolCall& 
       {"tool_calls",
        json::array({{{"index", call_index}, {"function", {{"arguments", call.arguments}}}}})}};
   WriteEvent(args);
+}
+
+void GenerationJob::WriteToolDelta(size_t index, const ToolCallDelta& d) {
+  json call = {{"index", d.index}, {"function", {{"arguments", d.arguments}}}};
+  if (d.start) {
+    call["id"] = d.id;
+    call["type"] = "function";
+    call["function"]["name"] = d.name;
+  }
+  json event = StreamDelta(index, "", nullptr);
+  event["choices"][0]["delta"] = {{"tool_calls", json::array({std::move(call)})}};
+  WriteEvent(event);
 }
 
 json GenerationJob::ChunkEnvelope() const {
@@ -399,8 +453,10 @@ json GenerationJob::FinalBody() const {
     json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", FinishName(c)}};
     if (spec_.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+      if (c.reasoning) choice["message"]["reasoning_content"] = c.reasoning_text;
       if (!c.calls.empty()) {
-        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        const bool blank = c.text.find_first_not_of(" \t\r\n") == std::string::npos;
+        if (blank) choice["message"]["content"] = nullptr;
         json calls = json::array();
         for (const ToolCall& call : c.calls) calls.push_back(ToolCallJson(call));
         choice["message"]["tool_calls"] = std::move(calls);

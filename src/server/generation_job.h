@@ -25,6 +25,7 @@
 #include "server/metrics.h"
 #include "server/protocol.h"
 #include "server/tool_calls.h"
+#include "server/tool_stream.h"
 
 namespace tachyon::server {
 
@@ -97,7 +98,17 @@ struct JobSpec {
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   std::string tool_prefix;  // forced start of a call, appended to the prompt (tool_choice)
   int max_tool_calls = 0;   // 1 with parallel_tool_calls = false; 0: no limit
+  // The calls follow a tool-call grammar (server/tool_grammar.h) and are read by a
+  // ToolCallStream: streamed as incremental argument deltas. tool_trigger "": the reply starts
+  // inside the first call (tool_prefix opened it); else content until the trigger.
+  bool tool_grammar = false;
+  std::string tool_trigger;
+  // Non-empty: the reply starts with a reasoning section ending with this text; it is answered
+  // as `reasoning_content`, apart from the content (and the calls).
+  std::string reasoning_end;
   // Another API's shape for a chat job (chat, n = 1, include_usage); null: OpenAI chat/completions.
+  // An adapter gets each tool call whole (a head delta, then one with all its arguments) once
+  // the reply is complete, never incremental argument deltas.
   std::shared_ptr<ChatOutputAdapter> adapter;
 };
 
@@ -134,8 +145,11 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int cached_tokens = 0;
     std::chrono::steady_clock::time_point first_token;
     bool has_first_token = false;
-    std::unique_ptr<ToolCallParser> tools;  // chat with tools only
-    std::vector<ToolCall> calls;            // non-streaming: the calls parsed so far
+    std::unique_ptr<ToolCallParser> tools;      // chat with tools, unconstrained calls
+    std::unique_ptr<ToolCallStream> stream;     // chat with tools, calls under a tool grammar
+    std::unique_ptr<ReasoningSplit> reasoning;  // JobSpec::reasoning_end
+    std::string reasoning_text;                 // non-streaming: the reasoning so far
+    std::vector<ToolCall> calls;                // non-streaming: the calls parsed so far
     int num_calls = 0;
   };
 
@@ -156,6 +170,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   nlohmann::json LogprobsJson(Choice& c, const engine::RequestOutput& chunk) const;
   // Streams one completed tool call: a delta with id and name, then one with the arguments.
   void WriteToolCall(size_t index, int call_index, const ToolCall& call);
+  // Streams one ToolCallStream delta (a call's head, or a piece of its arguments).
+  void WriteToolDelta(size_t index, const ToolCallDelta& delta);
   std::string_view FinishName(const Choice& c) const;
   nlohmann::json UsageJson() const;
   nlohmann::json TimingsJson() const;

@@ -66,7 +66,9 @@ class ToolApiTest : public ::testing::Test {
   std::unique_ptr<OpenAiApi> api_;
 };
 
-TEST_F(ToolApiTest, NonStreamingAutoToolCall) {
+// FakeBackend under a grammar takes '"', '}' or ']' where allowed, else the text's byte, else
+// the lowest allowed byte: so strings come out empty and the first allowed name is taken.
+TEST_F(ToolApiTest, AutoToolCallIsConstrainedOnceOpened) {
   Init(kReply);
   json j = Post({{"messages", Messages()}, {"tools", Tools()}})->Json();
   const json& choice = j["choices"][0];
@@ -77,20 +79,20 @@ TEST_F(ToolApiTest, NonStreamingAutoToolCall) {
   EXPECT_EQ(call["type"], "function");
   EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
   EXPECT_EQ(call["function"]["name"], "get_weather");
-  EXPECT_EQ(call["function"]["arguments"], R"({"city":"Paris"})");
-  EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>())["city"], "Paris");
-  // Every generated token is counted, markers included.
-  EXPECT_EQ(j["usage"]["completion_tokens"], static_cast<int>(kReply.size()));
+  EXPECT_EQ(call["function"]["arguments"], R"({"city":""})");
+  // The request's grammar: free until "<tool_call>", then the call.
+  ASSERT_NE(backend_->SubmittedRequests().back().grammar, nullptr);
   WaitIdle();
 }
 
-TEST_F(ToolApiTest, StreamingSendsContentThenToolCallDeltas) {
+TEST_F(ToolApiTest, StreamingSendsContentThenIncrementalToolCallDeltas) {
   Init(kReply);
+  json whole = Post({{"messages", Messages()}, {"tools", Tools()}})->Json();
   auto ch = Post({{"messages", Messages()}, {"tools", Tools()}, {"stream", true}});
   bool done = false;
   auto events = ch->Events(&done);
   ASSERT_TRUE(done);
-  std::string content;
+  std::string content, arguments;
   std::vector<json> call_deltas;
   std::string finish;
   for (const json& e : events) {
@@ -99,17 +101,21 @@ TEST_F(ToolApiTest, StreamingSendsContentThenToolCallDeltas) {
       EXPECT_TRUE(call_deltas.empty()) << "content after a tool call: " << e.dump();
       content += c["delta"]["content"].get<std::string>();
     }
-    if (c["delta"].contains("tool_calls")) call_deltas.push_back(c["delta"]["tool_calls"][0]);
+    if (c["delta"].contains("tool_calls")) {
+      const json& d = c["delta"]["tool_calls"][0];
+      EXPECT_EQ(d["index"], 0);
+      EXPECT_EQ(d.contains("id"), call_deltas.empty()) << "id and name come first, once";
+      arguments += d["function"]["arguments"].get<std::string>();
+      call_deltas.push_back(d);
+    }
     if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
   }
   EXPECT_EQ(content, "Let me look.");
-  ASSERT_EQ(call_deltas.size(), 2u);
-  EXPECT_EQ(call_deltas[0]["index"], 0);
+  ASSERT_GT(call_deltas.size(), 2u) << "the arguments arrive as they are generated";
   EXPECT_EQ(call_deltas[0]["type"], "function");
   EXPECT_EQ(call_deltas[0]["function"]["name"], "get_weather");
   EXPECT_EQ(call_deltas[0]["function"]["arguments"], "");
-  EXPECT_FALSE(call_deltas[1].contains("id"));
-  EXPECT_EQ(call_deltas[1]["function"]["arguments"], R"({"city":"Paris"})");
+  EXPECT_EQ(arguments, whole["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]);
   EXPECT_EQ(finish, "tool_calls");
   WaitIdle();
 }
@@ -129,56 +135,95 @@ TEST_F(ToolApiTest, NoToolsOrToolChoiceNoneLeaveTheTextAlone) {
   WaitIdle();
 }
 
-TEST_F(ToolApiTest, MalformedCallIsContent) {
-  const std::string bad =
-      "Hmm <tool_call>{\"name\": \"get_weather\", \"arguments\": {oops}</tool_call>";
-  Init(bad);
+TEST_F(ToolApiTest, AnOpenedCallIsAlwaysWellFormed) {
+  // Unconstrained, this reply's call would be malformed; under the grammar the call parses.
+  // (Padded: FakeBackend ends the reply after as many tokens as its text has.)
+  Init("Hmm <tool_call>{\"name\": \"get_weather\", \"arguments\": {oops}</tool_call>" +
+       std::string(40, ' '));
   json j = Post({{"messages", Messages()}, {"tools", Tools()}})->Json();
+  const json& m = j["choices"][0]["message"];
+  EXPECT_EQ(m["content"], "Hmm ");
+  ASSERT_EQ(m["tool_calls"].size(), 1u);
+  EXPECT_TRUE(
+      json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()).is_object());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  // With a response_format the calls are parsed from free text: malformed stays content.
+  const std::string bad = "<tool_call>{\"name\": \"f\", \"arguments\": {oops}</tool_call>";
+  Init(bad);
+  j = Post({{"messages", Messages()},
+            {"tools", Tools()},
+            {"structured_outputs", {{"choice", {bad}}}}})
+          ->Json();
   EXPECT_EQ(j["choices"][0]["message"]["content"], bad);
   EXPECT_FALSE(j["choices"][0]["message"].contains("tool_calls"));
-  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
-  auto ch = Post({{"messages", Messages()}, {"tools", Tools()}, {"stream", true}});
-  std::string content;
-  for (const json& e : ch->Events()) {
-    content += e["choices"][0]["delta"].value("content", "");
-    EXPECT_FALSE(e["choices"][0]["delta"].contains("tool_calls"));
-  }
-  EXPECT_EQ(content, bad);
   WaitIdle();
 }
 
-TEST_F(ToolApiTest, NamedToolChoiceStartsTheCall) {
-  // The prompt ends with the opening of a get_time call; the model only writes the arguments.
-  Init("\"zone\": \"UTC\"}}\n</tool_call>");
+TEST_F(ToolApiTest, RequiredAndNamedToolChoiceForceACall) {
+  Init(std::string(100, 'z'));  // the model would rather talk
   json body = {{"messages", Messages()},
                {"tools", Tools()},
                {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}};
   json j = Post(body)->Json();
+  // The prompt opens a call; the grammar picks the name (only get_time) and the arguments.
   EXPECT_EQ(LastPrompt(), "user: Weather in Paris?\nassistant:" +
-                              ForcedToolCallPrefix(ToolCallFormat::kHermes, "get_time"));
+                              ForcedToolCallPrefix(ToolCallFormat::kHermes, ""));
   const json& m = j["choices"][0]["message"];
   EXPECT_TRUE(m["content"].is_null());
   ASSERT_EQ(m["tool_calls"].size(), 1u);
   EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_time");
-  EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], R"({"zone":"UTC"})");
+  EXPECT_TRUE(
+      json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()).is_object());
   EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
-  // "required" with several tools opens a call without a name.
-  Post({{"messages", Messages()}, {"tools", Tools()}, {"tool_choice", "required"}});
-  EXPECT_EQ(LastPrompt(), "user: Weather in Paris?\nassistant:" +
-                              ForcedToolCallPrefix(ToolCallFormat::kHermes, ""));
+  // "required", one call only: the grammar ends after it.
+  j = Post({{"messages", Messages()},
+            {"tools", Tools()},
+            {"tool_choice", "required"},
+            {"parallel_tool_calls", false}})
+          ->Json();
+  ASSERT_EQ(j["choices"][0]["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(j["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_time");
+  // Cut by max_tokens: the partial call is reported with finish_reason "length".
+  body["max_tokens"] = 3;
+  j = Post(body)->Json();
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   WaitIdle();
 }
 
-TEST_F(ToolApiTest, ParallelToolCallsFalseKeepsOneCall) {
-  const std::string two =
-      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>\n"
-      "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>";
-  Init(two);
-  json j = Post({{"messages", Messages()}, {"tools", Tools()}})->Json();
-  EXPECT_EQ(j["choices"][0]["message"]["tool_calls"].size(), 2u);
-  j = Post({{"messages", Messages()}, {"tools", Tools()}, {"parallel_tool_calls", false}})->Json();
-  ASSERT_EQ(j["choices"][0]["message"]["tool_calls"].size(), 1u);
-  EXPECT_EQ(j["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+TEST_F(ToolApiTest, ReasoningComesFirstThenTheConstraint) {
+  const std::string reply = "<think>\nplan: {no json}\n</think>\n\nx";
+  FakeBackendOptions opts;
+  opts.text = reply;
+  backend_ = std::make_unique<FakeBackend>(opts);
+  ApiOptions api_opts;
+  api_opts.tool_call_format = ToolCallFormat::kHermes;
+  api_opts.reasoning_end = "</think>";
+  api_ = std::make_unique<OpenAiApi>(backend_.get(), api_opts);
+  json j = Post({{"messages", Messages()}, {"response_format", {{"type", "json_object"}}}})->Json();
+  const json& m = j["choices"][0]["message"];
+  EXPECT_EQ(m["reasoning_content"], "plan: {no json}");
+  EXPECT_TRUE(json::parse(m["content"].get<std::string>()).is_object()) << m.dump();
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  // A required tool call after the reasoning: the prompt opens nothing, the grammar does.
+  j = Post({{"messages", Messages()}, {"tools", Tools()}, {"tool_choice", "required"}})->Json();
+  EXPECT_EQ(LastPrompt(), "user: Weather in Paris?\nassistant:");
+  EXPECT_EQ(j["choices"][0]["message"]["reasoning_content"], "plan: {no json}");
+  ASSERT_EQ(j["choices"][0]["message"]["tool_calls"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  // Unconstrained requests are left alone.
+  j = Post({{"messages", Messages()}, {"max_tokens", 8}})->Json();
+  EXPECT_EQ(j["choices"][0]["message"]["content"], reply.substr(0, 8));
+  EXPECT_FALSE(j["choices"][0]["message"].contains("reasoning_content"));
+  // A prompt that already closed the reasoning (here: the last assistant turn) is constrained
+  // from the start.
+  json closed = json::array({{{"role", "user"}, {"content", "hi"}},
+                             {{"role", "assistant"}, {"content", "<think></think>"}}});
+  j = Post({{"messages", closed},
+            {"add_generation_prompt", false},
+            {"response_format", {{"type", "json_object"}}}})
+          ->Json();
+  EXPECT_FALSE(j["choices"][0]["message"].contains("reasoning_content"));
+  EXPECT_TRUE(json::parse(j["choices"][0]["message"]["content"].get<std::string>()).is_object());
   WaitIdle();
 }
 
@@ -195,6 +240,15 @@ TEST_F(ToolApiTest, ToolChoiceErrors) {
   EXPECT_EQ(param_of({{"messages", Messages()}, {"tool_choice", "required"}}), "tool_choice");
   EXPECT_EQ(param_of({{"messages", Messages()}, {"tools", Tools()}, {"parallel_tool_calls", 1}}),
             "parallel_tool_calls");
+  // A parameters schema the converter refuses: a 400 naming the keyword.
+  json bad_tools = json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "f"}, {"parameters", {{"type", "object"}, {"not", json::object()}}}}}}});
+  auto ch = Post({{"messages", Messages()}, {"tools", bad_tools}});
+  EXPECT_EQ(ch->response.status, 400);
+  EXPECT_EQ(ch->Json()["error"]["param"], "tools");
+  EXPECT_NE(ch->Json()["error"]["message"].get<std::string>().find("'not'"), std::string::npos);
   Init(kReply, ToolCallFormat::kNone);
   EXPECT_EQ(param_of({{"messages", Messages()}, {"tools", Tools()}, {"tool_choice", "required"}}),
             "tool_choice");

@@ -49,17 +49,6 @@ size_t PartialMarker(std::string_view s, std::string_view marker) {
   return 0;
 }
 
-std::string NewToolCallId() {
-  static std::atomic<uint64_t> counter{0};
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  uint64_t a = rng() ^ (counter.fetch_add(1) * 0x9e3779b97f4a7c15ULL);
-  uint64_t b = rng();
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "call_%016llx%08llx", static_cast<unsigned long long>(a),
-                static_cast<unsigned long long>(b & 0xffffffffULL));
-  return buf;
-}
-
 // {"name": "f", "arguments"|"parameters": {...} or "json text"} -> a call.
 std::optional<ToolCall> CallFromJson(const json& j) {
   if (!j.is_object()) return std::nullopt;
@@ -147,6 +136,17 @@ bool CallsFromJson(const json& j, std::vector<ToolCall>& calls) {
 }
 
 }  // namespace
+
+std::string NewToolCallId() {
+  static std::atomic<uint64_t> counter{0};
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t a = rng() ^ (counter.fetch_add(1) * 0x9e3779b97f4a7c15ULL);
+  uint64_t b = rng();
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "call_%016llx%08llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b & 0xffffffffULL));
+  return buf;
+}
 
 std::string_view ToolCallFormatName(ToolCallFormat format) {
   switch (format) {

@@ -41,6 +41,9 @@ struct ToolCall {
   std::string arguments;  // a JSON object, serialized compactly
 };
 
+// A fresh call id: "call_" + 24 hex digits, unique per call. Thread-safe.
+std::string NewToolCallId();
+
 // Text that, appended to the rendered prompt, starts a tool call in `format`: a call to
 // `function` (its arguments object opened) or, with `function` empty, to any function.
 // Empty for kNone.

@@ -240,6 +240,16 @@ def templated_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def hermes_server(tmp_path_factory):
+    """stories260K with the plain test template (no reasoning section) and the hermes tool-call
+    format: tool_choice "required" / a named function make its reply a call."""
+    require_serve()
+    s = Server(tmp_path_factory.mktemp("hermes"), ["--tool-call-parser", "hermes"], api_key=None)
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture(scope="session")
 def reference_generations():
     path = testdata_dir() / "stories260K" / "reference" / "generations.json"
     if not path.exists():

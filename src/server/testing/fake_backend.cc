@@ -71,6 +71,9 @@ int32_t FakeBackend::NextToken(Running& r) const {
   std::vector<uint32_t> mask((info_.vocab_size + 31) / 32);
   r.matcher->FillNextTokenBitmask(mask);
   auto allowed = [&](int32_t t) { return ((mask[t / 32] >> (t % 32)) & 1u) != 0; };
+  bool every_byte = true;  // a free phase (server/triggered_grammar.h): follow the text
+  for (int32_t t = 0; t < 256 && every_byte; ++t) every_byte = allowed(t);
+  if (every_byte) return text_byte;
   if (allowed(kEos)) return kEos;
   for (int32_t t : {int32_t{'"'}, int32_t{'}'}, int32_t{']'}, text_byte}) {
     if (allowed(t)) return t;

@@ -8,10 +8,11 @@
 // min_tokens (no EOS before it), logprobs and the context limit behave like the engine; outputs
 // are engine::RequestOutput, with `finished` on the request's last one. Constrained requests
 // (EngineRequest::grammar, compiled by CompileConstraint over the byte vocabulary) follow their
-// grammar: each step takes, among the allowed tokens, EOS where the grammar may end, else the
+// grammar: each step takes the text's next byte when every byte is allowed (the free phase of
+// a triggered grammar), else, among the allowed tokens, EOS where the grammar may end, else the
 // first of '"', '}', ']' allowed (so JSON closes soon), else the text's next byte, else the
-// lowest allowed id; the choice finishes with kStop when the grammar is complete. A dedicated thread runs the
-// steps; callbacks are invoked on it. Thread-safe.
+// lowest allowed id; the choice finishes with kStop when the grammar is complete. A dedicated
+// thread runs the steps; callbacks are invoked on it. Thread-safe.
 #pragma once
 
 #include <chrono>
