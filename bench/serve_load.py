@@ -23,11 +23,13 @@ output constraint in the same run (interleaved per point) and prints the constra
 unconstrained generated-tokens/s ratio; constraints: none, json_object, json_schema (an array
 of records, never complete before max_tokens is likely), regex, choice.
   bench/serve_load.py --workload A --concurrency 16 --constraint none,json_schema
+--constraint-rounds N alternates them N times per point and prints the median ratio.
 """
 
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 import http.client
@@ -332,6 +334,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--constraint", type=constraint_list, default=["none"],
                     help="output constraints per point, e.g. none,json_schema")
+    ap.add_argument("--constraint-rounds", type=int, default=1,
+                    help="run the constraints of a point this many times, alternating, and "
+                         "print the median ratio (load then hits both alike)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     model = model_name(args.url, args.api_key)
@@ -340,18 +345,26 @@ def main():
         for c in args.concurrency:
             total = args.requests or max(args.rounds * c, args.min_requests)
             prompts = make_prompts(args, workload, total, rng)
-            base = None
-            for constraint in args.constraint:
-                point = run_point(args, model, workload, c, total, rng, constraint, prompts)
-                print_point(point)
-                points.append(point)
-                if constraint == "none":
-                    base = point
-                elif base and base["output_tokens_per_s"] > 0:
-                    point["ratio_to_unconstrained"] = (point["output_tokens_per_s"] /
-                                                       base["output_tokens_per_s"])
-                    print(f"  {constraint} / unconstrained generated tokens/s: "
-                          f"{point['ratio_to_unconstrained']:.3f}", flush=True)
+            ratios = {}
+            for _ in range(args.constraint_rounds):
+                base = None
+                for constraint in args.constraint:
+                    point = run_point(args, model, workload, c, total, rng, constraint, prompts)
+                    print_point(point)
+                    points.append(point)
+                    if constraint == "none":
+                        base = point
+                    elif base and base["output_tokens_per_s"] > 0:
+                        point["ratio_to_unconstrained"] = (point["output_tokens_per_s"] /
+                                                           base["output_tokens_per_s"])
+                        ratios.setdefault(constraint, []).append(point["ratio_to_unconstrained"])
+                        print(f"  {constraint} / unconstrained generated tokens/s: "
+                              f"{point['ratio_to_unconstrained']:.3f}", flush=True)
+            for constraint, rs in ratios.items():
+                if len(rs) > 1:
+                    print(f"  {constraint} / unconstrained, median of {len(rs)} alternating "
+                          f"rounds: {statistics.median(rs):.3f} (each: "
+                          f"{', '.join(f'{r:.3f}' for r in rs)})", flush=True)
     if len(points) > 1:
         print(markdown_table(points))
     if args.json:

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""The JSON Schema corpus end to end against any OpenAI-compatible server (tachyon or another).
+
+Each schema of testdata/structured/schemas.jsonl is asked for once on /v1/chat/completions with
+response_format json_schema, greedy (temperature 0), the same short prompt naming the schema,
+and the answer is sorted:
+  valid      finish_reason "stop" and the content validates under the schema (python
+             `jsonschema`, its format checker on)
+  invalid    finished, but not JSON or not valid under the schema
+  refused    an HTTP 4xx/5xx answer (tachyon: 400 naming the schema keyword)
+  truncated  finish_reason "length" (cut by max_tokens); `truncated_bad_prefix` counts those
+             whose text is not a prefix of any JSON text (must be 0)
+  error      the request failed otherwise (no answer)
+
+  bench/structured_corpus.py --url http://127.0.0.1:8080 --concurrency 8 [--every 10] [--json F]
+
+tests/python/test_structured_output_corpus.py drives tachyon through the same functions.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import re
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+DEFAULT_SCHEMAS = (Path(__file__).resolve().parents[1].parent / "shared" / "testdata" /
+                   "structured" / "schemas.jsonl")
+KINDS = ("valid", "invalid", "refused", "truncated", "error")
+
+
+def load_cases(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def request_body(case, model, max_tokens):
+    return {"model": model, "temperature": 0, "max_tokens": max_tokens,
+            "messages": [{"role": "user",
+                          "content": "Give an example JSON document for " + case["id"] + "."}],
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": "doc", "schema": case["schema"],
+                                                "strict": True}}}
+
+
+def post(url, body, api_key, timeout):
+    req = urllib.request.Request(url.rstrip("/") + "/v1/chat/completions",
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": "Bearer " + api_key})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, {"error": {"message": raw.decode(errors="replace")}}
+
+
+_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_NUMBER_PREFIX = re.compile(r"-?(0|[1-9][0-9]*)?(\.[0-9]*)?([eE][+-]?[0-9]*)?")
+
+
+def is_json_prefix(text):
+    """True when `text` can be continued into a complete JSON text (syntax only)."""
+    stack = []  # '{' / '['
+    expect = "value"  # value | key | colon | comma | done (and *_or_end after an opening)
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\n\r":
+            i += 1
+            continue
+        if expect == "done":
+            return False
+        if expect in ("value", "value_or_end", "key", "key_or_end"):
+            if expect.endswith("_or_end") and c == ("}" if stack[-1] == "{" else "]"):
+                stack.pop()
+                expect = "comma" if stack else "done"
+                i += 1
+                continue
+            is_key = expect.startswith("key")
+            if c == '"':
+                i += 1
+                while i < n and text[i] != '"':
+                    if text[i] == "\\":
+                        if i + 1 >= n:
+                            return True
+                        e = text[i + 1]
+                        if e == "u":
+                            hexd = text[i + 2:i + 6]
+                            if not re.fullmatch(r"[0-9a-fA-F]*", hexd):
+                                return False
+                            i += 6
+                            continue
+                        if e not in '"\\/bfnrt':
+                            return False
+                        i += 2
+                        continue
+                    if ord(text[i]) < 0x20:
+                        return False
+                    i += 1
+                if i >= n:
+                    return True
+                i += 1
+                expect = "colon" if is_key else ("comma" if stack else "done")
+                continue
+            if is_key:
+                return False
+            if c in "{[":
+                stack.append(c)
+                expect = "key_or_end" if c == "{" else "value_or_end"
+                i += 1
+                continue
+            for lit in ("true", "false", "null"):
+                if text.startswith(lit, i):
+                    i += len(lit)
+                    break
+                if lit.startswith(text[i:]):
+                    return True
+            else:
+                p = _NUMBER_PREFIX.match(text, i)
+                if p.end() == n and p.end() > i:  # a number running to the end
+                    rest = text[i:]
+                    return bool(_NUMBER.fullmatch(rest) or _NUMBER.fullmatch(rest + "0"))
+                m = _NUMBER.match(text, i)
+                if not m:
+                    return False
+                i = m.end()
+            expect = "comma" if stack else "done"
+            continue
+        if expect == "colon":
+            if c != ":":
+                return False
+            expect = "value"
+            i += 1
+            continue
+        # expect == "comma"
+        if c == ",":
+            expect = "key" if stack[-1] == "{" else "value"
+        elif c == ("}" if stack[-1] == "{" else "]"):
+            stack.pop()
+            expect = "comma" if stack else "done"
+        else:
+            return False
+        i += 1
+    return True
+
+
+def validator_for(schema):
+    import jsonschema
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def classify(case, status, body):
+    """(kind, detail) of one answer."""
+    if status is None:
+        return "error", str(body)
+    if status >= 400:
+        err = body.get("error") if isinstance(body, dict) else None
+        msg = err.get("message") if isinstance(err, dict) else str(body)
+        return "refused", f"HTTP {status}: {msg}"
+    try:
+        choice = body["choices"][0]
+        text = choice["message"]["content"] or ""
+        finish = choice["finish_reason"]
+    except (KeyError, IndexError, TypeError):
+        return "error", f"unexpected body: {body!r}"[:300]
+    if finish == "length":
+        return "truncated", text
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        return "invalid", f"not JSON ({e}): {text!r}"
+    try:
+        errors = sorted(validator_for(case["schema"]).iter_errors(doc), key=str)
+    except Exception as e:  # the reference validator cannot handle this schema
+        return "invalid", f"validator failed ({type(e).__name__}: {e}) on {text!r}"
+    if errors:
+        return "invalid", f"{errors[0].message}: {text!r}"
+    return "valid", text
+
+
+def run_case(url, case, model, max_tokens, api_key, timeout):
+    try:
+        status, body = post(url, request_body(case, model, max_tokens), api_key, timeout)
+    except Exception as e:  # connection trouble, timeouts
+        return "error", f"{type(e).__name__}: {e}"
+    return classify(case, status, body)
+
+
+def run_corpus(url, cases, model, max_tokens=160, concurrency=8, api_key="none", timeout=600):
+    """[(kind, detail)] per case, in order."""
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        return list(pool.map(lambda c: run_case(url, c, model, max_tokens, api_key, timeout),
+                             cases))
+
+
+def summarize(results):
+    counts = {k: 0 for k in KINDS}
+    counts["truncated_bad_prefix"] = 0
+    for kind, detail in results:
+        counts[kind] += 1
+        if kind == "truncated" and not is_json_prefix(detail):
+            counts["truncated_bad_prefix"] += 1
+    return counts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8080")
+    ap.add_argument("--api-key", default="none")
+    ap.add_argument("--model", default="", help="the request's model field (default: the "
+                    "server's first /v1/models entry)")
+    ap.add_argument("--schemas", default=str(DEFAULT_SCHEMAS))
+    ap.add_argument("--every", type=int, default=1, help="take schemas 0, k, 2k, ...")
+    ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--json", help="write each schema's kind and detail here")
+    args = ap.parse_args()
+    model = args.model
+    if not model:
+        req = urllib.request.Request(args.url.rstrip("/") + "/v1/models",
+                                     headers={"Authorization": "Bearer " + args.api_key})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            model = json.loads(r.read())["data"][0]["id"]
+    cases = load_cases(args.schemas)[::args.every]
+    results = run_corpus(args.url, cases, model, args.max_tokens, args.concurrency, args.api_key)
+    counts = summarize(results)
+    print(f"{len(cases)} schemas, model {model}, max_tokens {args.max_tokens}: " +
+          ", ".join(f"{k} {v}" for k, v in counts.items()))
+    for (kind, detail), case in zip(results, cases):
+        if kind in ("invalid", "error") or (kind == "truncated" and not is_json_prefix(detail)):
+            print(f"  {kind}: {case['id']}: {detail[:200]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            [{"id": c["id"], "kind": k, "detail": d} for c, (k, d) in zip(cases, results)],
+            indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""The JSON Schema corpus end to end: SmolLM2-135M-Instruct answers schemas of
+../shared/testdata/structured/schemas.jsonl with response_format json_schema, greedy, through
+bench/structured_corpus.py (the same requests that script sends to any server). Every finished
+answer must validate under python `jsonschema` (formats checked) or the schema must be refused
+with a 400 naming the keyword; answers cut by max_tokens are counted apart and must be a prefix
+of a JSON text.
+
+CI runs a bounded subset (every SUBSET_EVERY-th schema); TACHYON_FULL_CORPUS=1 runs all 290 and
+prints the counts (pytest -s).
+"""
+
+import os
+import re
+import sys
+
+import pytest
+
+import conftest
+from conftest import API_KEY, REPO
+
+pytest.importorskip("jsonschema")
+sys.path.insert(0, str(REPO / "bench"))
+import structured_corpus  # noqa: E402
+
+SUBSET_EVERY = 29  # CI: schemas 0, 29, 58, ... (10 of 290)
+MAX_TOKENS = 160
+# A refusal names what it cannot follow: a keyword ("unsupported JSON Schema keyword 'not' at
+# /properties/a"), a pattern / length combination, or the compile budget (docs/grammar.md).
+REFUSAL = re.compile(r"keyword '[$A-Za-z]+'|pattern|minLength|maxLength|admits no|"
+                     r"compile budget|larger than|regex feature")
+
+
+def test_schema_corpus_answers_validate(smollm2_server):
+    path = conftest.testdata_dir() / "structured" / "schemas.jsonl"
+    if not path.exists():
+        pytest.skip(f"schema corpus missing: {path}")
+    cases = structured_corpus.load_cases(path)
+    assert len(cases) == 290
+    if os.environ.get("TACHYON_FULL_CORPUS") != "1":
+        cases = cases[::SUBSET_EVERY]
+    results = structured_corpus.run_corpus(smollm2_server.base, cases, "smollm2",
+                                           MAX_TOKENS, concurrency=16, api_key=API_KEY)
+    counts = structured_corpus.summarize(results)
+    print(f"\nSmolLM2 structured output over {len(cases)} schemas: {counts}")
+    bad = [(c["id"], k, d[:300]) for c, (k, d) in zip(cases, results)
+           if k in ("invalid", "error")]
+    assert not bad, bad
+    assert counts["truncated_bad_prefix"] == 0, [
+        (c["id"], d) for c, (k, d) in zip(cases, results)
+        if k == "truncated" and not structured_corpus.is_json_prefix(d)]
+    for case, (kind, detail) in zip(cases, results):
+        if kind == "refused":
+            assert detail.startswith("HTTP 400: "), (case["id"], detail)
+            assert REFUSAL.search(detail), (case["id"], detail)
+    assert counts["valid"] >= len(cases) // 2, counts
