@@ -57,6 +57,11 @@ EngineFlags AddEngineFlags(CLI::App& app, engine::ServingOptions* o) {
   app.add_flag_callback(
          "--no-prefix-caching", [o] { o->enable_prefix_caching = false; }, "disable prefix caching")
       ->group(kGroup);
+  app.add_flag_callback(
+         "--disable-hybrid-kv-cache-manager", [o] { o->hybrid_kv_cache = false; },
+         "keep every layer's KV for the whole sequence (sliding-window layers otherwise hold only "
+         "their window's blocks)")
+      ->group(kGroup);
   app.add_option_function<std::string>(
          "--scheduling-policy",
          [o](const std::string& v) {

@@ -30,6 +30,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, Model
     return InvalidArgument("engine: max_num_batched_tokens and max_num_seqs must be positive");
   }
   if (config.max_model_len <= 1) return InvalidArgument("engine: max_model_len must be > 1");
+  for (int64_t w : config.kv.group_windows) {
+    if (w < 0) return InvalidArgument("engine: a KV group's sliding window must be >= 0");
+  }
   std::unique_ptr<Speculator> speculator;
   if (config.speculative.enabled()) {
     ASSIGN_OR_RETURN(speculator, Speculator::Create(config.speculative, std::move(drafter)));
@@ -47,9 +50,15 @@ Engine::Engine(const EngineConfig& config, ModelExecutor* executor)
       runner_(executor),
       masks_(executor->n_vocab()) {}
 
+int64_t Engine::MaxChunk() const {
+  const SchedulerConfig& s = config_.scheduler;
+  return s.long_prefill_token_threshold > 0
+             ? std::min(s.long_prefill_token_threshold, s.max_num_batched_tokens)
+             : s.max_num_batched_tokens;
+}
+
 int64_t Engine::TokenLimit() const {
-  const int64_t pool_tokens = static_cast<int64_t>(kv_.num_blocks()) * kv_.block_size();
-  return std::min(config_.max_model_len, pool_tokens);
+  return std::min(config_.max_model_len, kv_.MaxTokens(MaxChunk()));
 }
 
 Status Engine::Validate(const EngineRequest& req) const {
@@ -71,7 +80,6 @@ Status Engine::Validate(const EngineRequest& req) const {
         "the prompt has " + std::to_string(prompt) + " tokens; the model's context holds " +
         std::to_string(config_.max_model_len) + " including at least one generated token");
   }
-  const int64_t pool_tokens = static_cast<int64_t>(kv_.num_blocks()) * kv_.block_size();
   const int64_t max_tokens = req.params.max_tokens;
   if (max_tokens > 0 && prompt + max_tokens > config_.max_model_len) {
     return InvalidArgument("prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
@@ -79,10 +87,11 @@ Status Engine::Validate(const EngineRequest& req) const {
                            std::to_string(config_.max_model_len));
   }
   const int64_t needed = prompt + std::max<int64_t>(max_tokens, 1);
-  if (needed > pool_tokens) {
+  // With sliding-window groups a request holds only their window's blocks (kv_groups.h).
+  if (kv_.PeakBlocks(needed, MaxChunk()) > kv_.num_blocks()) {
     return InvalidArgument("the request needs " + std::to_string(needed) +
                            " tokens of KV cache but the whole pool holds " +
-                           std::to_string(pool_tokens));
+                           std::to_string(kv_.MaxTokens(MaxChunk())));
   }
   return OkStatus();
 }

@@ -109,6 +109,7 @@ class Engine {
   };
   Engine(const EngineConfig& config, ModelExecutor* executor);
   int64_t TokenLimit() const;
+  int64_t MaxChunk() const;  // the most tokens one request computes in a step
   RequestOutput NewOutput(const Request& r) const;
   // Appends a sampled token to r and to its output `o`, with the stop checks (text flushed on a
   // finish). Returns the finish reason (kNone: r goes on); the caller then calls Finish.

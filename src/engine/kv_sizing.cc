@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include "kv/kv_groups.h"
+
 namespace tachyon::engine {
 namespace {
 
@@ -37,7 +39,8 @@ Result<KvSizing> SizeKvCache(const KvSizingInput& in) {
                            ? in.max_model_len
                            : (in.trained_context > 0 ? in.trained_context : kFallbackContext);
   const int64_t wanted = base + in.extra_tokens;
-  const int64_t blocks_per_seq = (wanted + in.block_size - 1) / in.block_size;
+  const int64_t blocks_per_seq =
+      kv::PeakBlocksPerSequence(in.group_windows, in.block_size, wanted, in.max_chunk_tokens);
   const int64_t full = SatMul(SatMul(blocks_per_seq, in.max_num_seqs), in.bytes_per_block);
 
   int64_t budget = 0;
@@ -69,7 +72,8 @@ Result<KvSizing> SizeKvCache(const KvSizingInput& in) {
   out.max_model_len = wanted;
   if (num_blocks >= blocks_per_seq) return out;
 
-  const int64_t fits = num_blocks * in.block_size;
+  const int64_t fits =
+      kv::MaxTokensInBlocks(in.group_windows, in.block_size, num_blocks, in.max_chunk_tokens);
   if (explicit_len) {
     return InvalidArgument("--max-model-len " + std::to_string(wanted) + " needs " +
                            std::to_string(blocks_per_seq) + " KV blocks (" +

@@ -4,7 +4,8 @@
 //   budget      = explicit bytes (--kv-cache-memory), else
 //                 min(fraction x (available memory - weights), max_num_seqs full contexts)
 //                 (available memory unknown: min(kFallbackKvBytes, max_num_seqs full contexts))
-//   num_blocks  = budget / bytes_per_block
+//   num_blocks  = budget / bytes_per_block (a full context counts each sliding-window group's
+//                 window only: kv::PeakBlocksPerSequence)
 //   context     = the explicit max_model_len, else the model's trained context; when one
 //                 context needs more blocks than the budget holds, the trained context is
 //                 lowered to what fits (KvSizing::lowered says so), but an explicit
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/status.h"
 
@@ -43,6 +45,11 @@ struct KvSizingInput {
   int64_t available_bytes = 0;  // the machine's available memory (MemAvailable)
   int64_t weight_bytes = 0;     // the model's weights, which must stay resident
   double memory_fraction = kDefaultKvMemoryFraction;  // in (0, 1]
+  // KV layer groups (kv/kv_groups.h; bytes_per_block is then one group's page): a sequence of
+  // T tokens needs kv::PeakBlocksPerSequence(group_windows, block_size, T, max_chunk_tokens)
+  // blocks, so sliding-window groups count only their window. Empty: one full group.
+  std::vector<int64_t> group_windows = {};
+  int64_t max_chunk_tokens = 0;  // tokens per step (max_num_batched_tokens)
 };
 
 struct KvSizing {

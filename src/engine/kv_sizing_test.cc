@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "model/kv_cache.h"
+
 namespace tachyon::engine {
 namespace {
 
@@ -163,6 +165,56 @@ TEST(KvSizingTest, ParsesMemAvailable) {
   EXPECT_EQ(ParseMemAvailable("MemAvailable: 5 MB\n"), std::nullopt);
   EXPECT_EQ(ParseMemAvailable(""), std::nullopt);
   EXPECT_GE(ReadAvailableMemory(), 0);
+}
+
+// gemma-3-270m's shape: 18 layers (every 6th global), 1 KV head of 256, window 512, f16 KV,
+// trained context 32768. The hybrid layout's pages hold one group of 3 layers.
+KvSizingInput Gemma270m(bool hybrid, int64_t chunk) {
+  std::vector<int64_t> windows(18);
+  for (int il = 0; il < 18; ++il) windows[il] = il % 6 < 5 ? 512 : 0;
+  const model::KvLayout layout =
+      hybrid ? model::KvLayout::Hybrid(windows) : model::KvLayout::Single(18);
+  KvSizingInput in;
+  in.bytes_per_block = static_cast<int64_t>(model::KvCache::BytesPerBlock(layout, 16, 1, 256));
+  in.block_size = 16;
+  in.trained_context = 32768;
+  in.max_num_seqs = 8;
+  in.group_windows = layout.group_window;
+  in.max_chunk_tokens = chunk;
+  return in;
+}
+
+TEST(KvSizingTest, SlidingGroupsCountOnlyTheirWindow) {
+  KvSizingInput plain = Gemma270m(false, 2048), hybrid = Gemma270m(true, 2048);
+  EXPECT_EQ(plain.bytes_per_block, 288 * 1024);  // 18 layers x 16 positions x 1 KiB
+  EXPECT_EQ(hybrid.bytes_per_block, 48 * 1024);  // 3 layers
+  // 100 MiB: 355 plain blocks hold 5680 tokens; 2133 pages hold the global group's blocks
+  // plus 5 sliding groups x 161 (window 511 + chunk 2048 positions), 21248 tokens.
+  plain.explicit_bytes = hybrid.explicit_bytes = 100 * kMiB;
+  auto p = SizeKvCache(plain), h = SizeKvCache(hybrid);
+  ASSERT_TRUE(p.ok() && h.ok());
+  EXPECT_EQ(p->num_blocks, 355);
+  EXPECT_EQ(p->max_model_len, 5680);
+  EXPECT_EQ(h->num_blocks, 2133);
+  EXPECT_EQ(h->max_model_len, (2133 - 5 * 161) * 16);
+  EXPECT_TRUE(p->lowered && h->lowered);
+  // Prefill chunks of 512 (tachyon run) leave the sliding groups 65 blocks each.
+  KvSizingInput run = Gemma270m(true, 512);
+  run.explicit_bytes = 100 * kMiB;
+  auto r = SizeKvCache(run);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_model_len, (2133 - 5 * 65) * 16);
+  // The default budget (8 full contexts) is the global group's 2048 blocks and 5 x 161 per
+  // sequence: 1070 MiB instead of 4608 MiB.
+  plain.explicit_bytes = hybrid.explicit_bytes = 0;
+  plain.available_bytes = hybrid.available_bytes = 64 * kGiB;
+  p = SizeKvCache(plain);
+  h = SizeKvCache(hybrid);
+  ASSERT_TRUE(p.ok() && h.ok());
+  EXPECT_EQ(p->budget_bytes, int64_t{8} * 2048 * 288 * 1024);
+  EXPECT_EQ(h->num_blocks, 8 * (2048 + 5 * 161));
+  EXPECT_EQ(h->max_model_len, 32768);
+  EXPECT_FALSE(h->lowered);
 }
 
 }  // namespace

@@ -14,6 +14,17 @@ Result<std::unique_ptr<ModelAdapter>> ModelAdapter::Create(std::shared_ptr<model
       new ModelAdapter(std::move(model), std::move(kv), n_threads));
 }
 
+Result<std::unique_ptr<ModelAdapter>> ModelAdapter::Create(std::shared_ptr<model::Model> model,
+                                                           const model::KvLayout& layout,
+                                                           int64_t num_blocks, int64_t block_size,
+                                                           int n_threads, model::KvDtype kv_dtype) {
+  if (!model) return InvalidArgument("model adapter: no model");
+  ASSIGN_OR_RETURN(std::unique_ptr<model::KvCache> kv,
+                   model->CreateKvCache(layout, num_blocks, block_size, kv_dtype));
+  return std::unique_ptr<ModelAdapter>(
+      new ModelAdapter(std::move(model), std::move(kv), n_threads));
+}
+
 ModelAdapter::ModelAdapter(std::shared_ptr<model::Model> model, std::unique_ptr<model::KvCache> kv,
                            int n_threads)
     : model_(std::move(model)), kv_(std::move(kv)), pool_(n_threads) {}

@@ -22,6 +22,12 @@ class ModelAdapter : public ModelExecutor {
   static Result<std::unique_ptr<ModelAdapter>> Create(
       std::shared_ptr<model::Model> model, int64_t num_blocks, int64_t block_size, int n_threads,
       model::KvDtype kv_dtype = model::kDefaultKvDtype);
+  // The same with the KV cache in `layout`'s layer groups (Model::HybridKvLayout); the
+  // engine's block tables then have one section per group (kv::KvCacheConfig::group_windows).
+  static Result<std::unique_ptr<ModelAdapter>> Create(std::shared_ptr<model::Model> model,
+                                                      const model::KvLayout& layout,
+                                                      int64_t num_blocks, int64_t block_size,
+                                                      int n_threads, model::KvDtype kv_dtype);
 
   int32_t n_vocab() const override { return static_cast<int32_t>(model_->config().n_vocab); }
   Status Execute(const model::Batch& batch, std::span<float> logits) override;

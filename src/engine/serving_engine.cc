@@ -162,18 +162,22 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
     return se;
   }
   se.block_size = model::kDefaultBlockSize;
-  const KvSizingInput in{
-      .bytes_per_block = static_cast<int64_t>(se.model->KvBytesPerBlock(se.block_size, o.kv_dtype)),
-      .block_size = se.block_size,
-      .trained_context = cfg.n_ctx_train,
-      .max_model_len = o.max_model_len,
-      .extra_tokens = o.context_extra_tokens,
-      .max_num_seqs = o.max_num_seqs,
-      .explicit_bytes = o.kv_cache_bytes,
-      .explicit_blocks = o.kv_cache_blocks,
-      .available_bytes = available,
-      .weight_bytes = static_cast<int64_t>(se.model->weight_bytes()),
-      .memory_fraction = o.kv_memory_fraction};
+  se.kv_layout =
+      o.hybrid_kv_cache ? se.model->HybridKvLayout() : model::KvLayout::Single(cfg.n_layers);
+  const KvSizingInput in{.bytes_per_block = static_cast<int64_t>(
+                             se.model->KvBytesPerBlock(se.kv_layout, se.block_size, o.kv_dtype)),
+                         .block_size = se.block_size,
+                         .trained_context = cfg.n_ctx_train,
+                         .max_model_len = o.max_model_len,
+                         .extra_tokens = o.context_extra_tokens,
+                         .max_num_seqs = o.max_num_seqs,
+                         .explicit_bytes = o.kv_cache_bytes,
+                         .explicit_blocks = o.kv_cache_blocks,
+                         .available_bytes = available,
+                         .weight_bytes = static_cast<int64_t>(se.model->weight_bytes()),
+                         .memory_fraction = o.kv_memory_fraction,
+                         .group_windows = se.kv_layout.group_window,
+                         .max_chunk_tokens = o.max_num_batched_tokens};
   ASSIGN_OR_RETURN(se.kv, SizeKvCache(in));
   if (se.kv.lowered) {
     TLOG(WARN) << "max-model-len lowered from the model's " << cfg.n_ctx_train << " to "
@@ -191,22 +195,30 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   ec.kv.num_blocks = static_cast<int>(se.kv.num_blocks);
   ec.kv.block_size = static_cast<int>(se.block_size);
   ec.kv.enable_prefix_caching = o.enable_prefix_caching;
+  ec.kv.group_windows = se.kv_layout.group_window;
   ec.max_model_len = se.kv.max_model_len;
   ec.eos_token_ids = se.eos_token_ids;
   if (se.tokenizer) ec.detokenizer = std::make_shared<TokenizerDetokenizer>(se.tokenizer);
   ec.speculative = o.speculative;
   se.threads = o.threads > 0 ? o.threads : HardwareThreads();
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<ModelAdapter> executor,
-      ModelAdapter::Create(se.model, se.kv.num_blocks, se.block_size, se.threads, o.kv_dtype));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelAdapter> executor,
+                   ModelAdapter::Create(se.model, se.kv_layout, se.kv.num_blocks, se.block_size,
+                                        se.threads, o.kv_dtype));
   ASSIGN_OR_RETURN(se.core, EngineCore::Create(ec, std::move(executor)));
 
   std::ostringstream summary;
   summary << cfg.arch << " model '" << cfg.name << "' (" << (se.model->weight_bytes() >> 20)
           << " MiB of weights), context " << se.kv.max_model_len << ", KV cache "
           << se.kv.num_blocks << " blocks of " << se.block_size << " tokens ("
-          << (se.kv.budget_bytes >> 20) << " MiB, " << kernels::KvDtypeName(o.kv_dtype)
-          << "), chat template: " << (se.chat_template ? "yes" : "none");
+          << (se.kv.budget_bytes >> 20) << " MiB, " << kernels::KvDtypeName(o.kv_dtype);
+  if (se.kv_layout.n_groups() > 1 || se.kv_layout.group_window[0] > 0) {
+    int sliding = 0;
+    for (int64_t w : se.kv_layout.group_window) sliding += w > 0;
+    summary << ", " << se.kv_layout.n_groups() << " layer groups of "
+            << se.kv_layout.layers_per_block << " layers, " << sliding << " keeping a window of "
+            << cfg.sliding_window << " positions";
+  }
+  summary << "), chat template: " << (se.chat_template ? "yes" : "none");
   if (o.speculative.enabled()) {
     summary << ", speculative " << spec::SpecMethodName(o.speculative.method)
             << " k=" << o.speculative.num_speculative_tokens;

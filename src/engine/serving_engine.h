@@ -55,9 +55,12 @@ struct ServingOptions {
   int64_t max_num_batched_tokens = 2048;  // --max-num-batched-tokens
   int max_num_seqs = 64;                  // --max-num-seqs
   bool enable_prefix_caching = true;      // --no-prefix-caching
-  bool priority_scheduling = false;       // --scheduling-policy priority
-  bool use_generation_config = true;      // --no-generation-config
-  bool require_tokenizer = true;  // false: a model without one runs (no text, no stop strings)
+  // Sliding-window layers (Gemma 3) keep only their window's KV blocks, in layer groups with
+  // their own block tables (model/kv_cache.h); --disable-hybrid-kv-cache-manager: one table.
+  bool hybrid_kv_cache = true;
+  bool priority_scheduling = false;   // --scheduling-policy priority
+  bool use_generation_config = true;  // --no-generation-config
+  bool require_tokenizer = true;      // false: a model without one runs (no text, no stop strings)
   spec::SpeculativeConfig speculative;  // --speculative-config; method kNone: off
   // --pooling: "" serves the model as it says (encoders and models with a pooling_type pool,
   // others generate); "mean", "cls", "last" or "rank" pool with that (e.g. a decoder
@@ -79,6 +82,7 @@ struct ServingEngine {
   std::string generation_config_note;  // the defaults taken from it, "name=value, ..." or ""
   std::vector<int32_t> eos_token_ids;  // as given to the engine
   KvSizing kv;                         // kv.max_model_len is the context served
+  model::KvLayout kv_layout;           // the KV cache's layer groups
   int64_t block_size = 0;
   int threads = 0;          // compute threads in use
   double load_seconds = 0;  // resolving + loading the model

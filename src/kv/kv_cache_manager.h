@@ -12,6 +12,17 @@
 // (PrefixHit::in_flight_tokens), so the caller can wait for them instead of computing them a
 // second time. Announcements end when the blocks are committed or their request is freed.
 //
+// Layer groups (kv_groups.h): with KvCacheConfig::group_windows of G > 1 entries (or one
+// sliding-window entry) every request holds one table per group, all drawing from the one pool.
+// BlockTable() and PrefixHit::blocks are then group-major: G sections of equal length L (the
+// blocks covering positions [0, L * block_size)), section g = group g's table. A sliding group's
+// entries wholly outside its window are -1: CommitComputed() releases them once every query
+// still to come has moved past them. A prefix hit of k blocks needs the full groups' blocks
+// [0, k) and each sliding group's blocks of the last window before position k * block_size;
+// sliding blocks are cached under their group's key (GroupBlockHash) like the others, so a hit
+// never names a block whose group dropped its KV. With one full-attention group (the default)
+// tables, hits and hashes are exactly the plain paged cache's.
+//
 // Running out of blocks is an expected result: Allocate() returns false and changes nothing;
 // the scheduler then preempts someone. Requests are named by the caller's int64 ids.
 // Thread-safety: none; owned by the engine thread.
@@ -26,6 +37,7 @@
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/kv_groups.h"
 
 namespace tachyon::kv {
 
@@ -33,12 +45,16 @@ struct KvCacheConfig {
   int num_blocks = 0;
   int block_size = 16;  // tokens per block
   bool enable_prefix_caching = true;
+  // One entry per layer group: 0 full attention, > 0 a sliding window in positions
+  // (kv_groups.h). Empty: one full-attention group.
+  std::vector<int64_t> group_windows = {};
 };
 
-// Blocks that already hold a computed prefix of a request's tokens.
+// Blocks that already hold a computed prefix of a request's tokens: group-major, num_groups
+// sections of num_tokens / block_size entries (-1: a sliding group's block outside the window).
 struct PrefixHit {
   std::vector<int32_t> blocks;
-  int64_t num_tokens = 0;  // blocks.size() * block_size
+  int64_t num_tokens = 0;  // blocks.size() / num_groups * block_size
   // Tokens right after num_tokens (whole blocks) whose KV another request is computing now
   // (announced by MarkInFlight, not committed yet). Not part of `blocks`.
   int64_t in_flight_tokens = 0;
@@ -75,6 +91,16 @@ class KvCacheManager {
   int64_t BlocksFor(int64_t num_tokens) const {
     return (num_tokens + config_.block_size - 1) / config_.block_size;
   }
+  int num_groups() const { return static_cast<int>(windows_.size()); }
+  // The most blocks one request of num_tokens positions holds at once (over all groups) when a
+  // step computes at most max_chunk tokens (PeakBlocksPerSequence).
+  int64_t PeakBlocks(int64_t num_tokens, int64_t max_chunk) const {
+    return PeakBlocksPerSequence(windows_, config_.block_size, num_tokens, max_chunk);
+  }
+  // The longest request the whole pool holds alone (MaxTokensInBlocks; INT64_MAX: unbounded).
+  int64_t MaxTokens(int64_t max_chunk) const {
+    return MaxTokensInBlocks(windows_, config_.block_size, num_blocks(), max_chunk);
+  }
 
   // Longest cached prefix of `tokens` (full blocks, leaving at least the last token out), and
   // how many blocks after it are in flight (PrefixHit::in_flight_tokens).
@@ -108,7 +134,9 @@ class KvCacheManager {
   bool CanAllocate(int64_t id, int64_t num_tokens, const PrefixHit& hit = {}) const;
 
   // Marks the KV of positions [0, num_computed) as computed: registers the newly full blocks
-  // in the prefix cache. `tokens` are the request's tokens (at least num_computed of them).
+  // in the prefix cache, then releases the sliding groups' blocks that no query at position
+  // >= num_computed can read (also with prefix caching off). `tokens` are the request's tokens
+  // (at least num_computed of them). REQUIRES: num_computed never decreases for a request.
   void CommitComputed(int64_t id, std::span<const int32_t> tokens, int64_t num_computed,
                       std::string_view cache_salt);
 
@@ -122,7 +150,7 @@ class KvCacheManager {
   void Free(int64_t id);
 
   bool HasRequest(int64_t id) const { return seqs_.count(id) > 0; }
-  // REQUIRES: HasRequest(id).
+  // The group-major table (see above; one group: the plain table). REQUIRES: HasRequest(id).
   const std::vector<int32_t>& BlockTable(int64_t id) const;
 
   // Free blocks available right now (including evictable cached blocks).
@@ -132,15 +160,29 @@ class KvCacheManager {
 
  private:
   struct Seq {
-    std::vector<int32_t> blocks;
+    std::vector<int32_t> blocks;               // group 0's table
+    std::vector<std::vector<int32_t>> groups;  // groups 1..G-1, each as long as `blocks`
     std::vector<BlockHash> hashes;  // of the full blocks hashed so far (may run past blocks)
     size_t num_committed = 0;       // leading blocks already offered to the cache
     size_t num_announced = 0;       // hashes[num_committed, num_announced) may be in in_flight_
+    std::vector<int64_t> first_live;           // [G] per group: entries below are released
+    mutable std::vector<int32_t> flat;         // group-major table when G > 1 (BlockTable)
+    mutable bool flat_stale = true;
+    std::vector<int32_t>& table(int g) { return g == 0 ? blocks : groups[g - 1]; }
+    const std::vector<int32_t>& table(int g) const { return g == 0 ? blocks : groups[g - 1]; }
   };
+  bool sliding() const { return has_sliding_; }
+  // Of the first k blocks of a table, the first one group g's queries at k * block_size read.
+  int64_t LiveFrom(int g, int64_t k) const {
+    return FirstLiveBlock(windows_[g], k * config_.block_size, config_.block_size);
+  }
+  void ReleaseOutsideWindow(Seq* s, int64_t next_pos);
   // Removes id's in-flight announcements of blocks >= from (and lowers num_announced).
   void DropInFlight(int64_t id, Seq* s, size_t from);
 
   KvCacheConfig config_;
+  std::vector<int64_t> windows_;  // [G] group windows (config's, or {0})
+  bool has_sliding_ = false;
   BlockPool pool_;
   std::unordered_map<int64_t, Seq> seqs_;
   std::unordered_map<BlockHash, int64_t, BlockHashHasher> in_flight_;  // hash -> computing seq

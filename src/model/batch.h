@@ -14,10 +14,14 @@
 namespace tachyon::model {
 
 struct SequenceSlice {
-  int64_t token_start = 0;           // index of this sequence's first new token in Batch::tokens
-  int64_t n_tokens = 0;              // new tokens this step (>= 1)
-  int64_t pos_start = 0;             // position of the first new token (= tokens already in KV)
-  std::vector<int32_t> block_table;  // covers positions [0, pos_start + n_tokens)
+  int64_t token_start = 0;  // index of this sequence's first new token in Batch::tokens
+  int64_t n_tokens = 0;     // new tokens this step (>= 1)
+  int64_t pos_start = 0;    // position of the first new token (= tokens already in KV)
+  // Covers positions [0, pos_start + n_tokens). With a KV cache of G layer groups
+  // (model/kv_cache.h) it is G sections of equal length, section g = group g's table; a
+  // sliding group's entries for blocks before its window of pos_start are never read and may
+  // be -1.
+  std::vector<int32_t> block_table;
   // Logits rows for the last num_logits new tokens (1: only the last, as a decode or the end
   // of a prompt needs; n_tokens: every new token; k + 1: a speculative verify of k drafts).
   // REQUIRES: 1 <= num_logits <= n_tokens.

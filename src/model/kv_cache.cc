@@ -1,11 +1,59 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <numeric>
 #include <string>
 
 namespace tachyon::model {
+
+KvLayout KvLayout::Single(int64_t n_layers) {
+  KvLayout l;
+  l.layers_per_block = n_layers;
+  l.group_window = {0};
+  l.layer_group.assign(static_cast<size_t>(std::max<int64_t>(n_layers, 0)), 0);
+  l.layer_slot.resize(l.layer_group.size());
+  std::iota(l.layer_slot.begin(), l.layer_slot.end(), 0);
+  return l;
+}
+
+KvLayout KvLayout::Hybrid(std::span<const int64_t> layer_window) {
+  const int64_t n = static_cast<int64_t>(layer_window.size());
+  if (n == 0 || std::all_of(layer_window.begin(), layer_window.end(),
+                            [&](int64_t w) { return w == layer_window[0]; })) {
+    KvLayout l = Single(n);
+    if (n > 0) l.group_window = {std::max<int64_t>(layer_window[0], 0)};
+    return l;
+  }
+  // Layers of each distinct window in order, each kind cut into groups of g layers.
+  std::vector<int64_t> windows;
+  for (int64_t w : layer_window) {
+    if (std::find(windows.begin(), windows.end(), w) == windows.end()) windows.push_back(w);
+  }
+  std::sort(windows.begin(), windows.end());  // full attention (0) first
+  int64_t g = 0;
+  for (int64_t w : windows)
+    g = std::gcd(g, std::count(layer_window.begin(), layer_window.end(), w));
+  KvLayout l;
+  l.layers_per_block = g;
+  l.layer_group.assign(static_cast<size_t>(n), 0);
+  l.layer_slot.assign(static_cast<size_t>(n), 0);
+  for (int64_t w : windows) {
+    int64_t in_group = g;  // start a new group at the first layer of each kind
+    for (int64_t il = 0; il < n; ++il) {
+      if (layer_window[il] != w) continue;
+      if (in_group == g) {
+        l.group_window.push_back(std::max<int64_t>(w, 0));
+        in_group = 0;
+      }
+      l.layer_group[il] = static_cast<int32_t>(l.group_window.size() - 1);
+      l.layer_slot[il] = static_cast<int32_t>(in_group++);
+    }
+  }
+  return l;
+}
 
 size_t KvCache::BytesPerBlock(int64_t n_layers, int64_t block_size, int64_t n_kv_heads,
                               int64_t head_dim, KvDtype dtype) {
@@ -13,20 +61,46 @@ size_t KvCache::BytesPerBlock(int64_t n_layers, int64_t block_size, int64_t n_kv
          kernels::KvRowBytes(dtype, head_dim);
 }
 
+size_t KvCache::BytesPerBlock(const KvLayout& layout, int64_t block_size, int64_t n_kv_heads,
+                              int64_t head_dim, KvDtype dtype) {
+  return BytesPerBlock(layout.layers_per_block, block_size, n_kv_heads, head_dim, dtype);
+}
+
 Result<std::unique_ptr<KvCache>> KvCache::Create(int64_t n_layers, int64_t n_blocks,
                                                  int64_t block_size, int64_t n_kv_heads,
                                                  int64_t head_dim, KvDtype dtype) {
+  if (n_layers <= 0) {
+    return InvalidArgument("KV cache: layers, blocks, block size, heads and head_dim must be > 0");
+  }
+  return Create(KvLayout::Single(n_layers), n_blocks, block_size, n_kv_heads, head_dim, dtype);
+}
+
+Result<std::unique_ptr<KvCache>> KvCache::Create(const KvLayout& layout, int64_t n_blocks,
+                                                 int64_t block_size, int64_t n_kv_heads,
+                                                 int64_t head_dim, KvDtype dtype) {
+  const int64_t n_layers = layout.n_layers();
   if (n_layers <= 0 || n_blocks <= 0 || block_size <= 0 || n_kv_heads <= 0 || head_dim <= 0) {
     return InvalidArgument("KV cache: layers, blocks, block size, heads and head_dim must be > 0");
   }
+  const int64_t g = layout.layers_per_block;
+  bool consistent = g > 0 && g <= n_layers && layout.n_groups() > 0 &&
+                    static_cast<int64_t>(layout.layer_slot.size()) == n_layers;
+  for (int64_t il = 0; consistent && il < n_layers; ++il) {
+    consistent = layout.layer_group[il] >= 0 && layout.layer_group[il] < layout.n_groups() &&
+                 layout.layer_slot[il] >= 0 && layout.layer_slot[il] < g;
+  }
+  for (int64_t w : layout.group_window) consistent = consistent && w >= 0;
+  if (!consistent) return InvalidArgument("KV cache: inconsistent layer-group layout");
   RETURN_IF_ERROR(kernels::CheckKvDtype(dtype, head_dim));
   const size_t row = kernels::KvRowBytes(dtype, head_dim);
-  const double total = 2.0 * n_layers * n_blocks * block_size * n_kv_heads * row;
+  const double total = 2.0 * g * n_blocks * block_size * n_kv_heads * row;
   if (total > static_cast<double>(std::numeric_limits<size_t>::max() / 2) ||
       n_blocks > std::numeric_limits<int32_t>::max()) {
     return ResourceExhausted("KV cache of " + std::to_string(n_blocks) + " blocks is too large");
   }
   std::unique_ptr<KvCache> cache(new KvCache());
+  cache->layout_ = layout;
+  cache->n_arrays_ = g;
   cache->n_layers_ = n_layers;
   cache->n_blocks_ = n_blocks;
   cache->block_size_ = block_size;
@@ -47,11 +121,13 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(int64_t n_layers, int64_t n_blo
 
 void KvCache::Store(int64_t layer, int64_t slot, const float* k_row, const float* v_row) {
   const int64_t block = slot / block_size_, in_block = slot % block_size_;
+  uint8_t* kb = k(layer);
+  uint8_t* vb = v(layer);
   for (int64_t h = 0; h < n_kv_heads_; ++h) {
     const size_t off =
         static_cast<size_t>((block * n_kv_heads_ + h) * block_size_ + in_block) * row_bytes_;
-    kernels::StoreKvRow(dtype_, k_row + h * head_dim_, k(layer) + off, head_dim_);
-    kernels::StoreKvRow(dtype_, v_row + h * head_dim_, v(layer) + off, head_dim_);
+    kernels::StoreKvRow(dtype_, k_row + h * head_dim_, kb + off, head_dim_);
+    kernels::StoreKvRow(dtype_, v_row + h * head_dim_, vb + off, head_dim_);
   }
 }
 
@@ -69,10 +145,9 @@ kernels::PagedKv KvCache::View(int64_t layer) const {
 
 void KvCache::CopyBlock(int32_t src, int32_t dst) {
   const size_t block_bytes = static_cast<size_t>(block_size_) * slot_bytes_;
-  for (int64_t l = 0; l < n_layers_; ++l) {
-    for (uint8_t* base : {k(l), v(l)}) {
-      std::memcpy(base + dst * block_bytes, base + src * block_bytes, block_bytes);
-    }
+  for (int64_t a = 0; a < 2 * n_arrays_; ++a) {
+    uint8_t* base = array(a);
+    std::memcpy(base + dst * block_bytes, base + src * block_bytes, block_bytes);
   }
 }
 

@@ -225,17 +225,19 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
   }
   {
     OpTimer t(ctx.prof, OpKind::kAttention);
+    const int64_t group = ctx.kv->layout().layer_group[il];
+    const int64_t* slot = ctx.kv_slot.data() + group * n;
     ForRows(ctx.pool, n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {  // distinct slots: safe to store concurrently
-        ctx.kv->Store(il, ctx.kv_slot[i], s.k.data() + i * kv_dim, s.v.data() + i * kv_dim);
+        ctx.kv->Store(il, slot[i], s.k.data() + i * kv_dim, s.v.data() + i * kv_dim);
       }
     });
     kernels::AttentionParams params;
     params.n_heads = c.n_heads;
     params.scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
     params.sliding_window = c.IsSlidingLayer(il) ? c.sliding_window : 0;
-    kernels::PagedAttention(ctx.kv->View(il), params, ctx.seqs.data(),
-                            static_cast<int64_t>(ctx.seqs.size()), ctx.pool, ctx.attn_scratch);
+    kernels::PagedAttention(ctx.kv->View(il), params, ctx.seqs.data() + group * ctx.n_seqs,
+                            ctx.n_seqs, ctx.pool, ctx.attn_scratch);
   }
   {
     OpTimer t(ctx.prof, OpKind::kMatMulO);

@@ -57,13 +57,15 @@ struct StepContext {
   KvCache* kv = nullptr;
   kernels::AttentionScratch* attn_scratch = nullptr;
   int64_t n_tokens = 0;
-  std::vector<int64_t> positions;           // [n_tokens]
-  std::vector<int64_t> kv_slot;             // [n_tokens] block * block_size + slot
-  std::vector<kernels::AttentionSeq> seqs;  // q / out point into s->q / s->attn
-  std::vector<float> rope_cs;               // [n_tokens, rot_dim] RoPE cos/sin pairs,
-                                            // computed by layer 0's AttentionBlock
-  std::vector<float> rope_cs_swa;           // the same with config.rope_inv_freq_swa (when set)
-  OpProfile* prof = nullptr;                // per-op wall time when profiling, else null
+  std::vector<int64_t> positions;  // [n_tokens]
+  // Per KV layer group g (model/kv_cache.h; one group for most models), group-major:
+  std::vector<int64_t> kv_slot;             // [n_groups, n_tokens] block * block_size + slot
+  std::vector<kernels::AttentionSeq> seqs;  // [n_groups, n_seqs]; q / out into s->q / s->attn
+  int64_t n_seqs = 0;
+  std::vector<float> rope_cs;      // [n_tokens, rot_dim] RoPE cos/sin pairs,
+                                   // computed by layer 0's AttentionBlock
+  std::vector<float> rope_cs_swa;  // the same with config.rope_inv_freq_swa (when set)
+  OpProfile* prof = nullptr;       // per-op wall time when profiling, else null
   // True while s->tmp holds a block output not yet added to s->x: the next norm adds it in
   // the same pass (kernels::AddRmsNorm); FinishLayers adds it before the output norm.
   bool pending_residual = false;

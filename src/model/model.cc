@@ -107,11 +107,52 @@ Result<std::unique_ptr<KvCache>> Model::CreateKvCache(int64_t n_blocks, int64_t 
                          config_.head_dim, dtype);
 }
 
+namespace {
+
+// Every layer whose group keeps only a window must attend within that window.
+Status CheckKvLayout(const ModelConfig& c, const KvLayout& layout) {
+  if (layout.n_layers() != c.n_layers) {
+    return InvalidArgument("KV cache layout has " + std::to_string(layout.n_layers()) +
+                           " layers, the model " + std::to_string(c.n_layers));
+  }
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    const int64_t w = layout.group_window[layout.layer_group[il]];
+    if (w != 0 && (!c.IsSlidingLayer(il) || w < c.sliding_window)) {
+      return InvalidArgument("KV cache layout: layer " + std::to_string(il) +
+                             " cannot keep only a window of " + std::to_string(w) + " positions");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+KvLayout Model::HybridKvLayout() const {
+  std::vector<int64_t> windows(static_cast<size_t>(config_.n_layers));
+  for (int64_t il = 0; il < config_.n_layers; ++il) {
+    windows[il] = config_.IsSlidingLayer(il) ? config_.sliding_window : 0;
+  }
+  return KvLayout::Hybrid(windows);
+}
+
+size_t Model::KvBytesPerBlock(const KvLayout& layout, int64_t block_size, KvDtype dtype) const {
+  return KvCache::BytesPerBlock(layout, block_size, config_.n_kv_heads, config_.head_dim, dtype);
+}
+
+Result<std::unique_ptr<KvCache>> Model::CreateKvCache(const KvLayout& layout, int64_t n_blocks,
+                                                      int64_t block_size, KvDtype dtype) const {
+  RETURN_IF_ERROR(CheckKvLayout(config_, layout));
+  return KvCache::Create(layout, n_blocks, block_size, config_.n_kv_heads, config_.head_dim, dtype);
+}
+
 Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
   const ModelConfig& c = config_;
   if (kv == nullptr || kv->n_layers() != c.n_layers || kv->n_kv_heads() != c.n_kv_heads ||
       kv->head_dim() != c.head_dim) {
     return InvalidArgument("Forward: KV cache does not match the model's shape");
+  }
+  if (kv->n_groups() > 1 || kv->layout().group_window[0] > 0) {
+    RETURN_IF_ERROR(CheckKvLayout(c, kv->layout()).WithContext("Forward"));
   }
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0 || batch.seqs.empty()) return InvalidArgument("Forward: empty batch");
@@ -129,11 +170,14 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
   ctx_.attn_scratch = &attn_scratch_;
   ctx_.n_tokens = n;
   ctx_.positions.assign(n, -1);
-  ctx_.kv_slot.resize(n);
   ctx_.seqs.clear();
   out_token_.clear();
   out->seq_first_row.clear();
   const int64_t bs = kv->block_size();
+  // Layer groups (model/kv_cache.h): each table is n_groups sections, one per group.
+  const int64_t n_groups = kv->n_groups();
+  const KvLayout& layout = kv->layout();
+  ctx_.kv_slot.resize(n * n_groups);
   for (size_t si = 0; si < batch.seqs.size(); ++si) {
     const SequenceSlice& sq = batch.seqs[si];
     const std::string where = "Forward: sequence " + std::to_string(si);
@@ -146,16 +190,29 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
     }
     const int64_t end = sq.pos_start + sq.n_tokens;
     const int64_t need_blocks = (end + bs - 1) / bs;
-    if (static_cast<int64_t>(sq.block_table.size()) < need_blocks) {
-      return InvalidArgument(where + ": block table has " + std::to_string(sq.block_table.size()) +
+    const int64_t table_len = static_cast<int64_t>(sq.block_table.size());
+    if (table_len % n_groups != 0) {
+      return InvalidArgument(where + ": block table of " + std::to_string(table_len) +
+                             " entries is not " + std::to_string(n_groups) +
+                             " equal sections (one per KV layer group)");
+    }
+    const int64_t section = table_len / n_groups;
+    if (section < need_blocks) {
+      return InvalidArgument(where + ": block table has " + std::to_string(section) +
                              " blocks, positions up to " + std::to_string(end) + " need " +
                              std::to_string(need_blocks));
     }
-    for (int64_t b = 0; b < need_blocks; ++b) {
-      if (sq.block_table[b] < 0 || sq.block_table[b] >= kv->n_blocks()) {
-        return InvalidArgument(where + ": block id " + std::to_string(sq.block_table[b]) +
-                               " is outside the KV cache [0, " + std::to_string(kv->n_blocks()) +
-                               ")");
+    for (int64_t g = 0; g < n_groups; ++g) {
+      // A sliding group's blocks before its window of pos_start are never read (may be -1).
+      const int64_t w = layout.group_window[g];
+      const int64_t live = w > 0 ? std::max<int64_t>(0, sq.pos_start - w + 1) / bs : 0;
+      for (int64_t b = 0; b < need_blocks; ++b) {
+        const int32_t id = sq.block_table[g * section + b];
+        if ((id < 0 && b >= live) || id >= kv->n_blocks()) {
+          return InvalidArgument(where + ": block id " + std::to_string(id) +
+                                 " is outside the KV cache [0, " + std::to_string(kv->n_blocks()) +
+                                 ")");
+        }
       }
     }
     for (int64_t j = 0; j < sq.n_tokens; ++j) {
@@ -165,7 +222,9 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
                                " already belongs to another sequence");
       }
       ctx_.positions[t] = pos;
-      ctx_.kv_slot[t] = int64_t{sq.block_table[pos / bs]} * bs + pos % bs;
+      for (int64_t g = 0; g < n_groups; ++g) {
+        ctx_.kv_slot[g * n + t] = int64_t{sq.block_table[g * section + pos / bs]} * bs + pos % bs;
+      }
     }
     if (sq.num_logits < 1 || sq.num_logits > sq.n_tokens) {
       return InvalidArgument(where + ": asks for logits of " + std::to_string(sq.num_logits) +
@@ -188,6 +247,17 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
       return InvalidArgument("Forward: token " + std::to_string(t) + " belongs to no sequence");
     }
   }
+  // Group g's sequences follow group 0's, with their table pointers on section g.
+  const size_t n_seqs = ctx_.seqs.size();
+  for (int64_t g = 1; g < n_groups; ++g) {
+    for (size_t si = 0; si < n_seqs; ++si) {
+      kernels::AttentionSeq as = ctx_.seqs[si];
+      const std::vector<int32_t>& bt = batch.seqs[si].block_table;
+      as.block_table = bt.data() + g * (static_cast<int64_t>(bt.size()) / n_groups);
+      ctx_.seqs.push_back(as);
+    }
+  }
+  ctx_.n_seqs = static_cast<int64_t>(n_seqs);
   return OkStatus();
 }
 

@@ -89,6 +89,15 @@ class Model {
   Result<std::unique_ptr<KvCache>> CreateKvCache(int64_t n_blocks,
                                                  int64_t block_size = kDefaultBlockSize,
                                                  KvDtype dtype = kDefaultKvDtype) const;
+  // The model's layer groups for a hybrid KV cache (model/kv_cache.h): each layer's window
+  // is config().sliding_window for a sliding layer, else 0. Models without sliding layers get
+  // KvLayout::Single (one group, the plain cache); Gemma 3 its global and sliding groups.
+  KvLayout HybridKvLayout() const;
+  // Bytes one block of `layout` takes, and a cache in that layout. Forward then reads each
+  // sequence's block table as one section per group (model/batch.h).
+  size_t KvBytesPerBlock(const KvLayout& layout, int64_t block_size, KvDtype dtype) const;
+  Result<std::unique_ptr<KvCache>> CreateKvCache(const KvLayout& layout, int64_t n_blocks,
+                                                 int64_t block_size, KvDtype dtype) const;
 
   // Runs every token of `batch` through the model, writing each token's K/V into `kv` at its
   // position (through its sequence's block table), and fills `out` with the requested

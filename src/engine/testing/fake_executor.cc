@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "util/logging.h"
+
 namespace tachyon::engine {
 namespace {
 uint64_t Mix(uint64_t h, uint64_t x) {
@@ -12,11 +14,22 @@ uint64_t Mix(uint64_t h, uint64_t x) {
 }
 }  // namespace
 
-FakeModelExecutor::FakeModelExecutor(int32_t n_vocab, int num_blocks, int block_size)
+FakeModelExecutor::FakeModelExecutor(int32_t n_vocab, int num_blocks, int block_size,
+                                     std::vector<int64_t> group_windows)
     : n_vocab_(n_vocab),
       num_blocks_(num_blocks),
       block_size_(block_size),
-      kv_(static_cast<size_t>(num_blocks) * block_size) {}
+      windows_(group_windows.empty() ? std::vector<int64_t>{0} : std::move(group_windows)),
+      kv_(static_cast<size_t>(num_blocks) * block_size) {
+  CHECK(windows_[0] == 0) << "fake executor: group 0 must be full attention";
+}
+
+namespace {
+// The first block a sliding group (window w) must hold for a step starting at pos_start.
+int64_t LiveBlock(int64_t w, int64_t pos_start, int block_size) {
+  return w > 0 ? std::max<int64_t>(0, pos_start - w + 1) / block_size : 0;
+}
+}  // namespace
 
 void FakeModelExecutor::LogitsFor(std::span<const int32_t> history, std::span<float> out) const {
   uint64_t h = kHashStart;
@@ -41,14 +54,39 @@ Status FakeModelExecutor::CheckSequence(const model::Batch& batch,
     return InvalidArgument("fake executor: sequence token range out of the batch");
   }
   const int64_t end = s.pos_start + s.n_tokens;
-  if (static_cast<int64_t>(s.block_table.size()) * block_size_ < end) {
-    return InvalidArgument("fake executor: block table covers " +
-                           std::to_string(s.block_table.size()) + " blocks, need position " +
-                           std::to_string(end - 1));
+  const size_t groups = windows_.size();
+  if (s.block_table.size() % groups != 0) {
+    return InvalidArgument("fake executor: block table is not one section per group");
   }
-  for (int32_t b : s.block_table) {
-    if (b < 0 || b >= num_blocks_) {
-      return InvalidArgument("fake executor: block id " + std::to_string(b) + " out of range");
+  const int64_t section = static_cast<int64_t>(s.block_table.size() / groups);
+  if (section * block_size_ < end) {
+    return InvalidArgument("fake executor: block table covers " + std::to_string(section) +
+                           " blocks, need position " + std::to_string(end - 1));
+  }
+  for (size_t g = 0; g < groups; ++g) {
+    const int64_t live = LiveBlock(windows_[g], s.pos_start, block_size_);
+    for (int64_t i = 0; i < section; ++i) {
+      const int32_t b = s.block_table[g * section + i];
+      if ((b < 0 && !(i < live && b == -1)) || b >= num_blocks_) {
+        return InvalidArgument("fake executor: block id " + std::to_string(b) + " out of range");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status FakeModelExecutor::CheckWindow(const model::SequenceSlice& s, size_t seq, int g,
+                                      int64_t from, const std::vector<int32_t>& tokens) const {
+  const int64_t section = static_cast<int64_t>(s.block_table.size() / windows_.size());
+  for (int64_t pos = from; pos < s.pos_start + s.n_tokens; ++pos) {
+    const int32_t block = s.block_table[g * section + pos / block_size_];
+    const Slot& slot = kv_[static_cast<size_t>(block) * block_size_ + pos % block_size_];
+    if (slot.pos != pos || slot.token != tokens[pos] ||
+        (slot.call == num_calls_ && slot.writer != seq)) {
+      return Internal("fake executor: group " + std::to_string(g) + " block " +
+                      std::to_string(block) + " does not hold position " + std::to_string(pos) +
+                      " of sequence " + std::to_string(seq) + " (window " +
+                      std::to_string(windows_[g]) + ")");
     }
   }
   return OkStatus();
@@ -65,17 +103,21 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
   }
   ++num_calls_;
   max_batch_seqs_ = std::max(max_batch_seqs_, batch.seqs.size());
-  // Write every sequence's new KV first, then read, as a model does layer by layer.
+  // Write every sequence's new KV first (in every group), then read, as a model does layer by
+  // layer.
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const model::SequenceSlice& s = batch.seqs[i];
-    for (int64_t j = 0; j < s.n_tokens; ++j) {
-      const int64_t pos = s.pos_start + j;
-      Slot& slot = kv_[static_cast<size_t>(s.block_table[pos / block_size_]) * block_size_ +
-                       pos % block_size_];
-      slot.token = batch.tokens[s.token_start + j];
-      slot.pos = pos;
-      slot.call = num_calls_;
-      slot.writer = i;
+    const size_t section = s.block_table.size() / windows_.size();
+    for (size_t g = 0; g < windows_.size(); ++g) {
+      for (int64_t j = 0; j < s.n_tokens; ++j) {
+        const int64_t pos = s.pos_start + j;
+        const int32_t block = s.block_table[g * section + pos / block_size_];
+        Slot& slot = kv_[static_cast<size_t>(block) * block_size_ + pos % block_size_];
+        slot.token = batch.tokens[s.token_start + j];
+        slot.pos = pos;
+        slot.call = num_calls_;
+        slot.writer = i;
+      }
     }
     num_tokens_ += s.n_tokens;
   }
@@ -84,6 +126,7 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
     const model::SequenceSlice& s = batch.seqs[i];
     const int64_t end = s.pos_start + s.n_tokens;
     const int64_t first_logits = end - s.num_logits;  // position of the first row asked for
+    if (windows_.size() > 1 && history_.size() < static_cast<size_t>(end)) history_.resize(end);
     uint64_t h = kHashStart;
     for (int64_t pos = 0; pos < end; ++pos) {
       const int32_t block = s.block_table[pos / block_size_];
@@ -99,6 +142,12 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
       }
       h = Mix(h, static_cast<uint64_t>(slot.token) + static_cast<uint64_t>(pos));
       if (pos >= first_logits) LogitsFromHash(h, logits.subspan(row++ * n_vocab_, n_vocab_));
+      if (windows_.size() > 1) history_[pos] = slot.token;
+    }
+    for (size_t g = 1; g < windows_.size(); ++g) {
+      const int64_t w = windows_[g];
+      const int64_t from = w > 0 ? std::max<int64_t>(0, s.pos_start - w + 1) : 0;
+      RETURN_IF_ERROR(CheckWindow(s, i, static_cast<int>(g), from, history_));
     }
   }
   return OkStatus();

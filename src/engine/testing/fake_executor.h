@@ -6,7 +6,13 @@
 // (the last num_logits new tokens) is a hash of the token history up to its position, so reusing
 // the wrong blocks, wrong positions or mixing sequences changes the output. Reading a slot written
 // for another position, or written in the same call by another sequence (KV that was not computed
-// before the step), is an error. Thread-safety: none (engine thread).
+// before the step), is an error.
+// Layer groups (kv/kv_groups.h): built with group windows, each block table is one section per
+// group and every group stores every new token in its own blocks. Logits come from group 0
+// (REQUIRES: window 0, full attention); each sliding group's blocks are read back for the
+// positions its window shows the new tokens, and must hold exactly what group 0 holds there,
+// so a block released too early or reused by another sequence is an error. Entries before a
+// sliding group's window may be -1. Thread-safety: none (engine thread).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +24,8 @@ namespace tachyon::engine {
 
 class FakeModelExecutor : public ModelExecutor {
  public:
-  FakeModelExecutor(int32_t n_vocab, int num_blocks, int block_size);
+  FakeModelExecutor(int32_t n_vocab, int num_blocks, int block_size,
+                    std::vector<int64_t> group_windows = {});
 
   int32_t n_vocab() const override { return n_vocab_; }
   Status Execute(const model::Batch& batch, std::span<float> logits) override;
@@ -40,11 +47,16 @@ class FakeModelExecutor : public ModelExecutor {
   static constexpr uint64_t kHashStart = 0x1234567;
   void LogitsFromHash(uint64_t h, std::span<float> out) const;
   Status CheckSequence(const model::Batch& batch, const model::SequenceSlice& s) const;
+  // Checks group g's slots for positions [from, end) against the tokens group 0 read.
+  Status CheckWindow(const model::SequenceSlice& s, size_t seq, int g, int64_t from,
+                     const std::vector<int32_t>& tokens) const;
 
   int32_t n_vocab_;
   int num_blocks_;
   int block_size_;
-  std::vector<Slot> kv_;  // [num_blocks * block_size]
+  std::vector<int64_t> windows_;  // [groups]; {0} without groups
+  std::vector<Slot> kv_;          // [num_blocks * block_size]
+  std::vector<int32_t> history_;  // tokens group 0 read in the current sequence (groups > 1)
   int64_t num_calls_ = 0;
   int64_t num_tokens_ = 0;
   size_t max_batch_seqs_ = 0;

@@ -34,6 +34,8 @@ struct HarnessOptions {
   int max_num_seqs = 16;
   int64_t max_model_len = 512;
   bool prefix_caching = true;
+  // KV layer groups (kv/kv_groups.h), given to the engine and the fake; empty: one group.
+  std::vector<int64_t> kv_group_windows = {};
   std::vector<int32_t> eos = {};
   std::shared_ptr<const Detokenizer> detokenizer;
   SchedulePolicy policy = SchedulePolicy::kFcfs;
@@ -47,11 +49,13 @@ struct HarnessOptions {
 
 class Harness {
  public:
-  explicit Harness(const HarnessOptions& o = {}) : exec_(o.n_vocab, o.num_blocks, o.block_size) {
+  explicit Harness(const HarnessOptions& o = {})
+      : exec_(o.n_vocab, o.num_blocks, o.block_size, o.kv_group_windows) {
     EngineConfig c;
     c.kv.num_blocks = o.num_blocks;
     c.kv.block_size = o.block_size;
     c.kv.enable_prefix_caching = o.prefix_caching;
+    c.kv.group_windows = o.kv_group_windows;
     c.scheduler.max_num_batched_tokens = o.max_batched_tokens;
     c.scheduler.max_num_seqs = o.max_num_seqs;
     c.scheduler.policy = o.policy;
