@@ -22,6 +22,7 @@ namespace {
 
 struct RouteOptions {
   std::vector<std::string> replicas;
+  std::vector<std::string> weights;  // --weight KEY=VALUE:PERCENT
   std::string policy = "kv";
   std::string tokenizer;
   std::string chat_template;
@@ -75,6 +76,21 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
   AddSeconds(*app, "--probe-timeout", &r.probe_timeout, 3600,
              "a probe's connect and read limit (0: no limit)");
   AddInt(*app, "--upstream-threads", &r.upstream_threads, 1, 256, "io threads towards replicas");
+  app->add_option("--replica-api-key", r.replica_api_key,
+                  "the replicas' API key, for the router's own calls (GET /v1/kv_events)")
+      ->envname("TACHYON_REPLICA_API_KEY");
+  app->add_option("--weight", o->weights,
+                  "canary: send PERCENT of new requests to the replicas labelled KEY=VALUE "
+                  "(tachyon serve --label; repeatable, shares summing to at most 100)")
+      ->type_name("KEY=VALUE:PERCENT")
+      ->each([](const std::string& w) {
+        auto parsed = router::ParseLabelWeight(w);
+        if (!parsed.ok()) throw CLI::ValidationError("--weight", parsed.status().message());
+      });
+  bool no_kv_events = false;
+  app->add_flag("--no-kv-events", no_kv_events,
+                "do not subscribe to the replicas' KV events: the prefix index is the router's "
+                "own routing history");
   AddNumber(*app, "--shutdown-timeout", &o->shutdown_timeout_s, 0, 86400,
             "on SIGTERM/SIGINT, let requests finish this many seconds");
   constexpr const char* kHttp = "HTTP options";
@@ -89,6 +105,17 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
                  "refuse (503) connections beyond this many open (0: no limit)")
       ->group(kHttp);
   if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return rc;
+  r.kv_events = !no_kv_events;
+  double shares = 0;
+  for (const std::string& w : o->weights) {
+    r.pool.weights.push_back(*router::ParseLabelWeight(w));
+    shares += r.pool.weights.back().percent;
+  }
+  if (shares > 100) {
+    std::fprintf(stderr, "tachyon route: error: --weight: the shares sum to %g, above 100\n",
+                 shares);
+    return 2;
+  }
   if (o->replicas.size() > static_cast<size_t>(router::kMaxReplicas)) {
     std::fprintf(stderr, "tachyon route: error: --replica: at most %d replicas\n",
                  router::kMaxReplicas);
@@ -157,6 +184,7 @@ int RunRoute(int argc, char** argv) {
   TLOG(INFO) << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": stopped accepting; "
              << router.InFlight() << " request(s) in flight, waiting up to " << o.shutdown_timeout_s
              << " s";
+  router.Drain();
   http.StopAccepting();
   if (!WaitUntil([&] { return router.InFlight() == 0; }, o.shutdown_timeout_s)) {
     TLOG(WARN) << "shutdown timeout: " << router.InFlight() << " request(s) cut";

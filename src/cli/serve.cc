@@ -15,6 +15,7 @@
 #include "server/api.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
+#include "server/kv_events.h"
 #include "server/tool_calls.h"
 #include "util/logging.h"
 
@@ -31,6 +32,7 @@ struct ServeOptions {
   std::string api_key;
   std::string tool_call_parser = "auto";
   double shutdown_timeout_s = 30;
+  std::vector<std::string> labels;  // --label k=v
 };
 
 // Returns std::nullopt when the options are complete, else the exit code (0 after --help).
@@ -54,6 +56,16 @@ std::optional<int> ParseArgs(int argc, char** argv, ServeOptions* o) {
          "requests waiting beyond --max-num-seqs; more get 429");
   AddNumber(*app, "--shutdown-timeout", &o->shutdown_timeout_s, 0, 86400,
             "on SIGTERM/SIGINT, let requests finish this many seconds");
+  app->add_option("--label", o->labels,
+                  "a label of this replica, KEY=VALUE (repeatable): reported on "
+                  "/v1/replica_info and /v1/kv_events, for a router's --weight")
+      ->type_name("KEY=VALUE")
+      ->each([](const std::string& kv) {
+        const size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          throw BadValue("--label", kv, "KEY=VALUE with a non-empty KEY");
+        }
+      });
   app->add_flag("--allow-special-tokens-in-content", o->allow_special_tokens_in_content,
                 "tokenize special-token text in chat messages as control tokens (trusted "
                 "clients only; by default it is plain text)");
@@ -108,11 +120,20 @@ int RunServe(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // The prefix cache's events, published on GET /v1/kv_events for routers.
+  auto kv_events = std::make_shared<kv::KvEventLog>();
+  o.engine.kv_events = kv_events;
   TLOG(INFO) << "loading " << o.engine.model;
   auto built = engine::BuildServingEngine(o.engine);
   if (!built.ok()) {
     std::fprintf(stderr, "tachyon serve: error: %s\n", built.status().ToString().c_str());
     return 1;
+  }
+  server::KvEventsOptions kv_events_options;
+  kv_events_options.block_size = static_cast<int>(built->block_size);
+  for (const std::string& label : o.labels) {
+    const size_t eq = label.find('=');
+    kv_events_options.labels[label.substr(0, eq)] = label.substr(eq + 1);
   }
   auto backend = server::EngineBackend::Create(std::move(built).value(), o.max_queue,
                                                o.allow_special_tokens_in_content);
@@ -124,7 +145,9 @@ int RunServe(int argc, char** argv) {
   if (!(*backend)->generation_config_note().empty()) {
     TLOG(INFO) << "generation_config.json defaults: " << (*backend)->generation_config_note();
   }
+  server::KvEventPublisher kv_publisher(kv_events, backend->get(), kv_events_options);
   server::ApiOptions api_options;
+  api_options.kv_events = &kv_publisher;
   api_options.served_model_names = {(*backend)->Info().name};
   api_options.api_key = o.api_key;
   api_options.sampling_defaults = (*backend)->sampling_defaults();
@@ -159,12 +182,15 @@ int RunServe(int argc, char** argv) {
              << " s";
   http.StopAccepting();
   api.SetDraining(true);
+  kv_publisher.Drain();  // subscribed routers stop sending new requests here
   if (!WaitUntil([&] { return api.InFlight() == 0; }, o.shutdown_timeout_s)) {
-    TLOG(WARN) << "shutdown timeout: aborting " << api.InFlight() << " request(s)";
-    api.CancelAll();
+    TLOG(WARN) << "shutdown timeout: aborting " << api.InFlight()
+               << " request(s) (a router resumes its streams elsewhere)";
+    api.DrainAll();
     WaitUntil([&] { return api.InFlight() == 0; }, 5);
   }
   // Stop the engine before the io threads, so that no output arrives for a closed connection.
+  kv_publisher.Stop();
   (*backend)->Shutdown();
   WaitUntil([&] { return http.connections() == 0; }, 2);
   http.Stop();

@@ -196,6 +196,8 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   ec.kv.block_size = static_cast<int>(se.block_size);
   ec.kv.enable_prefix_caching = o.enable_prefix_caching;
   ec.kv.group_windows = se.kv_layout.group_window;
+  se.kv_events = o.kv_events;
+  ec.kv.event_sink = se.kv_events.get();
   ec.max_model_len = se.kv.max_model_len;
   ec.eos_token_ids = se.eos_token_ids;
   if (se.tokenizer) ec.detokenizer = std::make_shared<TokenizerDetokenizer>(se.tokenizer);

@@ -70,6 +70,8 @@ struct ServingOptions {
   // --max-prefill-tokens-while-decoding (0: off).
   int64_t short_prefill_tokens = 256;
   int64_t max_prefill_tokens_while_decoding = 0;
+  // Receives the prefix cache's block events (serve: GET /v1/kv_events); null: none.
+  std::shared_ptr<kv::KvEventLog> kv_events;
 };
 
 struct ServingEngine {
@@ -87,6 +89,7 @@ struct ServingEngine {
   int threads = 0;          // compute threads in use
   double load_seconds = 0;  // resolving + loading the model
   std::string summary;      // one line: model, context, KV pool, chat template
+  std::shared_ptr<kv::KvEventLog> kv_events;  // ServingOptions::kv_events; outlives `core`
   // Exactly one of core (generation) and pooler (embeddings / scores) is set.
   std::unique_ptr<EngineCore> core;
   model::PoolingType pooling = model::PoolingType::kNone;

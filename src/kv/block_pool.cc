@@ -42,6 +42,7 @@ void BlockPool::DropHash(int32_t id) {
   if (!b.has_hash) return;
   cached_.erase(b.hash);
   b.has_hash = false;
+  if (sink_ != nullptr) sink_->BlockRemoved(b.hash);
 }
 
 bool BlockPool::Allocate(int n, std::vector<int32_t>* out) {
@@ -84,6 +85,7 @@ bool BlockPool::Cache(int32_t id, const BlockHash& hash) {
   b.has_hash = true;
   b.hash = hash;
   cached_.emplace(hash, id);
+  if (sink_ != nullptr) sink_->BlockStored(hash);
   return true;
 }
 

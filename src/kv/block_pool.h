@@ -5,6 +5,9 @@
 // cached prefix (it has a hash and can be found by Lookup) until Allocate takes it from the
 // LRU end and evicts its hash. So "free" counts evictable cached blocks too.
 //
+// With an event sink (kv_events.h), every hash registered by Cache reaches BlockStored and
+// every hash dropped (Allocate reusing a cached block, EvictAllFree) reaches BlockRemoved.
+//
 // Thread-safety: none; owned by the engine thread (through KvCacheManager).
 #pragma once
 
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kv/kv_events.h"
 
 namespace tachyon::kv {
 
@@ -29,6 +33,10 @@ class BlockPool {
   int num_used() const { return num_blocks() - num_free_; }
   int num_cached() const { return static_cast<int>(cached_.size()); }  // have a hash
   int ref_count(int32_t id) const { return blocks_[id].ref; }
+
+  // Receives the cache's stored / removed hashes from now on; null: none. Not owned; must
+  // outlive the pool.
+  void set_event_sink(KvEventSink* sink) { sink_ = sink; }
 
   // Takes n free blocks (ref_count becomes 1) from the LRU end, evicting their hashes.
   // Returns false and changes nothing when fewer than n blocks are free.
@@ -68,6 +76,7 @@ class BlockPool {
   int32_t free_head_ = -1;  // LRU end: evicted first
   int32_t free_tail_ = -1;  // MRU end
   int num_free_ = 0;
+  KvEventSink* sink_ = nullptr;
   std::unordered_map<BlockHash, int32_t, BlockHashHasher> cached_;
 };
 

@@ -14,6 +14,7 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     CHECK(w >= 0) << "a KV group's window must be >= 0";
     has_sliding_ |= w > 0;
   }
+  pool_.set_event_sink(config_.event_sink);
 }
 
 PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens,

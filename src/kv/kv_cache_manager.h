@@ -48,6 +48,9 @@ struct KvCacheConfig {
   // One entry per layer group: 0 full attention, > 0 a sliding window in positions
   // (kv_groups.h). Empty: one full-attention group.
   std::vector<int64_t> group_windows = {};
+  // Not owned; gets the prefix cache's stored / removed block hashes (block_pool.h), on the
+  // engine thread. Null: no events.
+  KvEventSink* event_sink = nullptr;
 };
 
 // Blocks that already hold a computed prefix of a request's tokens: group-major, num_groups

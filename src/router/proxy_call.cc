@@ -112,7 +112,7 @@ void ProxyCall::StartAttempt(int replica) {
   attempts_++;
   status_ = 0;
   head_.clear();
-  passthrough_stream_ = saw_done_ = too_large_ = false;
+  passthrough_stream_ = saw_done_ = too_large_ = replica_drained_ = false;
   tail_.clear();
   body_.clear();
   sse_buf_.clear();
@@ -185,6 +185,13 @@ bool ProxyCall::ForwardEvent(std::string_view event) {
     ids_missing_ = true;  // not an event this router understands: no migration past it
     return WriteToClient(std::string(event));
   }
+  if (auto e = j.find("error"); e != j.end() && e->is_object() &&
+                                e->value("code", nlohmann::ordered_json()) == "replica_draining") {
+    // The replica's grace period ended with this stream unfinished: resume it elsewhere (the
+    // error and the [DONE] after it are not forwarded).
+    replica_drained_ = true;
+    return false;
+  }
   if (first_id_.is_null()) {
     first_id_ = j.value("id", nlohmann::ordered_json());
     first_created_ = j.value("created", nlohmann::ordered_json());
@@ -254,14 +261,23 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
   upstream_.reset();
   core_->pool.Release(replica);
 
+  // A non-streamed generation the replica aborted (its shutdown grace ended; the router never
+  // disconnects from an answer it is waiting for): nothing reached the client, try elsewhere.
+  if (outcome == UpstreamOutcome::kComplete && !passthrough_stream_ && status_ == 200 &&
+      (request_.http.path == "/v1/completions" || request_.http.path == "/v1/chat/completions") &&
+      body_.find("\"finish_reason\":\"abort\"") != std::string::npos) {
+    replica_drained_ = true;
+  }
   const bool failed =
-      outcome == UpstreamOutcome::kConnect || outcome == UpstreamOutcome::kTimeout ||
-      outcome == UpstreamOutcome::kBroken ||
+      replica_drained_ || outcome == UpstreamOutcome::kConnect ||
+      outcome == UpstreamOutcome::kTimeout || outcome == UpstreamOutcome::kBroken ||
       (outcome == UpstreamOutcome::kComplete && passthrough_stream_ && !saw_done_) ||
       (outcome == UpstreamOutcome::kComplete && stream_started_ && !passthrough_stream_);
   const bool refused = outcome == UpstreamOutcome::kComplete && (status_ == 429 || status_ == 503);
   std::string label = UpstreamOutcomeName(outcome);
-  if (client_gone_ || (outcome == UpstreamOutcome::kCancelled && !too_large_)) {
+  if (replica_drained_ && !client_gone_) {
+    label = "drained";
+  } else if (client_gone_ || (outcome == UpstreamOutcome::kCancelled && !too_large_)) {
     label = "client_gone";
   } else if (outcome == UpstreamOutcome::kComplete) {
     label = failed ? "broken" : refused ? "refused" : "ok";
@@ -269,10 +285,11 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
   core_->metrics.CountAttempt(url, label);
 
   if (failed || (refused && status_ == 503)) {
-    if (core_->pool.MarkFailed(
-            replica, failed ? message.empty() ? "stream ended early" : message : "answered 503")) {
-      TLOG(WARN) << "replica " << url << " marked down: "
-                 << (failed ? (message.empty() ? "stream ended early" : message) : "answered 503");
+    const std::string why = replica_drained_ ? "draining"
+                            : failed         ? message.empty() ? "stream ended early" : message
+                                             : "answered 503";
+    if (core_->pool.MarkFailed(replica, why)) {
+      TLOG(WARN) << "replica " << url << " marked down: " << why;
     }
   }
 
@@ -315,7 +332,9 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
              attempts_ <= core_->options.max_retries) {
     // Output already reached the client: resume the stream on another replica.
     TLOG(WARN) << "stream from " << url << " cut after " << generated_.size()
-               << " tokens were sent (" << message << "): migrating";
+               << " tokens were sent ("
+               << (replica_drained_ ? std::string("the replica drained") : message)
+               << "): migrating";
     Migrate();
   } else if (failed) {
     TLOG(WARN) << "stream from " << url << " cut after output was sent: " << message;

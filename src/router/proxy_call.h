@@ -89,6 +89,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   bool stream_started_ = false;      // bytes of it reached the client's channel
   bool saw_done_ = false;            // "data: [DONE]" was forwarded
   bool too_large_ = false;
+  bool replica_drained_ = false;  // the replica ended the stream with its drain marker
   std::string tail_;     // last bytes forwarded, to find [DONE] across pieces
   std::string body_;     // a non-streamed answer
   std::string sse_buf_;  // a migratable stream's incomplete event

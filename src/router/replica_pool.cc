@@ -1,14 +1,36 @@
 #include "router/replica_pool.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "util/logging.h"
 
 namespace tachyon::router {
+
+Result<LabelWeight> ParseLabelWeight(std::string_view text) {
+  const size_t eq = text.find('=');
+  const size_t colon = text.rfind(':');
+  if (eq == std::string_view::npos || eq == 0 || colon == std::string_view::npos || colon < eq) {
+    return InvalidArgument("'" + std::string(text) + "' is not KEY=VALUE:PERCENT");
+  }
+  LabelWeight w;
+  w.key = std::string(text.substr(0, eq));
+  w.value = std::string(text.substr(eq + 1, colon - eq - 1));
+  const std::string pct(text.substr(colon + 1));
+  char* end = nullptr;
+  w.percent = std::strtod(pct.c_str(), &end);
+  if (pct.empty() || end != pct.c_str() + pct.size() || !(w.percent >= 0 && w.percent <= 100)) {
+    return InvalidArgument("'" + std::string(text) + "': the percent is not a number in [0, 100]");
+  }
+  return w;
+}
 
 ReplicaPool::ReplicaPool(std::vector<Endpoint> replicas, const PoolOptions& options)
     : endpoints_(std::move(replicas)),
       options_(options),
       index_(options.index_blocks),
-      picker_(options.picker) {
+      picker_(options.picker),
+      weight_rng_(options.picker.seed ^ 0x9e3779b97f4a7c15ULL) {
   CHECK(!endpoints_.empty() && endpoints_.size() <= static_cast<size_t>(kMaxReplicas));
   states_.resize(endpoints_.size());
   for (size_t i = 0; i < endpoints_.size(); ++i) states_[i].url = endpoints_[i].url;
@@ -26,9 +48,37 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
     const bool usable = s.up && !(excluded & (uint64_t{1} << i));
     any_up |= usable;
     candidates[i].eligible = usable && s.in_flight < options_.max_in_flight;
-    candidates[i].in_flight = s.in_flight;
+    candidates[i].in_flight = std::max(s.in_flight, s.reported.running + s.reported.waiting);
   }
   if (!any_up) return PlaceError::kNoReplica;
+  std::string group;
+  if (!options_.weights.empty()) {
+    // The share this request belongs to; its replicas only, unless none of them is usable.
+    const double u = std::uniform_real_distribution<double>(0, 100)(weight_rng_);
+    int drawn = -1;
+    double cumulative = 0;
+    for (size_t w = 0; w < options_.weights.size() && drawn < 0; ++w) {
+      cumulative += options_.weights[w].percent;
+      if (u < cumulative) drawn = static_cast<int>(w);
+    }
+    group = drawn < 0 ? "other" : options_.weights[drawn].Name();
+    std::vector<bool> in_group(static_cast<size_t>(n));
+    bool any_in_group = false;
+    for (int i = 0; i < n; ++i) {
+      int g = -1;
+      for (size_t w = 0; w < options_.weights.size() && g < 0; ++w) {
+        auto it = states_[i].labels.find(options_.weights[w].key);
+        if (it != states_[i].labels.end() && it->second == options_.weights[w].value) {
+          g = static_cast<int>(w);
+        }
+      }
+      in_group[i] = g == drawn;
+      any_in_group |= in_group[i] && candidates[i].eligible;
+    }
+    if (any_in_group) {
+      for (int i = 0; i < n; ++i) candidates[i].eligible = candidates[i].eligible && in_group[i];
+    }
+  }
   if (options_.picker.policy == Policy::kKv && !hashes.empty()) {
     const std::vector<int> matched = index_.MatchLeadingBlocks(hashes, n);
     for (int i = 0; i < n; ++i) candidates[i].matched_blocks = matched[i];
@@ -37,6 +87,7 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
   if (!pick) return PlaceError::kSaturated;
   Placement p;
   p.replica = *pick;
+  p.weight_group = std::move(group);
   p.predicted_cached_tokens = candidates[*pick].matched_blocks * options_.picker.block_size;
   states_[*pick].in_flight++;
   if (!hashes.empty()) index_.Insert(*pick, hashes);
@@ -54,7 +105,9 @@ void ReplicaPool::Release(int replica) {
 void ReplicaPool::TakeDownLocked(int replica, const std::string& why) {
   states_[replica].up = false;
   states_[replica].last_error = why;
-  index_.RemoveReplica(replica);
+  // A replica in sync keeps its blocks: its events stream says what it holds (a restart ends
+  // the stream, and the next one starts with a snapshot).
+  if (!states_[replica].events_synced) index_.RemoveReplica(replica);
 }
 
 bool ReplicaPool::MarkFailed(int replica, const std::string& why) {
@@ -73,6 +126,39 @@ bool ReplicaPool::SetProbeResult(int replica, bool ready, const std::string& why
     TakeDownLocked(replica, why);
   }
   return true;
+}
+
+void ReplicaPool::BeginSnapshot(int replica) {
+  std::lock_guard<std::mutex> lock(mu_);
+  states_[replica].events_synced = false;
+  index_.RemoveReplica(replica);
+}
+
+void ReplicaPool::ApplyBlockEvents(int replica, std::span<const BlockEvent> events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const BlockEvent& e : events) {
+    if (e.stored) {
+      index_.Insert(replica, std::span<const kv::BlockHash>(&e.hash, 1));
+    } else {
+      index_.Remove(replica, e.hash);
+    }
+  }
+}
+
+void ReplicaPool::SetEventsSynced(int replica, bool synced) {
+  std::lock_guard<std::mutex> lock(mu_);
+  states_[replica].events_synced = synced;
+  if (!synced) states_[replica].reported = ReplicaLoad{};
+}
+
+void ReplicaPool::SetLabels(int replica, std::map<std::string, std::string> labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  states_[replica].labels = std::move(labels);
+}
+
+void ReplicaPool::SetReportedLoad(int replica, const ReplicaLoad& load) {
+  std::lock_guard<std::mutex> lock(mu_);
+  states_[replica].reported = load;
 }
 
 bool ReplicaPool::AnyUp() const {

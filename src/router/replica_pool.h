@@ -4,16 +4,20 @@
 // Health: a replica starts down and is up once a probe of its /ready answered 200
 // (SetProbeResult). Passive detection (MarkFailed: connect refused, reset, EOF before the end,
 // timeout, a 503) takes it down at once; only a later successful probe brings it back. Going
-// down forgets its blocks in the prefix index (a restarted replica has an empty cache).
+// down forgets its blocks in the prefix index (a restarted replica has an empty cache), unless
+// its KV events are in sync (then its stream says what it holds).
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -24,8 +28,22 @@
 
 namespace tachyon::router {
 
+// Canary weights (`tachyon route --weight KEY=VALUE:PERCENT`): that share of new requests goes
+// to the replicas labelled KEY=VALUE (labels come with a replica's KV events snapshot).
+struct LabelWeight {
+  std::string key, value;
+  double percent = 0;  // [0, 100]
+  std::string Name() const { return key + "=" + value; }
+};
+
+// "KEY=VALUE:PERCENT". Errors: InvalidArgument naming what is wrong.
+Result<LabelWeight> ParseLabelWeight(std::string_view text);
+
 struct PoolOptions {
   PickerOptions picker;
+  // Shares of new requests by label (their sum <= 100); the rest goes to replicas matching
+  // none. A share whose replicas are all unusable falls back to every replica.
+  std::vector<LabelWeight> weights;
   int max_in_flight = 256;  // per replica; beyond it the replica is saturated
   size_t index_blocks = size_t{1} << 20;
 };
@@ -34,6 +52,7 @@ struct Placement {
   int replica = -1;
   int predicted_cached_tokens = 0;  // leading prompt tokens the index says it holds
   double decision_seconds = 0;      // time spent choosing (index match + scoring)
+  std::string weight_group;         // with weights: the share drawn ("KEY=VALUE" or "other")
 };
 
 enum class PlaceError {
@@ -41,11 +60,26 @@ enum class PlaceError {
   kSaturated,  // replicas are up but every one is at max_in_flight
 };
 
+struct ReplicaLoad {
+  int running = 0;  // sequences running on the replica (all routers' and direct clients')
+  int waiting = 0;
+  double kv_usage = 0;  // fraction of its KV blocks in use
+};
+
+// One block event of a replica's stream: `hash` stored (true) or removed (false).
+struct BlockEvent {
+  kv::BlockHash hash;
+  bool stored = true;
+};
+
 struct ReplicaState {
   std::string url;
   bool up = false;
   int in_flight = 0;
-  std::string last_error;  // why it last went down ("" if never)
+  std::string last_error;      // why it last went down ("" if never)
+  bool events_synced = false;  // its KV events feed the index (snapshot applied, no gap since)
+  ReplicaLoad reported;        // from its events stream (zeros without one)
+  std::map<std::string, std::string> labels;  // from its events snapshot
 };
 
 class ReplicaPool {
@@ -70,6 +104,15 @@ class ReplicaPool {
   // An active probe's answer. Returns true when the replica changed state.
   bool SetProbeResult(int replica, bool ready, const std::string& why);
 
+  // KV events of `replica` (router/kv_event_stream.h). BeginSnapshot forgets its blocks and
+  // marks it out of sync; ApplyBlockEvents applies stored / removed hashes in order;
+  // SetEventsSynced(true) once a snapshot is complete, (false) when the stream is lost.
+  void BeginSnapshot(int replica);
+  void ApplyBlockEvents(int replica, std::span<const BlockEvent> events);
+  void SetEventsSynced(int replica, bool synced);
+  void SetReportedLoad(int replica, const ReplicaLoad& load);
+  void SetLabels(int replica, std::map<std::string, std::string> labels);
+
   bool AnyUp() const;
   std::vector<ReplicaState> Snapshot() const;
   size_t IndexedBlocks() const;
@@ -83,6 +126,7 @@ class ReplicaPool {
   std::vector<ReplicaState> states_;  // GUARDED_BY(mu_)
   PrefixIndex index_;                 // GUARDED_BY(mu_)
   ReplicaPicker picker_;              // GUARDED_BY(mu_)
+  std::mt19937_64 weight_rng_;        // GUARDED_BY(mu_) draws the canary share
 };
 
 }  // namespace tachyon::router

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "router/kv_event_stream.h"
 #include "router/proxy_call.h"
 #include "router/router_core.h"
 #include "server/json_limits.h"
@@ -121,6 +122,7 @@ Router::~Router() {
 
 void Router::Start() {
   Probe();
+  if (core_->options.kv_events) StartKvEventStreams(core_.get(), core_->options.probe_interval);
 }
 
 void Router::Stop() {
@@ -129,7 +131,10 @@ void Router::Stop() {
 }
 
 bool Router::Ready() const {
-  return core_->pool.AnyUp();
+  return !core_->draining && core_->pool.AnyUp();
+}
+void Router::Drain() {
+  core_->draining = true;
 }
 int Router::InFlight() const {
   return core_->in_flight;
@@ -191,7 +196,9 @@ void Router::Handle(server::HttpRequest request, std::shared_ptr<server::Respons
     case server::RouteId::kReady: {
       const bool ready = Ready();
       return channel->Respond(
-          Json(ready ? 200 : 503, {{"status", ready ? "ready" : "no replica ready"}}));
+          Json(ready ? 200 : 503, {{"status", ready             ? "ready"
+                                              : core_->draining ? "draining"
+                                                                : "no replica ready"}}));
     }
     case server::RouteId::kMetrics: {
       server::HttpResponse r;
@@ -229,6 +236,13 @@ void Router::Handle(server::HttpRequest request, std::shared_ptr<server::Respons
         request.body = proxied.body.dump();
       }
       break;
+    }
+    case server::RouteId::kKvEvents:
+    case server::RouteId::kReplicaInfo: {
+      server::ApiError e;
+      e.http_status = 404;
+      e.message = request.path + " is a replica's endpoint; the router does not serve it.";
+      return channel->Respond(Error(e));
     }
     default:
       break;

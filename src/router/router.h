@@ -20,12 +20,16 @@
 // - GET /health: 200 while the process serves. GET /ready, /health/ready: 200 while some
 //   replica is up, else 503. GET /metrics: RouterMetrics.
 // - Active probes: GET /ready of every replica each `probe_interval`.
+// - KV events: a subscription to every replica's GET /v1/kv_events (router/kv_event_stream.h)
+//   feeds the prefix index and the replicas' reported load; resubscribed each
+//   `probe_interval` while down.
 //
 // Thread-safety: Handle may be called concurrently (HttpServer io threads).
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "router/prompt_keys.h"
@@ -47,6 +51,8 @@ struct RouterOptions {
   int retry_after_s = 1;  // the Retry-After of the router's own 429 / 503
   int upstream_threads = 2;
   size_t max_response_bytes = size_t{64} << 20;  // a non-streamed answer larger than this: 502
+  std::string replica_api_key;  // sent with the router's own calls (GET /v1/kv_events)
+  bool kv_events = true;        // subscribe to the replicas' KV events
 };
 
 struct RouterCore;
@@ -62,7 +68,11 @@ class Router {
   void Start();
   void Handle(server::HttpRequest request, std::shared_ptr<server::ResponseChannel> channel);
 
+  // Ready: some replica is up and the router is not draining.
   bool Ready() const;
+  // SIGTERM: /ready answers 503 from now on (a load balancer in front stops sending); requests
+  // still arriving are served.
+  void Drain();
   // Client requests not yet answered completely.
   int InFlight() const;
   // Stops probes and upstream io; requests in flight end without an answer. Idempotent.

@@ -32,6 +32,7 @@ struct RouterCore {
   // handlers hold ProxyCalls, which count themselves out of `in_flight` and the queue).
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopped{false};
+  std::atomic<bool> draining{false};
   const RouterOptions options;
   ReplicaPool pool;
   RouterMetrics metrics;

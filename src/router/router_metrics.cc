@@ -24,6 +24,19 @@ std::string Label(const std::string& v) {
   return out;
 }
 
+// A Prometheus label name from a replica's label key: [a-zA-Z_][a-zA-Z0-9_]*, other characters
+// as '_'.
+std::string LabelName(const std::string& key) {
+  std::string out = key.empty() ? "_" : key;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char c = out[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+                    (i > 0 && c >= '0' && c <= '9');
+    if (!ok) out[i] = '_';
+  }
+  return out;
+}
+
 void Line(std::string& out, const std::string& name_and_labels, double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.15g", v);
@@ -33,7 +46,8 @@ void Line(std::string& out, const std::string& name_and_labels, double v) {
 }  // namespace
 
 RouterMetrics::RouterMetrics()
-    : decision_({1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 1e-2}) {}
+    : decision_({1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 1e-2}),
+      kv_lag_({1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}) {}
 
 void RouterMetrics::CountAttempt(const std::string& replica, const std::string& outcome) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -66,11 +80,23 @@ void RouterMetrics::ObservePlacement(const std::string& replica, const Placement
   predicted_cached_[replica] += p.predicted_cached_tokens;
   prompt_tokens_[replica] += prompt_tokens;
   decision_.Observe(p.decision_seconds);
+  if (!p.weight_group.empty()) weighted_[p.weight_group]++;
 }
 
 void RouterMetrics::CountReportedCached(const std::string& replica, int64_t cached) {
   std::lock_guard<std::mutex> lock(mu_);
   reported_cached_[replica] += cached;
+}
+
+void RouterMetrics::CountKvEvents(const std::string& replica, int64_t n, double lag_seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_events_[replica] += n;
+  kv_lag_.Observe(lag_seconds);
+}
+
+void RouterMetrics::CountKvResync(const std::string& replica) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_resyncs_[replica]++;
 }
 
 int64_t RouterMetrics::attempts(const std::string& replica, const std::string& outcome) const {
@@ -83,6 +109,18 @@ int64_t RouterMetrics::rejected(const std::string& reason) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = rejected_.find(reason);
   return it == rejected_.end() ? 0 : it->second;
+}
+
+int64_t RouterMetrics::weighted(const std::string& group) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = weighted_.find(group);
+  return it == weighted_.end() ? 0 : it->second;
+}
+
+int64_t RouterMetrics::kv_events_applied(const std::string& replica) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = kv_events_.find(replica);
+  return it == kv_events_.end() ? 0 : it->second;
 }
 
 std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, size_t queue_length,
@@ -145,10 +183,57 @@ std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, siz
   Line(out, "tachyon_router_queue_length", static_cast<double>(queue_length));
   Header(out, "tachyon_router_prefix_index_blocks", "gauge", "Block hashes in the prefix index.");
   Line(out, "tachyon_router_prefix_index_blocks", static_cast<double>(indexed_blocks));
+  Header(out, "tachyon_router_kv_events_applied_total", "counter",
+         "Block stored / removed events applied from each replica's KV event stream.");
+  for (const auto& [r, n] : kv_events_) {
+    Line(out, "tachyon_router_kv_events_applied_total{replica=\"" + Label(r) + "\"}",
+         static_cast<double>(n));
+  }
+  Header(out, "tachyon_router_kv_event_resyncs_total", "counter",
+         "Snapshots received from each replica's KV event stream (one per (re)connect).");
+  for (const auto& [r, n] : kv_resyncs_) {
+    Line(out, "tachyon_router_kv_event_resyncs_total{replica=\"" + Label(r) + "\"}",
+         static_cast<double>(n));
+  }
+  Header(out, "tachyon_router_kv_event_lag_seconds", "histogram",
+         "Age of KV event batches on arrival (the replica's clock).");
+  kv_lag_.Render("tachyon_router_kv_event_lag_seconds", out);
+  Header(out, "tachyon_router_replica_kv_events", "gauge",
+         "1 while the replica's KV events feed the index (in sync), 0 while it is approximate.");
+  int synced = 0;
+  for (const ReplicaState& s : replicas) {
+    Line(out, "tachyon_router_replica_kv_events{replica=\"" + Label(s.url) + "\"}",
+         s.events_synced ? 1 : 0);
+    synced += s.events_synced ? 1 : 0;
+  }
+  Header(out, "tachyon_router_replica_reported_load", "gauge",
+         "Sequences running plus waiting on the replica, as its KV event stream reports.");
+  for (const ReplicaState& s : replicas) {
+    Line(out, "tachyon_router_replica_reported_load{replica=\"" + Label(s.url) + "\"}",
+         s.reported.running + s.reported.waiting);
+  }
+  Header(out, "tachyon_router_replica_labels", "gauge",
+         "1 per replica, with its labels (from its KV events): join on replica to split by label.");
+  for (const ReplicaState& s : replicas) {
+    std::string labels = "replica=\"" + Label(s.url) + "\"";
+    for (const auto& [k, v] : s.labels) {
+      if (k == "replica") continue;
+      labels += "," + LabelName(k) + "=\"" + Label(v) + "\"";
+    }
+    Line(out, "tachyon_router_replica_labels{" + labels + "}", 1);
+  }
+  Header(out, "tachyon_router_weighted_requests_total", "counter",
+         "Placements per --weight share drawn (KEY=VALUE, or other for the rest).");
+  for (const auto& [g, n] : weighted_) {
+    Line(out, "tachyon_router_weighted_requests_total{group=\"" + Label(g) + "\"}",
+         static_cast<double>(n));
+  }
   Header(out, "tachyon_router_kv_index_mode", "gauge",
-         "1 for the source the prefix index is fed from (approximate: the router's own "
-         "routing history).");
-  Line(out, "tachyon_router_kv_index_mode{mode=\"approximate\"}", 1);
+         "Replicas whose prefix index is fed by their KV events (events) or by the router's "
+         "routing history alone (approximate).");
+  Line(out, "tachyon_router_kv_index_mode{mode=\"events\"}", synced);
+  Line(out, "tachyon_router_kv_index_mode{mode=\"approximate\"}",
+       static_cast<double>(replicas.size()) - synced);
   Header(out, "tachyon_router_info", "gauge", "The routing policy.");
   Line(out, std::string("tachyon_router_info{policy=\"") + policy + "\"}", 1);
   return out;

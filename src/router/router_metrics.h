@@ -15,8 +15,17 @@
 //   tachyon_router_prompt_tokens_total{replica}             cached, of prompt tokens routed
 //   tachyon_router_reported_cached_tokens_total{replica}    cached, as the replicas' usage said
 //   tachyon_router_decision_seconds                   histogram of routing decision time
+//   tachyon_router_kv_events_applied_total{replica}   block events applied from its stream
+//   tachyon_router_kv_event_resyncs_total{replica}    snapshots received (each (re)connect)
+//   tachyon_router_kv_event_lag_seconds               histogram: arrival minus the replica's
+//                                                     timestamp of each batch's first event
+//   tachyon_router_weighted_requests_total{group}     with --weight: placements per share drawn
+//                                                     ("KEY=VALUE" or "other")
 // plus gauges rendered from the pool at scrape time: replica_up, replica_in_flight,
-// queue_length, prefix_index_blocks, and kv_index_mode{mode="approximate"}.
+// replica_kv_events (1 while its events are in sync), replica_reported_load,
+// replica_labels{replica, <its labels>} (1; join on replica to split any metric by label),
+// queue_length,
+// prefix_index_blocks, and kv_index_mode{mode="events"|"approximate"} (replicas per source).
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -45,10 +54,15 @@ class RouterMetrics {
   void ObservePlacement(const std::string& replica, const Placement& p, int prompt_tokens);
   // A replica's answer reported `cached` prompt tokens (usage.prompt_tokens_details).
   void CountReportedCached(const std::string& replica, int64_t cached);
+  // KV events of a replica's stream: `n` applied, the batch `lag_seconds` old.
+  void CountKvEvents(const std::string& replica, int64_t n, double lag_seconds);
+  void CountKvResync(const std::string& replica);
 
   // The value of a counter (tests): requests_total of (replica, outcome), rejected of reason.
   int64_t attempts(const std::string& replica, const std::string& outcome) const;
   int64_t rejected(const std::string& reason) const;
+  int64_t kv_events_applied(const std::string& replica) const;
+  int64_t weighted(const std::string& group) const;
 
   std::string Render(const std::vector<ReplicaState>& replicas, size_t queue_length,
                      size_t indexed_blocks, const char* policy) const;
@@ -63,7 +77,11 @@ class RouterMetrics {
   int64_t retries_ = 0;
   int64_t broken_streams_ = 0;
   int64_t migrations_ = 0;
+  std::map<std::string, int64_t> kv_events_;
+  std::map<std::string, int64_t> kv_resyncs_;
+  std::map<std::string, int64_t> weighted_;
   server::Histogram decision_;
+  server::Histogram kv_lag_;
 };
 
 }  // namespace tachyon::router

@@ -181,22 +181,24 @@ class Call : public UpstreamCall, public std::enable_shared_from_this<Call> {
     parser_->get().body().data = chunk_;
     parser_->get().body().size = sizeof(chunk_);
     Expire(timeouts_.read);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](error_code ec, size_t) {
-                       if (ec == http::error::need_buffer) ec = {};
-                       // Bytes parsed before an error (a reset right after them) still count.
-                       const size_t got = sizeof(self->chunk_) - self->parser_->get().body().size;
-                       if (got > 0 && !self->done_ && self->handlers_.on_data &&
-                           !self->handlers_.on_data(std::string_view(self->chunk_, got))) {
-                         return self->Finish(UpstreamOutcome::kCancelled, "stopped by the reader");
-                       }
-                       if (ec) return self->Fail(ec, UpstreamOutcome::kBroken, "body");
-                       if (self->done_) return;
-                       if (self->parser_->is_done()) {
-                         return self->Finish(UpstreamOutcome::kComplete, "");
-                       }
-                       self->ReadBody();
-                     });
+    // read_some: hand on what arrived at once (a stream's small events), not when the chunk
+    // buffer is full.
+    http::async_read_some(
+        stream_, buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+          if (ec == http::error::need_buffer) ec = {};
+          // Bytes parsed before an error (a reset right after them) still count.
+          const size_t got = sizeof(self->chunk_) - self->parser_->get().body().size;
+          if (got > 0 && !self->done_ && self->handlers_.on_data &&
+              !self->handlers_.on_data(std::string_view(self->chunk_, got))) {
+            return self->Finish(UpstreamOutcome::kCancelled, "stopped by the reader");
+          }
+          if (ec) return self->Fail(ec, UpstreamOutcome::kBroken, "body");
+          if (self->done_) return;
+          if (self->parser_->is_done()) {
+            return self->Finish(UpstreamOutcome::kComplete, "");
+          }
+          self->ReadBody();
+        });
   }
 
   void Fail(error_code ec, UpstreamOutcome outcome, const char* stage) {

@@ -9,6 +9,7 @@
 #include "server/anthropic_api.h"
 #include "server/chat_page.h"
 #include "server/json_limits.h"
+#include "server/kv_events.h"
 #include "server/protocol.h"
 #include "server/responses_api.h"
 #include "server/routes.h"
@@ -166,6 +167,18 @@ void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel)
       const char* status = ready ? "ready" : draining_ ? "draining" : "loading";
       return channel->Respond(JsonResponse(ready ? 200 : 503, {{"status", status}}));
     }
+    case RouteId::kKvEvents:
+      if (options_.kv_events == nullptr) {
+        return SendError(
+            *channel,
+            Simple(404, "invalid_request_error", "This server does not publish KV events."), "");
+      }
+      return options_.kv_events->Subscribe(channel);
+    case RouteId::kReplicaInfo:
+      return channel->Respond(
+          JsonResponse(200, options_.kv_events != nullptr
+                                ? options_.kv_events->Info()
+                                : json{{"labels", json::object()}, {"kv_events", false}}));
     case RouteId::kMetrics: {
       HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";

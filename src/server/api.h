@@ -11,6 +11,8 @@
 //   POST /v1/responses                            OpenAI Responses API (server/responses_api.h)
 //   POST /v1/messages, /v1/messages/count_tokens  Anthropic Messages API (server/anthropic_api.h)
 //   GET  /                                        the chat page (server/chat_page.h)
+//   GET  /v1/kv_events, /v1/replica_info           prefix-cache events, labels and load for a
+//                                                 router (server/kv_events.h)
 //
 // With an API key configured, /v1/*, /tokenize and /detokenize need
 // "Authorization: Bearer <key>" or "x-api-key: <key>". Everything that can be rejected (JSON,
@@ -34,6 +36,8 @@
 
 namespace tachyon::server {
 
+class KvEventPublisher;
+
 struct ApiOptions {
   std::vector<std::string> served_model_names;  // first is reported; empty: backend's name
   std::string api_key;                          // "" = no authentication
@@ -45,6 +49,9 @@ struct ApiOptions {
   // The end of a reasoning section ("</think>", from the chat template: DetectReasoningEnd in
   // server/chat_constraints.h); "" = none. Constraints apply after it (server/chat_constraints.h).
   std::string reasoning_end;
+  // Serves GET /v1/kv_events and /v1/replica_info; not owned, must outlive the API. Null: the
+  // first is a 404 and the second reports no labels and no events.
+  KvEventPublisher* kv_events = nullptr;
 };
 
 class OpenAiApi {
@@ -60,6 +67,9 @@ class OpenAiApi {
   size_t InFlight() const { return jobs_->size(); }
   // Aborts every in-flight generation.
   void CancelAll() { jobs_->CancelAll(); }
+  // Aborts every in-flight generation for shutdown (JobRegistry::DrainAll: a router's streams
+  // end with the replica_draining marker).
+  void DrainAll() { jobs_->DrainAll(); }
 
   ServerMetrics& metrics() { return *metrics_; }
   const std::string& model_name() const { return options_.served_model_names.front(); }

@@ -123,6 +123,22 @@ void GenerationJob::Start(JobSpec spec, JobContext ctx, std::shared_ptr<Response
   }
 }
 
+void JobRegistry::DrainAll() {
+  std::vector<std::shared_ptr<GenerationJob>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, weak] : jobs_) {
+      if (auto job = weak.lock()) live.push_back(std::move(job));
+    }
+  }
+  for (auto& job : live) job->CancelForDrain();
+}
+
+void GenerationJob::CancelForDrain() {
+  draining_ = true;
+  Cancel();
+}
+
 void GenerationJob::Cancel() {
   std::vector<uint64_t> handles;
   {
@@ -190,6 +206,19 @@ void GenerationJob::Handle(size_t index, engine::RequestOutput& chunk, Clock::ti
     last_finish_ = now;
   }
   if (done_) return;
+  // A router's stream (it asks for token ids to resume from) gets the drain marker; other
+  // clients see finish_reason "abort".
+  if (draining_ && chunk.finish_reason == engine::FinishReason::kAbort && spec_.stream &&
+      spec_.return_token_ids && !spec_.adapter) {
+    ApiError e;
+    e.http_status = 503;
+    e.type = "service_unavailable";
+    e.code = "replica_draining";
+    e.message = "The server shut down before the request finished; resume it on another replica.";
+    e.retry_after_s = 1;
+    Fail(e);
+    return;
+  }
   if (failed) {
     Cancel();
     Fail(ApiErrorFromStatus(chunk.error.ok() ? Internal("the model failed") : chunk.error));

@@ -9,6 +9,7 @@
 // chunk of every choice, i.e. until the engine holds nothing for it).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -64,6 +65,11 @@ class JobRegistry {
   size_t size() const;
   // Cancels every live job (their clients get finish_reason "abort").
   void CancelAll();
+  // Cancels every live job because the server shuts down: as CancelAll, except that a stream
+  // that asked for return_token_ids (a router's, which can resume it) ends with an SSE error
+  // event whose code is "replica_draining", the marker on which the router resumes the stream
+  // on another replica (docs/router.md).
+  void DrainAll();
 
  private:
   mutable std::mutex mu_;
@@ -131,6 +137,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   // Aborts every choice. Thread-safe.
   void Cancel();
+  // Cancel() because the server drains (JobRegistry::DrainAll). Thread-safe.
+  void CancelForDrain();
 
  private:
   struct Choice {
@@ -193,6 +201,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   bool drain_scheduled_ = false;
   std::vector<uint64_t> handles_;
   bool cancelled_ = false;
+  std::atomic<bool> draining_{false};
 
   // Executor only.
   std::vector<Choice> choices_;

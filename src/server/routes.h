@@ -26,6 +26,8 @@ enum class RouteId {
   kMessages,
   kCountTokens,
   kChatPage,
+  kKvEvents,
+  kReplicaInfo,
 };
 
 struct Route {
@@ -54,6 +56,8 @@ inline constexpr Route kRoutes[] = {
     {"POST", "/v1/messages", RouteId::kMessages},
     {"POST", "/v1/messages/count_tokens", RouteId::kCountTokens},
     {"GET", "/", RouteId::kChatPage},
+    {"GET", "/v1/kv_events", RouteId::kKvEvents},
+    {"GET", "/v1/replica_info", RouteId::kReplicaInfo},
 };
 
 struct RouteMatch {

@@ -32,7 +32,7 @@ class Router:
         template.write_text(CHAT_TEMPLATE)
         args = [str(binary_path()), "route", "--host", "127.0.0.1", "--port", "0",
                 "--tokenizer", str(model_path()), "--chat-template", str(template),
-                "--probe-interval", "0.2", *extra_args]
+                "--probe-interval", "0.2", "--replica-api-key", API_KEY, *extra_args]
         for url in replicas:
             args += ["--replica", url]
         self.log_path = Path(tmp_dir) / f"router-{time.monotonic_ns()}.log"
@@ -74,6 +74,16 @@ class Router:
                 name, value = line.rsplit(" ", 1)
                 values[name] = float(value)
         return values
+
+    def wait_metrics(self, pred, what, timeout=30):
+        """Polls /metrics until pred(metrics) holds; returns those metrics."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = self.metrics()
+            if pred(m):
+                return m
+            time.sleep(0.05)
+        raise AssertionError(f"router: {what}\n{self.log_text()}")
 
     def wait_ready(self, n_up, timeout=30):
         """Waits until `n_up` replicas are up (by the router's probes)."""
@@ -205,6 +215,48 @@ def test_prefix_affinity_vs_round_robin(tmp_path, kv_router, replicas):
         assert rr.stop() == 0
 
 
+EVENTS_MODE = 'tachyon_router_kv_index_mode{mode="events"}'
+APPROX_MODE = 'tachyon_router_kv_index_mode{mode="approximate"}'
+
+
+def test_kv_events_tell_the_router_what_replicas_cached(kv_router, replicas):
+    """A prompt sent straight to one replica, not through the router, reaches the router's index
+    through that replica's KV events: the router then sends the same prefix there, and predicts
+    exactly the cached tokens the replica reports."""
+    kv_router.wait_metrics(lambda m: m.get(EVENTS_MODE) == 3, "3 replicas' KV events in sync")
+    urls = [url_of(s) for s in replicas]
+
+    def total(m, name, url):
+        return m.get(f'{name}{{replica="{url}"}}', 0)
+
+    predicted = reported = 0
+    for i in range(6):
+        j = (2 * i + 1) % 3
+        prompt = f"Event {i}: " + "Tom and his cat went up the big green hill to see the sun. " * 3
+        applied = total(kv_router.metrics(), "tachyon_router_kv_events_applied_total", urls[j])
+        status, _, body = replicas[j].request("POST", "/v1/completions", {
+            "model": MODEL_NAME, "prompt": prompt, "max_tokens": 1, "temperature": 0})
+        assert status == 200, body
+        blocks = body["usage"]["prompt_tokens"] // 16
+        assert blocks >= 3
+        kv_router.wait_metrics(
+            lambda m: total(m, "tachyon_router_kv_events_applied_total", urls[j]) >=
+            applied + blocks, f"the events of {urls[j]}")
+        before = kv_router.metrics()
+        status, headers, body = kv_router.request("POST", "/v1/completions", {
+            "model": MODEL_NAME, "prompt": prompt + " The end.", "max_tokens": 1,
+            "temperature": 0})
+        assert status == 200, body
+        assert headers[REPLICA_HEADER] == urls[j], (i, headers[REPLICA_HEADER])
+        cached = body["usage"]["prompt_tokens_details"]["cached_tokens"]
+        assert cached >= 16 * (blocks - 1)
+        after = kv_router.metrics()
+        predicted += (total(after, "tachyon_router_predicted_cached_tokens_total", urls[j]) -
+                      total(before, "tachyon_router_predicted_cached_tokens_total", urls[j]))
+        reported += cached
+    assert predicted == reported
+
+
 def test_kill_replica_mid_run_loses_no_request(tmp_path):
     servers = []
     for i in range(2):
@@ -268,6 +320,68 @@ def test_kill_replica_mid_run_loses_no_request(tmp_path):
         router.stop()
         for s in servers:
             s.stop()
+
+
+def test_sigterm_drain_under_load_loses_no_request(tmp_path):
+    """SIGTERM on a replica with streams in flight and no grace period: the router stops
+    sending it requests (its events stream ends with the draining marker), and the streams it
+    still ran end with the drain marker and are resumed on the other replica: every request
+    answered in full with the text of a fault-free run, 0 errors."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    victim = Server(tmp_path / "a", ["--shutdown-timeout", "0"])
+    healthy = Server(tmp_path / "b")
+    router = Router(tmp_path, [url_of(victim), url_of(healthy)], ["--policy", "round_robin"])
+    try:
+        router.wait_ready(2)
+        router.wait_metrics(lambda m: m.get(EVENTS_MODE) == 2, "both replicas' events")
+        victim_url = url_of(victim)
+
+        def body_of(i, stream):
+            body = {"model": MODEL_NAME, "prompt": f"Story {i}: Once upon a time",
+                    "max_tokens": 400, "temperature": 0, "ignore_eos": True}
+            if stream:
+                body.update(stream=True, stream_options={"include_usage": True})
+            return body
+
+        def run(base, i, stream):
+            if stream:
+                _, events, finished = read_stream(base, "/v1/completions", body_of(i, True))
+                assert finished and not any("error" in e for e in events), events
+                usage = [e["usage"] for e in events if e.get("usage")][-1]
+                return stream_text(events, chat=False), usage["completion_tokens"]
+            target = router if base == router.base else healthy
+            status, _, answer = target.request("POST", "/v1/completions", body_of(i, False))
+            assert status == 200, answer
+            return answer["choices"][0]["text"], answer["usage"]["completion_tokens"]
+
+        jobs = [(i, i % 4 != 3) for i in range(16)]  # 12 streamed, 4 not
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            futures = [pool.submit(run, router.base, i, stream) for i, stream in jobs[:8]]
+            router.wait_metrics(
+                lambda m: m[f'tachyon_router_replica_in_flight{{replica="{victim_url}"}}'] >= 2,
+                "requests in flight on the victim")
+            victim.proc.send_signal(signal.SIGTERM)
+            futures += [pool.submit(run, router.base, i, stream) for i, stream in jobs[8:]]
+            results = [f.result() for f in futures]
+            # Fault-free references, on the healthy replica directly.
+            want = list(pool.map(lambda job: run(healthy.base, *job)[0], jobs))
+        assert victim.proc.wait(timeout=30) == 0
+        for (i, _), (text, tokens), ref in zip(jobs, results, want):
+            assert tokens == 400, i
+            assert text == ref, i
+        m = router.metrics()
+        # What the victim still ran was resumed (a stream with output: migrated) or retried.
+        assert m["tachyon_router_migrations_total"] + m["tachyon_router_retries_total"] >= 1
+        assert m["tachyon_router_broken_streams_total"] == 0
+        assert sum(v for k, v in m.items() if k.startswith("tachyon_router_rejected_total")) == 0
+        stopped = sum(m.get(f'tachyon_router_requests_total{{replica="{victim_url}",'
+                            f'outcome="{o}"}}', 0) for o in ("drained", "refused"))
+        assert stopped >= 1
+    finally:
+        router.stop()
+        victim.stop()
+        healthy.stop()
 
 
 class HangingReplica:
@@ -497,6 +611,13 @@ def migration_setup(tmp_path_factory, replicas):
     yield router, flaky, replicas[1]
     router.stop()
     flaky.close()
+
+
+def test_a_replica_without_events_is_approximate(migration_setup):
+    router, _, _ = migration_setup
+    # The relay publishes no KV events: its replica is approximate, the other one in sync.
+    m = router.wait_metrics(lambda m: m.get(EVENTS_MODE) == 1, "one replica in sync")
+    assert m[APPROX_MODE] == 1
 
 
 @pytest.mark.parametrize("chat", [False, True])

@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""Replays the Mooncake synthetic trace (../shared/testdata/traces/mooncake_synthetic_first2000.jsonl)
+against N `tachyon serve` replicas through `tachyon route`, once per policy (kv, round_robin,
+random), and reports per policy: TTFT and TPOT percentiles, the prefix-cache hit rate the replicas
+reported, and the requests shed (429 / 503 / errors). Writes results.json and a chart
+(router_trace.png with matplotlib, else router_trace.svg) to --out.
+
+Scaling (the trace is for large models; see the trace README): a trace block of 512 tokens becomes
+--block-tokens tokens (default 16, one KV block), so a request's prompt is its hash_ids blocks,
+each a fixed pseudo-random run of token ids derived from the block's id (requests sharing the
+first k hash ids share the first k blocks), cut to input_length scaled the same way. Outputs are
+capped at --max-output tokens (ignore_eos). Arrival times are the trace's timestamps times
+--time-scale. The replicas restart before each policy, so every policy starts from cold caches.
+
+  python3 bench/router_trace_bench.py --requests 200 --time-scale 2 --out /tmp/router_trace
+"""
+
+import argparse
+import http.client
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TRACE = REPO.parent / "shared" / "testdata" / "traces" / "mooncake_synthetic_first2000.jsonl"
+TRACE_BLOCK = 512
+
+
+def default_model():
+    env = os.environ.get("TACHYON_SMOLLM2")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "tachyon" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def block_tokens(hash_id, n, vocab_lo=1000, vocab_span=40000):
+    """The token ids of trace block `hash_id`: a fixed pseudo-random run of ordinary tokens."""
+    x = (hash_id * 2654435761 + 12345) & 0xFFFFFFFF
+    out = []
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        out.append(vocab_lo + x % vocab_span)
+    return out
+
+
+def load_trace(path, n, bt, max_output):
+    reqs = []
+    with open(path) as f:
+        for line in f:
+            if len(reqs) >= n:
+                break
+            r = json.loads(line)
+            length = max(1, math.ceil(r["input_length"] * bt / TRACE_BLOCK))
+            ids = []
+            for h in r["hash_ids"]:
+                ids += block_tokens(h, bt)
+            reqs.append({"t": r["timestamp"] / 1000.0, "prompt": ids[:length],
+                         "max_tokens": max(1, min(max_output, r["output_length"]))})
+    return reqs
+
+
+class Proc:
+    def __init__(self, args, log_path, ready_word):
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        if "ready at http://" not in line:
+            self.proc.kill()
+            raise RuntimeError(f"{ready_word} did not start: {line!r} (log: {log_path})")
+        self.port = int(line.split("ready at http://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def wait_router(port, n, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+            conn.close()
+            up = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                     if l.startswith("tachyon_router_replica_up{"))
+            if up >= n:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the router did not see its replicas up")
+
+
+def one_request(port, model, req, t0):
+    """Streams one completion; returns a result dict."""
+    delay = t0 + req["t"] - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    start = time.monotonic()
+    res = {"ok": False, "status": 0, "ttft": None, "tpot": None, "tokens": 0,
+           "prompt_tokens": len(req["prompt"]), "cached": 0, "lateness": max(0.0, -delay)}
+    body = {"model": model, "prompt": req["prompt"], "max_tokens": req["max_tokens"],
+            "temperature": 0, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        conn.request("POST", "/v1/completions", json.dumps(body),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        res["status"] = resp.status
+        if resp.status != 200:
+            resp.read()
+            return res
+        first = last = None
+        tokens = 0
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            line = line.decode().strip()
+            if not line.startswith("data: "):
+                continue
+            payload = line[len("data: "):]
+            if payload == "[DONE]":
+                res["ok"] = True
+                break
+            ev = json.loads(payload)
+            if "error" in ev:
+                break
+            for c in ev.get("choices", []):
+                if c.get("text"):
+                    now = time.monotonic()
+                    first = first or now
+                    last = now
+            u = ev.get("usage")
+            if u:
+                tokens = u.get("completion_tokens", 0)
+                res["prompt_tokens"] = u.get("prompt_tokens", res["prompt_tokens"])
+                res["cached"] = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        conn.close()
+        res["tokens"] = tokens
+        if first is not None:
+            res["ttft"] = first - start
+            if tokens > 1:
+                res["tpot"] = (last - first) / (tokens - 1)
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        res["error"] = str(e)
+    return res
+
+
+def pct(values, q):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
+
+
+def summarize(results):
+    ok = [r for r in results if r["ok"]]
+    ttft = [r["ttft"] for r in ok if r["ttft"] is not None]
+    tpot = [r["tpot"] for r in ok if r["tpot"] is not None]
+    prompt = sum(r["prompt_tokens"] for r in ok)
+    return {
+        "requests": len(results), "ok": len(ok), "shed": len(results) - len(ok),
+        "ttft_mean": statistics.mean(ttft) if ttft else float("nan"),
+        "ttft_p50": pct(ttft, 0.5), "ttft_p90": pct(ttft, 0.9), "ttft_p99": pct(ttft, 0.99),
+        "tpot_p50": pct(tpot, 0.5), "tpot_p99": pct(tpot, 0.99),
+        "hit_rate": sum(r["cached"] for r in ok) / prompt if prompt else 0.0,
+        "max_lateness": max((r["lateness"] for r in results), default=0.0),
+    }
+
+
+def run_policy(a, policy, reqs, out):
+    replicas = []
+    router = None
+    try:
+        for i in range(a.replicas):
+            replicas.append(Proc([a.binary, "serve", "-m", str(a.model), "--host", "127.0.0.1",
+                                  "--port", "0", "--threads", str(a.threads), "--served-model-name",
+                                  "m", "--max-model-len", str(a.max_model_len),
+                                  "--kv-cache-memory", a.kv_cache_memory],
+                                 out / f"{policy}-replica{i}.log", "tachyon serve"))
+        args = [a.binary, "route", "--host", "127.0.0.1", "--port", "0", "--policy", policy,
+                "--seed", str(a.seed), "--max-in-flight", str(a.max_in_flight),
+                "--probe-interval", "0.2"]
+        if policy == "kv":
+            args += ["--tokenizer", str(a.model)]
+        for r in replicas:
+            args += ["--replica", r.url]
+        router = Proc(args, out / f"{policy}-router.log", "tachyon route")
+        wait_router(router.port, a.replicas)
+        if policy == "kv":
+            time.sleep(1)  # the replicas' KV event snapshots
+        t0 = time.monotonic() + 0.5
+        with ThreadPoolExecutor(max_workers=a.max_clients) as pool:
+            results = list(pool.map(lambda q: one_request(router.port, "m", q, t0), reqs))
+        conn = http.client.HTTPConnection("127.0.0.1", router.port, timeout=10)
+        conn.request("GET", "/metrics")
+        (out / f"{policy}-router-metrics.txt").write_text(conn.getresponse().read().decode())
+        conn.close()
+        return results
+    finally:
+        if router:
+            router.stop()
+        for r in replicas:
+            r.stop()
+
+
+def svg_chart(summary, path):
+    """Grouped bars: TTFT mean / p50 / p99 per policy (seconds), plus hit rate labels."""
+    policies = list(summary)
+    metrics = [("ttft_mean", "#4c72b0"), ("ttft_p50", "#55a868"), ("ttft_p99", "#c44e52")]
+    top = max([summary[p][m] for p in policies for m, _ in metrics
+               if not math.isnan(summary[p][m])] + [1e-3])
+    w, h, left, bottom = 640, 360, 60, 300
+    bar, gap = 28, 40
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+             f'font-family="sans-serif" font-size="12">',
+             f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">'
+             f'TTFT through tachyon route (Mooncake trace, scaled)</text>',
+             f'<line x1="{left}" y1="{bottom}" x2="{w - 20}" y2="{bottom}" stroke="black"/>']
+    for k in range(5):
+        v = top * k / 4
+        y = bottom - 250 * k / 4
+        parts.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{v:.2f}s</text>')
+        parts.append(f'<line x1="{left}" y1="{y}" x2="{w - 20}" y2="{y}" stroke="#ddd"/>')
+    x = left + gap
+    for p in policies:
+        for m, color in metrics:
+            v = summary[p][m]
+            hgt = 0 if math.isnan(v) else 250 * v / top
+            parts.append(f'<rect x="{x}" y="{bottom - hgt}" width="{bar}" height="{hgt}" '
+                         f'fill="{color}"/>')
+            x += bar
+        parts.append(f'<text x="{x - 1.5 * bar}" y="{bottom + 16}" text-anchor="middle">{p}</text>')
+        parts.append(f'<text x="{x - 1.5 * bar}" y="{bottom + 32}" text-anchor="middle">'
+                     f'hit {100 * summary[p]["hit_rate"]:.0f}%, shed {summary[p]["shed"]}</text>')
+        x += gap
+    for i, (m, color) in enumerate(metrics):
+        parts.append(f'<rect x="{w - 150}" y="{40 + 18 * i}" width="12" height="12" '
+                     f'fill="{color}"/><text x="{w - 132}" y="{50 + 18 * i}">{m}</text>')
+    parts.append("</svg>")
+    path.write_text("\n".join(parts) + "\n")
+
+
+def chart(summary, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        svg_chart(summary, out / "router_trace.svg")
+        return out / "router_trace.svg"
+    policies = list(summary)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, m in enumerate(["ttft_mean", "ttft_p50", "ttft_p99"]):
+        ax.bar([j + 0.27 * i for j in range(len(policies))], [summary[p][m] for p in policies],
+               0.27, label=m)
+    ax.set_xticks([j + 0.27 for j in range(len(policies))],
+                  [f"{p}\nhit {100 * summary[p]['hit_rate']:.0f}%" for p in policies])
+    ax.set_ylabel("seconds")
+    ax.set_title("TTFT through tachyon route (Mooncake trace, scaled)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "router_trace.png", dpi=120)
+    return out / "router_trace.png"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--binary", default=str(REPO / "build" / "tachyon"))
+    ap.add_argument("--model", type=Path, default=default_model())
+    ap.add_argument("--trace", type=Path, default=TRACE)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--block-tokens", type=int, default=16)
+    ap.add_argument("--max-output", type=int, default=16)
+    ap.add_argument("--time-scale", type=float, default=2.0)
+    ap.add_argument("--policies", default="kv,round_robin,random")
+    ap.add_argument("--replicas", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-model-len", type=int, default=4608)
+    ap.add_argument("--kv-cache-memory", default="512M")
+    ap.add_argument("--max-in-flight", type=int, default=64)
+    ap.add_argument("--max-clients", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=Path("router_trace_out"))
+    a = ap.parse_args()
+    for what, p in [("model", a.model), ("trace", a.trace), ("binary", Path(a.binary))]:
+        if not p.exists():
+            sys.exit(f"router_trace_bench: {what} not found: {p}")
+    a.out.mkdir(parents=True, exist_ok=True)
+    reqs = load_trace(a.trace, a.requests, a.block_tokens, a.max_output)
+    for r in reqs:
+        r["t"] *= a.time_scale
+    print(f"{len(reqs)} requests over {reqs[-1]['t']:.1f} s; prompts {a.block_tokens} tokens a "
+          f"trace block (mean {statistics.mean(len(r['prompt']) for r in reqs):.0f} tokens), "
+          f"outputs <= {a.max_output}; {a.replicas} replicas x {a.threads} thread(s)", flush=True)
+    summary, raw = {}, {}
+    for policy in a.policies.split(","):
+        t = time.monotonic()
+        raw[policy] = run_policy(a, policy, reqs, a.out)
+        summary[policy] = summarize(raw[policy])
+        print(f"  {policy}: done in {time.monotonic() - t:.0f} s", flush=True)
+    print(f"\n{'policy':<12} {'ok':>5} {'shed':>5} {'TTFT mean':>10} {'p50':>7} {'p90':>7} "
+          f"{'p99':>7} {'TPOT p50':>9} {'p99':>7} {'hit rate':>9}")
+    for p, s in summary.items():
+        print(f"{p:<12} {s['ok']:>5} {s['shed']:>5} {s['ttft_mean']:>9.3f}s {s['ttft_p50']:>6.3f}s "
+              f"{s['ttft_p90']:>6.3f}s {s['ttft_p99']:>6.3f}s {1e3 * s['tpot_p50']:>7.1f}ms "
+              f"{1e3 * s['tpot_p99']:>5.1f}ms {100 * s['hit_rate']:>8.1f}%")
+    if "kv" in summary and "round_robin" in summary:
+        kv, rr = summary["kv"], summary["round_robin"]
+        print(f"\nround_robin / kv: mean TTFT {rr['ttft_mean'] / kv['ttft_mean']:.2f}x, "
+              f"p99 TTFT {rr['ttft_p99'] / kv['ttft_p99']:.2f}x")
+    late = max(s["max_lateness"] for s in summary.values())
+    if late > 1:
+        print(f"note: a request started up to {late:.1f} s after its arrival time (client "
+              f"threads: raise --max-clients)")
+    (a.out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()},
+                                                    "summary": summary}, indent=1))
+    print(f"chart: {chart(summary, a.out)}")
+
+
+if __name__ == "__main__":
+    main()
