@@ -5,7 +5,6 @@ when present (greedy `tachyon run` on a ChatML code-edit prompt, the workload dr
 """
 
 import json
-import os
 import re
 import subprocess
 
@@ -85,19 +84,17 @@ def test_streamed_text_is_unchanged(client, spec_server):
 
 
 def test_smollm2_greedy_code_edit_is_unchanged():
-    # At the AVX2 level: SmolLM2 Q4_1's logits depend on a step's row count (3 rows differ from
-    # 1), and at AVX-512 this text flips a near-tie with k = 4 (docs/speculative.md, known
-    # limits).
+    # At the machine's own kernel level: a row's logits do not depend on the step's row count
+    # (docs/kernels.md, batch invariance), so verify batches cannot flip SmolLM2's near-ties.
     path = require_smollm2()
     prompt = ("<|im_start|>user\nRename the variable result to size in this code and give the "
               "whole code:\ndef area(w, h):\n    result = w * h\n    print(result)\n"
               "    return result\n<|im_end|>\n<|im_start|>assistant\n")
-    env = dict(os.environ, TACHYON_CPU="avx2")
     outs = []
     for extra in ([], SPEC):
         r = subprocess.run([str(binary_path()), "run", "-m", str(path), "-t", "1", "--temp", "0",
                             "-n", "96", "-p", prompt, *extra], capture_output=True, text=True,
-                           env=env, timeout=300)
+                           timeout=300)
         assert r.returncode == 0, r.stderr
         outs.append(r.stdout)
         if extra:
