@@ -254,7 +254,11 @@ def test_kv_events_tell_the_router_what_replicas_cached(kv_router, replicas):
         predicted += (total(after, "tachyon_router_predicted_cached_tokens_total", urls[j]) -
                       total(before, "tachyon_router_predicted_cached_tokens_total", urls[j]))
         reported += cached
-    assert predicted == reported
+    # Never more than the replicas hold; at most one block per request less: the stored event
+    # of a prompt's last full block can still be in flight when the routed request is placed
+    # (the wait above counts every applied event, removals included). A router without the
+    # replicas' events would predict none of these prefixes.
+    assert reported - 16 * 6 <= predicted <= reported, (predicted, reported)
 
 
 def test_kill_replica_mid_run_loses_no_request(tmp_path):
