@@ -144,10 +144,8 @@ kernels::PagedKv KvCache::View(int64_t layer) const {
 }
 
 void KvCache::CopyBlock(int32_t src, int32_t dst) {
-  const size_t block_bytes = static_cast<size_t>(block_size_) * slot_bytes_;
-  for (int64_t a = 0; a < 2 * n_arrays_; ++a) {
-    uint8_t* base = array(a);
-    std::memcpy(base + dst * block_bytes, base + src * block_bytes, block_bytes);
+  for (int64_t c = 0; c < num_chunks(); ++c) {
+    std::memcpy(BlockChunk(dst, c).data(), BlockChunk(src, c).data(), chunk_bytes());
   }
 }
 

@@ -88,6 +88,19 @@ class KvCache {
   // REQUIRES: both in [0, n_blocks).
   void CopyBlock(int32_t src, int32_t dst);
 
+  // A block (page) as raw bytes, for whatever moves KV out of or into the pool (KV transfer
+  // between replicas, offload tiers): 2 * layout().layers_per_block chunks of chunk_bytes()
+  // each, in the cache's dtype, exactly as attention reads them. Chunk c = 2 * slot + (0 for
+  // K, 1 for V) holds array `slot`'s rows of that block: layer L's K is chunk
+  // 2 * layout().layer_slot[L] (within the block's group). Writing a chunk's bytes back into
+  // a block of a cache with the same layout, block_size, n_kv_heads, head_dim and dtype
+  // restores it bit for bit. REQUIRES: block in [0, n_blocks), chunk in [0, num_chunks()).
+  int64_t num_chunks() const { return 2 * n_arrays_; }
+  size_t chunk_bytes() const { return static_cast<size_t>(block_size_) * slot_bytes_; }
+  std::span<uint8_t> BlockChunk(int32_t block, int64_t chunk) const {
+    return {array(chunk) + static_cast<size_t>(block) * chunk_bytes(), chunk_bytes()};
+  }
+
  private:
   KvCache() = default;
   uint8_t* k(int64_t layer) const { return array(2 * layout_.layer_slot[layer]); }

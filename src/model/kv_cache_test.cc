@@ -1,0 +1,81 @@
+#include "model/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace tachyon::model {
+namespace {
+
+constexpr int64_t kBlock = 4, kHeads = 2, kDim = 32;
+
+// Fills every position of `block` in every layer with values derived from (layer, position).
+void Fill(KvCache& kv, int32_t block, float salt) {
+  std::vector<float> k(kHeads * kDim), v(kHeads * kDim);
+  for (int64_t layer = 0; layer < kv.n_layers(); ++layer) {
+    for (int64_t p = 0; p < kBlock; ++p) {
+      for (size_t i = 0; i < k.size(); ++i) {
+        k[i] = salt + 0.25f * static_cast<float>(layer) - 0.01f * static_cast<float>(p * 64 + i);
+        v[i] = -k[i] * 0.5f;
+      }
+      kv.Store(layer, block * kBlock + p, k.data(), v.data());
+    }
+  }
+}
+
+TEST(KvCacheChunks, CopyingChunksRestoresABlockBitForBitInEveryDtypeAndLayout) {
+  const int64_t windows[] = {0, 8, 8, 0, 8, 8};  // groups of 2 layers: 1 full, 2 sliding
+  for (KvLayout layout : {KvLayout::Single(3), KvLayout::Hybrid(windows)}) {
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0}) {
+      auto a = KvCache::Create(layout, 6, kBlock, kHeads, kDim, dtype);
+      auto b = KvCache::Create(layout, 6, kBlock, kHeads, kDim, dtype);
+      auto ref = KvCache::Create(layout, 6, kBlock, kHeads, kDim, dtype);
+      ASSERT_TRUE(a.ok() && b.ok() && ref.ok());
+      EXPECT_EQ((*a)->num_chunks(), 2 * layout.layers_per_block);
+      EXPECT_EQ(static_cast<size_t>((*a)->num_chunks()) * (*a)->chunk_bytes(),
+                KvCache::BytesPerBlock(layout, kBlock, kHeads, kDim, dtype));
+      Fill(**a, 2, 1.0f);
+      Fill(**ref, 5, 1.0f);
+      for (int64_t c = 0; c < (*a)->num_chunks(); ++c) {
+        auto src = (*a)->BlockChunk(2, c);
+        auto dst = (*b)->BlockChunk(5, c);
+        ASSERT_EQ(src.size(), dst.size());
+        std::memcpy(dst.data(), src.data(), src.size());
+      }
+      for (int64_t c = 0; c < (*a)->num_chunks(); ++c) {
+        auto got = (*b)->BlockChunk(5, c), want = (*ref)->BlockChunk(5, c);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0)
+            << KvDtypeName(dtype) << " chunk " << c;
+      }
+    }
+  }
+}
+
+TEST(KvCacheChunks, ALayersRowsLiveInItsSlotsChunks) {
+  auto kv = KvCache::Create(KvLayout::Single(2), 3, kBlock, kHeads, kDim, KvDtype::kF32);
+  ASSERT_TRUE(kv.ok());
+  for (int64_t c = 0; c < (*kv)->num_chunks(); ++c) {
+    auto chunk = (*kv)->BlockChunk(1, c);
+    std::memset(chunk.data(), 0, chunk.size());
+  }
+  std::vector<float> k(kHeads * kDim, 3.0f), v(kHeads * kDim, -2.0f);
+  (*kv)->Store(1, 1 * kBlock + 2, k.data(), v.data());  // layer 1 = slot 1: chunks 2 (K), 3 (V)
+  auto as_floats = [&](int64_t c) {
+    auto bytes = (*kv)->BlockChunk(1, c);
+    std::vector<float> f(bytes.size() / sizeof(float));
+    std::memcpy(f.data(), bytes.data(), bytes.size());
+    return f;
+  };
+  for (int64_t c : {0, 1}) {
+    for (float x : as_floats(c)) EXPECT_EQ(x, 0.0f) << "chunk " << c;
+  }
+  int threes = 0, minus_twos = 0;
+  for (float x : as_floats(2)) threes += x == 3.0f;
+  for (float x : as_floats(3)) minus_twos += x == -2.0f;
+  EXPECT_EQ(threes, kHeads * kDim);
+  EXPECT_EQ(minus_twos, kHeads * kDim);
+}
+
+}  // namespace
+}  // namespace tachyon::model
