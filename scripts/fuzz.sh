@@ -108,6 +108,27 @@ make_gbnf_seeds() {
   printf 'R^(\\d{3}-[a-z]+|(?:x|y)*?z.)$' >"$d/regex"
 }
 
+# kv_wire_fuzz: KV transfer streams (src/kv/kv_wire.h) with zero checksums and a first byte
+# with the top bit set (the target reseals every frame) and piece size 5; one stream of two
+# blocks, one with an aborted end, one with two layer groups.
+make_kv_wire_seeds() {
+  command -v python3 >/dev/null || return 0
+  python3 - "$1" <<'EOF2'
+import struct, sys
+out = sys.argv[1]
+def frame(t, payload): return struct.pack('<IHHQ', 0x57564B54, 1, t, len(payload)) + payload + bytes(8)
+def stream(blocks, lpb=2, layers=2, chunk=8, status=0):
+    shape = struct.pack('<QQIIIIIIIQ', 1, 2, 1, 4, layers, lpb, 1, 2, 2 * lpb, chunk)
+    out = frame(1, shape + struct.pack('<II', len(blocks) + 1, 3) + b'r-1')
+    for i, g in blocks:
+        out += frame(2, struct.pack('<IIQQ', i, g, i + 1, 7) + bytes(range(2 * lpb * chunk)))
+    return b'\x85' + out + frame(3, struct.pack('<II', len(blocks), status))
+open(out + '/two_blocks', 'wb').write(stream([(0, 0), (1, 0)]))
+open(out + '/aborted', 'wb').write(stream([(0, 0)], status=1))
+open(out + '/groups', 'wb').write(stream([(0, 0), (0, 1)], lpb=1, layers=2))
+EOF2
+}
+
 status=0
 for t in "${targets[@]}"; do
   bin="$root/build-fuzz/$t"
@@ -135,6 +156,7 @@ for t in "${targets[@]}"; do
     openai_request_fuzz) make_body_seeds "$corpus" ;;
     http_request_fuzz) make_http_seeds "$corpus" ;;
     gbnf_fuzz) make_gbnf_seeds "$corpus" ;;
+    kv_wire_fuzz) make_kv_wire_seeds "$corpus" ;;
   esac
   echo "== $t: ${secs}s, $(ls "$corpus" | wc -l) seed files"
   if ! "$bin" "$corpus" -max_total_time="$secs" -max_len="${FUZZ_MAX_LEN:-65536}" \

@@ -1,0 +1,466 @@
+#include "kv/kv_wire.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+namespace tachyon::kv {
+namespace {
+
+constexpr size_t kHeaderFixedBytes = 60;  // shape (56) + request id length (4)
+constexpr size_t kEndBytes = 8;
+constexpr size_t kAckBytes = 8;
+
+void Put16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+void Put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void Put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint16_t Get16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+uint32_t Get32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint64_t Get64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// A frame's head followed by `fixed` payload bytes (filled by the caller), for a payload of
+// payload_bytes in all.
+std::vector<uint8_t> FrameHead(KvWireType type, uint64_t payload_bytes, size_t fixed) {
+  std::vector<uint8_t> h(kKvWireFrameHeadBytes + fixed);
+  Put32(h.data(), kKvWireMagic);
+  Put16(h.data() + 4, kKvWireVersion);
+  Put16(h.data() + 6, static_cast<uint16_t>(type));
+  Put64(h.data() + 8, payload_bytes);
+  return h;
+}
+
+void Seal(KvWireFrame* f) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, f->head.data(), f->head.size());
+  for (const auto& b : f->body) XXH3_64bits_update(st, b.data(), b.size());
+  Put64(f->trailer.data(), XXH3_64bits_digest(st));
+  XXH3_freeState(st);
+}
+
+void PutShape(uint8_t* p, const KvWireShape& s) {
+  Put64(p, s.model_id.lo);
+  Put64(p + 8, s.model_id.hi);
+  Put32(p + 16, s.dtype);
+  Put32(p + 20, s.block_size);
+  Put32(p + 24, s.n_layers);
+  Put32(p + 28, s.layers_per_block);
+  Put32(p + 32, s.n_kv_heads);
+  Put32(p + 36, s.head_dim);
+  Put32(p + 40, s.num_chunks);
+  Put64(p + 44, s.chunk_bytes);
+}
+
+KvWireShape GetShape(const uint8_t* p) {
+  KvWireShape s;
+  s.model_id = {Get64(p), Get64(p + 8)};
+  s.dtype = Get32(p + 16);
+  s.block_size = Get32(p + 20);
+  s.n_layers = Get32(p + 24);
+  s.layers_per_block = Get32(p + 28);
+  s.n_kv_heads = Get32(p + 32);
+  s.head_dim = Get32(p + 36);
+  s.num_chunks = Get32(p + 40);
+  s.chunk_bytes = Get64(p + 44);
+  return s;
+}
+
+std::string Name(uint16_t type) {
+  switch (static_cast<KvWireType>(type)) {
+    case KvWireType::kHeader:
+      return "header";
+    case KvWireType::kBlock:
+      return "block";
+    case KvWireType::kEnd:
+      return "end";
+    case KvWireType::kAck:
+      return "ack";
+  }
+  return "type " + std::to_string(type);
+}
+
+Status Bad(std::string_view what) {
+  return DataLoss("KV transfer: " + std::string(what));
+}
+
+}  // namespace
+
+size_t KvWireFrame::size() const {
+  size_t n = head.size() + trailer.size();
+  for (const auto& b : body) n += b.size();
+  return n;
+}
+
+std::vector<uint8_t> KvWireFrame::Flatten() const {
+  std::vector<uint8_t> out(head);
+  for (const auto& b : body) out.insert(out.end(), b.begin(), b.end());
+  out.insert(out.end(), trailer.begin(), trailer.end());
+  return out;
+}
+
+Status ValidateShape(const KvWireShape& s, const KvWireLimits& limits) {
+  if (s.block_size == 0 || s.n_layers == 0 || s.layers_per_block == 0 || s.n_kv_heads == 0 ||
+      s.head_dim == 0 || s.chunk_bytes == 0) {
+    return InvalidArgument("KV transfer: a zero size in the KV shape");
+  }
+  if (s.n_layers % s.layers_per_block != 0) {
+    return InvalidArgument("KV transfer: n_layers " + std::to_string(s.n_layers) +
+                           " is not a multiple of layers_per_block " +
+                           std::to_string(s.layers_per_block));
+  }
+  if (uint64_t{s.num_chunks} != 2 * uint64_t{s.layers_per_block}) {
+    return InvalidArgument("KV transfer: num_chunks " + std::to_string(s.num_chunks) +
+                           " is not 2 x layers_per_block");
+  }
+  if (s.num_chunks > limits.max_chunks) {
+    return InvalidArgument("KV transfer: num_chunks " + std::to_string(s.num_chunks) +
+                           " exceeds the limit " + std::to_string(limits.max_chunks));
+  }
+  if (s.chunk_bytes > limits.max_block_bytes / s.num_chunks) {
+    return InvalidArgument("KV transfer: a block of " + std::to_string(s.num_chunks) + " x " +
+                           std::to_string(s.chunk_bytes) + " bytes exceeds the limit " +
+                           std::to_string(limits.max_block_bytes));
+  }
+  return OkStatus();
+}
+
+Status CheckCompatible(const KvWireShape& got, const KvWireShape& mine) {
+  auto differs = [](const char* field, uint64_t a, uint64_t b) {
+    return InvalidArgument(std::string("KV transfer: ") + field + " differs (sender " +
+                           std::to_string(a) + ", receiver " + std::to_string(b) + ")");
+  };
+  if (!(got.model_id == mine.model_id)) {
+    return InvalidArgument("KV transfer: the sender serves another model (model identity differs)");
+  }
+  if (got.dtype != mine.dtype) return differs("dtype", got.dtype, mine.dtype);
+  if (got.block_size != mine.block_size)
+    return differs("block_size", got.block_size, mine.block_size);
+  if (got.n_layers != mine.n_layers) return differs("n_layers", got.n_layers, mine.n_layers);
+  if (got.layers_per_block != mine.layers_per_block) {
+    return differs("layers_per_block", got.layers_per_block, mine.layers_per_block);
+  }
+  if (got.n_kv_heads != mine.n_kv_heads)
+    return differs("n_kv_heads", got.n_kv_heads, mine.n_kv_heads);
+  if (got.head_dim != mine.head_dim) return differs("head_dim", got.head_dim, mine.head_dim);
+  if (got.num_chunks != mine.num_chunks)
+    return differs("num_chunks", got.num_chunks, mine.num_chunks);
+  if (got.chunk_bytes != mine.chunk_bytes) {
+    return differs("chunk_bytes", got.chunk_bytes, mine.chunk_bytes);
+  }
+  return OkStatus();
+}
+
+Result<KvWireFrame> EncodeHeader(const KvWireHeader& h) {
+  RETURN_IF_ERROR(ValidateShape(h.shape));
+  if (h.request_id.size() > kKvWireMaxRequestId) {
+    return InvalidArgument("KV transfer: request id longer than " +
+                           std::to_string(kKvWireMaxRequestId) + " bytes");
+  }
+  KvWireFrame f;
+  f.head = FrameHead(KvWireType::kHeader, kHeaderFixedBytes + h.request_id.size(),
+                     kHeaderFixedBytes + h.request_id.size());
+  uint8_t* p = f.head.data() + kKvWireFrameHeadBytes;
+  PutShape(p, h.shape);
+  Put32(p + 52, h.num_blocks);
+  Put32(p + 56, static_cast<uint32_t>(h.request_id.size()));
+  std::memcpy(p + kHeaderFixedBytes, h.request_id.data(), h.request_id.size());
+  Seal(&f);
+  return f;
+}
+
+Result<KvWireFrame> EncodeBlock(const KvWireShape& shape, uint32_t index, uint32_t group,
+                                const BlockHash& hash,
+                                std::span<const std::span<const uint8_t>> chunks) {
+  if (chunks.size() != shape.num_chunks) {
+    return InvalidArgument("KV transfer: a block needs " + std::to_string(shape.num_chunks) +
+                           " chunks, got " + std::to_string(chunks.size()));
+  }
+  for (const auto& c : chunks) {
+    if (c.size() != shape.chunk_bytes) {
+      return InvalidArgument("KV transfer: a chunk of " + std::to_string(c.size()) +
+                             " bytes, expected " + std::to_string(shape.chunk_bytes));
+    }
+  }
+  KvWireFrame f;
+  f.head = FrameHead(KvWireType::kBlock, kKvWireBlockFixedBytes + shape.block_bytes(),
+                     kKvWireBlockFixedBytes);
+  uint8_t* p = f.head.data() + kKvWireFrameHeadBytes;
+  Put32(p, index);
+  Put32(p + 4, group);
+  Put64(p + 8, hash.lo);
+  Put64(p + 16, hash.hi);
+  f.body.assign(chunks.begin(), chunks.end());
+  Seal(&f);
+  return f;
+}
+
+KvWireFrame EncodeEnd(const KvWireEnd& end) {
+  KvWireFrame f;
+  f.head = FrameHead(KvWireType::kEnd, kEndBytes, kEndBytes);
+  Put32(f.head.data() + kKvWireFrameHeadBytes, end.num_blocks);
+  Put32(f.head.data() + kKvWireFrameHeadBytes + 4, static_cast<uint32_t>(end.status));
+  Seal(&f);
+  return f;
+}
+
+KvWireFrame EncodeAck(const KvWireAck& ack) {
+  KvWireFrame f;
+  f.head = FrameHead(KvWireType::kAck, kAckBytes, kAckBytes);
+  Put32(f.head.data() + kKvWireFrameHeadBytes, ack.num_blocks);
+  Put32(f.head.data() + kKvWireFrameHeadBytes + 4, ack.status);
+  Seal(&f);
+  return f;
+}
+
+namespace {
+
+// Checks a frame head: magic, version, a known type, and the payload size of that type.
+Status CheckHead(const uint8_t* h, uint16_t* type, uint64_t* payload) {
+  if (Get32(h) != kKvWireMagic) return Bad("bad magic (not a KV transfer frame)");
+  const uint16_t version = Get16(h + 4);
+  if (version != kKvWireVersion) {
+    return Bad("unsupported wire version " + std::to_string(version) + " (this side speaks " +
+               std::to_string(kKvWireVersion) + ")");
+  }
+  *type = Get16(h + 6);
+  *payload = Get64(h + 8);
+  if (*type < 1 || *type > 4) return Bad("unknown frame " + Name(*type));
+  return OkStatus();
+}
+
+bool ChecksumMatches(const uint8_t* head, std::span<const uint8_t> payload,
+                     const uint8_t* trailer) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, head, kKvWireFrameHeadBytes);
+  XXH3_64bits_update(st, payload.data(), payload.size());
+  const bool ok = XXH3_64bits_digest(st) == Get64(trailer);
+  XXH3_freeState(st);
+  return ok;
+}
+
+}  // namespace
+
+Result<KvWireAck> DecodeAck(std::span<const uint8_t> frame) {
+  if (frame.size() != kKvWireAckFrameBytes) {
+    return Bad("an ack frame of " + std::to_string(frame.size()) + " bytes, expected " +
+               std::to_string(kKvWireAckFrameBytes));
+  }
+  uint16_t type = 0;
+  uint64_t payload = 0;
+  RETURN_IF_ERROR(CheckHead(frame.data(), &type, &payload));
+  if (type != static_cast<uint16_t>(KvWireType::kAck) || payload != kAckBytes) {
+    return Bad("expected an ack frame, got " + Name(type));
+  }
+  const auto body = frame.subspan(kKvWireFrameHeadBytes, kAckBytes);
+  if (!ChecksumMatches(frame.data(), body, frame.data() + kKvWireFrameHeadBytes + kAckBytes)) {
+    return Bad("ack frame checksum mismatch");
+  }
+  return KvWireAck{Get32(body.data()), Get32(body.data() + 4)};
+}
+
+Status KvWireDecoder::Fail(Status s) {
+  status_ = std::move(s);
+  return status_;
+}
+
+std::span<uint8_t> KvWireDecoder::NextBuffer() {
+  if (!status_.ok() || done_) return {};
+  switch (phase_) {
+    case Phase::kHead:
+      return std::span<uint8_t>(head_).subspan(have_);
+    case Phase::kPayload:
+      return std::span<uint8_t>(payload_).subspan(have_);
+    case Phase::kTrailer:
+      return std::span<uint8_t>(trailer_).subspan(have_);
+  }
+  return {};
+}
+
+Status KvWireDecoder::Commit(size_t n) {
+  if (!status_.ok()) return status_;
+  if (n > NextBuffer().size()) return Fail(Internal("KV transfer: committed past the buffer"));
+  have_ += n;
+  bytes_consumed_ += n;
+  while (status_.ok() && !done_ && NextBuffer().empty()) {
+    switch (phase_) {
+      case Phase::kHead:
+        RETURN_IF_ERROR(OnFrameHead());
+        break;
+      case Phase::kPayload:
+        phase_ = Phase::kTrailer;
+        have_ = 0;
+        break;
+      case Phase::kTrailer:
+        RETURN_IF_ERROR(OnFrameComplete());
+        break;
+    }
+  }
+  return status_;
+}
+
+Status KvWireDecoder::Feed(std::span<const uint8_t> bytes) {
+  while (!bytes.empty()) {
+    if (!status_.ok()) return status_;
+    if (done_) return Fail(InvalidArgument("KV transfer: bytes after the end frame"));
+    const std::span<uint8_t> into = NextBuffer();
+    const size_t n = std::min(into.size(), bytes.size());
+    std::memcpy(into.data(), bytes.data(), n);
+    RETURN_IF_ERROR(Commit(n));
+    bytes = bytes.subspan(n);
+  }
+  return status_;
+}
+
+Status KvWireDecoder::Finish() const {
+  if (!status_.ok()) return status_;
+  if (done_) return OkStatus();
+  return Bad("the stream ended before the end frame (truncated after " +
+             std::to_string(bytes_consumed_) + " bytes, " + std::to_string(blocks_decoded_) +
+             " blocks)");
+}
+
+Status KvWireDecoder::OnFrameHead() {
+  uint16_t type = 0;
+  uint64_t payload = 0;
+  if (Status s = CheckHead(head_.data(), &type, &payload); !s.ok()) return Fail(s);
+  type_ = static_cast<KvWireType>(type);
+  uint64_t expected = 0;
+  switch (type_) {
+    case KvWireType::kHeader:
+      if (has_header_) return Fail(Bad("a second header frame"));
+      if (payload < kHeaderFixedBytes || payload > kHeaderFixedBytes + kKvWireMaxRequestId) {
+        return Fail(Bad("a header frame of " + std::to_string(payload) + " payload bytes"));
+      }
+      expected = payload;
+      break;
+    case KvWireType::kBlock:
+      if (!has_header_) return Fail(Bad("a block frame before the header"));
+      if (blocks_decoded_ >= header_.num_blocks) {
+        return Fail(
+            Bad("more block frames than the " + std::to_string(header_.num_blocks) + " announced"));
+      }
+      expected = kKvWireBlockFixedBytes + header_.shape.block_bytes();
+      break;
+    case KvWireType::kEnd:
+      if (!has_header_) return Fail(Bad("an end frame before the header"));
+      expected = kEndBytes;
+      break;
+    case KvWireType::kAck:
+      return Fail(Bad("an ack frame inside a transfer"));
+  }
+  if (payload != expected) {
+    return Fail(Bad("a " + Name(type) + " frame of " + std::to_string(payload) +
+                    " payload bytes, expected " + std::to_string(expected)));
+  }
+  payload_.assign(payload, 0);
+  phase_ = payload ? Phase::kPayload : Phase::kTrailer;
+  have_ = 0;
+  return OkStatus();
+}
+
+Status KvWireDecoder::OnFrameComplete() {
+  if (!ChecksumMatches(head_.data(), payload_, trailer_.data())) {
+    return Fail(Bad(Name(static_cast<uint16_t>(type_)) + " frame checksum mismatch (frame " +
+                    std::to_string(blocks_decoded_ + has_header_) + ")"));
+  }
+  Status s;
+  switch (type_) {
+    case KvWireType::kHeader:
+      s = OnHeader();
+      break;
+    case KvWireType::kBlock:
+      s = OnBlock();
+      break;
+    case KvWireType::kEnd:
+      s = OnEnd();
+      break;
+    case KvWireType::kAck:
+      s = Internal("KV transfer: ack frame in a transfer");
+      break;
+  }
+  if (!s.ok()) return Fail(s);
+  phase_ = Phase::kHead;
+  have_ = 0;
+  return OkStatus();
+}
+
+Status KvWireDecoder::OnHeader() {
+  const uint8_t* p = payload_.data();
+  KvWireHeader h;
+  h.shape = GetShape(p);
+  h.num_blocks = Get32(p + 52);
+  const uint32_t id_bytes = Get32(p + 56);
+  if (kHeaderFixedBytes + uint64_t{id_bytes} != payload_.size()) {
+    return Bad("header request id of " + std::to_string(id_bytes) + " bytes in a " +
+               std::to_string(payload_.size()) + "-byte payload");
+  }
+  if (Status s = ValidateShape(h.shape, limits_); !s.ok()) return DataLoss(s.message());
+  if (h.num_blocks > limits_.max_blocks) {
+    return Bad("header announces " + std::to_string(h.num_blocks) + " blocks, the limit is " +
+               std::to_string(limits_.max_blocks));
+  }
+  h.request_id.assign(reinterpret_cast<const char*>(p + kHeaderFixedBytes), id_bytes);
+  header_ = std::move(h);
+  has_header_ = true;
+  payload_ = {};
+  return OkStatus();
+}
+
+Status KvWireDecoder::OnBlock() {
+  KvWireBlock b;
+  const uint8_t* p = payload_.data();
+  b.index = Get32(p);
+  b.group = Get32(p + 4);
+  b.hash = {Get64(p + 8), Get64(p + 16)};
+  b.chunk_bytes = header_.shape.chunk_bytes;
+  if (b.group >= header_.shape.n_groups()) {
+    return Bad("block group " + std::to_string(b.group) + " of " +
+               std::to_string(header_.shape.n_groups()));
+  }
+  if (b.index >= header_.num_blocks) {
+    return Bad("block index " + std::to_string(b.index) + " beyond the " +
+               std::to_string(header_.num_blocks) + " announced");
+  }
+  b.bytes = std::move(payload_);
+  payload_ = {};
+  blocks_.push_back(std::move(b));
+  ++blocks_decoded_;
+  return OkStatus();
+}
+
+Status KvWireDecoder::OnEnd() {
+  KvWireEnd e;
+  e.num_blocks = Get32(payload_.data());
+  const uint32_t st = Get32(payload_.data() + 4);
+  if (st > 1) return Bad("end frame status " + std::to_string(st));
+  e.status = static_cast<KvWireEndStatus>(st);
+  if (e.num_blocks != blocks_decoded_) {
+    return Bad("end frame counts " + std::to_string(e.num_blocks) + " blocks, " +
+               std::to_string(blocks_decoded_) + " arrived");
+  }
+  end_ = e;
+  done_ = true;
+  return OkStatus();
+}
+
+}  // namespace tachyon::kv

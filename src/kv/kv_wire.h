@@ -1,0 +1,183 @@
+// The KV transfer wire format (docs/kv_wire.md): how one request's KV blocks travel from a
+// prefill replica to a decode replica, versioned and checksummed frame by frame.
+//
+// A transfer is a byte stream of frames: one Header, then at most header.num_blocks Block
+// frames, then one End; the receiver answers with one Ack frame. Every frame is
+//
+//   u32 magic "TKVW" | u16 version | u16 type | u64 payload_bytes | payload | u64 checksum
+//
+// little-endian, the checksum being XXH3-64 of everything before it in the frame. A block frame
+// carries the block's chained prefix hash (kv/block_hash.h) and its chunks, the raw bytes of
+// model::KvCache::BlockChunk in the cache's own dtype, so the receiver can store them under
+// that hash and a later request with the same prefix finds them.
+//
+// The decoder (KvWireDecoder) is incremental (bytes may arrive in any pieces) and rejects every
+// malformed stream with a DataLoss / InvalidArgument Status that names the problem: truncation
+// (Finish before End), a bad magic or version, an unknown frame type, frames out of order,
+// sizes that disagree with the header, a checksum mismatch, limits exceeded. It never allocates
+// more than one frame's payload, bounded by KvWireLimits, before the frame is checked.
+//
+// Thread-safety: pure functions; a decoder is used by one thread at a time.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "util/status.h"
+
+namespace tachyon::kv {
+
+inline constexpr uint32_t kKvWireMagic = 0x57564B54;  // "TKVW" as bytes on the wire
+inline constexpr uint16_t kKvWireVersion = 1;
+inline constexpr size_t kKvWireFrameHeadBytes = 16;  // magic, version, type, payload_bytes
+inline constexpr size_t kKvWireChecksumBytes = 8;
+inline constexpr size_t kKvWireBlockFixedBytes = 24;  // index, group, hash (before the chunks)
+inline constexpr size_t kKvWireMaxRequestId = 256;
+
+enum class KvWireType : uint16_t { kHeader = 1, kBlock = 2, kEnd = 3, kAck = 4 };
+
+// What must be equal on both sides for the bytes of a block to mean the same KV.
+struct KvWireShape {
+  BlockHash model_id;  // a 128-bit digest of the model's identity (the caller's choice)
+  uint32_t dtype = 0;  // the cache's KvDtype as its integer value
+  uint32_t block_size = 0;
+  uint32_t n_layers = 0;
+  uint32_t layers_per_block = 0;  // layers in one page (model::KvLayout); n_layers divides by it
+  uint32_t n_kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t num_chunks = 0;  // = 2 * layers_per_block
+  uint64_t chunk_bytes = 0;
+  bool operator==(const KvWireShape&) const = default;
+  uint32_t n_groups() const { return layers_per_block ? n_layers / layers_per_block : 0; }
+  uint64_t block_bytes() const { return uint64_t{num_chunks} * chunk_bytes; }
+};
+
+struct KvWireHeader {
+  KvWireShape shape;
+  std::string request_id;   // at most kKvWireMaxRequestId bytes
+  uint32_t num_blocks = 0;  // block frames that follow: at most this many
+};
+
+// One received block: its position, hash and chunk bytes.
+struct KvWireBlock {
+  uint32_t index = 0;  // the block's position in the request's table (of its group)
+  uint32_t group = 0;  // its layer group (0 for the plain layout)
+  BlockHash hash;
+  std::vector<uint8_t> bytes;  // the frame payload; chunks start at kKvWireBlockFixedBytes
+  uint64_t chunk_bytes = 0;
+  std::span<const uint8_t> chunk(uint32_t c) const {
+    return {bytes.data() + kKvWireBlockFixedBytes + c * chunk_bytes, chunk_bytes};
+  }
+};
+
+enum class KvWireEndStatus : uint32_t { kComplete = 0, kAborted = 1 };
+
+struct KvWireEnd {
+  uint32_t num_blocks = 0;  // block frames sent
+  KvWireEndStatus status = KvWireEndStatus::kComplete;
+};
+
+// The receiver's answer after the End frame: how many blocks it kept (0..num_blocks).
+struct KvWireAck {
+  uint32_t num_blocks = 0;
+  uint32_t status = 0;  // 0: accepted; otherwise the StatusCode that made it refuse
+};
+
+struct KvWireLimits {
+  uint64_t max_block_bytes = uint64_t{1} << 30;  // one block's chunks together
+  uint32_t max_blocks = 1u << 20;                // header.num_blocks
+  uint32_t max_chunks = 4096;                    // shape.num_chunks
+};
+
+// One frame ready for gather I/O: `head` and `trailer` owned, `body` borrowed (e.g. pool
+// memory; it must stay valid and unchanged until the frame is sent). The wire bytes are
+// head, then each body span in order, then trailer.
+struct KvWireFrame {
+  std::vector<uint8_t> head;
+  std::vector<std::span<const uint8_t>> body;
+  std::array<uint8_t, kKvWireChecksumBytes> trailer{};
+  size_t size() const;
+  // The frame's bytes in one buffer (tests, small frames).
+  std::vector<uint8_t> Flatten() const;
+};
+
+// Checks a shape for internal consistency (positive sizes, num_chunks = 2 * layers_per_block,
+// n_layers a multiple of layers_per_block) and against the limits. Errors: InvalidArgument.
+Status ValidateShape(const KvWireShape& shape, const KvWireLimits& limits = {});
+
+// Whether a received header's shape matches this side's: InvalidArgument naming the first field
+// that differs (e.g. "KV transfer: dtype differs (sender 1, receiver 8)").
+Status CheckCompatible(const KvWireShape& received, const KvWireShape& local);
+
+// Encoders. Errors: InvalidArgument for a header that ValidateShape refuses or a request id too
+// long; for a block, chunks that are not num_chunks spans of chunk_bytes each.
+Result<KvWireFrame> EncodeHeader(const KvWireHeader& header);
+Result<KvWireFrame> EncodeBlock(const KvWireShape& shape, uint32_t index, uint32_t group,
+                                const BlockHash& hash,
+                                std::span<const std::span<const uint8_t>> chunks);
+KvWireFrame EncodeEnd(const KvWireEnd& end);
+KvWireFrame EncodeAck(const KvWireAck& ack);
+
+inline constexpr size_t kKvWireAckFrameBytes = kKvWireFrameHeadBytes + 8 + kKvWireChecksumBytes;
+// Decodes one whole Ack frame. Errors: DataLoss for a malformed or corrupt frame.
+Result<KvWireAck> DecodeAck(std::span<const uint8_t> frame);
+
+// Incremental decoder of one transfer (Header, Blocks, End). Receive straight into
+// NextBuffer() and Commit() the bytes written, or Feed() bytes from elsewhere; then take the
+// decoded blocks. After an error every call returns that error.
+class KvWireDecoder {
+ public:
+  explicit KvWireDecoder(const KvWireLimits& limits = {}) : limits_(limits) {}
+
+  // Where the next bytes of the stream go: never empty before done() or an error; never past
+  // the current frame's end (so a socket read into it never takes bytes of a later transfer).
+  std::span<uint8_t> NextBuffer();
+  // n bytes were written at the start of NextBuffer(). REQUIRES: n <= NextBuffer().size().
+  Status Commit(size_t n);
+  // Copies bytes through NextBuffer / Commit. Errors also: InvalidArgument for bytes past End.
+  Status Feed(std::span<const uint8_t> bytes);
+  // The stream ended: DataLoss unless the End frame was decoded (truncation).
+  Status Finish() const;
+
+  bool has_header() const { return has_header_; }
+  const KvWireHeader& header() const { return header_; }  // REQUIRES: has_header()
+  bool done() const { return done_; }
+  const KvWireEnd& end() const { return end_; }  // REQUIRES: done()
+  uint32_t blocks_decoded() const { return blocks_decoded_; }
+  uint64_t bytes_consumed() const { return bytes_consumed_; }
+  // Blocks decoded since the last call, in stream order.
+  std::vector<KvWireBlock> TakeBlocks() { return std::exchange(blocks_, {}); }
+  const Status& status() const { return status_; }
+
+ private:
+  Status Fail(Status s);
+  Status OnFrameHead();
+  Status OnFrameComplete();
+  Status OnHeader();
+  Status OnBlock();
+  Status OnEnd();
+
+  KvWireLimits limits_;
+  enum class Phase { kHead, kPayload, kTrailer } phase_ = Phase::kHead;
+  std::array<uint8_t, kKvWireFrameHeadBytes> head_{};
+  std::array<uint8_t, kKvWireChecksumBytes> trailer_{};
+  std::vector<uint8_t> payload_;
+  size_t have_ = 0;  // bytes of the current phase received
+  KvWireType type_ = KvWireType::kHeader;
+  bool has_header_ = false;
+  bool done_ = false;
+  KvWireHeader header_;
+  KvWireEnd end_;
+  uint32_t blocks_decoded_ = 0;
+  uint64_t bytes_consumed_ = 0;
+  std::vector<KvWireBlock> blocks_;
+  Status status_;
+};
+
+}  // namespace tachyon::kv

@@ -1,0 +1,259 @@
+#include "kv/kv_wire.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace tachyon::kv {
+namespace {
+
+KvWireShape TestShape() {
+  KvWireShape s;
+  s.model_id = {0x1234, 0x5678};
+  s.dtype = 1;
+  s.block_size = 4;
+  s.n_layers = 3;
+  s.layers_per_block = 3;
+  s.n_kv_heads = 2;
+  s.head_dim = 2;
+  s.num_chunks = 6;
+  s.chunk_bytes = 4 * 2 * 2 * 2;  // block_size x heads x head_dim x f16
+  return s;
+}
+
+// A transfer of `n` blocks whose bytes are a function of (block, chunk, byte).
+struct Stream {
+  KvWireShape shape = TestShape();
+  std::vector<std::vector<std::vector<uint8_t>>> chunks;  // [block][chunk] bytes
+  std::vector<uint8_t> bytes;
+  std::vector<size_t> frame_starts;
+};
+
+Stream MakeStream(int n, uint32_t announced, KvWireEndStatus end = KvWireEndStatus::kComplete) {
+  Stream st;
+  auto append = [&](const KvWireFrame& f) {
+    st.frame_starts.push_back(st.bytes.size());
+    const auto flat = f.Flatten();
+    st.bytes.insert(st.bytes.end(), flat.begin(), flat.end());
+  };
+  KvWireHeader h{st.shape, "req-7", announced};
+  auto hf = EncodeHeader(h);
+  EXPECT_TRUE(hf.ok()) << hf.status().ToString();
+  append(*hf);
+  for (int b = 0; b < n; ++b) {
+    std::vector<std::vector<uint8_t>> cs;
+    std::vector<std::span<const uint8_t>> spans;
+    for (uint32_t c = 0; c < st.shape.num_chunks; ++c) {
+      std::vector<uint8_t> v(st.shape.chunk_bytes);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>(b * 31 + c * 7 + i);
+      cs.push_back(std::move(v));
+    }
+    for (const auto& v : cs) spans.emplace_back(v);
+    auto bf = EncodeBlock(st.shape, b, 0, BlockHash{uint64_t(b) + 1, 99}, spans);
+    EXPECT_TRUE(bf.ok()) << bf.status().ToString();
+    append(*bf);
+    st.chunks.push_back(std::move(cs));
+  }
+  append(EncodeEnd({static_cast<uint32_t>(n), end}));
+  return st;
+}
+
+void ExpectBlocks(const Stream& st, const std::vector<KvWireBlock>& got) {
+  ASSERT_EQ(got.size(), st.chunks.size());
+  for (size_t b = 0; b < got.size(); ++b) {
+    EXPECT_EQ(got[b].index, b);
+    EXPECT_EQ(got[b].hash, (BlockHash{b + 1, 99}));
+    for (uint32_t c = 0; c < st.shape.num_chunks; ++c) {
+      const auto chunk = got[b].chunk(c);
+      ASSERT_EQ(chunk.size(), st.chunks[b][c].size());
+      EXPECT_EQ(0, std::memcmp(chunk.data(), st.chunks[b][c].data(), chunk.size()));
+    }
+  }
+}
+
+TEST(KvWire, RoundTripWholeAndBytewise) {
+  const Stream st = MakeStream(3, 3);
+  KvWireDecoder whole;
+  ASSERT_TRUE(whole.Feed(st.bytes).ok()) << whole.status().ToString();
+  ASSERT_TRUE(whole.Finish().ok());
+  EXPECT_EQ(whole.header().shape, st.shape);
+  EXPECT_EQ(whole.header().request_id, "req-7");
+  EXPECT_EQ(whole.header().num_blocks, 3u);
+  EXPECT_EQ(whole.end().status, KvWireEndStatus::kComplete);
+  ExpectBlocks(st, whole.TakeBlocks());
+
+  KvWireDecoder bytewise;  // one byte at a time through NextBuffer / Commit
+  std::vector<KvWireBlock> blocks;
+  for (uint8_t byte : st.bytes) {
+    auto into = bytewise.NextBuffer();
+    ASSERT_FALSE(into.empty());
+    into[0] = byte;
+    ASSERT_TRUE(bytewise.Commit(1).ok()) << bytewise.status().ToString();
+    for (auto& b : bytewise.TakeBlocks()) blocks.push_back(std::move(b));
+  }
+  EXPECT_TRUE(bytewise.done());
+  EXPECT_TRUE(bytewise.NextBuffer().empty());
+  ExpectBlocks(st, blocks);
+}
+
+TEST(KvWire, FewerBlocksThanAnnouncedAndAbortedEnd) {
+  const Stream st = MakeStream(1, 5, KvWireEndStatus::kAborted);
+  KvWireDecoder d;
+  ASSERT_TRUE(d.Feed(st.bytes).ok()) << d.status().ToString();
+  EXPECT_EQ(d.end().status, KvWireEndStatus::kAborted);
+  EXPECT_EQ(d.end().num_blocks, 1u);
+  ExpectBlocks(st, d.TakeBlocks());
+}
+
+TEST(KvWire, EveryTruncationIsReported) {
+  const Stream st = MakeStream(2, 2);
+  for (size_t cut = 0; cut < st.bytes.size(); ++cut) {
+    KvWireDecoder d;
+    ASSERT_TRUE(d.Feed(std::span(st.bytes).first(cut)).ok()) << cut;
+    const Status s = d.Finish();
+    ASSERT_FALSE(s.ok()) << cut;
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+    EXPECT_NE(s.message().find("truncated"), std::string::npos) << s.message();
+  }
+}
+
+TEST(KvWire, EveryFlippedByteIsRejected) {
+  const Stream st = MakeStream(1, 1);
+  for (size_t i = 0; i < st.bytes.size(); ++i) {
+    std::vector<uint8_t> bad = st.bytes;
+    bad[i] ^= 0x40;
+    KvWireDecoder d;
+    const Status fed = d.Feed(bad);
+    const Status s = fed.ok() ? d.Finish() : fed;
+    EXPECT_FALSE(s.ok()) << "byte " << i << " flipped was accepted";
+  }
+}
+
+Status DecodeAll(const std::vector<uint8_t>& bytes, const KvWireLimits& limits = {}) {
+  KvWireDecoder d(limits);
+  RETURN_IF_ERROR(d.Feed(bytes));
+  return d.Finish();
+}
+
+void ExpectError(const std::vector<uint8_t>& bytes, std::string_view needle,
+                 const KvWireLimits& limits = {}) {
+  const Status s = DecodeAll(bytes, limits);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+}
+
+// Rewrites bytes of frame `frame` at `offset` (not re-sealed: head fields are checked before
+// the checksum, so the head check must name the problem).
+std::vector<uint8_t> Patch(const Stream& st, size_t frame, size_t offset, uint64_t value,
+                           int width) {
+  std::vector<uint8_t> b = st.bytes;
+  const size_t at = st.frame_starts[frame];
+  for (int i = 0; i < width; ++i) b[at + offset + i] = static_cast<uint8_t>(value >> (8 * i));
+  return b;
+}
+
+TEST(KvWire, HeadErrorsNameTheProblem) {
+  const Stream st = MakeStream(1, 1);
+  ExpectError(Patch(st, 0, 0, 0x46464947, 4), "bad magic");
+  ExpectError(Patch(st, 0, 4, 2, 2), "unsupported wire version 2");
+  ExpectError(Patch(st, 0, 6, 9, 2), "unknown frame type 9");
+  ExpectError(Patch(st, 1, 6, 4, 2), "ack frame inside");
+  ExpectError(Patch(st, 0, 8, 1 << 20, 8), "header frame of");
+  ExpectError(Patch(st, 1, 8, 10, 8), "block frame of 10 payload bytes");
+  ExpectError(Patch(st, 0, 20, 0xff, 1), "checksum mismatch");  // a payload byte
+}
+
+TEST(KvWire, OrderErrors) {
+  const Stream st = MakeStream(2, 2);
+  const std::vector<uint8_t> block(st.bytes.begin() + st.frame_starts[1],
+                                   st.bytes.begin() + st.frame_starts[2]);
+  ExpectError(block, "block frame before the header");
+  const std::vector<uint8_t> end(st.bytes.begin() + st.frame_starts[3], st.bytes.end());
+  ExpectError(end, "end frame before the header");
+  std::vector<uint8_t> two_headers(st.bytes.begin(), st.bytes.begin() + st.frame_starts[1]);
+  two_headers.insert(two_headers.end(), two_headers.begin(), two_headers.end());
+  ExpectError(two_headers, "a second header");
+  // Three blocks where the header announced two.
+  std::vector<uint8_t> extra(st.bytes.begin(), st.bytes.begin() + st.frame_starts[3]);
+  extra.insert(extra.end(), block.begin(), block.end());
+  ExpectError(extra, "more block frames than the 2 announced");
+  // An end frame that counts another number of blocks.
+  const Stream one = MakeStream(1, 2);
+  std::vector<uint8_t> miscount(one.bytes.begin(), one.bytes.begin() + one.frame_starts[2]);
+  const auto e = EncodeEnd({2, KvWireEndStatus::kComplete}).Flatten();
+  miscount.insert(miscount.end(), e.begin(), e.end());
+  ExpectError(miscount, "end frame counts 2 blocks, 1 arrived");
+  // Bytes after the end.
+  std::vector<uint8_t> trailing = st.bytes;
+  trailing.push_back(0);
+  ExpectError(trailing, "bytes after the end frame");
+}
+
+TEST(KvWire, ShapeAndLimitErrors) {
+  KvWireShape s = TestShape();
+  s.num_chunks = 5;
+  EXPECT_FALSE(EncodeHeader({s, "x", 1}).ok());
+  s = TestShape();
+  s.layers_per_block = 2;
+  s.num_chunks = 4;
+  EXPECT_NE(ValidateShape(s).message().find("not a multiple"), std::string::npos);
+  s = TestShape();
+  s.head_dim = 0;
+  EXPECT_FALSE(ValidateShape(s).ok());
+  EXPECT_FALSE(EncodeHeader({TestShape(), std::string(kKvWireMaxRequestId + 1, 'a'), 1}).ok());
+
+  const Stream st = MakeStream(1, 1);
+  KvWireLimits small;
+  small.max_block_bytes = 64;
+  ExpectError(st.bytes, "exceeds the limit 64", small);
+  KvWireLimits few;
+  few.max_blocks = 0;
+  ExpectError(st.bytes, "the limit is 0", few);
+
+  const std::vector<uint8_t> c(10);
+  const std::vector<std::span<const uint8_t>> wrong(6, std::span<const uint8_t>(c));
+  EXPECT_FALSE(EncodeBlock(TestShape(), 0, 0, {}, wrong).ok());
+  EXPECT_FALSE(EncodeBlock(TestShape(), 0, 0, {}, std::span(wrong).first(2)).ok());
+}
+
+TEST(KvWire, CompatibilityNamesTheField) {
+  KvWireShape a = TestShape(), b = TestShape();
+  EXPECT_TRUE(CheckCompatible(a, b).ok());
+  b.dtype = 8;
+  EXPECT_EQ(CheckCompatible(a, b).message(), "KV transfer: dtype differs (sender 1, receiver 8)");
+  b = TestShape();
+  b.model_id.lo ^= 1;
+  EXPECT_NE(CheckCompatible(a, b).message().find("another model"), std::string::npos);
+}
+
+TEST(KvWire, AckRoundTripAndCorruption) {
+  const auto f = EncodeAck({7, 0}).Flatten();
+  ASSERT_EQ(f.size(), kKvWireAckFrameBytes);
+  auto a = DecodeAck(f);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->num_blocks, 7u);
+  for (size_t i = 0; i < f.size(); ++i) {
+    auto bad = f;
+    bad[i] ^= 1;
+    EXPECT_FALSE(DecodeAck(bad).ok()) << i;
+  }
+  EXPECT_FALSE(DecodeAck(std::span(f).first(10)).ok());
+  EXPECT_FALSE(DecodeAck(EncodeEnd({}).Flatten()).ok());
+}
+
+TEST(KvWire, GatherFrameBorrowsTheChunks) {
+  const KvWireShape s = TestShape();
+  std::vector<std::vector<uint8_t>> cs(s.num_chunks, std::vector<uint8_t>(s.chunk_bytes, 5));
+  std::vector<std::span<const uint8_t>> spans(cs.begin(), cs.end());
+  auto f = EncodeBlock(s, 0, 0, {1, 2}, spans);
+  ASSERT_TRUE(f.ok());
+  ASSERT_EQ(f->body.size(), s.num_chunks);
+  EXPECT_EQ(f->body[0].data(), cs[0].data());  // no copy
+  EXPECT_EQ(f->size(), kKvWireFrameHeadBytes + kKvWireBlockFixedBytes + s.block_bytes() +
+                           kKvWireChecksumBytes);
+}
+
+}  // namespace
+}  // namespace tachyon::kv
