@@ -6,27 +6,12 @@
 #include <set>
 
 #include "kv/kv_events.h"
+#include "router/testing/router_testing.h"
 
 namespace tachyon::router {
 namespace {
 
 using nlohmann::json;
-
-std::vector<Endpoint> Endpoints(int n) {
-  std::vector<Endpoint> out;
-  for (int i = 0; i < n; ++i) {
-    out.push_back(*ParseReplicaUrl("http://127.0.0.1:" + std::to_string(9100 + i)));
-  }
-  return out;
-}
-
-std::vector<kv::BlockHash> Chain(int first, int n_blocks) {
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 16 * n_blocks; ++i) tokens.push_back(first + i);
-  std::vector<kv::BlockHash> hashes;
-  kv::ExtendBlockHashes(tokens, 16, kv::RootHash(""), tokens.size(), &hashes);
-  return hashes;
-}
 
 json Hexes(const std::vector<kv::BlockHash>& hashes) {
   json out = json::array();
@@ -55,7 +40,7 @@ std::string Events(uint64_t first, const std::vector<kv::BlockHash>& hashes, con
 }
 
 struct Fixture {
-  explicit Fixture(int n = 2) : pool(Endpoints(n), Options()) {
+  explicit Fixture(int n = 2) : pool(TestEndpoints(n, 9100), Options()) {
     for (int i = 0; i < n; ++i) pool.SetProbeResult(i, true, "");
   }
   static PoolOptions Options() {
@@ -76,8 +61,8 @@ struct Fixture {
 };
 
 TEST(KvEventFeed, SnapshotThenEventsFeedTheIndexInAnyFraming) {
-  const auto a = Chain(0, 4);
-  const auto b = Chain(1000, 2);
+  const auto a = TestChain(0, 4);
+  const auto b = TestChain(1000, 2);
   const std::string stream = Snapshot(5, {a[0], a[1]}) + Events(6, {a[2], a[3]}, "stored") +
                              Events(8, {a[3]}, "removed") +
                              Sse({{"type", "load"}, {"running", 7}, {"waiting", 2}});
@@ -100,7 +85,7 @@ TEST(KvEventFeed, SnapshotThenEventsFeedTheIndexInAnyFraming) {
 
 TEST(KvEventFeed, ASnapshotReplacesWhatTheIndexHeld) {
   Fixture f;
-  const auto a = Chain(0, 3);
+  const auto a = TestChain(0, 3);
   auto p = std::get<Placement>(f.pool.Place(a, 48, 0b10));  // routed: approximate blocks
   f.pool.Release(p.replica);
   EXPECT_EQ(f.Cached(a, 0), 48);
@@ -117,7 +102,7 @@ TEST(KvEventFeed, ASnapshotReplacesWhatTheIndexHeld) {
 }
 
 TEST(KvEventFeed, GapsAndMalformedMessagesAreProtocolErrors) {
-  const auto a = Chain(0, 2);
+  const auto a = TestChain(0, 2);
   struct Case {
     std::string bytes;
     std::string error;
@@ -184,8 +169,8 @@ TEST(KvEventFeed, RoutersFedTheSameEventsMakeTheSameChoices) {
     feeds1.push_back(std::make_unique<KvEventFeed>(i, &r1.pool, &r1.metrics));
     feeds2.push_back(std::make_unique<KvEventFeed>(i, &r2.pool, &r2.metrics));
     // Replica i holds the first i blocks of prefix 0, and prefix i + 1 whole.
-    std::vector<kv::BlockHash> held = Chain(0, i);
-    for (const auto& h : Chain(1000 * (i + 1), 4)) held.push_back(h);
+    std::vector<kv::BlockHash> held = TestChain(0, i);
+    for (const auto& h : TestChain(1000 * (i + 1), 4)) held.push_back(h);
     ASSERT_TRUE(feeds1[i]->Consume(Snapshot(0, held)));
     ASSERT_TRUE(feeds2[i]->Consume(Snapshot(0, held)));
   }
@@ -193,9 +178,9 @@ TEST(KvEventFeed, RoutersFedTheSameEventsMakeTheSameChoices) {
   std::set<int> distinct;
   for (int k = 0; k < 40; ++k) {
     // A mix of cached prefixes, ties (unknown prompts) and load.
-    const auto prompt = k % 3 == 0   ? Chain(0, 4)
-                        : k % 3 == 1 ? Chain(1000 * (1 + k % 4), 4)
-                                     : Chain(50'000 + k, 4);
+    const auto prompt = k % 3 == 0   ? TestChain(0, 4)
+                        : k % 3 == 1 ? TestChain(1000 * (1 + k % 4), 4)
+                                     : TestChain(50'000 + k, 4);
     auto p1 = std::get<Placement>(r1.pool.Place(prompt, 64, 0));
     auto p2 = std::get<Placement>(r2.pool.Place(prompt, 64, 0));
     picks1.push_back(p1.replica);
@@ -212,9 +197,9 @@ TEST(KvEventFeed, RoutersFedTheSameEventsMakeTheSameChoices) {
   Fixture idle(kReplicas);
   for (int i = 0; i < kReplicas; ++i) {
     KvEventFeed feed(i, &idle.pool, &idle.metrics);
-    ASSERT_TRUE(feed.Consume(Snapshot(0, Chain(0, i))));
+    ASSERT_TRUE(feed.Consume(Snapshot(0, TestChain(0, i))));
   }
-  EXPECT_EQ(std::get<Placement>(idle.pool.Place(Chain(0, 4), 64, 0)).replica, 3);
+  EXPECT_EQ(std::get<Placement>(idle.pool.Place(TestChain(0, 4), 64, 0)).replica, 3);
 }
 
 }  // namespace

@@ -2,24 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "router/testing/router_testing.h"
+
 namespace tachyon::router {
 namespace {
-
-std::vector<Endpoint> Endpoints(int n) {
-  std::vector<Endpoint> out;
-  for (int i = 0; i < n; ++i) {
-    out.push_back(*ParseReplicaUrl("http://127.0.0.1:" + std::to_string(9000 + i)));
-  }
-  return out;
-}
-
-std::vector<kv::BlockHash> Chain(int first, int n_blocks) {
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 16 * n_blocks; ++i) tokens.push_back(first + i);
-  std::vector<kv::BlockHash> hashes;
-  kv::ExtendBlockHashes(tokens, 16, kv::RootHash(""), tokens.size(), &hashes);
-  return hashes;
-}
 
 int Replica(const std::variant<Placement, PlaceError>& r) {
   EXPECT_TRUE(std::holds_alternative<Placement>(r));
@@ -29,7 +15,7 @@ int Replica(const std::variant<Placement, PlaceError>& r) {
 TEST(ReplicaPool, DownUntilProbedAndSaturatedAtTheCap) {
   PoolOptions o;
   o.max_in_flight = 1;
-  ReplicaPool pool(Endpoints(2), o);
+  ReplicaPool pool(TestEndpoints(2, 9000), o);
   EXPECT_FALSE(pool.AnyUp());
   EXPECT_EQ(std::get<PlaceError>(pool.Place({}, 0, 0)), PlaceError::kNoReplica);
   EXPECT_TRUE(pool.SetProbeResult(0, true, ""));
@@ -43,7 +29,7 @@ TEST(ReplicaPool, DownUntilProbedAndSaturatedAtTheCap) {
 }
 
 TEST(ReplicaPool, ExcludedReplicasAreNotChosen) {
-  ReplicaPool pool(Endpoints(3), PoolOptions{});
+  ReplicaPool pool(TestEndpoints(3, 9000), PoolOptions{});
   for (int i = 0; i < 3; ++i) pool.SetProbeResult(i, true, "");
   const uint64_t tried = (1u << 0) | (1u << 2);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(Replica(pool.Place({}, 0, tried)), 1);
@@ -54,9 +40,9 @@ TEST(ReplicaPool, KvAffinityAndForgettingAFailedReplica) {
   PoolOptions o;
   o.picker.policy = Policy::kKv;
   o.picker.seed = 5;
-  ReplicaPool pool(Endpoints(3), o);
+  ReplicaPool pool(TestEndpoints(3, 9000), o);
   for (int i = 0; i < 3; ++i) pool.SetProbeResult(i, true, "");
-  const auto prompt = Chain(0, 6);
+  const auto prompt = TestChain(0, 6);
   auto first = std::get<Placement>(pool.Place(prompt, 96, 0));
   EXPECT_EQ(first.predicted_cached_tokens, 0);
   pool.Release(first.replica);
@@ -95,7 +81,7 @@ TEST(ReplicaPool, CanaryWeightsSendTheirShareToTheLabelledReplicas) {
     PoolOptions o;
     o.picker.policy = Policy::kRoundRobin;
     o.weights = {LabelWeight{"version", "v2", percent}};
-    ReplicaPool pool(Endpoints(3), o);
+    ReplicaPool pool(TestEndpoints(3, 9000), o);
     for (int i = 0; i < 3; ++i) pool.SetProbeResult(i, true, "");
     if (labelled) pool.SetLabels(2, {{"version", "v2"}, {"zone", "a"}});
     pool.SetLabels(1, {{"version", "v1"}});

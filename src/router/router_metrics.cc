@@ -1,5 +1,6 @@
 #include "router/router_metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace tachyon::router {
@@ -41,6 +42,32 @@ void Line(std::string& out, const std::string& name_and_labels, double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.15g", v);
   out += name_and_labels + " " + buf + "\n";
+}
+
+// A counter with one label: `name{label="KEY"} N` for each entry of `counts`.
+void LabelledCounter(std::string& out, const char* name, const char* help, const char* label,
+                     const std::map<std::string, int64_t>& counts) {
+  Header(out, name, "counter", help);
+  for (const auto& [key, n] : counts) {
+    Line(out, std::string(name) + "{" + label + "=\"" + Label(key) + "\"}", static_cast<double>(n));
+  }
+}
+
+// A gauge per replica: `name{replica="URL"} value(state)`.
+template <typename Fn>
+void ReplicaGauge(std::string& out, const char* name, const char* help,
+                  const std::vector<ReplicaState>& replicas, Fn value) {
+  Header(out, name, "gauge", help);
+  for (const ReplicaState& s : replicas) {
+    Line(out, std::string(name) + "{replica=\"" + Label(s.url) + "\"}",
+         static_cast<double>(value(s)));
+  }
+}
+
+template <typename Map>
+int64_t CountOf(const Map& counts, const typename Map::key_type& key) {
+  auto it = counts.find(key);
+  return it == counts.end() ? 0 : it->second;
 }
 
 }  // namespace
@@ -101,26 +128,22 @@ void RouterMetrics::CountKvResync(const std::string& replica) {
 
 int64_t RouterMetrics::attempts(const std::string& replica, const std::string& outcome) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = attempts_.find({replica, outcome});
-  return it == attempts_.end() ? 0 : it->second;
+  return CountOf(attempts_, {replica, outcome});
 }
 
 int64_t RouterMetrics::rejected(const std::string& reason) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = rejected_.find(reason);
-  return it == rejected_.end() ? 0 : it->second;
+  return CountOf(rejected_, reason);
 }
 
 int64_t RouterMetrics::weighted(const std::string& group) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = weighted_.find(group);
-  return it == weighted_.end() ? 0 : it->second;
+  return CountOf(weighted_, group);
 }
 
 int64_t RouterMetrics::kv_events_applied(const std::string& replica) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = kv_events_.find(replica);
-  return it == kv_events_.end() ? 0 : it->second;
+  return CountOf(kv_events_, replica);
 }
 
 std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, size_t queue_length,
@@ -151,67 +174,44 @@ std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, siz
   Header(out, "tachyon_router_broken_streams_total", "counter",
          "Streams cut by a replica failure after output had reached the client, not migrated.");
   Line(out, "tachyon_router_broken_streams_total", static_cast<double>(broken_streams_));
-  Header(out, "tachyon_router_predicted_cached_tokens_total", "counter",
-         "Prompt tokens the prefix index predicted cached on the chosen replica.");
-  for (const auto& [r, n] : predicted_cached_) {
-    Line(out, "tachyon_router_predicted_cached_tokens_total{replica=\"" + Label(r) + "\"}",
-         static_cast<double>(n));
-  }
-  Header(out, "tachyon_router_prompt_tokens_total", "counter",
-         "Prompt tokens routed to each replica (requests with a computed prompt).");
-  for (const auto& [r, n] : prompt_tokens_) {
-    Line(out, "tachyon_router_prompt_tokens_total{replica=\"" + Label(r) + "\"}",
-         static_cast<double>(n));
-  }
-  Header(out, "tachyon_router_reported_cached_tokens_total", "counter",
-         "Cached prompt tokens the replicas reported in their answers' usage.");
-  for (const auto& [r, n] : reported_cached_) {
-    Line(out, "tachyon_router_reported_cached_tokens_total{replica=\"" + Label(r) + "\"}",
-         static_cast<double>(n));
-  }
+  LabelledCounter(out, "tachyon_router_predicted_cached_tokens_total",
+                  "Prompt tokens the prefix index predicted cached on the chosen replica.",
+                  "replica", predicted_cached_);
+  LabelledCounter(out, "tachyon_router_prompt_tokens_total",
+                  "Prompt tokens routed to each replica (requests with a computed prompt).",
+                  "replica", prompt_tokens_);
+  LabelledCounter(out, "tachyon_router_reported_cached_tokens_total",
+                  "Cached prompt tokens the replicas reported in their answers' usage.", "replica",
+                  reported_cached_);
   Header(out, "tachyon_router_decision_seconds", "histogram", "Routing decision time.");
   decision_.Render("tachyon_router_decision_seconds", out);
-  Header(out, "tachyon_router_replica_up", "gauge", "1 while the replica takes requests.");
-  for (const ReplicaState& s : replicas) {
-    Line(out, "tachyon_router_replica_up{replica=\"" + Label(s.url) + "\"}", s.up ? 1 : 0);
-  }
-  Header(out, "tachyon_router_replica_in_flight", "gauge", "Requests in flight per replica.");
-  for (const ReplicaState& s : replicas) {
-    Line(out, "tachyon_router_replica_in_flight{replica=\"" + Label(s.url) + "\"}", s.in_flight);
-  }
+  ReplicaGauge(out, "tachyon_router_replica_up", "1 while the replica takes requests.", replicas,
+               [](const ReplicaState& s) { return s.up ? 1 : 0; });
+  ReplicaGauge(out, "tachyon_router_replica_in_flight", "Requests in flight per replica.", replicas,
+               [](const ReplicaState& s) { return s.in_flight; });
   Header(out, "tachyon_router_queue_length", "gauge", "Requests waiting for a replica slot.");
   Line(out, "tachyon_router_queue_length", static_cast<double>(queue_length));
   Header(out, "tachyon_router_prefix_index_blocks", "gauge", "Block hashes in the prefix index.");
   Line(out, "tachyon_router_prefix_index_blocks", static_cast<double>(indexed_blocks));
-  Header(out, "tachyon_router_kv_events_applied_total", "counter",
-         "Block stored / removed events applied from each replica's KV event stream.");
-  for (const auto& [r, n] : kv_events_) {
-    Line(out, "tachyon_router_kv_events_applied_total{replica=\"" + Label(r) + "\"}",
-         static_cast<double>(n));
-  }
-  Header(out, "tachyon_router_kv_event_resyncs_total", "counter",
-         "Snapshots received from each replica's KV event stream (one per (re)connect).");
-  for (const auto& [r, n] : kv_resyncs_) {
-    Line(out, "tachyon_router_kv_event_resyncs_total{replica=\"" + Label(r) + "\"}",
-         static_cast<double>(n));
-  }
+  LabelledCounter(out, "tachyon_router_kv_events_applied_total",
+                  "Block stored / removed events applied from each replica's KV event stream.",
+                  "replica", kv_events_);
+  LabelledCounter(out, "tachyon_router_kv_event_resyncs_total",
+                  "Snapshots received from each replica's KV event stream (one per (re)connect).",
+                  "replica", kv_resyncs_);
   Header(out, "tachyon_router_kv_event_lag_seconds", "histogram",
          "Age of KV event batches on arrival (the replica's clock).");
   kv_lag_.Render("tachyon_router_kv_event_lag_seconds", out);
-  Header(out, "tachyon_router_replica_kv_events", "gauge",
-         "1 while the replica's KV events feed the index (in sync), 0 while it is approximate.");
-  int synced = 0;
-  for (const ReplicaState& s : replicas) {
-    Line(out, "tachyon_router_replica_kv_events{replica=\"" + Label(s.url) + "\"}",
-         s.events_synced ? 1 : 0);
-    synced += s.events_synced ? 1 : 0;
-  }
-  Header(out, "tachyon_router_replica_reported_load", "gauge",
-         "Sequences running plus waiting on the replica, as its KV event stream reports.");
-  for (const ReplicaState& s : replicas) {
-    Line(out, "tachyon_router_replica_reported_load{replica=\"" + Label(s.url) + "\"}",
-         s.reported.running + s.reported.waiting);
-  }
+  ReplicaGauge(out, "tachyon_router_replica_kv_events",
+               "1 while the replica's KV events feed the index (in sync), 0 while it is "
+               "approximate.",
+               replicas, [](const ReplicaState& s) { return s.events_synced ? 1 : 0; });
+  const auto synced = std::count_if(replicas.begin(), replicas.end(),
+                                    [](const ReplicaState& s) { return s.events_synced; });
+  ReplicaGauge(out, "tachyon_router_replica_reported_load",
+               "Sequences running plus waiting on the replica, as its KV event stream reports.",
+               replicas,
+               [](const ReplicaState& s) { return s.reported.running + s.reported.waiting; });
   Header(out, "tachyon_router_replica_labels", "gauge",
          "1 per replica, with its labels (from its KV events): join on replica to split by label.");
   for (const ReplicaState& s : replicas) {
@@ -222,18 +222,15 @@ std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, siz
     }
     Line(out, "tachyon_router_replica_labels{" + labels + "}", 1);
   }
-  Header(out, "tachyon_router_weighted_requests_total", "counter",
-         "Placements per --weight share drawn (KEY=VALUE, or other for the rest).");
-  for (const auto& [g, n] : weighted_) {
-    Line(out, "tachyon_router_weighted_requests_total{group=\"" + Label(g) + "\"}",
-         static_cast<double>(n));
-  }
+  LabelledCounter(out, "tachyon_router_weighted_requests_total",
+                  "Placements per --weight share drawn (KEY=VALUE, or other for the rest).",
+                  "group", weighted_);
   Header(out, "tachyon_router_kv_index_mode", "gauge",
          "Replicas whose prefix index is fed by their KV events (events) or by the router's "
          "routing history alone (approximate).");
-  Line(out, "tachyon_router_kv_index_mode{mode=\"events\"}", synced);
+  Line(out, "tachyon_router_kv_index_mode{mode=\"events\"}", static_cast<double>(synced));
   Line(out, "tachyon_router_kv_index_mode{mode=\"approximate\"}",
-       static_cast<double>(replicas.size()) - synced);
+       static_cast<double>(replicas.size() - static_cast<size_t>(synced)));
   Header(out, "tachyon_router_info", "gauge", "The routing policy.");
   Line(out, std::string("tachyon_router_info{policy=\"") + policy + "\"}", 1);
   return out;
