@@ -2,8 +2,9 @@
 """Replays the Mooncake synthetic trace (../shared/testdata/traces/mooncake_synthetic_first2000.jsonl)
 against N `tachyon serve` replicas through `tachyon route`, once per policy (kv, round_robin,
 random), and reports per policy: TTFT and TPOT percentiles, the prefix-cache hit rate the replicas
-reported, and the requests shed (429 / 503 / errors). Writes results.json and a chart
-(router_trace.png with matplotlib, else router_trace.svg) to --out.
+reported, the requests shed (429 / 503 / errors), and each policy's mean and p99 TTFT as a ratio
+to round_robin's. Writes results.json and a chart (router_trace.svg, TTFT bars per policy) to
+--out.
 
 Scaling (the trace is for large models; see the trace README): a trace block of 512 tokens becomes
 --block-tokens tokens (default 16, one KV block), so a request's prompt is its hash_ids blocks,
@@ -171,6 +172,10 @@ def pct(values, q):
     return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
 
 
+def ratio(a, b):
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else float("nan")
+
+
 def summarize(results):
     ok = [r for r in results if r["ok"]]
     ttft = [r["ttft"] for r in ok if r["ttft"] is not None]
@@ -223,12 +228,13 @@ def run_policy(a, policy, reqs, out):
 
 
 def svg_chart(summary, path):
-    """Grouped bars: TTFT mean / p50 / p99 per policy (seconds), plus hit rate labels."""
+    """Grouped bars: TTFT mean / p50 / p99 per policy (seconds), labelled with the policy's hit
+    rate, shed count and mean TTFT ratio to round_robin."""
     policies = list(summary)
     metrics = [("ttft_mean", "#4c72b0"), ("ttft_p50", "#55a868"), ("ttft_p99", "#c44e52")]
     top = max([summary[p][m] for p in policies for m, _ in metrics
                if not math.isnan(summary[p][m])] + [1e-3])
-    w, h, left, bottom = 640, 360, 60, 300
+    w, h, left, bottom = 640, 380, 60, 300
     bar, gap = 28, 40
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
              f'font-family="sans-serif" font-size="12">',
@@ -251,35 +257,15 @@ def svg_chart(summary, path):
         parts.append(f'<text x="{x - 1.5 * bar}" y="{bottom + 16}" text-anchor="middle">{p}</text>')
         parts.append(f'<text x="{x - 1.5 * bar}" y="{bottom + 32}" text-anchor="middle">'
                      f'hit {100 * summary[p]["hit_rate"]:.0f}%, shed {summary[p]["shed"]}</text>')
+        if "ttft_mean_vs_rr" in summary[p]:
+            parts.append(f'<text x="{x - 1.5 * bar}" y="{bottom + 48}" text-anchor="middle">'
+                         f'{summary[p]["ttft_mean_vs_rr"]:.2f}x rr mean</text>')
         x += gap
     for i, (m, color) in enumerate(metrics):
         parts.append(f'<rect x="{w - 150}" y="{40 + 18 * i}" width="12" height="12" '
                      f'fill="{color}"/><text x="{w - 132}" y="{50 + 18 * i}">{m}</text>')
     parts.append("</svg>")
     path.write_text("\n".join(parts) + "\n")
-
-
-def chart(summary, out):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        svg_chart(summary, out / "router_trace.svg")
-        return out / "router_trace.svg"
-    policies = list(summary)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, m in enumerate(["ttft_mean", "ttft_p50", "ttft_p99"]):
-        ax.bar([j + 0.27 * i for j in range(len(policies))], [summary[p][m] for p in policies],
-               0.27, label=m)
-    ax.set_xticks([j + 0.27 for j in range(len(policies))],
-                  [f"{p}\nhit {100 * summary[p]['hit_rate']:.0f}%" for p in policies])
-    ax.set_ylabel("seconds")
-    ax.set_title("TTFT through tachyon route (Mooncake trace, scaled)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "router_trace.png", dpi=120)
-    return out / "router_trace.png"
 
 
 def main():
@@ -323,17 +309,24 @@ def main():
         print(f"{p:<12} {s['ok']:>5} {s['shed']:>5} {s['ttft_mean']:>9.3f}s {s['ttft_p50']:>6.3f}s "
               f"{s['ttft_p90']:>6.3f}s {s['ttft_p99']:>6.3f}s {1e3 * s['tpot_p50']:>7.1f}ms "
               f"{1e3 * s['tpot_p99']:>5.1f}ms {100 * s['hit_rate']:>8.1f}%")
-    if "kv" in summary and "round_robin" in summary:
-        kv, rr = summary["kv"], summary["round_robin"]
-        print(f"\nround_robin / kv: mean TTFT {rr['ttft_mean'] / kv['ttft_mean']:.2f}x, "
-              f"p99 TTFT {rr['ttft_p99'] / kv['ttft_p99']:.2f}x")
+    if "round_robin" in summary:
+        rr = summary["round_robin"]
+        print()
+        for p, s in summary.items():
+            s["ttft_mean_vs_rr"] = ratio(s["ttft_mean"], rr["ttft_mean"])
+            s["ttft_p99_vs_rr"] = ratio(s["ttft_p99"], rr["ttft_p99"])
+            if p != "round_robin":
+                print(f"{p} / round_robin: mean TTFT {s['ttft_mean_vs_rr']:.2f}x, p99 TTFT "
+                      f"{s['ttft_p99_vs_rr']:.2f}x, hit rate {100 * s['hit_rate']:.1f}% vs "
+                      f"{100 * rr['hit_rate']:.1f}%, shed {s['shed']} vs {rr['shed']}")
     late = max(s["max_lateness"] for s in summary.values())
     if late > 1:
         print(f"note: a request started up to {late:.1f} s after its arrival time (client "
               f"threads: raise --max-clients)")
     (a.out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()},
                                                     "summary": summary}, indent=1))
-    print(f"chart: {chart(summary, a.out)}")
+    svg_chart(summary, a.out / "router_trace.svg")
+    print(f"chart: {a.out / 'router_trace.svg'}")
 
 
 if __name__ == "__main__":

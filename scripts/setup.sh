@@ -21,6 +21,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-pip                   # test tools (pytest, openai client)
   curl gnuplot-nox                                   # README example, benchmark charts
   chromium chromium-driver                           # headless browser test of the chat page
+  iproute2 iptables                                  # network namespace fault tests (router)
 )
 
 missing=()

@@ -69,8 +69,11 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
   AddSeconds(*app, "--connect-timeout", &r.timeouts.connect, 3600,
              "connecting to a replica (0: no limit)");
   AddSeconds(*app, "--read-timeout", &r.timeouts.read, 86400,
-             "a replica's response head and each later read must arrive within this (0: no "
-             "limit)");
+             "a replica's response head must arrive within this, and each later read unless "
+             "--stream-idle-timeout says otherwise (0: no limit)");
+  AddSeconds(*app, "--stream-idle-timeout", &r.timeouts.idle, 86400,
+             "once a replica's answer began, each further piece must arrive within this: a "
+             "silent stream is cut and migrated (0: --read-timeout)");
   AddSeconds(*app, "--probe-interval", &r.probe_interval, 3600,
              "how often each replica's /ready is probed (at least every 0.01)");
   AddSeconds(*app, "--probe-timeout", &r.probe_timeout, 3600,

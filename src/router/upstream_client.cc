@@ -180,7 +180,7 @@ class Call : public UpstreamCall, public std::enable_shared_from_this<Call> {
   void ReadBody() {
     parser_->get().body().data = chunk_;
     parser_->get().body().size = sizeof(chunk_);
-    Expire(timeouts_.read);
+    Expire(timeouts_.idle.count() > 0 ? timeouts_.idle : timeouts_.read);
     // read_some: hand on what arrived at once (a stream's small events), not when the chunk
     // buffer is full.
     http::async_read_some(

@@ -4,8 +4,9 @@
 // open streams cost sockets and small buffers, not threads.
 //
 // One call is one TCP connection (Connection: close): resolve, connect under
-// `timeouts.connect`, send the request, then the response head and every later read must each
-// arrive within `timeouts.read` (an idle stream longer than that is a timeout).
+// `timeouts.connect`, send the request, then the response head must arrive within
+// `timeouts.read` and every later read within `timeouts.idle` (a stream silent longer than that
+// is a timeout).
 //
 // Thread-safety: Start may be called from any thread. A call's handlers run on that call's own
 // strand, one at a time, in the order on_head, on_data*, on_done (exactly once, last; on_head
@@ -42,9 +43,11 @@ struct UpstreamRequest {
   server::Headers headers;  // extra header fields (content-type, authorization, ...)
 };
 
-struct UpstreamTimeouts {  // 0: no limit
-  std::chrono::milliseconds connect{2000};
-  std::chrono::milliseconds read{300'000};
+struct UpstreamTimeouts {
+  std::chrono::milliseconds connect{2000};  // 0: no limit
+  std::chrono::milliseconds read{300'000};  // sending, and the response head; 0: no limit
+  // Each read after the head (a stream's next piece); 0: the same as `read`.
+  std::chrono::milliseconds idle{0};
 };
 
 // How a call ended.

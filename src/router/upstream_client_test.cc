@@ -6,6 +6,7 @@
 
 #include <future>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -116,6 +117,39 @@ TEST(UpstreamClient, RefusedAndTimedOut) {
   close(fd);  // nothing listens on `port` any more
   Result refused = Fetch(client, Local(port), {}, t);
   EXPECT_EQ(refused.outcome, UpstreamOutcome::kConnect) << refused.message;
+}
+
+TEST(UpstreamClient, AStreamSilentPastTheIdleTimeoutIsATimeout) {
+  // /stall: the head and one event, then silence until the test releases it (or 10 s pass).
+  auto held = std::make_shared<std::promise<std::shared_ptr<server::ResponseChannel>>>();
+  server::HttpServerOptions o;
+  o.port = 0;
+  server::HttpServer srv(o,
+                         [held](server::HttpRequest, std::shared_ptr<server::ResponseChannel> c) {
+                           c->StartStream({});
+                           c->Write("data: 1\n\n");
+                           held->set_value(c);
+                         });
+  ASSERT_TRUE(srv.Start().ok());
+  auto channel = held->get_future().share();
+  std::promise<void> release;
+  std::thread ender([&channel, done = release.get_future()]() mutable {
+    done.wait_for(std::chrono::seconds(10));
+    channel.get()->EndStream();  // without the idle limit: the stream ends complete
+  });
+  UpstreamClient client(1);
+  UpstreamRequest req;
+  req.target = "/stall";
+  UpstreamTimeouts t;
+  t.read = std::chrono::milliseconds(0);  // no limit on the head
+  t.idle = std::chrono::milliseconds(200);
+  Result r = Fetch(client, Local(srv.port()), req, t);
+  release.set_value();
+  ender.join();
+  EXPECT_EQ(r.outcome, UpstreamOutcome::kTimeout) << r.message;
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "data: 1\n\n");
+  srv.Stop();
 }
 
 }  // namespace

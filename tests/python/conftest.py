@@ -92,13 +92,16 @@ class Server:
     """One `tachyon serve` process on a free port."""
 
     def __init__(self, tmp_dir, extra_args=(), api_key=API_KEY, model=None,
-                 chat_template=CHAT_TEMPLATE, served_name=MODEL_NAME):
+                 chat_template=CHAT_TEMPLATE, served_name=MODEL_NAME, host="127.0.0.1",
+                 launcher=()):
         """`model`: a GGUF path or HF folder (default stories260K); `chat_template`: the text
         passed with --chat-template, or None for the model's own template; `served_name`: None
-        for the server's default name."""
+        for the server's default name; `host`: the address it listens on; `launcher`: a command
+        prefix that runs it (e.g. `ip netns exec NS`; it must exec the server, so that signals
+        reach it)."""
         require_serve()
-        args = [str(binary_path()), "serve", "-m", str(model or model_path()), "--host",
-                "127.0.0.1", "--port", "0", "--threads", "1", "--max-body-bytes", "1000000",
+        args = [*launcher, str(binary_path()), "serve", "-m", str(model or model_path()),
+                "--host", host, "--port", "0", "--threads", "1", "--max-body-bytes", "1000000",
                 "--max-model-len", str(CONTEXT), *extra_args]
         if served_name:
             args += ["--served-model-name", served_name]
@@ -129,7 +132,7 @@ class Server:
             self.proc.wait()
             raise RuntimeError(f"tachyon serve did not start: {line!r}\n{self.log_text()}")
         self.port = int(line.split("ready at http://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = f"http://{host}:{self.port}"
 
     def log_text(self):
         self.log.flush()

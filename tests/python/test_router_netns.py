@@ -1,0 +1,295 @@
+"""`tachyon route` over replicas on two "hosts": network namespaces joined to the root namespace
+by veth pairs on private 10.201.X.0/24 subnets. The router runs in the root namespace, each
+replica (`tachyon serve`, stories260K) inside its namespace on its own address.
+
+- two hosts serve chat, completions and streams through the router, text as each replica's own;
+- a partition (iptables DROP in the replica's namespace: packets vanish, nothing is refused —
+  the slow failure) in the middle of a run: the router's timeouts take the replica out, its
+  streams are migrated, no request is lost and every greedy text equals the fault-free one;
+  once the partition heals the replica serves again;
+- a slow link (tc: netem delay where the kernel has it, else a tbf rate limit) still serves
+  the same text.
+
+Needs root and the `ip`, `iptables` and `tc` commands (iproute2, iptables); skips, saying why,
+without them or when namespaces cannot be created. Namespaces, links and processes are removed
+when the module ends, also after a failure.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import MODEL_NAME, Server
+from test_router import REPLICA_HEADER, Router, read_stream, stream_text
+
+NS_PREFIX = "tachyon-test-"
+LONG = 400  # tokens of a stream that is still running when the partition starts
+
+
+def sh(*args, check=True):
+    """Runs a command; returns its CompletedProcess (stdout + stderr as text)."""
+    out = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {out.stderr.strip() or out.stdout.strip()}")
+    return out
+
+
+def remove_stale_namespaces():
+    """Namespaces of earlier runs whose process is gone (a run killed before its cleanup)."""
+    for line in sh("ip", "netns", "list", check=False).stdout.splitlines():
+        m = re.match(rf"{NS_PREFIX}(\d+)-\d+", line)
+        if m and not os.path.exists(f"/proc/{m.group(1)}"):
+            sh("ip", "netns", "del", m.group(0), check=False)
+
+
+def free_subnets(n):
+    """`n` third octets X whose 10.201.X.0/24 no interface uses."""
+    used = set(re.findall(r"inet 10\.201\.(\d+)\.", sh("ip", "-o", "addr").stdout))
+    start = 10 + (os.getpid() % 100) * 2
+    free = [x for x in list(range(start, 250)) + list(range(10, start)) if str(x) not in used]
+    if len(free) < n:
+        pytest.skip("no free 10.201.X.0/24 subnet for the test namespaces")
+    return free[:n]
+
+
+class Host:
+    """A network namespace joined to the root namespace by a veth pair: 10.201.X.1 on the root
+    side, 10.201.X.2 (`addr`) inside."""
+
+    def __init__(self, index, subnet):
+        self.ns = f"{NS_PREFIX}{os.getpid()}-{index}"
+        tag = f"{os.getpid() % 100000}{index}"
+        self.root_if, self.ns_if = f"tr{tag}", f"tn{tag}"  # at most 15 characters
+        self.addr = f"10.201.{subnet}.2"
+        sh("ip", "netns", "add", self.ns)
+        try:
+            sh("ip", "link", "add", self.root_if, "type", "veth", "peer", "name", self.ns_if)
+            sh("ip", "link", "set", self.ns_if, "netns", self.ns)
+            sh("ip", "addr", "add", f"10.201.{subnet}.1/24", "dev", self.root_if)
+            sh("ip", "link", "set", self.root_if, "up")
+            self.run("ip", "addr", "add", f"{self.addr}/24", "dev", self.ns_if)
+            self.run("ip", "link", "set", self.ns_if, "up")
+            self.run("ip", "link", "set", "lo", "up")
+        except Exception:
+            self.remove()
+            raise
+
+    def run(self, *args, check=True):
+        return sh("ip", "netns", "exec", self.ns, *args, check=check)
+
+    def partition(self):
+        """Drops every packet to and from the root namespace (no RST, no ICMP: they vanish)."""
+        self.run("iptables", "-I", "INPUT", "-i", self.ns_if, "-j", "DROP")
+        self.run("iptables", "-I", "OUTPUT", "-o", self.ns_if, "-j", "DROP")
+
+    def heal(self):
+        self.run("iptables", "-D", "INPUT", "-i", self.ns_if, "-j", "DROP", check=False)
+        self.run("iptables", "-D", "OUTPUT", "-o", self.ns_if, "-j", "DROP", check=False)
+
+    def slow_link(self):
+        """Slows what leaves the namespace (the replica's answers): a 40 ms delay where the
+        kernel has netem, else a 1 Mbit/s rate limit (tbf). Returns the qdisc's kind."""
+        if self.run("tc", "qdisc", "add", "dev", self.ns_if, "root", "netem", "delay", "40ms",
+                    check=False).returncode == 0:
+            return "netem"
+        self.run("tc", "qdisc", "add", "dev", self.ns_if, "root", "tbf", "rate", "1mbit",
+                 "burst", "2kb", "latency", "5s")
+        return "tbf"
+
+    def overlimits(self):
+        """Packets the rate limit held back (tbf's overlimits counter)."""
+        text = self.run("tc", "-s", "qdisc", "show", "dev", self.ns_if).stdout
+        m = re.search(r"overlimits (\d+)", text)
+        return int(m.group(1)) if m else 0
+
+    def fast_link(self):
+        self.run("tc", "qdisc", "del", "dev", self.ns_if, "root", check=False)
+
+    def remove(self):
+        sh("ip", "netns", "del", self.ns, check=False)  # takes its veth end, and so the pair
+        sh("ip", "link", "del", self.root_if, check=False)
+
+
+def require_netns():
+    if os.geteuid() != 0:
+        pytest.skip("network namespace tests need root (ip netns, iptables, tc)")
+    missing = [c for c in ("ip", "iptables", "tc") if shutil.which(c) is None]
+    if missing:
+        pytest.skip(f"network namespace tests need {', '.join(missing)} "
+                    "(apt packages iproute2, iptables; scripts/setup.sh installs them)")
+    probe = f"{NS_PREFIX}{os.getpid()}-probe"
+    out = sh("ip", "netns", "add", probe, check=False)
+    if out.returncode != 0:
+        pytest.skip(f"cannot create a network namespace here: {out.stderr.strip()}")
+    try:
+        rules = sh("ip", "netns", "exec", probe, "iptables", "-L", "-n", check=False)
+        if rules.returncode != 0:
+            pytest.skip(f"iptables does not work in a network namespace: {rules.stderr.strip()}")
+    finally:
+        sh("ip", "netns", "del", probe, check=False)
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory):
+    """Two hosts, one replica on each, and a round-robin router in the root namespace whose
+    timeouts find a silent replica within seconds (a stream silent for 3 s, a connection not
+    made in 1 s, a probe not answered in 2 s)."""
+    require_netns()
+    remove_stale_namespaces()
+    hosts, servers, router = [], [], None
+    try:
+        for i, subnet in enumerate(free_subnets(2)):
+            hosts.append(Host(i, subnet))
+        for h in hosts:
+            servers.append(Server(tmp_path_factory.mktemp(h.ns), ["--shutdown-timeout", "2"],
+                                  host=h.addr, launcher=("ip", "netns", "exec", h.ns)))
+        router = Router(tmp_path_factory.mktemp("netns-router"), [s.base for s in servers],
+                        ["--policy", "round_robin", "--probe-timeout", "2", "--connect-timeout",
+                         "1", "--read-timeout", "10", "--stream-idle-timeout", "3",
+                         "--max-retries", "4"])
+        router.wait_ready(2)
+        yield hosts, servers, router
+        assert router.stop() == 0, router.log_text()
+        router = None
+        for s in servers:
+            assert s.stop() == 0, s.log_text()
+        servers = []
+    finally:
+        if router:
+            router.stop()
+        for s in servers:
+            s.stop()
+        for h in hosts:
+            h.remove()
+
+
+def generation(i, stream, chat=False, max_tokens=24):
+    """(path, body) of request i: greedy, exactly `max_tokens` tokens."""
+    body = {"model": MODEL_NAME, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
+    if chat:
+        body["messages"] = [{"role": "user", "content": f"Tell story {i} about Lily."}]
+    else:
+        body["prompt"] = f"Story {i}: Once upon a time"
+    if stream:
+        body.update(stream=True, stream_options={"include_usage": True})
+    return ("/v1/chat/completions" if chat else "/v1/completions"), body
+
+
+def answer(target, path, body):
+    """(replica that served it, text, completion tokens) of one request to `target` (a Router
+    or a Server)."""
+    chat = path == "/v1/chat/completions"
+    if body.get("stream"):
+        replica, events, done = read_stream(target.base, path, body)
+        assert done and not any("error" in e for e in events), events
+        usage = [e["usage"] for e in events if e.get("usage")][-1]
+        return replica, stream_text(events, chat), usage["completion_tokens"]
+    status, headers, a = target.request("POST", path, body)
+    assert status == 200, a
+    c = a["choices"][0]
+    return (headers.get(REPLICA_HEADER), c["message"]["content"] if chat else c["text"],
+            a["usage"]["completion_tokens"])
+
+
+def up_of(router, server):
+    return router.metrics().get(f'tachyon_router_replica_up{{replica="{server.base}"}}')
+
+
+def test_two_hosts_serve_chat_completions_and_streams(net):
+    hosts, servers, router = net
+    assert {s.base.split("//")[1].rsplit(":", 1)[0] for s in servers} == {h.addr for h in hosts}
+    served = set()
+    for i, (chat, stream) in enumerate([(c, s) for c in (False, True) for s in (False, True)] * 2):
+        path, body = generation(i, stream, chat)
+        replica, text, tokens = answer(router, path, body)
+        served.add(replica)
+        origin = next(s for s in servers if s.base == replica)
+        assert tokens == 24
+        assert text == answer(origin, path, body)[1], (i, chat, stream)
+    assert served == {s.base for s in servers}  # round robin: both hosts
+
+
+def test_partition_mid_run_loses_nothing_and_heals(net):
+    hosts, servers, router = net
+    victim_host, victim, healthy = hosts[0], servers[0], servers[1]
+    router.wait_ready(2)
+    # 12 long streams (in flight when the partition starts) and 4 short plain requests.
+    jobs = [generation(i, stream=i % 4 != 3, chat=i % 2 == 1,
+                       max_tokens=LONG if i % 4 != 3 else 24) for i in range(16)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        want = list(pool.map(lambda job: answer(healthy, *job)[1], jobs))  # fault-free
+        before = router.metrics()
+        futures = [pool.submit(answer, router, *job) for job in jobs[:10]]
+        router.wait_metrics(
+            lambda m: m[f'tachyon_router_replica_in_flight{{replica="{victim.base}"}}'] >= 2,
+            "requests in flight on the replica to partition")
+        victim_host.partition()
+        try:
+            # Requests arriving during the partition: placed on the silent replica until the
+            # router sees it down (connect timeouts), then on the other one.
+            futures += [pool.submit(answer, router, *job) for job in jobs[10:]]
+            results = [f.result() for f in futures]
+            assert up_of(router, victim) == 0
+        finally:
+            victim_host.heal()
+    for i, ((_, text, tokens), ref, (_, body)) in enumerate(zip(results, want, jobs)):
+        assert tokens == body["max_tokens"], i
+        assert text == ref, i
+    m = router.metrics()
+    delta = {k: v - before.get(k, 0) for k, v in m.items()}
+    # The silent replica's attempts ended by a timeout (nothing refused it), its streams in
+    # flight were migrated, nothing was rejected or cut.
+    assert delta.get(f'tachyon_router_requests_total{{replica="{victim.base}",'
+                     f'outcome="timeout"}}', 0) >= 1, delta
+    assert delta["tachyon_router_migrations_total"] >= 1, delta
+    assert delta["tachyon_router_broken_streams_total"] == 0, delta
+    assert sum(v for k, v in delta.items() if k.startswith("tachyon_router_rejected_total")) == 0
+    # Healed: the probes bring it back and it serves again, with the same text.
+    router.wait_metrics(lambda m: up_of(router, victim) == 1, "the healed replica back up")
+    served = set()
+    for i in range(4):
+        path, body = generation(100 + i, stream=i % 2 == 0)
+        replica, text, _ = answer(router, path, body)
+        served.add(replica)
+        assert text == answer(healthy, path, body)[1]
+    assert victim.base in served
+
+
+def test_slow_link_still_serves(net):
+    hosts, servers, router = net
+    slow_host, slow = hosts[1], servers[1]
+    router.wait_ready(2)
+    kind = slow_host.slow_link()
+    try:
+        jobs = [generation(i, stream, chat, max_tokens=64)
+                for i, (chat, stream) in enumerate([(False, True), (True, True), (False, False),
+                                                    (True, False)] * 2)]
+        before = router.metrics()
+        lock = threading.Lock()
+        got = []
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            def one(job):
+                r = answer(router, *job)
+                with lock:
+                    got.append(r[0])
+                return r
+            results = list(pool.map(one, jobs))
+        assert slow.base in got
+        for job, (replica, text, tokens) in zip(jobs, results):
+            assert tokens == 64
+            origin = next(s for s in servers if s.base == replica)
+            assert text == answer(origin, *job)[1], job
+        m = router.metrics()
+        failed = sum(v - before.get(k, 0) for k, v in m.items()
+                     if k.startswith("tachyon_router_requests_total") and slow.base in k
+                     and 'outcome="ok"' not in k)
+        assert failed == 0  # slow, not failed: no attempt on it timed out or broke
+        if kind == "tbf":
+            assert slow_host.overlimits() > 0  # the link did hold packets back
+    finally:
+        slow_host.fast_link()
