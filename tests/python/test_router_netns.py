@@ -15,6 +15,8 @@ without them or when namespaces cannot be created. Namespaces, links and process
 when the module ends, also after a failure.
 """
 
+import http.client
+import json
 import os
 import re
 import shutil
@@ -24,11 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import MODEL_NAME, Server
+from conftest import API_KEY, MODEL_NAME, Server
 from test_router import REPLICA_HEADER, Router, read_stream, stream_text
 
 NS_PREFIX = "tachyon-test-"
-LONG = 400  # tokens of a stream that is still running when the partition starts
+# Tokens of a stream still running when the partition starts (the replicas' context allows it).
+LONG = 1600
 
 
 def sh(*args, check=True):
@@ -66,6 +69,7 @@ class Host:
         tag = f"{os.getpid() % 100000}{index}"
         self.root_if, self.ns_if = f"tr{tag}", f"tn{tag}"  # at most 15 characters
         self.addr = f"10.201.{subnet}.2"
+        self.partitioned = False
         sh("ip", "netns", "add", self.ns)
         try:
             sh("ip", "link", "add", self.root_if, "type", "veth", "peer", "name", self.ns_if)
@@ -83,13 +87,16 @@ class Host:
         return sh("ip", "netns", "exec", self.ns, *args, check=check)
 
     def partition(self):
-        """Drops every packet to and from the root namespace (no RST, no ICMP: they vanish)."""
-        self.run("iptables", "-I", "INPUT", "-i", self.ns_if, "-j", "DROP")
+        """Drops every packet to and from the root namespace (no RST, no ICMP: they vanish);
+        what leaves the namespace first, so that its streams stop at once."""
         self.run("iptables", "-I", "OUTPUT", "-o", self.ns_if, "-j", "DROP")
+        self.run("iptables", "-I", "INPUT", "-i", self.ns_if, "-j", "DROP")
+        self.partitioned = True
 
     def heal(self):
-        self.run("iptables", "-D", "INPUT", "-i", self.ns_if, "-j", "DROP", check=False)
         self.run("iptables", "-D", "OUTPUT", "-o", self.ns_if, "-j", "DROP", check=False)
+        self.run("iptables", "-D", "INPUT", "-i", self.ns_if, "-j", "DROP", check=False)
+        self.partitioned = False
 
     def slow_link(self):
         """Slows what leaves the namespace (the replica's answers): a 40 ms delay where the
@@ -146,7 +153,8 @@ def net(tmp_path_factory):
         for i, subnet in enumerate(free_subnets(2)):
             hosts.append(Host(i, subnet))
         for h in hosts:
-            servers.append(Server(tmp_path_factory.mktemp(h.ns), ["--shutdown-timeout", "2"],
+            servers.append(Server(tmp_path_factory.mktemp(h.ns),
+                                  ["--shutdown-timeout", "2", "--max-model-len", "2048"],
                                   host=h.addr, launcher=("ip", "netns", "exec", h.ns)))
         router = Router(tmp_path_factory.mktemp("netns-router"), [s.base for s in servers],
                         ["--policy", "round_robin", "--probe-timeout", "2", "--connect-timeout",
@@ -214,32 +222,68 @@ def test_two_hosts_serve_chat_completions_and_streams(net):
     assert served == {s.base for s in servers}  # round robin: both hosts
 
 
+def open_stream(base, path, body):
+    """POSTs a streamed request and returns (connection, response) once the head arrived: through
+    the router, that is when the replica's first event reached the client."""
+    host, port = base.split("//", 1)[1].rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json",
+                                                  "Authorization": f"Bearer {API_KEY}"})
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.read()
+    return conn, resp
+
+
+def finish_stream(conn, resp, chat):
+    """(replica, text, completion tokens) of a stream opened with open_stream."""
+    events, done = [], False
+    for raw in resp.read().decode().split("\n\n"):
+        if raw == "data: [DONE]":
+            done = True
+        elif raw.startswith("data: "):
+            events.append(json.loads(raw[len("data: "):]))
+    conn.close()
+    assert done and not any("error" in e for e in events), events
+    usage = [e["usage"] for e in events if e.get("usage")][-1]
+    return resp.getheader(REPLICA_HEADER), stream_text(events, chat), usage["completion_tokens"]
+
+
 def test_partition_mid_run_loses_nothing_and_heals(net):
     hosts, servers, router = net
     victim_host, victim, healthy = hosts[0], servers[0], servers[1]
     router.wait_ready(2)
-    # 12 long streams (in flight when the partition starts) and 4 short plain requests.
-    jobs = [generation(i, stream=i % 4 != 3, chat=i % 2 == 1,
-                       max_tokens=LONG if i % 4 != 3 else 24) for i in range(16)]
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        want = list(pool.map(lambda job: answer(healthy, *job)[1], jobs))  # fault-free
+    # Running when the partition starts: 2 long streams (chat, completions), 2 short streams and
+    # 2 short plain requests; then streams opened one by one until one is served by the victim,
+    # which is partitioned as soon as that stream's first event reached the client (LONG tokens:
+    # most of it is still to come, on any machine). Arriving during the partition: 4 short
+    # requests.
+    before_jobs = [generation(i, stream=i < 4, chat=i % 2 == 1, max_tokens=LONG if i < 2 else 24)
+                   for i in range(6)]
+    watch_jobs = [generation(100 + k, stream=True, max_tokens=LONG) for k in range(4)]
+    during_jobs = [generation(200 + i, stream=i % 2 == 0, chat=i >= 2) for i in range(4)]
+    jobs = before_jobs + watch_jobs + during_jobs
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         before = router.metrics()
-        futures = [pool.submit(answer, router, *job) for job in jobs[:10]]
-        router.wait_metrics(
-            lambda m: m[f'tachyon_router_replica_in_flight{{replica="{victim.base}"}}'] >= 2,
-            "requests in flight on the replica to partition")
-        victim_host.partition()
+        futures = {k: pool.submit(answer, router, *job) for k, job in enumerate(before_jobs)}
         try:
-            # Requests arriving during the partition: placed on the silent replica until the
-            # router sees it down (connect timeouts), then on the other one.
-            futures += [pool.submit(answer, router, *job) for job in jobs[10:]]
-            results = [f.result() for f in futures]
+            for k, (path, body) in enumerate(watch_jobs):
+                conn, resp = open_stream(router.base, path, body)
+                futures[len(before_jobs) + k] = pool.submit(finish_stream, conn, resp, False)
+                if resp.getheader(REPLICA_HEADER) == victim.base:
+                    victim_host.partition()
+                    break
+            assert victim_host.partitioned, "no stream was served by the replica to partition"
+            futures.update({len(before_jobs) + len(watch_jobs) + k: pool.submit(answer, router, *j)
+                            for k, j in enumerate(during_jobs)})
+            results = {k: f.result() for k, f in futures.items()}
             assert up_of(router, victim) == 0
         finally:
             victim_host.heal()
-    for i, ((_, text, tokens), ref, (_, body)) in enumerate(zip(results, want, jobs)):
-        assert tokens == body["max_tokens"], i
-        assert text == ref, i
+        # Fault-free references, straight from the other replica.
+        want = dict(zip(results, pool.map(lambda k: answer(healthy, *jobs[k])[1], results)))
+    for k, (_, text, tokens) in results.items():
+        assert tokens == jobs[k][1]["max_tokens"], k
+        assert text == want[k], k
     m = router.metrics()
     delta = {k: v - before.get(k, 0) for k, v in m.items()}
     # The silent replica's attempts ended by a timeout (nothing refused it), its streams in
@@ -253,7 +297,7 @@ def test_partition_mid_run_loses_nothing_and_heals(net):
     router.wait_metrics(lambda m: up_of(router, victim) == 1, "the healed replica back up")
     served = set()
     for i in range(4):
-        path, body = generation(100 + i, stream=i % 2 == 0)
+        path, body = generation(300 + i, stream=i % 2 == 0)
         replica, text, _ = answer(router, path, body)
         served.add(replica)
         assert text == answer(healthy, path, body)[1]
