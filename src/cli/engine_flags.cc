@@ -32,6 +32,17 @@ EngineFlags AddEngineFlags(CLI::App& app, engine::ServingOptions* o) {
   AddNumber(app, "--kv-cache-memory-fraction", &o->kv_memory_fraction, 0.01, 1.0,
             "share of the available memory the KV cache may take by default")
       ->group(kGroup);
+  AddByteSize(app, "--kv-offload-memory", &o->kv_offload_memory, int64_t{1} << 50,
+              "host-memory KV tier: blocks evicted from the KV cache are kept here (LRU) and "
+              "loaded back on a prefix match, e.g. 2G (default: 0, off)")
+      ->group(kGroup);
+  app.add_option("--kv-offload-dir", o->kv_offload_dir,
+                 "disk KV tier directory: evicted blocks (and the cache at shutdown) persist "
+                 "here and are served again after a restart (default: off)")
+      ->group(kGroup);
+  AddByteSize(app, "--kv-offload-disk", &o->kv_offload_disk, int64_t{1} << 50,
+              "bound of the disk KV tier (default: 8G)")
+      ->group(kGroup);
   AddInt<int64_t>(app, "--kv-blocks", &o->kv_cache_blocks, 0, int64_t{1} << 30,
                   "exactly this many KV blocks (0: sized from the memory budget)")
       ->group(kGroup);

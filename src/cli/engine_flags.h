@@ -7,6 +7,7 @@
 //   --kv-cache-memory  --kv-cache-memory-fraction  --kv-blocks  -c/--ctx-size/--max-model-len
 //   --max-num-batched-tokens/--max-batched-tokens  --max-num-seqs  --no-prefix-caching
 //   --scheduling-policy  --no-generation-config  --speculative-config
+//   --kv-offload-memory  --kv-offload-dir  --kv-offload-disk
 //
 // The help shows each flag's default as the ServingOptions holds it when the flags are
 // declared (run, for one, serves one sequence).

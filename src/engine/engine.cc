@@ -39,6 +39,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, Model
   }
   auto engine = std::unique_ptr<Engine>(new Engine(config, executor));
   engine->speculator_ = std::move(speculator);
+  engine->offload_ = KvOffload::Create(config.kv_stores, &engine->kv_, executor->block_bytes());
   return engine;
 }
 
@@ -308,6 +309,10 @@ void Engine::FailStep(const SchedulerOutput& out, const Status& error) {
 
 std::vector<RequestOutput> Engine::Step() {
   const auto t_step = Clock::now();
+  if (offload_) {
+    offload_->Poll();
+    offload_->Prefetch(scheduler_.Waiting());
+  }
   SchedulerOutput out = scheduler_.Schedule();
   if (!out.empty()) {
     ++counters_.num_steps;
@@ -318,6 +323,7 @@ std::vector<RequestOutput> Engine::Step() {
     const double forward_s = Since(t_forward);
     counters_.forward_seconds += forward_s;
     if (speculator_ && logits.ok()) speculator_->ObserveStep(out.num_tokens, forward_s);
+    if (offload_ && logits.ok()) offload_->ObserveStep(out.num_tokens, forward_s);
     if (!logits.ok()) {
       FailStep(out, logits.status());
     } else {
@@ -348,6 +354,10 @@ std::vector<RequestOutput> Engine::Step() {
   }
   for (uint64_t id : finished_groups_) groups_.erase(id);
   finished_groups_.clear();
+  // Only requests waiting for loads: wait for one instead of spinning.
+  if (out.empty() && offload_ && offload_->loading()) {
+    offload_->WaitForLoad(std::chrono::milliseconds(20));
+  }
   return std::exchange(outputs_, {});
 }
 
@@ -358,7 +368,12 @@ EngineMetrics Engine::Metrics() const {
   m.kv = kv_.Stats();
   m.num_preemptions = scheduler_.num_preemptions();
   if (speculator_) m.spec = speculator_->stats();
+  if (offload_) m.kv_offload = offload_->Stats();
   return m;
+}
+
+void Engine::FlushKvStores() {
+  if (offload_) offload_->FlushAll();
 }
 
 }  // namespace tachyon::engine

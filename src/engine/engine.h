@@ -17,6 +17,7 @@
 
 #include "engine/constrained_decoding.h"
 #include "engine/detokenizer.h"
+#include "engine/kv_offload.h"
 #include "engine/model_executor.h"
 #include "engine/model_runner.h"
 #include "engine/output.h"
@@ -38,6 +39,10 @@ struct EngineConfig {
   std::vector<int32_t> eos_token_ids;              // end generation (unless ignore_eos)
   std::shared_ptr<const Detokenizer> detokenizer;  // null: no text, stop strings rejected
   spec::SpeculativeConfig speculative;             // method kNone: no speculative decoding
+  // KV stores outside the pool (kv/block_store.h), fastest first: evicted blocks go to the
+  // first that accepts them, a waiting request's next blocks are loaded from them (see
+  // engine/kv_offload.h). Empty: none.
+  std::vector<std::shared_ptr<kv::BlockStore>> kv_stores;
 };
 
 struct EngineRequest {
@@ -70,7 +75,8 @@ struct EngineMetrics {
   double forward_seconds = 0;
   double sample_seconds = 0;
   double detokenize_seconds = 0;
-  spec::SpecStats spec;  // speculative decoding: drafts, drafted and accepted tokens
+  spec::SpecStats spec;       // speculative decoding: drafts, drafted and accepted tokens
+  KvOffloadStats kv_offload;  // KV tiers (empty tiers: none configured)
 };
 
 class Engine {
@@ -96,11 +102,15 @@ class Engine {
   // Outputs produced outside Step() (aborts), without running a step.
   std::vector<RequestOutput> TakeOutputs() { return std::exchange(outputs_, {}); }
 
-  bool HasWork() const { return scheduler_.HasWork(); }
+  // Requests to run, or KV loads to finish (their blocks go back to the pool in a step).
+  bool HasWork() const { return scheduler_.HasWork() || (offload_ && offload_->loading()); }
   bool HasRequest(uint64_t request_id) const { return groups_.count(request_id) > 0; }
   EngineMetrics Metrics() const;
   const EngineConfig& config() const { return config_; }
   const kv::KvCacheManager& kv() const { return kv_; }
+  // Shutdown: offers the pool's cached blocks to the KV stores and flushes them (the disk tier
+  // then holds them for the next start). No-op without stores.
+  void FlushKvStores();
 
  private:
   struct Group {
@@ -136,6 +146,7 @@ class Engine {
   uint64_t next_arrival_ = 0;
   std::mt19937_64 seed_rng_{std::random_device{}()};
   EngineMetrics counters_;
+  std::unique_ptr<KvOffload> offload_;  // null: no KV stores; destroyed before kv_
 };
 
 }  // namespace tachyon::engine

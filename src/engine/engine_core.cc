@@ -155,7 +155,10 @@ void EngineCore::Loop() {
       std::lock_guard<std::mutex> lock(mu_);
       metrics_ = engine_->Metrics();
     }
-    if (stopping) break;
+    if (stopping) {
+      engine_->FlushKvStores();  // the disk tier keeps the pool's prefixes for the next start
+      break;
+    }
   }
 }
 

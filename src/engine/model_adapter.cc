@@ -3,6 +3,20 @@
 #include <algorithm>
 
 namespace tachyon::engine {
+namespace {
+class CacheBytes : public kv::BlockBytes {
+ public:
+  explicit CacheBytes(const model::KvCache* kv) : kv_(kv) {}
+  int64_t num_chunks() const override { return kv_->num_chunks(); }
+  size_t chunk_bytes() const override { return kv_->chunk_bytes(); }
+  std::span<uint8_t> Chunk(int32_t block, int64_t chunk) override {
+    return kv_->BlockChunk(block, chunk);
+  }
+
+ private:
+  const model::KvCache* kv_;
+};
+}  // namespace
 
 Result<std::unique_ptr<ModelAdapter>> ModelAdapter::Create(std::shared_ptr<model::Model> model,
                                                            int64_t num_blocks, int64_t block_size,
@@ -27,7 +41,10 @@ Result<std::unique_ptr<ModelAdapter>> ModelAdapter::Create(std::shared_ptr<model
 
 ModelAdapter::ModelAdapter(std::shared_ptr<model::Model> model, std::unique_ptr<model::KvCache> kv,
                            int n_threads)
-    : model_(std::move(model)), kv_(std::move(kv)), pool_(n_threads) {}
+    : model_(std::move(model)),
+      kv_(std::move(kv)),
+      bytes_(std::make_unique<CacheBytes>(kv_.get())),
+      pool_(n_threads) {}
 
 Status ModelAdapter::Execute(const model::Batch& batch, std::span<float> logits) {
   const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);

@@ -31,6 +31,7 @@ class ModelAdapter : public ModelExecutor {
 
   int32_t n_vocab() const override { return static_cast<int32_t>(model_->config().n_vocab); }
   Status Execute(const model::Batch& batch, std::span<float> logits) override;
+  kv::BlockBytes* block_bytes() override { return bytes_.get(); }
 
   const model::Model& model() const { return *model_; }
 
@@ -40,6 +41,7 @@ class ModelAdapter : public ModelExecutor {
 
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<model::KvCache> kv_;
+  std::unique_ptr<kv::BlockBytes> bytes_;  // over kv_ (KvCache::BlockChunk)
   ThreadPool pool_;
   model::ForwardOutput out_;
 };

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kv/block_store.h"
 #include "model/batch.h"
 #include "util/status.h"
 
@@ -26,6 +27,10 @@ class ModelExecutor {
   // REQUIRES: logits.size() == (sum of batch.seqs[i].num_logits) * n_vocab().
   // Errors: a malformed batch (InvalidArgument / Internal) or a model failure.
   virtual Status Execute(const model::Batch& batch, std::span<float> logits) = 0;
+
+  // The KV storage as raw blocks (kv/block_store.h), for offload tiers and KV transfer; null
+  // when the executor has none. Owned by the executor.
+  virtual kv::BlockBytes* block_bytes() { return nullptr; }
 };
 
 }  // namespace tachyon::engine

@@ -103,6 +103,8 @@ class Scheduler {
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
+  // The waiting queue, in order.
+  std::vector<Request*> Waiting() const { return {waiting_.begin(), waiting_.end()}; }
 
  private:
   struct QueueOrder {

@@ -7,12 +7,42 @@
 #include "engine/model_adapter.h"
 #include "engine/tokenizer_adapter.h"
 #include "hub/resolve.h"
+#include "kv/host_tier.h"
 #include "model/arch.h"
 #include "util/logging.h"
 #include "util/thread_pool.h"
 
 namespace tachyon::engine {
 namespace {
+
+// The offload tiers of --kv-offload-memory / --kv-offload-dir, fastest first (the host tier
+// spills into the disk tier). The disk tier's identity covers the model's files and the KV
+// format, so a directory written for another model or format is never served.
+Result<std::vector<std::shared_ptr<kv::BlockStore>>> OffloadTiers(const ServingOptions& o,
+                                                                  const std::string& model_path,
+                                                                  const model::KvLayout& layout,
+                                                                  int64_t block_size) {
+  std::vector<std::shared_ptr<kv::BlockStore>> tiers;
+  std::shared_ptr<kv::BlockStore> disk;
+  if (!o.kv_offload_dir.empty()) {
+    std::ostringstream format;
+    format << "kv=" << kernels::KvDtypeName(o.kv_dtype) << ";block=" << block_size
+           << ";layers_per_block=" << layout.layers_per_block << ";windows=";
+    for (int64_t w : layout.group_window) format << w << ",";
+    ASSIGN_OR_RETURN(kv::BlockHash identity, kv::ModelKvIdentity(model_path, format.str()));
+    ASSIGN_OR_RETURN(std::unique_ptr<kv::DiskTier> d,
+                     kv::DiskTier::Open(o.kv_offload_dir, o.kv_offload_disk, identity));
+    TLOG(INFO) << "disk KV tier " << o.kv_offload_dir << ": " << d->scanned_blocks()
+               << " blocks of this model, " << d->ignored_files() << " other files ignored, "
+               << d->removed_files() << " bad files removed";
+    disk = std::move(d);
+  }
+  if (o.kv_offload_memory > 0) {
+    tiers.push_back(std::make_shared<kv::HostTier>(o.kv_offload_memory, disk));
+  }
+  if (disk) tiers.push_back(disk);
+  return tiers;
+}
 
 // The publisher's generation_config.json: defaults for sampling parameters a request leaves
 // unset (out-of-range values are ignored); `applied` lists them ("" for none).
@@ -202,6 +232,10 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   ec.eos_token_ids = se.eos_token_ids;
   if (se.tokenizer) ec.detokenizer = std::make_shared<TokenizerDetokenizer>(se.tokenizer);
   ec.speculative = o.speculative;
+  ec.kv_stores = o.kv_stores;
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<kv::BlockStore>> tiers,
+                   OffloadTiers(o, resolved.model_path, se.kv_layout, se.block_size));
+  ec.kv_stores.insert(ec.kv_stores.end(), tiers.begin(), tiers.end());
   se.threads = o.threads > 0 ? o.threads : HardwareThreads();
   ASSIGN_OR_RETURN(std::unique_ptr<ModelAdapter> executor,
                    ModelAdapter::Create(se.model, se.kv_layout, se.kv.num_blocks, se.block_size,
@@ -221,6 +255,11 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
             << cfg.sliding_window << " positions";
   }
   summary << "), chat template: " << (se.chat_template ? "yes" : "none");
+  if (o.kv_offload_memory > 0)
+    summary << ", host KV tier " << (o.kv_offload_memory >> 20) << " MiB";
+  if (!o.kv_offload_dir.empty()) {
+    summary << ", disk KV tier " << (o.kv_offload_disk >> 20) << " MiB in " << o.kv_offload_dir;
+  }
   if (o.speculative.enabled()) {
     summary << ", speculative " << spec::SpecMethodName(o.speculative.method)
             << " k=" << o.speculative.num_speculative_tokens;

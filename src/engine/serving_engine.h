@@ -30,6 +30,7 @@
 #include "engine/kv_sizing.h"
 #include "engine/pooling_engine.h"
 #include "engine/sampling_defaults.h"
+#include "kv/disk_tier.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "spec/speculative_config.h"
@@ -72,6 +73,14 @@ struct ServingOptions {
   int64_t max_prefill_tokens_while_decoding = 0;
   // Receives the prefix cache's block events (serve: GET /v1/kv_events); null: none.
   std::shared_ptr<kv::KvEventLog> kv_events;
+  // KV offload tiers (docs/kv_tiers.md): --kv-offload-memory BYTES (0: no host tier),
+  // --kv-offload-dir DIR ("": no disk tier) bounded by --kv-offload-disk BYTES.
+  int64_t kv_offload_memory = 0;
+  std::string kv_offload_dir;
+  int64_t kv_offload_disk = kv::DiskTier::kDefaultCapacityBytes;
+  // Further KV stores (kv/block_store.h, e.g. blocks received from another replica), consulted
+  // before the offload tiers, in this order.
+  std::vector<std::shared_ptr<kv::BlockStore>> kv_stores;
 };
 
 struct ServingEngine {

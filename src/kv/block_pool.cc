@@ -50,6 +50,7 @@ bool BlockPool::Allocate(int n, std::vector<int32_t>* out) {
   for (int i = 0; i < n; ++i) {
     const int32_t id = free_head_;
     RemoveFree(id);
+    if (evict_hook_ != nullptr && blocks_[id].has_hash) evict_hook_->OnEvict(id, blocks_[id].hash);
     DropHash(id);
     blocks_[id].ref = 1;
     out->push_back(id);

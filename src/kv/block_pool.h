@@ -8,6 +8,10 @@
 // With an event sink (kv_events.h), every hash registered by Cache reaches BlockStored and
 // every hash dropped (Allocate reusing a cached block, EvictAllFree) reaches BlockRemoved.
 //
+// With an eviction hook, Allocate calls OnEvict(id, hash) for each cached block it is about to
+// reuse, while the block still holds that hash's KV (the offload tiers copy it out there).
+// EvictAllFree (the KV is stale) does not call it.
+//
 // Thread-safety: none; owned by the engine thread (through KvCacheManager).
 #pragma once
 
@@ -21,6 +25,14 @@
 #include "kv/kv_events.h"
 
 namespace tachyon::kv {
+
+class BlockEvictionHook {
+ public:
+  virtual ~BlockEvictionHook() = default;
+  // Block `id`, cached under `hash`, is about to be reused; its bytes are intact until the
+  // caller of Allocate writes it. Engine thread; must not call back into the pool.
+  virtual void OnEvict(int32_t id, const BlockHash& hash) = 0;
+};
 
 class BlockPool {
  public:
@@ -37,6 +49,14 @@ class BlockPool {
   // Receives the cache's stored / removed hashes from now on; null: none. Not owned; must
   // outlive the pool.
   void set_event_sink(KvEventSink* sink) { sink_ = sink; }
+  // Null: none. Not owned; must outlive the pool (or be reset first).
+  void set_eviction_hook(BlockEvictionHook* hook) { evict_hook_ = hook; }
+
+  // Calls f(id, hash) for every cached block, used or free, in no order.
+  template <typename F>
+  void ForEachCached(F&& f) const {
+    for (const auto& [hash, id] : cached_) f(id, hash);
+  }
 
   // Takes n free blocks (ref_count becomes 1) from the LRU end, evicting their hashes.
   // Returns false and changes nothing when fewer than n blocks are free.
@@ -77,6 +97,7 @@ class BlockPool {
   int32_t free_tail_ = -1;  // MRU end
   int num_free_ = 0;
   KvEventSink* sink_ = nullptr;
+  BlockEvictionHook* evict_hook_ = nullptr;
   std::unordered_map<BlockHash, int32_t, BlockHashHasher> cached_;
 };
 

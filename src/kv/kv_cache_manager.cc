@@ -292,6 +292,41 @@ void KvCacheManager::Free(int64_t id) {
   seqs_.erase(it);
 }
 
+bool KvCacheManager::AllocateExternal(std::span<const BlockHash> keys, std::vector<int32_t>* ids,
+                                      std::span<const int32_t> keep) {
+  CHECK(config_.enable_prefix_caching) << "external KV blocks need prefix caching";
+  const size_t first = ids->size();
+  pool_.Ref(keep);
+  const bool ok = pool_.Allocate(static_cast<int>(keys.size()), ids);
+  std::vector<int32_t> keep_order(keep.rbegin(), keep.rend());  // head blocks end up newest
+  pool_.Unref(keep_order);
+  if (!ok) return false;
+  CHECK(ids->size() - first == keys.size()) << "pool allocated the wrong number of blocks";
+  for (const BlockHash& k : keys) in_flight_.emplace(k, kExternalOwner);
+  return true;
+}
+
+void KvCacheManager::CommitExternal(std::span<const int32_t> ids, std::span<const BlockHash> keys) {
+  CHECK(ids.size() == keys.size()) << "one key per external block";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto f = in_flight_.find(keys[i]);
+    if (f != in_flight_.end() && f->second == kExternalOwner) in_flight_.erase(f);
+    pool_.Cache(ids[i], keys[i]);  // false (cached meanwhile): the block is simply released
+  }
+  // Reversed: the last block of a prefix is evicted first (as Free does).
+  std::vector<int32_t> order(ids.rbegin(), ids.rend());
+  pool_.Unref(order);
+}
+
+void KvCacheManager::ReleaseExternal(std::span<const int32_t> ids,
+                                     std::span<const BlockHash> keys) {
+  for (const BlockHash& k : keys) {
+    auto f = in_flight_.find(k);
+    if (f != in_flight_.end() && f->second == kExternalOwner) in_flight_.erase(f);
+  }
+  pool_.Unref(ids);
+}
+
 const std::vector<int32_t>& KvCacheManager::BlockTable(int64_t id) const {
   auto it = seqs_.find(id);
   CHECK(it != seqs_.end()) << "no block table for request " << id;

@@ -152,6 +152,26 @@ class KvCacheManager {
   // Releases the request's blocks (cached ones stay findable until evicted). No-op if none.
   void Free(int64_t id);
 
+  // External blocks (kv/block_store.h: KV loaded from an offload tier or received from another
+  // replica). AllocateExternal takes keys.size() free blocks (ref 1, in no request's table) into
+  // *ids, to be filled with the KV of the blocks cached under `keys` (pool keys: chain hashes,
+  // group keys for groups > 0), and announces each key in flight, so FindCachedPrefix reports
+  // it (PrefixHit::in_flight_tokens) and a request with that prefix waits instead of computing
+  // it. Returns false and changes nothing when too few blocks are free. Their bytes may be
+  // written from any thread until CommitExternal (they hold their keys' KV now: registered in
+  // the prefix cache, then released as free cached blocks at the MRU end) or ReleaseExternal
+  // (released uncached). Each allocated block gets exactly one of the two.
+  // `keep`: blocks (the request's cached hit) the allocation must not take; they come out of it
+  // as the most recently used free blocks.
+  // REQUIRES: prefix caching on; no key cached or in flight already.
+  bool AllocateExternal(std::span<const BlockHash> keys, std::vector<int32_t>* ids,
+                        std::span<const int32_t> keep = {});
+  void CommitExternal(std::span<const int32_t> ids, std::span<const BlockHash> keys);
+  void ReleaseExternal(std::span<const int32_t> ids, std::span<const BlockHash> keys);
+
+  // Gets the blocks the pool is about to reuse (BlockPool::set_eviction_hook). Null: none.
+  void set_eviction_hook(BlockEvictionHook* hook) { pool_.set_eviction_hook(hook); }
+
   bool HasRequest(int64_t id) const { return seqs_.count(id) > 0; }
   // The group-major table (see above; one group: the plain table). REQUIRES: HasRequest(id).
   const std::vector<int32_t>& BlockTable(int64_t id) const;
@@ -188,6 +208,7 @@ class KvCacheManager {
   bool has_sliding_ = false;
   BlockPool pool_;
   std::unordered_map<int64_t, Seq> seqs_;
+  static constexpr int64_t kExternalOwner = INT64_MIN;  // in_flight_ owner of external blocks
   std::unordered_map<BlockHash, int64_t, BlockHashHasher> in_flight_;  // hash -> computing seq
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;

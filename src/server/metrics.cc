@@ -21,6 +21,55 @@ void Sample(std::string& out, const std::string& name, double v) {
   out += name + " " + Num(v) + "\n";
 }
 
+// KV offload tiers (engine/kv_offload.h): one series per tier, labelled tier="host" / "disk".
+void RenderKvTiers(const engine::KvOffloadStats& k, std::string& out) {
+  struct Series {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*get)(const kv::BlockStoreStats&);
+  };
+  static const Series kSeries[] = {
+      {"tachyon_kv_tier_hits_total", "counter", "KV blocks loaded from the tier.",
+       [](const kv::BlockStoreStats& s) { return double(s.hits); }},
+      {"tachyon_kv_tier_misses_total", "counter", "Tier lookups that stopped at a block it lacked.",
+       [](const kv::BlockStoreStats& s) { return double(s.misses); }},
+      {"tachyon_kv_tier_stores_total", "counter", "KV blocks the tier accepted.",
+       [](const kv::BlockStoreStats& s) { return double(s.stores); }},
+      {"tachyon_kv_tier_evictions_total", "counter", "KV blocks the tier dropped or spilled.",
+       [](const kv::BlockStoreStats& s) { return double(s.evictions); }},
+      {"tachyon_kv_tier_load_failures_total", "counter", "Failed loads (checksum, I/O, gone).",
+       [](const kv::BlockStoreStats& s) { return double(s.load_failures); }},
+      {"tachyon_kv_tier_load_seconds_total", "counter", "Time spent loading from the tier.",
+       [](const kv::BlockStoreStats& s) { return s.load_seconds; }},
+      {"tachyon_kv_tier_blocks", "gauge", "KV blocks held by the tier.",
+       [](const kv::BlockStoreStats& s) { return double(s.blocks); }},
+      {"tachyon_kv_tier_bytes", "gauge", "Bytes held by the tier.",
+       [](const kv::BlockStoreStats& s) { return double(s.bytes); }},
+      {"tachyon_kv_tier_capacity_bytes", "gauge", "The tier's bound in bytes.",
+       [](const kv::BlockStoreStats& s) { return double(s.capacity_bytes); }},
+  };
+  if (k.tiers.empty()) return;
+  for (const Series& se : kSeries) {
+    Header(out, se.name, se.type, se.help);
+    for (const engine::KvTierStats& t : k.tiers) {
+      out += std::string(se.name) + "{tier=\"" + t.name + "\"} " + Num(se.get(t.store)) + "\n";
+    }
+  }
+  Header(out, "tachyon_kv_offload_loaded_blocks_total", "counter",
+         "KV blocks loaded from a tier into the cache instead of being recomputed.");
+  Sample(out, "tachyon_kv_offload_loaded_blocks_total", double(k.loaded_blocks));
+  Header(out, "tachyon_kv_offload_failed_blocks_total", "counter",
+         "KV blocks whose load failed (recomputed instead).");
+  Sample(out, "tachyon_kv_offload_failed_blocks_total", double(k.failed_blocks));
+  Header(out, "tachyon_kv_offload_offered_blocks_total", "counter",
+         "KV blocks evicted from the cache and copied into a tier.");
+  Sample(out, "tachyon_kv_offload_offered_blocks_total", double(k.offered_blocks));
+  Header(out, "tachyon_kv_offload_skipped_by_cost_total", "counter",
+         "Tier hits not loaded because recomputing was estimated cheaper.");
+  Sample(out, "tachyon_kv_offload_skipped_by_cost_total", double(k.skipped_by_cost));
+}
+
 std::vector<double> LatencyBounds() {
   return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
           0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
@@ -126,6 +175,7 @@ std::string ServerMetrics::Render(const engine::EngineMetrics& m, bool ready) co
   Header(out, "tachyon_engine_forward_seconds_total", "counter",
          "Engine-thread time in the model's forward passes.");
   Sample(out, "tachyon_engine_forward_seconds_total", m.forward_seconds);
+  RenderKvTiers(m.kv_offload, out);
 
   connections_.Render(out);
 

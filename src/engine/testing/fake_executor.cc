@@ -1,12 +1,17 @@
 #include "engine/testing/fake_executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "util/logging.h"
 
 namespace tachyon::engine {
 namespace {
+// Process-wide, so KV slots loaded from another fake (an offload tier across a restart) never
+// carry the stamp of the current call.
+std::atomic<int64_t> next_call_stamp{0};
+
 uint64_t Mix(uint64_t h, uint64_t x) {
   h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   h *= 0xff51afd7ed558ccdULL;
@@ -82,7 +87,7 @@ Status FakeModelExecutor::CheckWindow(const model::SequenceSlice& s, size_t seq,
     const int32_t block = s.block_table[g * section + pos / block_size_];
     const Slot& slot = kv_[static_cast<size_t>(block) * block_size_ + pos % block_size_];
     if (slot.pos != pos || slot.token != tokens[pos] ||
-        (slot.call == num_calls_ && slot.writer != seq)) {
+        (slot.call == call_stamp_ && slot.writer != seq)) {
       return Internal("fake executor: group " + std::to_string(g) + " block " +
                       std::to_string(block) + " does not hold position " + std::to_string(pos) +
                       " of sequence " + std::to_string(seq) + " (window " +
@@ -102,6 +107,7 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
     return InvalidArgument("fake executor: logits buffer has the wrong size");
   }
   ++num_calls_;
+  call_stamp_ = next_call_stamp.fetch_add(1) + 1;
   max_batch_seqs_ = std::max(max_batch_seqs_, batch.seqs.size());
   // Write every sequence's new KV first (in every group), then read, as a model does layer by
   // layer.
@@ -115,7 +121,7 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
         Slot& slot = kv_[static_cast<size_t>(block) * block_size_ + pos % block_size_];
         slot.token = batch.tokens[s.token_start + j];
         slot.pos = pos;
-        slot.call = num_calls_;
+        slot.call = call_stamp_;
         slot.writer = i;
       }
     }
@@ -136,7 +142,7 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
                         std::to_string(slot.pos) + " where position " + std::to_string(pos) +
                         " was expected");
       }
-      if (slot.call == num_calls_ && slot.writer != i) {
+      if (slot.call == call_stamp_ && slot.writer != i) {
         return Internal("fake executor: position " + std::to_string(pos) + " of sequence " +
                         std::to_string(i) + " reads KV another sequence writes in this step");
       }

@@ -29,6 +29,8 @@ class FakeModelExecutor : public ModelExecutor {
 
   int32_t n_vocab() const override { return n_vocab_; }
   Status Execute(const model::Batch& batch, std::span<float> logits) override;
+  // Its slots as raw blocks: one chunk of block_size slots per block.
+  kv::BlockBytes* block_bytes() override { return &bytes_; }
 
   // The logits the fake produces after `history` (for tests that predict outputs).
   void LogitsFor(std::span<const int32_t> history, std::span<float> out) const;
@@ -41,7 +43,7 @@ class FakeModelExecutor : public ModelExecutor {
   struct Slot {
     int32_t token = -1;
     int64_t pos = -1;   // -1: never written
-    int64_t call = -1;  // the Execute call that wrote it
+    int64_t call = -1;  // the stamp of the Execute call that wrote it (unique per process)
     size_t writer = 0;  // index of the writing sequence in that call's batch
   };
   static constexpr uint64_t kHashStart = 0x1234567;
@@ -51,6 +53,20 @@ class FakeModelExecutor : public ModelExecutor {
   Status CheckWindow(const model::SequenceSlice& s, size_t seq, int g, int64_t from,
                      const std::vector<int32_t>& tokens) const;
 
+  class SlotBytes : public kv::BlockBytes {
+   public:
+    explicit SlotBytes(FakeModelExecutor* f) : f_(f) {}
+    int64_t num_chunks() const override { return 1; }
+    size_t chunk_bytes() const override { return sizeof(Slot) * f_->block_size_; }
+    std::span<uint8_t> Chunk(int32_t block, int64_t) override {
+      return {reinterpret_cast<uint8_t*>(f_->kv_.data() + size_t(block) * f_->block_size_),
+              chunk_bytes()};
+    }
+
+   private:
+    FakeModelExecutor* f_;
+  };
+
   int32_t n_vocab_;
   int num_blocks_;
   int block_size_;
@@ -58,8 +74,10 @@ class FakeModelExecutor : public ModelExecutor {
   std::vector<Slot> kv_;          // [num_blocks * block_size]
   std::vector<int32_t> history_;  // tokens group 0 read in the current sequence (groups > 1)
   int64_t num_calls_ = 0;
+  int64_t call_stamp_ = 0;  // the current Execute call's
   int64_t num_tokens_ = 0;
   size_t max_batch_seqs_ = 0;
+  SlotBytes bytes_{this};
 };
 
 }  // namespace tachyon::engine

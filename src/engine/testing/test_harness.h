@@ -43,6 +43,8 @@ struct HarnessOptions {
   int64_t short_prefill_tokens = 0;
   int64_t max_prefill_tokens_while_decoding = 0;
   spec::SpeculativeConfig speculative;  // off unless its method is set
+  // KV stores outside the pool (EngineConfig::kv_stores), fastest first.
+  std::vector<std::shared_ptr<kv::BlockStore>> kv_stores = {};
   // Replaces the speculative config's drafter (built over the harness's executor).
   std::function<std::unique_ptr<spec::Drafter>(const FakeModelExecutor&)> drafter;
 };
@@ -66,6 +68,7 @@ class Harness {
     c.eos_token_ids = o.eos;
     c.detokenizer = o.detokenizer;
     c.speculative = o.speculative;
+    c.kv_stores = o.kv_stores;
     auto engine = Engine::Create(c, &exec_, o.drafter ? o.drafter(exec_) : nullptr);
     if (!engine.ok()) {
       ADD_FAILURE() << engine.status().ToString();

@@ -1,0 +1,237 @@
+#include "engine/kv_offload.h"
+
+#include <algorithm>
+
+#include "util/logging.h"
+
+namespace tachyon::engine {
+
+std::unique_ptr<KvOffload> KvOffload::Create(std::vector<std::shared_ptr<kv::BlockStore>> stores,
+                                             kv::KvCacheManager* kv, kv::BlockBytes* bytes) {
+  std::erase(stores, nullptr);
+  if (stores.empty()) return nullptr;
+  if (bytes == nullptr || bytes->num_chunks() <= 0) {
+    TLOG(WARN) << "KV offload: the model executor exposes no KV bytes; tiers unused";
+    return nullptr;
+  }
+  if (!kv->prefix_caching()) {
+    TLOG(WARN) << "KV offload: prefix caching is off; tiers unused";
+    return nullptr;
+  }
+  if (kv->num_groups() != 1) {
+    TLOG(WARN) << "KV offload: not available with KV layer groups (sliding-window layers); "
+                  "tiers unused";
+    return nullptr;
+  }
+  return std::unique_ptr<KvOffload>(new KvOffload(std::move(stores), kv, bytes));
+}
+
+KvOffload::KvOffload(std::vector<std::shared_ptr<kv::BlockStore>> stores, kv::KvCacheManager* kv,
+                     kv::BlockBytes* bytes)
+    : stores_(std::move(stores)), kv_(kv), bytes_(bytes) {
+  for (const auto& s : stores_) {
+    if (s->accepts_evictions()) {
+      evict_to_ = s.get();
+      break;
+    }
+  }
+  kv_->set_eviction_hook(this);
+  loader_ = std::thread([this] { LoaderLoop(); });
+}
+
+KvOffload::~KvOffload() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  loader_.join();
+  kv_->set_eviction_hook(nullptr);
+  // Jobs never started and jobs done but not polled: their blocks go back uncached / cached.
+  for (Job& j : todo_) j.ok = 0;
+  for (Job& j : todo_) Finish(j);
+  for (Job& j : done_) Finish(j);
+}
+
+void KvOffload::LoaderLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !todo_.empty(); });
+    if (stop_) return;
+    Job job = std::move(todo_.front());
+    todo_.pop_front();
+    lock.unlock();
+    job.ok = 0;
+    while (job.ok < job.ids.size()) {
+      Status s = job.from[job.ok]->Load(job.keys[job.ok], job.chunks[job.ok]);
+      if (!s.ok()) {
+        TLOG(WARN) << "KV offload: " << s.ToString() << "; computing the rest instead";
+        break;
+      }
+      ++job.ok;
+    }
+    lock.lock();
+    done_.push_back(std::move(job));
+    cv_.notify_all();
+  }
+}
+
+void KvOffload::Finish(Job& job) {
+  const std::span<const int32_t> ids(job.ids);
+  const std::span<const kv::BlockHash> keys(job.keys);
+  if (job.ok > 0) kv_->CommitExternal(ids.first(job.ok), keys.first(job.ok));
+  if (job.ok < ids.size()) kv_->ReleaseExternal(ids.subspan(job.ok), keys.subspan(job.ok));
+  if (job.ok < ids.size()) failed_.insert(job.seq_id);
+  counters_.loaded_blocks += static_cast<int64_t>(job.ok);
+  counters_.failed_blocks += static_cast<int64_t>(ids.size() - job.ok);
+}
+
+void KvOffload::Poll() {
+  std::deque<Job> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done.swap(done_);
+  }
+  for (Job& j : done) {
+    Finish(j);
+    --jobs_out_;
+  }
+}
+
+void KvOffload::WaitForLoad(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !done_.empty(); });
+}
+
+bool KvOffload::CheapEnough(const kv::BlockStore& s) const {
+  if (prefill_s_per_token_ <= 0) return true;  // nothing measured yet
+  return s.LoadSecondsPerBlock() < prefill_s_per_token_ * kv_->block_size();
+}
+
+void KvOffload::ObserveStep(int64_t num_tokens, double seconds) {
+  if (num_tokens < 2 * kv_->block_size() || seconds <= 0) return;
+  const double per = seconds / static_cast<double>(num_tokens);
+  prefill_s_per_token_ = prefill_s_per_token_ == 0 ? per : 0.8 * prefill_s_per_token_ + 0.2 * per;
+}
+
+void KvOffload::Prefetch(std::span<Request* const> waiting) {
+  std::unordered_map<int64_t, std::pair<size_t, int64_t>> probed;
+  const int bs = kv_->block_size();
+  std::unordered_set<int64_t> failed;
+  // Only the head of the queue: those admitted soon (bounds the per-step cost).
+  constexpr size_t kMaxProbed = 16;
+  if (waiting.size() > kMaxProbed) waiting = waiting.first(kMaxProbed);
+  for (Request* r : waiting) {
+    if (failed_.count(r->seq_id)) {
+      failed.insert(r->seq_id);
+      continue;
+    }
+    if (r->tokens.empty()) continue;
+    const kv::PrefixHit hit = kv_->FindCachedPrefix(r->tokens, r->cache_salt);
+    if (hit.in_flight_tokens > 0) continue;  // someone computes or loads the next blocks
+    const int64_t k = hit.num_tokens / bs;
+    const int64_t max_blocks = static_cast<int64_t>(r->tokens.size() - 1) / bs;
+    if (k >= max_blocks) continue;
+    const std::pair<size_t, int64_t> state{r->tokens.size(), k};
+    auto seen = probed_.find(r->seq_id);
+    if (seen != probed_.end() && seen->second == state) {
+      probed.emplace(r->seq_id, state);
+      continue;
+    }
+    // The request's blocks past the hit, and then its uncomputed rest, must fit the pool
+    // beside its hit (free hit blocks count as free now).
+    int64_t hit_free = 0;
+    for (int32_t b : hit.blocks) hit_free += kv_->pool().ref_count(b) == 0;
+    if (kv_->BlocksFor(static_cast<int64_t>(r->tokens.size())) - k + hit_free >
+        kv_->NumFreeBlocks()) {
+      continue;
+    }
+    std::vector<kv::BlockHash> chain;
+    kv::ExtendBlockHashes(r->tokens, bs, kv::RootHash(r->cache_salt),
+                          static_cast<size_t>(max_blocks), &chain);
+    const std::span<const kv::BlockHash> rest = std::span(chain).subspan(k);
+    Job job;
+    job.seq_id = r->seq_id;
+    size_t pos = 0;
+    while (pos < rest.size()) {
+      size_t got = 0;
+      kv::BlockStore* from = nullptr;
+      for (const auto& s : stores_) {
+        got = s->Lookup(rest.subspan(pos));
+        if (got > 0) {
+          from = s.get();
+          break;
+        }
+      }
+      if (from == nullptr) break;
+      if (!CheapEnough(*from)) {
+        ++counters_.skipped_by_cost;
+        break;
+      }
+      for (size_t i = pos; i < pos + got; ++i) {
+        job.keys.push_back(rest[i]);
+        job.from.push_back(from);
+      }
+      pos += got;
+    }
+    // A block the pool still holds ends the run (it is a hit once the blocks before it are).
+    for (size_t i = 0; i < job.keys.size(); ++i) {
+      if (kv_->pool().Lookup(job.keys[i])) {
+        job.keys.resize(i);
+        job.from.resize(i);
+        break;
+      }
+    }
+    if (job.keys.empty()) {
+      probed.emplace(r->seq_id, state);
+      continue;
+    }
+    if (!kv_->AllocateExternal(job.keys, &job.ids, hit.blocks)) continue;
+    for (int32_t id : job.ids) job.chunks.push_back(bytes_->Chunks(id));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      todo_.push_back(std::move(job));
+    }
+    ++jobs_out_;
+    cv_.notify_all();
+  }
+  probed_.swap(probed);
+  failed_.swap(failed);
+}
+
+void KvOffload::OnEvict(int32_t id, const kv::BlockHash& hash) {
+  if (evict_to_ == nullptr) return;
+  const std::vector<std::span<uint8_t>> chunks = bytes_->Chunks(id);
+  evict_to_->Store(hash, chunks);
+  ++counters_.offered_blocks;
+}
+
+void KvOffload::FlushAll() {
+  while (jobs_out_ > 0) {
+    WaitForLoad(std::chrono::milliseconds(100));
+    Poll();
+  }
+  if (evict_to_ != nullptr) {
+    int64_t n = 0;
+    kv_->pool().ForEachCached([&](int32_t id, const kv::BlockHash& hash) {
+      evict_to_->Store(hash, bytes_->Chunks(id));
+      // Now and then let the slower tiers catch up with what the first one spills to them, so
+      // their bounded write queues decline nothing.
+      if (++n % 128 == 0) {
+        for (const auto& s : stores_) {
+          if (s.get() != evict_to_) s->Flush();
+        }
+      }
+    });
+  }
+  for (const auto& s : stores_) s->Flush();
+}
+
+KvOffloadStats KvOffload::Stats() const {
+  KvOffloadStats s = counters_;
+  s.prefill_seconds_per_token = prefill_s_per_token_;
+  for (const auto& st : stores_) s.tiers.push_back({std::string(st->name()), st->Stats()});
+  return s;
+}
+
+}  // namespace tachyon::engine

@@ -1,0 +1,20 @@
+#include "kv/block_store.h"
+
+#include <cstring>
+
+namespace tachyon::kv {
+
+std::vector<std::span<uint8_t>> BlockBytes::Chunks(int32_t block) {
+  std::vector<std::span<uint8_t>> out;
+  out.reserve(static_cast<size_t>(num_chunks()));
+  for (int64_t c = 0; c < num_chunks(); ++c) out.push_back(Chunk(block, c));
+  return out;
+}
+
+void BlockStore::StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) {
+  std::span<uint8_t> whole(bytes);
+  const std::span<uint8_t> one[] = {whole};
+  Store(key, one);
+}
+
+}  // namespace tachyon::kv
