@@ -72,9 +72,9 @@ def main():
     p.add_argument("--block-tokens", type=int, default=16)
     p.add_argument("--max-output", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--max-model-len", type=int, default=4096)
-    p.add_argument("--kv-cache-memory", default="24M")
-    p.add_argument("--offload-memory", default="64M")
+    p.add_argument("--max-model-len", type=int, default=2560)
+    p.add_argument("--kv-cache-memory", default="64M")  # ~180 SmolLM2 blocks
+    p.add_argument("--offload-memory", default="256M")
     p.add_argument("--offload-disk", default="1G")
     p.add_argument("--long-tokens", type=int, default=2048)
     p.add_argument("--out", default="/tmp/kv_tier_bench")
