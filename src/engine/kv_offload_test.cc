@@ -160,6 +160,21 @@ TEST(KvOffload, ChoicesShareLoadedPrefix) {
   EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0);
 }
 
+TEST(KvOffload, PreemptedRequestsFinishExactlyAndLeakNothing) {
+  HarnessOptions o = SmallPool({Host()});
+  o.num_blocks = 14;  // two requests of 12 + 30 tokens (11 blocks each) cannot both finish
+  Harness h(o);
+  const std::vector<int32_t> p1 = MakePrompt(12, 3), p2 = MakePrompt(12, 4);
+  ASSERT_TRUE(h.Add(1, Greedy(p1, 30)).ok());
+  ASSERT_TRUE(h.Add(2, Greedy(p2, 30)).ok());
+  h.RunToCompletion();
+  EXPECT_EQ(h.result(1).tokens, testing::OracleGreedy(h.exec(), p1, 30));
+  EXPECT_EQ(h.result(2).tokens, testing::OracleGreedy(h.exec(), p2, 30));
+  const EngineMetrics m = h.engine().Metrics();
+  EXPECT_GT(m.num_preemptions, 0);
+  EXPECT_EQ(m.kv.used_blocks, 0);
+}
+
 TEST(KvOffload, DiskTierServesAPrefixAfterARestart) {
   kv::testing::TempDir dir("offload-restart");
   const kv::BlockHash model{7, 8};
