@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "grammar/utf8_ranges.h"
+#include "tokenizer/unicode.h"
 
 namespace tachyon::grammar {
 namespace {
@@ -297,7 +298,7 @@ class Parser {
       if (Peek() == '"') break;
       uint32_t cp;
       RETURN_IF_ERROR(ParseChar(&cp));
-      AppendUtf8(cp, &bytes);
+      tokenizer::AppendUtf8(cp, &bytes);
     }
     ++pos_;
     b_.AppendLiteral(bytes, out);

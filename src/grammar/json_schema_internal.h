@@ -28,9 +28,7 @@ std::string Literal(std::string_view s);
 std::string ClassChar(uint32_t cp);
 // The JSON text of a value as a compact encoder writes it (UTF-8 raw, escapes as JSON needs).
 std::string JsonText(const Json& v);
-// Appends the UTF-8 bytes of `cp`.
-void AppendUtf8(uint32_t cp, std::string* out);
-// Decodes UTF-8 into code points (invalid bytes -> U+FFFD).
+// Decodes UTF-8 into code points (invalid bytes -> U+FFFD, as tokenizer::DecodeUtf8).
 std::vector<uint32_t> DecodeUtf8(std::string_view s);
 // "{m}", "{m,}", "{m,n}", "*", "+", "?" or "" (m..max, max < 0 = unbounded).
 std::string RepeatSuffix(int64_t min, int64_t max);

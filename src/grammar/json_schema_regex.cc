@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "grammar/json_schema_internal.h"
+#include "tokenizer/unicode.h"
 
 namespace tachyon::grammar::schema_internal {
 namespace {
@@ -549,7 +550,7 @@ std::string JsonCharsExpr(const CodeRanges& set) {
   std::vector<std::string> alts;
   if (raw.size() == 1 && raw[0].first == raw[0].second) {
     std::string s;
-    AppendUtf8(raw[0].first, &s);
+    tokenizer::AppendUtf8(raw[0].first, &s);
     alts.push_back(Literal(s));
   } else if (!raw.empty()) {
     std::string cls = "[";

@@ -2,51 +2,16 @@
 #include <cstdio>
 
 #include "grammar/json_schema_internal.h"
+#include "tokenizer/unicode.h"
 
 namespace tachyon::grammar::schema_internal {
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 std::vector<uint32_t> DecodeUtf8(std::string_view s) {
   std::vector<uint32_t> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-    uint32_t cp = n == 0 ? c : n == 1 ? (c & 0x1F) : n == 2 ? (c & 0x0F) : (c & 0x07);
-    bool ok = n >= 0 && i + n < s.size();
-    for (int k = 1; ok && k <= n; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d >> 6) != 2) ok = false;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    if (ok && ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-               cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) {
-      ok = false;
-    }
-    if (!ok) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp;
+    i += tokenizer::DecodeUtf8(s, i, &cp);
     out.push_back(cp);
-    i += n + 1;
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "grammar/utf8_ranges.h"
+#include "tokenizer/unicode.h"
 
 namespace tachyon::grammar {
 namespace {
@@ -198,7 +199,7 @@ class RegexParser {
       RETURN_IF_ERROR(ParseEscape(false, &cp, &r, &is_class));
       if (is_class) return b_.AppendCharClass(std::move(r), false, "regex", out);
       std::string bytes;
-      AppendUtf8(cp, &bytes);
+      tokenizer::AppendUtf8(cp, &bytes);
       b_.AppendLiteral(bytes, out);
       return OkStatus();
     }

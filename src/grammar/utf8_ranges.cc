@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "tokenizer/unicode.h"
+
 namespace tachyon::grammar {
 namespace {
 
@@ -15,50 +17,13 @@ uint32_t MaxOfLength(int n) {
 
 }  // namespace
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 int32_t DecodeUtf8(std::string_view s, size_t* pos) {
-  size_t p = *pos;
-  if (p >= s.size()) return -1;
-  const auto b0 = static_cast<uint8_t>(s[p]);
-  int n;
+  if (*pos >= s.size()) return -1;
   uint32_t cp;
-  if (b0 < 0x80) {
-    *pos = p + 1;
-    return b0;
-  } else if ((b0 & 0xE0) == 0xC0) {
-    n = 2, cp = b0 & 0x1F;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    n = 3, cp = b0 & 0x0F;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    n = 4, cp = b0 & 0x07;
-  } else {
-    return -1;
-  }
-  if (p + n > s.size()) return -1;
-  for (int i = 1; i < n; ++i) {
-    const auto b = static_cast<uint8_t>(s[p + i]);
-    if ((b & 0xC0) != 0x80) return -1;
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if (Utf8Length(cp) != n || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
-  *pos = p + n;
+  const size_t n = tokenizer::DecodeUtf8(s, *pos, &cp);
+  // An invalid or truncated sequence decodes as U+FFFD of one byte (a real U+FFFD is three).
+  if (cp == tokenizer::kReplacementChar && n == 1) return -1;
+  *pos += n;
   return static_cast<int32_t>(cp);
 }
 
@@ -94,8 +59,8 @@ void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<ByteRangeSeq>* out) {
     }
   }
   std::string a, b;
-  AppendUtf8(lo, &a);
-  AppendUtf8(hi, &b);
+  tokenizer::AppendUtf8(lo, &a);
+  tokenizer::AppendUtf8(hi, &b);
   ByteRangeSeq seq;
   for (size_t i = 0; i < a.size(); ++i) {
     seq.push_back({static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i])});

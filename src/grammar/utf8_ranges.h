@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,11 +17,9 @@ using ByteRangeSeq = std::vector<std::pair<uint8_t, uint8_t>>;
 // REQUIRES: lo <= hi <= 0x10FFFF and [lo, hi] holds no surrogate.
 void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<ByteRangeSeq>* out);
 
-// Appends the UTF-8 encoding of cp. REQUIRES: cp <= 0x10FFFF.
-void AppendUtf8(uint32_t cp, std::string* out);
-
 // Decodes one UTF-8 character at s[*pos] and advances *pos; -1 on invalid UTF-8 (overlong,
-// surrogate, truncated, > U+10FFFF), *pos then unchanged.
+// surrogate, truncated, > U+10FFFF) or at the end, *pos then unchanged. (tokenizer/unicode.h
+// decodes; this is its strict form. The encoder is tokenizer::AppendUtf8.)
 int32_t DecodeUtf8(std::string_view s, size_t* pos);
 
 }  // namespace tachyon::grammar

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tokenizer/unicode.h"
+
 namespace tachyon::grammar {
 namespace {
 
@@ -34,7 +36,7 @@ TEST(Utf8Ranges, ExactlyTheRange) {
          cp += (hi - lo > 100000 ? 97 : 1)) {
       if (cp >= 0xD800 && cp <= 0xDFFF) continue;
       std::string s;
-      AppendUtf8(cp, &s);
+      tokenizer::AppendUtf8(cp, &s);
       EXPECT_EQ(InSeqs(seqs, s), cp >= lo && cp <= hi) << std::hex << cp;
     }
   }
