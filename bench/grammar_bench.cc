@@ -164,6 +164,11 @@ void Report(const char* what, const Stats& st) {
       "  mask us: avg %.1f  p50 %.1f  p99 %.1f  max %.1f   (target ratio: avg %.2f, "
       "p99 %.2f, max %.2f)\n",
       avg, Pct(m, 0.5), Pct(m, 0.99), mx, avg / 40, Pct(m, 0.99) / 400, mx / 10000);
+  const auto over = [&](double us) {
+    return std::count_if(m.begin(), m.end(), [&](double x) { return x > us; });
+  };
+  std::printf("  masks over 0.4 ms: %td, over 1 ms: %td, over 10 ms: %td\n", over(400), over(1000),
+              over(10000));
   std::printf("  compile us: p50 %.1f  p99 %.1f   (target ratio: p50 %.2f, p99 %.2f)\n",
               Pct(st.compile_us, 0.5), Pct(st.compile_us, 0.99), Pct(st.compile_us, 0.5) / 1000,
               Pct(st.compile_us, 0.99) / 20000);

@@ -13,6 +13,10 @@ and the answer is sorted:
   error      the request failed otherwise (no answer)
 
   bench/structured_corpus.py --url http://127.0.0.1:8080 --concurrency 8 [--every 10] [--json F]
+                             [--jsonl F] [--timeout S]
+
+--jsonl F appends each answer's line as it arrives (a run stopped early keeps what it has);
+--timeout S: a request still unanswered after S seconds counts as an error ("timeout").
 
 tests/python/test_structured_output_corpus.py drives tachyon through the same functions.
 """
@@ -22,6 +26,7 @@ import concurrent.futures
 import json
 import re
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -193,11 +198,17 @@ def run_case(url, case, model, max_tokens, api_key, timeout):
     return classify(case, status, body)
 
 
-def run_corpus(url, cases, model, max_tokens=160, concurrency=8, api_key="none", timeout=600):
-    """[(kind, detail)] per case, in order."""
+def run_corpus(url, cases, model, max_tokens=160, concurrency=8, api_key="none", timeout=600,
+               on_result=None):
+    """[(kind, detail)] per case, in order; on_result(case, kind, detail) as each arrives."""
+    def one(case):
+        kind, detail = run_case(url, case, model, max_tokens, api_key, timeout)
+        if on_result is not None:
+            on_result(case, kind, detail)
+        return kind, detail
+
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
-        return list(pool.map(lambda c: run_case(url, c, model, max_tokens, api_key, timeout),
-                             cases))
+        return list(pool.map(one, cases))
 
 
 def summarize(results):
@@ -220,7 +231,9 @@ def main():
     ap.add_argument("--every", type=int, default=1, help="take schemas 0, k, 2k, ...")
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per request")
     ap.add_argument("--json", help="write each schema's kind and detail here")
+    ap.add_argument("--jsonl", help="append each schema's kind and detail here as it arrives")
     args = ap.parse_args()
     model = args.model
     if not model:
@@ -229,7 +242,15 @@ def main():
         with urllib.request.urlopen(req, timeout=30) as r:
             model = json.loads(r.read())["data"][0]["id"]
     cases = load_cases(args.schemas)[::args.every]
-    results = run_corpus(args.url, cases, model, args.max_tokens, args.concurrency, args.api_key)
+    lock = threading.Lock()
+
+    def on_result(case, kind, detail):
+        if args.jsonl:
+            with lock, open(args.jsonl, "a") as f:
+                f.write(json.dumps({"id": case["id"], "kind": kind, "detail": detail}) + "\n")
+
+    results = run_corpus(args.url, cases, model, args.max_tokens, args.concurrency, args.api_key,
+                         args.timeout, on_result)
     counts = summarize(results)
     print(f"{len(cases)} schemas, model {model}, max_tokens {args.max_tokens}: " +
           ", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -80,8 +80,17 @@ struct GrammarImpl::WalkContext {
   ConfigTable table;
 };
 
+struct GrammarImpl::SharedClasses {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const TokenClass>> classes;  // GUARDED_BY(mu)
+  size_t bytes = 0;                                                            // GUARDED_BY(mu)
+};
+
 GrammarImpl::GrammarImpl(FlatGrammar g, std::shared_ptr<const Vocabulary> vocab)
-    : g_(std::move(g)), vocab_(std::move(vocab)) {}
+    : g_(std::move(g)),
+      vocab_(std::move(vocab)),
+      shared_(std::static_pointer_cast<SharedClasses>(vocab_->Shared(
+          [] { return std::static_pointer_cast<void>(std::make_shared<SharedClasses>()); }))) {}
 
 GrammarImpl::~GrammarImpl() = default;
 
@@ -115,6 +124,75 @@ int32_t GrammarImpl::NormalizeChain(std::vector<ChainEntry>* chain, bool force_f
   return headroom;
 }
 
+namespace {
+
+void AppendInt(int32_t v, std::string* out) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+size_t ClassBytes(const TokenClass& cls) {
+  size_t bytes = 4 * (cls.accept_bits.size() + cls.accept_list.size() + 2 * cls.long_accept.size() +
+                      cls.long_pops.size());
+  for (const TokenClass::Pop& p : cls.pops) bytes += p.suffix.size() + 4 * p.tokens.size() + 32;
+  return bytes;
+}
+
+}  // namespace
+
+std::string GrammarImpl::FragmentKey(const std::vector<ChainEntry>& chain, bool exact,
+                                     uint32_t min_len) const {
+  // Rules get local numbers in the order they are first reached; each chain position is
+  // written with its count and its alternative's elements from there to kEnd, then every
+  // reached rule's alternatives. Two grammars with the same key walk the same classes.
+  std::string key;
+  key.push_back(exact ? 'r' : 'b');
+  key.push_back(static_cast<char>(min_len));
+  std::unordered_map<int32_t, int32_t> local;
+  std::vector<int32_t> order;
+  auto rule = [&](int32_t r) {
+    if (r < 0) return int32_t{-1};
+    auto [it, inserted] = local.emplace(r, static_cast<int32_t>(order.size()));
+    if (inserted) order.push_back(r);
+    return it->second;
+  };
+  auto elements = [&](int32_t pos) {
+    for (;; ++pos) {
+      const FlatGrammar::Elem& e = g_.elems[pos];
+      key.push_back(static_cast<char>(e.kind));
+      switch (e.kind) {
+        case FlatGrammar::Kind::kBytes:
+          key.append(reinterpret_cast<const char*>(g_.sets[e.arg].w), sizeof(ByteSet::w));
+          break;
+        case FlatGrammar::Kind::kRule:
+          AppendInt(rule(e.arg), &key);
+          break;
+        case FlatGrammar::Kind::kRepeat: {
+          const FlatGrammar::Repeat& r = g_.repeats[e.arg];
+          AppendInt(rule(r.rule), &key);
+          AppendInt(r.min, &key);
+          AppendInt(r.max, &key);
+          key.push_back(r.nullable ? 1 : 0);
+          break;
+        }
+        case FlatGrammar::Kind::kEnd:
+          return;
+      }
+    }
+  };
+  for (const ChainEntry& e : chain) {
+    AppendInt(e.count, &key);
+    elements(e.pos);
+    if (key.size() > kMaxFragmentKey) return {};
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int32_t r = order[i];
+    AppendInt(g_.rule_alts[r + 1] - g_.rule_alts[r], &key);
+    for (int32_t a = g_.rule_alts[r]; a < g_.rule_alts[r + 1]; ++a) elements(g_.alt_start[a]);
+    if (key.size() > kMaxFragmentKey) return {};
+  }
+  return key;
+}
+
 std::shared_ptr<const TokenClass> GrammarImpl::Class(const std::vector<ChainEntry>& chain,
                                                      bool exact, uint32_t min_len) const {
   std::string key(reinterpret_cast<const char*>(chain.data()), chain.size() * sizeof(ChainEntry));
@@ -124,10 +202,25 @@ std::shared_ptr<const TokenClass> GrammarImpl::Class(const std::vector<ChainEntr
     std::lock_guard<std::mutex> lock(class_mu_);
     if (auto it = classes_.find(key); it != classes_.end()) return it->second;
   }
-  auto cls = std::make_shared<const TokenClass>(ComputeClass(chain, exact, min_len));
-  size_t bytes = key.size() + 4 * (cls->accept_bits.size() + cls->accept_list.size() +
-                                   2 * cls->long_accept.size() + cls->long_pops.size());
-  for (const TokenClass::Pop& p : cls->pops) bytes += p.suffix.size() + 4 * p.tokens.size() + 32;
+  std::string fragment = FragmentKey(chain, exact, min_len);
+  std::shared_ptr<const TokenClass> cls;
+  if (!fragment.empty()) {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (auto it = shared_->classes.find(fragment); it != shared_->classes.end()) cls = it->second;
+  }
+  if (cls == nullptr) {
+    cls = std::make_shared<const TokenClass>(ComputeClass(chain, exact, min_len));
+    if (!fragment.empty()) {
+      const size_t bytes = fragment.size() + ClassBytes(*cls);
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      if (shared_->bytes + bytes > kSharedClassBytes) {
+        shared_->classes.clear();
+        shared_->bytes = 0;
+      }
+      if (shared_->classes.emplace(std::move(fragment), cls).second) shared_->bytes += bytes;
+    }
+  }
+  const size_t bytes = key.size() + ClassBytes(*cls);
   std::lock_guard<std::mutex> lock(class_mu_);
   if (class_bytes_ + bytes > kClassCacheBytes) {
     classes_.clear();

@@ -30,7 +30,12 @@
 //   count + (longest token) < min -> kCountFarBelow (exact: no token reaches min).
 // Other counts (near a bound, or a body that can match the empty string) stay exact.
 //
-// Classes are kept up to kClassCacheBytes per grammar (then that cache starts over).
+// Classes are kept up to kClassCacheBytes per grammar (then that cache starts over). A class
+// depends only on the grammar fragment its truncated chain can reach (the chain's remaining
+// elements and the rules they reach, byte sets by value), so classes whose fragment serializes
+// to at most kMaxFragmentKey bytes are also kept per vocabulary, shared by every grammar
+// compiled against it (Vocabulary::Shared; up to kSharedClassBytes, then that cache starts
+// over): a JSON string's content class is walked once per vocabulary, not once per schema.
 //
 // Mask cache: a whole configuration (every head's full chain, and whether the root may end) is
 // an exact key for its mask; masks are cached per grammar up to kMaskCacheBytes (then the cache
@@ -90,6 +95,8 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   static constexpr size_t kMaskCacheBytes = size_t{8} << 20;
   static constexpr size_t kClassCacheBytes = size_t{64} << 20;
   static constexpr int32_t kFarHeadroom = 32;
+  static constexpr size_t kMaxFragmentKey = 4096;
+  static constexpr size_t kSharedClassBytes = size_t{64} << 20;
 
   GrammarImpl(FlatGrammar g, std::shared_ptr<const Vocabulary> vocab);
   ~GrammarImpl() override;
@@ -114,6 +121,10 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   std::shared_ptr<const TokenClass> Class(const std::vector<ChainEntry>& chain, bool exact,
                                           uint32_t min_len = 0) const;
 
+  // The key of the fragment of the grammar that Class(chain, exact, min_len) depends on; empty
+  // when it would be longer than kMaxFragmentKey bytes.
+  std::string FragmentKey(const std::vector<ChainEntry>& chain, bool exact, uint32_t min_len) const;
+
   // The cached mask for a configuration key, or null.
   std::shared_ptr<const std::vector<uint32_t>> CachedMask(const std::string& key) const;
   void CacheMask(const std::string& key, std::shared_ptr<const std::vector<uint32_t>> mask) const;
@@ -124,12 +135,14 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   void CachePops(const std::string& key, std::shared_ptr<const std::vector<int32_t>> toks) const;
 
  private:
-  struct WalkContext;  // the class walks' arena and configuration table (compiled.cc)
+  struct WalkContext;    // the class walks' arena and configuration table (compiled.cc)
+  struct SharedClasses;  // classes by fragment key, per vocabulary (compiled.cc)
   static constexpr size_t kMaxWalkConfigs = 8192;
   TokenClass ComputeClass(const std::vector<ChainEntry>& chain, bool exact, uint32_t min_len) const;
 
   const FlatGrammar g_;
   const std::shared_ptr<const Vocabulary> vocab_;
+  const std::shared_ptr<SharedClasses> shared_;
   mutable std::mutex walk_mu_;
   mutable std::unique_ptr<WalkContext> walk_;  // GUARDED_BY(walk_mu_)
   mutable std::mutex class_mu_;

@@ -600,7 +600,10 @@ Result<std::string> RegexToJsonContent(std::string_view pattern, int64_t min_len
     branches.push_back(std::move(top));
   }
   const bool lengths = min_length > 0 || max_length >= 0;
-  std::vector<std::string> alts;
+  // Branches grouped by their unanchored sides (index: !bol * 2 + !eol), so that a search over
+  // several branches runs one `char*` loop per side, not one per branch (the same language:
+  // x* a y* | x* b y* = x* (a | b) y*).
+  std::vector<std::string> groups[4];
   for (Node& b : branches) {
     if (b.kind != Node::kSeq) {
       Node seq;
@@ -624,10 +627,20 @@ Result<std::string> RegexToJsonContent(std::string_view pattern, int64_t min_len
       bol = eol = true;
       RETURN_IF_ERROR(BoundLength(&b, min_length, max_length));
     }
-    std::string e = Emit(b);
-    if (!bol) e = char_rule + "* " + e;
-    if (!eol) e += " " + char_rule + "*";
-    alts.push_back(e);
+    groups[(bol ? 0 : 2) + (eol ? 0 : 1)].push_back(Emit(b));
+  }
+  std::vector<std::string> alts;
+  for (int k = 0; k < 4; ++k) {
+    if (groups[k].empty()) continue;
+    std::string e = groups[k][0];
+    if (groups[k].size() > 1) {
+      e = "(";
+      for (size_t i = 0; i < groups[k].size(); ++i) e += (i ? " | " : "") + groups[k][i];
+      e += ")";
+    }
+    if (k & 2) e = char_rule + "* " + e;
+    if (k & 1) e += " " + char_rule + "*";
+    alts.push_back(std::move(e));
   }
   if (alts.size() == 1) return "(" + alts[0] + ")";
   std::string out = "(";

@@ -340,6 +340,14 @@ TEST(JsonSchemaTest, Patterns) {
   EXPECT_TRUE(empty_or.Accepts(R"("")"));
   EXPECT_TRUE(empty_or.Accepts(R"("ab")"));
   EXPECT_FALSE(empty_or.Accepts(R"("abc")"));
+  // Branches with different anchors, each unanchored side kept to its branches only.
+  Schema mixed(R"({"type": "string", "pattern": "^ab|cd$|ef|^gh$|ij"})");
+  for (const char* ok : {R"("abz")", R"("zcd")", R"("zefz")", R"("gh")", R"("zijz")", R"("ab")"}) {
+    EXPECT_TRUE(mixed.Accepts(ok)) << ok;
+  }
+  for (const char* bad : {R"("zab")", R"("cdz")", R"("zgh")", R"("ghz")", R"("ae")", R"("")"}) {
+    EXPECT_FALSE(mixed.Accepts(bad)) << bad;
+  }
   for (const char* bad :
        {R"j({"pattern": "(?=a)"})j", R"j({"pattern": "(a)\\1"})j", R"j({"pattern": "\\bx"})j"}) {
     EXPECT_NE(Refusal(bad).find("'pattern'"), std::string::npos) << bad;

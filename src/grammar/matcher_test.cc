@@ -132,6 +132,53 @@ TEST(Matcher, CountedRepetitionsEqualBruteForce) {
   }
 }
 
+// Token classes are shared by every grammar of one vocabulary when their grammar fragments are
+// equal (GrammarImpl::FragmentKey). Grammars that differ from a first one only in a byte set,
+// a repetition bound or what follows a string must not take its classes.
+TEST(Matcher, ClassesSharedAcrossGrammarsOnlyForEqualFragments) {
+  auto vocab = MakeVocab(SmallTokens());
+  for (const char* gbnf : {
+           R"(root ::= "{" s ":" s "}"
+s ::= "\"" [^"\\\x00-\x1F]* "\"")",
+           R"(root ::= "{" s ":" s "}"
+s ::= "\"" [^"\\\x00-\x1Fa]* "\"")",
+           R"(root ::= "{" s "," s "}"
+s ::= "\"" [^"\\\x00-\x1F]* "\"")",
+           R"(root ::= "[" s ":" s "]"
+s ::= "\"" [^"\\\x00-\x1F]* "\"")",
+           R"(root ::= "{" s ":" s "}"
+s ::= "\"" [^"\\\x00-\x1F]{0,40} "\"")",
+           R"(root ::= "{" s ":" s "}"
+s ::= "\"" [^"\\\x00-\x1F]{0,41} "\"")",
+           R"(root ::= "{" s ":" s "}"
+s ::= "\"" [^"\\\x00-\x1F]{2,41} "\"")",
+           R"(root ::= "{" s ":" s "}"
+s ::= "\"" [^"\\\x00-\x1F]* "\"" "!"?)",
+       }) {
+    auto g = CompileGbnf(gbnf, vocab);
+    ASSERT_NE(g, nullptr) << gbnf;
+    for (uint32_t seed = 1; seed <= 6; ++seed) WalkAndCompare(*g, *vocab, 30, seed);
+  }
+}
+
+// Configurations with many heads at once (the alternatives of a choice, the partial matches of
+// an unanchored alternation).
+TEST(Matcher, ManyHeadsEqualBruteForce) {
+  auto vocab = MakeVocab(SmallTokens());
+  for (
+      const char* gbnf : {
+          R"(root ::= "ab" | "a\"" | "nu" | "null" | "12" | "1e" | "true" | "fal" | "se" |
+                    "x" | "{}" | "[]" | "\\u00")",
+          R"(root ::= [a-z]* ("ab" | "abc" | "bc" | "cab" | "null" | "nu" | "se" | "fal" |
+                            "true" | "e+") [a-z ]* "\n")",
+          R"(root ::= ([a-c]* ("ab" | "ba" | "abc" | "cc" | "ca" | "aa" | "bb" | "cb" | "bca"))+ "!")",
+      }) {
+    auto g = CompileGbnf(gbnf, vocab);
+    ASSERT_NE(g, nullptr) << gbnf;
+    for (uint32_t seed = 1; seed <= 8; ++seed) WalkAndCompare(*g, *vocab, 30, seed);
+  }
+}
+
 TEST(Matcher, EosOnlyWhereTheGrammarMayEnd) {
   auto vocab = MakeVocab({"a", "b", "ab"});
   const int32_t eos = 3;
@@ -265,6 +312,13 @@ TEST_P(RealTokenizer, MasksEqualBruteForceAndNeverAllowSpecialTokens) {
   auto counted = CompileGbnf(R"(root ::= ("\"" [^"\\\x00-\x1F]{0,40} "\"" ", ")+)", vocab);
   ASSERT_NE(counted, nullptr);
   EXPECT_EQ(WalkAndCompare(*counted, *vocab, 6, 13), 6);
+  // Many heads at once (an unanchored alternation).
+  auto heads = CompileGbnf(
+      R"(root ::= [a-zA-Z_]* ("QTABLE_INT_TYPE" | "QTABLE_DOUBLE_TYPE" | "QTABLE_INT64_TYPE" |
+                  "QTABLE_TIME_TYPE" | "QTABLE_DATE_TYPE" | "QTABLE_STRING_TYPE") [a-zA-Z_]*)",
+      vocab);
+  ASSERT_NE(heads, nullptr);
+  EXPECT_EQ(WalkAndCompare(*heads, *vocab, 4, 14), 4);
 
   auto any = CompileGbnf("root ::= [^\\x00]*", vocab);
   ASSERT_NE(any, nullptr);

@@ -96,6 +96,12 @@ Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> eos_
   }
 }
 
+std::shared_ptr<void> Vocabulary::Shared(std::shared_ptr<void> (*make)()) const {
+  std::lock_guard<std::mutex> lock(shared_mu_);
+  if (shared_ == nullptr) shared_ = make();
+  return shared_;
+}
+
 Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokenBytes(std::vector<std::string> bytes,
                                                                      std::vector<int32_t> eos_ids) {
   if (bytes.size() >= (size_t{1} << 31)) return InvalidArgument("vocabulary too large");

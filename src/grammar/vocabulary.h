@@ -1,11 +1,13 @@
 // Vocabulary: the tokens as a grammar matcher sees them (each id's exact output bytes) and the
 // token trie every mask computation walks.
 //
-// Thread-safety: immutable after construction; share it freely (std::shared_ptr<const>).
+// Thread-safety: immutable after construction (but for the shared state below, made once behind
+// a mutex); share it freely (std::shared_ptr<const>).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,6 +93,11 @@ class Vocabulary {
   static constexpr int kLengthMasks = 32;
   const uint32_t* tokens_up_to(int n) const { return &length_masks_[(n - 1) * mask_words()]; }
 
+  // State shared by every grammar compiled against this vocabulary (compiled.cc keeps the
+  // token classes there that depend only on a grammar fragment): made by `make` on the first
+  // call, the same object on every later one (`make` is then not called). Thread-safe.
+  std::shared_ptr<void> Shared(std::shared_ptr<void> (*make)()) const;
+
  private:
   Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> eos_ids);
   std::vector<std::string> bytes_;
@@ -98,6 +105,8 @@ class Vocabulary {
   std::vector<char> is_eos_;
   TokenTrie trie_;
   std::vector<uint32_t> length_masks_;
+  mutable std::mutex shared_mu_;
+  mutable std::shared_ptr<void> shared_;  // GUARDED_BY(shared_mu_)
 };
 
 }  // namespace tachyon::grammar
