@@ -12,9 +12,14 @@ Scaling (the trace is for large models; see the trace README): a trace block of 
 each a fixed pseudo-random run of token ids derived from the block's id (requests sharing the
 first k hash ids share the first k blocks), cut to input_length scaled the same way. Outputs are
 capped at --max-output tokens (ignore_eos). Arrival times are the trace's timestamps times
---time-scale. The replicas restart before each policy, so every policy starts from cold caches.
+--time-scale; with `auto` (the default) the bench first measures the replicas' capacity (the
+first --calibrate-requests requests closed-loop through round_robin) and scales time so that the
+offered load is --target-load (0.7) of it: below saturation, where shedding nothing is the
+target. The replicas restart before each policy (and after the calibration), so every policy
+starts from cold caches.
 
-  python3 bench/router_trace_bench.py --requests 200 --time-scale 2 --out /tmp/router_trace
+  python3 bench/router_trace_bench.py --requests 2000 --block-tokens 2 --max-output 4 \
+      --out /tmp/router_trace
 """
 
 import argparse
@@ -34,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO.parent / "shared" / "testdata" / "traces" / "mooncake_synthetic_first2000.jsonl"
 TRACE_BLOCK = 512
+KV_BLOCK = 16  # tokens of a replica's KV block (the engine's default)
 
 
 def default_model():
@@ -66,22 +72,23 @@ def load_trace(path, n, bt, max_output):
                 ids += block_tokens(h, bt)
             reqs.append({"t": r["timestamp"] / 1000.0, "prompt": ids[:length],
                          "max_tokens": max(1, min(max_output, r["output_length"])),
-                         "blocks": r["hash_ids"][:length // bt]})
+                         "hash_ids": r["hash_ids"]})
     return reqs
 
 
-def ideal_hit_rate(reqs, bt):
+def ideal_hit_rate(reqs, bt, kv_block=KV_BLOCK):
     """The prompt-token hit rate of one unbounded prefix cache seeing the requests in order: a
-    full block (`bt` tokens) counts as cached when an earlier request had the same leading blocks
-    up to it. The bound a policy's hit rate is judged against (the trace's own prefix sharing)."""
+    full `kv_block`-token block of a prompt counts as cached when an earlier prompt held the same
+    block at the same place, i.e. the same trace hash ids up to the trace block (of `bt` tokens)
+    that the block ends in. The bound a policy's hit rate is judged against (the trace's own
+    prefix sharing)."""
     seen, hit, total = set(), 0, 0
     for r in reqs:
         total += len(r["prompt"])
-        prefix = ()
-        for h in r["blocks"]:
-            prefix += (h,)
-            hit += bt if prefix in seen else 0
-            seen.add(prefix)
+        for j in range(len(r["prompt"]) // kv_block):
+            key = (j, tuple(r["hash_ids"][:(kv_block * (j + 1) - 1) // bt + 1]))
+            hit += kv_block if key in seen else 0
+            seen.add(key)
     return hit / total if total else 0.0
 
 
@@ -208,40 +215,76 @@ def summarize(results):
     }
 
 
+class Cluster:
+    """`a.replicas` fresh `tachyon serve` replicas (cold caches) behind one `tachyon route`."""
+
+    def __init__(self, a, policy, out, tag):
+        self.replicas, self.router = [], None
+        try:
+            for i in range(a.replicas):
+                self.replicas.append(Proc(
+                    [a.binary, "serve", "-m", str(a.model), "--host", "127.0.0.1", "--port", "0",
+                     "--threads", str(a.threads), "--served-model-name", "m", "--max-model-len",
+                     str(a.max_model_len), "--kv-cache-memory", a.kv_cache_memory],
+                    out / f"{tag}-replica{i}.log", "tachyon serve"))
+            args = [a.binary, "route", "--host", "127.0.0.1", "--port", "0", "--policy", policy,
+                    "--seed", str(a.seed), "--max-in-flight", str(a.max_in_flight),
+                    "--probe-interval", "0.2"]
+            if policy == "kv":
+                args += ["--tokenizer", str(a.model)]
+            for r in self.replicas:
+                args += ["--replica", r.url]
+            self.router = Proc(args, out / f"{tag}-router.log", "tachyon route")
+            wait_router(self.router.port, a.replicas)
+            if policy == "kv":
+                time.sleep(1)  # the replicas' KV event snapshots
+        except BaseException:
+            self.stop()
+            raise
+
+    def metrics(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.router.port, timeout=10)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        return text
+
+    def stop(self):
+        if self.router:
+            self.router.stop()
+        for r in self.replicas:
+            r.stop()
+
+
 def run_policy(a, policy, reqs, out):
-    replicas = []
-    router = None
+    cluster = Cluster(a, policy, out, policy)
     try:
-        for i in range(a.replicas):
-            replicas.append(Proc([a.binary, "serve", "-m", str(a.model), "--host", "127.0.0.1",
-                                  "--port", "0", "--threads", str(a.threads), "--served-model-name",
-                                  "m", "--max-model-len", str(a.max_model_len),
-                                  "--kv-cache-memory", a.kv_cache_memory],
-                                 out / f"{policy}-replica{i}.log", "tachyon serve"))
-        args = [a.binary, "route", "--host", "127.0.0.1", "--port", "0", "--policy", policy,
-                "--seed", str(a.seed), "--max-in-flight", str(a.max_in_flight),
-                "--probe-interval", "0.2"]
-        if policy == "kv":
-            args += ["--tokenizer", str(a.model)]
-        for r in replicas:
-            args += ["--replica", r.url]
-        router = Proc(args, out / f"{policy}-router.log", "tachyon route")
-        wait_router(router.port, a.replicas)
-        if policy == "kv":
-            time.sleep(1)  # the replicas' KV event snapshots
         t0 = time.monotonic() + 0.5
         with ThreadPoolExecutor(max_workers=a.max_clients) as pool:
-            results = list(pool.map(lambda q: one_request(router.port, "m", q, t0), reqs))
-        conn = http.client.HTTPConnection("127.0.0.1", router.port, timeout=10)
-        conn.request("GET", "/metrics")
-        (out / f"{policy}-router-metrics.txt").write_text(conn.getresponse().read().decode())
-        conn.close()
+            results = list(pool.map(lambda q: one_request(cluster.router.port, "m", q, t0), reqs))
+        (out / f"{policy}-router-metrics.txt").write_text(cluster.metrics())
         return results
     finally:
-        if router:
-            router.stop()
-        for r in replicas:
-            r.stop()
+        cluster.stop()
+
+
+def capacity(a, reqs, out):
+    """Requests per second the replicas sustain on this trace's requests: the first
+    --calibrate-requests sent closed-loop (as fast as answered, 2 per replica at a time) through
+    a round_robin router over fresh replicas. Returns (req/s, requests, seconds)."""
+    sample = [dict(r, t=0.0) for r in reqs[:a.calibrate_requests]]
+    cluster = Cluster(a, "round_robin", out, "calibrate")
+    try:
+        start = time.monotonic()
+        with ThreadPoolExecutor(max_workers=2 * a.replicas) as pool:
+            done = list(pool.map(lambda q: one_request(cluster.router.port, "m", q, 0.0), sample))
+        seconds = time.monotonic() - start
+    finally:
+        cluster.stop()
+    ok = sum(1 for r in done if r["ok"])
+    if ok == 0:
+        sys.exit("router_trace_bench: no calibration request succeeded (see calibrate-*.log)")
+    return ok / seconds, ok, seconds
 
 
 def svg_chart(summary, path):
@@ -293,7 +336,11 @@ def main():
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--block-tokens", type=int, default=16)
     ap.add_argument("--max-output", type=int, default=16)
-    ap.add_argument("--time-scale", type=float, default=2.0)
+    ap.add_argument("--time-scale", default="auto",
+                    help="arrival times x this; auto: so that the offered load is --target-load "
+                         "of the capacity measured first")
+    ap.add_argument("--target-load", type=float, default=0.7)
+    ap.add_argument("--calibrate-requests", type=int, default=24)
     ap.add_argument("--policies", default="kv,round_robin,random")
     ap.add_argument("--replicas", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
@@ -309,8 +356,18 @@ def main():
             sys.exit(f"router_trace_bench: {what} not found: {p}")
     a.out.mkdir(parents=True, exist_ok=True)
     reqs = load_trace(a.trace, a.requests, a.block_tokens, a.max_output)
+    span = max(reqs[-1]["t"] - reqs[0]["t"], 1e-3)
+    cap = None
+    if a.time_scale == "auto":
+        cap = capacity(a, reqs, a.out)
+        scale = len(reqs) / (span * a.target_load * cap[0])
+        print(f"capacity {cap[0]:.2f} req/s ({cap[1]} requests closed-loop in {cap[2]:.1f} s); "
+              f"time scale {scale:.3f} offers {len(reqs) / (span * scale):.2f} req/s "
+              f"({100 * a.target_load:.0f}% of it): ~{span * scale:.0f} s a policy", flush=True)
+    else:
+        scale = float(a.time_scale)
     for r in reqs:
-        r["t"] *= a.time_scale
+        r["t"] *= scale
     ideal = ideal_hit_rate(reqs, a.block_tokens)
     print(f"{len(reqs)} requests over {reqs[-1]['t']:.1f} s; prompts {a.block_tokens} tokens a "
           f"trace block (mean {statistics.mean(len(r['prompt']) for r in reqs):.0f} tokens), "
@@ -323,11 +380,11 @@ def main():
         summary[policy] = summarize(raw[policy])
         print(f"  {policy}: done in {time.monotonic() - t:.0f} s", flush=True)
     print(f"\n{'policy':<12} {'ok':>5} {'shed':>5} {'TTFT mean':>10} {'p50':>7} {'p90':>7} "
-          f"{'p99':>7} {'TPOT p50':>9} {'p99':>7} {'hit rate':>9}")
+          f"{'p99':>7} {'TPOT p50':>9} {'p99':>7} {'hit rate':>9} {'ideal':>6}")
     for p, s in summary.items():
         print(f"{p:<12} {s['ok']:>5} {s['shed']:>5} {s['ttft_mean']:>9.3f}s {s['ttft_p50']:>6.3f}s "
               f"{s['ttft_p90']:>6.3f}s {s['ttft_p99']:>6.3f}s {1e3 * s['tpot_p50']:>7.1f}ms "
-              f"{1e3 * s['tpot_p99']:>5.1f}ms {100 * s['hit_rate']:>8.1f}%")
+              f"{1e3 * s['tpot_p99']:>5.1f}ms {100 * s['hit_rate']:>8.1f}% {100 * ideal:>5.1f}%")
     if "round_robin" in summary:
         rr = summary["round_robin"]
         print()
@@ -343,7 +400,10 @@ def main():
         print(f"note: a request started up to {late:.1f} s after its arrival time (client "
               f"threads: raise --max-clients)")
     (a.out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()},
-                                                    "ideal_hit_rate": ideal, "summary": summary},
+                                                    "ideal_hit_rate": ideal, "time_scale": scale,
+                                                    "offered_rps": len(reqs) / (span * scale),
+                                                    "capacity_rps": cap[0] if cap else None,
+                                                    "summary": summary},
                                                    indent=1))
     svg_chart(summary, a.out / "router_trace.svg")
     print(f"chart: {a.out / 'router_trace.svg'}")
