@@ -140,7 +140,7 @@ size_t ClassBytes(const TokenClass& cls) {
 }  // namespace
 
 std::string GrammarImpl::FragmentKey(const std::vector<ChainEntry>& chain, bool exact,
-                                     uint32_t min_len) const {
+                                     uint32_t min_len, bool relative_counts) const {
   // Rules get local numbers in the order they are first reached; each chain position is
   // written with its count and its alternative's elements from there to kEnd, then every
   // reached rule's alternatives. Two grammars with the same key walk the same classes.
@@ -179,9 +179,37 @@ std::string GrammarImpl::FragmentKey(const std::vector<ChainEntry>& chain, bool 
       }
     }
   };
+  // A chain position at a counted repetition with a real count c is written as what its walk
+  // depends on: the iterations still needed (min - c, at least 0) and still allowed (max - c),
+  // so that one class serves every (count, bounds) pair with the same distances (a string
+  // 3 characters from its maxLength, whatever the maxLength). Only while the repetition's rule
+  // is not reached otherwise (a fresh instance would start at count 0 and need the bounds).
+  std::vector<int32_t> relative;  // the repetition rules written so
   for (const ChainEntry& e : chain) {
-    AppendInt(e.count, &key);
-    elements(e.pos);
+    const FlatGrammar::Elem& el = g_.elems[e.pos];
+    int32_t rep_rule = -1;
+    if (relative_counts && el.kind == FlatGrammar::Kind::kRepeat && e.count >= 0) {
+      const auto a = std::upper_bound(g_.alt_start.begin(), g_.alt_start.end(), e.pos) - 1 -
+                     g_.alt_start.begin();
+      if (a >= 0 && g_.alt_start[a] == e.pos) {
+        rep_rule = static_cast<int32_t>(
+            std::upper_bound(g_.rule_alts.begin(), g_.rule_alts.end(), static_cast<int32_t>(a)) -
+            1 - g_.rule_alts.begin());
+      }
+    }
+    if (rep_rule >= 0) {
+      const FlatGrammar::Repeat& r = g_.repeats[el.arg];
+      relative.push_back(rep_rule);
+      key.push_back('c');
+      AppendInt(std::max(0, r.min - e.count), &key);
+      AppendInt(r.max < 0 ? -1 : r.max - e.count, &key);
+      AppendInt(rule(r.rule), &key);
+      key.push_back(r.nullable ? 1 : 0);
+      elements(e.pos + 1);
+    } else {
+      AppendInt(e.count, &key);
+      elements(e.pos);
+    }
     if (key.size() > kMaxFragmentKey) return {};
   }
   for (size_t i = 0; i < order.size(); ++i) {
@@ -189,6 +217,9 @@ std::string GrammarImpl::FragmentKey(const std::vector<ChainEntry>& chain, bool 
     AppendInt(g_.rule_alts[r + 1] - g_.rule_alts[r], &key);
     for (int32_t a = g_.rule_alts[r]; a < g_.rule_alts[r + 1]; ++a) elements(g_.alt_start[a]);
     if (key.size() > kMaxFragmentKey) return {};
+  }
+  for (int32_t r : relative) {
+    if (local.count(r) != 0) return FragmentKey(chain, exact, min_len, false);
   }
   return key;
 }

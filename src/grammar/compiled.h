@@ -123,7 +123,10 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
 
   // The key of the fragment of the grammar that Class(chain, exact, min_len) depends on; empty
   // when it would be longer than kMaxFragmentKey bytes.
-  std::string FragmentKey(const std::vector<ChainEntry>& chain, bool exact, uint32_t min_len) const;
+  // relative_counts: a counted repetition's real count is keyed by its distances to the bounds
+  // where that is exact (compiled.cc).
+  std::string FragmentKey(const std::vector<ChainEntry>& chain, bool exact, uint32_t min_len,
+                          bool relative_counts = true) const;
 
   // The cached mask for a configuration key, or null.
   std::shared_ptr<const std::vector<uint32_t>> CachedMask(const std::string& key) const;
