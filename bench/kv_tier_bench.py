@@ -8,7 +8,8 @@ scales it: one 512-token trace block -> --block-tokens tokens) one after another
 phases: tiers off; tiers on (--kv-offload-memory, --kv-offload-dir in a fresh directory); tiers on
 again after a restart with the same directory. Reports per phase: the prompt tokens served from
 cache (hit rate), TTFT p50/p90/p99, wall time, and the tier counters from /metrics.
-Then the restart case alone: one --long-tokens prompt computed cold (TTFT), the server restarted
+Then, with no reuse at all (--unique-requests distinct prompts), tiers off against on: the tiers'
+cost in wall time. Then the restart case alone: one --long-tokens prompt computed cold (TTFT), the server restarted
 with the same --kv-offload-dir, the same prompt again (TTFT from the disk tier).
 Writes results.json to --out.
 
@@ -77,6 +78,8 @@ def main():
     p.add_argument("--offload-memory", default="256M")
     p.add_argument("--offload-disk", default="1G")
     p.add_argument("--long-tokens", type=int, default=2048)
+    p.add_argument("--unique-requests", type=int, default=24)
+    p.add_argument("--unique-tokens", type=int, default=1024)
     p.add_argument("--out", default="/tmp/kv_tier_bench")
     a = p.parse_args()
     out = Path(a.out)
@@ -101,6 +104,17 @@ def main():
             res["after_restart"] = replay(s, reqs)
         finally:
             s.stop()
+        # No reuse: unique prompts, tiers off vs on (the tiers' cost when nothing comes back).
+        unique = [{"t": 0, "prompt": block_tokens(10**6 + i, a.unique_tokens), "max_tokens": 8}
+                  for i in range(a.unique_requests)]
+        for phase, tiers in (("no_reuse_off", None), ("no_reuse_on", work / "unique")):
+            s = serve(a, out / f"{phase}.log", tiers)
+            try:
+                res[phase] = replay(s, unique)
+            finally:
+                s.stop()
+        res["no_reuse_cost"] = (res["no_reuse_on"]["wall_seconds"] /
+                                res["no_reuse_off"]["wall_seconds"] - 1)
         long = {"t": 0, "prompt": block_tokens(987654321, a.long_tokens), "max_tokens": 4}
         for phase in ("cold", "from_disk"):
             s = serve(a, out / f"long-{phase}.log", work / "long")
@@ -113,10 +127,11 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     (out / "results.json").write_text(json.dumps(res, indent=2))
-    for k in ("off", "on", "after_restart"):
+    for k in ("off", "on", "after_restart", "no_reuse_off", "no_reuse_on"):
         r = res[k]
         print(f"{k:>14}: hit rate {r['hit_rate']:.3f}  TTFT p50 {r['ttft_p50']:.3f}s "
               f"p90 {r['ttft_p90']:.3f}s p99 {r['ttft_p99']:.3f}s  wall {r['wall_seconds']:.1f}s")
+    print(f"no-reuse cost of the tiers: {100 * res['no_reuse_cost']:+.1f}% wall time")
     for k in ("long_cold", "long_from_disk"):
         r = res[k]
         print(f"{k:>14}: TTFT {r['ttft']:.3f}s, {r['cached']} of {r['prompt_tokens']} cached")

@@ -22,6 +22,7 @@ SHORT = " ".join(SENTENCES[:24])  # the same leading blocks, a fifth as long
 
 
 def serve(tmp, kv_dir, model=None):
+    tmp.mkdir(parents=True, exist_ok=True)
     args = ["--max-model-len", "4096", "--threads", "2", "--kv-offload-memory", "64M",
             "--kv-offload-dir", str(kv_dir)]
     if model is None:
