@@ -22,6 +22,7 @@ APT_PACKAGES=(
   curl gnuplot-nox                                   # README example, benchmark charts
   chromium chromium-driver                           # headless browser test of the chat page
   iproute2 iptables                                  # network namespace fault tests (router)
+  etcd-server                                        # router discovery tests (tachyon route --etcd)
 )
 
 missing=()

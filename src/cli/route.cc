@@ -12,6 +12,8 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "router/dns_discovery.h"
+#include "router/etcd_discovery.h"
 #include "router/prompt_keys.h"
 #include "router/router.h"
 #include "server/http_server.h"
@@ -22,6 +24,11 @@ namespace {
 
 struct RouteOptions {
   std::vector<std::string> replicas;
+  std::string dns;  // --dns NAME:PORT
+  std::chrono::milliseconds dns_interval{5000};
+  std::string etcd;  // --etcd URL
+  std::string etcd_prefix{router::kDefaultEtcdPrefix};
+  std::chrono::milliseconds etcd_interval{2000};
   std::vector<std::string> weights;  // --weight KEY=VALUE:PERCENT
   std::string policy = "kv";
   std::string tokenizer;
@@ -34,13 +41,41 @@ struct RouteOptions {
 
 std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
   auto app = NewCommandApp("route", "Routes OpenAI API requests over tachyon serve replicas.");
+  constexpr const char* kDiscovery = "Replicas (one of --replica, --dns, --etcd)";
   app->add_option("--replica", o->replicas, "a replica's base URL, http://HOST:PORT (repeatable)")
-      ->required()
       ->type_name("URL")
+      ->group(kDiscovery)
       ->each([](const std::string& url) {
         auto e = router::ParseReplicaUrl(url);
         if (!e.ok()) throw CLI::ValidationError("--replica", e.status().message());
       });
+  AddChecked(
+      *app, "--dns", &o->dns,
+      [](const std::string& v) { return router::ParseDnsTarget(v).status(); },
+      "every address NAME resolves to (A / AAAA, e.g. a Kubernetes headless Service) is a "
+      "replica http://ADDRESS:PORT, resolved again every --dns-interval")
+      ->type_name("NAME:PORT")
+      ->group(kDiscovery);
+  AddSeconds(*app, "--dns-interval", &o->dns_interval, 86400,
+             "how often --dns is resolved again (a failed lookup keeps the last set)")
+      ->group(kDiscovery);
+  AddChecked(
+      *app, "--etcd", &o->etcd,
+      [](const std::string& v) {
+        return router::ParseReplicaUrl(v).ok()
+                   ? OkStatus()
+                   : InvalidArgument("'" + v + "' is not etcd's client URL, http://HOST:PORT");
+      },
+      "etcd's client URL: the replicas are those registered under --etcd-prefix (tachyon "
+      "serve --register-etcd), watched; while etcd is unreachable the last set stays")
+      ->type_name("URL")
+      ->group(kDiscovery);
+  app->add_option("--etcd-prefix", o->etcd_prefix, "the etcd key prefix replicas register under")
+      ->capture_default_str()
+      ->group(kDiscovery);
+  AddSeconds(*app, "--etcd-interval", &o->etcd_interval, 3600,
+             "how often the etcd prefix is read again besides the watch")
+      ->group(kDiscovery);
   AddChoice(*app, "--policy", &o->policy, {"kv", "round_robin", "random"},
             "replica choice: kv (cached prefix + load), round_robin or random");
   app->add_option("--tokenizer", o->tokenizer,
@@ -119,6 +154,18 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
                  shares);
     return 2;
   }
+  const int sources = !o->replicas.empty() + !o->dns.empty() + !o->etcd.empty();
+  if (sources != 1) {
+    std::fprintf(stderr, "tachyon route: error: %s\n",
+                 sources == 0 ? "name the replicas: --replica URL (repeatable), --dns NAME:PORT "
+                                "or --etcd URL"
+                              : "--replica, --dns and --etcd exclude each other: pass one");
+    return 2;
+  }
+  if (o->etcd_prefix.empty()) {
+    std::fprintf(stderr, "tachyon route: error: --etcd-prefix: empty (every key of etcd)\n");
+    return 2;
+  }
   if (o->replicas.size() > static_cast<size_t>(router::kMaxReplicas)) {
     std::fprintf(stderr, "tachyon route: error: --replica: at most %d replicas\n",
                  router::kMaxReplicas);
@@ -165,10 +212,32 @@ int RunRoute(int argc, char** argv) {
     }
     keys = std::move(loaded).value();
   }
-  std::vector<router::Endpoint> endpoints;
-  for (const std::string& url : o.replicas) endpoints.push_back(*router::ParseReplicaUrl(url));
+  std::unique_ptr<router::Discovery> discovery;
+  std::string source;
+  if (!o.dns.empty()) {
+    discovery = std::make_unique<router::DnsDiscovery>(*router::ParseDnsTarget(o.dns),
+                                                       o.dns_interval, router::SystemResolver());
+    source = "dns " + o.dns;
+  } else if (!o.etcd.empty()) {
+    auto client = router::EtcdClient::Create(o.etcd, o.router.timeouts.connect.count() > 0
+                                                         ? o.router.timeouts.connect
+                                                         : std::chrono::milliseconds(2000));
+    if (!client.ok()) {
+      std::fprintf(stderr, "tachyon route: error: --etcd: %s\n", client.status().message().c_str());
+      return 2;
+    }
+    discovery = std::make_unique<router::EtcdDiscovery>(std::move(client).value(), o.etcd_prefix,
+                                                        o.etcd_interval);
+    source = "etcd " + o.etcd;
+  } else {
+    std::vector<router::Endpoint> endpoints;
+    for (const std::string& url : o.replicas) endpoints.push_back(*router::ParseReplicaUrl(url));
+    discovery = router::NewStaticDiscovery(std::move(endpoints));
+    source = std::to_string(o.replicas.size()) + " replicas";
+  }
 
-  router::Router router(std::move(endpoints), o.router, keys.get());
+  router::Router router(o.router, keys.get());
+  router.Start(std::move(discovery));
   server::HttpServer http(
       o.http, [&router](server::HttpRequest r, std::shared_ptr<server::ResponseChannel> c) {
         router.Handle(std::move(r), std::move(c));
@@ -177,9 +246,8 @@ int RunRoute(int argc, char** argv) {
     std::fprintf(stderr, "tachyon route: error: %s\n", st.ToString().c_str());
     return 1;
   }
-  router.Start();
-  std::printf("tachyon route: ready at http://%s:%d/v1 (%zu replicas, policy %s)\n",
-              o.http.host.c_str(), http.port(), o.replicas.size(), o.policy.c_str());
+  std::printf("tachyon route: ready at http://%s:%d/v1 (%s, policy %s)\n", o.http.host.c_str(),
+              http.port(), source.c_str(), o.policy.c_str());
   std::fflush(stdout);
 
   int sig = 0;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "cli/engine_flags.h"
 #include "cli/flags.h"
 #include "engine/serving_engine.h"
+#include "router/etcd_discovery.h"
 #include "server/api.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
@@ -33,6 +35,10 @@ struct ServeOptions {
   std::string tool_call_parser = "auto";
   double shutdown_timeout_s = 30;
   std::vector<std::string> labels;  // --label k=v
+  std::string register_etcd;        // etcd's client URL
+  std::string advertise_url;        // how routers reach this replica
+  std::string etcd_prefix{router::kDefaultEtcdPrefix};
+  int etcd_ttl_s = 5;
 };
 
 // Returns std::nullopt when the options are complete, else the exit code (0 after --help).
@@ -66,6 +72,29 @@ std::optional<int> ParseArgs(int argc, char** argv, ServeOptions* o) {
           throw BadValue("--label", kv, "KEY=VALUE with a non-empty KEY");
         }
       });
+  constexpr const char* kEtcd = "Registration in etcd";
+  auto url_check = [](const char* what) {
+    return [what](const std::string& v) {
+      return router::ParseReplicaUrl(v).ok()
+                 ? OkStatus()
+                 : InvalidArgument("'" + v + "' is not " + what + ", http://HOST:PORT");
+    };
+  };
+  AddChecked(*app, "--register-etcd", &o->register_etcd, url_check("etcd's client URL"),
+             "register this replica in etcd (a key under --etcd-prefix with a lease kept alive; "
+             "deleted on SIGTERM before draining) for tachyon route --etcd; needs --advertise-url")
+      ->type_name("URL")
+      ->group(kEtcd);
+  AddChecked(*app, "--advertise-url", &o->advertise_url, url_check("a replica URL"),
+             "the URL routers reach this replica at (registered in etcd)")
+      ->type_name("URL")
+      ->group(kEtcd);
+  app->add_option("--etcd-prefix", o->etcd_prefix, "the etcd key prefix to register under")
+      ->capture_default_str()
+      ->group(kEtcd);
+  AddInt(*app, "--etcd-ttl", &o->etcd_ttl_s, 2, 3600,
+         "seconds the registration outlives this process when it dies (its lease's TTL)")
+      ->group(kEtcd);
   app->add_flag("--allow-special-tokens-in-content", o->allow_special_tokens_in_content,
                 "tokenize special-token text in chat messages as control tokens (trusted "
                 "clients only; by default it is plain text)");
@@ -96,7 +125,19 @@ std::optional<int> ParseArgs(int argc, char** argv, ServeOptions* o) {
   AddInt<size_t>(*app, "--max-headers", &h.max_headers, 1, 1 << 20,
                  "requests with more header fields get 431")
       ->group(kHttp);
-  return ParseFlags(*app, argc, argv);
+  if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return rc;
+  if (o->register_etcd.empty() != o->advertise_url.empty()) {
+    std::fprintf(stderr, "tachyon serve: error: %s\n",
+                 o->register_etcd.empty() ? "--advertise-url needs --register-etcd URL"
+                                          : "--register-etcd needs --advertise-url URL (how "
+                                            "routers reach this replica)");
+    return 2;
+  }
+  if (!o->register_etcd.empty() && o->etcd_prefix.empty()) {
+    std::fprintf(stderr, "tachyon serve: error: --etcd-prefix: empty\n");
+    return 2;
+  }
+  return std::nullopt;
 }
 
 template <class Pred>
@@ -171,12 +212,39 @@ int RunServe(int argc, char** argv) {
     std::fprintf(stderr, "tachyon serve: error: %s\n", st.ToString().c_str());
     return 1;
   }
+  std::unique_ptr<router::EtcdRegistration> registration;
+  if (!o.register_etcd.empty()) {
+    auto client = router::EtcdClient::Create(o.register_etcd, std::chrono::milliseconds(2000));
+    if (!client.ok()) {
+      std::fprintf(stderr, "tachyon serve: error: --register-etcd: %s\n",
+                   client.status().message().c_str());
+      return 2;
+    }
+    router::DiscoveredReplica self{*router::ParseReplicaUrl(o.advertise_url), {}};
+    for (const std::string& label : o.labels) {
+      const size_t eq = label.find('=');
+      self.labels[label.substr(0, eq)] = label.substr(eq + 1);
+    }
+    registration = std::make_unique<router::EtcdRegistration>(
+        std::move(client).value(), std::move(self), o.etcd_prefix, o.etcd_ttl_s);
+    registration->Start();
+  }
   std::printf("tachyon serve: ready at http://%s:%d/v1 (model '%s')\n", o.http.host.c_str(),
               http.port(), api.model_name().c_str());
   std::fflush(stdout);
 
   int sig = 0;
   sigwait(&signals, &sig);
+  if (registration) {
+    // Leave the routers' sets before draining, so none sends a new request here.
+    Status st = registration->Deregister();
+    if (st.ok()) {
+      TLOG(INFO) << "deregistered from etcd (" << registration->key() << ")";
+    } else {
+      TLOG(WARN) << "deregistering from etcd: " << st.message() << " (the lease expires in "
+                 << o.etcd_ttl_s << " s)";
+    }
+  }
   TLOG(INFO) << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": stopped accepting; "
              << api.InFlight() << " request(s) in flight, waiting up to " << o.shutdown_timeout_s
              << " s";

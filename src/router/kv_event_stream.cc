@@ -175,11 +175,18 @@ bool KvEventFeed::Message(std::string_view data) {
 namespace {
 
 struct Subscription : std::enable_shared_from_this<Subscription> {
-  Subscription(RouterCore* c, int r, std::chrono::milliseconds d)
-      : core(c), replica(r), retry_delay(d), feed(r, &c->pool, &c->metrics) {}
+  Subscription(RouterCore* c, const MemberRef& m, std::chrono::milliseconds d)
+      : core(c),
+        replica(m.replica),
+        generation(m.generation),
+        endpoint(m.endpoint),
+        retry_delay(d),
+        feed(m.replica, &c->pool, &c->metrics) {}
+
+  bool Current() const { return core->pool.IsCurrent(replica, generation); }
 
   void Connect() {
-    if (core->stopped) return;
+    if (core->stopped || !Current()) return;
     feed.Reset();
     status = 0;
     UpstreamRequest req;
@@ -196,17 +203,19 @@ struct Subscription : std::enable_shared_from_this<Subscription> {
     UpstreamHandlers h;
     h.on_head = [self](int s, const server::Headers&) { self->status = s; };
     h.on_data = [self](std::string_view data) {
+      if (!self->Current()) return false;    // the replica left
       if (self->status != 200) return true;  // an error body: read to the end
       if (self->feed.Consume(data)) return true;
-      TLOG(WARN) << "replica " << self->core->pool.endpoint(self->replica).url
-                 << ": KV events: " << self->feed.error() << "; resubscribing";
+      TLOG(WARN) << "replica " << self->endpoint.url << ": KV events: " << self->feed.error()
+                 << "; resubscribing";
       return false;
     };
     h.on_done = [self](UpstreamOutcome o, const std::string& message) { self->Ended(o, message); };
-    core->client.Start(core->pool.endpoint(replica), std::move(req), t, std::move(h));
+    core->client.Start(endpoint, std::move(req), t, std::move(h));
   }
 
   void Ended(UpstreamOutcome o, const std::string& message) {
+    if (!Current()) return;  // the replica left: this subscription ends
     core->pool.SetEventsSynced(replica, false);
     const std::string why =
         status != 0 && status != 200 ? "/v1/kv_events answered " + std::to_string(status)
@@ -214,7 +223,7 @@ struct Subscription : std::enable_shared_from_this<Subscription> {
             ? "the replica drains"
             : std::string(UpstreamOutcomeName(o)) + (message.empty() ? "" : ": " + message);
     if (why != last_why) {
-      TLOG(INFO) << "replica " << core->pool.endpoint(replica).url << ": no KV events (" << why
+      TLOG(INFO) << "replica " << endpoint.url << ": no KV events (" << why
                  << "); its index is approximate until they resume";
       last_why = why;
     }
@@ -226,6 +235,8 @@ struct Subscription : std::enable_shared_from_this<Subscription> {
 
   RouterCore* const core;
   const int replica;
+  const uint64_t generation;
+  const Endpoint endpoint;
   const std::chrono::milliseconds retry_delay;
   KvEventFeed feed;
   int status = 0;
@@ -234,11 +245,10 @@ struct Subscription : std::enable_shared_from_this<Subscription> {
 
 }  // namespace
 
-void StartKvEventStreams(RouterCore* core, std::chrono::milliseconds retry_delay) {
+void StartKvEventStream(RouterCore* core, const MemberRef& member,
+                        std::chrono::milliseconds retry_delay) {
   retry_delay = std::max(retry_delay, std::chrono::milliseconds(50));
-  for (int i = 0; i < core->pool.size(); ++i) {
-    std::make_shared<Subscription>(core, i, retry_delay)->Connect();
-  }
+  std::make_shared<Subscription>(core, member, retry_delay)->Connect();
 }
 
 }  // namespace tachyon::router

@@ -9,9 +9,11 @@
 // in-flight requests go on). It also counts applied events and their lag (now minus the
 // replica's timestamp of the batch's first event; meaningful when clocks agree, e.g. NTP).
 //
-// StartKvEventStreams subscribes to every replica and keeps each subscription alive: a stream
-// that ends, fails or answers non-200 (an old replica: 404) is retried after `retry_delay`,
-// and meanwhile the replica's index is the approximate one (ReplicaPool::SetEventsSynced).
+// StartKvEventStream subscribes to one replica and keeps the subscription alive while the
+// replica stays the member it joined as (ReplicaPool::IsCurrent): a stream that ends, fails
+// or answers non-200 (an old replica: 404) is retried after `retry_delay`, and meanwhile the
+// replica's index is the approximate one (ReplicaPool::SetEventsSynced). Once the replica
+// left, the subscription ends at its next message or retry.
 //
 // Thread-safety: a KvEventFeed is used by one subscription at a time (its upstream strand).
 #pragma once
@@ -66,7 +68,8 @@ class KvEventFeed {
 
 struct RouterCore;
 
-// Subscribes to every replica's events (see above). Call once, from Router::Start.
-void StartKvEventStreams(RouterCore* core, std::chrono::milliseconds retry_delay);
+// Subscribes to `member`'s events (see above). Called when it joins (Router::SetReplicas).
+void StartKvEventStream(RouterCore* core, const MemberRef& member,
+                        std::chrono::milliseconds retry_delay);
 
 }  // namespace tachyon::router

@@ -257,7 +257,7 @@ bool ProxyCall::Migrate() {
 void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
   const int replica = replica_;
-  const std::string& url = core_->pool.endpoint(replica).url;
+  const std::string url = core_->pool.endpoint(replica).url;
   upstream_.reset();
   core_->pool.Release(replica);
 

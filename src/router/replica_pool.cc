@@ -26,26 +26,118 @@ Result<LabelWeight> ParseLabelWeight(std::string_view text) {
 }
 
 ReplicaPool::ReplicaPool(std::vector<Endpoint> replicas, const PoolOptions& options)
-    : endpoints_(std::move(replicas)),
-      options_(options),
+    : options_(options),
+      endpoints_(std::move(replicas)),
       index_(options.index_blocks),
       picker_(options.picker),
       weight_rng_(options.picker.seed ^ 0x9e3779b97f4a7c15ULL) {
-  CHECK(!endpoints_.empty() && endpoints_.size() <= static_cast<size_t>(kMaxReplicas));
+  CHECK(endpoints_.size() <= static_cast<size_t>(kMaxReplicas));
   states_.resize(endpoints_.size());
-  for (size_t i = 0; i < endpoints_.size(); ++i) states_[i].url = endpoints_[i].url;
+  left_at_.resize(endpoints_.size());
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    states_[i].url = endpoints_[i].url;
+    states_[i].generation = 1;
+  }
+}
+
+int ReplicaPool::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(endpoints_.size());
+}
+
+Endpoint ReplicaPool::endpoint(int replica) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return endpoints_[replica];
+}
+
+MembershipChange ReplicaPool::SetMembers(const std::vector<DiscoveredReplica>& set) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++changes_;
+  MembershipChange change;
+  std::map<std::string, const DiscoveredReplica*> wanted;
+  for (const DiscoveredReplica& r : set) wanted.emplace(r.endpoint.url, &r);  // first wins
+  const int n = static_cast<int>(states_.size());
+  for (int i = 0; i < n; ++i) {
+    ReplicaState& s = states_[i];
+    if (!s.member || wanted.count(s.url)) continue;
+    s.member = false;
+    s.generation++;
+    s.events_synced = false;
+    s.reported = ReplicaLoad{};
+    s.up = false;
+    s.last_error = "left the replica set";
+    index_.RemoveReplica(i);
+    left_at_[i] = changes_;
+    change.left.push_back(s.url);
+  }
+  for (const DiscoveredReplica& member : set) {  // in the set's order: the first gets slot 0
+    const std::string& url = member.endpoint.url;
+    const DiscoveredReplica* r = wanted[url];
+    if (r != &member) continue;  // a URL twice: its first entry counts
+    int slot = -1;
+    for (int i = 0; i < static_cast<int>(states_.size()) && slot < 0; ++i) {
+      if (states_[i].url == url) slot = i;
+    }
+    if (slot >= 0 && states_[slot].member) {
+      continue;  // already a member
+    }
+    if (slot < 0 && states_.size() < static_cast<size_t>(kMaxReplicas)) {
+      slot = static_cast<int>(states_.size());
+      states_.emplace_back();
+      endpoints_.emplace_back();
+      left_at_.push_back(0);
+    }
+    if (slot < 0) {
+      // The slot that left longest ago with nothing in flight: no request can still name it.
+      for (int i = 0; i < static_cast<int>(states_.size()); ++i) {
+        const ReplicaState& s = states_[i];
+        if (!s.member && s.in_flight == 0 && (slot < 0 || left_at_[i] < left_at_[slot])) slot = i;
+      }
+    }
+    if (slot < 0) {
+      change.refused.push_back(url);
+      continue;
+    }
+    ReplicaState& s = states_[slot];
+    const uint64_t generation = s.generation + 1;
+    const int in_flight = s.url == url ? s.in_flight : 0;
+    s = ReplicaState{};
+    s.url = url;
+    s.generation = generation;
+    s.in_flight = in_flight;
+    s.labels = r->labels;
+    endpoints_[slot] = r->endpoint;
+    index_.RemoveReplica(slot);
+    change.joined.push_back(MemberRef{slot, generation, r->endpoint});
+  }
+  return change;
+}
+
+std::vector<MemberRef> ReplicaPool::Members() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<MemberRef> out;
+  for (int i = 0; i < static_cast<int>(states_.size()); ++i) {
+    if (states_[i].member) out.push_back(MemberRef{i, states_[i].generation, endpoints_[i]});
+  }
+  return out;
+}
+
+bool ReplicaPool::IsCurrent(int replica, uint64_t generation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replica >= 0 && replica < static_cast<int>(states_.size()) && states_[replica].member &&
+         states_[replica].generation == generation;
 }
 
 std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::BlockHash> hashes,
                                                        int prompt_tokens, uint64_t excluded) {
   const auto start = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
-  const int n = size();
+  const int n = static_cast<int>(states_.size());
   std::vector<Candidate> candidates(static_cast<size_t>(n));
   bool any_up = false;
   for (int i = 0; i < n; ++i) {
     const ReplicaState& s = states_[i];
-    const bool usable = s.up && !(excluded & (uint64_t{1} << i));
+    const bool usable = s.member && s.up && !(excluded & (uint64_t{1} << i));
     any_up |= usable;
     candidates[i].eligible = usable && s.in_flight < options_.max_in_flight;
     candidates[i].in_flight = std::max(s.in_flight, s.reported.running + s.reported.waiting);
@@ -117,8 +209,11 @@ bool ReplicaPool::MarkFailed(int replica, const std::string& why) {
   return true;
 }
 
-bool ReplicaPool::SetProbeResult(int replica, bool ready, const std::string& why) {
+bool ReplicaPool::SetProbeResult(int replica, bool ready, const std::string& why,
+                                 std::optional<uint64_t> generation) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!states_[replica].member) return false;
+  if (generation && states_[replica].generation != *generation) return false;
   if (states_[replica].up == ready) return false;
   if (ready) {
     states_[replica].up = true;
@@ -164,7 +259,7 @@ void ReplicaPool::SetReportedLoad(int replica, const ReplicaLoad& load) {
 bool ReplicaPool::AnyUp() const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const ReplicaState& s : states_) {
-    if (s.up) return true;
+    if (s.member && s.up) return true;
   }
   return false;
 }

@@ -7,6 +7,14 @@
 // down forgets its blocks in the prefix index (a restarted replica has an empty cache), unless
 // its KV events are in sync (then its stream says what it holds).
 //
+// Membership: replicas live in slots [0, kMaxReplicas) (the ids the index, the picker and the
+// `excluded` masks use). SetMembers, fed by a Discovery (router/discovery.h), takes the whole
+// current set: a new URL gets a slot (its old one if it was a member before, else a slot never
+// used, else the slot left longest ago with nothing in flight), a URL no longer in the set
+// leaves (down, out of placement, its blocks forgotten; requests in flight there go on and are
+// Released as usual). Each slot's generation grows whenever it joins or leaves, so a probe or
+// an events subscription started for an earlier membership can tell (IsCurrent) and stop.
+//
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -14,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -22,6 +31,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "router/discovery.h"
 #include "router/prefix_index.h"
 #include "router/replica_picker.h"
 #include "router/upstream_client.h"
@@ -74,6 +84,8 @@ struct BlockEvent {
 
 struct ReplicaState {
   std::string url;
+  bool member = true;       // in the discovery's current set (else the slot is unused or left)
+  uint64_t generation = 0;  // grows each time the slot joins or leaves
   bool up = false;
   int in_flight = 0;
   std::string last_error;      // why it last went down ("" if never)
@@ -82,14 +94,35 @@ struct ReplicaState {
   std::map<std::string, std::string> labels;  // from its events snapshot
 };
 
+// A member's slot, as of one membership (see IsCurrent).
+struct MemberRef {
+  int replica = -1;
+  uint64_t generation = 0;
+  Endpoint endpoint;
+};
+
+struct MembershipChange {
+  std::vector<MemberRef> joined;
+  std::vector<std::string> left;     // URLs
+  std::vector<std::string> refused;  // URLs beyond kMaxReplicas slots (left out)
+};
+
 class ReplicaPool {
  public:
-  // REQUIRES: 1 <= replicas.size() <= kMaxReplicas.
+  // `replicas` (may be empty) are the first members. REQUIRES: replicas.size() <= kMaxReplicas.
   ReplicaPool(std::vector<Endpoint> replicas, const PoolOptions& options);
 
-  int size() const { return static_cast<int>(endpoints_.size()); }
-  const Endpoint& endpoint(int replica) const { return endpoints_[replica]; }
+  // Slots in use or used before (members and left ones).
+  int size() const;
+  Endpoint endpoint(int replica) const;
   const PoolOptions& options() const { return options_; }
+
+  // The discovery's whole current set (see the header comment). Labels of a replica that
+  // joins are set from `set` (its KV events snapshot may set them again later).
+  MembershipChange SetMembers(const std::vector<DiscoveredReplica>& set);
+  std::vector<MemberRef> Members() const;
+  // Whether `replica` is still the member it was at `generation`.
+  bool IsCurrent(int replica, uint64_t generation) const;
 
   // Chooses a replica for a prompt with block hashes `hashes` (may be empty) and
   // `prompt_tokens` tokens, avoiding the replicas whose bit is set in `excluded`; counts the
@@ -101,8 +134,10 @@ class ReplicaPool {
 
   // Passive detection: the replica failed a request. Returns true when it was up.
   bool MarkFailed(int replica, const std::string& why);
-  // An active probe's answer. Returns true when the replica changed state.
-  bool SetProbeResult(int replica, bool ready, const std::string& why);
+  // An active probe's answer. Returns true when the replica changed state. Ignored for a slot
+  // that is not a member, or (with `generation`) no longer the member probed.
+  bool SetProbeResult(int replica, bool ready, const std::string& why,
+                      std::optional<uint64_t> generation = std::nullopt);
 
   // KV events of `replica` (router/kv_event_stream.h). BeginSnapshot forgets its blocks and
   // marks it out of sync; ApplyBlockEvents applies stored / removed hashes in order;
@@ -120,11 +155,13 @@ class ReplicaPool {
  private:
   void TakeDownLocked(int replica, const std::string& why);
 
-  const std::vector<Endpoint> endpoints_;
   const PoolOptions options_;
   mutable std::mutex mu_;
+  std::vector<Endpoint> endpoints_;   // GUARDED_BY(mu_) one per slot
+  std::vector<uint64_t> left_at_;     // GUARDED_BY(mu_) membership changes count when it left
   std::vector<ReplicaState> states_;  // GUARDED_BY(mu_)
   PrefixIndex index_;                 // GUARDED_BY(mu_)
+  uint64_t changes_ = 0;              // GUARDED_BY(mu_) SetMembers calls
   ReplicaPicker picker_;              // GUARDED_BY(mu_)
   std::mt19937_64 weight_rng_;        // GUARDED_BY(mu_) draws the canary share
 };

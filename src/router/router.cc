@@ -113,21 +113,69 @@ size_t RouterCore::QueueLength() const {
 
 // --- Router ----------------------------------------------------------------------------
 
-Router::Router(std::vector<Endpoint> replicas, const RouterOptions& options, const PromptKeys* keys)
-    : core_(std::make_unique<RouterCore>(std::move(replicas), options, keys)) {}
+Router::Router(const RouterOptions& options, const PromptKeys* keys)
+    : core_(std::make_unique<RouterCore>(options, keys)) {}
 
 Router::~Router() {
   Stop();
 }
 
-void Router::Start() {
+void Router::Start(std::unique_ptr<Discovery> discovery) {
+  core_->discovery = std::move(discovery);
+  // The first round of probes runs now; SetReplicas probes each replica that joins at once.
   Probe();
-  if (core_->options.kv_events) StartKvEventStreams(core_.get(), core_->options.probe_interval);
+  core_->discovery->Start(
+      [this](std::vector<DiscoveredReplica> set) { SetReplicas(std::move(set)); });
 }
 
 void Router::Stop() {
   core_->stopped = true;
+  if (core_->discovery) core_->discovery->Stop();
   core_->client.Stop();
+}
+
+namespace {
+
+// One GET /ready of `m`; its answer applies while `m` is still the member probed.
+void ProbeOne(RouterCore* core, const MemberRef& m) {
+  UpstreamTimeouts t;
+  t.connect = t.read = core->options.probe_timeout;
+  UpstreamRequest req;
+  req.target = "/ready";
+  auto status = std::make_shared<int>(0);
+  UpstreamHandlers h;
+  h.on_head = [status](int s, const server::Headers&) { *status = s; };
+  h.on_data = [](std::string_view) { return true; };
+  h.on_done = [core, m, status](UpstreamOutcome o, const std::string& message) {
+    const bool ready = o == UpstreamOutcome::kComplete && *status == 200;
+    const std::string why = o == UpstreamOutcome::kComplete
+                                ? "/ready answered " + std::to_string(*status)
+                                : "/ready: " + message;
+    if (core->pool.SetProbeResult(m.replica, ready, why, m.generation)) {
+      TLOG(INFO) << "replica " << m.endpoint.url << (ready ? " is up" : " is down: ")
+                 << (ready ? "" : why);
+      if (ready) core->PumpQueue();
+    }
+  };
+  core->client.Start(m.endpoint, std::move(req), t, std::move(h));
+}
+
+}  // namespace
+
+void Router::SetReplicas(std::vector<DiscoveredReplica> set) {
+  if (core_->stopped) return;
+  const MembershipChange change = core_->pool.SetMembers(set);
+  for (const std::string& url : change.left) TLOG(INFO) << "replica " << url << " left";
+  for (const std::string& url : change.refused) {
+    TLOG(WARN) << "replica " << url << " left out: at most " << kMaxReplicas << " replicas";
+  }
+  for (const MemberRef& m : change.joined) {
+    TLOG(INFO) << "replica " << m.endpoint.url << " joined";
+    ProbeOne(core_.get(), m);
+    if (core_->options.kv_events) {
+      StartKvEventStream(core_.get(), m, core_->options.probe_interval);
+    }
+  }
 }
 
 bool Router::Ready() const {
@@ -149,28 +197,7 @@ const ReplicaPool& Router::pool() const {
 void Router::Probe() {
   if (core_->stopped) return;
   RouterCore* core = core_.get();
-  UpstreamTimeouts t;
-  t.connect = t.read = core->options.probe_timeout;
-  for (int i = 0; i < core->pool.size(); ++i) {
-    UpstreamRequest req;
-    req.target = "/ready";
-    auto status = std::make_shared<int>(0);
-    UpstreamHandlers h;
-    h.on_head = [status](int s, const server::Headers&) { *status = s; };
-    h.on_data = [](std::string_view) { return true; };
-    h.on_done = [core, i, status](UpstreamOutcome o, const std::string& message) {
-      const bool ready = o == UpstreamOutcome::kComplete && *status == 200;
-      const std::string why = o == UpstreamOutcome::kComplete
-                                  ? "/ready answered " + std::to_string(*status)
-                                  : "/ready: " + message;
-      if (core->pool.SetProbeResult(i, ready, why)) {
-        TLOG(INFO) << "replica " << core->pool.endpoint(i).url << (ready ? " is up" : " is down: ")
-                   << (ready ? "" : why);
-        if (ready) core->PumpQueue();
-      }
-    };
-    core->client.Start(core->pool.endpoint(i), std::move(req), t, std::move(h));
-  }
+  for (const MemberRef& m : core->pool.Members()) ProbeOne(core, m);
   core->client.RunAfter(std::max(core->options.probe_interval, std::chrono::milliseconds(10)),
                         [this] { Probe(); });
 }
@@ -203,9 +230,11 @@ void Router::Handle(server::HttpRequest request, std::shared_ptr<server::Respons
     case server::RouteId::kMetrics: {
       server::HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      r.body = core_->metrics.Render(core_->pool.Snapshot(), core_->QueueLength(),
-                                     core_->pool.IndexedBlocks(),
+      std::vector<ReplicaState> members = core_->pool.Snapshot();
+      std::erase_if(members, [](const ReplicaState& s) { return !s.member; });
+      r.body = core_->metrics.Render(members, core_->QueueLength(), core_->pool.IndexedBlocks(),
                                      PolicyName(core_->options.pool.picker.policy));
+      if (core_->discovery) RenderDiscoveryMetrics(core_->discovery->State(), r.body);
       return channel->Respond(std::move(r));
     }
     case server::RouteId::kChatCompletions:

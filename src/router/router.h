@@ -19,6 +19,10 @@
 //   Retry-After. No replica up: 503 with Retry-After at once.
 // - GET /health: 200 while the process serves. GET /ready, /health/ready: 200 while some
 //   replica is up, else 503. GET /metrics: RouterMetrics.
+// - Membership: a Discovery (router/discovery.h: a static list, DNS or etcd) hands each replica
+//   set to ReplicaPool::SetMembers; a replica that joins is probed and subscribed to at once,
+//   one that leaves takes no new request (those in flight there go on). GET /metrics adds the
+//   discovery's state (tachyon_router_discovery_*).
 // - Active probes: GET /ready of every replica each `probe_interval`.
 // - KV events: a subscription to every replica's GET /v1/kv_events (router/kv_event_stream.h)
 //   feeds the prefix index and the replicas' reported load; resubscribed each
@@ -32,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "router/discovery.h"
 #include "router/prompt_keys.h"
 #include "router/replica_pool.h"
 #include "router/router_metrics.h"
@@ -60,12 +65,13 @@ struct RouterCore;
 class Router {
  public:
   // `keys` (may be null: no prefix keys; then policy kv scores load only) must outlive the
-  // router. REQUIRES: 1 <= replicas.size() <= kMaxReplicas.
-  Router(std::vector<Endpoint> replicas, const RouterOptions& options, const PromptKeys* keys);
+  // router. The replicas come from the Discovery given to Start.
+  Router(const RouterOptions& options, const PromptKeys* keys);
   ~Router();
 
-  // Starts the health probes (the first round at once).
-  void Start();
+  // Starts `discovery` (the router owns it from now on) and the health probes (the first
+  // round at once). Call once.
+  void Start(std::unique_ptr<Discovery> discovery);
   void Handle(server::HttpRequest request, std::shared_ptr<server::ResponseChannel> channel);
 
   // Ready: some replica is up and the router is not draining.
@@ -75,7 +81,8 @@ class Router {
   void Drain();
   // Client requests not yet answered completely.
   int InFlight() const;
-  // Stops probes and upstream io; requests in flight end without an answer. Idempotent.
+  // Stops discovery, probes and upstream io; requests in flight end without an answer.
+  // Idempotent.
   void Stop();
 
   const RouterMetrics& metrics() const;
@@ -83,6 +90,9 @@ class Router {
 
  private:
   void Probe();
+  // A discovery's new set: joins and leaves in the pool; joined replicas probed and
+  // subscribed to.
+  void SetReplicas(std::vector<DiscoveredReplica> set);
 
   std::unique_ptr<RouterCore> core_;
 };

@@ -15,8 +15,8 @@ namespace tachyon::router {
 class ProxyCall;
 
 struct RouterCore {
-  RouterCore(std::vector<Endpoint> replicas, const RouterOptions& o, const PromptKeys* k)
-      : options(o), pool(std::move(replicas), o.pool), keys(k), client(o.upstream_threads) {}
+  RouterCore(const RouterOptions& o, const PromptKeys* k)
+      : options(o), pool({}, o.pool), keys(k), client(o.upstream_threads) {}
 
   // Queues a saturated request (deadline: options.queue_timeout). False when the queue is full.
   bool Enqueue(const std::shared_ptr<ProxyCall>& call);
@@ -28,8 +28,9 @@ struct RouterCore {
   // A fresh 64-bit seed for a request the client did not seed.
   uint64_t NextSeed();
 
-  // Declaration order is destruction order in reverse: `client` goes first (its pending
-  // handlers hold ProxyCalls, which count themselves out of `in_flight` and the queue).
+  // Declaration order is destruction order in reverse: `discovery` goes first (its thread
+  // feeds the pool and starts calls), then `client` (its pending handlers hold ProxyCalls,
+  // which count themselves out of `in_flight` and the queue).
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopped{false};
   std::atomic<bool> draining{false};
@@ -45,6 +46,7 @@ struct RouterCore {
 
  public:
   UpstreamClient client;
+  std::unique_ptr<Discovery> discovery;  // set by Router::Start
 };
 
 }  // namespace tachyon::router

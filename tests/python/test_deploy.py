@@ -3,8 +3,8 @@
 Every manifest parses and validates against the Kubernetes schemas (kubernetes-validate, strict:
 unknown fields fail); the cross-checks tie them to the real binary: probe paths answer on a
 running server, container args are flags `tachyon serve/route --help` lists, Services select
-pods that exist, the router's --replica URLs name the StatefulSet's pods through its headless
-Service, the HPA's metric is in /metrics, grace periods cover --shutdown-timeout. The Dockerfile
+pods that exist, the router discovers the StatefulSet's pods through its headless Service
+(--dns), the HPA's metric is in /metrics, grace periods cover --shutdown-timeout. The Dockerfile
 parses with FROM debian:12 in every stage and runs scripts/setup.sh.
 """
 
@@ -187,7 +187,7 @@ def test_services_select_pods_of_a_workload():
                    for w in of_kind("StatefulSet"))
 
 
-def test_router_replicas_are_the_statefulset_pods():
+def test_router_discovers_the_statefulset_pods():
     (sts,) = of_kind("StatefulSet")
     (router,) = of_kind("Deployment")
     (hpa,) = of_kind("HorizontalPodAutoscaler")
@@ -195,10 +195,11 @@ def test_router_replicas_are_the_statefulset_pods():
     assert len(headless) == 1 and headless[0]["spec"]["clusterIP"] == "None"
     port = tachyon_container(sts)["ports"][0]["containerPort"]
     assert flag_values(tachyon_container(sts)["args"], "--port") == [str(port)]
-    name, svc = sts["metadata"]["name"], headless[0]["metadata"]["name"]
-    urls = flag_values(tachyon_container(router)["args"], "--replica")
-    # Every pod the HPA may run has its --replica URL.
-    assert urls == [f"http://{name}-{i}.{svc}:{port}" for i in range(hpa["spec"]["maxReplicas"])]
+    svc = headless[0]["metadata"]["name"]
+    args = tachyon_container(router)["args"]
+    # Every pod the HPA may run is an address of the headless Service's name.
+    assert flag_values(args, "--dns") == [f"{svc}:{port}"]
+    assert flag_values(args, "--replica") == [] and flag_values(args, "--etcd") == []
     assert sts["spec"]["replicas"] >= hpa["spec"]["minReplicas"]
 
 
