@@ -21,7 +21,7 @@ Sizes can be shrunk for smoke tests (--prompt-tokens, --prefix-tokens, --max-tok
 Structured output: --constraint none,json_schema runs every point unconstrained and with that
 output constraint in the same run (interleaved per point) and prints the constrained /
 unconstrained generated-tokens/s ratio; constraints: none, json_object, json_schema (an array
-of records, never complete before max_tokens is likely), regex, choice.
+of at least 1000 records, never complete before max_tokens), regex, choice.
   bench/serve_load.py --workload A --concurrency 16 --constraint none,json_schema
 --constraint-rounds N alternates them N times per point and prints the median ratio.
 """
@@ -63,8 +63,11 @@ def model_name(base, api_key):
         return json.loads(r.read())["data"][0]["id"]
 
 
+# At least 1000 records: the array cannot close before max_tokens, so constrained requests
+# generate as many tokens as unconstrained ones (an instruct model would answer "[]" at once).
 RECORDS_SCHEMA = {
     "type": "array",
+    "minItems": 1000,
     "items": {"type": "object",
               "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
                              "tags": {"type": "array", "items": {"type": "string"}},
