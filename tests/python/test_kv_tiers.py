@@ -16,9 +16,9 @@ from conftest import SmolLM2Server, require_smollm2, write_gguf_with_string
 BLOCK = 16  # the engine's KV block size (tokens)
 SENTENCES = [f"Note {i}: the {w} river runs past hill number {i * 7 % 31}, and the fishers "
              f"there count {i * 13 % 97} boats at dawn." for i, w in
-             zip(range(120), ["green", "cold", "quiet", "wide", "old", "bright"] * 20)]
-PROMPT = " ".join(SENTENCES)  # about 2.5k tokens
-SHORT = " ".join(SENTENCES[:24])  # the same leading blocks, a fifth as long
+             zip(range(75), ["green", "cold", "quiet", "wide", "old", "bright"] * 13)]
+PROMPT = " ".join(SENTENCES)  # about 2.15k tokens
+SHORT = " ".join(SENTENCES[:24])  # the same leading blocks, a third as long
 
 
 def serve(tmp, kv_dir, model=None):
