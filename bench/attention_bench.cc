@@ -116,7 +116,8 @@ void Run(benchmark::State& state, KvDtype dtype, SimdLevel level, int64_t pos_st
 }
 
 void Register() {
-  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0}) {
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0, KvDtype::kQ4_0,
+                    KvDtype::kQ4_1}) {
     for (SimdLevel l :
          {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512, SimdLevel::kAmx}) {
       const std::string tag = std::string(KvDtypeName(d)) + "/" + SimdLevelName(l);

@@ -66,7 +66,7 @@ TEST(FlagsCli, HelpListsTheDeclaredFlagsWithTypesAndDefaults) {
   ASSERT_EQ(r.exit_code, 0);
   for (const char* flag :
        {"-m,--model TEXT REQUIRED", "-p INT=512", "-n INT=128", "-t,--threads INT=2",
-        "--reps INT=3", "--batch INT=1", "--kv-cache-dtype f16|bf16|q8_0|f32=f16"}) {
+        "--reps INT=3", "--batch INT=1", "--kv-cache-dtype f16|bf16|q8_0|q4_0|q4_1|f32=f16"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
   }
 }
@@ -149,8 +149,9 @@ TEST(FlagsCli, ChoiceAndListFlagsNameTheirChoices) {
                    "tachyon synth: error: --arch: 'gpt9' is not one of llama, qwen2, qwen3, gemma3");
   ExpectUsageError("logits -m x.gguf --ids 1 -o y --quantize q2",
                    "tachyon logits: error: --quantize: 'q2' is not one of q8_0, q4_0, q4_k");
-  ExpectUsageError("profile -m x.gguf --kv-cache-dtype f8",
-                   "tachyon profile: error: --kv-cache-dtype: 'f8' is not f16, bf16, q8_0 or f32");
+  ExpectUsageError(
+      "profile -m x.gguf --kv-cache-dtype f8",
+      "tachyon profile: error: --kv-cache-dtype: 'f8' is not f16, bf16, q8_0, q4_0, q4_1 or f32");
   ExpectUsageError("logits -m x.gguf --ids 1,,2 -o y",
                    "tachyon logits: error: --ids: '1,,2' is not a list of token ids like 1,2,3");
 }

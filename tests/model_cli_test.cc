@@ -135,7 +135,8 @@ TEST(ModelCliTest, SynthWritesALoadableModel) {
 }
 
 // --quantize converts at load exactly as `tachyon quantize` does to a file; --kv-cache-dtype
-// picks the KV storage (f32 keeps llama2.c's text exactly; q8_0 needs head_dim % 32 == 0).
+// picks the KV storage (f32 keeps llama2.c's text exactly; q8_0, q4_0 and q4_1 need head_dim
+// % 32 == 0, on run and perplexity alike).
 TEST(ModelCliTest, RunQuantizeOnLoadAndKvDtype) {
   REQUIRE_STORIES();
   const std::string model = Stories() + "/stories260K.gguf";
@@ -160,6 +161,15 @@ TEST(ModelCliTest, RunQuantizeOnLoadAndKvDtype) {
   r = Tachyon("run -m " + model + " --kv-cache-dtype q8_0" + args);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("head_dim"), std::string::npos) << r.err;
+  r = Tachyon("run -m " + model + " --kv-cache-dtype q4_0" + args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("q4_0 needs head_dim to be a multiple of 32, got 8"), std::string::npos)
+      << r.err;
+  r = Tachyon("perplexity -m " + model + " --kv-cache-dtype q4_1 -t 1 --ctx 16 -f " + Stories() +
+              "/reference/generations.json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("q4_1 needs head_dim to be a multiple of 32, got 8"), std::string::npos)
+      << r.err;
   r = Tachyon("run -m " + model + " --kv-cache-dtype f8" + args);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("f8"), std::string::npos) << r.err;

@@ -48,7 +48,8 @@ TEST(ProfileCliTest, PrintsBothBreakdowns) {
   EXPECT_NE(r.err.find("multiple of 32"), std::string::npos) << r.err;
   r = Tachyon("profile -m " + model + " --kv-cache-dtype f8");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--kv-cache-dtype: 'f8' is not f16, bf16, q8_0 or f32"), std::string::npos)
+  EXPECT_NE(r.err.find("--kv-cache-dtype: 'f8' is not f16, bf16, q8_0, q4_0, q4_1 or f32"),
+            std::string::npos)
       << r.err;
   r = Tachyon("profile -m /nonexistent/model.gguf");
   EXPECT_EQ(r.exit_code, 1);

@@ -239,11 +239,11 @@ CLI::Option* AddKvDtype(CLI::App& app, const std::string& names, model::KvDtype*
       names,
       [names, out](const std::string& text) {
         Result<model::KvDtype> dtype = kernels::ParseKvDtype(text);
-        if (!dtype.ok()) throw BadValue(names, text, "f16, bf16, q8_0 or f32");
+        if (!dtype.ok()) throw BadValue(names, text, "f16, bf16, q8_0, q4_0, q4_1 or f32");
         *out = *dtype;
       },
       help);
-  opt->type_name("f16|bf16|q8_0|f32")->default_str(kernels::KvDtypeName(*out));
+  opt->type_name("f16|bf16|q8_0|q4_0|q4_1|f32")->default_str(kernels::KvDtypeName(*out));
   return opt;
 }
 

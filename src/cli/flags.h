@@ -139,7 +139,7 @@ CLI::Option* AddChecked(CLI::App& app, const std::string& names, std::string* ou
 CLI::Option* AddIntList(CLI::App& app, const std::string& names, std::vector<int>* out, int lo,
                         int hi, const std::string& help);
 
-// --kv-cache-dtype style flag: f16, bf16, q8_0 or f32 (kernels::ParseKvDtype).
+// --kv-cache-dtype style flag: f16, bf16, q8_0, q4_0, q4_1 or f32 (kernels::ParseKvDtype).
 CLI::Option* AddKvDtype(CLI::App& app, const std::string& names, model::KvDtype* out,
                         const std::string& help);
 

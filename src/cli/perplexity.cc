@@ -1,5 +1,5 @@
 // tachyon perplexity -m MODEL -f TEXT [--ctx N] [--chunks K] [-t THREADS] [--quantize Q]
-//                    [--kl-divergence-base FILE [--kl-divergence]]
+//                    [--kv-cache-dtype D] [--kl-divergence-base FILE [--kl-divergence]]
 //
 // Perplexity as llama.cpp's llama-perplexity computes it: the text is tokenized once and cut
 // into windows of N tokens; each window starts with BOS (when the tokenizer adds one), is run
@@ -12,6 +12,8 @@
 //   2. --kl-divergence-base FILE --kl-divergence with the quantized model (-f not needed: the
 //      tokens come from FILE) reports the mean KL(reference || quantized) per token, the top-1
 //      agreement and the perplexity of both models over the same tokens.
+// --kv-cache-dtype measures a KV cache dtype the same way: save the base with f16 (or f32) KV,
+// then run --kl-divergence with the same model and --kv-cache-dtype q4_0 (docs/attention.md).
 // FILE layout (little-endian): "TKLD" u32 version=1, i64 n_ctx, n_vocab, n_chunks, first,
 // i32 tokens[n_chunks * n_ctx], then f32 log-probs [n_chunks][n_ctx - 1 - first][n_vocab].
 #include <algorithm>
@@ -104,6 +106,7 @@ struct Options {
   int64_t n_ctx = 0, max_chunks = -1;
   int threads = 0;
   model::LoadOptions load;
+  model::KvDtype kv_dtype = model::kDefaultKvDtype;
 };
 
 // Runs window `chunk` of `tokens` and returns the logits of every position.
@@ -157,7 +160,7 @@ int RunKlDivergence(const Options& o, model::Model& m) {
   int64_t n_chunks = h.n_chunks;
   if (o.max_chunks > 0) n_chunks = std::min(n_chunks, o.max_chunks);
   const int64_t bs = model::kDefaultBlockSize;
-  auto kv = m.CreateKvCache((h.n_ctx + bs - 1) / bs, bs);
+  auto kv = m.CreateKvCache((h.n_ctx + bs - 1) / bs, bs, o.kv_dtype);
   if (!kv.ok()) return Fail(kv.status().message());
   ThreadPool pool(o.threads);
   model::ForwardOutput out;
@@ -221,6 +224,7 @@ std::optional<int> ParseArgs(int argc, char** argv, Options* o) {
   AddInt(*app, "-t,--threads", &o->threads, 0, 1024, "threads (0: all hardware threads)");
   AddChoice(*app, "--quantize", &o->load.quantize, QuantizeAtLoadChoices(),
             "quantize float weights at load");
+  AddKvDtype(*app, "--kv-cache-dtype", &o->kv_dtype, "KV cache storage");
   app->add_option("--kl-divergence-base", o->kl_base,
                   "without --kl-divergence: save the log-probabilities here; with it: read them");
   app->add_flag("--kl-divergence", o->kl, "report KL(base || model) against --kl-divergence-base")
@@ -260,7 +264,7 @@ int RunPerplexity(int argc, char** argv) {
   }
   if (o.max_chunks > 0) n_chunks = std::min(n_chunks, o.max_chunks);
   const int64_t bs = model::kDefaultBlockSize;
-  auto kv = m.CreateKvCache((n_ctx + bs - 1) / bs, bs);
+  auto kv = m.CreateKvCache((n_ctx + bs - 1) / bs, bs, o.kv_dtype);
   if (!kv.ok()) return Fail(kv.status().message());
   ThreadPool pool(o.threads);
   model::ForwardOutput out;

@@ -24,6 +24,10 @@ GgmlType KvGgmlType(KvDtype dtype) {
       return GgmlType::kBF16;
     case KvDtype::kQ8_0:
       return GgmlType::kQ8_0;
+    case KvDtype::kQ4_0:
+      return GgmlType::kQ4_0;
+    case KvDtype::kQ4_1:
+      return GgmlType::kQ4_1;
     case KvDtype::kF32:
       break;
   }
@@ -83,6 +87,10 @@ const char* KvDtypeName(KvDtype dtype) {
       return "bf16";
     case KvDtype::kQ8_0:
       return "q8_0";
+    case KvDtype::kQ4_0:
+      return "q4_0";
+    case KvDtype::kQ4_1:
+      return "q4_1";
   }
   return "?";
 }
@@ -90,17 +98,23 @@ const char* KvDtypeName(KvDtype dtype) {
 Result<KvDtype> ParseKvDtype(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0}) {
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0, KvDtype::kQ4_0,
+                    KvDtype::kQ4_1}) {
     if (lower == KvDtypeName(d)) return d;
   }
   return InvalidArgument("unknown KV cache dtype '" + std::string(name) +
-                         "' (choices: f16, bf16, q8_0, f32)");
+                         "' (choices: f16, bf16, q8_0, q4_0, q4_1, f32)");
+}
+
+bool KvDtypeIsBlocked(KvDtype dtype) {
+  return dtype == KvDtype::kQ8_0 || dtype == KvDtype::kQ4_0 || dtype == KvDtype::kQ4_1;
 }
 
 Status CheckKvDtype(KvDtype dtype, int64_t head_dim) {
   if (head_dim <= 0) return InvalidArgument("KV cache: head_dim must be > 0");
-  if (dtype == KvDtype::kQ8_0 && head_dim % kQK4 != 0) {
-    return InvalidArgument("KV cache dtype q8_0 needs head_dim to be a multiple of 32, got " +
+  if (KvDtypeIsBlocked(dtype) && head_dim % kQK4 != 0) {
+    return InvalidArgument(std::string("KV cache dtype ") + KvDtypeName(dtype) +
+                           " needs head_dim to be a multiple of 32, got " +
                            std::to_string(head_dim) + " (use f16, bf16 or f32)");
   }
   return OkStatus();
@@ -115,6 +129,10 @@ size_t KvRowBytes(KvDtype dtype, int64_t n) {
       return static_cast<size_t>(n) * 2;
     case KvDtype::kQ8_0:
       return static_cast<size_t>(n / kQK4) * sizeof(BlockQ8_0);
+    case KvDtype::kQ4_0:
+      return static_cast<size_t>(n / kQK4) * sizeof(BlockQ4_0);
+    case KvDtype::kQ4_1:
+      return static_cast<size_t>(n / kQK4) * sizeof(BlockQ4_1);
   }
   return 0;
 }

@@ -4,9 +4,13 @@
 // KV layout of one layer: K and V are each [n_blocks, n_kv_heads, block_size] rows of
 // head_dim elements stored as `dtype` (head-major inside a block, so the rows one KV head
 // reads from a block are contiguous) (KvDtype: f32, f16, bf16, or q8_0 = head_dim / 32
-// blocks of {f16 scale, 32 x int8}, the GGUF Q8_0 block). Position p of a sequence lives in
+// blocks of {f16 scale, 32 x int8}, the GGUF Q8_0 block; q4_0 / q4_1 = head_dim / 32 GGUF
+// Q4_0 / Q4_1 blocks). Position p of a sequence lives in
 // block block_table[p / block_size], slot p % block_size. Query head h reads KV head
 // h / (n_heads / n_kv_heads). K/V are rounded to the dtype once, when written (StoreKvRows).
+// The 4-bit dtypes are GGUF blocks too: q4_0 = {f16 d, 16 bytes of nibbles}, x = d (q - 8);
+// q4_1 = {f16 d, f16 m, 16 bytes}, x = d q + m; element i < 16 of a block is the low nibble
+// of byte i, element 16 + i its high nibble.
 //
 // Three layers of API:
 //   AttendGroupReference  one query token, the query heads that share one KV head (a
@@ -35,20 +39,23 @@
 namespace tachyon::kernels {
 
 // Element type of the KV cache.
-enum class KvDtype : uint8_t { kF32, kF16, kBf16, kQ8_0 };
+enum class KvDtype : uint8_t { kF32, kF16, kBf16, kQ8_0, kQ4_0, kQ4_1 };
 
-// "f32", "f16", "bf16", "q8_0".
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1".
 const char* KvDtypeName(KvDtype dtype);
 // Parses a KvDtypeName (case-insensitive). Errors: InvalidArgument listing the choices.
 Result<KvDtype> ParseKvDtype(std::string_view name);
-// InvalidArgument when rows of head_dim elements cannot be stored as dtype (q8_0 needs a
-// multiple of 32).
+// Whether dtype stores rows as 32-element blocks (q8_0, q4_0, q4_1).
+bool KvDtypeIsBlocked(KvDtype dtype);
+// InvalidArgument when rows of head_dim elements cannot be stored as dtype (the blocked
+// dtypes need a multiple of 32).
 Status CheckKvDtype(KvDtype dtype, int64_t head_dim);
 // Bytes of one row of n elements. REQUIRES: CheckKvDtype(dtype, n) ok.
 size_t KvRowBytes(KvDtype dtype, int64_t n);
 
-// Rounds n floats to dtype into dst (KvRowBytes(dtype, n) bytes). For q8_0, n must be a
-// multiple of 32; each 32 elements get their own scale. Dispatched to F16C / AVX-512 code.
+// Rounds n floats to dtype into dst (KvRowBytes(dtype, n) bytes). For the blocked dtypes, n
+// must be a multiple of 32; each 32 elements get their own scale (and q4_1 its minimum).
+// Dispatched to F16C / AVX-512 code (q4_0 / q4_1: the scalar quantizer at every level).
 void StoreKvRow(KvDtype dtype, const float* x, void* dst, int64_t n);
 // Scalar references of the conversions (the SIMD variants must match them exactly).
 void StoreKvRowReference(KvDtype dtype, const float* x, void* dst, int64_t n);

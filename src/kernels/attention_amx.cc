@@ -114,6 +114,26 @@ inline void Load32(const uint8_t* src, int64_t n, int64_t i, __m512* a, __m512* 
     const auto* h = reinterpret_cast<const uint16_t*>(src);
     *a = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(MaskOrZero(n - i), h + i));
     *b = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(MaskOrZero(n - i - 16), h + i + 16));
+  } else if constexpr (D == KvDtype::kQ4_0 || D == KvDtype::kQ4_1) {  // n % 32 == 0, i < n
+    // x = d * q + m (q4_0: m = -8 d): exactly the reference's values (one FMA, see
+    // kBlockParams in attention_decode.h).
+    float d, m;
+    const uint8_t* qs;
+    if constexpr (D == KvDtype::kQ4_0) {
+      const auto& blk = reinterpret_cast<const BlockQ4_0*>(src)[i / kQK4];
+      d = Fp16ToF32(blk.d);
+      m = -8.0f * d;
+      qs = blk.qs;
+    } else {
+      const auto& blk = reinterpret_cast<const BlockQ4_1*>(src)[i / kQK4];
+      d = Fp16ToF32(blk.d);
+      m = Fp16ToF32(blk.m);
+      qs = blk.qs;
+    }
+    const __m512i w = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    const __m512 vd = _mm512_set1_ps(d), vm = _mm512_set1_ps(m);
+    *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(w, _mm512_set1_epi32(0xF))), vd, vm);
+    *b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 4)), vd, vm);
   } else {  // q8_0: n % 32 == 0 and i < n
     static_assert(D == KvDtype::kQ8_0);
     const auto& blk = reinterpret_cast<const BlockQ8_0*>(src)[i / kQK4];
@@ -526,6 +546,10 @@ void AttendTileAmx(const PagedKv& kv, const TileJob& job, const TileParams& p, f
       return AttendTileAmxImpl<KvDtype::kBf16>(kv, job, p, scratch);
     case KvDtype::kQ8_0:
       return AttendTileAmxImpl<KvDtype::kQ8_0>(kv, job, p, scratch);
+    case KvDtype::kQ4_0:
+      return AttendTileAmxImpl<KvDtype::kQ4_0>(kv, job, p, scratch);
+    case KvDtype::kQ4_1:
+      return AttendTileAmxImpl<KvDtype::kQ4_1>(kv, job, p, scratch);
   }
 }
 

@@ -20,6 +20,27 @@ using internal::DecodePrefetch;
 using internal::HMax;
 using internal::HSum;
 
+// n elements (n % 32 == 0) of q4_0 / q4_1 blocks as floats: x = d * q + m per block (q4_0:
+// m = -8 d), the reference's values exactly (see kBlockParams in attention_decode.h).
+template <KvDtype D>
+inline void DequantQ4Row(const uint8_t* src, float* out, int64_t n) {
+  using Block = std::conditional_t<D == KvDtype::kQ4_0, BlockQ4_0, BlockQ4_1>;
+  const auto* b = reinterpret_cast<const Block*>(src);
+  for (int64_t i = 0; i < n / kQK4; ++i) {
+    float p[2];
+    internal::BlockParamsOf<D>(src, i, p);
+    const __m256 d = _mm256_set1_ps(p[0]), m = _mm256_set1_ps(p[1]);
+    for (int c = 0; c < 2; ++c) {
+      const __m256i w =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[i].qs + 8 * c)));
+      const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(0xF)));
+      const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 4));
+      _mm256_storeu_ps(out + i * kQK4 + 8 * c, _mm256_fmadd_ps(lo, d, m));
+      _mm256_storeu_ps(out + i * kQK4 + 16 + 8 * c, _mm256_fmadd_ps(hi, d, m));
+    }
+  }
+}
+
 struct Avx2Isa {
   static const float* LoadRow(KvDtype dtype, const uint8_t* src, float* buf, int64_t n) {
     switch (dtype) {
@@ -58,6 +79,12 @@ struct Avx2Isa {
         }
         return buf;
       }
+      case KvDtype::kQ4_0:
+        DequantQ4Row<KvDtype::kQ4_0>(src, buf, n);
+        return buf;
+      case KvDtype::kQ4_1:
+        DequantQ4Row<KvDtype::kQ4_1>(src, buf, n);
+        return buf;
     }
     return buf;
   }
@@ -159,7 +186,8 @@ struct Avx2Isa {
 // slot x 32 floats); 128-key tiles; K rows prefetched 32 keys ahead.
 
 // 8 elements at element d (d % 8 == 0) of a KV row of dtype D; q8_0 takes the row's block
-// scales as floats from `scales`.
+// scales as floats from `scales`, q4_0 / q4_1 their (d, m) pairs (8 bytes widened, the low or
+// high nibbles, one FMA).
 template <KvDtype D>
 inline __m256 LoadKv8(const uint8_t* row, const float* scales, int64_t d) {
   if constexpr (D == KvDtype::kF32) {
@@ -171,6 +199,15 @@ inline __m256 LoadKv8(const uint8_t* row, const float* scales, int64_t d) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(
         reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + d)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  } else if constexpr (D == KvDtype::kQ4_0 || D == KvDtype::kQ4_1) {
+    using Block = std::conditional_t<D == KvDtype::kQ4_0, BlockQ4_0, BlockQ4_1>;
+    const Block* b = reinterpret_cast<const Block*>(row) + d / kQK4;
+    const __m256i w =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + d % 16)));
+    const __m256i q =
+        (d & 16) ? _mm256_srli_epi32(w, 4) : _mm256_and_si256(w, _mm256_set1_epi32(0xF));
+    const float* pm = scales + 2 * (d / kQK4);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(pm[0]), _mm256_set1_ps(pm[1]));
   } else {
     const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + d / kQK4;
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + d % kQK4));
@@ -193,7 +230,7 @@ inline void DecodeScores8(const float* const* q, const uint8_t* const* rows, con
                           int64_t n, int64_t hd, float scale, float* const* s,
                           const DecodePrefetch* pf) {
   constexpr int T = 8 / H;
-  const int64_t nb = hd / kQK4;
+  const int64_t nb = internal::KvParamStride<D>(hd);
   const __m256 vscale = _mm256_set1_ps(scale);
   for (int64_t j = 0; j < n; j += T) {
     if (pf) {
@@ -261,7 +298,7 @@ template <KvDtype D, int H>
 inline void DecodeAccumulate8(const float* const* p, const float* alpha, const uint8_t* const* rows,
                               const float* scales, int64_t n, int64_t hd, float* const* acc) {
   constexpr int C = H == 4 ? 2 : 4;
-  const int64_t nb = hd / kQK4;
+  const int64_t nb = internal::KvParamStride<D>(hd);
   int64_t d0 = 0;
   for (; d0 + 8 * C <= hd; d0 += 8 * C) {
     DecodeAccumulatePass8<D, H, C>(p, alpha, rows, scales, n, nb, d0, acc);
@@ -340,6 +377,10 @@ void AttendDecodeAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p
       return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kBf16>(kv, job, p, scratch);
     case KvDtype::kQ8_0:
       return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ8_0>(kv, job, p, scratch);
+    case KvDtype::kQ4_0:
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ4_0>(kv, job, p, scratch);
+    case KvDtype::kQ4_1:
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ4_1>(kv, job, p, scratch);
   }
 }
 

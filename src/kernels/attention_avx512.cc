@@ -54,6 +54,25 @@ inline __m512 Reduce16(const __m512* a) {
                        _mm512_shuffle_f32x4(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// n elements (n % 32 == 0) of q4_0 / q4_1 blocks as floats: x = d * q + m per block (q4_0:
+// m = -8 d), the reference's values exactly (see kBlockParams in attention_decode.h).
+template <class Block>
+inline void DequantQ4Row(const uint8_t* src, float* out, int64_t n) {
+  const auto* b = reinterpret_cast<const Block*>(src);
+  for (int64_t i = 0; i < n / kQK4; ++i) {
+    float p[2];
+    internal::BlockParamsOf<std::is_same_v<Block, BlockQ4_0> ? KvDtype::kQ4_0 : KvDtype::kQ4_1>(
+        src, i, p);
+    const __m512 d = _mm512_set1_ps(p[0]), m = _mm512_set1_ps(p[1]);
+    const __m512i w =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].qs)));
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(w, _mm512_set1_epi32(0xF)));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(w, 4));
+    _mm512_storeu_ps(out + i * kQK4, _mm512_fmadd_ps(lo, d, m));
+    _mm512_storeu_ps(out + i * kQK4 + 16, _mm512_fmadd_ps(hi, d, m));
+  }
+}
+
 struct Avx512Isa {
   static const float* LoadRow(KvDtype dtype, const uint8_t* src, float* buf, int64_t n) {
     switch (dtype) {
@@ -87,6 +106,12 @@ struct Avx512Isa {
         }
         return buf;
       }
+      case KvDtype::kQ4_0:
+        DequantQ4Row<BlockQ4_0>(src, buf, n);
+        return buf;
+      case KvDtype::kQ4_1:
+        DequantQ4Row<BlockQ4_1>(src, buf, n);
+        return buf;
     }
     return buf;
   }
@@ -318,7 +343,9 @@ struct Avx512Isa {
 // 16 elements at element d (d % 16 == 0) of a KV row of dtype D as floats; lanes off in k
 // read as 0 (nothing outside them is touched).
 // kMasked false: all 16 lanes (k unused). q8_0 takes the row's block scales as floats from
-// `scales` (converted once per tile: a broadcast from memory here, no f16 conversion per chunk).
+// `scales` (converted once per tile: a broadcast from memory here, no f16 conversion per chunk);
+// q4_0 / q4_1 their (d, m) pairs (kBlockParams): the block's 16 bytes widened, the low nibbles
+// (chunk at d % 32 == 0) or the high ones, then one FMA.
 // bf16 rows read as pairs (head_dim % 32 == 0): the 32-bit word i of a 32-element block holds
 // elements 2i (low half) and 2i + 1 (high half), so one shift (even elements) or one AND (odd
 // elements) turns 16 of them into floats, where the plain bf16 path widens and shifts. The
@@ -346,6 +373,16 @@ inline __m512 LoadKv(const uint8_t* row, const float* scales, int64_t d, __mmask
     const __m256i h = kMasked ? _mm256_maskz_loadu_epi16(k, x)
                               : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else if constexpr (D == KvDtype::kQ4_0 || D == KvDtype::kQ4_1) {  // as q8_0: k all or none
+    if (kMasked && k == 0) return _mm512_setzero_ps();
+    using Block = std::conditional_t<D == KvDtype::kQ4_0, BlockQ4_0, BlockQ4_1>;
+    const Block* b = reinterpret_cast<const Block*>(row) + d / kQK4;
+    const __m512i w =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs)));
+    const __m512i q =
+        (d & 16) ? _mm512_srli_epi32(w, 4) : _mm512_and_si512(w, _mm512_set1_epi32(0xF));
+    const float* pm = scales + 2 * (d / kQK4);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(pm[0]), _mm512_set1_ps(pm[1]));
   } else {  // q8_0: head_dim % 32 == 0, so a chunk is all in (k full) or all out (k == 0)
     if (kMasked && k == 0) return _mm512_setzero_ps();
     const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + d / kQK4;
@@ -362,7 +399,7 @@ template <KvDtype D, int H>
 inline void DecodeScores(const float* const* q, const uint8_t* const* rows, const float* scales,
                          int64_t n, int64_t hd, float scale, float* const* s,
                          const DecodePrefetch* pf) {
-  const int64_t nb = hd / kQK4;  // q8_0 scales per row
+  const int64_t nb = internal::KvParamStride<D>(hd);  // block parameters per row
   constexpr int T = 16 / H;
   const __m512 vscale = _mm512_set1_ps(scale);
   const int64_t hd_full = hd / 16 * 16;
@@ -422,7 +459,7 @@ inline void DecodeScores(const float* const* q, const uint8_t* const* rows, cons
 template <KvDtype D, int H>
 inline void DecodeAccumulate(const float* const* p, const float* alpha, const uint8_t* const* rows,
                              const float* scales, int64_t n, int64_t hd, float* const* acc) {
-  const int64_t nb = hd / kQK4;
+  const int64_t nb = internal::KvParamStride<D>(hd);
   constexpr int C = H == 8 ? 2 : 4;
   // The 16 C floats at d0 (kMasked: the chunks' masks k, the last pass of a head_dim that is
   // not a multiple of 16 C).
@@ -573,6 +610,10 @@ void AttendDecodeAvx512(const PagedKv& kv, const TileJob& job, const TileParams&
       return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kBf16>(kv, job, p, scratch);
     case KvDtype::kQ8_0:
       return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ8_0>(kv, job, p, scratch);
+    case KvDtype::kQ4_0:
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ4_0>(kv, job, p, scratch);
+    case KvDtype::kQ4_1:
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ4_1>(kv, job, p, scratch);
   }
 }
 
@@ -650,6 +691,9 @@ void StoreKvRowAvx512(KvDtype dtype, const float* x, void* dst, int64_t n) {
       for (int64_t i = 0; i < n / kQK4; ++i) QuantQ8(x + i * kQK4, b + i);
       return;
     }
+    case KvDtype::kQ4_0:
+    case KvDtype::kQ4_1:  // the scalar quantizer: a small cost next to the step (attention.md)
+      return StoreKvRowReference(dtype, x, dst, n);
   }
 }
 

@@ -77,6 +77,35 @@ inline void ForSlotGroups(int64_t n_slots, Fn&& fn) {
   if (i < n_slots) fn(std::integral_constant<int, 1>(), i);
 }
 
+// Block parameters as floats, kBlockParams<D> per 32-element block of a row: q8_0 its scale
+// d; q4_0 / q4_1 (d, m) with x = d * q + m, q the nibble (q4_0: m = -8 d, so one FMA gives
+// d * (q - 8) exactly as the reference: d has 11 significant bits, q - 8 four). The driver
+// converts them once per tile key (KvParamStride<D>(hd) floats per row).
+template <KvDtype D>
+inline constexpr int64_t kBlockParams = D == KvDtype::kQ8_0                            ? 1
+                                        : (D == KvDtype::kQ4_0 || D == KvDtype::kQ4_1) ? 2
+                                                                                       : 0;
+template <KvDtype D>
+inline int64_t KvParamStride(int64_t hd) {
+  return kBlockParams<D> * (hd / kQK4);
+}
+// F16C (both including files have it): one instruction per half.
+template <KvDtype D>
+inline void BlockParamsOf(const uint8_t* row, int64_t b, float* out) {
+  if constexpr (D == KvDtype::kQ8_0) {
+    out[0] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(row)[b].d);
+  } else if constexpr (D == KvDtype::kQ4_0) {
+    const float d = _cvtsh_ss(reinterpret_cast<const BlockQ4_0*>(row)[b].d);
+    out[0] = d;
+    out[1] = -8.0f * d;
+  } else {
+    static_assert(D == KvDtype::kQ4_1);
+    const BlockQ4_1& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
+    out[0] = _cvtsh_ss(blk.d);
+    out[1] = _cvtsh_ss(blk.m);
+  }
+}
+
 template <class Dec, KvDtype D>
 void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
   const int64_t hd = kv.head_dim, n_group = p.n_group, nq = job.n_rows * n_group;
@@ -86,9 +115,11 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   float* const m = acc_base + ns * hd;                  // [ns] running max
   float* const l = m + ns;                              // [ns] running sum
   float* const alpha = l + ns;                          // [ns] this tile's rescale factor
-  float* const ksc = alpha + ns;  // q8_0: [kDecodeKvTile][hd / 32] block scales of K
-  float* const vsc = ksc + kDecodeKvTile * (hd / kQK4);    // and of V
-  float* const qbuf = vsc + kDecodeKvTile * (hd / kQK4);  // [ns][hd] queries as Dec reads them
+  // Blocked dtypes: [kDecodeKvTile][KvParamStride<D>(hd)] block parameters of K, then of V
+  // (room for 2 per block).
+  float* const ksc = alpha + ns;
+  float* const vsc = ksc + 2 * kDecodeKvTile * (hd / kQK4);
+  float* const qbuf = vsc + 2 * kDecodeKvTile * (hd / kQK4);  // [ns][hd] queries as Dec reads
   const float* q[kDecodeMaxQueries];
   float* s[kDecodeMaxQueries];
   float* acc[kDecodeMaxQueries];
@@ -155,13 +186,12 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
     // masked out by the softmax.
     const int64_t n_pad = (n + Dec::kKeyGroup - 1) / Dec::kKeyGroup * Dec::kKeyGroup;
     for (int64_t j = n; j < n_pad; ++j) krow[j] = krow[n - 1];
-    if constexpr (D == KvDtype::kQ8_0) {  // the tile's block scales as floats
-      const int64_t nb = hd / kQK4;
+    if constexpr (0 < kBlockParams<D>) {  // the tile's block parameters as floats
+      const int64_t nb = hd / kQK4, st = KvParamStride<D>(hd);
       for (int64_t j = 0; j < n_pad; ++j) {
         for (int64_t b = 0; b < nb; ++b) {
-          // F16C (both including files have it): one instruction per scale.
-          ksc[j * nb + b] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(krow[j])[b].d);
-          if (j < n) vsc[j * nb + b] = _cvtsh_ss(reinterpret_cast<const BlockQ8_0*>(vrow[j])[b].d);
+          BlockParamsOf<D>(krow[j], b, ksc + j * st + b * kBlockParams<D>);
+          if (j < n) BlockParamsOf<D>(vrow[j], b, vsc + j * st + b * kBlockParams<D>);
         }
       }
     }

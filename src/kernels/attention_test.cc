@@ -18,7 +18,8 @@
 namespace tachyon::kernels {
 namespace {
 
-const KvDtype kAllDtypes[] = {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0};
+const KvDtype kAllDtypes[] = {KvDtype::kF32,  KvDtype::kF16,  KvDtype::kBf16,
+                              KvDtype::kQ8_0, KvDtype::kQ4_0, KvDtype::kQ4_1};
 
 std::vector<SimdLevel> Levels() {
   std::vector<SimdLevel> l = {SimdLevel::kScalar};
@@ -27,9 +28,10 @@ std::vector<SimdLevel> Levels() {
   return l;
 }
 
-// head_dims to test for a dtype: odd ones for the float types, multiples of 32 for q8_0.
+// head_dims to test for a dtype: odd ones for the float types, multiples of 32 for the
+// blocked ones (q8_0, q4_0, q4_1).
 std::vector<int64_t> HeadDims(KvDtype dtype) {
-  if (dtype == KvDtype::kQ8_0) return {32, 64, 96, 128};
+  if (KvDtypeIsBlocked(dtype)) return {32, 64, 96, 128};
   return {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 127, 128, 129};
 }
 
@@ -131,6 +133,22 @@ TEST(KvDtypeTest, NamesParseAndSizes) {
   EXPECT_NE(st.ToString().find("multiple of 32"), std::string::npos);
   EXPECT_TRUE(CheckKvDtype(KvDtype::kF16, 48).ok());
   EXPECT_FALSE(CheckKvDtype(KvDtype::kF16, 0).ok());
+  EXPECT_EQ(KvRowBytes(KvDtype::kQ4_0, 64), 36u);  // 2 x {f16 d, 16 bytes}
+  EXPECT_EQ(KvRowBytes(KvDtype::kQ4_1, 64), 40u);  // 2 x {f16 d, f16 m, 16 bytes}
+  for (KvDtype d : {KvDtype::kQ4_0, KvDtype::kQ4_1}) {
+    EXPECT_TRUE(KvDtypeIsBlocked(d));
+    EXPECT_TRUE(CheckKvDtype(d, 64).ok());
+    for (int64_t hd : {8, 48, 80, 100}) {
+      const Status q4 = CheckKvDtype(d, hd);
+      ASSERT_FALSE(q4.ok()) << KvDtypeName(d) << " " << hd;
+      EXPECT_NE(q4.ToString().find(std::string(KvDtypeName(d)) + " needs head_dim to be a "
+                                                                 "multiple of 32"),
+                std::string::npos)
+          << q4.ToString();
+    }
+  }
+  EXPECT_FALSE(KvDtypeIsBlocked(KvDtype::kBf16));
+  EXPECT_NE(bad.status().ToString().find("q4_0, q4_1"), std::string::npos);
 }
 
 // The dispatched (SIMD) conversion writes exactly the reference's bytes, and a stored row
@@ -139,7 +157,7 @@ TEST(KvDtypeTest, StoreMatchesReferenceBytes) {
   std::mt19937 rng(3);
   for (KvDtype d : kAllDtypes) {
     std::vector<int64_t> sizes = {32, 64, 96, 1024};
-    if (d != KvDtype::kQ8_0) {
+    if (!KvDtypeIsBlocked(d)) {
       sizes = {1, 2, 3, 7, 15, 16, 17, 31, 33, 127, 129, 1023};
     }
     for (int64_t n : sizes) {
@@ -163,6 +181,7 @@ TEST(KvDtypeTest, StoreMatchesReferenceBytes) {
                         : d == KvDtype::kF16  ? 1.0f / 2048
                         : d == KvDtype::kBf16 ? 1.0f / 256
                                               : 0.0f;
+      if (d == KvDtype::kQ4_0 || d == KvDtype::kQ4_1) continue;  // bounds: attention_q4_test.cc
       for (int64_t i = 0; i < n; ++i) {
         if (d == KvDtype::kQ8_0) {
           // Half a quantization step of the 32-block, plus the f16 rounding of the scale.
@@ -341,9 +360,8 @@ TEST(AttentionTest, DecodeJobsMatchReferenceOverManyTiles) {
   std::mt19937 rng(17);
   int combo = 0;
   for (KvDtype d : kAllDtypes) {
-    const std::vector<int64_t> hds =
-        d == KvDtype::kQ8_0 ? std::vector<int64_t>{32, 64, 96}
-                            : std::vector<int64_t>{17, 64, 80, 96};
+    const std::vector<int64_t> hds = KvDtypeIsBlocked(d) ? std::vector<int64_t>{32, 64, 96}
+                                                         : std::vector<int64_t>{17, 64, 80, 96};
     for (int64_t hd : hds) {
       for (int64_t n_group : {1, 2, 3, 4, 5, 8, 16}) {
         const int64_t bs = combo++ % 2 ? 16 : 7;
@@ -530,7 +548,7 @@ TEST(AttentionAmxTest, TileMatchesReferenceWithinBound) {
   int combo = 0;
   for (KvDtype d : kAllDtypes) {
     std::vector<int64_t> dims = {1, 8, 17, 32, 64, 80, 128, 129, 256};
-    if (d == KvDtype::kQ8_0) dims = {32, 64, 96, 128, 256};
+    if (KvDtypeIsBlocked(d)) dims = {32, 64, 96, 128, 256};
     for (int64_t hd : dims) {
       {
         const int64_t n_group = groups[combo % 6];
@@ -623,7 +641,7 @@ TEST(AttentionAmxTest, PagedBatchWithinBound) {
   if (!DetectedCpuFeatures().HasAmxSet()) GTEST_SKIP() << "CPU without AMX";
   const int64_t bs = 16, n_kv = 2, n_heads = 8, hd = 64, n_group = n_heads / n_kv;
   const std::vector<SeqCase> cases = {{0, 100}, {29, 1}, {70, 23}};
-  for (KvDtype d : {KvDtype::kF16, KvDtype::kQ8_0}) {
+  for (KvDtype d : {KvDtype::kF16, KvDtype::kQ8_0, KvDtype::kQ4_0}) {
     std::mt19937 rng(17);
     TestKv kv(d, 40, bs, n_kv, hd, &rng);
     auto all_blocks = ShuffledTable(40, &rng);

@@ -46,10 +46,11 @@ inline constexpr int64_t kDecodeKvTile = 128;
 inline constexpr int64_t kDecodeMaxQueries = 64;
 inline int64_t DecodeSlots(int64_t n_queries) { return n_queries + (n_queries % 4 == 3 ? 1 : 0); }
 // Scratch of a decode job: per slot kDecodeKvTile scores, head_dim accumulators, m, l, alpha;
-// then a tile's q8_0 block scales of K and V as floats, and per slot a permuted query (bf16).
+// then a tile's block parameters of K and V as floats (up to two per 32-element block: q8_0
+// d, q4_0 / q4_1 d and m), and per slot a permuted query (bf16).
 inline size_t DecodeScratchFloats(int64_t head_dim, int64_t n_queries) {
   return static_cast<size_t>(DecodeSlots(n_queries) * (kDecodeKvTile + 2 * head_dim + 3) +
-                             2 * kDecodeKvTile * (head_dim / 32));
+                             4 * kDecodeKvTile * (head_dim / 32));
 }
 
 inline size_t TileScratchFloatsFor(int64_t head_dim, int64_t n_rows, int64_t n_group) {

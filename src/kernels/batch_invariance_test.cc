@@ -142,7 +142,8 @@ TEST(BatchInvariance, AttentionRowsDoNotDependOnTheChunk) {
   const AttnCase cases[] = {
       {KvDtype::kF16, 64, 2, 3, 0},  {KvDtype::kF16, 64, 2, 3, 70},  {KvDtype::kF32, 17, 2, 1, 0},
       {KvDtype::kBf16, 64, 1, 7, 0}, {KvDtype::kQ8_0, 64, 2, 4, 70}, {KvDtype::kBf16, 64, 1, 24, 0},
-      {KvDtype::kF16, 16, 1, 66, 0}, {KvDtype::kF32, 40, 1, 2, 9},
+      {KvDtype::kF16, 16, 1, 66, 0}, {KvDtype::kF32, 40, 1, 2, 9},   {KvDtype::kQ4_0, 64, 2, 4, 70},
+      {KvDtype::kQ4_1, 96, 1, 6, 0},
   };
   const int64_t bs = 16, pos0 = 100, n = 40, n_blocks = (pos0 + n + bs - 1) / bs;
   ThreadPool pool(2);

@@ -1,5 +1,5 @@
 // KvCache: the paged key/value storage of every layer, in one KvDtype (f16 by default; bf16,
-// q8_0 or f32 on request).
+// q8_0, q4_0, q4_1 or f32 on request).
 //
 // Layout per layer, for K and for V: [n_blocks, n_kv_heads, block_size] rows of head_dim
 // elements of `dtype` (see kernels/attention.h); the engine (kv/) hands out block ids in

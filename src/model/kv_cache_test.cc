@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace tachyon::model {
@@ -27,7 +28,8 @@ void Fill(KvCache& kv, int32_t block, float salt) {
 TEST(KvCacheChunks, CopyingChunksRestoresABlockBitForBitInEveryDtypeAndLayout) {
   const int64_t windows[] = {0, 8, 8, 0, 8, 8};  // groups of 2 layers: 1 full, 2 sliding
   for (KvLayout layout : {KvLayout::Single(3), KvLayout::Hybrid(windows)}) {
-    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0}) {
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0,
+                          KvDtype::kQ4_0, KvDtype::kQ4_1}) {
       auto a = KvCache::Create(layout, 6, kBlock, kHeads, kDim, dtype);
       auto b = KvCache::Create(layout, 6, kBlock, kHeads, kDim, dtype);
       auto ref = KvCache::Create(layout, 6, kBlock, kHeads, kDim, dtype);
@@ -50,6 +52,24 @@ TEST(KvCacheChunks, CopyingChunksRestoresABlockBitForBitInEveryDtypeAndLayout) {
       }
     }
   }
+}
+
+TEST(KvCacheDtypes, BlockedDtypesRefuseHeadDimsThatAreNotMultiplesOf32) {
+  for (KvDtype dtype : {KvDtype::kQ8_0, KvDtype::kQ4_0, KvDtype::kQ4_1}) {
+    auto bad = KvCache::Create(KvLayout::Single(2), 4, kBlock, kHeads, 48, dtype);
+    ASSERT_FALSE(bad.ok()) << KvDtypeName(dtype);
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(std::string(KvDtypeName(dtype)) +
+                                          " needs head_dim to be a multiple of 32, got 48"),
+              std::string::npos)
+        << bad.status().message();
+    EXPECT_TRUE(KvCache::Create(KvLayout::Single(2), 4, kBlock, kHeads, 64, dtype).ok());
+  }
+  // 4-bit rows: 64 elements are two 32-element blocks of 18 (q4_0) or 20 (q4_1) bytes.
+  EXPECT_EQ(KvCache::BytesPerBlock(KvLayout::Single(3), kBlock, kHeads, 64, KvDtype::kQ4_0),
+            size_t{2 * 3 * kBlock * kHeads * 36});
+  EXPECT_EQ(KvCache::BytesPerBlock(KvLayout::Single(3), kBlock, kHeads, 64, KvDtype::kQ4_1),
+            size_t{2 * 3 * kBlock * kHeads * 40});
 }
 
 TEST(KvCacheChunks, ALayersRowsLiveInItsSlotsChunks) {

@@ -85,7 +85,8 @@ class Model {
   size_t KvBytesPerBlock(int64_t block_size = kDefaultBlockSize,
                          KvDtype dtype = kDefaultKvDtype) const;
   // A KV cache of n_blocks blocks for this model. Errors: InvalidArgument when the dtype
-  // cannot hold this model's head_dim (q8_0 needs a multiple of 32), ResourceExhausted.
+  // cannot hold this model's head_dim (q8_0, q4_0, q4_1 need a multiple of 32),
+  // ResourceExhausted.
   Result<std::unique_ptr<KvCache>> CreateKvCache(int64_t n_blocks,
                                                  int64_t block_size = kDefaultBlockSize,
                                                  KvDtype dtype = kDefaultKvDtype) const;

@@ -233,7 +233,8 @@ TEST_F(SynthModelTest, EveryKvDtypeChunksLikeOnePass) {
   ASSERT_TRUE(m.ok());
   std::vector<int32_t> ids;
   for (int i = 0; i < 30; ++i) ids.push_back((i * 53 + 3) % 512);
-  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0}) {
+  for (KvDtype d : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kQ8_0, KvDtype::kQ4_0,
+                    KvDtype::kQ4_1}) {
     SCOPED_TRACE(kernels::KvDtypeName(d));
     const std::vector<float> want = AllLogits(**m, ids, &pool_, 16, d);
     auto kv = (*m)->CreateKvCache(4, 16, d);

@@ -212,4 +212,4 @@ def test_kv_cache_dtype_option(tmp_path):
     assert p.returncode == 1 and "kv-cache-dtype" in p.stderr and "q8_0" in p.stderr, p.stderr
     p = subprocess.run([str(binary_path()), "serve", "-m", str(model_path()),
                         "--kv-cache-dtype", "f8"], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "f16, bf16, q8_0 or f32" in p.stderr
+    assert p.returncode == 2 and "f16, bf16, q8_0, q4_0, q4_1 or f32" in p.stderr
