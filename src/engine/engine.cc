@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sampling/sampler.h"
+#include "spec/draft_sampling.h"
 #include "spec/rejection_sampler.h"
 #include "util/logging.h"
 
@@ -21,7 +22,8 @@ double Since(Clock::time_point t) {
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, ModelExecutor* executor,
-                                               std::unique_ptr<spec::Drafter> drafter) {
+                                               std::unique_ptr<spec::Drafter> drafter,
+                                               ModelExecutor* draft_executor) {
   if (executor == nullptr) return InvalidArgument("engine: no model executor");
   if (config.kv.num_blocks <= 0 || config.kv.block_size <= 0) {
     return InvalidArgument("engine: the KV pool needs num_blocks > 0 and block_size > 0");
@@ -35,7 +37,22 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, Model
   }
   std::unique_ptr<Speculator> speculator;
   if (config.speculative.enabled()) {
-    ASSIGN_OR_RETURN(speculator, Speculator::Create(config.speculative, std::move(drafter)));
+    std::unique_ptr<DraftModelRunner> draft_model;
+    if (config.speculative.method == spec::SpecMethod::kDraftModel && draft_executor) {
+      if (draft_executor->n_vocab() != executor->n_vocab()) {
+        return InvalidArgument("engine: the draft model's vocabulary differs from the target's");
+      }
+      DraftModelConfig dc;
+      dc.kv = config.kv;
+      if (config.draft_num_blocks > 0) dc.kv.num_blocks = config.draft_num_blocks;
+      dc.kv.group_windows = config.draft_group_windows;
+      dc.kv.event_sink = nullptr;  // the router indexes the target's blocks only
+      dc.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
+      dc.eos_token_ids = config.eos_token_ids;
+      draft_model = std::make_unique<DraftModelRunner>(dc, draft_executor);
+    }
+    ASSIGN_OR_RETURN(speculator, Speculator::Create(config.speculative, std::move(drafter),
+                                                    std::move(draft_model)));
   }
   auto engine = std::unique_ptr<Engine>(new Engine(config, executor));
   engine->speculator_ = std::move(speculator);
@@ -274,8 +291,15 @@ void Engine::ProcessSampled(const ScheduledSeq& s, std::span<float> rows,
       in.allowed = draft_mask_;
     }
     const auto t_sample = Clock::now();
-    spec::DeterministicVerdict v = spec::VerifyDeterministicDraft(
-        rows.subspan(j * n_vocab, n_vocab), r->params, in, j < k ? draft[j] : -1);
+    // A draft drawn from a draft model's distribution q is verified against q; others are
+    // one-hot.
+    const std::span<const float> q =
+        j < k ? speculator_->DraftProbs(*r, static_cast<int>(j)) : std::span<const float>();
+    spec::DeterministicVerdict v =
+        q.empty() ? spec::VerifyDeterministicDraft(rows.subspan(j * n_vocab, n_vocab), r->params,
+                                                   in, j < k ? draft[j] : -1)
+                  : spec::VerifyStochasticDraft(rows.subspan(j * n_vocab, n_vocab), r->params, in,
+                                                draft[j], q);
     counters_.sample_seconds += Since(t_sample);
     finish = AppendToken(r, v.sample, &o);
     if (!v.accepted) break;
@@ -314,6 +338,9 @@ std::vector<RequestOutput> Engine::Step() {
     offload_->Prefetch(scheduler_.Waiting());
   }
   SchedulerOutput out = scheduler_.Schedule();
+  if (speculator_) {
+    for (int64_t seq_id : out.preempted) speculator_->Preempted(seq_id);
+  }
   if (!out.empty()) {
     ++counters_.num_steps;
     const auto t_forward = Clock::now();
@@ -349,6 +376,7 @@ std::vector<RequestOutput> Engine::Step() {
             speculator_->Propose(r, scheduler_.num_running(), config_.max_model_len);
           }
         }
+        speculator_->Flush();  // a draft model drafts for all of them at once
       }
     }
   }

@@ -43,6 +43,10 @@ struct EngineConfig {
   // first that accepts them, a waiting request's next blocks are loaded from them (see
   // engine/kv_offload.h). Empty: none.
   std::vector<std::shared_ptr<kv::BlockStore>> kv_stores;
+  // Method draft_model: blocks of the draft model's KV pool (its executor's storage holds
+  // them; block_size and prefix caching as kv's; no KV events). 0: kv.num_blocks.
+  int draft_num_blocks = 0;
+  std::vector<int64_t> draft_group_windows = {};  // the draft's layer groups (empty: one full)
 };
 
 struct EngineRequest {
@@ -84,9 +88,12 @@ class Engine {
   // Errors: InvalidArgument for an unusable config (Unimplemented for a speculative method not
   // built yet). `executor` is not owned and must outlive the engine; its KV storage must hold
   // config.kv.num_blocks blocks. `drafter`, when given, replaces the speculative config's own
-  // (tests); it is used only when config.speculative is enabled.
+  // (tests); it is used only when config.speculative is enabled. `draft_executor`: the draft
+  // model of method draft_model (not owned, outlives the engine; KV storage for
+  // draft_num_blocks blocks), required by that method.
   static Result<std::unique_ptr<Engine>> Create(const EngineConfig& config, ModelExecutor* executor,
-                                                std::unique_ptr<spec::Drafter> drafter = nullptr);
+                                                std::unique_ptr<spec::Drafter> drafter = nullptr,
+                                                ModelExecutor* draft_executor = nullptr);
 
   // Whether the request could ever run: InvalidArgument (with the reason) if not.
   Status Validate(const EngineRequest& req) const;
@@ -111,6 +118,7 @@ class Engine {
   // Shutdown: offers the pool's cached blocks to the KV stores and flushes them (the disk tier
   // then holds them for the next start). No-op without stores.
   void FlushKvStores();
+  const Speculator* speculator() const { return speculator_.get(); }  // null: off
 
  private:
   struct Group {

@@ -12,17 +12,24 @@ void StampArrival(EngineRequest& r) {
 }
 }  // namespace
 
-Result<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config,
-                                                       std::unique_ptr<ModelExecutor> executor) {
+Result<std::unique_ptr<EngineCore>> EngineCore::Create(
+    const EngineConfig& config, std::unique_ptr<ModelExecutor> executor,
+    std::unique_ptr<ModelExecutor> draft_executor) {
   if (!executor) return InvalidArgument("engine: no model executor");
-  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(config, executor.get()));
-  std::unique_ptr<EngineCore> core(new EngineCore(std::move(executor), std::move(engine)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                   Engine::Create(config, executor.get(), nullptr, draft_executor.get()));
+  std::unique_ptr<EngineCore> core(
+      new EngineCore(std::move(executor), std::move(draft_executor), std::move(engine)));
   core->thread_ = std::thread([c = core.get()] { c->Loop(); });
   return core;
 }
 
-EngineCore::EngineCore(std::unique_ptr<ModelExecutor> executor, std::unique_ptr<Engine> engine)
-    : executor_(std::move(executor)), engine_(std::move(engine)) {
+EngineCore::EngineCore(std::unique_ptr<ModelExecutor> executor,
+                       std::unique_ptr<ModelExecutor> draft_executor,
+                       std::unique_ptr<Engine> engine)
+    : executor_(std::move(executor)),
+      draft_executor_(std::move(draft_executor)),
+      engine_(std::move(engine)) {
   metrics_ = engine_->Metrics();
 }
 

@@ -35,8 +35,10 @@ namespace tachyon::engine {
 class EngineCore {
  public:
   // Starts the engine thread. Errors: InvalidArgument for an unusable config.
-  static Result<std::unique_ptr<EngineCore>> Create(const EngineConfig& config,
-                                                    std::unique_ptr<ModelExecutor> executor);
+  // `draft_executor`: the draft model of speculative method draft_model (else null).
+  static Result<std::unique_ptr<EngineCore>> Create(
+      const EngineConfig& config, std::unique_ptr<ModelExecutor> executor,
+      std::unique_ptr<ModelExecutor> draft_executor = nullptr);
   ~EngineCore();  // Stop()
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
@@ -67,12 +69,14 @@ class EngineCore {
   int32_t n_vocab() const { return executor_->n_vocab(); }
 
  private:
-  EngineCore(std::unique_ptr<ModelExecutor> executor, std::unique_ptr<Engine> engine);
+  EngineCore(std::unique_ptr<ModelExecutor> executor, std::unique_ptr<ModelExecutor> draft_executor,
+             std::unique_ptr<Engine> engine);
   Status Enqueue(uint64_t id, EngineRequest request, std::shared_ptr<RequestStream> stream);
   void Loop();
   void Deliver(std::vector<RequestOutput> outputs);
 
   std::unique_ptr<ModelExecutor> executor_;
+  std::unique_ptr<ModelExecutor> draft_executor_;  // null unless speculating with a draft model
   std::unique_ptr<Engine> engine_;  // engine thread only (Validate/config: any thread)
   std::unordered_map<uint64_t, std::shared_ptr<RequestStream>> streams_;  // engine thread
 

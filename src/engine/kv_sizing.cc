@@ -41,12 +41,30 @@ Result<KvSizing> SizeKvCache(const KvSizingInput& in) {
   const int64_t wanted = base + in.extra_tokens;
   const int64_t blocks_per_seq =
       kv::PeakBlocksPerSequence(in.group_windows, in.block_size, wanted, in.max_chunk_tokens);
-  const int64_t full = SatMul(SatMul(blocks_per_seq, in.max_num_seqs), in.bytes_per_block);
+  // With a draft model, one target block costs its bytes plus the draft's share: the draft
+  // blocks a full context needs per target block it needs (rounded up).
+  const bool draft = in.draft_bytes_per_block > 0;
+  const int64_t draft_blocks_per_seq =
+      draft ? kv::PeakBlocksPerSequence(in.draft_group_windows, in.block_size, wanted,
+                                        in.max_chunk_tokens)
+            : 0;
+  auto draft_blocks = [&](int64_t target_blocks) {
+    return static_cast<int64_t>(static_cast<__int128>(target_blocks) * draft_blocks_per_seq /
+                                std::max<int64_t>(blocks_per_seq, 1));
+  };
+  const int64_t unit_bytes =
+      in.bytes_per_block +
+      (draft ? static_cast<int64_t>(
+                   (static_cast<__int128>(in.draft_bytes_per_block) * draft_blocks_per_seq +
+                    blocks_per_seq - 1) /
+                   std::max<int64_t>(blocks_per_seq, 1))
+             : 0);
+  const int64_t full = SatMul(SatMul(blocks_per_seq, in.max_num_seqs), unit_bytes);
 
   int64_t budget = 0;
   std::string source;  // what set the budget, for errors
   if (in.explicit_blocks > 0) {
-    budget = SatMul(in.explicit_blocks, in.bytes_per_block);
+    budget = SatMul(in.explicit_blocks, unit_bytes);
     source = std::to_string(in.explicit_blocks) + " KV blocks as requested";
   } else if (in.explicit_bytes > 0) {
     budget = in.explicit_bytes;
@@ -64,20 +82,29 @@ Result<KvSizing> SizeKvCache(const KvSizingInput& in) {
              " (available memory unknown; set --kv-cache-memory)";
   }
   const int64_t num_blocks =
-      std::min<int64_t>(budget / in.bytes_per_block, std::numeric_limits<int32_t>::max());
+      std::min<int64_t>(budget / unit_bytes, std::numeric_limits<int32_t>::max());
 
   KvSizing out;
   out.num_blocks = num_blocks;
-  out.budget_bytes = num_blocks * in.bytes_per_block;
+  out.draft_num_blocks =
+      draft ? std::min<int64_t>(draft_blocks(num_blocks), std::numeric_limits<int32_t>::max())
+            : 0;
+  out.budget_bytes = num_blocks * in.bytes_per_block + out.draft_num_blocks * in.draft_bytes_per_block;
   out.max_model_len = wanted;
-  if (num_blocks >= blocks_per_seq) return out;
+  if (num_blocks >= blocks_per_seq && (!draft || out.draft_num_blocks >= draft_blocks_per_seq)) {
+    return out;
+  }
 
-  const int64_t fits =
+  int64_t fits =
       kv::MaxTokensInBlocks(in.group_windows, in.block_size, num_blocks, in.max_chunk_tokens);
+  if (draft) {
+    fits = std::min(fits, kv::MaxTokensInBlocks(in.draft_group_windows, in.block_size,
+                                                out.draft_num_blocks, in.max_chunk_tokens));
+  }
   if (explicit_len) {
     return InvalidArgument("--max-model-len " + std::to_string(wanted) + " needs " +
                            std::to_string(blocks_per_seq) + " KV blocks (" +
-                           Mib(SatMul(blocks_per_seq, in.bytes_per_block)) + ") but " + source +
+                           Mib(SatMul(blocks_per_seq, unit_bytes)) + ") but " + source +
                            " holds " + std::to_string(num_blocks) + " (" + std::to_string(fits) +
                            " tokens); lower --max-model-len or raise --kv-cache-memory");
   }

@@ -50,12 +50,20 @@ struct KvSizingInput {
   // blocks, so sliding-window groups count only their window. Empty: one full group.
   std::vector<int64_t> group_windows = {};
   int64_t max_chunk_tokens = 0;  // tokens per step (max_num_batched_tokens)
+  // Speculative method draft_model: the draft model's own pool comes out of the same budget.
+  // draft_bytes_per_block > 0 is one page of the draft's layout (draft_group_windows, empty:
+  // one full group). The draft pool gets as many blocks per target block as one full context
+  // needs in each (their peaks' ratio), so both pools hold the same contexts, and the served
+  // context is what both hold.
+  int64_t draft_bytes_per_block = 0;
+  std::vector<int64_t> draft_group_windows = {};
 };
 
 struct KvSizing {
   int64_t num_blocks = 0;
   int64_t max_model_len = 0;  // the context served (prompt + generated tokens)
-  int64_t budget_bytes = 0;   // num_blocks x bytes_per_block
+  int64_t budget_bytes = 0;   // num_blocks x bytes_per_block (+ the draft pool's bytes)
+  int64_t draft_num_blocks = 0;  // the draft model's pool (0 without one)
   bool lowered = false;       // max_model_len is below the model's trained context
 };
 

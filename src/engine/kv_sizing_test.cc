@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kv/kv_groups.h"
 #include "model/kv_cache.h"
 
 namespace tachyon::engine {
@@ -218,4 +219,58 @@ TEST(KvSizingTest, SlidingGroupsCountOnlyTheirWindow) {
 }
 
 }  // namespace
+// Method draft_model: the draft's pool comes out of the same budget and holds the same contexts.
+TEST(KvSizingTest, DraftPoolSharesTheBudgetAndHoldsTheSameContexts) {
+  KvSizingInput in = Base();
+  in.draft_bytes_per_block = kMiB / 4;  // a draft with a quarter of the KV per token
+  in.explicit_bytes = 500 * kMiB;
+  auto s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->num_blocks, 400);  // 500 MiB / 1.25 MiB
+  EXPECT_EQ(s->draft_num_blocks, 400);
+  EXPECT_EQ(s->budget_bytes, 500 * kMiB);
+  EXPECT_EQ(s->max_model_len, 4096);
+  EXPECT_FALSE(s->lowered);
+  // Lowered: the context both pools hold.
+  in.explicit_bytes = 125 * kMiB;
+  s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->num_blocks, 100);
+  EXPECT_EQ(s->draft_num_blocks, 100);
+  EXPECT_EQ(s->max_model_len, 1600);
+  EXPECT_TRUE(s->lowered);
+  // The default budget counts both pools' full contexts: 4 x 256 blocks x 1.25 MiB.
+  in.explicit_bytes = 0;
+  s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->budget_bytes, 4 * 256 * (kMiB + kMiB / 4));
+  EXPECT_EQ(s->draft_num_blocks, 4 * 256);
+  // Explicit blocks are the target's; the draft pool comes on top.
+  in.explicit_blocks = 300;
+  s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->num_blocks, 300);
+  EXPECT_EQ(s->draft_num_blocks, 300);
+  EXPECT_EQ(s->budget_bytes, 300 * (kMiB + kMiB / 4));
+}
+
+TEST(KvSizingTest, PlainDraftBesideAHybridTargetGetsTheBlocksAFullContextNeeds) {
+  // gemma-3-270m's hybrid pages for the target; a plain draft of 6 layers x 1 KiB per position.
+  KvSizingInput in = Gemma270m(true, 2048);
+  in.draft_bytes_per_block = 6 * 16 * 1024;
+  in.explicit_bytes = 100 * kMiB;
+  auto s = SizeKvCache(in);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  // One full context: 2048 + 5 x 161 = 2853 target pages, 2048 draft blocks.
+  const int64_t target_peak = 2048 + 5 * 161, draft_peak = 2048;
+  EXPECT_EQ(s->draft_num_blocks, s->num_blocks * draft_peak / target_peak);
+  EXPECT_LE(s->budget_bytes, 100 * kMiB);
+  EXPECT_GT(s->budget_bytes, 99 * kMiB);
+  EXPECT_TRUE(s->lowered);
+  // The served context fits both pools.
+  EXPECT_LE((s->max_model_len + 15) / 16, s->draft_num_blocks);
+  EXPECT_LE(kv::PeakBlocksPerSequence(in.group_windows, 16, s->max_model_len, 2048),
+            s->num_blocks);
+}
+
 }  // namespace tachyon::engine

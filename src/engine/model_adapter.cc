@@ -22,29 +22,35 @@ Result<std::unique_ptr<ModelAdapter>> ModelAdapter::Create(std::shared_ptr<model
                                                            int64_t num_blocks, int64_t block_size,
                                                            int n_threads, model::KvDtype kv_dtype) {
   if (!model) return InvalidArgument("model adapter: no model");
-  ASSIGN_OR_RETURN(std::unique_ptr<model::KvCache> kv,
-                   model->CreateKvCache(num_blocks, block_size, kv_dtype));
-  return std::unique_ptr<ModelAdapter>(
-      new ModelAdapter(std::move(model), std::move(kv), n_threads));
+  const model::KvLayout layout = model::KvLayout::Single(model->config().n_layers);
+  return Create(std::move(model), layout, num_blocks, block_size, n_threads, kv_dtype);
 }
 
 Result<std::unique_ptr<ModelAdapter>> ModelAdapter::Create(std::shared_ptr<model::Model> model,
                                                            const model::KvLayout& layout,
                                                            int64_t num_blocks, int64_t block_size,
                                                            int n_threads, model::KvDtype kv_dtype) {
+  return CreateOnPool(std::move(model), layout, num_blocks, block_size,
+                      std::make_shared<ThreadPool>(n_threads), kv_dtype);
+}
+
+Result<std::unique_ptr<ModelAdapter>> ModelAdapter::CreateOnPool(
+    std::shared_ptr<model::Model> model, const model::KvLayout& layout, int64_t num_blocks,
+    int64_t block_size, std::shared_ptr<ThreadPool> pool, model::KvDtype kv_dtype) {
   if (!model) return InvalidArgument("model adapter: no model");
+  if (!pool) return InvalidArgument("model adapter: no thread pool");
   ASSIGN_OR_RETURN(std::unique_ptr<model::KvCache> kv,
                    model->CreateKvCache(layout, num_blocks, block_size, kv_dtype));
   return std::unique_ptr<ModelAdapter>(
-      new ModelAdapter(std::move(model), std::move(kv), n_threads));
+      new ModelAdapter(std::move(model), std::move(kv), std::move(pool)));
 }
 
 ModelAdapter::ModelAdapter(std::shared_ptr<model::Model> model, std::unique_ptr<model::KvCache> kv,
-                           int n_threads)
+                           std::shared_ptr<ThreadPool> pool)
     : model_(std::move(model)),
       kv_(std::move(kv)),
       bytes_(std::make_unique<CacheBytes>(kv_.get())),
-      pool_(n_threads) {}
+      pool_(std::move(pool)) {}
 
 Status ModelAdapter::Execute(const model::Batch& batch, std::span<float> logits) {
   const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
@@ -53,7 +59,7 @@ Status ModelAdapter::Execute(const model::Batch& batch, std::span<float> logits)
   if (logits.size() != rows * n_vocab) {
     return InvalidArgument("model adapter: logits buffer has the wrong size");
   }
-  RETURN_IF_ERROR(model_->Forward(batch, kv_.get(), &pool_, &out_));
+  RETURN_IF_ERROR(model_->Forward(batch, kv_.get(), pool_.get(), &out_));
   // Forward lays the requested rows out exactly as the executor contract asks.
   const float* src = out_.Row(0);
   std::copy(src, src + rows * n_vocab, logits.begin());

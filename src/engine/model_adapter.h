@@ -28,21 +28,29 @@ class ModelAdapter : public ModelExecutor {
                                                       const model::KvLayout& layout,
                                                       int64_t num_blocks, int64_t block_size,
                                                       int n_threads, model::KvDtype kv_dtype);
+  // The same, computing on `pool`, shared with another adapter driven by the same thread (a
+  // draft model beside its target): one set of compute threads for both.
+  static Result<std::unique_ptr<ModelAdapter>> CreateOnPool(std::shared_ptr<model::Model> model,
+                                                            const model::KvLayout& layout,
+                                                            int64_t num_blocks, int64_t block_size,
+                                                            std::shared_ptr<ThreadPool> pool,
+                                                            model::KvDtype kv_dtype);
 
   int32_t n_vocab() const override { return static_cast<int32_t>(model_->config().n_vocab); }
   Status Execute(const model::Batch& batch, std::span<float> logits) override;
   kv::BlockBytes* block_bytes() override { return bytes_.get(); }
 
   const model::Model& model() const { return *model_; }
+  const std::shared_ptr<ThreadPool>& pool() const { return pool_; }
 
  private:
   ModelAdapter(std::shared_ptr<model::Model> model, std::unique_ptr<model::KvCache> kv,
-               int n_threads);
+               std::shared_ptr<ThreadPool> pool);
 
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<model::KvCache> kv_;
   std::unique_ptr<kv::BlockBytes> bytes_;  // over kv_ (KvCache::BlockChunk)
-  ThreadPool pool_;
+  std::shared_ptr<ThreadPool> pool_;
   model::ForwardOutput out_;
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "engine/draft_compat.h"
 #include "engine/model_adapter.h"
 #include "engine/tokenizer_adapter.h"
 #include "hub/resolve.h"
@@ -129,6 +130,43 @@ Status BuildPooler(const ServingOptions& o, ServingEngine* se) {
   return OkStatus();
 }
 
+struct LoadedModel {
+  hub::ResolvedModel resolved;
+  std::shared_ptr<model::Model> model;
+};
+
+// A model as every entry point loads it: resolved (file, folder or Hub name), then its weights
+// (--quantize, --threads).
+Result<LoadedModel> LoadModel(const std::string& name, const ServingOptions& o) {
+  LoadedModel m;
+  ASSIGN_OR_RETURN(m.resolved, hub::ResolveModel(name));
+  ASSIGN_OR_RETURN(
+      m.model, model::Model::Load(m.resolved.model_path, model::LoadOptions{.quantize = o.quantize,
+                                                                            .threads = o.threads}));
+  return m;
+}
+
+// Method draft_model: the draft model, loaded like the target, checked against it.
+Result<std::shared_ptr<model::Model>> LoadDraftModel(const ServingOptions& o,
+                                                     const ServingEngine& se) {
+  if (!se.tokenizer) {
+    return InvalidArgument("speculative method draft_model needs the target's tokenizer");
+  }
+  ASSIGN_OR_RETURN(LoadedModel d, LoadModel(o.speculative.model, o));
+  const model::ModelConfig& dc = d.model->config();
+  if (dc.encoder || dc.pooling != model::PoolingType::kNone) {
+    return InvalidArgument(dc.name + " is a pooling model: it cannot draft tokens");
+  }
+  auto tok = tokenizer::Tokenizer::FromGguf(d.model->file());
+  if (!tok.ok()) return tok.status().WithContext("draft model " + d.resolved.model_path);
+  RETURN_IF_ERROR(
+      CheckDraftVocabulary(*se.tokenizer, se.model->config().n_vocab, **tok, dc.n_vocab));
+  if (Status st = kernels::CheckKvDtype(o.kv_dtype, dc.head_dim); !st.ok()) {
+    return st.WithContext("--kv-cache-dtype (draft model)");
+  }
+  return d.model;
+}
+
 }  // namespace
 
 Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
@@ -137,12 +175,9 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   const int64_t available = ReadAvailableMemory();
   const auto t0 = std::chrono::steady_clock::now();
   ServingEngine se;
-  ASSIGN_OR_RETURN(hub::ResolvedModel resolved, hub::ResolveModel(o.model));
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<model::Model> loaded,
-      model::Model::Load(resolved.model_path,
-                         model::LoadOptions{.quantize = o.quantize, .threads = o.threads}));
-  se.model = std::move(loaded);
+  ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(o.model, o));
+  const hub::ResolvedModel& resolved = loaded.resolved;
+  se.model = std::move(loaded.model);
   se.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   se.name = o.served_name.empty() ? resolved.name : o.served_name;
   const model::ModelConfig& cfg = se.model->config();
@@ -194,20 +229,37 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   se.block_size = model::kDefaultBlockSize;
   se.kv_layout =
       o.hybrid_kv_cache ? se.model->HybridKvLayout() : model::KvLayout::Single(cfg.n_layers);
-  const KvSizingInput in{.bytes_per_block = static_cast<int64_t>(
-                             se.model->KvBytesPerBlock(se.kv_layout, se.block_size, o.kv_dtype)),
-                         .block_size = se.block_size,
-                         .trained_context = cfg.n_ctx_train,
-                         .max_model_len = o.max_model_len,
-                         .extra_tokens = o.context_extra_tokens,
-                         .max_num_seqs = o.max_num_seqs,
-                         .explicit_bytes = o.kv_cache_bytes,
-                         .explicit_blocks = o.kv_cache_blocks,
-                         .available_bytes = available,
-                         .weight_bytes = static_cast<int64_t>(se.model->weight_bytes()),
-                         .memory_fraction = o.kv_memory_fraction,
-                         .group_windows = se.kv_layout.group_window,
-                         .max_chunk_tokens = o.max_num_batched_tokens};
+  std::shared_ptr<model::Model> draft;
+  model::KvLayout draft_layout;
+  if (o.speculative.method == spec::SpecMethod::kDraftModel) {
+    ASSIGN_OR_RETURN(draft, LoadDraftModel(o, se));
+    draft_layout = o.hybrid_kv_cache ? draft->HybridKvLayout()
+                                     : model::KvLayout::Single(draft->config().n_layers);
+  }
+  // With a draft model its pool comes out of the same budget (kv_sizing.h), and the context is
+  // what both models were trained for.
+  const KvSizingInput in{
+      .bytes_per_block =
+          static_cast<int64_t>(se.model->KvBytesPerBlock(se.kv_layout, se.block_size, o.kv_dtype)),
+      .block_size = se.block_size,
+      .trained_context =
+          draft ? std::min(cfg.n_ctx_train, draft->config().n_ctx_train) : cfg.n_ctx_train,
+      .max_model_len = o.max_model_len,
+      .extra_tokens = o.context_extra_tokens,
+      .max_num_seqs = o.max_num_seqs,
+      .explicit_bytes = o.kv_cache_bytes,
+      .explicit_blocks = o.kv_cache_blocks,
+      .available_bytes = available,
+      .weight_bytes =
+          static_cast<int64_t>(se.model->weight_bytes() + (draft ? draft->weight_bytes() : 0)),
+      .memory_fraction = o.kv_memory_fraction,
+      .group_windows = se.kv_layout.group_window,
+      .max_chunk_tokens = o.max_num_batched_tokens,
+      .draft_bytes_per_block =
+          draft ? static_cast<int64_t>(
+                      draft->KvBytesPerBlock(draft_layout, se.block_size, o.kv_dtype))
+                : 0,
+      .draft_group_windows = draft_layout.group_window};
   ASSIGN_OR_RETURN(se.kv, SizeKvCache(in));
   if (se.kv.lowered) {
     TLOG(WARN) << "max-model-len lowered from the model's " << cfg.n_ctx_train << " to "
@@ -240,7 +292,15 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   ASSIGN_OR_RETURN(std::unique_ptr<ModelAdapter> executor,
                    ModelAdapter::Create(se.model, se.kv_layout, se.kv.num_blocks, se.block_size,
                                         se.threads, o.kv_dtype));
-  ASSIGN_OR_RETURN(se.core, EngineCore::Create(ec, std::move(executor)));
+  std::unique_ptr<ModelAdapter> draft_executor;
+  if (draft) {
+    ec.draft_num_blocks = static_cast<int>(se.kv.draft_num_blocks);
+    ec.draft_group_windows = draft_layout.group_window;
+    ASSIGN_OR_RETURN(draft_executor, ModelAdapter::CreateOnPool(
+                                         draft, draft_layout, se.kv.draft_num_blocks,
+                                         se.block_size, executor->pool(), o.kv_dtype));
+  }
+  ASSIGN_OR_RETURN(se.core, EngineCore::Create(ec, std::move(executor), std::move(draft_executor)));
 
   std::ostringstream summary;
   summary << cfg.arch << " model '" << cfg.name << "' (" << (se.model->weight_bytes() >> 20)
@@ -263,6 +323,10 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   if (o.speculative.enabled()) {
     summary << ", speculative " << spec::SpecMethodName(o.speculative.method)
             << " k=" << o.speculative.num_speculative_tokens;
+    if (draft) {
+      summary << " (draft '" << draft->config().name << "', " << (draft->weight_bytes() >> 20)
+              << " MiB, its own KV pool of " << se.kv.draft_num_blocks << " blocks)";
+    }
   }
   se.summary = summary.str();
   return se;

@@ -2,18 +2,28 @@
 
 #include <algorithm>
 
+#include "util/logging.h"
+
 namespace tachyon::engine {
 
-Result<std::unique_ptr<Speculator>> Speculator::Create(const spec::SpeculativeConfig& config,
-                                                       std::unique_ptr<spec::Drafter> drafter) {
-  if (drafter) {
+Result<std::unique_ptr<Speculator>> Speculator::Create(
+    const spec::SpeculativeConfig& config, std::unique_ptr<spec::Drafter> drafter,
+    std::unique_ptr<DraftModelRunner> draft_model) {
+  if (config.method == spec::SpecMethod::kDraftModel && !drafter) {
+    RETURN_IF_ERROR(spec::ValidateSpeculativeConfig(config));
+    if (!draft_model) {
+      return InvalidArgument("speculative method draft_model: no draft model was loaded");
+    }
+  } else if (drafter) {
     if (config.num_speculative_tokens < 1 || config.num_speculative_tokens > spec::kMaxSpecTokens) {
       return InvalidArgument("speculative config: num_speculative_tokens must be in [1, 32]");
     }
   } else {
     ASSIGN_OR_RETURN(drafter, spec::MakeDrafter(config));
   }
-  return std::unique_ptr<Speculator>(new Speculator(config, std::move(drafter)));
+  if (drafter) draft_model.reset();
+  return std::unique_ptr<Speculator>(
+      new Speculator(config, std::move(drafter), std::move(draft_model)));
 }
 
 void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
@@ -45,6 +55,10 @@ void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
       }
     }
   }
+  if (draft_model_) {
+    queued_.push_back({r, k});
+    return;
+  }
   drafter_->Propose(r->seq_id, r->tokens, r->num_prompt_tokens, k, &r->draft_tokens);
 }
 
@@ -53,11 +67,28 @@ void Speculator::Verified(const Request& r, int drafted, int accepted) {
   stats_.Record(drafted, accepted);
   auto it = controllers_.find(r.seq_id);
   if (it != controllers_.end()) it->second.Record(drafted, accepted);
+  if (draft_model_) draft_model_->Reconcile(r);
+}
+
+void Speculator::Flush() {
+  if (queued_.empty()) return;
+  Status st = draft_model_->Propose(queued_);
+  queued_.clear();
+  if (!st.ok()) TLOG(WARN) << "draft model: " << st.ToString() << " (no drafts this step)";
+}
+
+std::span<const float> Speculator::DraftProbs(const Request& r, int j) const {
+  return draft_model_ ? draft_model_->DraftProbs(r.seq_id, j) : std::span<const float>();
+}
+
+void Speculator::Preempted(int64_t seq_id) {
+  if (draft_model_) draft_model_->Free(seq_id);
 }
 
 void Speculator::Release(const Request& r) {
   controllers_.erase(r.seq_id);
-  drafter_->Release(r.seq_id, r.tokens, r.num_prompt_tokens);
+  if (drafter_) drafter_->Release(r.seq_id, r.tokens, r.num_prompt_tokens);
+  if (draft_model_) draft_model_->Free(r.seq_id);
 }
 
 }  // namespace tachyon::engine

@@ -27,8 +27,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <unordered_map>
+#include <vector>
 
+#include "engine/draft_runner.h"
 #include "engine/request.h"
 #include "spec/acceptance.h"
 #include "spec/drafter.h"
@@ -42,13 +45,25 @@ class Speculator {
  public:
   // Errors: a config the engine cannot run (ValidateSpeculativeConfig). REQUIRES: enabled().
   // `drafter`: null for the config's method's own (spec::MakeDrafter), else used instead.
-  static Result<std::unique_ptr<Speculator>> Create(const spec::SpeculativeConfig& config,
-                                                    std::unique_ptr<spec::Drafter> drafter);
+  // `draft_model`: method draft_model's runner (required for that method, else unused).
+  static Result<std::unique_ptr<Speculator>> Create(
+      const spec::SpeculativeConfig& config, std::unique_ptr<spec::Drafter> drafter,
+      std::unique_ptr<DraftModelRunner> draft_model = nullptr);
 
   // Sets r->draft_tokens for r's next step (possibly none): at most num_speculative_tokens,
   // the request's controller's length, what max_tokens and the context leave after the next
-  // emitted token. `num_running`: sequences running now.
+  // emitted token. `num_running`: sequences running now. With a draft model the drafts are
+  // only queued: Flush() drafts for every queued sequence at once.
   void Propose(Request* r, int num_running, int64_t max_model_len);
+  // Runs the draft model for the sequences Propose queued since the last Flush (one draft
+  // forward per draft position for all of them). No-op without a draft model. A failed draft
+  // forward is logged and costs only the drafts.
+  void Flush();
+  // q of r's draft j (the draft model's distribution it was drawn from, [n_vocab]); empty for
+  // deterministic drafts (n-gram, suffix, greedy drafting).
+  std::span<const float> DraftProbs(const Request& r, int j) const;
+  // r was preempted: its draft KV goes (recomputed when it resumes).
+  void Preempted(int64_t seq_id);
   // Records the verification of `drafted` tokens of r, of which the first `accepted` were kept.
   void Verified(const Request& r, int drafted, int accepted);
   // r finished or was aborted.
@@ -58,13 +73,17 @@ class Speculator {
 
   const spec::SpecStats& stats() const { return stats_; }
   const spec::SpeculativeConfig& config() const { return config_; }
+  const DraftModelRunner* draft_model() const { return draft_model_.get(); }  // null: none
 
  private:
-  Speculator(const spec::SpeculativeConfig& config, std::unique_ptr<spec::Drafter> drafter)
-      : config_(config), drafter_(std::move(drafter)) {}
+  Speculator(const spec::SpeculativeConfig& config, std::unique_ptr<spec::Drafter> drafter,
+             std::unique_ptr<DraftModelRunner> draft_model)
+      : config_(config), drafter_(std::move(drafter)), draft_model_(std::move(draft_model)) {}
 
   spec::SpeculativeConfig config_;
-  std::unique_ptr<spec::Drafter> drafter_;
+  std::unique_ptr<spec::Drafter> drafter_;  // null with a draft model
+  std::unique_ptr<DraftModelRunner> draft_model_;  // method draft_model
+  std::vector<DraftModelRunner::Job> queued_;  // Propose -> Flush
   std::unordered_map<int64_t, spec::DraftLengthController> controllers_;  // by seq_id
   spec::StepCostModel cost_;
   spec::SpecStats stats_;

@@ -36,6 +36,46 @@ std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int n, floa
   return out;
 }
 
+namespace {
+// The stages before the draw: penalties, logit bias, grammar mask, min_tokens bans.
+void PrepareLogits(std::span<float> logits, const SamplingParams& params,
+                   const SamplingInput& input) {
+  ApplyPenalties(logits, input.prompt, input.output, params.repetition_penalty,
+                 params.presence_penalty, params.frequency_penalty);
+  ApplyLogitBias(logits, params.logit_bias);
+  if (!input.allowed.empty()) ApplyAllowedMask(logits, input.allowed);
+  if (static_cast<int>(input.output.size()) < params.min_tokens &&
+      (input.allowed.empty() || AllowsOtherThan(input.allowed, EndIds(input, params)))) {
+    BanTokens(logits, input.eos_ids);
+    BanTokens(logits, params.stop_token_ids);
+  }
+}
+
+// Temperature, then top-k / top-p / min-p: the candidates a draw picks from (p not
+// renormalised). REQUIRES: params.temperature > 0.
+std::vector<Candidate> TemperatureCandidates(std::span<float> logits,
+                                             const SamplingParams& params) {
+  const float inv_t = 1.0f / params.temperature;
+  // Finite after scaling (a logit near the float maximum over a temperature below 1 would be
+  // +inf, and the softmax NaN); -inf (banned tokens) stays -inf.
+  for (float& l : logits) l = std::min(l * inv_t, std::numeric_limits<float>::max());
+  std::vector<Candidate> c;
+  if (params.top_k <= 0 && params.top_p < 1.0f) {
+    c = TopPCandidates(logits, params.top_p);  // sorts only the head it needs
+  } else if (params.top_k > 0) {
+    c = TopKCandidates(logits, params.top_k);  // sorted: top-p needs the order
+    Softmax(&c);
+    TopP(&c, params.top_p);
+  } else {
+    c.reserve(logits.size());  // no truncation by rank: skip the sort
+    for (size_t i = 0; i < logits.size(); ++i) c.push_back({static_cast<int32_t>(i), logits[i]});
+    Softmax(&c);
+  }
+  MinP(&c, params.min_p);
+  return c;
+}
+}  // namespace
+
 SampleResult Sample(std::span<float> logits, const SamplingParams& params,
                     const SamplingInput& input) {
   SampleResult result;
@@ -49,36 +89,11 @@ SampleResult Sample(std::span<float> logits, const SamplingParams& params,
   std::vector<float> raw;
   if (params.logprobs >= 0) raw.assign(logits.begin(), logits.end());
 
-  ApplyPenalties(logits, input.prompt, input.output, params.repetition_penalty,
-                 params.presence_penalty, params.frequency_penalty);
-  ApplyLogitBias(logits, params.logit_bias);
-  if (!input.allowed.empty()) ApplyAllowedMask(logits, input.allowed);
-  if (static_cast<int>(input.output.size()) < params.min_tokens &&
-      (input.allowed.empty() || AllowsOtherThan(input.allowed, EndIds(input, params)))) {
-    BanTokens(logits, input.eos_ids);
-    BanTokens(logits, params.stop_token_ids);
-  }
-
+  PrepareLogits(logits, params, input);
   if (params.temperature == 0.0f) {
     result.token = Argmax(logits);
   } else {
-    const float inv_t = 1.0f / params.temperature;
-    // Finite after scaling (a logit near the float maximum over a temperature below 1 would be
-    // +inf, and the softmax NaN); -inf (banned tokens) stays -inf.
-    for (float& l : logits) l = std::min(l * inv_t, std::numeric_limits<float>::max());
-    std::vector<Candidate> c;
-    if (params.top_k <= 0 && params.top_p < 1.0f) {
-      c = TopPCandidates(logits, params.top_p);  // sorts only the head it needs
-    } else if (params.top_k > 0) {
-      c = TopKCandidates(logits, params.top_k);  // sorted: top-p needs the order
-      Softmax(&c);
-      TopP(&c, params.top_p);
-    } else {
-      c.reserve(logits.size());  // no truncation by rank: skip the sort
-      for (size_t i = 0; i < logits.size(); ++i) c.push_back({static_cast<int32_t>(i), logits[i]});
-      Softmax(&c);
-    }
-    MinP(&c, params.min_p);
+    std::vector<Candidate> c = TemperatureCandidates(logits, params);
     result.token = Draw(c, UniformForStep(input.seed, params.output_offset + input.output.size()));
   }
   if (params.logprobs >= 0) {
@@ -86,6 +101,26 @@ SampleResult Sample(std::span<float> logits, const SamplingParams& params,
     result.top_logprobs = std::move(top);
   }
   return result;
+}
+
+void SamplingDistribution(std::span<float> logits, const SamplingParams& params,
+                          const SamplingInput& input, std::vector<float>* probs) {
+  PrepareLogits(logits, params, input);
+  probs->assign(logits.size(), 0.0f);
+  if (params.temperature == 0.0f) {
+    (*probs)[static_cast<size_t>(Argmax(logits))] = 1.0f;
+    return;
+  }
+  const std::vector<Candidate> c = TemperatureCandidates(logits, params);
+  double total = 0;
+  for (const Candidate& x : c) total += x.p;
+  if (!(total > 0)) {  // every candidate at zero (rounding): Draw falls back to the first
+    (*probs)[static_cast<size_t>(c.front().token)] = 1.0f;
+    return;
+  }
+  for (const Candidate& x : c) {
+    (*probs)[static_cast<size_t>(x.token)] = static_cast<float>(x.p / total);
+  }
 }
 
 }  // namespace tachyon::sampling

@@ -42,6 +42,13 @@ struct SamplingInput {
 SampleResult Sample(std::span<float> logits, const SamplingParams& params,
                     const SamplingInput& input);
 
+// The distribution Sample draws from, over the whole vocabulary: `*probs` gets [n_vocab]
+// probabilities summing to 1 (zero outside the candidates left by top-k / top-p / min-p);
+// one-hot at the argmax when params.temperature == 0. Uses `logits` as scratch, as Sample.
+// (Speculative decoding compares a draft model's distribution with the target's.)
+void SamplingDistribution(std::span<float> logits, const SamplingParams& params,
+                          const SamplingInput& input, std::vector<float>* probs);
+
 // The uniform number in [0, 1) for draw number `step` of a request seeded with `seed`.
 double UniformForStep(uint64_t seed, uint64_t step);
 

@@ -38,7 +38,7 @@ class Drafter {
 };
 
 // The drafter of a validated config (ValidateSpeculativeConfig): ngram or suffix. Errors: the
-// method has no drafter here (draft_model).
+// method has no drafter here (draft_model drafts through engine/draft_runner.h instead).
 Result<std::unique_ptr<Drafter>> MakeDrafter(const SpeculativeConfig& config);
 
 }  // namespace tachyon::spec

@@ -169,8 +169,11 @@ Status ValidateSpeculativeConfig(const SpeculativeConfig& c) {
       }
       return OkStatus();
     case SpecMethod::kDraftModel:
-      return Unimplemented("speculative config: method \"" + std::string(SpecMethodName(c.method)) +
-                           "\" is not implemented yet (use \"ngram\" or \"suffix\")");
+      if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpecTokens) {
+        return FieldError("num_speculative_tokens", "must be in [1, 32]");
+      }
+      if (c.model.empty()) return FieldError("model", "missing (the draft model)");
+      return OkStatus();
   }
   return OkStatus();
 }

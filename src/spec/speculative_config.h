@@ -13,8 +13,9 @@
 //    "min_acceptance_rate": R}             // a request whose drafts are accepted less often
 //                                          // stops drafting (probing again now and then)
 //
-// "ngram" and "suffix" are implemented here; "draft_model" parses, and Validate() refuses it
-// unless the build has it. Plain data; copied into the engine config.
+// "ngram" and "suffix" are implemented here; "draft_model" drafts with a second model
+// (engine/draft_runner.h) that BuildServingEngine loads from `model`. Plain data; copied into
+// the engine config.
 #pragma once
 
 #include <string>

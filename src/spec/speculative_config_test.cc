@@ -109,13 +109,16 @@ TEST(SpeculativeConfigTest, SuffixFieldsAsVllmSpellsThem) {
   }
 }
 
-TEST(SpeculativeConfigTest, DraftModelParsesButDoesNotValidateYet) {
+TEST(SpeculativeConfigTest, DraftModelValidates) {
   auto c = ParseSpeculativeConfig(
       R"({"method": "draft_model", "num_speculative_tokens": 4, "model": "draft.gguf"})");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  Status s = ValidateSpeculativeConfig(*c);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("not implemented"), std::string::npos);
+  EXPECT_EQ(c->method, SpecMethod::kDraftModel);
+  EXPECT_EQ(c->model, "draft.gguf");
+  EXPECT_TRUE(ValidateSpeculativeConfig(*c).ok());
+  SpeculativeConfig no_model = *c;
+  no_model.model.clear();
+  EXPECT_EQ(ValidateSpeculativeConfig(no_model).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ValidateSpeculativeConfig(SpeculativeConfig{}).ok());  // off
 }
 

@@ -47,6 +47,11 @@ struct HarnessOptions {
   std::vector<std::shared_ptr<kv::BlockStore>> kv_stores = {};
   // Replaces the speculative config's drafter (built over the harness's executor).
   std::function<std::unique_ptr<spec::Drafter>(const FakeModelExecutor&)> drafter;
+  // Method draft_model: the draft model (not owned; storage for draft_num_blocks blocks, 0:
+  // num_blocks).
+  ModelExecutor* draft_executor = nullptr;
+  int draft_num_blocks = 0;
+  std::vector<int64_t> draft_group_windows;  // the draft's KV layer groups (empty: one)
 };
 
 class Harness {
@@ -69,7 +74,10 @@ class Harness {
     c.detokenizer = o.detokenizer;
     c.speculative = o.speculative;
     c.kv_stores = o.kv_stores;
-    auto engine = Engine::Create(c, &exec_, o.drafter ? o.drafter(exec_) : nullptr);
+    c.draft_num_blocks = o.draft_num_blocks;
+    c.draft_group_windows = o.draft_group_windows;
+    auto engine =
+        Engine::Create(c, &exec_, o.drafter ? o.drafter(exec_) : nullptr, o.draft_executor);
     if (!engine.ok()) {
       ADD_FAILURE() << engine.status().ToString();
       return;

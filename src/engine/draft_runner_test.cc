@@ -1,0 +1,342 @@
+// Speculative method draft_model through the engine over strict fake executors (target and
+// draft): drafts come from a second model with its own KV pool, k draft forwards per step for
+// every speculating sequence at once; greedy output equals output without speculation; the
+// draft's KV stays in sync (its drafts are exactly those of an oracle that knows the draft
+// model's function), rejected drafts' KV is rolled back, and neither pool leaks a block;
+// sampled drafts go to rejection sampling with their probabilities.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/testing/test_harness.h"
+#include "sampling/logits_processors.h"
+#include "sampling/sampler.h"
+
+namespace tachyon::engine {
+namespace {
+
+using testing::Completion;
+using testing::Greedy;
+using testing::Harness;
+using testing::HarnessOptions;
+using testing::MakePrompt;
+
+// Whether the draft model disagrees with the target after a history of `len` tokens: the row
+// at position len - 1 then ranks the target's argmax last.
+bool Disagrees(size_t len, int every) {
+  return every > 0 && (len - 1) % every == 0;
+}
+
+// The draft model: the target's fake (same function of the history it reads back from its own
+// KV blocks), except that every `every`-th position's row demotes the argmax. Counts the
+// forwards and their batch sizes, and fails the test on any executor error (a draft forward
+// reading KV it never computed).
+class DraftFake : public ModelExecutor {
+ public:
+  DraftFake(int32_t n_vocab, int num_blocks, int block_size, int every,
+            std::vector<int64_t> group_windows = {})
+      : fake_(n_vocab, num_blocks, block_size, std::move(group_windows)), every_(every) {}
+  int32_t n_vocab() const override { return fake_.n_vocab(); }
+  Status Execute(const model::Batch& batch, std::span<float> logits) override {
+    Status st = fake_.Execute(batch, logits);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    RETURN_IF_ERROR(st);
+    ++num_calls_;
+    max_seqs_ = std::max(max_seqs_, batch.seqs.size());
+    const size_t n = static_cast<size_t>(n_vocab());
+    size_t row = 0;
+    for (const model::SequenceSlice& s : batch.seqs) {
+      for (int64_t r = 0; r < s.num_logits; ++r, ++row) {
+        const int64_t pos = s.pos_start + s.n_tokens - s.num_logits + r;
+        if (!Disagrees(static_cast<size_t>(pos) + 1, every_)) continue;
+        std::span<float> l = logits.subspan(row * n, n);
+        l[sampling::Argmax(l)] = -100.0f;
+      }
+    }
+    return OkStatus();
+  }
+  int64_t num_calls() const { return num_calls_; }
+  size_t max_seqs() const { return max_seqs_; }
+
+ private:
+  FakeModelExecutor fake_;
+  int every_;
+  int64_t num_calls_ = 0;
+  size_t max_seqs_ = 0;
+};
+
+// What a correct draft model proposes (greedy): DraftFake's function of the true history.
+class DraftOracle : public spec::Drafter {
+ public:
+  DraftOracle(const FakeModelExecutor& exec, int every) : exec_(exec), every_(every) {}
+  void Propose(int64_t, std::span<const int32_t> tokens, int64_t, int max_tokens,
+               std::vector<int32_t>* draft) override {
+    std::vector<int32_t> t(tokens.begin(), tokens.end());
+    std::vector<float> l(exec_.n_vocab());
+    for (int j = 0; j < max_tokens; ++j) {
+      exec_.LogitsFor(t, l);
+      if (Disagrees(t.size(), every_)) l[sampling::Argmax(l)] = -100.0f;
+      t.push_back(sampling::Argmax(l));
+      draft->push_back(t.back());
+    }
+  }
+
+ private:
+  const FakeModelExecutor& exec_;
+  int every_;
+};
+
+spec::SpeculativeConfig DraftSpec(int k) {
+  spec::SpeculativeConfig c;
+  c.method = spec::SpecMethod::kDraftModel;
+  c.model = "draft";
+  c.num_speculative_tokens = k;
+  c.disable_by_batch_size = 1 << 20;
+  c.min_acceptance_rate = 0;  // never pause: every step drafts
+  return c;
+}
+
+using Outputs = std::vector<std::map<int, Completion>>;
+
+Outputs RunAll(Harness* h, const std::vector<EngineRequest>& reqs) {
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Status s = h->Add(i, reqs[i]);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  h->RunToCompletion();
+  Outputs out(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    for (int c = 0; c < reqs[i].params.n; ++c) out[i][c] = h->result(i, c);
+  }
+  EXPECT_EQ(h->engine().Metrics().kv.used_blocks, 0);
+  if (const Speculator* s = h->engine().speculator(); s && s->draft_model()) {
+    EXPECT_EQ(s->draft_model()->kv().Stats().used_blocks, 0) << "draft blocks leaked";
+  }
+  return out;
+}
+
+void ExpectSame(const Outputs& a, const Outputs& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (const auto& [c, want] : a[i]) {
+      const Completion& got = b[i].at(c);
+      EXPECT_EQ(got.tokens, want.tokens) << "request " << i << " choice " << c;
+      EXPECT_EQ(got.text, want.text) << "request " << i << " choice " << c;
+      EXPECT_EQ(got.finish, want.finish) << "request " << i << " choice " << c;
+      ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
+      for (size_t j = 0; j < want.logprobs.size(); ++j) {
+        EXPECT_EQ(got.logprobs[j].token, want.logprobs[j].token);
+        EXPECT_EQ(got.logprobs[j].logprob, want.logprobs[j].logprob);
+      }
+    }
+  }
+}
+
+std::vector<EngineRequest> MixedGreedy(int n, int max_tokens, int min_len = 3) {
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < n; ++i) {
+    reqs.push_back(Greedy(MakePrompt(min_len + (i * 5) % 23, i), max_tokens));
+  }
+  return reqs;
+}
+
+TEST(DraftModelTest, DraftsAreThoseOfTheDraftModelOverTheTrueHistory) {
+  // Budget for every catch-up at once, so the draft model drafts exactly when the oracle does:
+  // equal statistics mean each draft forward read exactly the KV of the true history (accepted
+  // drafts kept, rejected ones rolled back and recomputed).
+  HarnessOptions off;
+  off.max_batched_tokens = 512;
+  const auto reqs = MixedGreedy(12, 30);
+  Harness ref(off);
+  const Outputs want = RunAll(&ref, reqs);
+
+  HarnessOptions oracle = off;
+  oracle.speculative = DraftSpec(4);
+  oracle.speculative.method = spec::SpecMethod::kNgram;  // any method: the drafter replaces it
+  oracle.speculative.model.clear();
+  oracle.drafter = [](const FakeModelExecutor& e) { return std::make_unique<DraftOracle>(e, 5); };
+  Harness o(oracle);
+  ExpectSame(want, RunAll(&o, reqs));
+
+  DraftFake draft(off.n_vocab, off.num_blocks, off.block_size, 5);
+  HarnessOptions on = off;
+  on.speculative = DraftSpec(4);
+  on.draft_executor = &draft;
+  Harness h(on);
+  ExpectSame(want, RunAll(&h, reqs));
+  const spec::SpecStats got = h.engine().Metrics().spec, exp = o.engine().Metrics().spec;
+  EXPECT_EQ(got.num_drafts, exp.num_drafts);
+  EXPECT_EQ(got.num_draft_tokens, exp.num_draft_tokens);
+  EXPECT_EQ(got.num_accepted_tokens, exp.num_accepted_tokens);
+  EXPECT_EQ(got.accepted_per_position, exp.accepted_per_position);
+  EXPECT_GT(got.num_accepted_tokens, 0);
+  EXPECT_LT(got.num_accepted_tokens, got.num_draft_tokens);
+  // Batched: one draft forward per draft position for all sequences of a step.
+  EXPECT_GT(draft.max_seqs(), 1u);
+  EXPECT_LE(draft.num_calls(), h.engine().Metrics().num_steps * 4);
+}
+
+TEST(DraftModelTest, AgreeingDraftIsAlwaysAccepted) {
+  HarnessOptions on;
+  DraftFake draft(on.n_vocab, on.num_blocks, on.block_size, 0);
+  on.speculative = DraftSpec(3);
+  on.draft_executor = &draft;
+  Harness h(on);
+  RunAll(&h, MixedGreedy(6, 25));
+  const spec::SpecStats s = h.engine().Metrics().spec;
+  EXPECT_GT(s.num_draft_tokens, 0);
+  EXPECT_EQ(s.num_accepted_tokens, s.num_draft_tokens);
+}
+
+TEST(DraftModelTest, ChunkedCatchUpPreemptionAndSmallDraftPool) {
+  // A small token budget chunks both prefills (and the draft's catch-up); a tight target pool
+  // preempts (the draft KV is freed and recomputed); a tight draft pool only costs drafts.
+  HarnessOptions off;
+  off.max_batched_tokens = 10;
+  off.num_blocks = 24;
+  Harness ref(off);
+  const auto reqs = MixedGreedy(8, 24, 14);
+  const Outputs want = RunAll(&ref, reqs);
+  ASSERT_GT(ref.engine().Metrics().num_preemptions, 0);
+  for (int draft_blocks : {24, 9}) {
+    DraftFake draft(off.n_vocab, draft_blocks, off.block_size, 3);
+    HarnessOptions on = off;
+    on.speculative = DraftSpec(3);
+    on.draft_executor = &draft;
+    on.draft_num_blocks = draft_blocks;
+    Harness h(on);
+    ExpectSame(want, RunAll(&h, reqs));
+    const EngineMetrics m = h.engine().Metrics();
+    EXPECT_GT(m.num_preemptions, 0) << draft_blocks;
+    EXPECT_GT(m.spec.num_accepted_tokens, 0) << draft_blocks;
+  }
+}
+
+TEST(DraftModelTest, EachModelKeepsItsOwnKvLayerGroups) {
+  // A target with sliding-window groups beside a plain draft, and the reverse: each pool holds
+  // its own model's layout (the strict fakes check every group's window), output unchanged.
+  HarnessOptions off;
+  off.max_batched_tokens = 24;
+  const auto reqs = MixedGreedy(8, 30, 9);
+  Harness ref(off);
+  const Outputs want = RunAll(&ref, reqs);
+  const std::vector<int64_t> kHybrid = {0, 8};
+  for (bool target_hybrid : {true, false}) {
+    HarnessOptions on = off;
+    if (target_hybrid) on.kv_group_windows = kHybrid;
+    on.draft_group_windows = target_hybrid ? std::vector<int64_t>{} : kHybrid;
+    DraftFake draft(off.n_vocab, off.num_blocks, off.block_size, 4, on.draft_group_windows);
+    on.speculative = DraftSpec(3);
+    on.draft_executor = &draft;
+    Harness h(on);
+    ExpectSame(want, RunAll(&h, reqs));
+    EXPECT_GT(h.engine().Metrics().spec.num_accepted_tokens, 0) << target_hybrid;
+  }
+}
+
+TEST(DraftModelTest, StopStringsEosMaxTokensAndAbort) {
+  HarnessOptions off;
+  std::vector<std::string> pieces;
+  for (int i = 0; i < off.n_vocab; ++i) pieces.push_back(std::string(1, char('a' + i % 26)));
+  off.detokenizer = std::make_shared<FakeDetokenizer>(pieces);
+  Harness probe(off);
+  const Outputs plain = RunAll(&probe, {Greedy(MakePrompt(9, 1), 20)});
+  const std::string text = plain[0].at(0).text;
+  ASSERT_EQ(text.size(), 20u);
+  std::vector<EngineRequest> reqs;
+  for (int at : {2, 5, 9, 13}) {
+    EngineRequest r = Greedy(MakePrompt(9, 1), 20);
+    r.params.stop = {text.substr(at, 2)};
+    reqs.push_back(r);
+  }
+  for (int max : {1, 2, 3, 6, 7}) reqs.push_back(Greedy(MakePrompt(9, 1), max));
+  off.eos = {plain[0].at(0).tokens[15]};
+  Harness ref(off);
+  const Outputs want = RunAll(&ref, reqs);
+
+  DraftFake draft(off.n_vocab, off.num_blocks, off.block_size, 4);
+  HarnessOptions on = off;
+  on.speculative = DraftSpec(5);
+  on.draft_executor = &draft;
+  Harness h(on);
+  ExpectSame(want, RunAll(&h, reqs));
+
+  // An abort while drafting frees both pools' blocks.
+  Harness a(on);
+  ASSERT_TRUE(a.Add(0, Greedy(MakePrompt(12, 2), 200)).ok());
+  for (int i = 0; i < 6; ++i) a.Step();
+  a.engine().Abort(0);
+  a.RunToCompletion();
+  EXPECT_EQ(a.engine().Metrics().kv.used_blocks, 0);
+  EXPECT_EQ(a.engine().speculator()->draft_model()->kv().Stats().used_blocks, 0);
+}
+
+// Sampled requests: drafts are drawn from the draft's distribution and verified with it. A
+// draft model equal to the target is then always accepted (p = q), which a one-hot
+// verification would not do; outputs are reproducible, logprobs are the target's.
+TEST(DraftModelTest, SampledDraftsGoToRejectionSampling) {
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    EngineRequest r = Greedy(MakePrompt(6 + i, i), 30);
+    r.params.temperature = 0.9f;
+    r.params.top_k = 20;
+    r.params.presence_penalty = 0.5f;
+    r.params.seed = 100 + i;
+    r.params.n = 2;
+    r.params.logprobs = 2;
+    reqs.push_back(r);
+  }
+  for (int every : {0, 3}) {
+    Outputs first;
+    for (int rep = 0; rep < 2; ++rep) {
+      HarnessOptions on;
+      DraftFake draft(on.n_vocab, on.num_blocks, on.block_size, every);
+      on.speculative = DraftSpec(4);
+      on.draft_executor = &draft;
+      Harness h(on);
+      const Outputs got = RunAll(&h, reqs);
+      const spec::SpecStats s = h.engine().Metrics().spec;
+      EXPECT_GT(s.num_draft_tokens, 0);
+      if (every == 0) {
+        EXPECT_EQ(s.num_accepted_tokens, s.num_draft_tokens);
+      } else {
+        EXPECT_LT(s.num_accepted_tokens, s.num_draft_tokens);
+      }
+      if (rep == 0) first = got;
+      if (rep == 1) ExpectSame(first, got);  // seeded: reproducible
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        for (int c = 0; c < 2; ++c) {
+          const Completion& out = got[i].at(c);
+          ASSERT_EQ(out.tokens.size(), 30u);
+          ASSERT_EQ(out.logprobs.size(), out.tokens.size());
+          std::vector<int32_t> hist = reqs[i].prompt_tokens;
+          std::vector<float> l(on.n_vocab);
+          for (size_t t = 0; t < out.tokens.size(); ++t) {
+            h.exec().LogitsFor(hist, l);
+            EXPECT_FLOAT_EQ(out.logprobs[t].logprob,
+                            sampling::LogProb(l, out.tokens[t], sampling::LogSumExp(l)));
+            hist.push_back(out.tokens[t]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DraftModelTest, ConfigErrors) {
+  FakeModelExecutor exec(64, 16, 4);
+  EngineConfig c;
+  c.kv.num_blocks = 16;
+  c.kv.block_size = 4;
+  c.speculative = DraftSpec(3);
+  auto none = Engine::Create(c, &exec);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no draft model"), std::string::npos);
+  FakeModelExecutor other_vocab(32, 16, 4);
+  auto mismatch = Engine::Create(c, &exec, nullptr, &other_vocab);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find("vocabulary"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tachyon::engine
