@@ -13,11 +13,14 @@
 #include "cli/engine_flags.h"
 #include "cli/flags.h"
 #include "engine/serving_engine.h"
+#include "hub/resolve.h"
+#include "kv/disk_tier.h"
 #include "router/etcd_discovery.h"
 #include "server/api.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
 #include "server/kv_events.h"
+#include "server/pd_service.h"
 #include "server/tool_calls.h"
 #include "util/logging.h"
 
@@ -39,6 +42,8 @@ struct ServeOptions {
   std::string advertise_url;        // how routers reach this replica
   std::string etcd_prefix{router::kDefaultEtcdPrefix};
   int etcd_ttl_s = 5;
+  std::string role = "both";        // --role (server/pd_roles.h)
+  server::PdServiceOptions pd;      // --kv-port, --kv-inbox-memory, --kv-transfer-timeout
 };
 
 // Returns std::nullopt when the options are complete, else the exit code (0 after --help).
@@ -95,6 +100,22 @@ std::optional<int> ParseArgs(int argc, char** argv, ServeOptions* o) {
   AddInt(*app, "--etcd-ttl", &o->etcd_ttl_s, 2, 3600,
          "seconds the registration outlives this process when it dies (its lease's TTL)")
       ->group(kEtcd);
+  constexpr const char* kPd = "Prefill/decode disaggregation (docs/pd.md)";
+  AddChecked(
+      *app, "--role", &o->role,
+      [](const std::string& v) { return server::ParseReplicaRole(v).status(); },
+      "both (default), prefill (runs prompts for decode replicas, sends their KV) or decode "
+      "(receives KV on --kv-port)")
+      ->group(kPd);
+  AddInt(*app, "--kv-port", &o->pd.kv_port, 0, 65535,
+         "decode: the KV listener's port on --host (0: any free port; see /v1/replica_info)")
+      ->group(kPd);
+  AddByteSize(*app, "--kv-inbox-memory", &o->pd.inbox_bytes, int64_t{1} << 50,
+              "decode: host memory for received KV blocks not used yet (default 1G)")
+      ->group(kPd);
+  AddNumber(*app, "--kv-transfer-timeout", &o->pd.transfer_timeout_s, 0.1, 3600,
+            "decode: the longest wait for the next bytes of a transfer, seconds")
+      ->group(kPd);
   app->add_flag("--allow-special-tokens-in-content", o->allow_special_tokens_in_content,
                 "tokenize special-token text in chat messages as control tokens (trusted "
                 "clients only; by default it is plain text)");
@@ -164,6 +185,12 @@ int RunServe(int argc, char** argv) {
   // The prefix cache's events, published on GET /v1/kv_events for routers.
   auto kv_events = std::make_shared<kv::KvEventLog>();
   o.engine.kv_events = kv_events;
+  o.pd.role = *server::ParseReplicaRole(o.role);
+  o.pd.kv_host = o.http.host;
+  server::PdService pd(o.pd);
+  // A decode replica's received blocks are a KV store the engine loads from, before any tier.
+  const auto pd_stores = pd.stores();
+  o.engine.kv_stores.insert(o.engine.kv_stores.begin(), pd_stores.begin(), pd_stores.end());
   TLOG(INFO) << "loading " << o.engine.model;
   auto built = engine::BuildServingEngine(o.engine);
   if (!built.ok()) {
@@ -186,9 +213,23 @@ int RunServe(int argc, char** argv) {
   if (!(*backend)->generation_config_note().empty()) {
     TLOG(INFO) << "generation_config.json defaults: " << (*backend)->generation_config_note();
   }
+  if (pd.role() != server::ReplicaRole::kBoth) {
+    // Both sides must name the model alike: the identity of its files and KV format.
+    const engine::ServingEngine& se = (*backend)->serving_engine();
+    auto resolved = hub::ResolveModel(o.engine.model);
+    Result<kv::BlockHash> id = resolved.ok()
+                                   ? kv::ModelKvIdentity(resolved->model_path, "kv-transfer")
+                                   : Result<kv::BlockHash>(resolved.status());
+    Status st = id.ok() ? pd.Start(se, o.engine.kv_dtype, *id, backend->get()) : id.status();
+    if (!st.ok()) {
+      std::fprintf(stderr, "tachyon serve: error: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
   server::KvEventPublisher kv_publisher(kv_events, backend->get(), kv_events_options);
   server::ApiOptions api_options;
   api_options.kv_events = &kv_publisher;
+  api_options.pd = &pd;
   api_options.served_model_names = {(*backend)->Info().name};
   api_options.api_key = o.api_key;
   api_options.sampling_defaults = (*backend)->sampling_defaults();
@@ -260,6 +301,7 @@ int RunServe(int argc, char** argv) {
   // Stop the engine before the io threads, so that no output arrives for a closed connection.
   kv_publisher.Stop();
   (*backend)->Shutdown();
+  pd.Stop();
   WaitUntil([&] { return http.connections() == 0; }, 2);
   http.Stop();
   TLOG(INFO) << "tachyon serve: stopped";

@@ -141,6 +141,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     r->params = req.params;
     r->seed = base_seed + static_cast<uint64_t>(i);
     r->cache_salt = req.cache_salt;
+    if (i == 0) r->kv_export = req.kv_export;
     r->add_time = arrived;
     r->ttft.inbox_seconds = std::chrono::duration<double>(now - arrived).count();
     if (config_.detokenizer) {
@@ -186,6 +187,9 @@ RequestOutput Engine::NewOutput(const Request& r) const {
 }
 
 void Engine::Finish(Request* r, FinishReason reason, RequestOutput* out) {
+  EndExport(r, reason == FinishReason::kAbort || reason == FinishReason::kError
+                   ? Cancelled("the request ended before its prompt was computed")
+                   : OkStatus());
   scheduler_.Remove(r);
   r->draft_tokens.clear();
   if (speculator_) speculator_->Release(*r);
@@ -355,6 +359,9 @@ std::vector<RequestOutput> Engine::Step() {
       FailStep(out, logits.status());
     } else {
       scheduler_.OnStepComputed(out);
+      for (const ScheduledSeq& s : out.seqs) {
+        ExportComputedBlocks(s.request, kv_, executor_->block_bytes());
+      }
       scheduler_.AccountStep(out, t_step, Clock::now());
       for (size_t i = 0; i < out.seqs.size(); ++i) {
         const ScheduledSeq& s = out.seqs[i];

@@ -21,6 +21,7 @@
 #include "engine/model_executor.h"
 #include "engine/model_runner.h"
 #include "engine/output.h"
+#include "engine/pd_export.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/speculative_step.h"
@@ -61,6 +62,9 @@ struct EngineRequest {
   // When the caller handed it in (EngineCore sets it); the default means "at Engine::Add".
   // Queueing time and the TTFT breakdown count from here.
   std::chrono::steady_clock::time_point arrival{};
+  // Prefill/decode disaggregation: receives the prompt's KV blocks as they are computed
+  // (engine/pd_export.h); null: none.
+  std::shared_ptr<KvExportSink> kv_export;
 };
 
 struct EngineMetrics {

@@ -16,9 +16,12 @@
 #include "engine/output.h"
 #include "engine/stop_string_matcher.h"
 #include "grammar/matcher.h"
+#include "kv/block_hash.h"
 #include "sampling/sampling_params.h"
 
 namespace tachyon::engine {
+
+class KvExportSink;  // engine/pd_export.h
 
 enum class RequestState { kWaiting, kRunning, kFinished };
 
@@ -58,6 +61,12 @@ struct Request {
   StopStringMatcher stop_matcher{{}};
   // Constrained output: every output token so far accepted (engine/constrained_decoding.h).
   std::unique_ptr<grammar::TokenMatcher> matcher;  // null: unconstrained
+
+  // KV export (prefill/decode disaggregation, engine/pd_export.h), choice 0 only: the sink,
+  // the prompt blocks handed to it so far and their prefix-cache keys.
+  std::shared_ptr<KvExportSink> kv_export;
+  int64_t kv_exported_blocks = 0;
+  std::vector<kv::BlockHash> kv_export_hashes;
 
   int64_t num_output_tokens() const {
     return static_cast<int64_t>(tokens.size()) - num_prompt_tokens;

@@ -174,15 +174,19 @@ void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel)
             Simple(404, "invalid_request_error", "This server does not publish KV events."), "");
       }
       return options_.kv_events->Subscribe(channel);
-    case RouteId::kReplicaInfo:
-      return channel->Respond(
-          JsonResponse(200, options_.kv_events != nullptr
-                                ? options_.kv_events->Info()
-                                : json{{"labels", json::object()}, {"kv_events", false}}));
+    case RouteId::kReplicaInfo: {
+      json info = options_.kv_events != nullptr
+                      ? options_.kv_events->Info()
+                      : json{{"labels", json::object()}, {"kv_events", false}};
+      info.update(options_.pd != nullptr ? options_.pd->Info()
+                                         : json{{"role", "both"}, {"kv_address", nullptr}});
+      return channel->Respond(JsonResponse(200, info));
+    }
     case RouteId::kMetrics: {
       HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
       r.body = metrics_->Render(backend_->Metrics(), backend_->Ready() && !draining_);
+      if (options_.pd != nullptr) r.body += options_.pd->MetricsText();
       return channel->Respond(std::move(r));
     }
   }
@@ -329,6 +333,7 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
   spec.n = cr.common.n;
   spec.priority = cr.common.priority;
   spec.cache_salt = cr.common.cache_salt;
+  spec.kv_transfer = cr.common.kv_transfer;
   spec.arrival = std::chrono::steady_clock::now();
   GenerationJob::Start(std::move(spec), {backend_, metrics_, jobs_}, std::move(channel));
 }
@@ -400,6 +405,7 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
   spec.n = cr.common.n;
   spec.priority = cr.common.priority;
   spec.cache_salt = cr.common.cache_salt;
+  spec.kv_transfer = cr.common.kv_transfer;
   spec.arrival = std::chrono::steady_clock::now();
   if (has_tools && mode != ToolChoice::Mode::kNone) {
     spec.tool_format = format;

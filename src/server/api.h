@@ -36,6 +36,15 @@
 
 namespace tachyon::server {
 
+// What a replica reports beyond the engine: fields merged into GET /v1/replica_info and text
+// appended to /metrics (server/pd_service.h: the prefill/decode role). Thread-safe.
+class ReplicaInfoSource {
+ public:
+  virtual ~ReplicaInfoSource() = default;
+  virtual nlohmann::json Info() const = 0;
+  virtual std::string MetricsText() const = 0;
+};
+
 class KvEventPublisher;
 
 struct ApiOptions {
@@ -52,6 +61,9 @@ struct ApiOptions {
   // Serves GET /v1/kv_events and /v1/replica_info; not owned, must outlive the API. Null: the
   // first is a 404 and the second reports no labels and no events.
   KvEventPublisher* kv_events = nullptr;
+  // Prefill/decode disaggregation (server/pd_service.h): its role and KV address join
+  // /v1/replica_info, its transfer counters /metrics. Not owned; null: role both.
+  const ReplicaInfoSource* pd = nullptr;
 };
 
 class OpenAiApi {

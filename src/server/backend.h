@@ -34,9 +34,19 @@ namespace tachyon::server {
 // One prompt's request, in the engine's own types: prompt_tokens, the SamplingParams (n
 // choices: sequences forked from the prompt, sharing its KV blocks; choice i samples with
 // seed + i when a seed is set), priority and cache_salt. Already validated by the server.
+// Prefill/decode disaggregation (docs/pd.md): a request with an address is run as a prefill
+// for a decode replica, its prompt's KV blocks sent to that replica's KV listener as they are
+// computed; the final output waits until the transfer ended. Empty address: none.
+struct KvTransferTarget {
+  std::string address;      // HOST:PORT of the decode replica's --kv-port
+  std::string transfer_id;  // names the transfer in logs (the router's request id)
+  bool enabled() const { return !address.empty(); }
+};
+
 struct GenerationRequest {
   std::string request_id;
   engine::EngineRequest engine;
+  KvTransferTarget kv_transfer;
 };
 
 // Progress of one choice: engine::RequestOutput. Per choice (RequestOutput::index in [0, n)),

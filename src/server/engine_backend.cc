@@ -191,6 +191,25 @@ Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback
                              " sequences in flight); retry later.");
   }
   request.engine.params.n = static_cast<int>(n);
+  if (request.kv_transfer.enabled()) {
+    if (kv_sender_ == nullptr) {
+      live_->fetch_sub(n);
+      return InvalidArgument(
+          "kv_transfer_params: this replica does not send KV (start it with --role prefill)");
+    }
+    // A prefill for a decode replica: the blocks stream out as they are computed, and the
+    // answer waits for the end of the transfer (the router then sends the decode request).
+    auto gate = std::make_shared<FinalOutputGate>();
+    const auto max_blocks =
+        static_cast<uint32_t>(request.engine.prompt_tokens.size() / se_.block_size);
+    request.engine.kv_export = kv_sender_->Start(request.kv_transfer, max_blocks,
+                                                 [gate](const PdTransferResult&) { gate->Open(); });
+    callback = [cb = std::move(callback), gate](engine::RequestOutput out) {
+      if (!out.finished) return cb(std::move(out));
+      gate->Deliver([cb, out = std::move(out)]() mutable { cb(std::move(out)); });
+    };
+  }
+  std::shared_ptr<engine::KvExportSink> sink = request.engine.kv_export;
   auto id = se_.core->AddRequestWithCallback(
       std::move(request.engine),
       [cb = std::move(callback), live = live_, n](engine::RequestOutput out) {
@@ -199,6 +218,7 @@ Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback
         if (request_done) live->fetch_sub(n);
       });
   if (!id.ok()) {
+    if (sink) sink->OnEnd(id.status());
     live_->fetch_sub(n);
     return id.status();
   }

@@ -17,6 +17,7 @@
 #include "engine/serving_engine.h"
 #include "grammar/compile.h"
 #include "server/backend.h"
+#include "server/pd_sender.h"
 
 namespace tachyon::server {
 
@@ -57,6 +58,11 @@ class EngineBackend : public GenerationBackend {
   const std::string& chat_template_source() const { return se_.chat_template_source; }
   const engine::SamplingDefaults& sampling_defaults() const { return se_.sampling_defaults; }
   const std::string& generation_config_note() const { return se_.generation_config_note; }
+  // Prefill/decode disaggregation (docs/pd.md): requests with kv_transfer_params send their
+  // prompt's KV through `sender` (not owned; it must outlive the engine's requests). Null: such
+  // requests are refused. Call before the first Submit.
+  void SetKvSender(PdSender* sender) { kv_sender_ = sender; }
+  const engine::ServingEngine& serving_engine() const { return se_; }
 
  private:
   explicit EngineBackend(engine::ServingEngine engine) : se_(std::move(engine)) {}
@@ -74,6 +80,7 @@ class EngineBackend : public GenerationBackend {
   std::shared_ptr<std::atomic<int64_t>> live_ = std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<bool> ready_{false};
   bool allow_special_tokens_in_content_ = false;
+  PdSender* kv_sender_ = nullptr;
   std::string summary_;
 };
 

@@ -96,6 +96,7 @@ void GenerationJob::Start(JobSpec spec, JobContext ctx, std::shared_ptr<Response
     req.engine.params.n = s.n;
     req.engine.priority = s.priority;
     req.engine.cache_salt = s.cache_salt;
+    req.kv_transfer = s.kv_transfer;
     req.engine.grammar = s.grammar;
     const size_t first_choice = p * static_cast<size_t>(s.n);
     auto handle =

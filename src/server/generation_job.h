@@ -95,7 +95,8 @@ struct JobSpec {
   bool echo = false;
   int n = 1;
   int priority = 0;
-  std::string cache_salt;  // prefix-cache namespace of every prompt
+  std::string cache_salt;        // prefix-cache namespace of every prompt
+  KvTransferTarget kv_transfer;  // run as a prefill for a decode replica (docs/pd.md)
   // Output constraint of every choice (null: unconstrained), compiled by the backend.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::vector<JobPrompt> prompts;

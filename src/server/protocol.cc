@@ -148,6 +148,27 @@ void ReadResume(FieldReader& r, int vocab_size, CommonParams& c) {
   s.output_offset = k;
 }
 
+// Parses kv_transfer_params {"address": "HOST:PORT", "transfer_id": "..."} (CommonParams).
+void ReadKvTransfer(FieldReader& r, CommonParams& c) {
+  const json* v = r.Raw("kv_transfer_params");
+  if (v == nullptr || v->is_null() || r.failed()) return;
+  if (!v->is_object()) return r.Fail("kv_transfer_params", "expected an object.");
+  FieldReader kr(*v, "kv_transfer_params.");
+  auto address = kr.String("address");
+  auto id = kr.String("transfer_id");
+  if (kr.failed()) return r.Fail("kv_transfer_params", kr.error().message);
+  if (!address || address->empty() || address->size() > 512 ||
+      address->find(':') == std::string::npos) {
+    return r.Fail("kv_transfer_params", "'address' must be the decode replica's HOST:PORT.");
+  }
+  if (id && id->size() > 256) {
+    return r.Fail("kv_transfer_params", "'transfer_id' is longer than 256 bytes.");
+  }
+  if (c.n != 1) return r.Fail("kv_transfer_params", "only allowed with n = 1.");
+  c.kv_transfer.address = std::move(*address);
+  c.kv_transfer.transfer_id = id.value_or("");
+}
+
 // Reads one prompt given as an array of token ids.
 bool ReadTokenIds(FieldReader& r, const json& arr, int vocab_size, std::vector<int32_t>& out) {
   for (const auto& t : arr) {
@@ -264,6 +285,7 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
   c.n = static_cast<int>(r.Int("n", 1, kMaxN).value_or(1));
   c.stream = r.Bool("stream").value_or(false);
   ReadResume(r, vocab_size, c);
+  ReadKvTransfer(r, c);
   c.user = r.String("user").value_or("");
   if (const json* so = r.Raw("stream_options")) {
     if (!so->is_object()) {

@@ -89,6 +89,9 @@ struct CommonParams {
   std::vector<int32_t> resume_token_ids;
   bool return_token_ids = false;  // stream chunks carry each choice's new "token_ids"
   std::optional<RequestedConstraint> constraint;  // none: unconstrained
+  // kv_transfer_params {"address", "transfer_id"}: run as a prefill for a decode replica (a
+  // router's extension, docs/pd.md).
+  KvTransferTarget kv_transfer;
 };
 
 // One prompt: text (tokenized by the server) or token ids.

@@ -1,0 +1,104 @@
+// PdSender: the prefill replica's side of KV transfer (docs/pd.md). For each request run as a
+// prefill for a decode replica it opens one connection (kv/kv_transport.h) to that replica's
+// KV listener and streams the prompt's blocks in the wire format (kv/kv_wire.h) while the
+// engine computes: the engine thread hands each block to the transfer (engine/pd_export.h),
+// which copies its chunks (a memcpy; the pool block may be reused once the request ends) and
+// queues them; the transfer's own thread sends each one as soon as it is queued, then the End
+// frame, and waits for the receiver's Ack.
+//
+// Bounds: connecting gets `connect_timeout`; each frame's send and the Ack get the
+// StallBound deadline of their size. Any failure (refused, reset, stall, a refusing Ack) ends
+// the transfer: its connection closes, later blocks are dropped without a copy, and the
+// decode replica recomputes what it did not receive. `on_done` runs exactly once per transfer
+// with the result, on the transfer's thread (or in Start's caller when it cannot start).
+// Thread-safety: Start / Stop / stats from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/pd_export.h"
+#include "kv/kv_transport.h"
+#include "kv/kv_wire.h"
+#include "server/backend.h"
+
+namespace tachyon::server {
+
+struct PdSenderOptions {
+  std::chrono::milliseconds connect_timeout{2000};
+  kv::StallBound stall;       // per frame / Ack
+  size_t max_transfers = 64;  // at once; more are refused (the decode replica recomputes)
+};
+
+struct PdTransferResult {
+  Status status;             // ok: the receiver acknowledged every block
+  uint32_t blocks_sent = 0;  // block frames written
+  uint32_t blocks_acked = 0;
+  uint64_t bytes_sent = 0;
+  double seconds = 0;  // from the first block queued to the Ack (or the failure)
+};
+
+// Counters for /metrics (cumulative).
+struct PdTransferCounters {
+  std::atomic<int64_t> transfers_ok{0};
+  std::atomic<int64_t> transfers_failed{0};
+  std::atomic<int64_t> blocks{0};
+  std::atomic<int64_t> bytes{0};
+  std::atomic<int64_t> micros{0};  // transfer time, summed
+};
+
+class PdSender {
+ public:
+  PdSender(std::unique_ptr<kv::KvTransport> transport, kv::KvWireShape shape,
+           PdSenderOptions options = {});
+  ~PdSender();  // Stop()
+  PdSender(const PdSender&) = delete;
+  PdSender& operator=(const PdSender&) = delete;
+
+  // A transfer of at most `max_blocks` blocks to `target`: the sink to set as the request's
+  // EngineRequest::kv_export. `on_done` runs once when it ends. After Stop(), or beyond
+  // max_transfers, the sink drops every block and on_done reports Unavailable.
+  std::shared_ptr<engine::KvExportSink> Start(const KvTransferTarget& target, uint32_t max_blocks,
+                                              std::function<void(const PdTransferResult&)> on_done);
+  // Closes every transfer's connection and joins their threads. Idempotent.
+  void Stop();
+
+  const PdTransferCounters& counters() const { return counters_; }
+  const kv::KvWireShape& shape() const { return shape_; }
+
+ private:
+  class Transfer;
+  void Reap();  // joins transfers that ended
+
+  std::unique_ptr<kv::KvTransport> transport_;
+  const kv::KvWireShape shape_;
+  const PdSenderOptions options_;
+  PdTransferCounters counters_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Transfer>> transfers_;  // GUARDED_BY(mu_)
+  bool stopped_ = false;                              // GUARDED_BY(mu_)
+};
+
+// Wraps a request's output callback so that its final output (finished) is delivered only once
+// `gate` opens (the transfer ended); earlier outputs pass through. Thread-safe.
+class FinalOutputGate {
+ public:
+  void Open();
+  // Runs `deliver` now if open, else when Open() is called.
+  void Deliver(std::function<void()> deliver);
+
+ private:
+  std::mutex mu_;
+  bool open_ = false;              // GUARDED_BY(mu_)
+  std::function<void()> pending_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace tachyon::server
