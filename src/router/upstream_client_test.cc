@@ -4,7 +4,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -121,21 +123,31 @@ TEST(UpstreamClient, RefusedAndTimedOut) {
 
 TEST(UpstreamClient, AStreamSilentPastTheIdleTimeoutIsATimeout) {
   // /stall: the head and one event, then silence until the test releases it (or 10 s pass).
-  auto held = std::make_shared<std::promise<std::shared_ptr<server::ResponseChannel>>>();
+  // The handler parks the stream's channel; the test drops it before the server stops (a
+  // channel must not outlive its server's io_context).
+  struct Parked {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::shared_ptr<server::ResponseChannel> channel;
+  };
+  auto parked = std::make_shared<Parked>();
   server::HttpServerOptions o;
   o.port = 0;
   server::HttpServer srv(o,
-                         [held](server::HttpRequest, std::shared_ptr<server::ResponseChannel> c) {
+                         [parked](server::HttpRequest, std::shared_ptr<server::ResponseChannel> c) {
                            c->StartStream({});
                            c->Write("data: 1\n\n");
-                           held->set_value(c);
+                           std::lock_guard lock(parked->mu);
+                           parked->channel = std::move(c);
+                           parked->cv.notify_all();
                          });
   ASSERT_TRUE(srv.Start().ok());
-  auto channel = held->get_future().share();
   std::promise<void> release;
-  std::thread ender([&channel, done = release.get_future()]() mutable {
+  std::thread ender([parked, done = release.get_future()]() mutable {
     done.wait_for(std::chrono::seconds(10));
-    channel.get()->EndStream();  // without the idle limit: the stream ends complete
+    std::unique_lock lock(parked->mu);
+    parked->cv.wait_for(lock, std::chrono::seconds(10), [&] { return parked->channel != nullptr; });
+    if (parked->channel) parked->channel->EndStream();  // without the idle limit: ends complete
   });
   UpstreamClient client(1);
   UpstreamRequest req;
@@ -149,6 +161,10 @@ TEST(UpstreamClient, AStreamSilentPastTheIdleTimeoutIsATimeout) {
   EXPECT_EQ(r.outcome, UpstreamOutcome::kTimeout) << r.message;
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "data: 1\n\n");
+  {
+    std::lock_guard lock(parked->mu);
+    parked->channel.reset();
+  }
   srv.Stop();
 }
 
