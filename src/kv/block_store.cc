@@ -4,6 +4,22 @@
 
 namespace tachyon::kv {
 
+size_t TotalBytes(BlockChunks chunks) {
+  size_t n = 0;
+  for (const auto& c : chunks) n += c.size();
+  return n;
+}
+
+std::vector<uint8_t> ConcatChunks(BlockChunks chunks) {
+  std::vector<uint8_t> bytes(TotalBytes(chunks));
+  size_t off = 0;
+  for (const auto& c : chunks) {
+    std::memcpy(bytes.data() + off, c.data(), c.size());
+    off += c.size();
+  }
+  return bytes;
+}
+
 std::vector<std::span<uint8_t>> BlockBytes::Chunks(int32_t block) {
   std::vector<std::span<uint8_t>> out;
   out.reserve(static_cast<size_t>(num_chunks()));

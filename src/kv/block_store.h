@@ -42,6 +42,9 @@ namespace tachyon::kv {
 
 // One pool block's bytes, chunk by chunk (BlockBytes::Chunk(block, c) for c in order).
 using BlockChunks = std::span<const std::span<uint8_t>>;
+// Their total size, and their bytes back to back (what a store keeps of an offered block).
+size_t TotalBytes(BlockChunks chunks);
+std::vector<uint8_t> ConcatChunks(BlockChunks chunks);
 
 // The pool's KV storage as raw blocks: implemented by the model executor that owns the KV
 // (model::KvCache; the engine's fake executor in tests). Chunk() of different blocks may be

@@ -38,12 +38,6 @@ uint64_t HeaderHash(const Header& h) {
   return XXH3_64bits(&h, offsetof(Header, header_hash));
 }
 
-size_t TotalBytes(BlockChunks chunks) {
-  size_t n = 0;
-  for (const auto& c : chunks) n += c.size();
-  return n;
-}
-
 std::string Hex16(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
@@ -333,13 +327,7 @@ void DiskTier::Store(const BlockHash& key, BlockChunks src) {
       return;
     }
   }
-  std::vector<uint8_t> bytes(TotalBytes(src));
-  size_t off = 0;
-  for (const auto& c : src) {
-    std::memcpy(bytes.data() + off, c.data(), c.size());
-    off += c.size();
-  }
-  StoreOwned(key, std::move(bytes));
+  StoreOwned(key, ConcatChunks(src));
 }
 
 void DiskTier::StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) {

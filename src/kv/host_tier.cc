@@ -27,11 +27,6 @@ double ProbeMemcpy() {
   return best / kBytes;
 }
 
-size_t TotalBytes(BlockChunks chunks) {
-  size_t n = 0;
-  for (const auto& c : chunks) n += c.size();
-  return n;
-}
 }  // namespace
 
 HostTier::HostTier(int64_t capacity_bytes, std::shared_ptr<BlockStore> next)
@@ -123,13 +118,7 @@ void HostTier::Store(const BlockHash& key, BlockChunks src) {
       return;
     }
   }
-  std::vector<uint8_t> bytes(TotalBytes(src));
-  size_t off = 0;
-  for (const auto& c : src) {
-    std::memcpy(bytes.data() + off, c.data(), c.size());
-    off += c.size();
-  }
-  Insert(key, std::move(bytes));
+  Insert(key, ConcatChunks(src));
 }
 
 void HostTier::StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/json_limits.h"
+#include "util/base64.h"
 
 namespace tachyon::router {
 namespace {
@@ -14,7 +15,6 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxAnswerBytes = size_t{16} << 20;
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 Result<json> ParseObject(std::string_view body, const char* what) {
   server::JsonLimits limits;
@@ -55,52 +55,6 @@ Result<json> StreamResult(std::string_view body, const char* what) {
 }
 
 }  // namespace
-
-std::string Base64Encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 1]) << 8;
-    if (i + 2 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 2]);
-    out += kB64[(n >> 18) & 63];
-    out += kB64[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? kB64[(n >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kB64[n & 63] : '=';
-  }
-  return out;
-}
-
-std::optional<std::string> Base64Decode(std::string_view text) {
-  if (text.size() % 4 != 0) return std::nullopt;
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  for (size_t i = 0; i < text.size(); i += 4) {
-    uint32_t n = 0;
-    int pad = 0;
-    for (size_t k = 0; k < 4; ++k) {
-      const char c = text[i + k];
-      int v = -1;
-      if (c >= 'A' && c <= 'Z') v = c - 'A';
-      if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-      if (c >= '0' && c <= '9') v = c - '0' + 52;
-      if (c == '+' || c == '-') v = 62;
-      if (c == '/' || c == '_') v = 63;
-      if (c == '=' && i + 4 == text.size() && k >= 2) {
-        v = 0;
-        ++pad;
-      } else if (pad > 0) {
-        return std::nullopt;  // data after padding
-      }
-      if (v < 0) return std::nullopt;
-      n = (n << 6) | static_cast<uint32_t>(v);
-    }
-    out += static_cast<char>((n >> 16) & 0xff);
-    if (pad < 2) out += static_cast<char>((n >> 8) & 0xff);
-    if (pad < 1) out += static_cast<char>(n & 0xff);
-  }
-  return out;
-}
 
 std::string PrefixRangeEnd(std::string_view prefix) {
   std::string end(prefix);
@@ -165,10 +119,11 @@ Result<EtcdRange> ParseRange(std::string_view body) {
       return Unavailable("etcd's range answer has an entry without a 'key'");
     }
     EtcdKeyValue e;
-    std::optional<std::string> key = Base64Decode(kv["key"].get<std::string>());
+    std::optional<std::string> key = util::Base64Decode(kv["key"].get<std::string>());
     std::optional<std::string> value = std::string();  // an empty value is left out
     if (kv.contains("value")) {
-      value = kv["value"].is_string() ? Base64Decode(kv["value"].get<std::string>()) : std::nullopt;
+      value = kv["value"].is_string() ? util::Base64Decode(kv["value"].get<std::string>())
+                                      : std::nullopt;
     }
     if (!key || !value) return Unavailable("etcd's range answer has a key or value not in base64");
     const std::optional<int64_t> lease = Int64Field(kv, "lease", 0);
@@ -298,7 +253,7 @@ Status EtcdClient::RevokeLease(int64_t lease) {
 }
 
 Status EtcdClient::Put(std::string_view key, std::string_view value, int64_t lease) {
-  json body{{"key", Base64Encode(key)}, {"value", Base64Encode(value)}};
+  json body{{"key", util::Base64Encode(key)}, {"value", util::Base64Encode(value)}};
   if (lease != 0) body["lease"] = std::to_string(lease);
   Result<std::string> r = Call("/v3/kv/put", body.dump());
   if (!r.ok()) return r.status();
@@ -307,22 +262,24 @@ Status EtcdClient::Put(std::string_view key, std::string_view value, int64_t lea
 }
 
 Status EtcdClient::Delete(std::string_view key) {
-  Result<std::string> r = Call("/v3/kv/deleterange", json{{"key", Base64Encode(key)}}.dump());
+  Result<std::string> r = Call("/v3/kv/deleterange", json{{"key", util::Base64Encode(key)}}.dump());
   return r.ok() ? OkStatus() : r.status();
 }
 
 Result<EtcdRange> EtcdClient::RangePrefix(std::string_view prefix) {
-  ASSIGN_OR_RETURN(std::string body,
-                   Call("/v3/kv/range", json{{"key", Base64Encode(prefix)},
-                                             {"range_end", Base64Encode(PrefixRangeEnd(prefix))}}
-                                            .dump()));
+  ASSIGN_OR_RETURN(
+      std::string body,
+      Call("/v3/kv/range", json{{"key", util::Base64Encode(prefix)},
+                                {"range_end", util::Base64Encode(PrefixRangeEnd(prefix))}}
+                               .dump()));
   return ParseRange(body);
 }
 
 std::shared_ptr<UpstreamCall> EtcdClient::Watch(std::string_view prefix, int64_t start_revision,
                                                 std::function<void()> on_event,
                                                 std::function<void(const std::string&)> on_end) {
-  json create{{"key", Base64Encode(prefix)}, {"range_end", Base64Encode(PrefixRangeEnd(prefix))}};
+  json create{{"key", util::Base64Encode(prefix)},
+              {"range_end", util::Base64Encode(PrefixRangeEnd(prefix))}};
   if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
   UpstreamRequest req;
   req.method = "POST";

@@ -81,8 +81,6 @@ Status ParseWatchMessage(std::string_view line);
 // An error answer's message ({"error": ..., "message": ..., "code": N}), or the body itself.
 std::string EtcdErrorMessage(std::string_view body);
 
-std::string Base64Encode(std::string_view bytes);
-std::optional<std::string> Base64Decode(std::string_view text);
 // The range_end that makes [prefix, range_end) every key starting with `prefix`.
 std::string PrefixRangeEnd(std::string_view prefix);
 

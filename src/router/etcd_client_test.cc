@@ -12,6 +12,7 @@
 
 #include "router/etcd_discovery.h"
 #include "server/http_server.h"
+#include "util/base64.h"
 
 namespace tachyon::router {
 namespace {
@@ -20,11 +21,11 @@ using nlohmann::json;
 
 TEST(EtcdCodec, Base64RoundTripAndRejects) {
   for (std::string s : {"", "a", "ab", "abc", "/tachyon/replicas/127.0.0.1:80", "\xff\x00\x01"}) {
-    EXPECT_EQ(Base64Decode(Base64Encode(s)), s);
+    EXPECT_EQ(util::Base64Decode(util::Base64Encode(s)), s);
   }
-  EXPECT_EQ(Base64Encode("/tachyon/replicas/a"), "L3RhY2h5b24vcmVwbGljYXMvYQ==");
+  EXPECT_EQ(util::Base64Encode("/tachyon/replicas/a"), "L3RhY2h5b24vcmVwbGljYXMvYQ==");
   for (const char* bad : {"a", "abc", "ab=c", "a===", "****", "ab\ncd==", "=abc"}) {
-    EXPECT_FALSE(Base64Decode(bad).has_value()) << bad;
+    EXPECT_FALSE(util::Base64Decode(bad).has_value()) << bad;
   }
   EXPECT_EQ(PrefixRangeEnd("/a/"), "/a0");
   EXPECT_EQ(PrefixRangeEnd("a\xff"), "b");
@@ -165,7 +166,7 @@ class FakeEtcd {
       }
       return ok(json::object());
     }
-    const std::string key = *Base64Decode(b.value("key", ""));
+    const std::string key = *util::Base64Decode(b.value("key", ""));
     if (r.path == "/v3/kv/put") {
       if (id("lease") != 0 && !leases_.count(id("lease"))) {
         return {404,
@@ -173,7 +174,7 @@ class FakeEtcd {
                 R"({"error":"etcdserver: requested lease not found","code":5})",
                 {}};
       }
-      kv_[key] = {*Base64Decode(b.value("value", "")), id("lease")};
+      kv_[key] = {*util::Base64Decode(b.value("value", "")), id("lease")};
       return ok(json::object());
     }
     if (r.path == "/v3/kv/deleterange") {
@@ -184,7 +185,7 @@ class FakeEtcd {
       json kvs = json::array();
       for (const auto& [k, v] : kv_) {
         if (k.rfind(key, 0) == 0)
-          kvs.push_back({{"key", Base64Encode(k)}, {"value", Base64Encode(v.first)}});
+          kvs.push_back({{"key", util::Base64Encode(k)}, {"value", util::Base64Encode(v.first)}});
       }
       return ok({{"header", {{"revision", "5"}}}, {"kvs", kvs}});
     }

@@ -11,6 +11,7 @@
 #include "server/api.h"
 #include "server/json_limits.h"
 #include "server/protocol.h"
+#include "util/base64.h"
 
 namespace tachyon::server {
 
@@ -26,8 +27,6 @@ HttpResponse Json200(const json& body) {
   return r;
 }
 
-const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 // The little-endian float32 bytes of v, base64 (OpenAI's encoding_format "base64").
 std::string Base64Floats(const std::vector<float>& v) {
   std::string bytes(v.size() * 4, '\0');
@@ -36,18 +35,7 @@ std::string Base64Floats(const std::vector<float>& v) {
     std::memcpy(&u, &v[i], 4);
     for (int b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<char>((u >> (8 * b)) & 0xff);
   }
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 1]) << 8;
-    if (i + 2 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 2]);
-    out += kB64[(n >> 18) & 63];
-    out += kB64[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? kB64[(n >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kB64[n & 63] : '=';
-  }
-  return out;
+  return util::Base64Encode(bytes);
 }
 
 double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
