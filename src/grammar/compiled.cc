@@ -59,6 +59,7 @@ class ConfigTable {
   }
   static constexpr uint8_t kAlive = 1, kPopped = 2, kAccepting = 4;
   uint8_t flags(int32_t id) const { return flags_[id]; }
+  const Config& config(int32_t id) const { return configs_[id]; }
   size_t size() const { return configs_.size(); }
 
  private:
@@ -131,7 +132,7 @@ void AppendInt(int32_t v, std::string* out) {
 }
 
 size_t ClassBytes(const TokenClass& cls) {
-  size_t bytes = 4 * (cls.accept_bits.size() + cls.accept_list.size() + 2 * cls.long_accept.size() +
+  size_t bytes = 4 * (cls.accept_bits.size() + cls.accept_list.size() + 3 * cls.long_accept.size() +
                       cls.long_pops.size());
   for (const TokenClass::Pop& p : cls.pops) bytes += p.suffix.size() + 4 * p.tokens.size() + 32;
   return bytes;
@@ -305,20 +306,25 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool 
   // transitions one walk computed serve the next (the classes of neighbouring counts walk the
   // same configurations); started over when large.
   std::lock_guard<std::mutex> lock(walk_mu_);
-  if (walk_ == nullptr || walk_->table.size() > kMaxWalkConfigs) {
+  if (walk_ == nullptr || walk_->table.size() > kMaxWalkConfigs ||
+      walk_->arena.size() > kMaxWalkNodes) {
     walk_.reset();
     walk_ = std::make_unique<WalkContext>(g_);
   }
   StackArena& arena = walk_->arena;
   ConfigTable& table = walk_->table;
   int32_t head = exact ? kRootNode : kBottomNode;
-  bool bounded_far = false;
+  size_t n_bounded_far = 0, bounded_rep = 0;
   for (size_t k = chain.size(); k-- > 0;) {
     head = arena.Intern(chain[k].pos, head, chain[k].count);
     const FlatGrammar::Elem& el = g_.elems[chain[k].pos];
-    bounded_far = bounded_far || (el.kind == FlatGrammar::Kind::kRepeat &&
-                                  chain[k].count == kCountFarAbove && g_.repeats[el.arg].max >= 0);
+    if (el.kind == FlatGrammar::Kind::kRepeat && chain[k].count == kCountFarAbove &&
+        g_.repeats[el.arg].max >= 0) {
+      ++n_bounded_far;
+      bounded_rep = k;
+    }
   }
+  const bool bounded_far = n_bounded_far > 0;
   Config start;
   start.heads.push_back(head);
   std::vector<int32_t> states = {table.Add(std::move(start))};
@@ -333,7 +339,7 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool 
   auto accept = [&](int32_t tok, size_t len) {
     if (len <= min_len) return;
     if (bounded_far && len > static_cast<size_t>(kFarHeadroom)) {
-      cls.long_accept.push_back({static_cast<uint32_t>(len), tok});
+      cls.long_accept.push_back({static_cast<uint32_t>(len), tok, false});
     } else {
       accepted.push_back(tok);
     }
@@ -401,7 +407,9 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool 
     }
     i = nd.end;
   }
-  std::sort(cls.long_accept.begin(), cls.long_accept.end());
+  if (n_bounded_far == 1 && !cls.long_accept.empty()) {
+    MeasureLongTokens(chain, exact, bounded_rep, &cls);
+  }
   if (cls.too_many_pops) popped_tokens.clear();
   std::sort(popped_tokens.begin(), popped_tokens.end());
   for (const auto& [suffix, tok] : popped_tokens) {
@@ -420,6 +428,86 @@ TokenClass GrammarImpl::ComputeClass(const std::vector<ChainEntry>& chain, bool 
     cls.accept_list = std::move(accepted);
   }
   return cls;
+}
+
+void GrammarImpl::MeasureLongTokens(const std::vector<ChainEntry>& chain, bool exact, size_t rep,
+                                    TokenClass* cls) const {
+  // The truncated stack with the repetition at a real count: headroom H = max - count. A token
+  // is accepted with headroom H as the class walk accepts it (all bytes consumed leaving a
+  // parse, or the bottom rule ending at the last byte), and more headroom never accepts fewer,
+  // so `need` is the least H that accepts it, found by bisection. A parse that pops before the
+  // last byte continues in the real caller: such tokens are not `sure`.
+  StackArena& arena = walk_->arena;
+  ConfigTable& table = walk_->table;
+  const FlatGrammar::Repeat& r = g_.repeats[g_.elems[chain[rep].pos].arg];
+  const int32_t rep_pos = chain[rep].pos;
+  int32_t rep_parent = exact ? kRootNode : kBottomNode;
+  for (size_t k = chain.size(); k-- > rep + 1;) {
+    rep_parent = arena.Intern(chain[k].pos, rep_parent, chain[k].count);
+  }
+  // Runs go through the walks' configuration table: tokens sharing bytes and headrooms share
+  // transitions.
+  auto start = [&](int32_t headroom) {
+    int32_t node = arena.Intern(rep_pos, rep_parent, r.max - headroom);
+    for (size_t k = rep; k-- > 0;) node = arena.Intern(chain[k].pos, node, chain[k].count);
+    Config c;
+    c.heads.push_back(node);
+    return table.Add(std::move(c));
+  };
+  // Real headrooms of a far class are at least kFarHeadroom and at most max - min; tokens
+  // longer than the largest one cannot need more.
+  const auto longest = static_cast<int32_t>(vocab_->trie().max_depth());
+  const int32_t top = std::min(r.max - r.min, longest);
+  auto accepts = [&](std::string_view bytes, int32_t headroom) {
+    int32_t id = start(headroom);
+    for (size_t j = 0; j < bytes.size(); ++j) {
+      if (!(table.flags(id) & ConfigTable::kAlive)) return false;
+      id = table.Next(id, static_cast<uint8_t>(bytes[j]));
+    }
+    return table.flags(id) != 0;
+  };
+  for (TokenClass::LongToken& lt : cls->long_accept) {
+    const std::string_view bytes = vocab_->bytes(lt.token);
+    // One run at the largest headroom: does any parse pop before the last byte, and how many
+    // iterations does a parse still inside the repetition take (an upper bound for need)?
+    int32_t id = start(top);
+    bool popped_early = false;
+    for (size_t j = 0; j < bytes.size() && (table.flags(id) & ConfigTable::kAlive); ++j) {
+      popped_early = popped_early || (j > 0 && (table.flags(id) & ~ConfigTable::kAlive) != 0);
+      id = table.Next(id, static_cast<uint8_t>(bytes[j]));
+    }
+    lt.sure = !popped_early;
+    int32_t hi = -1;
+    for (int32_t h : table.config(id).heads) {
+      int32_t n = h;
+      while (n >= 0 && !(arena.node(n).pos == rep_pos && arena.node(n).parent == rep_parent)) {
+        n = arena.node(n).parent;
+      }
+      if (n >= 0) {
+        const int32_t used = arena.node(n).count - (r.max - top);
+        hi = hi < 0 ? used : std::min(hi, used);
+      }
+    }
+    if (hi < 0) {
+      if (!accepts(bytes, top)) {
+        lt.need = TokenClass::kNoNeed;
+        continue;
+      }
+      hi = top;
+    }
+    // accepts(hi) holds; find the least such headroom at or above kFarHeadroom.
+    int32_t lo = kFarHeadroom;
+    if (hi > lo && !accepts(bytes, hi - 1)) lo = hi;
+    while (lo < hi) {
+      const int32_t mid = lo + (hi - lo) / 2;
+      if (accepts(bytes, mid)) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    lt.need = static_cast<uint32_t>(std::max(hi, 0));
+  }
 }
 
 }  // namespace tachyon::grammar

@@ -46,6 +46,7 @@
 // class walks' shared configuration table, one walk at a time per grammar.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -80,9 +81,20 @@ struct TokenClass {
   // whole chain instead.
   bool too_many_pops = false;
   uint32_t min_len = 0;  // tokens of at most this many bytes were left out
-  // Accepted tokens longer than kFarHeadroom of a class with a bounded kCountFarAbove count:
-  // (length, token), by length. Accepted where the real headroom is at least the length.
-  std::vector<std::pair<uint32_t, int32_t>> long_accept;
+  // Accepted tokens longer than kFarHeadroom of a class with a bounded kCountFarAbove count.
+  // need: the least headroom (max - count) of that repetition with which the truncated stack
+  // accepts the token (kNoNeed when none; at most kFarHeadroom when that is enough; the token's
+  // length when the chain has several bounded counts, each iteration taking a byte or more).
+  // The token is accepted where the real headroom is at least `need`; otherwise it is rejected
+  // when `sure` (no parse pops out of the truncated stack before its last byte), else checked
+  // against the real stacks.
+  struct LongToken {
+    uint32_t need;
+    int32_t token;
+    bool sure;
+  };
+  static constexpr uint32_t kNoNeed = UINT32_MAX;
+  std::vector<LongToken> long_accept;
   // Popped tokens longer than kFarHeadroom of such a class (not in `pops`): checked whole
   // against the real stacks.
   std::vector<int32_t> long_pops;
@@ -141,7 +153,13 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   struct WalkContext;    // the class walks' arena and configuration table (compiled.cc)
   struct SharedClasses;  // classes by fragment key, per vocabulary (compiled.cc)
   static constexpr size_t kMaxWalkConfigs = 8192;
+  static constexpr size_t kMaxWalkNodes = size_t{1} << 20;
   TokenClass ComputeClass(const std::vector<ChainEntry>& chain, bool exact, uint32_t min_len) const;
+  // Sets cls->long_accept's `need` and `sure` (see TokenClass) by running each token from the
+  // chain with its one bounded kCountFarAbove entry (index rep) at a real count.
+  // REQUIRES: walk_mu_ held.
+  void MeasureLongTokens(const std::vector<ChainEntry>& chain, bool exact, size_t rep,
+                         TokenClass* cls) const;
 
   const FlatGrammar g_;
   const std::shared_ptr<const Vocabulary> vocab_;

@@ -121,11 +121,11 @@ void Matcher::AddClass(const TokenClass& cls, size_t h, size_t depth, int32_t he
   for (int32_t t : cls.accept_list) set(t);
   if (short_only == nullptr) {
     // (With short_only these are all longer than max_len.)
-    for (const auto& [len, t] : cls.long_accept) {
-      if (len <= static_cast<uint32_t>(headroom)) {
-        set(t);
-      } else {
-        uncertain_.push_back(vocab.trie().rank(t));
+    for (const TokenClass::LongToken& lt : cls.long_accept) {
+      if (lt.need <= static_cast<uint32_t>(headroom)) {
+        set(lt.token);
+      } else if (!lt.sure) {
+        uncertain_.push_back(vocab.trie().rank(lt.token));
       }
     }
     for (int32_t t : cls.long_pops) uncertain_.push_back(vocab.trie().rank(t));

@@ -120,16 +120,33 @@ TEST(Matcher, CountedRepetitionsEqualBruteForce) {
         std::string(20, 'b') + "][", std::string("a]x")}) {
     toks.push_back(s);
   }
+  // Long tokens that take fewer iterations than bytes (2-byte characters), or leave the
+  // repetition and go on after it, or pop out of it.
+  std::string e17, ae;
+  for (int k = 0; k < 17; ++k) e17 += "\xC3\xA9";
+  for (int k = 0; k < 12; ++k) ae += "a\xC3\xA9";
+  for (const std::string& s : {e17, ae, e17 + "a", ae + "..", std::string(33, 'a') + "xy",
+                               std::string(34, 'c') + "xyzab", std::string(35, 'b') + ">", ae + ">",
+                               std::string(34, 'a') + "><", std::string(33, 'a') + "><"}) {
+    toks.push_back(s);
+  }
   auto vocab = MakeVocab(toks);
   for (const char* gbnf :
        {"root ::= [a-c]{5,80} \".\"", "root ::= (\"x\" [ab]){0,3} [ab]{60,200} \"!\"",
         "root ::= (\"[\" [a-z]{0,40} \"]\"){2,12}", "root ::= (\"a\"?){0,10} \"b\"",
         "root ::= \"q\"{7,} \"z\"", "root ::= ([a-c] | \"é\"){3,50}",
-        "root ::= [a-c]{0,5000} \".\"", "root ::= (\"[\" [a-c]{0,80} \"]\")+ \"x\""}) {
+        "root ::= [a-c]{0,5000} \".\"", "root ::= (\"[\" [a-c]{0,80} \"]\")+ \"x\"",
+        "root ::= ([a-c] | \"é\"){0,70} \"..\"", "root ::= [a-c]{10,75} \"xyz\" [a-c]* \">\"",
+        "root ::= \"<\" ([a-c] | \"é\"){0,64} \">\" root?"}) {
     auto g = CompileGbnf(gbnf, vocab);
     ASSERT_NE(g, nullptr) << gbnf;
     for (uint32_t seed = 1; seed <= 6; ++seed) WalkAndCompare(*g, *vocab, 40, seed);
   }
+  // A long token that a parse keeps inside the repetition and another one pops out of (after
+  // "aaa...>", the next w takes "<"): near the bound only the pop fits.
+  auto g = CompileGbnf("root ::= w w \".\"\nw ::= \"<\" ([a-c] | \"><\"){0,70} \">\"", vocab);
+  ASSERT_NE(g, nullptr);
+  for (uint32_t seed = 1; seed <= 40; ++seed) WalkAndCompare(*g, *vocab, 12, seed);
 }
 
 // Token classes are shared by every grammar of one vocabulary when their grammar fragments are
