@@ -440,11 +440,17 @@ void RegisterAll() {
       }
     }
   }
-  const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
+  const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
                             GgmlType::kQ6_K, GgmlType::kF16,  GgmlType::kBF16};
   struct Shape {
     int64_t rows, cols;
-  } shapes[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}};
+  } shapes[] = {{2048, 2048},
+                {8192, 2048},
+                {2048, 8192},
+                {128256, 2048},
+                // SmolLM2-135M: the FFN's gate / up and down
+                {1536, 576},
+                {576, 1536}};
   for (GgmlType t : types) {
     for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAmx}) {
       for (int64_t m : {2, 4, 8, 16, 32, 48, 64, 512}) {

@@ -6,7 +6,10 @@
 // one register. Per activation row and block the int32 dot less kOffset * sum(xq) (exact: the
 // code offset costs no float work), then
 //   acc += (float(isum) * dx) * dw
-// with dw the 16 rows' scales (one vcvtph2ps). Each unpacked block is used for all nx
+// with dw the 16 rows' scales (one vcvtph2ps). Q4_1 (kOffset 0) has no code offset but a
+// per-block min m for each row:
+//   acc += (float(isum) * dx) * dw;   acc += m * (dx * sum(xq))
+// (dx * sum(xq) = 4 * s4 of the activation, exact). Each unpacked block is used for all nx
 // activation rows; the 16 outputs of a row are stored at once (masked for a partial tile).
 // These are the float operations of the GEMM kernels (matmul_gemm_avx512.cc), in the same
 // order, so a row's outputs are the same bits at every m (batch invariance); the K-quant
@@ -39,12 +42,30 @@ inline __m512i OffsetTerm(const int32_t* sum) {
   return _mm512_slli_epi32(_mm512_set1_epi32(*sum), __builtin_ctz(kOffset));
 }
 
+// One block's float terms for one activation row: acc + (float(isum - offset) * dx) * dw, then
+// (kOffset 0, Q4_1) + mins * (dx * sum(xq)). isum: the block's raw int32 dots.
+template <int kOffset>
+inline __m512 BlockTerms(__m512i isum, const Q8Row32& x, int64_t b, __m512 dw, __m512 mins,
+                         __m512 acc) {
+  if constexpr (kOffset > 0) isum = _mm512_sub_epi32(isum, OffsetTerm<kOffset>(x.sum + b));
+  const __m512 dx = _mm512_set1_ps(x.d4[4 * b]);
+  acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum), dx), dw, acc);
+  if constexpr (kOffset == 0) acc = _mm512_fmadd_ps(mins, _mm512_set1_ps(4.0f * x.s4[4 * b]), acc);
+  return acc;
+}
+
+// The 16 rows' fp16 values of block b at p (scales or mins), as floats.
+inline __m512 BlockRows(const uint16_t* p, int64_t b) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + b * kPackRows)));
+}
+
 template <int kCodeSteps, int kOffset, int NX>
 void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
            int64_t ldy, int nrows) {
   const int64_t nb = k / 32;
   constexpr int kBlockBytes = kCodeSteps * 64;
   const auto* scales = reinterpret_cast<const uint16_t*>(tile + nb * kBlockBytes);
+  const uint16_t* mins = scales + nb * kPackRows;  // Q4_1 (kOffset 0) only
   Q8Row32 x[NX];
   __m512 acc[NX];
 #pragma GCC unroll 8
@@ -59,8 +80,8 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
     if constexpr (kBlockBytes > 256) {
       _mm_prefetch(reinterpret_cast<const char*>(codes + kPrefetchBytes + 256), _MM_HINT_T0);
     }
-    const __m512 dw = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * kPackRows)));
+    const __m512 dw = BlockRows(scales, b);
+    const __m512 mw = kOffset == 0 ? BlockRows(mins, b) : _mm512_setzero_ps();
     __m512i u[8];
     if constexpr (kCodeSteps == 4) {
 #pragma GCC unroll 4
@@ -85,9 +106,7 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
       s1 = _mm512_dpbusd_epi32(s1, u[6], Bcast(xb + 72));
       s0 = _mm512_dpbusd_epi32(s0, u[3], Bcast(xb + 12));
       s1 = _mm512_dpbusd_epi32(s1, u[7], Bcast(xb + 76));
-      const __m512 isum = _mm512_cvtepi32_ps(
-          _mm512_sub_epi32(_mm512_add_epi32(s0, s1), OffsetTerm<kOffset>(x[i].sum + b)));
-      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(isum, _mm512_set1_ps(x[i].d4[4 * b])), dw, acc[i]);
+      acc[i] = BlockTerms<kOffset>(_mm512_add_epi32(s0, s1), x[i], b, dw, mw, acc[i]);
     }
   }
   const __mmask16 mask = Mask16(nrows);
@@ -106,6 +125,8 @@ void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
   const uint8_t* tb = ta + tile_bytes;
   const auto* sa = reinterpret_cast<const uint16_t*>(ta + nb * kBlockBytes);
   const auto* sb = reinterpret_cast<const uint16_t*>(tb + nb * kBlockBytes);
+  const uint16_t* ma = sa + nb * kPackRows;  // Q4_1 (kOffset 0) only
+  const uint16_t* mb = sb + nb * kPackRows;
   Q8Row32 x[NX];
   __m512 acc[NX][2];
 #pragma GCC unroll 8
@@ -157,18 +178,13 @@ void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
         }
       }
     }
-    const __m512 dwa = _mm512_cvtph_ps(
-        _mm256_load_si256(reinterpret_cast<const __m256i*>(sa + b * kPackRows)));
-    const __m512 dwb =
-        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + b * kPackRows)));
+    const __m512 dwa = BlockRows(sa, b), dwb = BlockRows(sb, b);
+    const __m512 mwa = kOffset == 0 ? BlockRows(ma, b) : _mm512_setzero_ps();
+    const __m512 mwb = kOffset == 0 ? BlockRows(mb, b) : _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
-      const __m512 dx = _mm512_set1_ps(x[i].d4[4 * b]);
-      const __m512i off = OffsetTerm<kOffset>(x[i].sum + b);
-      acc[i][0] = _mm512_fmadd_ps(
-          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(is[i][0], off)), dx), dwa, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(
-          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(is[i][1], off)), dx), dwb, acc[i][1]);
+      acc[i][0] = BlockTerms<kOffset>(is[i][0], x[i], b, dwa, mwa, acc[i][0]);
+      acc[i][1] = BlockTerms<kOffset>(is[i][1], x[i], b, dwb, mwb, acc[i][1]);
     }
   }
   const __mmask16 mask = Mask16(nrows_b);
@@ -596,6 +612,8 @@ Packed2Fn Packed2Avx512(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
       return Tile2<4, 8>;
+    case GgmlType::kQ4_1:
+      return Tile2<4, 0>;
     case GgmlType::kQ8_0:
       return Tile2<8, 128>;
     case GgmlType::kQ4_K:
@@ -611,6 +629,8 @@ PackedFn PackedAvx512(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
       return Tile<4, 8>;
+    case GgmlType::kQ4_1:
+      return Tile<4, 0>;
     case GgmlType::kQ8_0:
       return Tile<8, 128>;
     case GgmlType::kQ4_K:

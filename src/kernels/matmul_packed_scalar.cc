@@ -1,7 +1,9 @@
 // Scalar kernels for the packed layouts (kernels/pack.h): the fallback without AVX2 and the
 // plain statement of what the SIMD packed kernels compute. Per row r and block b:
 //   y += dw * dx * sum_j(u[j] * xq[j]) - kOffset * dw * (dx * sum(xq))
-// with u the unsigned stored codes (Q4_0 nibbles, Q8_0 q + 128) and kOffset 8 / 128.
+// with u the unsigned stored codes (Q4_0 nibbles, Q8_0 q + 128) and kOffset 8 / 128; Q4_1
+// (kOffset 0: no offset, a per-block min m instead)
+//   y += dw * dx * sum_j(u[j] * xq[j]) + m * (dx * sum(xq)).
 #include <cstring>
 
 #include "kernels/matmul_internal.h"
@@ -22,6 +24,7 @@ void PackedTile(int64_t k, const uint8_t* tile, const uint8_t* act, size_t strid
                 float* y, int64_t ldy, int nrows) {
   const int64_t nb = k / 32;
   const auto* scales = reinterpret_cast<const uint16_t*>(tile + nb * kCodeSteps * 64);
+  const uint16_t* mins = scales + nb * kPackRows;  // Q4_1 (kOffset 0) only
   for (int i = 0; i < nx; ++i) {
     const Q8Row32 x = ViewQ8Row32(act + i * stride, k);
     for (int r = 0; r < nrows; ++r) {
@@ -40,7 +43,8 @@ void PackedTile(int64_t k, const uint8_t* tile, const uint8_t* act, size_t strid
           }
         }
         const float dw = Fp16ToF32(scales[b * kPackRows + r]);
-        const float c = -static_cast<float>(kOffset) * dw;
+        const float c =
+            kOffset == 0 ? Fp16ToF32(mins[b * kPackRows + r]) : -static_cast<float>(kOffset) * dw;
         acc += dw * x.d4[4 * b] * static_cast<float>(isum) + c * (4.0f * x.s4[4 * b]);
       }
       y[i * ldy + r] = acc;
@@ -127,6 +131,8 @@ PackedFn PackedScalar(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
       return PackedTile<4, 8>;
+    case GgmlType::kQ4_1:
+      return PackedTile<4, 0>;
     case GgmlType::kQ8_0:
       return PackedTile<8, 128>;
     case GgmlType::kQ4_K:

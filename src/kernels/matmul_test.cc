@@ -137,8 +137,8 @@ void CheckPacked(const Problem& p, ThreadPool* pool = nullptr) {
   }
 }
 
-const GgmlType kPackedTypes[] = {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
-                                  GgmlType::kQ6_K, GgmlType::kF16,  GgmlType::kBF16};
+const GgmlType kPackedTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                 GgmlType::kQ6_K, GgmlType::kF16,  GgmlType::kBF16};
 
 TEST(MatMulPacked, OddColumnCounts) {
   for (GgmlType t : kPackedTypes) {
@@ -259,6 +259,8 @@ TEST(MatMulPacked, LayoutSizes) {
   EXPECT_TRUE(HasPackedLayout(GgmlType::kQ4_0));
   EXPECT_FALSE(HasPackedLayout(GgmlType::kF32));
   EXPECT_EQ(PackedTileBytes(GgmlType::kQ4_0, 64), 2u * (256 + 32));
+  EXPECT_EQ(PackedTileBytes(GgmlType::kQ4_1, 64), 2u * (256 + 64));  // codes, scales, mins
+  EXPECT_EQ(PackedTileBytes(GgmlType::kQ4_1, 32), 320u);
   EXPECT_EQ(PackedTileBytes(GgmlType::kQ8_0, 32), 576u);  // 512 + 32 rounded to 64
   EXPECT_EQ(PackedBytes(GgmlType::kQ8_0, 17, 32), 2u * 576u);
   EXPECT_EQ(PackedTileBytes(GgmlType::kQ4_K, 512), 2u * (2048 + 320));
@@ -268,6 +270,7 @@ TEST(MatMulPacked, LayoutSizes) {
   EXPECT_EQ(PackedBytes(GgmlType::kF16, 33, 1), 3u * 1024);
   // Same bytes as the GGUF rows (Q4_0 / Q8_0), or within 3% (K-quants: unpacked scales).
   EXPECT_EQ(PackedBytes(GgmlType::kQ4_0, 32, 4096), RowBytes(GgmlType::kQ4_0, 4096) * 32);
+  EXPECT_EQ(PackedBytes(GgmlType::kQ4_1, 32, 4096), RowBytes(GgmlType::kQ4_1, 4096) * 32);
 }
 
 // MatMulMulti == one MatMul per weight, bit for bit (packed, unpacked, mixed types and

@@ -5,8 +5,10 @@
 //           steps of 64 bytes, step s holding 4 bytes of every row:  [s][r][4]
 //             Q4_0: step s < 4 = row r's qs[4 s .. 4 s + 3]  (low nibbles: elements
 //                   4 s .. 4 s + 3, high nibbles: elements 16 + 4 s .. 16 + 4 s + 3)
+//             Q4_1: as Q4_0 (its codes are unsigned 0..15 too)
 //             Q8_0: step s < 8 = row r's qs[4 s .. 4 s + 3] XOR 0x80 (unsigned q + 128)
 //   scales: nb * 16 fp16: [b][r] = row r's block-b scale d
+//   mins (Q4_1 only, after the scales): nb * 16 fp16: [b][r] = row r's block-b min m
 //   padding to a multiple of 64 bytes.
 //
 // K-quants (nb = cols / 256 super-blocks; codes of all super-blocks, then their metadata):
@@ -41,12 +43,14 @@
 namespace tachyon::kernels {
 namespace {
 
-template <typename Block, int kSteps, uint32_t kXor>
+// kMins: the block also has a min m (Q4_1), stored after the scales in the same order.
+template <typename Block, int kSteps, uint32_t kXor, bool kMins = false>
 void PackTile(const Weight& w, int64_t t, uint8_t* tile) {
   const int64_t nb = w.cols / 32;
   const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   auto* scales = reinterpret_cast<uint16_t*>(tile + nb * kSteps * 64);
+  uint16_t* mins = scales + nb * kPackRows;
   const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
   const int64_t r_end = std::min<int64_t>(kPackRows, w.rows - t * kPackRows);
   if (r_end < kPackRows) std::memset(tile, 0, tile_bytes);  // zero rows pad the last tile
@@ -68,9 +72,10 @@ void PackTile(const Weight& w, int64_t t, uint8_t* tile) {
         std::memcpy(dst + 64 * s + 4 * r, &v, 4);
       }
       scales[b * kPackRows + r] = blk.d;
+      if constexpr (kMins) mins[b * kPackRows + r] = blk.m;
     }
   }
-  const size_t used = static_cast<size_t>(nb) * (kSteps * 64 + 2 * kPackRows);
+  const size_t used = static_cast<size_t>(nb) * (kSteps * 64 + (kMins ? 4 : 2) * kPackRows);
   if (used < tile_bytes) std::memset(tile + used, 0, tile_bytes - used);
 }
 
@@ -174,8 +179,9 @@ void PackTileFloat(const Weight& w, int64_t t, uint8_t* tile, size_t tile_bytes)
 }  // namespace
 
 bool HasPackedLayout(GgmlType type) {
-  return type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K ||
-         type == GgmlType::kQ6_K || type == GgmlType::kF16 || type == GgmlType::kBF16;
+  return type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0 ||
+         type == GgmlType::kQ4_K || type == GgmlType::kQ6_K || type == GgmlType::kF16 ||
+         type == GgmlType::kBF16;
 }
 
 size_t PackedTileBytes(GgmlType type, int64_t cols) {
@@ -190,6 +196,9 @@ size_t PackedTileBytes(GgmlType type, int64_t cols) {
     case GgmlType::kF16:
     case GgmlType::kBF16:
       n = static_cast<size_t>((cols + 31) / 32) * 1024;
+      break;
+    case GgmlType::kQ4_1:  // Q4_0's codes, then scales and mins
+      n = static_cast<size_t>(cols / 32) * (256 + 4 * kPackRows);
       break;
     default:
       n = static_cast<size_t>(cols / 32) * ((type == GgmlType::kQ8_0 ? 512 : 256) + 2 * kPackRows);
@@ -210,6 +219,9 @@ void PackTiles(const Weight& w, int64_t t0, int64_t t1, uint8_t* dst) {
     switch (w.type) {
       case GgmlType::kQ4_0:
         PackTile<BlockQ4_0, 4, 0>(w, t, tile);
+        break;
+      case GgmlType::kQ4_1:
+        PackTile<BlockQ4_1, 4, 0, true>(w, t, tile);
         break;
       case GgmlType::kQ8_0:
         PackTile<BlockQ8_0, 8, 0x80808080u>(w, t, tile);

@@ -34,7 +34,7 @@ inline constexpr int64_t kPackRows = 16;
 // packed weights, model/pack_cache.h, written by another version are then ignored).
 inline constexpr uint32_t kPackVersion = 2;
 
-// Whether `type` has a packed layout (Q4_0, Q8_0, Q4_K, Q6_K, F16, BF16).
+// Whether `type` has a packed layout (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16).
 bool HasPackedLayout(GgmlType type);
 
 // Bytes of one packed tile of kPackRows rows (a multiple of 64).
