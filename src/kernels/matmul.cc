@@ -199,6 +199,11 @@ bool IsSupportedWeightType(GgmlType type) {
 
 namespace {
 
+// Below this many activation rows ParallelUnits hands out its units in kChunksPerThread
+// chunks per thread, claimed dynamically; from it on, one static range per thread.
+constexpr int64_t kDynamicMaxRows = 8;
+constexpr int64_t kChunksPerThread = 4;
+
 // Runs run(i, u0, u1) over units [u0, u1) of weight i, the units of all weights laid end to
 // end and split over the pool in one parallel pass.
 template <typename Fn>
@@ -227,10 +232,28 @@ void ParallelUnits(std::span<const Weight* const> ws, int64_t cols, int64_t m, T
   // Tiny problems are not worth waking the workers.
   const bool parallel = pool && pool->num_threads() > 1 && rows >= 32 &&
                         static_cast<double>(rows) * static_cast<double>(cols) * m >= 65536;
-  if (parallel) {
-    pool->ParallelFor(total, work);
-  } else {
+  if (!parallel) {
     work(0, total);
+  } else if (m < kDynamicMaxRows) {
+    // Few activation rows (decode): the units go out in chunks that every thread claims in
+    // turn, so a worker that starts late (or is descheduled on a busy machine) holds back at
+    // most one chunk instead of half the matrix. The kernels keep no state across calls, and a
+    // row's result does not depend on which chunk computes it.
+    const int nt = pool->num_threads();
+    int64_t chunk = (total + nt * kChunksPerThread - 1) / (nt * kChunksPerThread);
+    chunk += chunk % 2;  // whole tile pairs (the two-tile kernels)
+    std::atomic<int64_t> next{0};
+    pool->Run([&](int, int) {
+      for (;;) {
+        const int64_t u0 = next.fetch_add(chunk, std::memory_order_relaxed);
+        if (u0 >= total) return;
+        work(u0, std::min(total, u0 + chunk));
+      }
+    });
+  } else {
+    // Many rows: one contiguous range per thread (the GEMM kernels set up activation panels
+    // per call).
+    pool->ParallelFor(total, work);
   }
 }
 
