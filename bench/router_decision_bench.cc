@@ -2,12 +2,19 @@
 // index full: 1M block hashes (--index-blocks default) spread over R replicas, fed as KV
 // events. Sweep: R in {8, 32} x prompts of B in {16, 32, 64, 128, 256, 512} blocks (B x 16
 // tokens). The index holds chains of B blocks; each prompt shares a cached prefix of 0..B blocks
-// (uniform) with one of them, the rest is blocks no replica holds. Reports the mean (Google
-// Benchmark's time) and, from Placement's own decision_seconds, the counters p50_us, p99_us and
-// p99/target = p99 / 100 us (the target of issue 19; <= 1 meets it).
+// (uniform) with one of them, the rest is blocks no replica holds (after the first round over
+// the prompts every prompt is cached whole somewhere: each decision then matches all B blocks,
+// the costly case). Reports the mean (Google Benchmark's time) and, from Placement's own
+// decision_seconds (wall clock), the counters p50_us, p99_us and p99/target = p99 / 100 us (the
+// target of issue 19; <= 1 meets it). On a busy machine the wall-clock p99 mostly measures the
+// scheduler (a decision preempted for a time slice); cpu_p99_us, the thread's CPU time around
+// each Place (clock_gettime, which adds about a microsecond), leaves the preemptions out and is
+// the figure to read there.
 //
 //   build/router_decision_bench [--benchmark_min_time=2] [--benchmark_filter=replicas:8/]
 #include <benchmark/benchmark.h>
+
+#include <time.h>
 
 #include <algorithm>
 #include <memory>
@@ -71,6 +78,12 @@ struct Setup {
   std::vector<std::vector<kv::BlockHash>> prompts;
 };
 
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 // Google Benchmark calls a benchmark function several times (to size its iterations): the
 // index of the current sweep point is built once and kept until the next point.
 Setup& SetupFor(int replicas, int blocks) {
@@ -85,21 +98,24 @@ Setup& SetupFor(int replicas, int blocks) {
 void BM_PlaceWithFullIndex(benchmark::State& state) {
   const int blocks = static_cast<int>(state.range(1));
   Setup& s = SetupFor(static_cast<int>(state.range(0)), blocks);
-  std::vector<double> seconds;
+  std::vector<double> seconds, cpu_seconds;
   size_t i = 0;
   for (auto _ : state) {
+    const double cpu_start = ThreadCpuSeconds();
     auto placed = s.pool->Place(s.prompts[i++ % s.prompts.size()], 16 * blocks, 0);
+    cpu_seconds.push_back(ThreadCpuSeconds() - cpu_start);
     const Placement& p = std::get<Placement>(placed);
     seconds.push_back(p.decision_seconds);
     s.pool->Release(p.replica);
   }
-  std::sort(seconds.begin(), seconds.end());
-  auto at = [&seconds](double q) {
-    return seconds.empty() ? 0.0 : seconds[static_cast<size_t>(q * (seconds.size() - 1))];
+  auto at = [](std::vector<double>& v, double q) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[static_cast<size_t>(q * (v.size() - 1))];
   };
-  state.counters["p50_us"] = at(0.50) * 1e6;
-  state.counters["p99_us"] = at(0.99) * 1e6;
-  state.counters["p99/target"] = at(0.99) / kTargetSeconds;
+  state.counters["p50_us"] = at(seconds, 0.50) * 1e6;
+  state.counters["p99_us"] = at(seconds, 0.99) * 1e6;
+  state.counters["p99/target"] = at(seconds, 0.99) / kTargetSeconds;
+  state.counters["cpu_p99_us"] = at(cpu_seconds, 0.99) * 1e6;
   state.counters["indexed_blocks"] = static_cast<double>(s.pool->IndexedBlocks());
 }
 BENCHMARK(BM_PlaceWithFullIndex)

@@ -1,5 +1,10 @@
 #include "router/prefix_index.h"
 
+#include <algorithm>
+#include <list>
+#include <map>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -66,6 +71,146 @@ TEST(PrefixIndex, SixtyFourReplicas) {
   std::vector<int> m = index.MatchLeadingBlocks(a, kMaxReplicas);
   EXPECT_EQ(m[63], 1);
   EXPECT_EQ(m[0], 0);
+}
+
+// The same contract written the plain way (a map and a list), to check the open-addressing
+// table against: every operation, then every match, agree.
+class ReferenceIndex {
+ public:
+  explicit ReferenceIndex(size_t max_blocks) : max_(max_blocks) {}
+  void Insert(int replica, std::span<const kv::BlockHash> hashes) {
+    for (const kv::BlockHash& h : hashes) {
+      auto it = holders_.find(Key(h));
+      if (it == holders_.end()) {
+        if (holders_.size() >= max_) Forget(lru_.front());
+        it = holders_.emplace(Key(h), 0).first;
+      } else {
+        lru_.remove(Key(h));
+      }
+      it->second |= uint64_t{1} << replica;
+      lru_.push_back(Key(h));
+    }
+  }
+  void Remove(int replica, const kv::BlockHash& h) {
+    auto it = holders_.find(Key(h));
+    if (it == holders_.end()) return;
+    it->second &= ~(uint64_t{1} << replica);
+    if (it->second == 0) Forget(Key(h));
+  }
+  void RemoveReplica(int replica) {
+    std::vector<std::pair<uint64_t, uint64_t>> keys;
+    for (auto& [k, bits] : holders_) keys.push_back(k);
+    for (const auto& k : keys) {
+      holders_[k] &= ~(uint64_t{1} << replica);
+      if (holders_[k] == 0) Forget(k);
+    }
+  }
+  std::vector<int> Match(std::span<const kv::BlockHash> hashes, int n) {
+    std::vector<int> matched(static_cast<size_t>(n), 0);
+    uint64_t alive = (uint64_t{1} << n) - 1;
+    for (size_t i = 0; i < hashes.size() && alive != 0; ++i) {
+      auto it = holders_.find(Key(hashes[i]));
+      if (it == holders_.end()) break;
+      lru_.remove(Key(hashes[i]));
+      lru_.push_back(Key(hashes[i]));
+      alive &= it->second;
+      for (int r = 0; r < n; ++r) {
+        if (alive & (uint64_t{1} << r)) matched[r] = static_cast<int>(i + 1);
+      }
+    }
+    return matched;
+  }
+  size_t size() const { return holders_.size(); }
+
+ private:
+  static std::pair<uint64_t, uint64_t> Key(const kv::BlockHash& h) { return {h.hi, h.lo}; }
+  void Forget(std::pair<uint64_t, uint64_t> k) {
+    holders_.erase(k);
+    lru_.remove(k);
+  }
+  size_t max_;
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> holders_;
+  std::list<std::pair<uint64_t, uint64_t>> lru_;  // front: least recently used
+};
+
+TEST(PrefixIndex, AgreesWithAPlainModelUnderRandomOperations) {
+  constexpr int kReplicas = 5;
+  // 120 blocks in the index at most, over chains of 8 blocks that share leading blocks: the
+  // table grows from 16 buckets, evicts, reuses freed nodes and shifts buckets back on delete.
+  PrefixIndex index(120);
+  ReferenceIndex ref(120);
+  std::mt19937 rng(7);
+  std::vector<std::vector<kv::BlockHash>> chains;
+  for (int c = 0; c < 60; ++c) {
+    // Chains 2m and 2m + 1 begin with the same (2m % 4 or fewer) blocks, then differ.
+    std::vector<kv::BlockHash> chain = TestChain(1000 * (c / 2), 8);
+    const std::vector<kv::BlockHash> other = TestChain(1000 * (c / 2) + 500'000 + c, 8);
+    std::copy(other.begin() + c % 4, other.end(), chain.begin() + c % 4);
+    chains.push_back(std::move(chain));
+  }
+  for (int step = 0; step < 4000; ++step) {
+    const auto& chain = chains[rng() % chains.size()];
+    const int replica = static_cast<int>(rng() % kReplicas);
+    const size_t len = 1 + rng() % chain.size();
+    const std::span<const kv::BlockHash> prompt(chain.data(), len);
+    switch (rng() % 10) {
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+        index.Insert(replica, prompt);
+        ref.Insert(replica, prompt);
+        break;
+      case 4:
+      case 5: {
+        const kv::BlockHash& h = chain[rng() % chain.size()];
+        index.Remove(replica, h);
+        ref.Remove(replica, h);
+        break;
+      }
+      case 6:
+        if (rng() % 20 == 0) {
+          index.RemoveReplica(replica);
+          ref.RemoveReplica(replica);
+        }
+        break;
+      default:
+        ASSERT_EQ(index.MatchLeadingBlocks(prompt, kReplicas), ref.Match(prompt, kReplicas))
+            << "step " << step;
+    }
+    ASSERT_EQ(index.size(), ref.size()) << "step " << step;
+  }
+  for (const auto& chain : chains) {
+    EXPECT_EQ(index.MatchLeadingBlocks(chain, kReplicas), ref.Match(chain, kReplicas));
+  }
+}
+
+TEST(PrefixIndex, MatchIntoASpanEqualsTheVectorForm) {
+  PrefixIndex index(1000);
+  const auto a = TestChain(0, 6);
+  index.Insert(1, std::span(a).first(3));
+  index.Insert(3, a);
+  std::vector<int> into(4, -1);
+  index.MatchLeadingBlocks(a, into);
+  EXPECT_EQ(into, (std::vector<int>{0, 3, 0, 6}));
+  EXPECT_EQ(index.MatchLeadingBlocks(a, 4), into);
+  index.MatchLeadingBlocks({}, into);  // an empty prompt matches nothing anywhere
+  EXPECT_EQ(into, (std::vector<int>{0, 0, 0, 0}));
+}
+
+TEST(PrefixIndex, ForgottenBlocksFreeTheirPlaceForNewOnes) {
+  // Filling, emptying and refilling a small index many times over keeps its size exact.
+  PrefixIndex index(64);
+  for (int round = 0; round < 50; ++round) {
+    const auto chain = TestChain(100 * round, 64);
+    index.Insert(round % 3, chain);
+    EXPECT_EQ(index.size(), 64u);
+    EXPECT_EQ(index.MatchLeadingBlocks(chain, 3)[round % 3], 64);
+    for (size_t i = 0; i < chain.size(); i += 2) index.Remove(round % 3, chain[i]);
+    EXPECT_EQ(index.size(), 32u);
+    index.RemoveReplica(round % 3);
+    EXPECT_EQ(index.size(), 0u);
+  }
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <limits>
-#include <vector>
+
+#include <xxhash.h>
+
+#include "util/logging.h"
 
 namespace tachyon::router {
 
@@ -25,14 +28,40 @@ const char* PolicyName(Policy p) {
   return "unknown";
 }
 
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t ReplicaNameHash(std::string_view url) {
+  return XXH3_64bits(url.data(), url.size());
+}
+
 ReplicaPicker::ReplicaPicker(const PickerOptions& options)
     : options_(options), rng_(options.seed) {}
 
-std::optional<int> ReplicaPicker::Pick(std::span<const Candidate> candidates, int prompt_tokens) {
+template <typename Pred>
+int ReplicaPicker::DrawAmong(std::span<const Candidate> candidates, size_t count, Pred is_one) {
+  size_t k = std::uniform_int_distribution<size_t>(0, count - 1)(rng_);
+  for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
+    if (is_one(i) && k-- == 0) return i;
+  }
+  CHECK(false) << "DrawAmong: fewer than " << count << " candidates";
+  return -1;
+}
+
+std::optional<int> ReplicaPicker::Pick(std::span<const Candidate> candidates, int prompt_tokens,
+                                       std::optional<uint64_t> tie_key) {
   const int n = static_cast<int>(candidates.size());
   switch (options_.policy) {
     case Policy::kKv:
-      return PickKv(candidates, prompt_tokens);
+      return PickKv(candidates, prompt_tokens, tie_key);
     case Policy::kRoundRobin:
       for (int k = 0; k < n; ++k) {
         const int i = (next_ + k) % n;
@@ -43,43 +72,60 @@ std::optional<int> ReplicaPicker::Pick(std::span<const Candidate> candidates, in
       }
       return std::nullopt;
     case Policy::kRandom: {
-      std::vector<int> eligible;
-      for (int i = 0; i < n; ++i) {
-        if (candidates[i].eligible) eligible.push_back(i);
-      }
-      if (eligible.empty()) return std::nullopt;
-      std::uniform_int_distribution<size_t> pick(0, eligible.size() - 1);
-      return eligible[pick(rng_)];
+      size_t eligible = 0;
+      for (const Candidate& c : candidates) eligible += c.eligible ? 1 : 0;
+      if (eligible == 0) return std::nullopt;
+      return DrawAmong(candidates, eligible, [&](int i) { return candidates[i].eligible; });
     }
   }
   return std::nullopt;
 }
 
-std::optional<int> ReplicaPicker::PickKv(std::span<const Candidate> candidates, int prompt_tokens) {
+std::optional<int> ReplicaPicker::PickKv(std::span<const Candidate> candidates, int prompt_tokens,
+                                         std::optional<uint64_t> tie_key) {
   int least = std::numeric_limits<int>::max();
   for (const Candidate& c : candidates) {
     if (c.eligible) least = std::min(least, c.in_flight);
   }
   if (least == std::numeric_limits<int>::max()) return std::nullopt;
   const double guard = options_.balance_ratio * (least + 1);
-  int64_t best = std::numeric_limits<int64_t>::max();
-  std::vector<int> tied;
-  for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
-    const Candidate& c = candidates[i];
-    if (!c.eligible || c.in_flight + 1 > guard) continue;
+  auto score = [&](const Candidate& c) -> std::optional<int64_t> {
+    if (!c.eligible || c.in_flight + 1 > guard) return std::nullopt;
     const int64_t cached = int64_t{c.matched_blocks} * options_.block_size;
     const int64_t uncached = std::max<int64_t>(0, prompt_tokens - cached);
-    const int64_t score = uncached + int64_t{options_.load_weight} * c.in_flight;
-    if (score < best) {
-      best = score;
-      tied.clear();
+    return uncached + int64_t{options_.load_weight} * c.in_flight;
+  };
+  int64_t best = std::numeric_limits<int64_t>::max();
+  size_t tied = 0;
+  int first = -1;
+  for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
+    const std::optional<int64_t> s = score(candidates[i]);
+    if (!s || *s > best) continue;
+    if (*s < best) {
+      best = *s;
+      tied = 0;
+      first = i;
     }
-    if (score == best) tied.push_back(i);
+    ++tied;
   }
-  // The least loaded replica always passes the guard, so `tied` is not empty.
-  if (tied.size() == 1) return tied[0];
-  std::uniform_int_distribution<size_t> pick(0, tied.size() - 1);
-  return tied[pick(rng_)];
+  // The least loaded replica always passes the guard, so one candidate scored.
+  CHECK(first >= 0);
+  if (tied == 1) return first;
+  auto is_tied = [&](int i) { return score(candidates[i]) == best; };
+  if (!tie_key) return DrawAmong(candidates, tied, is_tied);
+  // Rendezvous: the tied replica whose name ranks highest for this key.
+  const uint64_t key = SplitMix64(*tie_key ^ SplitMix64(options_.seed));
+  int winner = -1;
+  uint64_t top = 0;
+  for (int i = first; i < static_cast<int>(candidates.size()); ++i) {
+    if (!is_tied(i)) continue;
+    const uint64_t rank = SplitMix64(key ^ candidates[i].name_hash);
+    if (winner < 0 || rank > top) {
+      winner = i;
+      top = rank;
+    }
+  }
+  return winner;
 }
 
 }  // namespace tachyon::router

@@ -9,8 +9,16 @@
 // already tried). Balance guard (kv): a replica is a candidate only if, with this request, its
 // in-flight count stays within `balance_ratio` x (the least loaded eligible replica's in-flight
 // + 1) — so while a replica is free, no replica takes a second request, and affinity cannot
-// pile one hot prefix onto one replica. Ties are broken uniformly with an RNG seeded by
-// `seed`, so a router given the same sequence of states makes the same choices.
+// pile one hot prefix onto one replica.
+//
+// Ties (kv): with a `tie_key` (the router passes its prompt's last full-block hash, which names
+// the whole prefix and cache salt) the tied replica ranked highest by a hash of (seed,
+// tie_key, its name_hash) wins — rendezvous hashing over the replicas' URLs, so every router
+// with the same seed makes the same choice for the same request and state, whatever it routed
+// before and in whatever order it numbered the replicas, and distinct prompts spread evenly.
+// Without a key (a prompt shorter than one block) ties are broken uniformly with an RNG seeded
+// by `seed`, as the random policy is: a router given the same sequence of states makes the
+// same choices.
 //
 // Thread-safety: none (ReplicaPool calls it under its mutex).
 #pragma once
@@ -20,6 +28,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "util/status.h"
 
@@ -44,19 +53,28 @@ struct Candidate {
   bool eligible = false;
   int in_flight = 0;
   int matched_blocks = 0;  // leading prompt blocks it holds (kv)
+  uint64_t name_hash = 0;  // ReplicaNameHash(its URL): ranks it in keyed ties
 };
+
+// A hash of a replica's name (its URL) that is the same in every process.
+uint64_t ReplicaNameHash(std::string_view url);
 
 class ReplicaPicker {
  public:
   explicit ReplicaPicker(const PickerOptions& options);
 
-  // The index of the chosen candidate, or nullopt when none is eligible.
-  std::optional<int> Pick(std::span<const Candidate> candidates, int prompt_tokens);
+  // The index of the chosen candidate, or nullopt when none is eligible. Allocates nothing.
+  std::optional<int> Pick(std::span<const Candidate> candidates, int prompt_tokens,
+                          std::optional<uint64_t> tie_key = std::nullopt);
 
   const PickerOptions& options() const { return options_; }
 
  private:
-  std::optional<int> PickKv(std::span<const Candidate> candidates, int prompt_tokens);
+  std::optional<int> PickKv(std::span<const Candidate> candidates, int prompt_tokens,
+                            std::optional<uint64_t> tie_key);
+  // One drawn uniformly (one RNG draw) of the `count` candidates for which `is_one(i)` holds.
+  template <typename Pred>
+  int DrawAmong(std::span<const Candidate> candidates, size_t count, Pred is_one);
 
   PickerOptions options_;
   std::mt19937_64 rng_;

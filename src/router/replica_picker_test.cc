@@ -99,5 +99,35 @@ TEST(ReplicaPicker, RandomPicksOnlyEligible) {
   EXPECT_EQ(seen, (std::set<int>{1, 2}));
 }
 
+TEST(ReplicaPicker, KeyedTiesDependOnTheKeyAndTheNamesOnly) {
+  const std::vector<uint64_t> names = {
+      ReplicaNameHash("http://10.0.0.1:8000"), ReplicaNameHash("http://10.0.0.2:8000"),
+      ReplicaNameHash("http://10.0.0.3:8000"), ReplicaNameHash("http://10.0.0.4:8000")};
+  std::vector<Candidate> c, reversed;
+  for (uint64_t n : names) c.push_back(Candidate{true, 0, 0, n});
+  reversed.assign(c.rbegin(), c.rend());
+  ReplicaPicker a(Kv(7)), b(Kv(7)), other_seed(Kv(8));
+  std::set<uint64_t> seen;
+  int differs = 0;
+  for (uint64_t key = 0; key < 64; ++key) {
+    const int pa = *a.Pick(c, 64, key);
+    EXPECT_EQ(*a.Pick(c, 64, key), pa);  // the same answer again: no state is consumed
+    // Another picker, the replicas numbered the other way round: the same replica.
+    EXPECT_EQ(names[pa], reversed[*b.Pick(reversed, 64, key)].name_hash);
+    seen.insert(names[pa]);
+    differs += *other_seed.Pick(c, 64, key) != pa ? 1 : 0;
+  }
+  EXPECT_EQ(seen.size(), 4u);  // keys spread over every tied replica
+  EXPECT_GT(differs, 0);       // the seed takes part
+  // Only tied replicas take part: a better score wins whatever the key.
+  std::vector<Candidate> d = c;
+  d[2].matched_blocks = 2;
+  for (uint64_t key = 0; key < 16; ++key) EXPECT_EQ(*a.Pick(d, 64, key), 2);
+  // A replica out of the tie (more load) is never the keyed choice.
+  d[2].matched_blocks = 0;
+  d[1].in_flight = 1;
+  for (uint64_t key = 0; key < 64; ++key) EXPECT_NE(*a.Pick(d, 64, key), 1);
+}
+
 }  // namespace
 }  // namespace tachyon::router

@@ -1,6 +1,7 @@
 #include "router/replica_pool.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 
 #include "util/logging.h"
@@ -133,7 +134,8 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
   const auto start = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   const int n = static_cast<int>(states_.size());
-  std::vector<Candidate> candidates(static_cast<size_t>(n));
+  std::array<Candidate, kMaxReplicas> storage;  // no allocation per decision
+  const std::span<Candidate> candidates(storage.data(), static_cast<size_t>(n));
   bool any_up = false;
   for (int i = 0; i < n; ++i) {
     const ReplicaState& s = states_[i];
@@ -154,7 +156,7 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
       if (u < cumulative) drawn = static_cast<int>(w);
     }
     group = drawn < 0 ? "other" : options_.weights[drawn].Name();
-    std::vector<bool> in_group(static_cast<size_t>(n));
+    uint64_t in_group = 0;
     bool any_in_group = false;
     for (int i = 0; i < n; ++i) {
       int g = -1;
@@ -164,18 +166,27 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
           g = static_cast<int>(w);
         }
       }
-      in_group[i] = g == drawn;
-      any_in_group |= in_group[i] && candidates[i].eligible;
+      if (g == drawn) in_group |= uint64_t{1} << i;
+      any_in_group |= g == drawn && candidates[i].eligible;
     }
     if (any_in_group) {
-      for (int i = 0; i < n; ++i) candidates[i].eligible = candidates[i].eligible && in_group[i];
+      for (int i = 0; i < n; ++i) {
+        candidates[i].eligible = candidates[i].eligible && (in_group & (uint64_t{1} << i));
+      }
     }
   }
+  std::optional<uint64_t> tie_key;
   if (options_.picker.policy == Policy::kKv && !hashes.empty()) {
-    const std::vector<int> matched = index_.MatchLeadingBlocks(hashes, n);
-    for (int i = 0; i < n; ++i) candidates[i].matched_blocks = matched[i];
+    std::array<int, kMaxReplicas> matched;
+    index_.MatchLeadingBlocks(hashes, std::span<int>(matched.data(), static_cast<size_t>(n)));
+    for (int i = 0; i < n; ++i) {
+      candidates[i].matched_blocks = matched[i];
+      candidates[i].name_hash = ReplicaNameHash(states_[i].url);
+    }
+    // The last block's hash names the whole prompt prefix (and its cache salt).
+    tie_key = hashes.back().lo ^ hashes.back().hi;
   }
-  const std::optional<int> pick = picker_.Pick(candidates, prompt_tokens);
+  const std::optional<int> pick = picker_.Pick(candidates, prompt_tokens, tie_key);
   if (!pick) return PlaceError::kSaturated;
   Placement p;
   p.replica = *pick;
@@ -230,12 +241,22 @@ void ReplicaPool::BeginSnapshot(int replica) {
 }
 
 void ReplicaPool::ApplyBlockEvents(int replica, std::span<const BlockEvent> events) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const BlockEvent& e : events) {
-    if (e.stored) {
-      index_.Insert(replica, std::span<const kv::BlockHash>(&e.hash, 1));
-    } else {
-      index_.Remove(replica, e.hash);
+  // In slices, so that a routing decision waits for one slice at most, not for a whole
+  // snapshot part; a decision between two slices sees the events a little later, as if they
+  // had arrived later. The lookups of a slice overlap through the index's prefetch hint.
+  constexpr size_t kSlice = 256, kAhead = 32;
+  for (size_t first = 0; first < events.size(); first += kSlice) {
+    const size_t end = std::min(events.size(), first + kSlice);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = first; i < std::min(end, first + kAhead); ++i) index_.Prefetch(events[i].hash);
+    for (size_t i = first; i < end; ++i) {
+      if (i + kAhead < end) index_.Prefetch(events[i + kAhead].hash);
+      const BlockEvent& e = events[i];
+      if (e.stored) {
+        index_.Insert(replica, std::span<const kv::BlockHash>(&e.hash, 1));
+      } else {
+        index_.Remove(replica, e.hash);
+      }
     }
   }
 }

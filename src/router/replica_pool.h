@@ -140,7 +140,8 @@ class ReplicaPool {
                       std::optional<uint64_t> generation = std::nullopt);
 
   // KV events of `replica` (router/kv_event_stream.h). BeginSnapshot forgets its blocks and
-  // marks it out of sync; ApplyBlockEvents applies stored / removed hashes in order;
+  // marks it out of sync; ApplyBlockEvents applies stored / removed hashes in order (taking
+  // the mutex per slice of 256, so a placement never waits for a whole snapshot part);
   // SetEventsSynced(true) once a snapshot is complete, (false) when the stream is lost.
   void BeginSnapshot(int replica);
   void ApplyBlockEvents(int replica, std::span<const BlockEvent> events);

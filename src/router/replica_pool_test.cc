@@ -1,5 +1,9 @@
 #include "router/replica_pool.h"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "router/testing/router_testing.h"
@@ -104,6 +108,36 @@ TEST(ReplicaPool, CanaryWeightsSendTheirShareToTheLabelledReplicas) {
   // No replica carries the label: its share falls back to every replica.
   const int unlabelled = count_on_canary(100, false, 300);
   EXPECT_EQ(unlabelled, 100);  // round-robin over all three
+}
+
+TEST(ReplicaPool, RoutersWithDifferentHistoriesAndOrdersMakeTheSameChoices) {
+  // Two routers over the same four replicas, which they number in opposite orders; router A
+  // has already placed requests router B never saw (short prompts, ties broken by its RNG).
+  // Fed the same prompts in the same state, they choose the same replica for each, because a
+  // tie between replicas is settled by the prompt's own hash and the replicas' names.
+  std::vector<Endpoint> forward = TestEndpoints(4, 9000);
+  std::vector<Endpoint> backward(forward.rbegin(), forward.rend());
+  PoolOptions o;
+  o.picker.seed = 5;
+  ReplicaPool a(forward, o), b(backward, o);
+  for (int i = 0; i < 4; ++i) {
+    a.SetProbeResult(i, true, "");
+    b.SetProbeResult(i, true, "");
+  }
+  for (int k = 0; k < 7; ++k) a.Release(Replica(a.Place({}, 8, 0)));
+  std::set<std::string> used;
+  for (int k = 0; k < 40; ++k) {
+    // Unknown prompts (ties everywhere), and a repeat of an earlier one now and then (cached
+    // where the first went, on both routers).
+    const auto prompt = TestChain(10'000 * (k % 5 == 4 ? k - 4 : k), 3);
+    const int ra = Replica(a.Place(prompt, 48, 0));
+    const int rb = Replica(b.Place(prompt, 48, 0));
+    ASSERT_EQ(a.endpoint(ra).url, b.endpoint(rb).url) << "prompt " << k;
+    used.insert(a.endpoint(ra).url);
+    a.Release(ra);
+    b.Release(rb);
+  }
+  EXPECT_EQ(used.size(), 4u);  // distinct prompts spread over every replica
 }
 
 }  // namespace
