@@ -23,7 +23,8 @@ output constraint in the same run (interleaved per point) and prints the constra
 unconstrained generated-tokens/s ratio; constraints: none, json_object, json_schema (an array
 of at least 1000 records, never complete before max_tokens), regex, choice.
   bench/serve_load.py --workload A --concurrency 16 --constraint none,json_schema
---constraint-rounds N alternates them N times per point and prints the median ratio.
+--constraint-rounds N runs them N times per point, in reverse order every other round (A B,
+B A, ...), and prints the median ratio.
 """
 
 import argparse
@@ -349,15 +350,20 @@ def main():
             total = args.requests or max(args.rounds * c, args.min_requests)
             prompts = make_prompts(args, workload, total, rng)
             ratios = {}
-            for _ in range(args.constraint_rounds):
-                base = None
-                for constraint in args.constraint:
+            for r in range(args.constraint_rounds):
+                # Odd rounds run the constraints in reverse order (A B, B A, ...), so a drift of
+                # the machine's speed, or the server warming up, weighs on both sides alike.
+                order = args.constraint if r % 2 == 0 else args.constraint[::-1]
+                run = {}
+                for constraint in order:
                     point = run_point(args, model, workload, c, total, rng, constraint, prompts)
                     print_point(point)
                     points.append(point)
-                    if constraint == "none":
-                        base = point
-                    elif base and base["output_tokens_per_s"] > 0:
+                    run[constraint] = point
+                base = run.get("none")
+                for constraint in args.constraint:
+                    point = run[constraint]
+                    if constraint != "none" and base and base["output_tokens_per_s"] > 0:
                         point["ratio_to_unconstrained"] = (point["output_tokens_per_s"] /
                                                            base["output_tokens_per_s"])
                         ratios.setdefault(constraint, []).append(point["ratio_to_unconstrained"])

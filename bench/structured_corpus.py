@@ -13,9 +13,14 @@ and the answer is sorted:
   error      the request failed otherwise (no answer)
 
   bench/structured_corpus.py --url http://127.0.0.1:8080 --concurrency 8 [--every 10] [--json F]
-                             [--jsonl F] [--timeout S]
+                             [--jsonl F] [--timeout S] [--max-tokens N] [--truncated-in F]
+
+The summary also sorts the truncated answers by what the model was doing when cut
+(truncation_cause): repeating inside a string, repeating items, repeating digits, whitespace,
+or none of these (a long document).
 
 --jsonl F appends each answer's line as it arrives (a run stopped early keeps what it has);
+--truncated-in F asks again only the schemas truncated in an earlier --jsonl file F;
 --timeout S: a request still unanswered after S seconds counts as an error ("timeout").
 
 tests/python/test_structured_output_corpus.py drives tachyon through the same functions.
@@ -155,6 +160,73 @@ def is_json_prefix(text):
     return True
 
 
+def _open_string_start(text):
+    """Index of the opening quote of the string `text` ends inside, or -1."""
+    start, i, n = -1, 0, len(text)
+    while i < n:
+        c = text[i]
+        if start < 0:
+            if c == '"':
+                start = i
+        elif c == "\\":
+            i += 1
+        elif c == '"':
+            start = -1
+        i += 1
+    return start
+
+
+def _periodic_tail(text, max_period=160, min_len=48):
+    """(period, start) of the tail of `text` that repeats a unit of at most max_period
+    characters at least 3 times and is at least min_len long (the shortest such period), or
+    None."""
+    n = len(text)
+    for p in range(1, max_period + 1):
+        k = n - 1 - p
+        while k >= 0 and text[k] == text[k + p]:
+            k -= 1
+        length = n - 1 - k
+        if length >= max(min_len, 3 * p):
+            return p, n - length
+    return None
+
+
+TRUNCATION_CAUSES = ("string loop", "item loop", "number loop", "whitespace", "long document")
+
+
+def truncation_cause(text):
+    """Why an answer cut by max_tokens was still going. The model repeats: a unit of text inside
+    one string ("string loop"), array items or object members ("item loop"), digits ("number
+    loop"), whitespace; counting up counts as repeating (the tail is compared with each run of
+    digits read as one digit: "2021-2022-2023-", items with "quantity": 3, 4, 5). Otherwise,
+    "long document": the text does not end in a repetition."""
+    tail = _periodic_tail(text)
+    if tail is not None:
+        period, start = tail
+    else:
+        # Each run of digits as one "0", and where each character came from.
+        norm, origin = [], []
+        for m in re.finditer(r"[0-9]+|[^0-9]", text):
+            norm.append("0" if m.group()[0].isdigit() else m.group())
+            origin.append(m.start())
+        tail = _periodic_tail("".join(norm), min_len=24)
+        if tail is None:
+            return "long document"
+        period, nstart = tail
+        start = origin[nstart]
+        # Digits counting up (a long number: "1234567890123...") are a number loop below.
+        period = len(text) - start if period == 1 else period
+    unit = text[start:start + period]
+    if unit.strip() == "":
+        return "whitespace"
+    if re.fullmatch(r"[0-9.eE+-]+", unit) and _open_string_start(text) < 0:
+        return "number loop"
+    s = _open_string_start(text)
+    if 0 <= s < start:
+        return "string loop"
+    return "item loop"
+
+
 def validator_for(schema):
     import jsonschema
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -221,6 +293,15 @@ def summarize(results):
     return counts
 
 
+def truncation_causes(results):
+    """{cause: count} over the truncated answers (truncation_cause)."""
+    causes = {c: 0 for c in TRUNCATION_CAUSES}
+    for kind, detail in results:
+        if kind == "truncated":
+            causes[truncation_cause(detail)] += 1
+    return causes
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--url", default="http://127.0.0.1:8080")
@@ -234,6 +315,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=600, help="seconds per request")
     ap.add_argument("--json", help="write each schema's kind and detail here")
     ap.add_argument("--jsonl", help="append each schema's kind and detail here as it arrives")
+    ap.add_argument("--truncated-in", help="only the schemas whose answer was truncated in this "
+                    "earlier --jsonl file (e.g. again with a larger --max-tokens)")
     args = ap.parse_args()
     model = args.model
     if not model:
@@ -242,6 +325,11 @@ def main():
         with urllib.request.urlopen(req, timeout=30) as r:
             model = json.loads(r.read())["data"][0]["id"]
     cases = load_cases(args.schemas)[::args.every]
+    if args.truncated_in:
+        earlier = [json.loads(line) for line in Path(args.truncated_in).read_text().splitlines()
+                   if line.strip()]
+        cut = {r["id"] for r in earlier if r["kind"] == "truncated"}
+        cases = [c for c in cases if c["id"] in cut]
     lock = threading.Lock()
 
     def on_result(case, kind, detail):
@@ -254,6 +342,8 @@ def main():
     counts = summarize(results)
     print(f"{len(cases)} schemas, model {model}, max_tokens {args.max_tokens}: " +
           ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print("  truncated by cause: " +
+          ", ".join(f"{k} {v}" for k, v in truncation_causes(results).items()))
     for (kind, detail), case in zip(results, cases):
         if kind in ("invalid", "error") or (kind == "truncated" and not is_json_prefix(detail)):
             print(f"  {kind}: {case['id']}: {detail[:200]}")

@@ -53,3 +53,20 @@ def test_schema_corpus_answers_validate(smollm2_server):
             assert detail.startswith("HTTP 400: "), (case["id"], detail)
             assert REFUSAL.search(detail), (case["id"], detail)
     assert counts["valid"] >= len(cases) // 2, counts
+
+
+@pytest.mark.parametrize("text, cause", [
+    ('{"a": "' + "dev-" * 30, "string loop"),
+    ('{"a": "x", "b": "https:#' + "1234567890" * 8, "string loop"),
+    ('{"tags": [' + '"glaive", ' * 12, "item loop"),
+    ('{"items": [' + "".join(f'{{"name": "Alec", "quantity": {i}}}, ' for i in range(3, 12)),
+     "item loop"),
+    ('{"time": 1234567' + "8" * 60, "number loop"),
+    ('{"n": ' + "1234567890" * 6, "number loop"),
+    ('{"a": [' + " " * 60, "whitespace"),
+    ('{"name": "Ada Lovelace", "born": 1815, "field": "mathematics", "notes": "first programs',
+     "long document"),
+])
+def test_truncation_causes(text, cause):
+    assert structured_corpus.truncation_cause(text) == cause
+
