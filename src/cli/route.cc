@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cli/command.h"
@@ -24,7 +25,8 @@ namespace {
 
 struct RouteOptions {
   std::vector<std::string> replicas;
-  std::string dns;  // --dns NAME:PORT
+  std::vector<std::string> prefill, decode;  // --prefill / --decode (docs/pd.md)
+  std::string dns;                           // --dns NAME:PORT
   std::chrono::milliseconds dns_interval{5000};
   std::string etcd;  // --etcd URL
   std::string etcd_prefix{router::kDefaultEtcdPrefix};
@@ -49,6 +51,23 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
         auto e = router::ParseReplicaUrl(url);
         if (!e.ok()) throw CLI::ValidationError("--replica", e.status().message());
       });
+  // Prefill/decode disaggregation (docs/pd.md): a static list's replicas with a role label.
+  for (auto [flag, list, role] : {std::tuple{"--prefill", &o->prefill, "prefill"},
+                                  std::tuple{"--decode", &o->decode, "decode"}}) {
+    app->add_option(flag, *list,
+                    std::string("a replica started with tachyon serve --role ") + role +
+                        ", http://HOST:PORT (repeatable; with --replica or alone)")
+        ->type_name("URL")
+        ->group(kDiscovery)
+        ->each([flag](const std::string& url) {
+          auto e = router::ParseReplicaUrl(url);
+          if (!e.ok()) throw CLI::ValidationError(flag, e.status().message());
+        });
+  }
+  AddInt(*app, "--pd-min-prompt-tokens", &o->router.pd.min_prompt_tokens, 0, 1 << 30,
+         "prefill/decode: a prompt whose part not cached on the decode replica is shorter "
+         "than this skips the prefill replicas")
+      ->group(kDiscovery);
   AddChecked(
       *app, "--dns", &o->dns,
       [](const std::string& v) { return router::ParseDnsTarget(v).status(); },
@@ -154,19 +173,34 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
                  shares);
     return 2;
   }
-  const int sources = !o->replicas.empty() + !o->dns.empty() + !o->etcd.empty();
+  const bool listed = !o->replicas.empty() || !o->prefill.empty() || !o->decode.empty();
+  const int sources = listed + !o->dns.empty() + !o->etcd.empty();
   if (sources != 1) {
     std::fprintf(stderr, "tachyon route: error: %s\n",
                  sources == 0 ? "name the replicas: --replica URL (repeatable), --dns NAME:PORT "
                                 "or --etcd URL"
-                              : "--replica, --dns and --etcd exclude each other: pass one");
+                              : "--replica (--prefill, --decode), --dns and --etcd exclude each "
+                                "other: pass one");
     return 2;
   }
   if (o->etcd_prefix.empty()) {
     std::fprintf(stderr, "tachyon route: error: --etcd-prefix: empty (every key of etcd)\n");
     return 2;
   }
-  if (o->replicas.size() > static_cast<size_t>(router::kMaxReplicas)) {
+  if (!o->prefill.empty() && o->decode.empty() && o->replicas.empty()) {
+    std::fprintf(stderr,
+                 "tachyon route: error: --prefill needs --decode (or --replica) replicas "
+                 "that answer the requests\n");
+    return 2;
+  }
+  if (!o->prefill.empty() && o->tokenizer.empty()) {
+    std::fprintf(stderr,
+                 "tachyon route: error: --prefill needs --tokenizer (the prompt's length "
+                 "decides whether it goes through a prefill replica)\n");
+    return 2;
+  }
+  if (o->replicas.size() + o->prefill.size() + o->decode.size() >
+      static_cast<size_t>(router::kMaxReplicas)) {
     std::fprintf(stderr, "tachyon route: error: --replica: at most %d replicas\n",
                  router::kMaxReplicas);
     return 2;
@@ -230,10 +264,20 @@ int RunRoute(int argc, char** argv) {
                                                         o.etcd_interval);
     source = "etcd " + o.etcd;
   } else {
-    std::vector<router::Endpoint> endpoints;
-    for (const std::string& url : o.replicas) endpoints.push_back(*router::ParseReplicaUrl(url));
-    discovery = router::NewStaticDiscovery(std::move(endpoints));
-    source = std::to_string(o.replicas.size()) + " replicas";
+    std::vector<router::DiscoveredReplica> set;
+    for (auto [urls, role] : {std::pair{&o.replicas, ""}, std::pair{&o.prefill, "prefill"},
+                              std::pair{&o.decode, "decode"}}) {
+      for (const std::string& url : *urls) {
+        set.push_back({*router::ParseReplicaUrl(url), {}});
+        if (*role) set.back().labels[router::kRoleLabel] = role;
+      }
+    }
+    source = std::to_string(set.size()) + " replicas";
+    if (!o.prefill.empty() || !o.decode.empty()) {
+      source += " (" + std::to_string(o.prefill.size()) + " prefill, " +
+                std::to_string(o.decode.size()) + " decode)";
+    }
+    discovery = router::NewStaticDiscovery(std::move(set));
   }
 
   router::Router router(o.router, keys.get());

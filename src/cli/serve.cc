@@ -42,8 +42,8 @@ struct ServeOptions {
   std::string advertise_url;        // how routers reach this replica
   std::string etcd_prefix{router::kDefaultEtcdPrefix};
   int etcd_ttl_s = 5;
-  std::string role = "both";        // --role (server/pd_roles.h)
-  server::PdServiceOptions pd;      // --kv-port, --kv-inbox-memory, --kv-transfer-timeout
+  std::string role = "both";    // --role (server/pd_roles.h)
+  server::PdServiceOptions pd;  // --kv-port, --kv-inbox-memory, --kv-transfer-timeout
 };
 
 // Returns std::nullopt when the options are complete, else the exit code (0 after --help).
@@ -110,6 +110,18 @@ std::optional<int> ParseArgs(int argc, char** argv, ServeOptions* o) {
   AddInt(*app, "--kv-port", &o->pd.kv_port, 0, 65535,
          "decode: the KV listener's port on --host (0: any free port; see /v1/replica_info)")
       ->group(kPd);
+  AddChecked(
+      *app, "--kv-advertise", &o->pd.kv_advertise,
+      [](const std::string& v) {
+        const size_t colon = v.rfind(':');
+        const bool ok = colon != std::string::npos && colon > 0 && colon + 1 < v.size() &&
+                        v.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+        return ok ? OkStatus() : InvalidArgument("'" + v + "' is not HOST:PORT");
+      },
+      "decode: the HOST:PORT prefill replicas reach the KV listener at, if not --host and "
+      "--kv-port (NAT, a published container port); reported as kv_address")
+      ->type_name("HOST:PORT")
+      ->group(kPd);
   AddByteSize(*app, "--kv-inbox-memory", &o->pd.inbox_bytes, int64_t{1} << 50,
               "decode: host memory for received KV blocks not used yet (default 1G)")
       ->group(kPd);
@@ -153,6 +165,22 @@ std::optional<int> ParseArgs(int argc, char** argv, ServeOptions* o) {
                                           : "--register-etcd needs --advertise-url URL (how "
                                             "routers reach this replica)");
     return 2;
+  }
+  if (!o->pd.kv_advertise.empty() && o->role != "decode") {
+    std::fprintf(stderr, "tachyon serve: error: --kv-advertise needs --role decode\n");
+    return 2;
+  }
+  if (o->role != "both") {
+    // The role is a label too: routers find prefill and decode replicas by it (docs/pd.md).
+    const std::string role_label = "role=" + o->role;
+    for (const std::string& label : o->labels) {
+      if (label.starts_with("role=") && label != role_label) {
+        std::fprintf(stderr, "tachyon serve: error: --label %s contradicts --role %s\n",
+                     label.c_str(), o->role.c_str());
+        return 2;
+      }
+    }
+    o->labels.push_back(role_label);
   }
   if (!o->register_etcd.empty() && o->etcd_prefix.empty()) {
     std::fprintf(stderr, "tachyon serve: error: --etcd-prefix: empty\n");

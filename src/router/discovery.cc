@@ -14,13 +14,13 @@ double UnixNow() {
 
 class StaticDiscovery : public Discovery {
  public:
-  explicit StaticDiscovery(std::vector<Endpoint> replicas) {
+  explicit StaticDiscovery(std::vector<DiscoveredReplica> replicas) {
     // The flags' order (round_robin starts with the first --replica); a URL twice counts once.
-    for (Endpoint& e : replicas) {
+    for (DiscoveredReplica& e : replicas) {
       const bool seen = std::any_of(set_.begin(), set_.end(), [&e](const DiscoveredReplica& r) {
-        return r.endpoint.url == e.url;
+        return r.endpoint.url == e.endpoint.url;
       });
-      if (!seen) set_.push_back(DiscoveredReplica{std::move(e), {}});
+      if (!seen) set_.push_back(std::move(e));
     }
     state_.source = "static";
     state_.up = true;
@@ -39,6 +39,12 @@ class StaticDiscovery : public Discovery {
 }  // namespace
 
 std::unique_ptr<Discovery> NewStaticDiscovery(std::vector<Endpoint> replicas) {
+  std::vector<DiscoveredReplica> set;
+  for (Endpoint& e : replicas) set.push_back(DiscoveredReplica{std::move(e), {}});
+  return std::make_unique<StaticDiscovery>(std::move(set));
+}
+
+std::unique_ptr<Discovery> NewStaticDiscovery(std::vector<DiscoveredReplica> replicas) {
   return std::make_unique<StaticDiscovery>(std::move(replicas));
 }
 

@@ -57,6 +57,8 @@ class Discovery {
 
 // --replica URL...: published once, never changes.
 std::unique_ptr<Discovery> NewStaticDiscovery(std::vector<Endpoint> replicas);
+// The same with labels (tachyon route --prefill / --decode: role=prefill / role=decode).
+std::unique_ptr<Discovery> NewStaticDiscovery(std::vector<DiscoveredReplica> replicas);
 
 // The base of the sources that look up again and again (DNS, etcd): a thread runs Lookup()
 // every `interval` (sooner after Wake()), publishes changed sets and keeps the state.

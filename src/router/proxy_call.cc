@@ -85,10 +85,20 @@ void ProxyCall::Begin() {
 }
 
 ProxyCall::PlaceResult ProxyCall::Dispatch() {
-  auto placed = core_->pool.Place(request_.blocks.hashes, request_.blocks.prompt_tokens, tried_);
+  auto placed = core_->pool.Place(request_.blocks.hashes, request_.blocks.prompt_tokens,
+                                  tried_ | request_.prefill_replicas);
+  if (request_.prefill_replicas != 0 && std::holds_alternative<PlaceError>(placed) &&
+      std::get<PlaceError>(placed) == PlaceError::kNoReplica) {
+    // No replica but prefill ones is left: a prefill replica serves the request itself.
+    placed = core_->pool.Place(request_.blocks.hashes, request_.blocks.prompt_tokens, tried_);
+  }
   if (const Placement* p = std::get_if<Placement>(&placed)) {
     core_->metrics.ObservePlacement(core_->pool.endpoint(p->replica).url, *p,
                                     request_.blocks.prompt_tokens);
+    if (request_.prefill_first && !prefill_tried_) {
+      prefill_tried_ = true;
+      if (StartPrefill(*p)) return PlaceResult::kStarted;
+    }
     StartAttempt(p->replica);
     return PlaceResult::kStarted;
   }
@@ -129,6 +139,74 @@ void ProxyCall::StartAttempt(int replica) {
   h.on_done = [self](UpstreamOutcome o, const std::string& m) { self->OnDone(o, m); };
   upstream_ = core_->client.Start(core_->pool.endpoint(replica), std::move(up),
                                   core_->options.timeouts, std::move(h));
+}
+
+bool ProxyCall::StartPrefill(const Placement& placed) {
+  PdRouteState& pd = core_->pd;
+  const int decode = placed.replica;
+  if (request_.blocks.prompt_tokens - placed.predicted_cached_tokens <
+      pd.options().min_prompt_tokens) {
+    pd.Count("short");
+    return false;
+  }
+  std::string address;
+  for (const MemberRef& m : core_->pool.Members()) {
+    if (m.replica == decode) address = pd.KvAddress(decode, m.generation);
+  }
+  if (address.empty()) {
+    pd.Count("no_kv_listener");
+    return false;
+  }
+  auto where = core_->pool.Place(request_.blocks.hashes, request_.blocks.prompt_tokens,
+                                 ~request_.prefill_replicas);
+  const Placement* p = std::get_if<Placement>(&where);
+  if (p == nullptr) {
+    pd.Count("no_prefill");
+    return false;
+  }
+  const int prefill = p->replica;
+  auto body = nlohmann::ordered_json::parse(attempt_body_, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object()) {  // the replica answers the malformed body itself
+    core_->pool.Release(prefill);
+    return false;
+  }
+  state_ = State::kRunning;
+  UpstreamRequest up;
+  up.method = "POST";
+  up.target = request_.http.path;
+  up.body = PrefillBody(std::move(body), address, pd.NextTransferId());
+  up.headers = ForwardedHeaders(request_.http);
+  auto status = std::make_shared<int>(0);
+  UpstreamHandlers h;
+  auto self = shared_from_this();
+  h.on_head = [status](int s, const server::Headers&) { *status = s; };
+  h.on_data = [](std::string_view) { return true; };  // its answer (one token) is not needed
+  h.on_done = [self, prefill, decode, status](UpstreamOutcome o, const std::string&) {
+    self->OnPrefillDone(prefill, decode, o, *status);
+  };
+  upstream_ = core_->client.Start(core_->pool.endpoint(prefill), std::move(up),
+                                  core_->options.timeouts, std::move(h));
+  return true;
+}
+
+void ProxyCall::OnPrefillDone(int prefill, int decode, UpstreamOutcome outcome, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  upstream_.reset();
+  core_->pool.Release(prefill);
+  if (outcome == UpstreamOutcome::kConnect || outcome == UpstreamOutcome::kTimeout ||
+      outcome == UpstreamOutcome::kBroken) {
+    if (core_->pool.MarkFailed(prefill,
+                               "prefill failed: " + std::string(UpstreamOutcomeName(outcome)))) {
+      TLOG(WARN) << "prefill replica " << core_->pool.endpoint(prefill).url << " marked down";
+    }
+  }
+  if (client_gone_) {
+    core_->pool.Release(decode);
+    FinishLocked();
+    return;
+  }
+  core_->pd.Count(outcome == UpstreamOutcome::kComplete && status == 200 ? "ok" : "failed");
+  StartAttempt(decode);  // the decode replica computes whatever did not arrive
 }
 
 void ProxyCall::OnHead(int status, const server::Headers& headers) {

@@ -31,6 +31,10 @@ struct ProxyRequest {
   bool chat = false;
   bool client_wants_token_ids = false;  // the client itself asked for return_token_ids
   nlohmann::ordered_json body;
+  // Prefill/decode disaggregation (router/pd_route.h): the prefill replicas (no main attempt
+  // while another replica is left), and whether the prompt may go through one first.
+  uint64_t prefill_replicas = 0;
+  bool prefill_first = false;
 };
 
 class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
@@ -53,6 +57,11 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
 
   PlaceResult Dispatch();          // REQUIRES: mu_ held
   void StartAttempt(int replica);  // REQUIRES: mu_ held
+  // Sends the prompt to a prefill replica for the decode replica `p` was placed on
+  // (router/pd_route.h); the attempt on it starts when the prefill ends. False when the
+  // prefill tier is skipped (the caller starts the attempt). REQUIRES: mu_ held.
+  bool StartPrefill(const Placement& p);
+  void OnPrefillDone(int prefill, int decode, UpstreamOutcome outcome, int status);
   // A migratable stream: forwards one complete SSE event, noting its token ids and rewriting
   // a continuation's events into the original stream's. False when the client is gone.
   bool ForwardEvent(std::string_view event);
@@ -79,6 +88,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   int attempts_ = 0;                        // GUARDED_BY(mu_)
   int replica_ = -1;                        // GUARDED_BY(mu_) the current attempt's
   bool client_gone_ = false;                // GUARDED_BY(mu_)
+  bool prefill_tried_ = false;              // GUARDED_BY(mu_)
   std::shared_ptr<UpstreamCall> upstream_;  // GUARDED_BY(mu_)
 
   // The current attempt's response; only its upstream handlers touch these, and attempts

@@ -198,6 +198,7 @@ void Router::Probe() {
   if (core_->stopped) return;
   RouterCore* core = core_.get();
   for (const MemberRef& m : core->pool.Members()) ProbeOne(core, m);
+  ProbeKvListeners(core);
   core->client.RunAfter(std::max(core->options.probe_interval, std::chrono::milliseconds(10)),
                         [this] { Probe(); });
 }
@@ -235,6 +236,7 @@ void Router::Handle(server::HttpRequest request, std::shared_ptr<server::Respons
       r.body = core_->metrics.Render(members, core_->QueueLength(), core_->pool.IndexedBlocks(),
                                      PolicyName(core_->options.pool.picker.policy));
       if (core_->discovery) RenderDiscoveryMetrics(core_->discovery->State(), r.body);
+      r.body += core_->pd.MetricsText();
       return channel->Respond(std::move(r));
     }
     case server::RouteId::kChatCompletions:
@@ -249,6 +251,10 @@ void Router::Handle(server::HttpRequest request, std::shared_ptr<server::Respons
             chat ? core_->keys->ForChat(b) : core_->keys->ForCompletion(nlohmann::json(b));
         if (blocks) proxied.blocks = std::move(*blocks);
       }
+      // Prefill/decode disaggregation (router/pd_route.h): with a prefill replica in the set,
+      // prefill replicas take no main attempt while another replica is left.
+      proxied.prefill_replicas = RoleMask(core_->pool.Snapshot(), "prefill");
+      proxied.prefill_first = proxied.prefill_replicas != 0;
       if (proxied.stream && Migratable(b)) {
         proxied.migratable = true;
         proxied.chat = chat;

@@ -24,6 +24,8 @@
 //   one that leaves takes no new request (those in flight there go on). GET /metrics adds the
 //   discovery's state (tachyon_router_discovery_*).
 // - Active probes: GET /ready of every replica each `probe_interval`.
+// - Prefill/decode disaggregation: replicas labelled role=prefill run long prompts for the
+//   decode replica chosen (router/pd_route.h); GET /metrics adds tachyon_router_pd_*.
 // - KV events: a subscription to every replica's GET /v1/kv_events (router/kv_event_stream.h)
 //   feeds the prefix index and the replicas' reported load; resubscribed each
 //   `probe_interval` while down.
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "router/discovery.h"
+#include "router/pd_route.h"
 #include "router/prompt_keys.h"
 #include "router/replica_pool.h"
 #include "router/router_metrics.h"
@@ -58,6 +61,7 @@ struct RouterOptions {
   size_t max_response_bytes = size_t{64} << 20;  // a non-streamed answer larger than this: 502
   std::string replica_api_key;  // sent with the router's own calls (GET /v1/kv_events)
   bool kv_events = true;        // subscribe to the replicas' KV events
+  PdRouteOptions pd;            // prefill/decode disaggregation (router/pd_route.h)
 };
 
 struct RouterCore;

@@ -16,7 +16,7 @@ class ProxyCall;
 
 struct RouterCore {
   RouterCore(const RouterOptions& o, const PromptKeys* k)
-      : options(o), pool({}, o.pool), keys(k), client(o.upstream_threads) {}
+      : options(o), pool({}, o.pool), keys(k), pd(o.pd), client(o.upstream_threads) {}
 
   // Queues a saturated request (deadline: options.queue_timeout). False when the queue is full.
   bool Enqueue(const std::shared_ptr<ProxyCall>& call);
@@ -38,6 +38,7 @@ struct RouterCore {
   ReplicaPool pool;
   RouterMetrics metrics;
   const PromptKeys* keys;
+  PdRouteState pd;
 
  private:
   mutable std::mutex queue_mu_;

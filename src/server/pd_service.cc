@@ -60,7 +60,9 @@ void PdService::Stop() {
 
 nlohmann::json PdService::Info() const {
   nlohmann::json j{{"role", ReplicaRoleName(options_.role)}, {"kv_address", nullptr}};
-  if (receiver_) j["kv_address"] = receiver_->address();
+  if (receiver_) {
+    j["kv_address"] = options_.kv_advertise.empty() ? receiver_->address() : options_.kv_advertise;
+  }
   return j;
 }
 

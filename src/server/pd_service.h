@@ -25,6 +25,9 @@ struct PdServiceOptions {
   ReplicaRole role = ReplicaRole::kBoth;
   std::string kv_host = "127.0.0.1";  // decode: the KV listener's address
   int kv_port = 0;                    // 0: any free port
+  // decode: the HOST:PORT prefill replicas reach the listener at, when not its own address
+  // (NAT, a container's published port, a relay); reported as kv_address. "": the listener's.
+  std::string kv_advertise;
   int64_t inbox_bytes = int64_t{1} << 30;
   double inbox_ttl_s = 120;
   double transfer_timeout_s = 30;  // the receiver's wait for the next bytes of a transfer
@@ -46,7 +49,8 @@ class PdService final : public ReplicaInfoSource {
   void Stop();
 
   ReplicaRole role() const { return options_.role; }
-  // {"role": ..., "kv_address": "HOST:PORT" (decode; else null)} for /v1/replica_info.
+  // {"role": ..., "kv_address": "HOST:PORT" (decode: kv_advertise or the listener's; else
+  // null)} for /v1/replica_info.
   nlohmann::json Info() const override;
   // Prometheus text of the KV transfer counters (none for role both).
   std::string MetricsText() const override;

@@ -3,19 +3,24 @@ sends a prompt's KV blocks to a decode replica (--role decode) over the KV trans
 the decode request then computes only the tail, with greedy output identical to a run that
 recomputes the whole prompt. Fault injection through a test-only TCP relay between the two:
 connections cut at byte offsets (random, seeded), a corrupted byte, a stalled link, and kill -9
-of the prefill replica mid-transfer. Every case must end without a hang, with identical output,
-and with no KV blocks left in use on either side."""
+of the prefill replica mid-transfer. Through the router (tachyon route --prefill --decode): long
+prompts prefilled on the prefill replica, short ones not, and kill -9 of either side mid-transfer.
+Every case must end without a hang, with identical output, and with no KV blocks left in use on
+either side."""
 
 import random
 import signal
 import socket
+import subprocess
 import threading
 import time
 import uuid
 
 import pytest
 
-from conftest import SmolLM2Server, require_smollm2
+from conftest import SmolLM2Server, binary_path, has_command, require_smollm2, smollm2_path
+from etcd_server import free_port
+from test_router import REPLICA_HEADER, Router, read_stream, stream_text
 
 BLOCK = 16
 # About 300 tokens of ChatML prompt (the paragraph twice): 18+ full blocks.
@@ -56,14 +61,27 @@ class Relay:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
-        try:
-            client, _ = self.sock.accept()
-        except OSError:
-            return
-        up = socket.create_connection(self.upstream)
-        self.conns += [client, up]
-        threading.Thread(target=self._back, args=(up, client), daemon=True).start()
-        self._forward(client, up)
+        """Every connection gets the same faults, counted from its own first byte."""
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                up = socket.create_connection(self.upstream)
+            except OSError:
+                self._reset(client)
+                continue
+            self.forwarded = 0
+            self.conns += [client, up]
+            threading.Thread(target=self._back, args=(up, client), daemon=True).start()
+            threading.Thread(target=self._forward, args=(client, up), daemon=True).start()
+
+    def drop(self):
+        """Resets the connections relayed now; later ones are accepted as before."""
+        self._reset(*self.conns)
+        self.conns = []
+        self.stalled.clear()
 
     def _reset(self, *socks):
         for s in socks:
@@ -102,7 +120,10 @@ class Relay:
                     self._reset(src, dst)
                     return
                 self.stalled.set()
-                while src.recv(65536):  # hold the link until the sender goes away
+                try:
+                    while src.recv(65536):  # hold the link until the sender goes away
+                        pass
+                except OSError:  # dropped
                     pass
                 self._reset(src, dst)
                 return
@@ -264,7 +285,9 @@ def test_stalled_link_is_bounded(decode, prefill):
 def test_prefill_replica_killed_mid_transfer(decode, tmp_path):
     prompt = "K. " + TEXT
     ref = reference(decode, prompt)
-    victim = SmolLM2Server(tmp_path, ["--role", "prefill"])
+    # Small chunks: blocks leave while the prompt computes, well within the decode replica's
+    # 2 s wait for the next bytes even on a loaded machine.
+    victim = SmolLM2Server(tmp_path, ["--role", "prefill", "--max-num-batched-tokens", "16"])
     relay = Relay(kv_address(decode)["kv_address"], stall_after=1 << 20)
     def doomed_prefill():
         try:
@@ -285,3 +308,152 @@ def test_prefill_replica_killed_mid_transfer(decode, tmp_path):
     assert text == ref
     assert_idle(decode)
 
+
+
+# --- Through the router: tachyon route --prefill URL --decode URL (router/pd_route.h) --------
+
+def pd_router(tmp_path, prefill_url, decode_url, *extra):
+    """A router over one prefill and one decode replica; returns it once both are up and the
+    decode replica's KV listener is known."""
+    router = Router(tmp_path, [], ["--prefill", prefill_url, "--decode", decode_url,
+                                   "--pd-min-prompt-tokens", "64", *extra],
+                    tokenizer=smollm2_path(), chat_template=None)
+    router.wait_ready(2)
+    router.wait_metrics(lambda m: m.get("tachyon_router_pd_kv_listeners") == 1,
+                        "the decode replica's KV listener is not known")
+    return router
+
+
+def pd_outcome(router, outcome):
+    return router.metrics().get('tachyon_router_pd_prefills_total{outcome="%s"}' % outcome, 0)
+
+
+def test_router_prefills_long_prompts_on_the_prefill_replica(decode, prefill, tmp_path):
+    router = pd_router(tmp_path, prefill.base, decode.base)
+    try:
+        prompt = "R. " + TEXT
+        ref = reference(decode, prompt)
+        kept0 = counter(decode, "tachyon_kv_transfer_blocks_total")
+        status, headers, out = router.request("POST", "/v1/chat/completions", chat_body(prompt))
+        assert status == 200, out
+        assert headers[REPLICA_HEADER] == decode.base  # the decode replica answered ...
+        assert out["choices"][0]["message"]["content"] == ref  # ... what a colocated one does
+        prompt_tokens = out["usage"]["prompt_tokens"]
+        full = prompt_tokens // BLOCK if prompt_tokens % BLOCK else prompt_tokens // BLOCK - 1
+        assert out["usage"]["prompt_tokens_details"]["cached_tokens"] == full * BLOCK
+        assert counter(decode, "tachyon_kv_transfer_blocks_total") - kept0 == prompt_tokens // BLOCK
+        assert pd_outcome(router, "ok") == 1
+
+        # A stream goes the same way and reads the same.
+        prompt = "T. " + TEXT
+        ref = reference(decode, prompt)
+        replica, events, done = read_stream(router.base, "/v1/chat/completions",
+                                            chat_body(prompt, stream=True))
+        assert done and replica == decode.base
+        assert stream_text(events, chat=True) == ref
+        assert pd_outcome(router, "ok") == 2
+
+        # A short prompt skips the prefill tier; so does one the decode replica holds already.
+        for p in ["Hi.", prompt]:
+            sent0 = counter(prefill, 'tachyon_kv_transfers_total{direction="sent"')
+            status, headers, out = router.request("POST", "/v1/chat/completions", chat_body(p))
+            assert status == 200 and headers[REPLICA_HEADER] == decode.base, out
+            assert counter(prefill, 'tachyon_kv_transfers_total{direction="sent"') == sent0
+        assert pd_outcome(router, "short") == 2
+        assert pd_outcome(router, "ok") == 2
+        assert_idle(decode)
+        assert_idle(prefill)
+    finally:
+        assert router.stop() == 0, router.log_text()
+
+
+def test_router_survives_kill_9_of_either_side_mid_transfer(decode, prefill, tmp_path):
+    """The decode replica's KV listener is reached through a relay that holds the transfer
+    after 1 MB, so each kill lands mid-transfer."""
+    for d in ("d", "p"):
+        (tmp_path / d).mkdir()
+    kv_port = free_port()
+    relay = Relay("127.0.0.1:%d" % kv_port, stall_after=1 << 20)
+    victim_decode = SmolLM2Server(
+        tmp_path / "d", ["--role", "decode", "--kv-port", str(kv_port),
+                         "--kv-advertise", relay.address, "--kv-transfer-timeout", "2"])
+    victim_prefill = SmolLM2Server(tmp_path / "p",
+                                   ["--role", "prefill", "--max-num-batched-tokens", "16"])
+    routers = []
+    try:
+        assert kv_address(victim_decode)["kv_address"] == relay.address
+
+        def ask(router, prompt, out):
+            out.append(router.request("POST", "/v1/chat/completions", chat_body(prompt),
+                                      timeout=120))
+
+        # 1. kill -9 of the prefill replica: the decode replica computes what did not arrive.
+        routers.append(pd_router(tmp_path, victim_prefill.base, victim_decode.base))
+        prompt = "P. " + TEXT
+        ref = reference(decode, prompt)
+        out = []
+        t = threading.Thread(target=ask, args=(routers[0], prompt, out), daemon=True)
+        t.start()
+        assert relay.stalled.wait(60), "the transfer never reached the relay"
+        victim_prefill.proc.send_signal(signal.SIGKILL)
+        victim_prefill.proc.wait(30)
+        victim_prefill.log.close()
+        relay.drop()
+        t.join(120)
+        assert not t.is_alive(), "the request hung"
+        status, headers, body = out[0]
+        assert status == 200, body
+        assert headers[REPLICA_HEADER] == victim_decode.base
+        assert body["choices"][0]["message"]["content"] == ref
+        assert pd_outcome(routers[0], "failed") == 1
+        assert_idle(victim_decode)
+
+        # 2. kill -9 of the decode replica: the prefill replica's transfer fails, and the router
+        # retries the request on the only replica left, the prefill replica itself.
+        routers.append(pd_router(tmp_path, prefill.base, victim_decode.base))
+        prompt = "D. " + TEXT
+        ref = reference(decode, prompt)
+        failed = 'tachyon_kv_transfers_total{direction="sent",outcome="failed"}'
+        failed0 = counter(prefill, failed)
+        out = []
+        t = threading.Thread(target=ask, args=(routers[1], prompt, out), daemon=True)
+        t.start()
+        assert relay.stalled.wait(60), "the transfer never reached the relay"
+        victim_decode.proc.send_signal(signal.SIGKILL)
+        victim_decode.proc.wait(30)
+        victim_decode.log.close()
+        relay.close()
+        t.join(120)
+        assert not t.is_alive(), "the request hung"
+        status, headers, body = out[0]
+        assert status == 200, body
+        assert headers[REPLICA_HEADER] == prefill.base
+        assert body["choices"][0]["message"]["content"] == ref
+        assert counter(prefill, failed) == failed0 + 1
+        assert_idle(prefill)  # no block left behind by the failed transfer
+    finally:
+        for r in routers:
+            r.stop()
+        relay.close()
+        for s in (victim_prefill, victim_decode):
+            if s.proc.poll() is None:
+                s.stop()
+
+
+def test_pd_flag_errors():
+    if not has_command("route"):
+        pytest.skip("no route command")
+    cases = [
+        (["route", "--prefill", "http://127.0.0.1:1", "--tokenizer", "x"],
+         "--prefill needs --decode"),
+        (["route", "--prefill", "http://127.0.0.1:1", "--decode", "http://127.0.0.1:2",
+          "--policy", "round_robin"], "--prefill needs --tokenizer"),
+        (["route", "--decode", "ftp://x"], "http://HOST:PORT"),
+        (["serve", "-m", "x", "--kv-advertise", "h:1"], "--kv-advertise needs --role decode"),
+        (["serve", "-m", "x", "--role", "decode", "--kv-advertise", "h:port"], "HOST:PORT"),
+        (["serve", "-m", "x", "--role", "decode", "--label", "role=prefill"], "contradicts"),
+    ]
+    for args, needle in cases:
+        out = subprocess.run([str(binary_path()), *args], capture_output=True, text=True,
+                             timeout=30)
+        assert out.returncode == 2 and needle in out.stderr, (args, out.stderr)

@@ -25,14 +25,19 @@ REPLICA_HEADER = "X-Tachyon-Replica"
 class Router:
     """One `tachyon route` process on a free port over `replicas` (base URLs)."""
 
-    def __init__(self, tmp_dir, replicas, extra_args=()):
+    def __init__(self, tmp_dir, replicas, extra_args=(), tokenizer=None,
+                 chat_template=CHAT_TEMPLATE):
+        """`tokenizer`: the model file the router tokenizes with (default stories260K);
+        `chat_template`: its chat template's text, or None for the tokenizer's own."""
         if not has_command("route"):
             pytest.skip(f"{binary_path()} has no 'route' command")
-        template = Path(tmp_dir) / "router_template.jinja"
-        template.write_text(CHAT_TEMPLATE)
         args = [str(binary_path()), "route", "--host", "127.0.0.1", "--port", "0",
-                "--tokenizer", str(model_path()), "--chat-template", str(template),
+                "--tokenizer", str(tokenizer or model_path()),
                 "--probe-interval", "0.2", "--replica-api-key", API_KEY, *extra_args]
+        if chat_template is not None:
+            template = Path(tmp_dir) / "router_template.jinja"
+            template.write_text(chat_template)
+            args += ["--chat-template", str(template)]
         for url in replicas:
             args += ["--replica", url]
         self.log_path = Path(tmp_dir) / f"router-{time.monotonic_ns()}.log"
