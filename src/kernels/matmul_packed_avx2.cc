@@ -3,6 +3,7 @@
 //   Q4_0: vpmaddubsw(nibbles, broadcast activation bytes) for the block's 8 steps summed in
 //         int16 (at most 8 * 2 * 15 * 127 = 30480, no saturation), then vpmaddwd by ones;
 //         the -8 offset is applied through the activation block sum as in the scalar kernel.
+//   Q4_1: as Q4_0, with the block's min m in place of the offset: acc += m * (4 * s4).
 //   Q8_0: codes are stored as q + 128; flipped back to signed q and multiplied with the sign
 //         trick (|q| x sign(x, q), at most 2 * 128 * 127 per int16), so no offset term.
 //   Q4_K / Q6_K: vpmaddubsw sums per sub-block in int16, the scale applied by the vpmaddwd
@@ -27,13 +28,16 @@ inline __m256i LoadY(const uint8_t* p) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
 }
 
-template <bool kQ8, int NX>
-void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
-           int64_t ldy, int nrows) {
+// kMins (Q4_1, not with kQ8): per-row block mins after the scales (pack.cc).
+template <bool kQ8, int NX, bool kMins = false>
+void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y, int64_t ldy,
+           int nrows) {
+  static_assert(!(kQ8 && kMins));
   const int64_t nb = k / 32;
   constexpr int kSteps = kQ8 ? 8 : 4;
   constexpr int kBlockBytes = kSteps * 64;
   const auto* scales = reinterpret_cast<const uint16_t*>(tile + nb * kBlockBytes);
+  const uint16_t* mins = scales + nb * kPackRows;
   Q8Row32 x[NX];
   __m256 acc[NX][2];
   for (int i = 0; i < NX; ++i) {
@@ -49,6 +53,12 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
     for (int h = 0; h < 2; ++h) {
       const __m256 dw = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * kPackRows + 8 * h)));
+      // The code offset's (or the min's) factor of s4 = dx * sum(xq) / 4.
+      const __m256 dwc =
+          kMins ? _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                    mins + b * kPackRows + 8 * h))),
+                                _mm256_set1_ps(4.0f))
+                : _mm256_mul_ps(dw, _mm256_set1_ps(-32.0f));
       __m256i u[8];
       for (int s = 0; s < kSteps; ++s) {
         const __m256i v = LoadY(codes + 64 * s + 32 * h);
@@ -79,7 +89,6 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
         const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(x[i].d4[4 * b]));
         acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[i][h]);
         if constexpr (!kQ8) {
-          const __m256 dwc = _mm256_mul_ps(dw, _mm256_set1_ps(-32.0f));
           acc[i][h] = _mm256_fmadd_ps(dwc, _mm256_set1_ps(x[i].s4[4 * b]), acc[i][h]);
         }
       }
@@ -93,18 +102,18 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
   }
 }
 
-template <bool kQ8>
+template <bool kQ8, bool kMins = false>
 void Tile(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx, float* y,
           int64_t ldy, int nrows) {
   switch (nx) {
     case 1:
-      return TileN<kQ8, 1>(k, tile, act, stride, y, ldy, nrows);
+      return TileN<kQ8, 1, kMins>(k, tile, act, stride, y, ldy, nrows);
     case 2:
-      return TileN<kQ8, 2>(k, tile, act, stride, y, ldy, nrows);
+      return TileN<kQ8, 2, kMins>(k, tile, act, stride, y, ldy, nrows);
     case 3:
-      return TileN<kQ8, 3>(k, tile, act, stride, y, ldy, nrows);
+      return TileN<kQ8, 3, kMins>(k, tile, act, stride, y, ldy, nrows);
     default:
-      return TileN<kQ8, 4>(k, tile, act, stride, y, ldy, nrows);
+      return TileN<kQ8, 4, kMins>(k, tile, act, stride, y, ldy, nrows);
   }
 }
 
@@ -290,6 +299,8 @@ PackedFn PackedAvx2(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
       return Tile<false>;
+    case GgmlType::kQ4_1:
+      return Tile<false, true>;
     case GgmlType::kQ8_0:
       return Tile<true>;
     case GgmlType::kQ4_K:
