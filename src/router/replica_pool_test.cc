@@ -140,5 +140,28 @@ TEST(ReplicaPool, RoutersWithDifferentHistoriesAndOrdersMakeTheSameChoices) {
   EXPECT_EQ(used.size(), 4u);  // distinct prompts spread over every replica
 }
 
+TEST(ReplicaPool, BlockEventsApplyInOrderAcrossSlices) {
+  // 700 events (applied 256 at a time under the pool's mutex): a 300-block chain stored, its
+  // blocks 100..199 removed, then 150 of another chain stored and block 0 of it removed again.
+  ReplicaPool pool(TestEndpoints(2, 9000), PoolOptions{});
+  for (int i = 0; i < 2; ++i) pool.SetProbeResult(i, true, "");
+  const auto a = TestChain(0, 300);
+  const auto b = TestChain(50'000, 150);
+  std::vector<BlockEvent> events;
+  for (const auto& h : a) events.push_back(BlockEvent{h, true});
+  for (int i = 100; i < 200; ++i) events.push_back(BlockEvent{a[i], false});
+  for (const auto& h : b) events.push_back(BlockEvent{h, true});
+  events.push_back(BlockEvent{b[0], false});
+  while (events.size() < 700) events.push_back(BlockEvent{b[0], false});  // no-ops
+  pool.ApplyBlockEvents(1, events);
+  EXPECT_EQ(pool.IndexedBlocks(), 300u - 100u + 150u - 1u);
+  const Placement pa = std::get<Placement>(pool.Place(a, 16 * 300, 0));
+  EXPECT_EQ(pa.replica, 1);
+  EXPECT_EQ(pa.predicted_cached_tokens, 16 * 100);  // leading blocks 0..99
+  pool.Release(1);
+  const Placement pb = std::get<Placement>(pool.Place(b, 16 * 150, 0));
+  EXPECT_EQ(pb.predicted_cached_tokens, 0);  // its first block was removed last
+}
+
 }  // namespace
 }  // namespace tachyon::router
