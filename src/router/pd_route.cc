@@ -124,6 +124,7 @@ void ProbeKvListener(RouterCore* core, const MemberRef& m) {
 
 void ProbeKvListeners(RouterCore* core) {
   const std::vector<ReplicaState> states = core->pool.Snapshot();
+  core->pd.prefill_mask_.store(RoleMask(states, "prefill"), std::memory_order_relaxed);
   uint64_t keep = RoleMask(states, "decode");
   for (size_t r = 0; r < states.size() && r < 64; ++r) {
     if (!states[r].up) keep &= ~(uint64_t{1} << r);

@@ -21,6 +21,7 @@
 // Thread-safety: PdRouteState's methods may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -68,6 +69,8 @@ class PdRouteState {
   // Forgets the listeners of the slots whose bit is clear in `keep`.
   void RetainKvAddresses(uint64_t keep);
   std::string NextTransferId();
+  // The members labelled role=prefill, as of the last ProbeKvListeners.
+  uint64_t prefill_mask() const { return prefill_mask_.load(std::memory_order_relaxed); }
 
   // What the prefill tier did for a request: ok, failed (the decode replica recomputed), short
   // (below the threshold), no_kv_listener (the placed replica is no decode replica with a known
@@ -86,10 +89,13 @@ class PdRouteState {
   std::map<int, Listener> listeners_;        // GUARDED_BY(mu_) by slot
   std::map<std::string, int64_t> outcomes_;  // GUARDED_BY(mu_)
   uint64_t next_id_ = 0;                     // GUARDED_BY(mu_)
+  std::atomic<uint64_t> prefill_mask_{0};
+  friend void ProbeKvListeners(RouterCore* core);
 };
 
-// One round of KV listener lookups, run with each probe round: a decode member that is up and
-// whose listener is unknown is asked (GET /v1/replica_info); one that is down is forgotten (a
+// Run with each probe round and after each membership change: refreshes prefill_mask() from
+// the members' labels, and looks up KV listeners: a decode member that is up and whose
+// listener is unknown is asked (GET /v1/replica_info); one that is down is forgotten (a
 // restarted replica may listen elsewhere).
 void ProbeKvListeners(RouterCore* core);
 

@@ -169,6 +169,7 @@ void Router::SetReplicas(std::vector<DiscoveredReplica> set) {
   for (const std::string& url : change.refused) {
     TLOG(WARN) << "replica " << url << " left out: at most " << kMaxReplicas << " replicas";
   }
+  ProbeKvListeners(core_.get());  // the new members' roles
   for (const MemberRef& m : change.joined) {
     TLOG(INFO) << "replica " << m.endpoint.url << " joined";
     ProbeOne(core_.get(), m);
@@ -253,7 +254,7 @@ void Router::Handle(server::HttpRequest request, std::shared_ptr<server::Respons
       }
       // Prefill/decode disaggregation (router/pd_route.h): with a prefill replica in the set,
       // prefill replicas take no main attempt while another replica is left.
-      proxied.prefill_replicas = RoleMask(core_->pool.Snapshot(), "prefill");
+      proxied.prefill_replicas = core_->pd.prefill_mask();
       proxied.prefill_first = proxied.prefill_replicas != 0;
       if (proxied.stream && Migratable(b)) {
         proxied.migratable = true;
