@@ -9,16 +9,19 @@ phases: tiers off; tiers on (--kv-offload-memory, --kv-offload-dir in a fresh di
 again after a restart with the same directory. Reports per phase: the prompt tokens served from
 cache (hit rate), TTFT p50/p90/p99, wall time, and the tier counters from /metrics.
 Then, with no reuse at all (--unique-requests distinct prompts), tiers off against on: the tiers'
-cost in wall time. Then the restart case alone: one --long-tokens prompt computed cold (TTFT), the server restarted
+cost in wall time, A/B interleaved over --ab-rounds rounds (a fresh server each, the order
+alternating, new prompts each round), compared by the medians (--no-reuse-only runs just this). Then the restart case alone: one --long-tokens prompt computed cold (TTFT), the server restarted
 with the same --kv-offload-dir, the same prompt again (TTFT from the disk tier).
 Writes results.json to --out.
 
   python3 bench/kv_tier_bench.py --requests 120 --out /tmp/kv_tier_bench
+  python3 bench/kv_tier_bench.py --no-reuse-only --ab-rounds 5 --out /tmp/kv_tier_cost
 """
 
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -80,6 +83,8 @@ def main():
     p.add_argument("--long-tokens", type=int, default=2048)
     p.add_argument("--unique-requests", type=int, default=24)
     p.add_argument("--unique-tokens", type=int, default=1024)
+    p.add_argument("--ab-rounds", type=int, default=3)
+    p.add_argument("--no-reuse-only", action="store_true")
     p.add_argument("--out", default="/tmp/kv_tier_bench")
     a = p.parse_args()
     out = Path(a.out)
@@ -89,32 +94,33 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="kv-tier-bench-"))
     res = {"config": vars(a), "requests": len(reqs)}
     try:
-        s = serve(a, out / "off.log")
-        try:
-            res["off"] = replay(s, reqs)
-        finally:
-            s.stop()
-        s = serve(a, out / "on.log", work / "kv")
-        try:
-            res["on"] = replay(s, reqs)
-        finally:
-            s.stop()
-        s = serve(a, out / "restart.log", work / "kv")
-        try:
-            res["after_restart"] = replay(s, reqs)
-        finally:
-            s.stop()
-        # No reuse: unique prompts, tiers off vs on (the tiers' cost when nothing comes back).
-        unique = [{"t": 0, "prompt": block_tokens(10**6 + i, a.unique_tokens), "max_tokens": 8}
-                  for i in range(a.unique_requests)]
-        for phase, tiers in (("no_reuse_off", None), ("no_reuse_on", work / "unique")):
-            s = serve(a, out / f"{phase}.log", tiers)
-            try:
-                res[phase] = replay(s, unique)
-            finally:
-                s.stop()
-        res["no_reuse_cost"] = (res["no_reuse_on"]["wall_seconds"] /
-                                res["no_reuse_off"]["wall_seconds"] - 1)
+        if not a.no_reuse_only:
+            for phase, tiers in (("off", None), ("on", work / "kv"), ("after_restart", work / "kv")):
+                s = serve(a, out / f"{phase}.log", tiers)
+                try:
+                    res[phase] = replay(s, reqs)
+                finally:
+                    s.stop()
+        # No reuse: unique prompts, tiers off vs on (the tiers' cost when nothing comes back),
+        # interleaved rounds with the order alternating, so the machine's load hits both alike.
+        walls = {"no_reuse_off": [], "no_reuse_on": []}
+        for i in range(a.ab_rounds):
+            unique = [{"t": 0, "prompt": block_tokens(10**6 + 10**4 * i + j, a.unique_tokens),
+                       "max_tokens": 8} for j in range(a.unique_requests)]
+            order = [("no_reuse_off", None), ("no_reuse_on", work / f"unique{i}")]
+            for phase, tiers in order if i % 2 == 0 else order[::-1]:
+                s = serve(a, out / f"{phase}-{i}.log", tiers)
+                try:
+                    r = replay(s, unique)
+                finally:
+                    s.stop()
+                walls[phase].append(r["wall_seconds"])
+                res.setdefault(phase, r)  # the first round's summary
+        res["no_reuse_walls"] = walls
+        res["no_reuse_cost"] = (statistics.median(walls["no_reuse_on"]) /
+                                statistics.median(walls["no_reuse_off"]) - 1)
+        if a.no_reuse_only:
+            return finish(res, out)
         long = {"t": 0, "prompt": block_tokens(987654321, a.long_tokens), "max_tokens": 4}
         for phase in ("cold", "from_disk"):
             s = serve(a, out / f"long-{phase}.log", work / "long")
@@ -126,13 +132,25 @@ def main():
                 s.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    finish(res, out)
+
+
+def finish(res, out):
     (out / "results.json").write_text(json.dumps(res, indent=2))
     for k in ("off", "on", "after_restart", "no_reuse_off", "no_reuse_on"):
+        if k not in res:
+            continue
         r = res[k]
         print(f"{k:>14}: hit rate {r['hit_rate']:.3f}  TTFT p50 {r['ttft_p50']:.3f}s "
               f"p90 {r['ttft_p90']:.3f}s p99 {r['ttft_p99']:.3f}s  wall {r['wall_seconds']:.1f}s")
-    print(f"no-reuse cost of the tiers: {100 * res['no_reuse_cost']:+.1f}% wall time")
+    w = res["no_reuse_walls"]
+    print(f"no-reuse wall per round, off: {', '.join(f'{x:.1f}' for x in w['no_reuse_off'])} s;"
+          f" on: {', '.join(f'{x:.1f}' for x in w['no_reuse_on'])} s")
+    print(f"no-reuse cost of the tiers: {100 * res['no_reuse_cost']:+.1f}% wall time "
+          f"(medians of {len(w['no_reuse_off'])} interleaved rounds)")
     for k in ("long_cold", "long_from_disk"):
+        if k not in res:
+            continue
         r = res[k]
         print(f"{k:>14}: TTFT {r['ttft']:.3f}s, {r['cached']} of {r['prompt_tokens']} cached")
 
