@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from conftest import SmolLM2Server, binary_path, has_command, require_smollm2, smollm2_path
-from etcd_server import free_port
+from etcd_server import Etcd, free_port
 from test_router import REPLICA_HEADER, Router, read_stream, stream_text
 
 BLOCK = 16
@@ -438,6 +438,38 @@ def test_router_survives_kill_9_of_either_side_mid_transfer(decode, prefill, tmp
         for s in (victim_prefill, victim_decode):
             if s.proc.poll() is None:
                 s.stop()
+
+
+def test_router_finds_roles_in_etcd_registrations(decode, tmp_path):
+    """Replicas registered in etcd carry their role as a label: the router disaggregates."""
+    etcd = Etcd(tmp_path)
+    servers, router = [], None
+    try:
+        for role in ("prefill", "decode"):
+            port = free_port()
+            (tmp_path / role).mkdir()
+            servers.append(SmolLM2Server(tmp_path / role, [
+                "--role", role, "--port", str(port), "--register-etcd", etcd.url,
+                "--advertise-url", "http://127.0.0.1:%d" % port, "--etcd-prefix", "/pd/"]))
+        router = Router(tmp_path, [], ["--etcd", etcd.url, "--etcd-prefix", "/pd/",
+                                       "--etcd-interval", "0.5", "--pd-min-prompt-tokens", "64"],
+                        tokenizer=smollm2_path(), chat_template=None)
+        router.wait_ready(2)
+        router.wait_metrics(lambda m: m.get("tachyon_router_pd_kv_listeners") == 1,
+                            "the decode replica's KV listener is not known")
+        prompt = "E. " + TEXT
+        ref = reference(decode, prompt)
+        status, headers, out = router.request("POST", "/v1/chat/completions", chat_body(prompt))
+        assert status == 200, out
+        assert headers[REPLICA_HEADER] == "http://127.0.0.1:%d" % servers[1].port
+        assert out["choices"][0]["message"]["content"] == ref
+        assert pd_outcome(router, "ok") == 1
+    finally:
+        if router:
+            router.stop()
+        for s in servers:
+            s.stop()
+        etcd.stop()
 
 
 def test_pd_flag_errors():
