@@ -189,8 +189,8 @@ std::vector<int> PrefixIndex::MatchLeadingBlocks(std::span<const kv::BlockHash> 
   return matched;
 }
 
-void PrefixIndex::MatchLeadingBlocks(std::span<const kv::BlockHash> hashes,
-                                     std::span<int> matched) {
+void PrefixIndex::MatchLeadingBlocks(std::span<const kv::BlockHash> hashes, std::span<int> matched,
+                                     bool mark_used) {
   CHECK(matched.size() <= static_cast<size_t>(kMaxReplicas));
   // Replicas still matching every block so far; a replica's count is set when it drops out.
   uint64_t alive = AllReplicas(matched.size());
@@ -200,7 +200,7 @@ void PrefixIndex::MatchLeadingBlocks(std::span<const kv::BlockHash> hashes,
     PrefetchAhead(hashes, i);
     const uint32_t node = Find(hashes[i]);
     if (node == kNil) break;
-    Touch(node);
+    if (mark_used) Touch(node);
     const uint64_t still = alive & nodes_[node].holders;
     for (uint64_t m = alive & ~still; m != 0; m &= m - 1) {
       matched[static_cast<size_t>(__builtin_ctzll(m))] = static_cast<int>(i);

@@ -53,9 +53,12 @@ class PrefixIndex {
   // For each replica id in [0, num_replicas): how many leading blocks of `hashes` it holds.
   // Marks the matched hashes as recently used.
   std::vector<int> MatchLeadingBlocks(std::span<const kv::BlockHash> hashes, int num_replicas);
-  // The same, written to matched[0, matched.size()) without allocating.
+  // The same, written to matched[0, matched.size()) without allocating. With `mark_used`
+  // false the matched hashes keep their place in the LRU order: for a caller that Inserts the
+  // same hashes next (a placement), which marks them anyway and leaves the same order.
   // REQUIRES: matched.size() <= kMaxReplicas.
-  void MatchLeadingBlocks(std::span<const kv::BlockHash> hashes, std::span<int> matched);
+  void MatchLeadingBlocks(std::span<const kv::BlockHash> hashes, std::span<int> matched,
+                          bool mark_used = true);
 
   // A hint for a caller about to look `hash` up: starts loading its bucket. Changes nothing.
   void Prefetch(const kv::BlockHash& hash) const;

@@ -213,5 +213,37 @@ TEST(PrefixIndex, ForgottenBlocksFreeTheirPlaceForNewOnes) {
   }
 }
 
+TEST(PrefixIndex, MatchWithoutMarkingKeepsTheOrderAndInsertMarks) {
+  PrefixIndex index(4);
+  const auto a = TestChain(0, 2);
+  const auto b = TestChain(100, 2);
+  index.Insert(0, a);
+  index.Insert(1, b);
+  std::vector<int> m(2);
+  index.MatchLeadingBlocks(a, m, /*mark_used=*/false);
+  EXPECT_EQ(m, (std::vector<int>{2, 0}));
+  index.Insert(0, TestChain(200, 2));  // a is still the least recently used: it goes
+  EXPECT_EQ(index.MatchLeadingBlocks(a, 2), (std::vector<int>{0, 0}));
+  EXPECT_EQ(index.MatchLeadingBlocks(b, 2), (std::vector<int>{0, 2}));
+  // A placement (match unmarked, then insert) leaves the order a marked match would.
+  PrefixIndex marked(40), unmarked(40);
+  std::vector<std::vector<kv::BlockHash>> chains;
+  for (int c = 0; c < 12; ++c) chains.push_back(TestChain(1000 * c, 5));
+  for (int c = 0; c < 8; ++c) {
+    marked.Insert(c % 3, chains[c]);
+    unmarked.Insert(c % 3, chains[c]);
+  }
+  std::vector<int> m3(3);
+  for (int c : {2, 5, 0, 9, 3, 11, 7}) {
+    marked.MatchLeadingBlocks(chains[c], m3, true);
+    marked.Insert(1, chains[c]);
+    unmarked.MatchLeadingBlocks(chains[c], m3, false);
+    unmarked.Insert(1, chains[c]);
+  }
+  for (const auto& chain : chains) {
+    EXPECT_EQ(marked.MatchLeadingBlocks(chain, 3), unmarked.MatchLeadingBlocks(chain, 3));
+  }
+}
+
 }  // namespace
 }  // namespace tachyon::router

@@ -178,7 +178,9 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
   std::optional<uint64_t> tie_key;
   if (options_.picker.policy == Policy::kKv && !hashes.empty()) {
     std::array<int, kMaxReplicas> matched;
-    index_.MatchLeadingBlocks(hashes, std::span<int>(matched.data(), static_cast<size_t>(n)));
+    // Not marked used here: the Insert below marks the whole prompt (when a replica is chosen).
+    index_.MatchLeadingBlocks(hashes, std::span<int>(matched.data(), static_cast<size_t>(n)),
+                              /*mark_used=*/false);
     for (int i = 0; i < n; ++i) {
       candidates[i].matched_blocks = matched[i];
       candidates[i].name_hash = ReplicaNameHash(states_[i].url);
