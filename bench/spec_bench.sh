@@ -5,8 +5,14 @@
 # prints each workload's medians, the ratios to off, and the share of drafted tokens accepted.
 # Greedy, `tachyon run` (the serving engine); tok/s is that of `run` (time after the first token).
 #
-#   bench/spec_bench.sh MODEL.gguf [REPS] [SPEC_JSON|ngram|suffix ...]
+#   bench/spec_bench.sh MODEL.gguf [REPS] [SPEC_JSON|ngram|suffix|draft_model|off ...]
 #       default: 3 reps; ngram and suffix, num_speculative_tokens 8
+#   off: a second arm without speculation, run in the same rotation: its ratio to off is the
+#       noise floor of the run (what a config's ratio must clear to mean anything)
+#   draft_model: {"method": "draft_model", "model": $DRAFT, "num_speculative_tokens": 8} (set
+#       DRAFT to a model sharing MODEL's tokenizer), e.g. the Qwen2.5-Coder pair:
+#       DRAFT=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf WORKLOADS=code-edit \
+#         bench/spec_bench.sh qwen2.5-coder-1.5b-instruct-q4_k_m.gguf 5 draft_model
 #
 # TEMPLATE=chatml (default) wraps each prompt in ChatML turns (SmolLM2, Qwen2.5); TEMPLATE=raw
 # passes it as is. N (default 200) tokens are generated; THREADS (default 2); WORKLOADS
@@ -22,6 +28,9 @@ for i in "${!specs[@]}"; do
   case ${specs[$i]} in
     ngram) specs[$i]='{"method": "ngram", "num_speculative_tokens": 8}' ;;
     suffix) specs[$i]='{"method": "suffix", "num_speculative_tokens": 8}' ;;
+    draft_model)
+      [ -n "${DRAFT:-}" ] || { echo "spec_bench: draft_model needs DRAFT=the draft model" >&2; exit 2; }
+      specs[$i]="{\"method\": \"draft_model\", \"model\": \"$DRAFT\", \"num_speculative_tokens\": 8}" ;;
   esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,7 +54,7 @@ for w in $workloads; do
   for i in $(seq "$reps"); do
     for side in off $(seq 0 $((${#specs[@]} - 1))); do
       args=(run -m "$model" -t "$threads" --temp 0 -n "$n" -p "$p")
-      [ "$side" != off ] && args+=(--speculative-config "${specs[$side]}")
+      [ "$side" != off ] && [ "${specs[$side]}" != off ] && args+=(--speculative-config "${specs[$side]}")
       "$bin" "${args[@]}" > "$out/$w.$side.$i.txt" 2> "$out/$w.$side.$i.err" ||
         { cat "$out/$w.$side.$i.err" >&2; exit 1; }
       if [ "$side" != off ] && ! cmp -s "$out/$w.off.$i.txt" "$out/$w.$side.$i.txt"; then

@@ -171,10 +171,20 @@ int RunRun(int argc, char** argv) {
                std::string(engine::FinishReasonName(reason)).c_str());
   if (o.engine.speculative.enabled()) {
     const spec::SpecStats s = core->Metrics().spec;
-    std::fprintf(stderr, "speculative: %lld drafts, %lld of %lld drafted tokens accepted\n",
+    std::fprintf(stderr, "speculative: %lld drafts, %lld of %lld drafted tokens accepted",
                  static_cast<long long>(s.num_drafts),
                  static_cast<long long>(s.num_accepted_tokens),
                  static_cast<long long>(s.num_draft_tokens));
+    // Drafts whose token i was accepted, i = 1, 2, ...; the draft model's share of the time.
+    if (!s.accepted_per_position.empty()) std::fprintf(stderr, "; by position:");
+    for (int64_t a : s.accepted_per_position)
+      std::fprintf(stderr, " %lld", static_cast<long long>(a));
+    if (s.num_draft_forwards > 0) {
+      std::fprintf(stderr, "; draft model: %lld forwards, %.2f s (target: %.2f s)",
+                   static_cast<long long>(s.num_draft_forwards), s.draft_seconds,
+                   core->Metrics().forward_seconds);
+    }
+    std::fputc('\n', stderr);
   }
   return 0;
 }

@@ -1,7 +1,10 @@
 #include "engine/draft_runner.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 
+#include "sampling/logits_processors.h"
 #include "sampling/sampler.h"
 #include "spec/draft_sampling.h"
 
@@ -49,7 +52,7 @@ std::span<const float> DraftModelRunner::DraftProbs(int64_t seq_id, int j) const
   return std::span<const float>(it->second.probs).subspan(static_cast<size_t>(j) * n, n);
 }
 
-void DraftModelRunner::Draft(Work* w, std::span<float> row) {
+bool DraftModelRunner::Draft(Work* w, std::span<float> row) {
   const Request& r = *w->request;
   const std::span<const int32_t> ctx(w->context);
   sampling::SamplingInput in;
@@ -59,6 +62,10 @@ void DraftModelRunner::Draft(Work* w, std::span<float> row) {
   if (!r.params.ignore_eos) in.eos_ids = config_.eos_token_ids;
   int32_t token;
   if (w->params.temperature == 0.0f) {
+    if (config_.p_min > 0) {
+      const float top = *std::max_element(row.begin(), row.end());
+      if (std::exp(top - sampling::LogSumExp(row)) < config_.p_min) return false;
+    }
     token = sampling::Sample(row, w->params, in).token;
   } else {
     SeqState& st = *w->state;
@@ -67,17 +74,24 @@ void DraftModelRunner::Draft(Work* w, std::span<float> row) {
     sampling::SamplingDistribution(row, w->params, in, &q);
     const uint64_t step = static_cast<uint64_t>(r.params.output_offset) + in.output.size();
     token = spec::DrawFrom(q, spec::DraftUniform(r.seed, step));
+    if (q[static_cast<size_t>(token)] < config_.p_min) return false;
     st.probs.resize((static_cast<size_t>(st.num_probs) + 1) * n);
     std::copy(q.begin(), q.end(), st.probs.begin() + static_cast<ptrdiff_t>(st.num_probs * n));
     ++st.num_probs;
   }
   w->context.push_back(token);
+  return true;
 }
 
 Status DraftModelRunner::Forward(std::span<float>* logits) {
   const size_t rows = batch_.seqs.size();
   logits_.resize(rows * static_cast<size_t>(executor_->n_vocab()));
+  const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(executor_->Execute(batch_, logits_));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  cost_.Observe(static_cast<int64_t>(batch_.tokens.size()), s);
+  ++num_forwards_;
+  forward_seconds_ += s;
   *logits = std::span<float>(logits_);
   return OkStatus();
 }
@@ -148,7 +162,10 @@ Status DraftModelRunner::Propose(std::span<const Job> jobs) {
                        w.request->cache_salt);
     if (w.k == 0) continue;
     w.context = w.request->tokens;
-    Draft(&w, logits.subspan(i * n_vocab, n_vocab));
+    if (!Draft(&w, logits.subspan(i * n_vocab, n_vocab))) {
+      w.k = 0;
+      continue;
+    }
     drafting.push_back(i);
   }
 
@@ -174,7 +191,7 @@ Status DraftModelRunner::Propose(std::span<const Job> jobs) {
     for (size_t row = 0; row < drafting.size(); ++row) {
       Work& w = work[drafting[row]];
       w.state->fed.push_back(w.context.back());
-      Draft(&w, logits.subspan(row * n_vocab, n_vocab));
+      if (!Draft(&w, logits.subspan(row * n_vocab, n_vocab))) w.k = j;  // j drafts so far
     }
   }
   for (Work& w : work) {

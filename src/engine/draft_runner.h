@@ -17,7 +17,12 @@
 // Drafting follows the request's sampling: at temperature 0 each draft is the argmax after the
 // request's penalties / bias / bans (greedy output stays identical); at temperature > 0 it is
 // drawn from q = sampling::SamplingDistribution of the draft's logits with spec::DraftUniform,
-// and q is kept (DraftProbs) for spec::VerifyStochasticDraft.
+// and q is kept (DraftProbs) for spec::VerifyStochasticDraft. A sequence stops drafting at the
+// first draft whose probability under the draft model is below config.p_min (softmax of the
+// raw logits at temperature 0, q otherwise); that draft is dropped.
+//
+// Every draft forward is timed into cost() (seconds by rows), which the speculator's cost rule
+// charges for each drafted token.
 //
 // A draft pool that runs out of blocks only costs drafts (that sequence drafts nothing this
 // step); a failed draft forward drops the step's drafts. Free() a sequence when it finishes or
@@ -34,6 +39,7 @@
 #include "engine/request.h"
 #include "kv/kv_cache_manager.h"
 #include "sampling/sampling_params.h"
+#include "spec/step_cost.h"
 #include "util/status.h"
 
 namespace tachyon::engine {
@@ -42,6 +48,7 @@ struct DraftModelConfig {
   kv::KvCacheConfig kv;                   // the draft pool (the executor's storage holds it)
   int64_t max_num_batched_tokens = 2048;  // tokens of one draft forward, at most
   std::vector<int32_t> eos_token_ids;     // banned under min_tokens, as for the target
+  double p_min = 0;                       // in [0, 1]: stop drafting below this probability
 };
 
 class DraftModelRunner {
@@ -71,6 +78,10 @@ class DraftModelRunner {
 
   const kv::KvCacheManager& kv() const { return kv_; }
   int32_t n_vocab() const { return executor_->n_vocab(); }
+  // Seconds of the draft forwards by their rows (tokens), and their totals.
+  const spec::StepCostModel& cost() const { return cost_; }
+  int64_t num_forwards() const { return num_forwards_; }
+  double forward_seconds() const { return forward_seconds_; }
 
  private:
   struct SeqState {
@@ -89,8 +100,9 @@ class DraftModelRunner {
     sampling::SamplingParams params;  // the request's, without logprobs
   };
   SeqState* Sync(const Request& r);
-  // Appends the draft of `w` from its row of logits (scratch).
-  void Draft(Work* w, std::span<float> row);
+  // Appends the draft of `w` from its row of logits (scratch); false (nothing appended) when
+  // its probability is below p_min.
+  bool Draft(Work* w, std::span<float> row);
   Status Forward(std::span<float>* logits);
 
   DraftModelConfig config_;
@@ -99,6 +111,9 @@ class DraftModelRunner {
   std::unordered_map<int64_t, SeqState> seqs_;
   model::Batch batch_;
   std::vector<float> logits_;
+  spec::StepCostModel cost_;
+  int64_t num_forwards_ = 0;
+  double forward_seconds_ = 0;
 };
 
 }  // namespace tachyon::engine

@@ -6,6 +6,8 @@
 // sampled drafts go to rejection sampling with their probabilities.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "engine/testing/test_harness.h"
@@ -65,10 +67,17 @@ class DraftFake : public ModelExecutor {
   size_t max_seqs_ = 0;
 };
 
-// What a correct draft model proposes (greedy): DraftFake's function of the true history.
+// The draft model's probability of its argmax in `logits`.
+double TopProb(std::span<const float> logits) {
+  return std::exp(logits[sampling::Argmax(logits)] - sampling::LogSumExp(logits));
+}
+
+// What a correct draft model proposes (greedy): DraftFake's function of the true history,
+// stopping before the first draft whose probability is below p_min.
 class DraftOracle : public spec::Drafter {
  public:
-  DraftOracle(const FakeModelExecutor& exec, int every) : exec_(exec), every_(every) {}
+  DraftOracle(const FakeModelExecutor& exec, int every, double p_min = 0)
+      : exec_(exec), every_(every), p_min_(p_min) {}
   void Propose(int64_t, std::span<const int32_t> tokens, int64_t, int max_tokens,
                std::vector<int32_t>* draft) override {
     std::vector<int32_t> t(tokens.begin(), tokens.end());
@@ -76,6 +85,7 @@ class DraftOracle : public spec::Drafter {
     for (int j = 0; j < max_tokens; ++j) {
       exec_.LogitsFor(t, l);
       if (Disagrees(t.size(), every_)) l[sampling::Argmax(l)] = -100.0f;
+      if (TopProb(l) < p_min_) break;
       t.push_back(sampling::Argmax(l));
       draft->push_back(t.back());
     }
@@ -84,13 +94,15 @@ class DraftOracle : public spec::Drafter {
  private:
   const FakeModelExecutor& exec_;
   int every_;
+  double p_min_;
 };
 
-spec::SpeculativeConfig DraftSpec(int k) {
+spec::SpeculativeConfig DraftSpec(int k, double p_min = 0) {
   spec::SpeculativeConfig c;
   c.method = spec::SpecMethod::kDraftModel;
   c.model = "draft";
   c.num_speculative_tokens = k;
+  c.draft_p_min = p_min;
   c.disable_by_batch_size = 1 << 20;
   c.min_acceptance_rate = 0;  // never pause: every step drafts
   return c;
@@ -174,6 +186,56 @@ TEST(DraftModelTest, DraftsAreThoseOfTheDraftModelOverTheTrueHistory) {
   // Batched: one draft forward per draft position for all sequences of a step.
   EXPECT_GT(draft.max_seqs(), 1u);
   EXPECT_LE(draft.num_calls(), h.engine().Metrics().num_steps * 4);
+}
+
+TEST(DraftModelTest, DraftingStopsBelowPMin) {
+  // p_min at the median of the fake's top probabilities: each sequence stops drafting at its
+  // first unconfident draft, exactly where an oracle with the same rule stops.
+  HarnessOptions off;
+  off.max_batched_tokens = 512;
+  const auto reqs = MixedGreedy(10, 30);
+  Harness ref(off);
+  const Outputs want = RunAll(&ref, reqs);
+  std::vector<double> tops;
+  std::vector<float> l(off.n_vocab);
+  for (int i = 0; i < 200; ++i) {
+    ref.exec().LogitsFor(MakePrompt(3 + i % 40, i), l);
+    tops.push_back(TopProb(l));
+  }
+  std::nth_element(tops.begin(), tops.begin() + 100, tops.end());
+  const double p_min = tops[100];
+
+  HarnessOptions oracle = off;
+  oracle.speculative = DraftSpec(6);
+  oracle.speculative.method = spec::SpecMethod::kNgram;
+  oracle.speculative.model.clear();
+  oracle.drafter = [p_min](const FakeModelExecutor& e) {
+    return std::make_unique<DraftOracle>(e, 5, p_min);
+  };
+  Harness o(oracle);
+  ExpectSame(want, RunAll(&o, reqs));
+
+  spec::SpecStats all;
+  for (double p : {0.0, p_min}) {
+    DraftFake draft(off.n_vocab, off.num_blocks, off.block_size, 5);
+    HarnessOptions on = off;
+    on.speculative = DraftSpec(6, p);
+    on.draft_executor = &draft;
+    Harness h(on);
+    ExpectSame(want, RunAll(&h, reqs));
+    const spec::SpecStats got = h.engine().Metrics().spec;
+    if (p == 0) {
+      all = got;
+      continue;
+    }
+    const spec::SpecStats exp = o.engine().Metrics().spec;
+    EXPECT_EQ(got.num_draft_tokens, exp.num_draft_tokens);
+    EXPECT_EQ(got.num_accepted_tokens, exp.num_accepted_tokens);
+    EXPECT_EQ(got.accepted_per_position, exp.accepted_per_position);
+    EXPECT_GT(got.num_draft_tokens, 0);
+    EXPECT_LT(got.num_draft_tokens, all.num_draft_tokens);
+    EXPECT_GT(got.num_draft_forwards, 0);  // counted (shorter drafts need more steps, so not fewer)
+  }
 }
 
 TEST(DraftModelTest, AgreeingDraftIsAlwaysAccepted) {

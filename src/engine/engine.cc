@@ -49,6 +49,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, Model
       dc.kv.event_sink = nullptr;  // the router indexes the target's blocks only
       dc.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
       dc.eos_token_ids = config.eos_token_ids;
+      dc.p_min = config.speculative.draft_p_min;
       draft_model = std::make_unique<DraftModelRunner>(dc, draft_executor);
     }
     ASSIGN_OR_RETURN(speculator, Speculator::Create(config.speculative, std::move(drafter),

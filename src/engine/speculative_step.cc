@@ -5,6 +5,24 @@
 #include "util/logging.h"
 
 namespace tachyon::engine {
+namespace {
+
+// Cuts r's draft before its first token r's grammar refuses (after the output so far and the
+// drafts before it): the target's row there is masked by the same grammar, so that draft and
+// every one after it would be rejected anyway. A draft token that ends the grammar ends the
+// request if accepted, so nothing after it is kept either. The matcher ends where it started.
+void CutDraftToGrammar(Request* r) {
+  if (!r->matcher || r->draft_tokens.empty()) return;
+  int n = 0;
+  while (n < static_cast<int>(r->draft_tokens.size()) && !r->matcher->IsTerminated() &&
+         r->matcher->AcceptToken(r->draft_tokens[static_cast<size_t>(n)])) {
+    ++n;
+  }
+  r->matcher->Rollback(n);
+  r->draft_tokens.resize(static_cast<size_t>(n));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Speculator>> Speculator::Create(
     const spec::SpeculativeConfig& config, std::unique_ptr<spec::Drafter> drafter,
@@ -48,7 +66,10 @@ void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
     } else {
       // Drafts must beat no drafts by 5%: step times are noisy, and losing is worse than
       // missing a small gain.
-      k = spec::CostAwareDraftLength(cost_, num_running, c.alpha(), k, /*margin=*/1.05);
+      // A draft model's forward per drafted token counts too (what it took at this batch).
+      const double draft_s =
+          draft_model_ ? draft_model_->cost().Seconds(num_running).value_or(0.0) : 0.0;
+      k = spec::CostAwareDraftLength(cost_, num_running, c.alpha(), k, /*margin=*/1.05, draft_s);
       if (k == 0) {
         c.Decline();
         return;
@@ -60,6 +81,7 @@ void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
     return;
   }
   drafter_->Propose(r->seq_id, r->tokens, r->num_prompt_tokens, k, &r->draft_tokens);
+  CutDraftToGrammar(r);
 }
 
 void Speculator::Verified(const Request& r, int drafted, int accepted) {
@@ -73,7 +95,10 @@ void Speculator::Verified(const Request& r, int drafted, int accepted) {
 void Speculator::Flush() {
   if (queued_.empty()) return;
   Status st = draft_model_->Propose(queued_);
+  for (const DraftModelRunner::Job& job : queued_) CutDraftToGrammar(job.request);
   queued_.clear();
+  stats_.num_draft_forwards = draft_model_->num_forwards();
+  stats_.draft_seconds = draft_model_->forward_seconds();
   if (!st.ok()) TLOG(WARN) << "draft model: " << st.ToString() << " (no drafts this step)";
 }
 

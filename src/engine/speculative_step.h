@@ -17,11 +17,11 @@
 // paying pauses the request's drafting like poor acceptance does (probing again later). While
 // the cost of a step of the batch's size without drafts is unknown, a step runs without them.
 //
-// Structured output seam: a request whose tokens must follow a grammar verifies drafts the same
-// way (each row's mask is that of the state after the tokens emitted before it, which are
-// exactly the accepted drafts, so the matcher only ever advances over emitted tokens). A
-// drafter may cut a draft at its first token the grammar refuses (matcher AcceptToken over the
-// draft, then Rollback(n)) to save the compute; that check belongs in Propose.
+// Structured output: a request whose tokens must follow a grammar verifies drafts the same way
+// (each row's mask is that of the state after the tokens emitted before it, which are exactly
+// the accepted drafts, so the matcher only ever advances over emitted tokens). Every draft is
+// cut before its first token the grammar refuses (AcceptToken over the draft, then Rollback):
+// those rows could never be accepted; the cut saves their compute and changes no output.
 // Thread-safety: none (engine thread).
 #pragma once
 

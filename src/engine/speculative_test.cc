@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "engine/testing/fake_grammar.h"
 #include "engine/testing/oracle_drafter.h"
 #include "engine/testing/test_harness.h"
 #include "sampling/logits_processors.h"
@@ -17,6 +18,7 @@ namespace tachyon::engine {
 namespace {
 
 using testing::Completion;
+using testing::FakeGrammar;
 using testing::Greedy;
 using testing::Harness;
 using testing::HarnessOptions;
@@ -344,6 +346,89 @@ TEST(SpeculativeTest, LargeBatchDoesNotDraft) {
   for (int i = 0; i < 4; ++i) h.Step();  // all four running: no drafts
   EXPECT_EQ(h.engine().Metrics().spec.num_drafts, 0);
   h.RunToCompletion();
+}
+
+// Counts the tokens the wrapped drafter proposes (before the engine cuts them).
+class CountingDrafter : public spec::Drafter {
+ public:
+  explicit CountingDrafter(std::unique_ptr<spec::Drafter> inner, int64_t* proposed)
+      : inner_(std::move(inner)), proposed_(proposed) {}
+  void Propose(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
+               int max_tokens, std::vector<int32_t>* draft) override {
+    const size_t before = draft->size();
+    inner_->Propose(seq_id, tokens, num_prompt_tokens, max_tokens, draft);
+    *proposed_ += static_cast<int64_t>(draft->size() - before);
+  }
+
+ private:
+  std::unique_ptr<spec::Drafter> inner_;
+  int64_t* proposed_;
+};
+
+TEST(SpeculativeTest, DraftsAreCutAtTheGrammarsFirstRefusedToken) {
+  // The oracle drafts what greedy decoding under the grammar emits, spoiling one position of
+  // some drafts and running on past the grammar's end: the spoiled token and everything after
+  // it, and drafts past the end, are refused by the grammar and never verified; the output is
+  // that without speculation.
+  constexpr int32_t kGrammarEos = 63;
+  constexpr int kPromptLen = 9;
+  auto g = std::make_shared<FakeGrammar>(
+      std::vector<std::vector<int32_t>>{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+                                        {1, 2, 3, 40, 41, 42, 43, 44, 45, 46},
+                                        {1, 2, 20, 21, 22, 23, 24, 25, 26, 27, 28},
+                                        {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42}},
+      std::vector<int32_t>{kGrammarEos});
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 8; ++i) {
+    reqs.push_back(Greedy(MakePrompt(kPromptLen, i), 40));
+    reqs.back().grammar = g;
+  }
+  HarnessOptions off;
+  off.eos = {kGrammarEos};
+  Harness ref(off);
+  const auto want = RunAll(&ref, reqs);
+  for (const auto& r : want) {
+    std::vector<int32_t> body = r.at(0).tokens;
+    ASSERT_FALSE(body.empty());
+    if (body.back() == kGrammarEos) body.pop_back();
+    EXPECT_TRUE(g->IsSentence(body));
+  }
+
+  // Greedy under the grammar: the argmax over the tokens it allows after the output so far.
+  auto truth = [g](const FakeModelExecutor& exec, std::span<const int32_t> tokens) {
+    std::vector<float> logits(exec.n_vocab());
+    exec.LogitsFor(tokens, logits);
+    auto m = g->NewMatcher();
+    bool ok = true;
+    for (size_t i = kPromptLen; i < tokens.size() && ok; ++i) ok = m->AcceptToken(tokens[i]);
+    if (ok) {
+      std::vector<uint32_t> mask((static_cast<size_t>(exec.n_vocab()) + 31) / 32);
+      m->FillNextTokenBitmask(mask);
+      for (int32_t v = 0; v < exec.n_vocab(); ++v) {
+        if (!(mask[static_cast<size_t>(v) / 32] >> (v % 32) & 1u)) logits[v] = -1e30f;
+      }
+    }
+    return sampling::Argmax(logits);
+  };
+  int64_t proposed = 0;
+  HarnessOptions on = off;
+  on.speculative = Spec(6);
+  on.drafter = [&](const FakeModelExecutor& exec) -> std::unique_ptr<spec::Drafter> {
+    return std::make_unique<CountingDrafter>(
+        std::make_unique<OracleDrafter>(
+            exec.n_vocab(),
+            [&exec, truth](int64_t, std::span<const int32_t> t) { return truth(exec, t); }),
+        &proposed);
+  };
+  Harness h(on);
+  ExpectSame(want, RunAll(&h, reqs));
+  const spec::SpecStats s = h.engine().Metrics().spec;
+  EXPECT_GT(s.num_accepted_tokens, 0);
+  EXPECT_LT(s.num_draft_tokens, proposed);  // the cut dropped refused drafts
+  // The oracle's only wrong tokens (spoiled ones, those past the grammar's end, where the
+  // request finishes) are all cut: no choice branches into two tokens one apart, and none is a
+  // prefix of another. So every draft token left is right.
+  EXPECT_EQ(s.num_accepted_tokens, s.num_draft_tokens);
 }
 
 TEST(SpeculativeTest, UnimplementedMethodIsAnError) {

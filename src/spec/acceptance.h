@@ -15,6 +15,9 @@ struct SpecStats {
   int64_t num_accepted_tokens = 0;  // of which accepted
   // [i]: drafts whose token at position i was accepted (so [0] >= [1] >= ...).
   std::vector<int64_t> accepted_per_position;
+  // Method draft_model: the draft model's forward passes and their seconds.
+  int64_t num_draft_forwards = 0;
+  double draft_seconds = 0;
 
   // Records one verification: `drafted` tokens of which the first `accepted` were kept.
   // REQUIRES: 0 <= accepted <= drafted.

@@ -75,8 +75,8 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
   if (obj.is_discarded()) return InvalidArgument("speculative config: not valid JSON");
   if (!obj.is_object()) return InvalidArgument("speculative config: must be a JSON object");
   static constexpr const char* kFields[] = {
-      "method", "num_speculative_tokens", "prompt_lookup_min",  "prompt_lookup_max",
-      "model",  "disable_by_batch_size",  "min_acceptance_rate"};
+      "method", "num_speculative_tokens", "prompt_lookup_min",   "prompt_lookup_max",
+      "model",  "disable_by_batch_size",  "min_acceptance_rate", "draft_p_min"};
   for (const auto& [key, value] : obj.items()) {
     bool known = false;
     for (const char* f : kFields) known = known || key == f;
@@ -145,6 +145,10 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
   if (c.method != SpecMethod::kDraftModel && !c.model.empty()) {
     return FieldError("model", "is only used by method draft_model");
   }
+  if (obj.contains("draft_p_min") && c.method != SpecMethod::kDraftModel) {
+    return FieldError("draft_p_min", "is only used by method draft_model");
+  }
+  RETURN_IF_ERROR(ReadDouble(obj, "draft_p_min", 0, /*open_lo=*/false, 1, &c.draft_p_min));
   return c;
 }
 
@@ -173,6 +177,9 @@ Status ValidateSpeculativeConfig(const SpeculativeConfig& c) {
         return FieldError("num_speculative_tokens", "must be in [1, 32]");
       }
       if (c.model.empty()) return FieldError("model", "missing (the draft model)");
+      if (!(c.draft_p_min >= 0 && c.draft_p_min <= 1)) {
+        return FieldError("draft_p_min", "must be in [0, 1]");
+      }
       return OkStatus();
   }
   return OkStatus();

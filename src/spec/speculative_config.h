@@ -5,6 +5,7 @@
 //    "num_speculative_tokens": K,          // most tokens drafted per step (1..kMaxSpecTokens)
 //    "prompt_lookup_min": N, "prompt_lookup_max": M,   // ngram: n-gram sizes tried, M..N
 //    "model": PATH,                        // draft_model
+//    "draft_p_min": P,                     // draft_model: stop drafting below this confidence
 //    "suffix_decoding_max_tree_depth": D,        // suffix: longest string its trees keep
 //    "suffix_decoding_max_cached_requests": N,   // suffix: outputs in the global tree (0: none)
 //    "suffix_decoding_max_spec_factor": F,       // suffix: draft <= F x the match length
@@ -31,6 +32,8 @@ inline constexpr int kMaxSpecTokens = 32;
 inline constexpr int kMaxSuffixTreeDepth = 64;
 // The batch size from which drafting stops by default: see docs/speculative.md.
 inline constexpr int kDefaultDisableByBatchSize = 8;
+// draft_model's default draft_p_min: see docs/speculative.md.
+inline constexpr double kDefaultDraftPMin = 0;
 
 // Method "suffix" (spec/suffix_drafter.h), vLLM's suffix_decoding_* fields and defaults.
 struct SuffixConfig {
@@ -46,6 +49,9 @@ struct SpeculativeConfig {
   int prompt_lookup_min = 2;
   int prompt_lookup_max = 5;
   std::string model;
+  // draft_model: a sequence stops drafting at the first draft the draft model gives less
+  // than this probability (that draft is dropped), as llama.cpp's --draft-p-min. 0: never.
+  double draft_p_min = kDefaultDraftPMin;
   SuffixConfig suffix;
   int disable_by_batch_size = kDefaultDisableByBatchSize;
   double min_acceptance_rate = 0.25;

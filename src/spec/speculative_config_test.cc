@@ -120,6 +120,27 @@ TEST(SpeculativeConfigTest, DraftModelValidates) {
   no_model.model.clear();
   EXPECT_EQ(ValidateSpeculativeConfig(no_model).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ValidateSpeculativeConfig(SpeculativeConfig{}).ok());  // off
+  EXPECT_EQ(c->draft_p_min, kDefaultDraftPMin);
+}
+
+TEST(SpeculativeConfigTest, DraftPMinIsAProbabilityOfMethodDraftModel) {
+  auto c = ParseSpeculativeConfig(
+      R"({"method": "draft_model", "num_speculative_tokens": 8, "model": "d", "draft_p_min": 0})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->draft_p_min, 0.0);
+  for (const char* bad : {"1.5", "-0.1", "\"x\""}) {
+    std::string text = R"({"method": "draft_model", "num_speculative_tokens": 8, "model": "d", )";
+    text += R"("draft_p_min": )";
+    text += bad;
+    text += "}";
+    auto b = ParseSpeculativeConfig(text);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find("draft_p_min"), std::string::npos);
+  }
+  auto ngram = ParseSpeculativeConfig(
+      R"({"method": "ngram", "num_speculative_tokens": 4, "draft_p_min": 0.5})");
+  ASSERT_FALSE(ngram.ok());
+  EXPECT_NE(ngram.status().message().find("only used by method draft_model"), std::string::npos);
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ double ExpectedEmitted(double alpha, int k) {
 }
 
 int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double alpha, int max_k,
-                         double margin) {
+                         double margin, double draft_seconds) {
   if (max_k <= 0) return 0;
   if (!(alpha > 0)) return 0;  // nothing is expected to be accepted
   const std::optional<double> base = cost.Seconds(batch_rows);
@@ -63,7 +63,8 @@ int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double a
   int best_k = 0;
   double best = none * margin;
   for (int k = 1; k <= max_k; ++k) {
-    const double t = cost.Seconds(batch_rows + k).value_or(*base);
+    const double t = cost.Seconds(batch_rows + k).value_or(*base) +
+                     static_cast<double>(k) * std::max(draft_seconds, 0.0);
     const double rate = (b - 1 + ExpectedEmitted(alpha, k)) / std::max(t, 1e-12);
     if (rate > best) {
       best = rate;

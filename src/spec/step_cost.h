@@ -45,7 +45,9 @@ double ExpectedEmitted(double alpha, int k);
 // the steps it runs teach the model); max_k when batch_rows' own cost is unknown; 0 when
 // alpha is 0.
 // `margin` (>= 1): a draft length must beat no drafts by this factor.
+// `draft_seconds` (>= 0): what drafting one token costs before the step (a draft model's
+// forward pass; 0 for drafters whose cost is negligible): k drafts add k of it to the step.
 int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double alpha, int max_k,
-                         double margin);
+                         double margin, double draft_seconds = 0);
 
 }  // namespace tachyon::spec

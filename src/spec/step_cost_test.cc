@@ -52,5 +52,23 @@ TEST(CostAwareDraftLengthTest, DraftsWhatPaysAtThisCost) {
   EXPECT_EQ(CostAwareDraftLength(none, 4, 0.5, 6, 1.05), 6);
 }
 
+TEST(CostAwareDraftLengthTest, ADraftModelsForwardsCountPerDraftedToken) {
+  // A flat target step of 1 s: free drafts pay at any length, but a draft model's forward per
+  // drafted token needs long accepted runs, and at 1 s per token it never pays.
+  StepCostModel flat;
+  flat.Observe(1, 1.0);
+  flat.Observe(64, 1.0);
+  EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.5, 8, 1.05, 0.0), 8);
+  // alpha 0.5 at 0.5 s a draft: k = 1 gives 1.5 tokens in 1.5 s, no better than 1 in 1 s.
+  EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.5, 8, 1.05, 0.5), 0);
+  // alpha 0.9: 1 + 0.9 + ... over 1 + 0.4 k peaks at a few tokens (not all 8).
+  const int k = CostAwareDraftLength(flat, 1, 0.9, 8, 1.05, 0.4);
+  EXPECT_GE(k, 2);
+  EXPECT_LT(k, 8);
+  const double best = ExpectedEmitted(0.9, k) / (1.0 + 0.4 * k);
+  for (int j = 1; j <= 8; ++j) EXPECT_GE(best, ExpectedEmitted(0.9, j) / (1.0 + 0.4 * j)) << j;
+  EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.99, 8, 1.05, 1.0), 0);
+}
+
 }  // namespace
 }  // namespace tachyon::spec
