@@ -8,16 +8,15 @@
 #include <gtest/gtest.h>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/testing/kernel_testing.h"
 #include "util/cpu_features.h"
 
 namespace tachyon::kernels::internal {
 namespace {
 
-std::vector<float> Randn(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 2.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
+// N(0, 2) values with the second 32-element block (when there is one) all zero.
+std::vector<float> RandnWithZeroBlock(int64_t n, uint32_t seed) {
+  std::vector<float> v = Randn(n, seed, 2.0f);
   if (n >= 64) {
     for (int j = 32; j < 64; ++j) v[j] = 0.0f;  // an all-zero block
   }
@@ -30,7 +29,7 @@ TEST(ActQuant, LevelsWriteIdenticalBytes) {
     const int64_t unit = f == ActFormat::kQ8_256 ? 256 : 32;
     for (int64_t n : {1, 2, 3, 4, 5, 7, 9, 33}) {
       const int64_t k = n * unit;
-      const auto x = Randn(k, static_cast<uint32_t>(n));
+      const auto x = RandnWithZeroBlock(k, static_cast<uint32_t>(n));
       const size_t bytes = ActRowBytes(f, k);
       std::vector<uint8_t> ref(bytes, 0xAB), out(bytes, 0xCD);
       QuantizeActScalar(f)(x.data(), k, ref.data());
@@ -55,7 +54,7 @@ TEST(ActQuant, LevelsWriteIdenticalBytes) {
 TEST(ActQuant, Q8_32LayoutDecodes) {
   for (int64_t nb : {1, 3, 4, 6}) {
     const int64_t k = 32 * nb;
-    const auto x = Randn(k, 3);
+    const auto x = RandnWithZeroBlock(k, 3);
     std::vector<uint8_t> buf(ActRowBytes(ActFormat::kQ8_32, k), 0xFF);
     QuantizeActScalar(ActFormat::kQ8_32)(x.data(), k, buf.data());
     const Q8Row32 v = ViewQ8Row32(buf.data(), k);

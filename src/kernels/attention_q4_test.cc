@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/testing/kernel_testing.h"
 #include "tensor/fp16.h"
 #include "tensor/quant_blocks.h"
 #include "util/cpu_features.h"
@@ -22,21 +23,6 @@ namespace tachyon::kernels {
 namespace {
 
 constexpr KvDtype kQ4Dtypes[] = {KvDtype::kQ4_0, KvDtype::kQ4_1};
-
-std::vector<SimdLevel> AllLevels() {
-  std::vector<SimdLevel> l = {SimdLevel::kScalar};
-  if (DetectedCpuFeatures().HasAvx2Set()) l.push_back(SimdLevel::kAvx2);
-  if (DetectedCpuFeatures().HasAvx512Set()) l.push_back(SimdLevel::kAvx512);
-  if (DetectedCpuFeatures().HasAmxSet()) l.push_back(SimdLevel::kAmx);
-  return l;
-}
-
-std::vector<float> Randn(size_t n, std::mt19937* rng, float sd = 1.0f) {
-  std::normal_distribution<float> dist(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(*rng);
-  return v;
-}
 
 // The rounding step of the 32-element block at x: q4_0 |d| = |max| / 8 (max: the element of
 // largest magnitude), q4_1 d = (max - min) / 15; in f32, before d is stored as f16.
@@ -175,7 +161,7 @@ TEST(Q4KvTest, KernelsReadQ4ExactlyAsTheirDequantizedF32Rows) {
       job.row_stride = stride;
       job.q = q.data() + kv_head * c.n_group * c.hd;
       const TileParams tp{c.n_group, 1.0f / std::sqrt(static_cast<float>(c.hd)), c.window};
-      for (SimdLevel level : AllLevels()) {
+      for (SimdLevel level : SimdLevelsUpTo(SimdLevel::kAmx)) {
         std::vector<float> got(q.size(), 0.0f), want(q.size(), 0.0f);
         std::vector<float> scratch(TileScratchFloats(kv.q4, job, tp));
         job.out = want.data() + kv_head * c.n_group * c.hd;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention_tile.h"
+#include "kernels/testing/kernel_testing.h"
 #include "tensor/fp16.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
@@ -20,13 +21,6 @@ namespace {
 
 const KvDtype kAllDtypes[] = {KvDtype::kF32,  KvDtype::kF16,  KvDtype::kBf16,
                               KvDtype::kQ8_0, KvDtype::kQ4_0, KvDtype::kQ4_1};
-
-std::vector<SimdLevel> Levels() {
-  std::vector<SimdLevel> l = {SimdLevel::kScalar};
-  if (DetectedCpuFeatures().HasAvx2Set()) l.push_back(SimdLevel::kAvx2);
-  if (DetectedCpuFeatures().HasAvx512Set()) l.push_back(SimdLevel::kAvx512);
-  return l;
-}
 
 // head_dims to test for a dtype: odd ones for the float types, multiples of 32 for the
 // blocked ones (q8_0, q4_0, q4_1).
@@ -74,13 +68,6 @@ std::vector<int32_t> ShuffledTable(int64_t n_blocks, std::mt19937* rng) {
   std::iota(bt.begin(), bt.end(), 0);
   std::shuffle(bt.begin(), bt.end(), *rng);
   return bt;
-}
-
-std::vector<float> Randn(size_t n, std::mt19937* rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(*rng);
-  return v;
 }
 
 // New tokens of one sequence of a batch: positions [pos_start, pos_start + n_tokens).
@@ -317,7 +304,7 @@ void CheckTileJob(SimdLevel level, const TestKv& kv, const std::vector<int32_t>&
 TEST(AttentionTest, TileKernelsMatchReference) {
   const JobCase cases[] = {{0, 1, 0}, {0, 9, 0}, {37, 1, 0}, {21, 12, 0}, {30, 5, 7}};
   const int64_t block_sizes[] = {1, 16, 32};
-  const std::vector<SimdLevel> levels = Levels();
+  const std::vector<SimdLevel> levels = SimdLevelsUpTo(SimdLevel::kAvx512);
   std::mt19937 rng(42);
   int combo = 0;
   for (KvDtype d : kAllDtypes) {
@@ -356,7 +343,7 @@ TEST(AttentionTest, TileKernelsMatchReference) {
 TEST(AttentionTest, DecodeJobsMatchReferenceOverManyTiles) {
   const JobCase cases[] = {{0, 1, 0},   {63, 1, 0},  {64, 1, 0}, {200, 1, 0},
                            {150, 3, 0}, {190, 2, 70}, {129, 1, 64}};
-  const std::vector<SimdLevel> levels = Levels();
+  const std::vector<SimdLevel> levels = SimdLevelsUpTo(SimdLevel::kAvx512);
   std::mt19937 rng(17);
   int combo = 0;
   for (KvDtype d : kAllDtypes) {
@@ -425,7 +412,7 @@ TEST(AttentionTest, PagedBatchMatchesDenseAttention) {
   const int64_t bs = 4, n_kv = 2, n_heads = 8, hd = 32;
   // Three sequences with disjoint blocks: a prompt, a decode step, a chunk after a cache.
   const std::vector<SeqCase> cases = {{0, 41}, {29, 1}, {13, 9}};
-  for (SimdLevel level : Levels()) {
+  for (SimdLevel level : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     for (KvDtype d : kAllDtypes) {
       std::mt19937 rng(7);
       TestKv kv(d, 40, bs, n_kv, hd, &rng);

@@ -15,19 +15,12 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_test_util.h"
+#include "kernels/testing/kernel_testing.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 
 namespace tachyon::kernels {
 namespace {
-
-std::vector<SimdLevel> Levels() {
-  std::vector<SimdLevel> l = {SimdLevel::kScalar};
-  if (DetectedCpuFeatures().HasAvx2Set()) l.push_back(SimdLevel::kAvx2);
-  if (DetectedCpuFeatures().HasAvx512Set()) l.push_back(SimdLevel::kAvx512);
-  if (DetectedCpuFeatures().HasAmxSet()) l.push_back(SimdLevel::kAmx);
-  return l;
-}
 
 // First index where a and b differ bitwise, or -1.
 int64_t FirstBitDifference(const float* a, const float* b, int64_t n) {
@@ -64,7 +57,7 @@ void CheckMatMulRows(SimdLevel level, const MatMulProblem& p, ThreadPool* pool,
 TEST(BatchInvariance, MatMulRowsDoNotDependOnTheRowCount) {
   AmxRowsGuard guard;
   ThreadPool pool(2);
-  for (SimdLevel level : Levels()) {
+  for (SimdLevel level : SimdLevelsUpTo(SimdLevel::kAmx)) {
     // At kAmx every m runs the AMX tile path (its rounding differs from the 8-bit kernels').
     SetAmxMinRows(level == SimdLevel::kAmx ? 1 : 0);
     for (GgmlType t : kAllMatMulTypes) {
@@ -90,7 +83,7 @@ TEST(BatchInvariance, MatMulMultiRowsDoNotDependOnTheRowCount) {
   MatMulProblem b = MakeMatMulProblem(GgmlType::kQ4_0, 16, 512, 20, 2);
   PackProblem(a);
   PackProblem(b);
-  for (SimdLevel level : Levels()) {
+  for (SimdLevel level : SimdLevelsUpTo(SimdLevel::kAmx)) {
     if (level == SimdLevel::kAmx) continue;  // covered per weight above
     const Weight* ws[] = {&a.weight, &b.weight};
     std::vector<float> ya(20 * 48), yb(20 * 16);
@@ -161,7 +154,7 @@ TEST(BatchInvariance, AttentionRowsDoNotDependOnTheChunk) {
     params.n_heads = n_heads;
     params.scale = 0.125f;
     params.sliding_window = c.window;
-    for (SimdLevel level : Levels()) {
+    for (SimdLevel level : SimdLevelsUpTo(SimdLevel::kAmx)) {
       // kAmx: the AMX tile kernel is kept off (its rounding is not the decode kernel's, and its
       // own invariance is not claimed: docs/kernels.md, Batch invariance).
       SetAttentionAmxMinQueries(level == SimdLevel::kAmx ? int64_t{1} << 40 : 0);

@@ -8,27 +8,15 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/testing/kernel_testing.h"
+
 namespace tachyon::kernels {
 namespace {
 
 const int64_t kSizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 127, 129, 1023};
 
-std::vector<SimdLevel> Levels() {
-  std::vector<SimdLevel> l = {SimdLevel::kScalar};
-  if (DetectedCpuFeatures().HasAvx2Set()) l.push_back(SimdLevel::kAvx2);
-  return l;
-}
-
-std::vector<float> Randn(int64_t n, uint32_t seed, float scale, float mean = 0) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(mean, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
-
 TEST(EncoderOps, LayerNormVariants) {
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx2)) {
     const auto& ops = internal::EncoderOpsAtLevel(l);
     for (int64_t n : kSizes) {
       // A row offset far from 0 checks the mean is removed before the variance.
@@ -59,7 +47,7 @@ TEST(EncoderOps, LayerNormValue) {
 }
 
 TEST(EncoderOps, GeluErfVariants) {
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx2)) {
     const auto& ops = internal::EncoderOpsAtLevel(l);
     for (int64_t n : kSizes) {
       auto x = Randn(n, 4, 3.0f);

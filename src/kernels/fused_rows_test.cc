@@ -12,6 +12,7 @@
 
 #include "kernels/matmul_test_util.h"
 #include "kernels/ops.h"
+#include "kernels/testing/kernel_testing.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 
@@ -87,15 +88,6 @@ TEST(FusedRows, GatedMulRowsEqualTheOp) {
   }
 }
 
-std::vector<SimdLevel> Levels() {
-  std::vector<SimdLevel> l = {SimdLevel::kScalar};
-  const CpuFeatures& f = DetectedCpuFeatures();
-  if (f.HasAvx2Set()) l.push_back(SimdLevel::kAvx2);
-  if (f.HasAvx512Set()) l.push_back(SimdLevel::kAvx512);
-  if (f.HasAmxSet()) l.push_back(SimdLevel::kAmx);
-  return l;
-}
-
 // For weights ws (same cols), the fused call with the residual-adding norm equals AddRmsNorm
 // followed by MatMulMulti, outputs and the updated residual stream alike, and produces each
 // row once.
@@ -133,13 +125,14 @@ void CheckFusedEqualsUnfused(std::span<const Weight* const> ws, int64_t m, SimdL
 TEST(MatMulMultiRows, EqualsUnfusedEveryTypeLevelAndRowCount) {
   ThreadPool pool(2);
   for (GgmlType t : kAllMatMulTypes) {
-    MatMulProblem a = MakeMatMulProblem(t, 48, 512, 1, 11), b = MakeMatMulProblem(t, 16, 512, 1, 12);
+    MatMulProblem a = MakeMatMulProblem(t, 48, 512, 1, 11),
+                  b = MakeMatMulProblem(t, 16, 512, 1, 12);
     if (HasPackedLayout(t)) {
       PackProblem(a);
       PackProblem(b);
     }
     const Weight* ws[] = {&a.weight, &b.weight};
-    for (SimdLevel level : Levels()) {
+    for (SimdLevel level : SimdLevelsUpTo(SimdLevel::kAmx)) {
       for (int64_t m : {1, 3, 8, 17, 40}) {  // register kernels, GEMM, AMX thresholds
         for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
           CheckFusedEqualsUnfused(ws, m, level, p, static_cast<uint32_t>(m));
@@ -159,7 +152,7 @@ TEST(MatMulMultiRows, MixedFormatsProduceEachRowOnce) {
                 k = MakeMatMulProblem(GgmlType::kQ6_K, 16, 256, 1, 23);
   PackProblem(q);
   const Weight* ws[] = {&q.weight, &f.weight, &k.weight};
-  for (SimdLevel level : Levels()) {
+  for (SimdLevel level : SimdLevelsUpTo(SimdLevel::kAmx)) {
     for (int64_t m : {2, 20}) CheckFusedEqualsUnfused(ws, m, level, &pool, 7);
   }
 }

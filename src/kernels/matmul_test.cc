@@ -11,6 +11,7 @@
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_test_util.h"
 #include "kernels/pack.h"
+#include "kernels/testing/kernel_testing.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 
@@ -39,13 +40,6 @@ std::vector<float> RunAt(const Problem& p, SimdLevel level, ThreadPool* pool = n
   return y;
 }
 
-std::vector<SimdLevel> Levels() {
-  std::vector<SimdLevel> l = {SimdLevel::kScalar};
-  if (DetectedCpuFeatures().HasAvx2Set()) l.push_back(SimdLevel::kAvx2);
-  if (DetectedCpuFeatures().HasAvx512Set()) l.push_back(SimdLevel::kAvx512);
-  return l;
-}
-
 void CheckAll(const Problem& p) {
   std::vector<float> ref(p.m * p.rows);
   MatMulReference(p.weight, p.x.data(), p.m, ref.data());
@@ -55,7 +49,7 @@ void CheckAll(const Problem& p) {
     ASSERT_LE(std::fabs(scalar[i] - ref[i]), bound[i])
         << TypeName(p.type) << " cols " << p.cols << " m " << p.m << " at " << i;
   }
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     const std::vector<float> y = RunAt(p, l);
     for (size_t i = 0; i < ref.size(); ++i) {
       // Same quantized activations as the scalar kernel: only float summation order differs.
@@ -117,7 +111,7 @@ void CheckPacked(const Problem& p, ThreadPool* pool = nullptr) {
   MatMulReference(p.weight, p.x.data(), p.m, ref.data());
   const std::vector<double> bound = Bounds(p);
   const std::vector<float> scalar = RunAt(p, SimdLevel::kScalar);
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     std::vector<float> y(p.m * p.rows, NAN);
     MatMulAtLevel(l, packed, p.x.data(), p.m, y.data(), pool);
     for (size_t i = 0; i < ref.size(); ++i) {

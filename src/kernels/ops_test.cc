@@ -8,27 +8,13 @@
 
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
+#include "kernels/testing/kernel_testing.h"
 #include "util/cpu_features.h"
 
 namespace tachyon::kernels {
 namespace {
 
 const int64_t kSizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 127, 129, 1023};
-
-std::vector<SimdLevel> Levels() {
-  std::vector<SimdLevel> l = {SimdLevel::kScalar};
-  if (DetectedCpuFeatures().HasAvx2Set()) l.push_back(SimdLevel::kAvx2);
-  if (DetectedCpuFeatures().HasAvx512Set()) l.push_back(SimdLevel::kAvx512);
-  return l;
-}
-
-std::vector<float> Randn(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
 
 void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float rel, float abs,
                  const char* what, int64_t n) {
@@ -38,7 +24,7 @@ void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float
 }
 
 TEST(Ops, RmsNormVariants) {
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     const auto& ops = internal::OpsAtLevel(l);
     for (int64_t n : kSizes) {
       const auto x = Randn(3 * n, 1), w = Randn(n, 2);
@@ -54,7 +40,7 @@ TEST(Ops, RmsNormVariants) {
 }
 
 TEST(Ops, AddRmsNormVariants) {
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     const auto& ops = internal::OpsAtLevel(l);
     for (int64_t n : kSizes) {
       const auto x0 = Randn(3 * n, 11), d = Randn(3 * n, 12), w = Randn(n, 13);
@@ -109,7 +95,7 @@ TEST(Ops, RmsNormValue) {
 }
 
 TEST(Ops, SiluMulVariants) {
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     const auto& ops = internal::OpsAtLevel(l);
     for (int64_t n : kSizes) {
       auto g = Randn(n, 3, 4.0f);
@@ -128,7 +114,7 @@ TEST(Ops, SiluMulVariants) {
 }
 
 TEST(Ops, GeluTanhMulVariants) {
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     const auto& ops = internal::OpsAtLevel(l);
     for (int64_t n : kSizes) {
       auto g = Randn(n, 6, 4.0f);
@@ -160,7 +146,7 @@ TEST(Ops, GeluTanhValues) {
 }
 
 TEST(Ops, SoftmaxVariants) {
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     const auto& ops = internal::OpsAtLevel(l);
     for (int64_t n : kSizes) {
       auto x = Randn(n, 5, 10.0f);
@@ -180,7 +166,7 @@ TEST(Ops, SoftmaxVariants) {
 }
 
 TEST(Ops, AddAndDotVariants) {
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     const auto& ops = internal::OpsAtLevel(l);
     for (int64_t n : kSizes) {
       const auto x = Randn(n, 6), y0 = Randn(n, 7);
@@ -216,7 +202,7 @@ TEST(Ops, RopeMatchesReferenceBothStyles) {
 // The rotation of every level against RopeReference (pairs from RopeCosSin), both styles,
 // rot_dim with and without SIMD tails, dims past rot_dim untouched.
 TEST(Ops, RopeRotateVariants) {
-  for (SimdLevel l : Levels()) {
+  for (SimdLevel l : SimdLevelsUpTo(SimdLevel::kAvx512)) {
     const auto& ops = internal::OpsAtLevel(l);
     for (RopeStyle style : {RopeStyle::kAdjacent, RopeStyle::kNeox}) {
       for (int64_t rot : {2, 6, 20, 34, 64, 128}) {
