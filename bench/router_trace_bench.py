@@ -20,10 +20,10 @@ starts from cold caches. After each policy it reads the router's /metrics: for k
 prompt tokens the index predicted on the replicas it chose against those the replicas reported
 (issue 19's target: within 5%), and the mean routing decision time.
 
-The whole trace (its prefix reuse is 6% over the first 200 requests, 31% over all 2,000) with
-SmolLM2-135M, 2 tokens a trace block (~50-token prompts) and 2 output tokens (so TPOT is
-defined); sized for about ten minutes for the three policies on a quiet 2-core machine (the
-bench prints its projection after calibrating; --block-tokens 1 halves the prompts):
+The whole trace (its prefix reuse is 6% over the first 200 requests, 31% over all 2,000 at this
+scale) with SmolLM2-135M, 2 tokens a trace block (~50-token prompts) and 2 output tokens (so
+TPOT is defined); sized for about ten minutes for the three policies on a quiet 2-core machine
+(the bench prints its projection after calibrating; --block-tokens 1 halves the prompts):
 
   python3 bench/router_trace_bench.py --requests 2000 --block-tokens 2 --max-output 2 \
       --out /tmp/router_trace
