@@ -14,8 +14,8 @@
 
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
-#include "kernels/matmul_test_util.h"
 #include "kernels/testing/kernel_testing.h"
+#include "kernels/testing/matmul_problem.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 

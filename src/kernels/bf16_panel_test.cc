@@ -14,46 +14,24 @@
 
 #include "kernels/bf16_panel_internal.h"
 #include "kernels/pack.h"
+#include "kernels/testing/matmul_problem.h"
 #include "tensor/fp16.h"
 #include "util/cpu_features.h"
 
 namespace tachyon::kernels {
 namespace {
 
-struct Matrix {
-  Weight w;
-  std::vector<uint8_t> bytes;
-  std::vector<float> values;  // dequantized, rows x cols
-};
-
-Matrix Make(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
-  Matrix m;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  const size_t row_bytes = RowBytes(type, cols);
-  m.bytes.resize(row_bytes * rows);
-  m.values.resize(static_cast<size_t>(rows * cols));
-  std::vector<float> src(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : src) v = dist(rng);
-    QuantizeRow(type, src.data(), m.bytes.data() + r * row_bytes, cols);
-    DequantizeRow(type, m.bytes.data() + r * row_bytes, m.values.data() + r * cols, cols);
-  }
-  m.w = Weight{type, rows, cols, m.bytes.data(), row_bytes, nullptr};
-  return m;
-}
-
-void CheckPanel(const Matrix& m, int64_t t, int64_t k0, int64_t kc) {
+void CheckPanel(const MatMulProblem& m, int64_t t, int64_t k0, int64_t kc) {
   std::vector<uint16_t> panel(static_cast<size_t>(kc * 16), 0xFFFF);
-  DequantPanelBf16Reference(m.w, t, k0, kc, panel.data());
+  DequantPanelBf16Reference(m.weight, t, k0, kc, panel.data());
   for (int64_t n = 0; n < 16; ++n) {
     for (int64_t k = 0; k < kc; ++k) {
       const int64_t r = 16 * t + n, c = k0 + k;
-      const uint16_t want = (r < m.w.rows && c < m.w.cols)
-                                ? F32ToBf16(m.values[static_cast<size_t>(r * m.w.cols + c)])
+      const uint16_t want = (r < m.weight.rows && c < m.weight.cols)
+                                ? F32ToBf16(m.wf[static_cast<size_t>(r * m.weight.cols + c)])
                                 : 0;
       ASSERT_EQ(panel[static_cast<size_t>((k / 2) * 32 + 2 * n + k % 2)], want)
-          << TypeName(m.w.type) << " tile " << t << " row " << n << " k " << c;
+          << TypeName(m.weight.type) << " tile " << t << " row " << n << " k " << c;
     }
   }
 }
@@ -63,7 +41,7 @@ TEST(Bf16Panel, LayoutAndPaddingPerType) {
                         GgmlType::kQ4_0, GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const int64_t block = GetTypeTraits(static_cast<uint32_t>(type))->block_size;
     const int64_t cols = block == 256 ? 512 : 96;
-    const Matrix m = Make(type, 21, cols, 7);
+    const MatMulProblem m = MakeMatMulProblem(type, 21, cols, /*m=*/0, 7);
     const int64_t align = PanelKAlign(type);
     CheckPanel(m, 0, 0, cols);              // whole rows
     CheckPanel(m, 1, 0, cols + 32);         // partial tile (rows 16..20), padded k
@@ -72,7 +50,7 @@ TEST(Bf16Panel, LayoutAndPaddingPerType) {
 }
 
 TEST(Bf16Panel, OddColumnsArePaddedWithZeros) {
-  const Matrix m = Make(GgmlType::kF32, 16, 45, 3);
+  const MatMulProblem m = MakeMatMulProblem(GgmlType::kF32, 16, 45, /*m=*/0, 3);
   CheckPanel(m, 0, 0, 64);
 }
 
@@ -83,11 +61,6 @@ TEST(Bf16Panel, KAlignCoversTheBlock) {
 }
 
 // ---- the AVX-512 panel writer against the reference -------------------------------------------
-
-const GgmlType kAllTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
-                              GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                              GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
-                              GgmlType::kQ6_K};
 
 int64_t BlockOf(GgmlType type) {
   return GetTypeTraits(static_cast<uint32_t>(type))->block_size;
@@ -144,7 +117,7 @@ void ExpectSameAsReference(const Weight& w, int64_t t, int64_t k0, int64_t kc) {
 // past the end of the row (zero padding), arbitrary bytes.
 TEST(Bf16PanelAvx512, ByteIdenticalToReference) {
   SKIP_WITHOUT_AVX512();
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kAllMatMulTypes) {
     const int64_t block = BlockOf(type);
     const int64_t align = PanelKAlign(type);
     for (bool pack : {false, true}) {
@@ -176,17 +149,17 @@ TEST(Bf16PanelAvx512, ByteIdenticalToReference) {
 // Weights quantized from real-looking values (finite scales), a longer row.
 TEST(Bf16PanelAvx512, QuantizedRowsMatchReference) {
   SKIP_WITHOUT_AVX512();
-  for (GgmlType type : kAllTypes) {
-    Matrix m = Make(type, 40, 2048, 11);
-    ExpectSameAsReference(m.w, 0, 0, 2048);
-    ExpectSameAsReference(m.w, 2, 1024, 512);
+  for (GgmlType type : kAllMatMulTypes) {
+    MatMulProblem m = MakeMatMulProblem(type, 40, 2048, /*m=*/0, 11);
+    ExpectSameAsReference(m.weight, 0, 0, 2048);
+    ExpectSameAsReference(m.weight, 2, 1024, 512);
     if (HasPackedLayout(type)) {
-      AlignedBuffer buf = AllocateAligned(PackedBytes(type, m.w.rows, m.w.cols));
-      PackWeight(m.w, buf.get(), nullptr);
-      m.w.packed = buf.get();
-      ExpectSameAsReference(m.w, 0, 0, 2048);
-      ExpectSameAsReference(m.w, 2, 1024, 512);
-      ExpectSameAsReference(m.w, 1, 256, 320);  // ends inside a K-quant super-block
+      AlignedBuffer buf = AllocateAligned(PackedBytes(type, m.weight.rows, m.weight.cols));
+      PackWeight(m.weight, buf.get(), nullptr);
+      m.weight.packed = buf.get();
+      ExpectSameAsReference(m.weight, 0, 0, 2048);
+      ExpectSameAsReference(m.weight, 2, 1024, 512);
+      ExpectSameAsReference(m.weight, 1, 256, 320);  // ends inside a K-quant super-block
     }
   }
 }
@@ -235,7 +208,7 @@ TEST(Bf16PanelAvx512, FloatSpecialValues) {
 // a row or scale taken from the wrong place, a wrong pair order all fail this).
 TEST(Bf16PanelAvx512, OneHotRowsLandWhereTheLayoutSays) {
   SKIP_WITHOUT_AVX512();
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kAllMatMulTypes) {
     const int64_t cols = 512, rows = 16;
     std::vector<uint8_t> bytes(RowBytes(type, cols) * rows);
     std::vector<float> row(static_cast<size_t>(cols));
@@ -281,7 +254,7 @@ TEST(Bf16PanelAvx512, TypesWithoutAFastPathAreDeclined) {
 }
 
 TEST(Bf16Panel, DispatcherMatchesReferenceForEveryType) {
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kAllMatMulTypes) {
     const int64_t cols = BlockOf(type) == 256 ? 512 : 96;
     const RawMatrix m = MakeRaw(type, 20, cols, 3, false);
     std::vector<uint16_t> want(static_cast<size_t>(cols) * 16), got(want.size());
@@ -304,22 +277,22 @@ TEST(Bf16PanelDeathTest, BadRangeIsAClearError) {
 // 2^-16 relative (|v - hi| <= 2^-8 |v|, and lo rounds that to 8 bits), F16 values exactly.
 TEST(Bf16PanelSplit, HiIsThePanelAndHiPlusLoIsTheValue) {
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0}) {
-    const Matrix m = Make(type, 21, 96, 7);
+    const MatMulProblem m = MakeMatMulProblem(type, 21, 96, /*m=*/0, 7);
     for (int64_t t = 0; t < 2; ++t) {
       std::vector<uint16_t> hi(128 * 16, 0xABCD), lo(hi.size(), 0xABCD), plain(hi.size());
-      DequantPanelBf16SplitReference(m.w, t, 0, 128, hi.data(), lo.data());
-      DequantPanelBf16Reference(m.w, t, 0, 128, plain.data());
+      DequantPanelBf16SplitReference(m.weight, t, 0, 128, hi.data(), lo.data());
+      DequantPanelBf16Reference(m.weight, t, 0, 128, plain.data());
       ASSERT_EQ(hi, plain) << TypeName(type);
       for (int64_t n = 0; n < 16; ++n) {
         for (int64_t k = 0; k < 128; ++k) {
           const size_t at = static_cast<size_t>((k / 2) * 32 + 2 * n + k % 2);
           const int64_t r = 16 * t + n;
           const double got = double{Bf16ToF32(hi[at])} + double{Bf16ToF32(lo[at])};
-          if (r >= m.w.rows || k >= m.w.cols) {
+          if (r >= m.weight.rows || k >= m.weight.cols) {
             ASSERT_EQ(hi[at] | lo[at], 0) << "padding, row " << r << " k " << k;
             continue;
           }
-          const double v = m.values[static_cast<size_t>(r * m.w.cols + k)];
+          const double v = m.wf[static_cast<size_t>(r * m.weight.cols + k)];
           if (type == GgmlType::kF16) {
             ASSERT_EQ(got, v) << "row " << r << " k " << k;
           } else {
@@ -380,12 +353,12 @@ TEST(Bf16PanelSplitAvx512, ByteIdenticalToReference) {
   // Real-looking values, and F32 values near the subnormal range (the lo of 0x01000001 is
   // subnormal: the lanes' vcvtne2ps2bf16 would flush it).
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
-    const Matrix m = Make(type, 40, 1024, 3);
-    ExpectSplitSameAsReference(m.w, 2, 512, 512);
+    const MatMulProblem m = MakeMatMulProblem(type, 40, 1024, /*m=*/0, 3);
+    ExpectSplitSameAsReference(m.weight, 2, 512, 512);
     if (type != GgmlType::kF16) continue;
-    AlignedBuffer buf = AllocateAligned(PackedBytes(type, m.w.rows, m.w.cols));
-    PackWeight(m.w, buf.get(), nullptr);
-    Weight packed = m.w;
+    AlignedBuffer buf = AllocateAligned(PackedBytes(type, m.weight.rows, m.weight.cols));
+    PackWeight(m.weight, buf.get(), nullptr);
+    Weight packed = m.weight;
     packed.packed = buf.get();
     for (int64_t t : {0, 2}) ExpectSplitSameAsReference(packed, t, 512, 512);
   }

@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/matmul_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/testing/kernel_testing.h"
+#include "kernels/testing/matmul_problem.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 

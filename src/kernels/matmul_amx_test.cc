@@ -28,8 +28,8 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
-#include "kernels/matmul_test_util.h"
 #include "kernels/pack.h"
+#include "kernels/testing/matmul_problem.h"
 #include "tensor/fp16.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
@@ -48,9 +48,6 @@ int64_t Block(GgmlType t) {
   }
 
 using Problem = MatMulProblem;
-Problem Make(GgmlType t, int64_t rows, int64_t cols, int64_t m, uint32_t seed) {
-  return MakeMatMulProblem(t, rows, cols, m, seed);
-}
 
 std::vector<float> RunAmx(const Weight& w, const float* x, int64_t m, ThreadPool* pool = nullptr) {
   std::vector<float> y(m * w.rows, NAN);
@@ -100,7 +97,7 @@ TEST(MatMulAmx, OddShapesEveryType) {
       for (int64_t rows : {1, 16, 17, 33, 48}) {
         if ((c >= 4096 && rows > 17) || (rows == 16 && c > 512)) continue;  // quick reference
         const int64_t m = c >= 4096 ? 3 : 17;
-        const Problem p = Make(t, rows, c, m, static_cast<uint32_t>(c + rows));
+        const Problem p = MakeMatMulProblem(t, rows, c, m, static_cast<uint32_t>(c + rows));
         CheckBound(p, RunAmx(p.weight, p.x.data(), p.m), "amx");
       }
     }
@@ -114,7 +111,7 @@ TEST(MatMulAmx, ActivationRowCounts) {
     for (int64_t m : {1, 2, 3, 15, 16, 17, 33, 100, 512}) {
       // 512 rows (a prefill chunk) for one type of each family: the reference is the cost.
       if (m == 512 && t != GgmlType::kQ4_0 && t != GgmlType::kQ4_K && t != GgmlType::kF32) continue;
-      const Problem p = Make(t, 19, cols, m, static_cast<uint32_t>(m));
+      const Problem p = MakeMatMulProblem(t, 19, cols, m, static_cast<uint32_t>(m));
       CheckBound(p, RunAmx(p.weight, p.x.data(), p.m), "amx");
     }
   }
@@ -124,7 +121,7 @@ TEST(MatMulAmx, ActivationRowCounts) {
 // inputs): every further row chunk dequantizes the panels again.
 TEST(MatMulAmx, SeveralRowChunks) {
   SKIP_WITHOUT_AMX();
-  const Problem p = Make(GgmlType::kQ4_0, 17, 1024, 1040, 7);
+  const Problem p = MakeMatMulProblem(GgmlType::kQ4_0, 17, 1024, 1040, 7);
   CheckBound(p, RunAmx(p.weight, p.x.data(), p.m), "amx");
 }
 
@@ -133,7 +130,7 @@ TEST(MatMulAmx, SeveralRowChunks) {
 TEST(MatMulAmx, RowResultsIndependentOfBatch) {
   SKIP_WITHOUT_AMX();
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ6_K, GgmlType::kF16}) {
-    const Problem p = Make(t, 40, 1024, 100, 11);
+    const Problem p = MakeMatMulProblem(t, 40, 1024, 100, 11);
     const std::vector<float> all = RunAmx(p.weight, p.x.data(), p.m);
     for (int64_t m : {1, 2, 17, 33}) {
       const std::vector<float> part = RunAmx(p.weight, p.x.data(), m);
@@ -148,7 +145,8 @@ TEST(MatMulAmx, RowResultsIndependentOfBatch) {
 TEST(MatMulAmx, KChunksEqualWholeRows) {
   SKIP_WITHOUT_AMX();
   for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ5_K, GgmlType::kBF16, GgmlType::kF16}) {
-    const Problem p = Make(t, 17, 4096, 100, 13);  // 100 x 4096 bf16 = 800 KiB: K chunks
+    // 100 x 4096 bf16 = 800 KiB: K chunks
+    const Problem p = MakeMatMulProblem(t, 17, 4096, 100, 13);
     const std::vector<float> chunked = RunAmx(p.weight, p.x.data(), p.m);
     CheckBound(p, chunked, "amx k-chunks");
     const std::vector<float> whole = RunAmx(p.weight, p.x.data(), 3);
@@ -177,7 +175,7 @@ TEST(MatMulAmx, AccumulationGroupsAndRowChunks) {
   for (const auto& [t, rows, cols] : {std::tuple{GgmlType::kQ4_0, int64_t{1100}, int64_t{4096}},
                                       std::tuple{GgmlType::kF16, int64_t{40}, int64_t{1024}}}) {
     const int64_t m = 528;
-    const Problem p = Make(t, rows, cols, m, 17);
+    const Problem p = MakeMatMulProblem(t, rows, cols, m, 17);
     const std::vector<float> all = RunAmx(p.weight, p.x.data(), p.m);
     const std::vector<float> head = RunAmx(p.weight, p.x.data(), 3);
     for (size_t i = 0; i < head.size(); ++i)
@@ -193,7 +191,7 @@ TEST(MatMulAmx, ThreadedEqualsSingleThreaded) {
   SKIP_WITHOUT_AMX();
   ThreadPool pool(2);
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kF32}) {
-    const Problem p = Make(t, 200, 512, 37, 5);
+    const Problem p = MakeMatMulProblem(t, 200, 512, 37, 5);
     const std::vector<float> a = RunAmx(p.weight, p.x.data(), p.m);
     const std::vector<float> b = RunAmx(p.weight, p.x.data(), p.m, &pool);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << TypeName(t) << " at " << i;
@@ -205,7 +203,7 @@ TEST(MatMulAmx, PackedEqualsUnpacked) {
   for (GgmlType t :
        {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16}) {
     ASSERT_TRUE(HasPackedLayout(t));
-    const Problem p = Make(t, 37, 1024, 20, 3);
+    const Problem p = MakeMatMulProblem(t, 37, 1024, 20, 3);
     AlignedBuffer buf = AllocateAligned(PackedBytes(t, p.rows, p.cols));
     PackWeight(p.weight, buf.get(), nullptr);
     Weight packed = p.weight;
@@ -223,8 +221,9 @@ TEST(MatMulAmx, MultiEqualsSeparateCalls) {
   SKIP_WITHOUT_AMX();
   ThreadPool pool(2);
   const int64_t m = 21;
-  Problem ps[3] = {Make(GgmlType::kQ4_K, 64, 512, m, 1), Make(GgmlType::kF16, 16, 512, m, 2),
-                   Make(GgmlType::kQ8_0, 35, 512, m, 3)};
+  Problem ps[3] = {MakeMatMulProblem(GgmlType::kQ4_K, 64, 512, m, 1),
+                   MakeMatMulProblem(GgmlType::kF16, 16, 512, m, 2),
+                   MakeMatMulProblem(GgmlType::kQ8_0, 35, 512, m, 3)};
   for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
     const Weight* ws[3];
     std::vector<float> multi[3];
@@ -301,7 +300,7 @@ TEST(MatMulAmx, DispatchByRowCount) {
     const int64_t threshold = internal::AmxMinRows(t);
     ASSERT_GE(threshold, 2) << "m = 1 stays on the decode kernels";
     for (int64_t m : {threshold - 1, threshold}) {
-      const Problem p = Make(t, 33, 512, m, 9);
+      const Problem p = MakeMatMulProblem(t, 33, 512, m, 9);
       std::vector<float> y(m * p.rows), expect(m * p.rows);
       MatMul(p.weight, p.x.data(), m, y.data(), nullptr);
       if (m >= threshold) {

@@ -11,9 +11,9 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_int8_amx.h"
-#include "kernels/matmul_test_util.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/pack.h"
+#include "kernels/testing/matmul_problem.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 

@@ -9,9 +9,9 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
-#include "kernels/matmul_test_util.h"
 #include "kernels/pack.h"
 #include "kernels/testing/kernel_testing.h"
+#include "kernels/testing/matmul_problem.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 
@@ -27,9 +27,6 @@ bool IsFloat(GgmlType t) {
 }
 
 using Problem = MatMulProblem;
-Problem Make(GgmlType t, int64_t rows, int64_t cols, int64_t m, uint32_t seed) {
-  return MakeMatMulProblem(t, rows, cols, m, seed);
-}
 std::vector<double> Bounds(const Problem& p) {
   return ActivationRoundingBounds(p);
 }
@@ -66,7 +63,7 @@ TEST(MatMul, OddSizesEveryType) {
     const int64_t blk = IsFloat(t) ? 1 : (IsK(t) ? 256 : 32);
     for (int64_t s : sizes) {
       if (IsK(t) && s > 33) continue;  // keep K-quants small; 1023 below
-      CheckAll(Make(t, 5, s * blk, 3, static_cast<uint32_t>(s)));
+      CheckAll(MakeMatMulProblem(t, 5, s * blk, 3, static_cast<uint32_t>(s)));
     }
   }
 }
@@ -75,7 +72,7 @@ TEST(MatMul, ActivationRowCounts) {
   for (GgmlType t : kAllMatMulTypes) {
     const int64_t cols = IsFloat(t) ? 97 : (IsK(t) ? 512 : 33 * 32);
     for (int64_t m : {1, 2, 3, 4, 5, 8, 17})
-      CheckAll(Make(t, 7, cols, m, static_cast<uint32_t>(m)));
+      CheckAll(MakeMatMulProblem(t, 7, cols, m, static_cast<uint32_t>(m)));
   }
 }
 
@@ -83,14 +80,14 @@ TEST(MatMul, LongRows) {
   for (GgmlType t : kAllMatMulTypes) {
     const int64_t blk = IsFloat(t) ? 1 : (IsK(t) ? 256 : 32);
     const int64_t n = IsK(t) ? 129 : 1023;
-    CheckAll(Make(t, 2, n * blk, 1, 99));
+    CheckAll(MakeMatMulProblem(t, 2, n * blk, 1, 99));
   }
 }
 
 TEST(MatMul, ThreadedEqualsSingleThreaded) {
   ThreadPool pool(2);
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kF16}) {
-    const Problem p = Make(t, 96, 512, 9, 5);
+    const Problem p = MakeMatMulProblem(t, 96, 512, 9, 5);
     const std::vector<float> a = RunAt(p, BestSimdLevel()), b = RunAt(p, BestSimdLevel(), &pool);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
     std::vector<float> c(a.size());
@@ -139,14 +136,14 @@ TEST(MatMulPacked, OddColumnCounts) {
     const int64_t blk = IsFloat(t) ? 1 : (IsK(t) ? 256 : 32);
     for (int64_t n : {1, 2, 3, 5, 11, 32, 128}) {
       if (IsK(t) && n > 16) continue;  // 4096 columns at most
-      CheckPacked(Make(t, 37, n * blk, 3, static_cast<uint32_t>(n)));
+      CheckPacked(MakeMatMulProblem(t, 37, n * blk, 3, static_cast<uint32_t>(n)));
     }
   }
   // F16 / BF16 rows of any length: odd inputs, partial pair bands, long rows.
   for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16}) {
     for (int64_t cols : {4, 7, 15, 17, 31, 33, 63, 65, 97, 1023, 4096}) {
       for (int64_t m : {1, 2, 5}) {
-        CheckPacked(Make(t, 19, cols, m, static_cast<uint32_t>(cols + m)));
+        CheckPacked(MakeMatMulProblem(t, 19, cols, m, static_cast<uint32_t>(cols + m)));
       }
     }
   }
@@ -156,7 +153,7 @@ TEST(MatMulPacked, OddColumnCounts) {
 // layout bit for bit (BF16), with cols padded to 32 by zeros.
 TEST(MatMulPacked, FloatTileLayout) {
   for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16}) {
-    const Problem p = Make(t, 21, 45, 1, 11);
+    const Problem p = MakeMatMulProblem(t, 21, 45, 1, 11);
     const size_t tile_bytes = PackedTileBytes(t, p.cols);
     ASSERT_EQ(tile_bytes, 2u * 1024u);
     AlignedBuffer buf = AllocateAligned(PackedBytes(t, p.rows, p.cols));
@@ -179,16 +176,16 @@ TEST(MatMulPacked, FloatTileLayout) {
 TEST(MatMulPacked, ActivationRowCounts) {
   for (GgmlType t : kPackedTypes) {
     for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 64, 100}) {
-      CheckPacked(Make(t, 21, 256, m, static_cast<uint32_t>(m)));
+      CheckPacked(MakeMatMulProblem(t, 21, 256, m, static_cast<uint32_t>(m)));
     }
-    CheckPacked(Make(t, 19, IsK(t) ? 256 : 96, 512, 7));
+    CheckPacked(MakeMatMulProblem(t, 19, IsK(t) ? 256 : 96, 512, 7));
   }
 }
 
 TEST(MatMulPacked, RowCountsAroundTheTile) {
   for (GgmlType t : kPackedTypes) {
     for (int64_t rows : {1, 15, 16, 17, 31, 48}) {
-      CheckPacked(Make(t, rows, IsK(t) ? 512 : 128, 5, static_cast<uint32_t>(rows)));
+      CheckPacked(MakeMatMulProblem(t, rows, IsK(t) ? 512 : 128, 5, static_cast<uint32_t>(rows)));
     }
   }
 }
@@ -198,9 +195,10 @@ TEST(MatMulPacked, RowCountsAroundTheTile) {
 TEST(MatMulPacked, ManyRowsChunksAndSlices) {
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const int64_t blk = IsK(t) ? 256 : 32;
-    CheckPacked(Make(t, 37, (IsK(t) ? 3 : 33) * blk, 13, 11));  // slices 16+16+1 / 2+1
-    CheckPacked(Make(t, 3, 4096, IsK(t) ? 120 : 140, 12));     // two chunks
-    for (int64_t m = 8; m <= 13; ++m) CheckPacked(Make(t, 50, 2 * blk, m, static_cast<uint32_t>(m)));
+    CheckPacked(MakeMatMulProblem(t, 37, (IsK(t) ? 3 : 33) * blk, 13, 11));  // slices 16+16+1 / 2+1
+    CheckPacked(MakeMatMulProblem(t, 3, 4096, IsK(t) ? 120 : 140, 12));     // two chunks
+    for (int64_t m = 8; m <= 13; ++m)
+      CheckPacked(MakeMatMulProblem(t, 50, 2 * blk, m, static_cast<uint32_t>(m)));
   }
 }
 
@@ -212,7 +210,8 @@ TEST(MatMulPacked, GemmKernelFewRows) {
     const internal::PackedGemmFn gemm = internal::PackedGemmAvx512(t);
     ASSERT_NE(gemm, nullptr) << TypeName(t);
     for (int64_t m = 1; m <= 7; ++m) {
-      const Problem p = Make(t, 37, IsK(t) ? 512 : 544, m, static_cast<uint32_t>(40 + m));
+      const Problem p =
+          MakeMatMulProblem(t, 37, IsK(t) ? 512 : 544, m, static_cast<uint32_t>(40 + m));
       AlignedBuffer buf = AllocateAligned(PackedBytes(t, p.rows, p.cols));
       PackWeight(p.weight, buf.get(), nullptr);
       const internal::ActFormat f = internal::ActFormatFor(t);
@@ -236,7 +235,7 @@ TEST(MatMulPacked, GemmKernelFewRows) {
 TEST(MatMulPacked, ThreadedEqualsSingleThreaded) {
   ThreadPool pool(2);
   for (GgmlType t : kPackedTypes) {
-    const Problem p = Make(t, 200, 512, 9, 3);
+    const Problem p = MakeMatMulProblem(t, 200, 512, 9, 3);
     CheckPacked(p, &pool);
     AlignedBuffer buf = AllocateAligned(PackedBytes(t, p.rows, p.cols));
     PackWeight(p.weight, buf.get(), &pool);
@@ -281,7 +280,9 @@ TEST(MatMulMulti, EqualsSeparateCalls) {
   for (const Case& c : cases) {
     for (int64_t m : {1, 5, 20}) {
       for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
-        Problem ps[3] = {Make(c.a, 64, 512, m, 1), Make(c.b, 16, 512, m, 2), Make(c.c, 35, 512, m, 3)};
+        Problem ps[3] = {MakeMatMulProblem(c.a, 64, 512, m, 1),
+                         MakeMatMulProblem(c.b, 16, 512, m, 2),
+                         MakeMatMulProblem(c.c, 35, 512, m, 3)};
         std::vector<AlignedBuffer> bufs;
         const Weight* ws[3];
         Weight packed[3];
@@ -304,7 +305,8 @@ TEST(MatMulMulti, EqualsSeparateCalls) {
         MatMulMulti(ws, ps[0].x.data(), m, ys, pl);
         for (int i = 0; i < 3; ++i) {
           for (size_t j = 0; j < sep[i].size(); ++j) {
-            ASSERT_EQ(sep[i][j], multi[i][j]) << TypeName(ps[i].type) << " m " << m << " weight " << i;
+            ASSERT_EQ(sep[i][j], multi[i][j])
+                << TypeName(ps[i].type) << " m " << m << " weight " << i;
           }
         }
       }

@@ -1,39 +1,12 @@
-// Shared by the MatMul tests (matmul_test.cc, matmul_int8_amx_test.cc, matmul_amx_test.cc):
-// a random weight matrix of any type with its exact dequantized values and activations, and
-// the bound on |fast - exact| that rounding the activations to the weight type's format allows.
-#pragma once
+#include "kernels/testing/matmul_problem.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <random>
-#include <vector>
-
-#include "kernels/matmul.h"
-#include "kernels/pack.h"
 
 namespace tachyon::kernels {
 
-// Every weight type MatMul supports (the matmul tests run each of them).
-inline constexpr GgmlType kAllMatMulTypes[] = {
-    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
-    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
-    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
-
-struct MatMulProblem {
-  GgmlType type;
-  int64_t rows, cols, m;
-  std::vector<uint8_t> w;
-  std::vector<float> wf;  // dequantized weights [rows, cols]
-  std::vector<float> x;   // [m, cols]
-  AlignedBuffer packed;   // set by PackProblem
-  Weight weight;          // GGUF layout; weight.packed set by PackProblem
-};
-
-// N(0, 1) weights quantized to `t`; activations N(0, 1) with 1 in 51 scaled by 8 (outliers,
-// like real hidden states).
-inline MatMulProblem MakeMatMulProblem(GgmlType t, int64_t rows, int64_t cols, int64_t m,
-                                       uint32_t seed) {
+MatMulProblem MakeMatMulProblem(GgmlType t, int64_t rows, int64_t cols, int64_t m, uint32_t seed) {
   MatMulProblem p{t, rows, cols, m, {}, {}, {}, nullptr, {}};
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -52,17 +25,13 @@ inline MatMulProblem MakeMatMulProblem(GgmlType t, int64_t rows, int64_t cols, i
   return p;
 }
 
-// Repacks the weights as the loader does and points weight.packed at the copy.
-inline void PackProblem(MatMulProblem& p, ThreadPool* pool = nullptr) {
+void PackProblem(MatMulProblem& p, ThreadPool* pool) {
   p.packed = AllocateAligned(PackedBytes(p.type, p.rows, p.cols));
   PackWeight(p.weight, p.packed.get(), pool);
   p.weight.packed = p.packed.get();
 }
 
-// Bound on |fast - exact| per output for the AVX/scalar kernels: half a quantization step of
-// each activation block (8-bit per 32 or per 256 elements), bf16 rounding for BF16 weights,
-// none for F32/F16; plus float summation.
-inline std::vector<double> ActivationRoundingBounds(const MatMulProblem& p) {
+std::vector<double> ActivationRoundingBounds(const MatMulProblem& p) {
   const int64_t blk = GetTypeTraits(static_cast<uint32_t>(p.type))->block_size == 256 ? 256 : 32;
   const bool is_float =
       p.type == GgmlType::kF32 || p.type == GgmlType::kF16 || p.type == GgmlType::kBF16;
