@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Speculative decoding, single stream: decode tok/s with --speculative-config off and with each
 # given config, for a code-edit, a summarisation and a free-chat prompt (bench/spec_prompts/);
-# runs alternate (off, config 1, config 2, ..., off, ...) so the machine's drift hits all alike;
+# runs alternate (off, config 1, config 2, ..., then config 1, config 2, ..., off, ...: each round
+# starts one arm later) so the machine's drift and any bias of a place in the rotation hit all
+# alike;
 # prints each workload's medians, the ratios to off, and the share of drafted tokens accepted.
 # Greedy, `tachyon run` (the serving engine); tok/s is that of `run` (time after the first token).
 #
@@ -51,13 +53,19 @@ wrap() {
 for w in $workloads; do
   p=$(wrap "$(<"$root/bench/spec_prompts/$w.txt")")
   p=${p%x}  # (the x keeps the trailing newline through $(...))
+  sides=(off $(seq 0 $((${#specs[@]} - 1))))
   for i in $(seq "$reps"); do
-    for side in off $(seq 0 $((${#specs[@]} - 1))); do
+    # Each round starts one arm later (off first, then config 0 first, ...), so whatever
+    # favours a place in the rotation favours every arm alike.
+    order=("${sides[@]:$(((i - 1) % ${#sides[@]}))}" "${sides[@]:0:$(((i - 1) % ${#sides[@]}))}")
+    for side in "${order[@]}"; do
       args=(run -m "$model" -t "$threads" --temp 0 -n "$n" -p "$p")
       [ "$side" != off ] && [ "${specs[$side]}" != off ] && args+=(--speculative-config "${specs[$side]}")
       "$bin" "${args[@]}" > "$out/$w.$side.$i.txt" 2> "$out/$w.$side.$i.err" ||
         { cat "$out/$w.$side.$i.err" >&2; exit 1; }
-      if [ "$side" != off ] && ! cmp -s "$out/$w.off.$i.txt" "$out/$w.$side.$i.txt"; then
+    done
+    for side in "${sides[@]:1}"; do
+      if ! cmp -s "$out/$w.off.$i.txt" "$out/$w.$side.$i.txt"; then
         echo "spec_bench: $w: the output with ${specs[$side]} differs" >&2
         exit 1
       fi
