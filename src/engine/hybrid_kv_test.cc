@@ -22,25 +22,13 @@ using testing::Greedy;
 using testing::Harness;
 using testing::HarnessOptions;
 using testing::MakePrompt;
+using testing::OracleGreedy;
 
 const std::vector<int64_t> kGroups = {0, 8, 8};  // window 8 = two blocks of 4
 
 HarnessOptions Hybrid(HarnessOptions o = {}) {
   o.kv_group_windows = kGroups;
   return o;
-}
-
-std::vector<int32_t> OracleGreedy(const FakeModelExecutor& exec, std::vector<int32_t> history,
-                                  int max_tokens) {
-  std::vector<int32_t> out;
-  std::vector<float> logits(exec.n_vocab());
-  for (int i = 0; i < max_tokens; ++i) {
-    exec.LogitsFor(history, logits);
-    const int32_t best = sampling::Argmax(logits);
-    out.push_back(best);
-    history.push_back(best);
-  }
-  return out;
 }
 
 const std::vector<int> kLens = {1, 3, 4, 5, 9, 16, 17, 23, 31, 33, 40, 47, 52, 64, 70, 7};
