@@ -43,6 +43,10 @@ uint64_t ReplicaNameHash(std::string_view url) {
   return XXH3_64bits(url.data(), url.size());
 }
 
+uint64_t SeededKeyHash(uint64_t seed, uint64_t key) {
+  return SplitMix64(key ^ SplitMix64(seed));
+}
+
 ReplicaPicker::ReplicaPicker(const PickerOptions& options)
     : options_(options), rng_(options.seed) {}
 
@@ -114,7 +118,7 @@ std::optional<int> ReplicaPicker::PickKv(std::span<const Candidate> candidates, 
   auto is_tied = [&](int i) { return score(candidates[i]) == best; };
   if (!tie_key) return DrawAmong(candidates, tied, is_tied);
   // Rendezvous: the tied replica whose name ranks highest for this key.
-  const uint64_t key = SplitMix64(*tie_key ^ SplitMix64(options_.seed));
+  const uint64_t key = SeededKeyHash(options_.seed, *tie_key);
   int winner = -1;
   uint64_t top = 0;
   for (int i = first; i < static_cast<int>(candidates.size()); ++i) {

@@ -59,6 +59,10 @@ struct Candidate {
 // A hash of a replica's name (its URL) that is the same in every process.
 uint64_t ReplicaNameHash(std::string_view url);
 
+// A well-mixed hash of (seed, key), the same in every process: keyed ties rank replicas by it,
+// and ReplicaPool draws a prompt's canary share from it (with its own seed).
+uint64_t SeededKeyHash(uint64_t seed, uint64_t key);
+
 class ReplicaPicker {
  public:
   explicit ReplicaPicker(const PickerOptions& options);

@@ -26,12 +26,19 @@ Result<LabelWeight> ParseLabelWeight(std::string_view text) {
   return w;
 }
 
+namespace {
+
+// Keeps the canary point independent of the keyed tie ranks, which use the seed itself.
+constexpr uint64_t kCanarySeedSalt = 0x9e3779b97f4a7c15ULL;
+
+}  // namespace
+
 ReplicaPool::ReplicaPool(std::vector<Endpoint> replicas, const PoolOptions& options)
     : options_(options),
       endpoints_(std::move(replicas)),
       index_(options.index_blocks),
       picker_(options.picker),
-      weight_rng_(options.picker.seed ^ 0x9e3779b97f4a7c15ULL) {
+      weight_rng_(options.picker.seed ^ kCanarySeedSalt) {
   CHECK(endpoints_.size() <= static_cast<size_t>(kMaxReplicas));
   states_.resize(endpoints_.size());
   left_at_.resize(endpoints_.size());
@@ -148,7 +155,17 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
   std::string group;
   if (!options_.weights.empty()) {
     // The share this request belongs to; its replicas only, unless none of them is usable.
-    const double u = std::uniform_real_distribution<double>(0, 100)(weight_rng_);
+    // With a full block the point in [0, 100) comes from the prompt's last block hash (it names
+    // the whole prefix and cache salt) mixed with the seed, so every router puts the same prompt
+    // in the same share; without one, from the seeded RNG.
+    double u;
+    if (!hashes.empty()) {
+      const uint64_t h = SeededKeyHash(options_.picker.seed ^ kCanarySeedSalt,
+                                       hashes.back().lo ^ hashes.back().hi);
+      u = static_cast<double>(h >> 11) * (100.0 / 9007199254740992.0);  // 53 bits / 2^53
+    } else {
+      u = std::uniform_real_distribution<double>(0, 100)(weight_rng_);
+    }
     int drawn = -1;
     double cumulative = 0;
     for (size_t w = 0; w < options_.weights.size() && drawn < 0; ++w) {

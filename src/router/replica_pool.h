@@ -39,7 +39,10 @@
 namespace tachyon::router {
 
 // Canary weights (`tachyon route --weight KEY=VALUE:PERCENT`): that share of new requests goes
-// to the replicas labelled KEY=VALUE (labels come with a replica's KV events snapshot).
+// to the replicas labelled KEY=VALUE (labels come with a replica's KV events snapshot). A prompt
+// of at least one full block is put in a share by its last block hash mixed with the seed (every
+// router with that seed puts it in the same share, whatever it placed before; distinct prompts
+// split in the weights' proportions); a shorter prompt by the pool's seeded RNG.
 struct LabelWeight {
   std::string key, value;
   double percent = 0;  // [0, 100]
@@ -164,7 +167,7 @@ class ReplicaPool {
   PrefixIndex index_;                 // GUARDED_BY(mu_)
   uint64_t changes_ = 0;              // GUARDED_BY(mu_) SetMembers calls
   ReplicaPicker picker_;              // GUARDED_BY(mu_)
-  std::mt19937_64 weight_rng_;        // GUARDED_BY(mu_) draws the canary share
+  std::mt19937_64 weight_rng_;        // GUARDED_BY(mu_) canary share of a prompt without a block
 };
 
 }  // namespace tachyon::router

@@ -1,5 +1,6 @@
 #include "router/replica_pool.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -108,6 +109,87 @@ TEST(ReplicaPool, CanaryWeightsSendTheirShareToTheLabelledReplicas) {
   // No replica carries the label: its share falls back to every replica.
   const int unlabelled = count_on_canary(100, false, 300);
   EXPECT_EQ(unlabelled, 100);  // round-robin over all three
+}
+
+// Labels replica URL ...:9000 version=v1, ...:9001 version=v2, ...:9002 version=v3, the rest
+// none, whatever order `pool` numbers them in; marks every replica up.
+void LabelCanaryReplicas(ReplicaPool& pool, int n) {
+  for (int i = 0; i < n; ++i) {
+    pool.SetProbeResult(i, true, "");
+    const std::string url = pool.endpoint(i).url;
+    for (int v = 1; v <= 3; ++v) {
+      if (url.ends_with(":" + std::to_string(9000 + v - 1))) {
+        pool.SetLabels(i, {{"version", "v" + std::to_string(v)}});
+      }
+    }
+  }
+}
+
+PoolOptions CanaryOptions() {
+  PoolOptions o;
+  o.picker.seed = 11;
+  o.weights = {LabelWeight{"version", "v2", 10}, LabelWeight{"version", "v3", 25}};
+  return o;
+}
+
+TEST(ReplicaPool, RoutersWithDifferentHistoriesPutEachPromptInTheSameCanaryShare) {
+  // Two routers over the same five replicas, numbered in opposite orders; each has placed
+  // requests the other never saw (short prompts and prompts of blocks). Every prompt of at
+  // least one block then lands in the same share on both, and on a replica of that share.
+  std::vector<Endpoint> forward = TestEndpoints(5, 9000);
+  std::vector<Endpoint> backward(forward.rbegin(), forward.rend());
+  ReplicaPool a(forward, CanaryOptions()), b(backward, CanaryOptions());
+  LabelCanaryReplicas(a, 5);
+  LabelCanaryReplicas(b, 5);
+  for (int k = 0; k < 7; ++k) a.Release(Replica(a.Place({}, 8, 0)));
+  for (int k = 0; k < 5; ++k) a.Release(Replica(a.Place(TestChain(900'000 + 100 * k, 2), 32, 0)));
+  for (int k = 0; k < 3; ++k) b.Release(Replica(b.Place(TestChain(800'000 + 100 * k, 1), 16, 0)));
+  std::set<std::string> groups;
+  for (int k = 0; k < 300; ++k) {
+    const auto prompt = TestChain(1000 * k, 1 + k % 4);
+    const Placement pa = std::get<Placement>(a.Place(prompt, 16 * (1 + k % 4), 0));
+    const Placement pb = std::get<Placement>(b.Place(prompt, 16 * (1 + k % 4), 0));
+    ASSERT_EQ(pa.weight_group, pb.weight_group) << "prompt " << k;
+    const std::string url = a.endpoint(pa.replica).url;
+    if (pa.weight_group == "version=v2") {
+      EXPECT_TRUE(url.ends_with(":9001")) << url;
+    } else if (pa.weight_group == "version=v3") {
+      EXPECT_TRUE(url.ends_with(":9002")) << url;
+    } else {
+      EXPECT_EQ(pa.weight_group, "other");
+      EXPECT_FALSE(url.ends_with(":9001") || url.ends_with(":9002")) << url;
+    }
+    groups.insert(pa.weight_group);
+    a.Release(pa.replica);
+    b.Release(pb.replica);
+  }
+  EXPECT_EQ(groups.size(), 3u);  // every share drawn
+  // A prompt placed again (now cached on its replica) stays in its share.
+  const auto again = TestChain(1000 * 17, 2);
+  const Placement first = std::get<Placement>(a.Place(again, 32, 0));
+  a.Release(first.replica);
+  for (int k = 0; k < 5; ++k) {
+    const Placement p = std::get<Placement>(b.Place(again, 32, 0));
+    EXPECT_EQ(p.weight_group, first.weight_group);
+    b.Release(p.replica);
+  }
+}
+
+TEST(ReplicaPool, DistinctPromptsSplitInTheCanaryWeights) {
+  // 4000 fixed distinct one-block prompts: 10% / 25% / 65% expected, within two points each.
+  ReplicaPool pool(TestEndpoints(5, 9000), CanaryOptions());
+  LabelCanaryReplicas(pool, 5);
+  std::map<std::string, int> count;
+  constexpr int kPrompts = 4000;
+  for (int k = 0; k < kPrompts; ++k) {
+    const Placement p = std::get<Placement>(pool.Place(TestChain(100 * k, 1), 16, 0));
+    count[p.weight_group]++;
+    pool.Release(p.replica);
+  }
+  EXPECT_NEAR(count["version=v2"], kPrompts * 0.10, kPrompts * 0.02);
+  EXPECT_NEAR(count["version=v3"], kPrompts * 0.25, kPrompts * 0.02);
+  EXPECT_NEAR(count["other"], kPrompts * 0.65, kPrompts * 0.02);
+  EXPECT_EQ(count.size(), 3u);
 }
 
 TEST(ReplicaPool, RoutersWithDifferentHistoriesAndOrdersMakeTheSameChoices) {
