@@ -7,18 +7,10 @@
 #include <gtest/gtest.h>
 
 #include "router/replica_pool.h"
+#include "router/testing/router_testing.h"
 
 namespace tachyon::router {
 namespace {
-
-template <class Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 1000; ++i) {  // generous: 20 s
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
 
 TEST(DnsTarget, ParsesAndRejects) {
   Result<DnsTarget> t = ParseDnsTarget("tachyon-replica.default.svc.cluster.local:8080");

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "router/etcd_discovery.h"
+#include "router/testing/router_testing.h"
 #include "server/http_server.h"
 #include "util/base64.h"
 
@@ -200,15 +201,6 @@ class FakeEtcd {
   bool garbage_ = false;
   std::unique_ptr<server::HttpServer> srv_;
 };
-
-template <class Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 1000; ++i) {  // generous: 20 s
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
 
 TEST(EtcdClient, CallsAndGarbageAnswers) {
   FakeEtcd etcd;

@@ -1,6 +1,8 @@
 #include "router/testing/router_testing.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 namespace tachyon::router {
 
@@ -18,6 +20,14 @@ std::vector<kv::BlockHash> TestChain(int first, int n_blocks, std::string_view s
   std::vector<kv::BlockHash> hashes;
   kv::ExtendBlockHashes(tokens, 16, kv::RootHash(salt), tokens.size(), &hashes);
   return hashes;
+}
+
+bool Eventually(const std::function<bool()>& pred) {
+  for (int i = 0; i < 1000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
 }
 
 }  // namespace tachyon::router

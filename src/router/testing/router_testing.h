@@ -1,6 +1,8 @@
-// Test helpers of router/: replica endpoints that need no server, and prompt block hash chains.
+// Test helpers of router/: replica endpoints that need no server, prompt block hash chains, and a
+// bounded wait for what a background thread does.
 #pragma once
 
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -16,5 +18,9 @@ std::vector<Endpoint> TestEndpoints(int n, int first_port);
 // are first, first + 1, ...: chains whose token ranges overlap share leading blocks only where
 // they start at the same token.
 std::vector<kv::BlockHash> TestChain(int first, int n_blocks, std::string_view salt = "");
+
+// Polls `pred` every 20 ms until it returns true (then true) or for about 20 s (then pred()'s
+// last answer): generous, so a loaded machine never fails a test that is only slow.
+bool Eventually(const std::function<bool()>& pred);
 
 }  // namespace tachyon::router
