@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/compile.h"
+#include "grammar/testing/grammar_testing.h"
 #include "tokenizer/tokenizer.h"
 #include "util/testing/testdata.h"
 
@@ -60,16 +61,6 @@ double Pct(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
 }
-
-const char* kJsonGbnf = R"(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null")
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws
-ws ::= [ \t\n]{0,2}
-)";
 
 struct SpecCost {
   int index;
@@ -218,7 +209,7 @@ int main(int argc, char** argv) {
     schemas = {schemas[only]};
   }
   const std::vector<ConstraintSpec> gbnf = {
-      {ConstraintSpec::Kind::kGbnf, kJsonGbnf, {}},
+      {ConstraintSpec::Kind::kGbnf, tachyon::grammar::testing::kJsonLikeGbnf, {}},
       {ConstraintSpec::Kind::kGbnf, "root ::= [a-z ]{1,200} \".\"", {}},
       {ConstraintSpec::Kind::kChoice, "", {"positive", "negative", "neutral"}},
   };

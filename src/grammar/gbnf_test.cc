@@ -96,16 +96,7 @@ TEST(Gbnf, HelperRulesNeverClashWithNamedRules) {
 }
 
 TEST(Gbnf, JsonLikeGrammar) {
-  const char* json = R"(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null")
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws
-ws ::= [ \t\n]{0,2}
-)";
-  Check({json,
+  Check({testing::kJsonLikeGbnf,
          {"{}", "{\"a\": 1}", "{\"a\":[1,2.5e3,\"x\\u00e9\"],\"b\":{\"c\":null}}", "{ }"},
          {"[]", "{\"a\"}", "{\"a\": 01}", "{\"a\":1,}", "{   }", "{\"\x01\":1}"}});
 }

@@ -14,17 +14,9 @@ namespace {
 
 using testing::BruteForceMask;
 using testing::CompileGbnf;
+using testing::kJsonLikeGbnf;
 using testing::MakeVocab;
 
-const char* kJson = R"(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null")
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws
-ws ::= [ \t\n]{0,2}
-)";
 
 std::vector<int32_t> Bits(const std::vector<uint32_t>& mask) {
   std::vector<int32_t> out;
@@ -94,7 +86,7 @@ std::vector<std::string> SmallTokens() {
 TEST(Matcher, MasksEqualBruteForceOnSmallVocab) {
   auto vocab = MakeVocab(SmallTokens());
   for (const char* gbnf :
-       {kJson, "root ::= [a-z]+ (\" \" [a-z]+)*", "root ::= \"ab\" | \"abc\" \"d\"*",
+       {kJsonLikeGbnf, "root ::= [a-z]+ (\" \" [a-z]+)*", "root ::= \"ab\" | \"abc\" \"d\"*",
         "root ::= (\"a\" | \"é\" | [日-本])* \"\\n\"", "root ::= x \"\\\"\" x\nx ::= [a\"]{0,3}"}) {
     auto g = CompileGbnf(gbnf, vocab);
     ASSERT_NE(g, nullptr);
@@ -232,7 +224,7 @@ TEST(Matcher, EosOnlyWhereTheGrammarMayEnd) {
 
 TEST(Matcher, RollbackRestoresEveryEarlierMask) {
   auto vocab = MakeVocab(SmallTokens());
-  auto g = CompileGbnf(kJson, vocab);
+  auto g = CompileGbnf(kJsonLikeGbnf, vocab);
   ASSERT_NE(g, nullptr);
   auto m = g->NewMatcher();
   std::mt19937 rng(7);
@@ -266,7 +258,7 @@ TEST(Matcher, RollbackRestoresEveryEarlierMask) {
 
 TEST(Matcher, RejectedTokenLeavesStateUnchanged) {
   auto vocab = MakeVocab(SmallTokens());
-  auto g = CompileGbnf(kJson, vocab);
+  auto g = CompileGbnf(kJsonLikeGbnf, vocab);
   ASSERT_NE(g, nullptr);
   auto m = g->NewMatcher();
   std::vector<uint32_t> before(vocab->mask_words()), after(vocab->mask_words());
@@ -282,7 +274,7 @@ TEST(Matcher, RejectedTokenLeavesStateUnchanged) {
 // masks must equal what a fresh single-threaded run computes.
 TEST(Matcher, ConcurrentMatchersShareOneGrammar) {
   auto vocab = MakeVocab(SmallTokens());
-  auto g = CompileGbnf(kJson, vocab);
+  auto g = CompileGbnf(kJsonLikeGbnf, vocab);
   ASSERT_NE(g, nullptr);
   auto walk = [&](uint32_t seed, std::vector<std::vector<uint32_t>>* masks) {
     std::mt19937 rng(seed);
@@ -303,7 +295,7 @@ TEST(Matcher, ConcurrentMatchersShareOneGrammar) {
   for (uint32_t t = 0; t < 4; ++t) threads.emplace_back(walk, t % 2 + 1, &got[t]);
   for (auto& t : threads) t.join();
   for (uint32_t t = 0; t < 4; ++t) {
-    auto fresh = CompileGbnf(kJson, vocab);
+    auto fresh = CompileGbnf(kJsonLikeGbnf, vocab);
     ASSERT_NE(fresh, nullptr);
     std::vector<std::vector<uint32_t>> ref;
     std::swap(g, fresh);
@@ -319,7 +311,7 @@ class RealTokenizer : public ::testing::TestWithParam<std::string> {};
 TEST_P(RealTokenizer, MasksEqualBruteForceAndNeverAllowSpecialTokens) {
   auto vocab = testing::TestdataVocab(GetParam());
   if (vocab == nullptr) GTEST_SKIP() << "testdata tokenizers not found";
-  auto g = CompileGbnf(kJson, vocab);
+  auto g = CompileGbnf(kJsonLikeGbnf, vocab);
   ASSERT_NE(g, nullptr);
   // Brute force costs a full-vocabulary AcceptToken sweep per step: a few steps with it, a
   // longer walk checking only that every masked token is accepted.

@@ -1,5 +1,5 @@
 // Test helpers for grammar/: small vocabularies, the brute-force reference mask, and the
-// testdata tokenizers as Vocabularies.
+// testdata tokenizers as Vocabularies, a JSON-like GBNF grammar.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,18 @@
 #include "grammar/compile.h"
 
 namespace tachyon::grammar::testing {
+
+// A JSON-like GBNF grammar: objects at the root, arrays, strings with escapes, numbers with
+// bounded repetitions, at most two whitespace characters in a row.
+inline constexpr const char* kJsonLikeGbnf = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws
+ws ::= [ \t\n]{0,2}
+)";
 
 // 256 single-byte tokens (id = byte value) and EOS id 256.
 std::shared_ptr<const Vocabulary> ByteVocab();
