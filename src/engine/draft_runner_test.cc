@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 
+#include "engine/testing/spec_testing.h"
 #include "engine/testing/test_harness.h"
 #include "sampling/logits_processors.h"
 #include "sampling/sampler.h"
@@ -18,10 +19,16 @@ namespace tachyon::engine {
 namespace {
 
 using testing::Completion;
+using testing::ExpectSame;
 using testing::Greedy;
 using testing::Harness;
 using testing::HarnessOptions;
+using testing::LetterDetokenizer;
 using testing::MakePrompt;
+using testing::MixedGreedy;
+using testing::Outputs;
+using testing::RunAll;
+using testing::StopAndLengthRequests;
 
 // Whether the draft model disagrees with the target after a history of `len` tokens: the row
 // at position len - 1 then ranks the target's argmax last.
@@ -106,50 +113,6 @@ spec::SpeculativeConfig DraftSpec(int k, double p_min = 0) {
   c.disable_by_batch_size = 1 << 20;
   c.min_acceptance_rate = 0;  // never pause: every step drafts
   return c;
-}
-
-using Outputs = std::vector<std::map<int, Completion>>;
-
-Outputs RunAll(Harness* h, const std::vector<EngineRequest>& reqs) {
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    Status s = h->Add(i, reqs[i]);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  h->RunToCompletion();
-  Outputs out(reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    for (int c = 0; c < reqs[i].params.n; ++c) out[i][c] = h->result(i, c);
-  }
-  EXPECT_EQ(h->engine().Metrics().kv.used_blocks, 0);
-  if (const Speculator* s = h->engine().speculator(); s && s->draft_model()) {
-    EXPECT_EQ(s->draft_model()->kv().Stats().used_blocks, 0) << "draft blocks leaked";
-  }
-  return out;
-}
-
-void ExpectSame(const Outputs& a, const Outputs& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    for (const auto& [c, want] : a[i]) {
-      const Completion& got = b[i].at(c);
-      EXPECT_EQ(got.tokens, want.tokens) << "request " << i << " choice " << c;
-      EXPECT_EQ(got.text, want.text) << "request " << i << " choice " << c;
-      EXPECT_EQ(got.finish, want.finish) << "request " << i << " choice " << c;
-      ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
-      for (size_t j = 0; j < want.logprobs.size(); ++j) {
-        EXPECT_EQ(got.logprobs[j].token, want.logprobs[j].token);
-        EXPECT_EQ(got.logprobs[j].logprob, want.logprobs[j].logprob);
-      }
-    }
-  }
-}
-
-std::vector<EngineRequest> MixedGreedy(int n, int max_tokens, int min_len = 3) {
-  std::vector<EngineRequest> reqs;
-  for (int i = 0; i < n; ++i) {
-    reqs.push_back(Greedy(MakePrompt(min_len + (i * 5) % 23, i), max_tokens));
-  }
-  return reqs;
 }
 
 TEST(DraftModelTest, DraftsAreThoseOfTheDraftModelOverTheTrueHistory) {
@@ -298,20 +261,12 @@ TEST(DraftModelTest, EachModelKeepsItsOwnKvLayerGroups) {
 
 TEST(DraftModelTest, StopStringsEosMaxTokensAndAbort) {
   HarnessOptions off;
-  std::vector<std::string> pieces;
-  for (int i = 0; i < off.n_vocab; ++i) pieces.push_back(std::string(1, char('a' + i % 26)));
-  off.detokenizer = std::make_shared<FakeDetokenizer>(pieces);
+  off.detokenizer = LetterDetokenizer(off.n_vocab);
   Harness probe(off);
   const Outputs plain = RunAll(&probe, {Greedy(MakePrompt(9, 1), 20)});
   const std::string text = plain[0].at(0).text;
   ASSERT_EQ(text.size(), 20u);
-  std::vector<EngineRequest> reqs;
-  for (int at : {2, 5, 9, 13}) {
-    EngineRequest r = Greedy(MakePrompt(9, 1), 20);
-    r.params.stop = {text.substr(at, 2)};
-    reqs.push_back(r);
-  }
-  for (int max : {1, 2, 3, 6, 7}) reqs.push_back(Greedy(MakePrompt(9, 1), max));
+  std::vector<EngineRequest> reqs = StopAndLengthRequests(text);
   off.eos = {plain[0].at(0).tokens[15]};
   Harness ref(off);
   const Outputs want = RunAll(&ref, reqs);

@@ -9,6 +9,7 @@
 
 #include "engine/testing/fake_grammar.h"
 #include "engine/testing/oracle_drafter.h"
+#include "engine/testing/spec_testing.h"
 #include "engine/testing/test_harness.h"
 #include "sampling/logits_processors.h"
 #include "sampling/sampler.h"
@@ -17,13 +18,17 @@
 namespace tachyon::engine {
 namespace {
 
-using testing::Completion;
+using testing::ExpectSame;
 using testing::FakeGrammar;
 using testing::Greedy;
 using testing::Harness;
 using testing::HarnessOptions;
+using testing::LetterDetokenizer;
 using testing::MakePrompt;
+using testing::MixedGreedy;
 using testing::OracleDrafter;
+using testing::RunAll;
+using testing::StopAndLengthRequests;
 
 // How each sequence (by seq_id, assigned in Add order, n per request) samples: the oracle
 // replays the engine's sampler on the fake's logits.
@@ -58,47 +63,6 @@ spec::SpeculativeConfig Spec(int k) {
   c.disable_by_batch_size = 1 << 20;
   c.min_acceptance_rate = 0;  // never pause: every step verifies drafts
   return c;
-}
-
-// Runs the requests (ids first_id..) to completion in a harness.
-std::vector<std::map<int, Completion>> RunAll(Harness* h, const std::vector<EngineRequest>& reqs,
-                                              size_t first_id = 0) {
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    Status s = h->Add(first_id + i, reqs[i]);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  h->RunToCompletion();
-  std::vector<std::map<int, Completion>> out(reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    for (int c = 0; c < reqs[i].params.n; ++c) out[i][c] = h->result(first_id + i, c);
-  }
-  EXPECT_EQ(h->engine().Metrics().kv.used_blocks, 0);
-  return out;
-}
-
-void ExpectSame(const std::vector<std::map<int, Completion>>& a,
-                const std::vector<std::map<int, Completion>>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    for (const auto& [c, want] : a[i]) {
-      const Completion& got = b[i].at(c);
-      EXPECT_EQ(got.tokens, want.tokens) << "request " << i << " choice " << c;
-      EXPECT_EQ(got.text, want.text) << "request " << i << " choice " << c;
-      EXPECT_EQ(got.finish, want.finish) << "request " << i << " choice " << c;
-      ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
-      for (size_t j = 0; j < want.logprobs.size(); ++j) {
-        EXPECT_EQ(got.logprobs[j].token, want.logprobs[j].token);
-        EXPECT_EQ(got.logprobs[j].logprob, want.logprobs[j].logprob);
-        EXPECT_EQ(got.logprobs[j].top, want.logprobs[j].top);
-      }
-    }
-  }
-}
-
-std::vector<EngineRequest> MixedGreedy(int n, int max_tokens) {
-  std::vector<EngineRequest> reqs;
-  for (int i = 0; i < n; ++i) reqs.push_back(Greedy(MakePrompt(3 + (i * 5) % 23, i), max_tokens));
-  return reqs;
 }
 
 void ExpectVerifiedBoth(const spec::SpecStats& s) {
@@ -219,21 +183,13 @@ TEST(SpeculativeTest, SeededSamplingNGreaterThanOneEqualsWithout) {
 
 TEST(SpeculativeTest, StopStringEosAndMaxTokensInsideDrafts) {
   HarnessOptions off;
-  std::vector<std::string> pieces;
-  for (int i = 0; i < off.n_vocab; ++i) pieces.push_back(std::string(1, char('a' + i % 26)));
-  off.detokenizer = std::make_shared<FakeDetokenizer>(pieces);
+  off.detokenizer = LetterDetokenizer(off.n_vocab);
   // The greedy continuation of a probe: stop strings, EOS and limits placed inside it.
   Harness probe(off);
   const auto plain = RunAll(&probe, {Greedy(MakePrompt(9, 1), 20)});
   const std::string text = plain[0].at(0).text;
   ASSERT_EQ(text.size(), 20u);
-  std::vector<EngineRequest> reqs;
-  for (int at : {2, 5, 9, 13}) {
-    EngineRequest r = Greedy(MakePrompt(9, 1), 20);
-    r.params.stop = {text.substr(at, 2)};
-    reqs.push_back(r);
-  }
-  for (int max : {1, 2, 3, 6, 7}) reqs.push_back(Greedy(MakePrompt(9, 1), max));
+  std::vector<EngineRequest> reqs = StopAndLengthRequests(text);
   EngineRequest stop_id = Greedy(MakePrompt(9, 1), 20);
   stop_id.params.stop_token_ids = {plain[0].at(0).tokens[7]};
   reqs.push_back(stop_id);
