@@ -2,13 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include "server/testing/fake_backend.h"
+
 namespace tachyon::server {
 namespace {
 
 using nlohmann::ordered_json;
 using Kind = grammar::ConstraintSpec::Kind;
 
-constexpr int kVocab = 258;
+constexpr int kVocab = FakeBackend::kVocabSize;
 
 RequestedConstraint Parsed(const ordered_json& body) {
   auto r = ParseConstraintFields(body);

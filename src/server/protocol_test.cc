@@ -4,13 +4,14 @@
 
 #include "server/json_limits.h"
 #include "server/sse.h"
+#include "server/testing/fake_backend.h"
 
 namespace tachyon::server {
 namespace {
 
 using nlohmann::json;
 
-constexpr int kVocab = 258;
+constexpr int kVocab = FakeBackend::kVocabSize;
 
 ApiError CompletionError(const json& body) {
   auto r = ParseCompletionRequest(body, kVocab);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "server/protocol.h"
+#include "server/testing/fake_backend.h"
 
 namespace tachyon::server {
 namespace {
@@ -10,7 +11,7 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-constexpr int kVocab = 258;
+constexpr int kVocab = FakeBackend::kVocabSize;
 
 const json kMessages = json::array({{{"role", "user"}, {"content", "hi"}}});
 

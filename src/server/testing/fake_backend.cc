@@ -7,9 +7,9 @@ namespace tachyon::server {
 FakeBackend::FakeBackend(FakeBackendOptions options) : options_(std::move(options)) {
   info_.name = "fake-model";
   info_.context_length = options_.context_length;
-  info_.vocab_size = 258;
+  info_.vocab_size = kVocabSize;
   info_.has_chat_template = true;
-  std::vector<std::string> bytes(258);
+  std::vector<std::string> bytes(kVocabSize);
   for (int b = 0; b < 256; ++b) bytes[b] = std::string(1, static_cast<char>(b));
   grammars_ = std::make_unique<grammar::GrammarCache>(
       std::move(grammar::Vocabulary::FromTokenBytes(std::move(bytes), {kEos})).value(), 64);

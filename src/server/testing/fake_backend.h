@@ -42,6 +42,7 @@ class FakeBackend : public GenerationBackend {
 
   static constexpr int32_t kBos = 256;
   static constexpr int32_t kEos = 257;
+  static constexpr int32_t kVocabSize = 258;  // also the vocab the request parser tests use
 
   const ModelInfo& Info() const override { return info_; }
   bool Ready() const override { return true; }
