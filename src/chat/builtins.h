@@ -34,6 +34,11 @@ Result<Value> CallMethod(Renderer& r, const Value& receiver, std::string_view na
 Status BindArgs(std::string_view fn, const CallArgs& args,
                 std::initializer_list<std::string_view> names, std::vector<Value>* out);
 
+// An optional argument that was not given, or given as None.
+inline bool Absent(const Value& v) {
+  return v.IsUndefined() || v.IsNone();
+}
+
 // Python str() of a value as a std::string (bounded by the renderer's limits).
 Result<std::string> StrOf(Renderer& r, const Value& v);
 

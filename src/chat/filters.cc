@@ -18,10 +18,6 @@ namespace {
 
 using Args = std::vector<Value>;
 
-bool Absent(const Value& v) {
-  return v.IsUndefined() || v.IsNone();
-}
-
 // Filters that transform a string keep markupsafe.Markup-ness, as Markup's methods do.
 Value Like(const Value& input, std::string s) {
   return input.IsMarkup() ? Value::Markup(std::move(s)) : Value(std::move(s));

@@ -40,10 +40,6 @@ Result<std::string> StrArg(std::string_view method, const Value& v) {
   return v.str();
 }
 
-bool Absent(const Value& v) {
-  return v.IsUndefined() || v.IsNone();
-}
-
 // Byte offset → code point index.
 int64_t CpIndex(std::string_view s, size_t byte) {
   int64_t n = 0;

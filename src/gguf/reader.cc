@@ -1,6 +1,7 @@
 // GGUF reader: parses a mapped buffer, validating every count, length and offset against the
 // bytes that remain before using it (see docs/gguf.md for the list of checks).
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -39,10 +40,6 @@ uint64_t MinValueBytes(ValueType t) {
 
 bool KnownValueType(uint32_t t) {
   return t <= static_cast<uint32_t>(ValueType::kFloat64);
-}
-
-bool IsPowerOfTwo(uint64_t v) {
-  return v != 0 && (v & (v - 1)) == 0;
 }
 
 }  // namespace
@@ -319,7 +316,7 @@ class GgufParser {
     f.alignment_ = kDefaultAlignment;
     if (const Value* a = f.Find("general.alignment")) {
       const auto v = a->AsInt();
-      if (!a->IsInteger() || !v || !IsPowerOfTwo(static_cast<uint64_t>(*v))) {
+      if (!a->IsInteger() || !v || !std::has_single_bit(static_cast<uint64_t>(*v))) {
         return Corrupt("general.alignment must be a non-zero power-of-two integer, got " +
                        std::string(ValueTypeName(a->type)) + " " + a->ToString());
       }

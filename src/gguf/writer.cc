@@ -1,6 +1,7 @@
 // GGUF v3 writer: metadata in insertion order, tensors aligned, written atomically.
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,7 +14,7 @@
 namespace tachyon::gguf {
 namespace {
 
-constexpr char kMagic[4] = {'G', 'G', 'U', 'F'};
+constexpr char kMagicBytes[4] = {'G', 'G', 'U', 'F'};
 constexpr uint32_t kVersion = 3;
 
 // Appends little-endian encodings to a byte string (x86-64 is little-endian).
@@ -82,14 +83,11 @@ size_t AlignUp(size_t v, size_t a) {
   return (v + a - 1) / a * a;
 }
 
-bool IsPowerOfTwo(uint64_t v) {
-  return v != 0 && (v & (v - 1)) == 0;
-}
-
 }  // namespace
 
 void GgufWriter::SetAlignment(size_t alignment) {
-  CHECK(IsPowerOfTwo(alignment)) << "GGUF alignment must be a power of two, got " << alignment;
+  CHECK(std::has_single_bit(alignment))
+      << "GGUF alignment must be a power of two, got " << alignment;
   CHECK(alignment <= std::numeric_limits<uint32_t>::max()) << "alignment too large";
   alignment_ = alignment;
   for (auto it = kv_.begin(); it != kv_.end(); ++it) {
@@ -110,7 +108,7 @@ void GgufWriter::SetAlignment(size_t alignment) {
 void GgufWriter::Set(const std::string& key, Value value) {
   if (key == "general.alignment") {
     const auto a = value.AsInt();
-    if (value.IsInteger() && a && IsPowerOfTwo(static_cast<uint64_t>(*a))) {
+    if (value.IsInteger() && a && std::has_single_bit(static_cast<uint64_t>(*a))) {
       alignment_ = static_cast<size_t>(*a);
     }
   }
@@ -192,7 +190,7 @@ Status GgufWriter::Add(const std::string& name, GgmlType type, std::vector<int64
 Status GgufWriter::Emit(const std::function<Status(const void*, size_t)>& sink) const {
   std::string head;
   Encoder enc(&head);
-  head.append(kMagic, 4);
+  head.append(kMagicBytes, 4);
   enc.Put<uint32_t>(kVersion);
   enc.Put<uint64_t>(tensors_.size());
   enc.Put<uint64_t>(kv_.size());
