@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "util/splitmix.h"
+
 namespace tachyon::kv {
 namespace {
 
@@ -60,15 +62,8 @@ int64_t MaxTokensInBlocks(std::span<const int64_t> group_windows, int64_t block_
 BlockHash GroupBlockHash(const BlockHash& h, int group) {
   if (group == 0) return h;
   // A keyed mix of both halves (splitmix64 finaliser): distinct groups give distinct keys.
-  auto mix = [](uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-  };
-  const uint64_t g = static_cast<uint64_t>(group) * 0x9e3779b97f4a7c15ULL;
-  return BlockHash{mix(h.lo ^ g), mix(h.hi + g)};
+  const uint64_t g = static_cast<uint64_t>(group) * kSplitMixGamma;
+  return BlockHash{SplitMixFinalize(h.lo ^ g), SplitMixFinalize(h.hi + g)};
 }
 
 }  // namespace tachyon::kv

@@ -6,6 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
+#include "util/splitmix.h"
 
 namespace tachyon::model {
 
@@ -18,13 +19,6 @@ const SynthShape kShapes[] = {
     {"tiny", 256, 2, 4, 2, 512, 512, 2048, 10000.0f},
 };
 
-uint64_t SplitMix(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // Fills `row` with uniform values of mean `mean` and standard deviation `std`, determined by
 // (seed, tensor, row) only, so the output does not depend on the thread count.
 void RandomRow(uint64_t seed, uint64_t tensor, uint64_t row, float mean, float std, float* out,
@@ -32,7 +26,7 @@ void RandomRow(uint64_t seed, uint64_t tensor, uint64_t row, float mean, float s
   uint64_t s = seed * 0x100000001b3ull ^ (tensor << 40) ^ row;
   const float half_width = std * std::sqrt(3.0f);
   for (int64_t i = 0; i < n; ++i) {
-    const float u = static_cast<float>(SplitMix(s) >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    const float u = static_cast<float>(SplitMix64Next(s) >> 40) * (1.0f / 16777216.0f);  // [0, 1)
     out[i] = mean + (2.0f * u - 1.0f) * half_width;
   }
 }

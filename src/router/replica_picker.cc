@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "util/logging.h"
+#include "util/splitmix.h"
 
 namespace tachyon::router {
 
@@ -27,17 +28,6 @@ const char* PolicyName(Policy p) {
   }
   return "unknown";
 }
-
-namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 uint64_t ReplicaNameHash(std::string_view url) {
   return XXH3_64bits(url.data(), url.size());

@@ -4,15 +4,10 @@
 #include <limits>
 
 #include "sampling/logits_processors.h"
+#include "util/splitmix.h"
 
 namespace tachyon::sampling {
 namespace {
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 // The ids min_tokens bans: EOS and the stop ids.
 std::vector<int32_t> EndIds(const SamplingInput& input, const SamplingParams& params) {
   std::vector<int32_t> ids(input.eos_ids.begin(), input.eos_ids.end());
