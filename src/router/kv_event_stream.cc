@@ -192,9 +192,7 @@ struct Subscription : std::enable_shared_from_this<Subscription> {
     UpstreamRequest req;
     req.target = "/v1/kv_events";
     req.headers.emplace_back("Accept", "text/event-stream");
-    if (!core->options.replica_api_key.empty()) {
-      req.headers.emplace_back("Authorization", "Bearer " + core->options.replica_api_key);
-    }
+    core->AuthorizeReplicaRequest(&req);
     UpstreamTimeouts t;
     t.connect = core->options.timeouts.connect;
     // The replica writes its load at least every 250 ms: a silent stream is a dead one.

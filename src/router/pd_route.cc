@@ -96,9 +96,7 @@ void ProbeKvListener(RouterCore* core, const MemberRef& m) {
   t.connect = t.read = core->options.probe_timeout;
   UpstreamRequest req;
   req.target = "/v1/replica_info";
-  if (!core->options.replica_api_key.empty()) {
-    req.headers.emplace_back("authorization", "Bearer " + core->options.replica_api_key);
-  }
+  core->AuthorizeReplicaRequest(&req);
   auto body = std::make_shared<std::string>();
   auto status = std::make_shared<int>(0);
   UpstreamHandlers h;

@@ -27,6 +27,13 @@ struct RouterCore {
   size_t QueueLength() const;
   // A fresh 64-bit seed for a request the client did not seed.
   uint64_t NextSeed();
+  // Adds the replicas' API key (options.replica_api_key), if one is set, to a request the
+  // router itself makes of a replica (KV events, replica info).
+  void AuthorizeReplicaRequest(UpstreamRequest* req) const {
+    if (!options.replica_api_key.empty()) {
+      req->headers.emplace_back("Authorization", "Bearer " + options.replica_api_key);
+    }
+  }
 
   // Declaration order is destruction order in reverse: `discovery` goes first (its thread
   // feeds the pool and starts calls), then `client` (its pending handlers hold ProxyCalls,
