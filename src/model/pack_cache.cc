@@ -329,11 +329,12 @@ Status PackCache::Save() {
   if (statvfs(options_.dir.c_str(), &vfs) == 0) {
     const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
     const uint64_t fs = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
-    const uint64_t reserve = std::max<uint64_t>(uint64_t{1} << 30, fs / 20);
+    const uint64_t reserve =
+        options_.keep_free.value_or(std::max<uint64_t>(uint64_t{1} << 30, fs / 20));
     if (avail < total + reserve) {
       TLOG(WARN) << "packed-weight cache not written: " << path_ << " needs " << total / (1 << 20)
                  << " MiB and " << options_.dir << " has " << avail / (1 << 20)
-                 << " MiB free (keeping max(1 GiB, 5%) free)";
+                 << " MiB free (keeping " << reserve / (1 << 20) << " MiB free)";
       return OkStatus();
     }
   }

@@ -11,7 +11,8 @@
 // once each write a complete file (the last rename wins); a temporary file left by a process
 // that died while writing is deleted by a later load once it is 10 minutes old. Nothing is
 // written when the model's packed tensors total less than `min_bytes`, or when the file
-// system would be left with less than max(1 GiB, 5%) free (a warning says so).
+// system would be left with less than `keep_free` bytes free (by default max(1 GiB, 5%);
+// a warning says so).
 //
 // Location: TACHYON_PACK_CACHE=<dir> if set, else $XDG_CACHE_HOME/tachyon/packed, else
 // $HOME/.cache/tachyon/packed. TACHYON_PACK_CACHE=0 (or "off") disables it. Clearing it is
@@ -21,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,8 @@ namespace tachyon::model {
 struct PackCacheOptions {
   std::string dir;                          // empty: no cache
   uint64_t min_bytes = uint64_t{64} << 20;  // smaller models repack in well under a second
+  // Free bytes the file system must keep after the write; unset: max(1 GiB, 5% of its size).
+  std::optional<uint64_t> keep_free;
   // Options from the environment (see the header comment).
   static PackCacheOptions FromEnv();
 };

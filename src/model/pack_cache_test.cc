@@ -45,6 +45,7 @@ class PackCacheTest : public ::testing::Test {
     model_ = (dir_ / "model.gguf").string();
     options_.dir = (dir_ / "cache").string();
     options_.min_bytes = 0;
+    options_.keep_free = 0;  // the tests must not depend on the machine's free space
     WriteModel(1);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -205,6 +206,11 @@ TEST_F(PackCacheTest, DisabledOrTooSmallWritesNothing) {
   EXPECT_FALSE(r.cache_path.empty());
   EXPECT_FALSE(fs::exists(r.cache_path));
   EXPECT_EQ(r.from_cache, 0u);
+  PackCacheOptions full = options_;
+  full.keep_free = uint64_t{1} << 62;  // more than any file system has
+  const LoadResult f = Load(full);
+  EXPECT_FALSE(fs::exists(f.cache_path));
+  EXPECT_EQ(f.from_cache, 0u);
 }
 
 TEST_F(PackCacheTest, OptionsFromEnvironment) {
