@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "grammar/length_limit.h"
 #include "grammar/matcher_impl.h"
 #include "grammar/recognizer.h"
 
@@ -278,6 +279,28 @@ void GrammarImpl::CacheMask(const std::string& key,
     mask_bytes_ = 0;
   }
   if (masks_.emplace(key, std::move(mask)).second) mask_bytes_ += bytes;
+}
+
+const LengthTables& GrammarImpl::Lengths() const {
+  std::call_once(lengths_once_, [this] { lengths_ = std::make_unique<LengthTables>(g_, *vocab_); });
+  return *lengths_;
+}
+
+std::shared_ptr<const LengthInfo> GrammarImpl::CachedLength(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(length_mu_);
+  auto it = length_infos_.find(key);
+  return it == length_infos_.end() ? nullptr : it->second;
+}
+
+void GrammarImpl::CacheLength(const std::string& key,
+                              std::shared_ptr<const LengthInfo> info) const {
+  std::lock_guard<std::mutex> lock(length_mu_);
+  const size_t bytes = 16 * (info->farther.size() + info->closer.size()) + key.size() + 64;
+  if (length_bytes_ + bytes > kLengthCacheBytes) {
+    length_infos_.clear();
+    length_bytes_ = 0;
+  }
+  if (length_infos_.emplace(key, std::move(info)).second) length_bytes_ += bytes;
 }
 
 std::shared_ptr<const std::vector<int32_t>> GrammarImpl::CachedPops(const std::string& key) const {

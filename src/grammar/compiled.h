@@ -59,6 +59,9 @@
 
 namespace tachyon::grammar {
 
+class LengthTables;
+struct LengthInfo;
+
 // One position of a stack chain: an element position and its node's count (recognizer.h).
 struct ChainEntry {
   int32_t pos;
@@ -149,6 +152,14 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   std::shared_ptr<const std::vector<int32_t>> CachedPops(const std::string& key) const;
   void CachePops(const std::string& key, std::shared_ptr<const std::vector<int32_t>> toks) const;
 
+  // Length-aware masks (length_limit.h): the grammar's distance tables, built on the first
+  // call; and the LengthInfo per configuration key (as masks are keyed), cached up to
+  // kLengthCacheBytes (then that cache starts over).
+  const LengthTables& Lengths() const;
+  std::shared_ptr<const LengthInfo> CachedLength(const std::string& key) const;
+  void CacheLength(const std::string& key, std::shared_ptr<const LengthInfo> info) const;
+  static constexpr size_t kLengthCacheBytes = size_t{8} << 20;
+
  private:
   struct WalkContext;    // the class walks' arena and configuration table (compiled.cc)
   struct SharedClasses;  // classes by fragment key, per vocabulary (compiled.cc)
@@ -174,6 +185,11 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   mutable size_t mask_bytes_ = 0;
   mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<int32_t>>> pops_;
   mutable size_t pops_bytes_ = 0;  // GUARDED_BY(mask_mu_), as pops_
+  mutable std::once_flag lengths_once_;
+  mutable std::unique_ptr<const LengthTables> lengths_;
+  mutable std::mutex length_mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const LengthInfo>> length_infos_;
+  mutable size_t length_bytes_ = 0;  // GUARDED_BY(length_mu_), as length_infos_
 };
 
 }  // namespace tachyon::grammar

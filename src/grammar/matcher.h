@@ -34,6 +34,16 @@ class TokenMatcher {
 
   // Nothing but EOS can follow (or EOS was accepted): the engine finishes the request.
   virtual bool IsTerminated() const = 0;
+
+  // Length-aware masks: at most n more tokens will be accepted from here (a request's
+  // max_tokens less what it generated). From then on every mask leaves out the tokens after
+  // which the grammar could no longer reach an end within the tokens left, so a grammar
+  // whose shortest completion fits the budget always ends by it (grammar/length_limit.h).
+  // Masks change only where the budget is that tight (distances count bytes, an upper bound on
+  // tokens): an output that ends with that much room is the same with or without it. The limit is a
+  // position, so Rollback gives rolled-back tokens' budget back. n < 0: no limit (the default).
+  // Matchers that cannot honour it ignore it (test fakes).
+  virtual void SetTokenLimit(int64_t n) { (void)n; }
 };
 
 }  // namespace tachyon::grammar

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "grammar/length_limit.h"
 #include "util/logging.h"
 
 namespace tachyon::grammar {
@@ -44,11 +45,32 @@ void Matcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
   }
   if (auto cached = grammar_->CachedMask(key_)) {
     std::copy(cached->begin(), cached->end(), bitmask.begin());
-    return;
+  } else {
+    ComputeMask(bitmask);
+    grammar_->CacheMask(key_, std::make_shared<const std::vector<uint32_t>>(
+                                  bitmask.begin(), bitmask.begin() + vocab.mask_words()));
   }
-  ComputeMask(bitmask);
-  grammar_->CacheMask(key_, std::make_shared<const std::vector<uint32_t>>(
-                                bitmask.begin(), bitmask.begin() + vocab.mask_words()));
+  if (limit_step_ >= 0) ApplyTokenLimit(bitmask);
+}
+
+void Matcher::ApplyTokenLimit(std::span<uint32_t> bitmask) {
+  const int64_t budget = limit_step_ - (static_cast<int64_t>(steps_.size()) - 1);
+  if (budget <= 0) return;
+  const LengthTables& lengths = grammar_->Lengths();
+  const Config& cfg = steps_.back().cfg;
+  // No configuration within reach is farther than the budget: nothing to leave out.
+  if (budget - 1 >= lengths.Ceiling(cfg, arena_, &ceiling_chain_)) return;
+  // The distance after every allowed token, once per configuration (cached like masks).
+  std::shared_ptr<const LengthInfo> info = grammar_->CachedLength(key_);
+  if (info == nullptr) {
+    const size_t mark = arena_.size();
+    auto computed =
+        std::make_shared<LengthInfo>(ComputeLengthInfo(lengths, grammar_->vocab(), &rec_, cfg));
+    arena_.Truncate(mark);
+    info = computed;
+    grammar_->CacheLength(key_, info);
+  }
+  ApplyLengthLimit(*info, budget, bitmask.data(), grammar_->vocab().mask_words());
 }
 
 void Matcher::ComputeMask(std::span<uint32_t> bitmask) {

@@ -21,6 +21,9 @@ class Matcher final : public TokenMatcher {
   void FillNextTokenBitmask(std::span<uint32_t> bitmask) override;
   bool AcceptToken(int32_t token) override;
   void Rollback(int n) override;
+  void SetTokenLimit(int64_t n) override {
+    limit_step_ = n < 0 ? -1 : static_cast<int64_t>(steps_.size()) - 1 + n;
+  }
   bool CanTerminate() const override { return steps_.back().cfg.accepting; }
   bool IsTerminated() const override {
     const Step& s = steps_.back();
@@ -37,6 +40,10 @@ class Matcher final : public TokenMatcher {
   StackArena arena_;
   Recognizer rec_;
   std::vector<Step> steps_;  // steps_[0]: the start; back(): now
+  int64_t limit_step_ = -1;  // SetTokenLimit: the last step index allowed (-1: none)
+  // Leaves in `bitmask` (the grammar's mask now) the tokens that keep an end within the
+  // token limit (length_limit.h). REQUIRES: key_ is the current configuration's key.
+  void ApplyTokenLimit(std::span<uint32_t> bitmask);
   // Computes the mask of the current configuration (no cache) into `bitmask`.
   void ComputeMask(std::span<uint32_t> bitmask);
   // Adds head h's classes for its chain cut after `depth` positions; false (nothing added)
@@ -65,6 +72,7 @@ class Matcher final : public TokenMatcher {
   std::string pop_key_;
   std::vector<Config> path_cfg_;
   std::string key_, path_;
+  std::vector<int32_t> ceiling_chain_;
 };
 
 }  // namespace tachyon::grammar

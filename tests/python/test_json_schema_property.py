@@ -4,12 +4,16 @@ testdata/structured/schemas.jsonl, through build/grammar_schema_tool (src/gramma
 - every schema is either refused with a message naming a keyword, or
   (a) random token-by-token walks through the matcher (a real tokenizer's vocabulary) end in
       texts that python `jsonschema` validates, and
+  (c) walks under a random token limit of at least the grammar's shortest completion in bytes
+      (TokenMatcher::SetTokenLimit, docs/grammar.md: Length-aware masks), choosing uniformly
+      among the allowed tokens and never stopping early, end within the limit in texts that
+      python `jsonschema` validates, and
   (b) valid documents drawn from the schema (tests/python/schema_docs.py, kept only when
       `jsonschema` validates them), written compactly and as json.dumps writes them, are accepted.
 
 The support rate and the refusals by keyword are printed (pytest -s) and must stay >= 90%.
-Env: TACHYON_SCHEMA_WALKS (walks per schema, default 1), TACHYON_SCHEMA_DOCS (documents per
-schema, default 4), TACHYON_SCHEMA_TOKENIZER (default llama3), GRAMMAR_SCHEMA_TOOL (the tool).
+Env: TACHYON_SCHEMA_WALKS (walks per schema, default 1), TACHYON_SCHEMA_LIMITED_WALKS (limited
+walks per schema, default 1), TACHYON_SCHEMA_DOCS (documents per schema, default 4), TACHYON_SCHEMA_TOKENIZER (default llama3), GRAMMAR_SCHEMA_TOOL (the tool).
 """
 
 import collections
@@ -75,6 +79,7 @@ def run(tmp_path_factory):
     subprocess.run([tool, "--schemas", str(schemas_file), "--tokenizer", str(tok),
                     "--docs", str(docs_file), "--out", str(out),
                     "--walks", os.environ.get("TACHYON_SCHEMA_WALKS", "1"),
+                    "--limited-walks", os.environ.get("TACHYON_SCHEMA_LIMITED_WALKS", "1"),
                     "--max-tokens", "200", "--seed", "18"], check=True, timeout=600)
     results = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert len(results) == len(rows)
@@ -119,6 +124,35 @@ def test_walks_produce_valid_documents(run):
                 bad.append((id, text, err.message))
     print(f"\nwalks: {walks} finished texts checked ({unchecked} not checkable), "
           f"{len(bad)} invalid")
+    assert walks > 0
+    assert not bad, bad[:5]
+
+
+def test_limited_walks_end_in_valid_documents(run):
+    rows, results, _ = run
+    schemas = {row["id"]: row["schema"] for row in rows}
+    bad, walks, unchecked = [], 0, 0
+    for id, r in results.items():
+        if "refused" in r:
+            continue
+        v = validator(schemas[id])
+        for w in r["limited"]:
+            walks += 1
+            assert w["tokens"] <= w["limit"], (id, w)
+            if not w["ended"]:
+                bad.append((id, w["limit"], w["text"][-200:], "did not end"))
+                continue
+            try:
+                doc = json.loads(w["text"])
+            except ValueError as e:
+                bad.append((id, w["limit"], w["text"], str(e)))
+                continue
+            ok = is_valid(v, doc)
+            if ok is None:
+                unchecked += 1
+            elif not ok:
+                bad.append((id, w["limit"], w["text"], next(v.iter_errors(doc)).message))
+    print(f"\nlimited walks: {walks} checked ({unchecked} not checkable), {len(bad)} bad")
     assert walks > 0
     assert not bad, bad[:5]
 

@@ -3,7 +3,7 @@
 //
 //   grammar_schema_tool --schemas S.jsonl --tokenizer DIR --out O.jsonl
 //                       [--docs D.jsonl] [--walks N] [--max-tokens T] [--seed X]
-//                       [--max-whitespace W] [--budget-ms B]
+//                       [--max-whitespace W] [--budget-ms B] [--limited-walks L]
 //
 // S.jsonl: {"id", "schema"} a line. D.jsonl: {"id", "docs": [JSON text, ...]} a line.
 // For each schema: JsonSchemaToGbnf, Compile over the tokenizer's vocabulary, then N random walks
@@ -14,6 +14,11 @@
 //   {"id", "refused": message}   or
 //   {"id", "gbnf_bytes", "walks": [text...], "unfinished": k, "dead_ends": [text...],
 //    "rejected": [doc...], "checked": n}  (dead_ends: the texts where a walk got stuck)
+// With --limited-walks L, also L walks under a token limit (TokenMatcher::SetTokenLimit) drawn
+// at random from [d, d + 48], d the grammar's shortest completion in bytes (an upper bound on
+// its tokens): uniform among the allowed tokens, never stopping before the grammar ends, so
+// the limit is what closes the document. They add "limited": [{"limit", "tokens", "text",
+// "ended"}...] (ended: the grammar could end where the walk stopped).
 // Exit status 0 unless the inputs cannot be read.
 #include <chrono>
 #include <cstdlib>
@@ -26,7 +31,10 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/compile.h"
+#include "grammar/compiled.h"
 #include "grammar/json_schema.h"
+#include "grammar/length_limit.h"
+#include "grammar/recognizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::grammar {
@@ -34,7 +42,7 @@ namespace {
 
 struct Args {
   std::string schemas, tokenizer, out, docs;
-  int walks = 2, max_tokens = 400, max_whitespace = 20, budget_ms = 2000;
+  int walks = 2, max_tokens = 400, max_whitespace = 20, budget_ms = 2000, limited_walks = 0;
   uint64_t seed = 1;
 };
 
@@ -59,6 +67,8 @@ bool Parse(int argc, char** argv, Args* a) {
       a->max_whitespace = std::stoi(v);
     else if (k == "--budget-ms")
       a->budget_ms = std::stoi(v);
+    else if (k == "--limited-walks")
+      a->limited_walks = std::stoi(v);
     else
       return false;
   }
@@ -119,6 +129,43 @@ bool Walk(const CompiledGrammar& g, const Vocabulary& vocab, int max_tokens, std
   return false;
 }
 
+// The grammar's shortest completion from its start, in bytes.
+int64_t StartDistance(const CompiledGrammar& g, const Vocabulary& vocab) {
+  const auto& impl = static_cast<const GrammarImpl&>(g);
+  StackArena arena;
+  Recognizer rec(impl.grammar(), &arena);
+  Config start;
+  rec.Start(&start);
+  return LengthTables(impl.grammar(), vocab).Distance(start, arena);
+}
+
+// One walk under a token limit: uniform among the allowed tokens until the grammar terminates
+// or the limit is used up.
+nlohmann::json LimitedWalk(const CompiledGrammar& g, const Vocabulary& vocab, int64_t limit,
+                           std::mt19937_64* rng) {
+  auto m = g.NewMatcher();
+  m->SetTokenLimit(limit);
+  std::vector<uint32_t> mask(vocab.mask_words());
+  std::vector<int32_t> allowed;
+  std::string text;
+  int64_t n = 0;
+  for (; n < limit && !m->IsTerminated(); ++n) {
+    m->FillNextTokenBitmask(mask);
+    allowed.clear();
+    for (size_t w = 0; w < mask.size(); ++w) {
+      for (uint32_t bits = mask[w]; bits; bits &= bits - 1) {
+        const auto t = static_cast<int32_t>(w * 32 + __builtin_ctz(bits));
+        if (!vocab.IsEos(t)) allowed.push_back(t);
+      }
+    }
+    if (allowed.empty()) break;
+    const int32_t t = allowed[(*rng)() % allowed.size()];
+    if (!m->AcceptToken(t)) break;
+    text.append(vocab.bytes(t));
+  }
+  return {{"limit", limit}, {"tokens", n}, {"text", text}, {"ended", m->CanTerminate()}};
+}
+
 bool AcceptsBytes(const CompiledGrammar& g, const std::string& text) {
   auto m = g.NewMatcher();
   for (char c : text) {
@@ -132,7 +179,7 @@ int Main(int argc, char** argv) {
   if (!Parse(argc, argv, &a)) {
     std::cerr << "usage: grammar_schema_tool --schemas S.jsonl --tokenizer DIR --out O.jsonl "
                  "[--docs D.jsonl] [--walks N] [--max-tokens T] [--seed X] "
-                 "[--max-whitespace W] [--budget-ms B]\n";
+                 "[--max-whitespace W] [--budget-ms B] [--limited-walks L]\n";
     return 2;
   }
   auto tok = tokenizer::Tokenizer::FromFile(a.tokenizer);
@@ -201,6 +248,14 @@ int Main(int argc, char** argv) {
           ++unfinished;
         }
       }
+    }
+    if (a.limited_walks > 0) {
+      const int64_t d = StartDistance(**g, **vocab);
+      nlohmann::json limited = nlohmann::json::array();
+      for (int i = 0; i < a.limited_walks && d < kUnreachable; ++i) {
+        limited.push_back(LimitedWalk(**g, **vocab, std::max<int64_t>(1, d) + (rng() % 49), &rng));
+      }
+      result["limited"] = limited;
     }
     std::vector<std::string> rejected;
     const auto& mine = docs[id];
