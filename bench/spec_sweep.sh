@@ -2,7 +2,8 @@
 # Speculative decoding under concurrency: `tachyon bench --concurrency LEVELS` (the serving
 # engine, N requests at once, greedy, P prompt / G generated tokens each) with
 # --speculative-config off and on, alternating round by round; prints per level the median
-# aggregate and decode tok/s off and on, their ratio, and the share of drafted tokens accepted.
+# aggregate and decode tok/s off and on, their ratio, and the share of drafted tokens accepted,
+# then the crossover: the lowest level from which on/off stays below 1.0.
 #
 #   bench/spec_sweep.sh MODEL.gguf [ROUNDS] [SPEC_JSON]
 #       default: 3 rounds; '{"method": "ngram", "num_speculative_tokens": 8}' (whose
@@ -47,4 +48,14 @@ for k, lvl in enumerate(runs["off"][0]):
     print(f"{lvl['concurrency']:>4} {med['off'][0]:>9.1f} {med['on'][0]:>9.1f}"
           f" {med['on'][0] / med['off'][0]:>6.2f} {med['off'][1]:>9.1f} {med['on'][1]:>9.1f}"
           f" {med['on'][1] / med['off'][1]:>6.2f} {f'{acc}/{dr}':>14}")
+# The crossover: the lowest level from which speculation's aggregate tok/s stays below off's.
+ratios = [(lvl["concurrency"],
+           statistics.median(r[k]["aggregate_tok_s"] for r in runs["on"]) /
+           statistics.median(r[k]["aggregate_tok_s"] for r in runs["off"]))
+          for k, lvl in enumerate(runs["off"][0])]
+cross = next((c for i, (c, _) in enumerate(ratios) if all(x < 1.0 for _, x in ratios[i:])), None)
+if cross is None:
+    print(f"crossover: none up to {ratios[-1][0]} (speculation pays or ties at every level)")
+else:
+    print(f"crossover: {cross} (on/off < 1.0 from there on; disable_by_batch_size {cross})")
 PY

@@ -65,17 +65,21 @@ void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
       return;  // this step runs without drafts and shows what no drafts cost at this batch
     } else {
       // Drafts must beat no drafts by 5%: step times are noisy, and losing is worse than
-      // missing a small gain.
-      // A draft model's forward per drafted token counts too (what it took at this batch).
+      // missing a small gain. The rows other sequences drafted for the same step count.
+      // A draft model's forward per drafted token counts too (what it took at this batch),
+      // beyond the forwards the drafts already proposed for this step run anyway.
       const double draft_s =
           draft_model_ ? draft_model_->cost().Seconds(num_running).value_or(0.0) : 0.0;
-      k = spec::CostAwareDraftLength(cost_, num_running, c.alpha(), k, /*margin=*/1.05, draft_s);
+      k = spec::CostAwareDraftLength(cost_, num_running + step_draft_rows_, c.alpha(), k,
+                                     /*margin=*/1.05, draft_s, step_max_draft_);
       if (k == 0) {
-        c.Decline();
+        c.DeclineForCost();
         return;
       }
     }
   }
+  step_draft_rows_ += k;
+  step_max_draft_ = std::max(step_max_draft_, k);
   if (draft_model_) {
     queued_.push_back({r, k});
     return;
@@ -93,6 +97,8 @@ void Speculator::Verified(const Request& r, int drafted, int accepted) {
 }
 
 void Speculator::Flush() {
+  step_draft_rows_ = 0;
+  step_max_draft_ = 0;
   if (queued_.empty()) return;
   Status st = draft_model_->Propose(queued_);
   for (const DraftModelRunner::Job& job : queued_) CutDraftToGrammar(job.request);

@@ -13,8 +13,9 @@
 // large batch is compute-bound, and extra tokens then cost as much as they save. Below that,
 // unless min_acceptance_rate is 0 (drafting never switches itself off), each request's draft
 // length is the one that maximises the batch's expected tokens per second under the step
-// costs measured so far (ObserveStep, spec/step_cost.h) and its per-position acceptance; none
-// paying pauses the request's drafting like poor acceptance does (probing again later). While
+// costs measured so far (ObserveStep, spec/step_cost.h) and its per-position acceptance, given
+// the rows (and draft-model forwards) the sequences proposed before it in the same step add;
+// none paying pauses the request's drafting for a while (probing again later). While
 // the cost of a step of the batch's size without drafts is unknown, a step runs without them.
 //
 // Structured output: a request whose tokens must follow a grammar verifies drafts the same way
@@ -53,7 +54,8 @@ class Speculator {
   // Sets r->draft_tokens for r's next step (possibly none): at most num_speculative_tokens,
   // the request's controller's length, what max_tokens and the context leave after the next
   // emitted token. `num_running`: sequences running now. With a draft model the drafts are
-  // only queued: Flush() drafts for every queued sequence at once.
+  // only queued: Flush() drafts for every queued sequence at once. Call Flush() after the
+  // step's last Propose (for every method: it also ends the step's proposal round).
   void Propose(Request* r, int num_running, int64_t max_model_len);
   // Runs the draft model for the sequences Propose queued since the last Flush (one draft
   // forward per draft position for all of them). No-op without a draft model. A failed draft
@@ -81,12 +83,16 @@ class Speculator {
       : config_(config), drafter_(std::move(drafter)), draft_model_(std::move(draft_model)) {}
 
   spec::SpeculativeConfig config_;
-  std::unique_ptr<spec::Drafter> drafter_;  // null with a draft model
-  std::unique_ptr<DraftModelRunner> draft_model_;  // method draft_model
-  std::vector<DraftModelRunner::Job> queued_;  // Propose -> Flush
+  std::unique_ptr<spec::Drafter> drafter_;                                // null with a draft model
+  std::unique_ptr<DraftModelRunner> draft_model_;                         // method draft_model
+  std::vector<DraftModelRunner::Job> queued_;                             // Propose -> Flush
   std::unordered_map<int64_t, spec::DraftLengthController> controllers_;  // by seq_id
   spec::StepCostModel cost_;
   spec::SpecStats stats_;
+  // This step's proposals so far (reset by Flush): drafted rows, and the longest draft (with a
+  // draft model, the draft forwards the step runs anyway).
+  int64_t step_draft_rows_ = 0;
+  int step_max_draft_ = 0;
 };
 
 }  // namespace tachyon::engine

@@ -5,8 +5,10 @@
 // prefix-cache hashes only over accepted tokens).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 
+#include "engine/speculative_step.h"
 #include "engine/testing/fake_grammar.h"
 #include "engine/testing/oracle_drafter.h"
 #include "engine/testing/spec_testing.h"
@@ -385,6 +387,143 @@ TEST(SpeculativeTest, DraftsAreCutAtTheGrammarsFirstRefusedToken) {
   // request finishes) are all cut: no choice branches into two tokens one apart, and none is a
   // prefix of another. So every draft token left is right.
   EXPECT_EQ(s.num_accepted_tokens, s.num_draft_tokens);
+}
+
+// The cost rule on a fake clock: one request whose n-gram drafts are always right (a prompt
+// repeating a 7-token pattern), run step by step through the Speculator with step seconds from
+// `seconds(rows, rows_seen)` (rows_seen: steps of that many rows so far, 0 for the first)
+// instead of a clock. Returns the draft length of every step after the prefill.
+std::vector<int> DraftLengthsOnFakeClock(const std::function<double(int64_t, int)>& seconds,
+                                         int steps) {
+  spec::SpeculativeConfig c = Spec(8);
+  c.min_acceptance_rate = 0.25;  // the cost rule and pauses on
+  auto sp = Speculator::Create(c, nullptr);
+  EXPECT_TRUE(sp.ok());
+  constexpr int kPeriod = 7;
+  Request r;
+  r.seq_id = 1;
+  for (int i = 0; i < 4 * kPeriod; ++i) r.tokens.push_back(i % kPeriod);
+  r.num_prompt_tokens = static_cast<int64_t>(r.tokens.size());
+  r.max_tokens = 1 << 20;
+  r.state = RequestState::kRunning;
+  std::map<int64_t, int> seen;  // rows -> steps so far
+  auto observe = [&](int64_t rows) { (*sp)->ObserveStep(rows, seconds(rows, seen[rows]++)); };
+  observe(r.num_prompt_tokens);  // the prefill, which emits the first token
+  r.tokens.push_back(static_cast<int32_t>(r.tokens.size() % kPeriod));
+  std::vector<int> lengths;
+  for (int step = 0; step < steps; ++step) {
+    (*sp)->Propose(&r, 1, 1 << 22);
+    (*sp)->Flush();
+    const int k = static_cast<int>(r.draft_tokens.size());
+    lengths.push_back(k);
+    observe(1 + k);
+    for (int32_t t : r.draft_tokens) {
+      EXPECT_EQ(t, static_cast<int32_t>(r.tokens.size() % kPeriod));
+      r.tokens.push_back(t);
+    }
+    r.tokens.push_back(static_cast<int32_t>(r.tokens.size() % kPeriod));  // the bonus token
+    (*sp)->Verified(r, k, k);
+  }
+  return lengths;
+}
+
+// Memory-bound steps (9 rows cost 8% more than 1), where drafting always pays.
+double MemoryBound(int64_t rows) {
+  return 0.010 + 0.0001 * static_cast<double>(rows);
+}
+
+TEST(SpeculativeTest, OneSlowStepDoesNotSwitchDraftingOff) {
+  // The first 9-row step (the first draft) takes 20x as long; then normal steps.
+  const std::vector<int> lengths = DraftLengthsOnFakeClock(
+      [](int64_t rows, int seen) { return MemoryBound(rows) * (rows == 9 && seen == 0 ? 20 : 1); },
+      60);
+  EXPECT_EQ(lengths[0], 0);  // a 1-row step measures what no drafts cost
+  ASSERT_EQ(lengths[1], 8);  // the spike
+  // The spike is measured again at once (one sample is not believed), and then outvoted.
+  for (size_t i = 2; i < lengths.size(); ++i) EXPECT_EQ(lengths[i], 8) << i;
+}
+
+TEST(SpeculativeTest, SustainedSlowStepsPauseDraftingUntilForgotten) {
+  // The first two 9-row steps are 20x slow: that is believed, and drafting falls back to what
+  // pays under it (after a pause, one-token drafts: 2 rows cost what 1 does), until those
+  // samples are forgotten and 9 rows are measured again.
+  const int steps = static_cast<int>(spec::StepCostModel::kForgetAfter) + 60;
+  const std::vector<int> lengths = DraftLengthsOnFakeClock(
+      [](int64_t rows, int seen) { return MemoryBound(rows) * (rows == 9 && seen < 2 ? 20 : 1); },
+      steps);
+  ASSERT_EQ(lengths[1], 8);
+  ASSERT_EQ(lengths[2], 8);
+  EXPECT_EQ(lengths[3], 0);
+  int short_drafts = 0;
+  int resumed = -1;
+  for (int i = 3; i < steps && resumed < 0; ++i) {
+    if (lengths[i] == 8) resumed = i;
+    if (lengths[i] > 0 && lengths[i] < 8) {
+      EXPECT_EQ(lengths[i], 1);
+      ++short_drafts;
+    }
+  }
+  EXPECT_GT(short_drafts, 0);
+  ASSERT_GT(resumed, 0);
+  // The spikes are forgotten kForgetAfter observations after they were taken (each step is one),
+  // and the next probe then drafts the full length.
+  EXPECT_LE(resumed, 3 + spec::StepCostModel::kForgetAfter +
+                         2 * (spec::DraftLengthController::kCostPause + 2));
+  // From then on full drafts, but for one step without (the 1-row time, last measured before
+  // drafting took over, is forgotten too and measured again).
+  int undrafted = 0;
+  for (int i = resumed; i < steps; ++i) {
+    if (lengths[i] == 0) {
+      ++undrafted;
+    } else {
+      EXPECT_EQ(lengths[i], 8) << i;
+    }
+  }
+  EXPECT_LE(undrafted, 1);
+}
+
+TEST(SpeculativeTest, DraftingThatCannotPayStaysOff) {
+  // Compute-bound steps (seconds proportional to rows): even 8 accepted drafts emit 9 tokens in
+  // the time of 9 steps, short of the 5% margin. After the first draft and its re-measure,
+  // only one-token probes every kCostPause + 1 steps.
+  const std::vector<int> lengths = DraftLengthsOnFakeClock(
+      [](int64_t rows, int) { return 0.01 * static_cast<double>(rows); }, 200);
+  int drafted = 0;
+  for (size_t i = 3; i < lengths.size(); ++i) {
+    EXPECT_LE(lengths[i], 1) << i;
+    drafted += lengths[i];
+  }
+  EXPECT_LE(drafted, 200 / spec::DraftLengthController::kCostPause + 1);
+}
+
+TEST(SpeculativeTest, DraftsOfOneStepShareItsCost) {
+  // Steps cost the same up to 10 rows and grow with the rows beyond: at batch 2 one sequence's
+  // 8 drafts fill the flat part, and a second sequence's drafts on top no longer pay.
+  spec::SpeculativeConfig c = Spec(8);
+  c.min_acceptance_rate = 0.25;
+  auto sp = Speculator::Create(c, nullptr);
+  ASSERT_TRUE(sp.ok());
+  for (int64_t rows : {2, 10, 18, 26, 34}) {
+    for (int i = 0; i < 2; ++i) (*sp)->ObserveStep(rows, std::max<double>(1, rows / 10.0));
+  }
+  std::vector<Request> reqs(2);
+  for (int i = 0; i < 2; ++i) {
+    reqs[i].seq_id = i;
+    for (int j = 0; j < 29; ++j) reqs[i].tokens.push_back(j % 7);
+    reqs[i].num_prompt_tokens = 28;
+    reqs[i].max_tokens = 100;
+    reqs[i].state = RequestState::kRunning;
+  }
+  (*sp)->Propose(&reqs[0], 2, 1 << 20);
+  (*sp)->Propose(&reqs[1], 2, 1 << 20);
+  (*sp)->Flush();
+  EXPECT_EQ(reqs[0].draft_tokens.size(), 8u);
+  EXPECT_EQ(reqs[1].draft_tokens.size(), 0u);
+  // The next step starts afresh: the first sequence to propose drafts again.
+  reqs[0].draft_tokens.clear();
+  (*sp)->Propose(&reqs[0], 2, 1 << 20);
+  (*sp)->Flush();
+  EXPECT_EQ(reqs[0].draft_tokens.size(), 8u);
 }
 
 TEST(SpeculativeTest, UnimplementedMethodIsAnError) {

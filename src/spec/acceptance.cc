@@ -37,6 +37,7 @@ void DraftLengthController::Record(int drafted, int accepted) {
   rate_ = num_drafts_ == 0 || probing_ ? share : (1 - kWeight) * rate_ + kWeight * share;
   alpha_ = num_drafts_ == 0 ? kept : (1 - kWeight) * alpha_ + kWeight * kept;
   probing_ = false;
+  cost_probe_ = false;
   ++num_drafts_;
   if (num_drafts_ < kWarmupDrafts) return;
   if (rate_ < min_rate_) {
@@ -44,6 +45,11 @@ void DraftLengthController::Record(int drafted, int accepted) {
   } else {
     next_pause_ = 16;
   }
+}
+
+void DraftLengthController::DeclineForCost() {
+  pause_left_ = kCostPause;
+  cost_probe_ = true;
 }
 
 void DraftLengthController::Decline() {

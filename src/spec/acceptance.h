@@ -33,12 +33,15 @@ struct SpecStats {
 //
 // It also tracks alpha, the per-position acceptance (a draft token kept given the ones before
 // it were: accepted / min(accepted + 1, drafted) per verification, averaged the same way but
-// never reset by a probe), for the engine's cost-aware length (step_cost.h); Decline() pauses
-// like poor acceptance when that finds no length that pays.
+// never reset by a probe), for the engine's cost-aware length (step_cost.h). When that finds no
+// length that pays, DeclineForCost() pauses for kCostPause steps (a fixed pause: the cost rule
+// is evaluated again after it, and what it decides on changes as the steps are measured), then
+// probes with one token, which keeps alpha current.
 class DraftLengthController {
  public:
   static constexpr int kWarmupDrafts = 4;
   static constexpr double kWeight = 0.3;  // of the newest draft in the average
+  static constexpr int kCostPause = 16;
 
   explicit DraftLengthController(double min_rate) : min_rate_(min_rate) {}
 
@@ -47,14 +50,18 @@ class DraftLengthController {
   // The verification of the draft NextLength asked for.
   void Record(int drafted, int accepted);
 
-  // No draft length pays at this step (the caller's cost model): pause, then probe.
+  // Poor acceptance: pause (16 steps, doubling up to 1024), then probe; the probe's result
+  // alone sets rate().
   void Decline();
+  // No draft length pays at this step (the caller's cost model): pause kCostPause steps, then
+  // draft one token (probing(); the rate averages it as usual).
+  void DeclineForCost();
 
   double rate() const { return rate_; }
   double alpha() const { return alpha_; }
   bool paused() const { return pause_left_ > 0; }
-  // The next draft follows a pause (a probe, whose result alone sets rate()).
-  bool probing() const { return probing_; }
+  // The next draft follows a pause: a one-token probe, outside the cost rule.
+  bool probing() const { return probing_ || cost_probe_; }
 
  private:
   double min_rate_;
@@ -62,7 +69,8 @@ class DraftLengthController {
   double alpha_ = 1.0;
   int num_drafts_ = 0;
   int pause_left_ = 0;
-  bool probing_ = false;  // the next Record follows a pause
+  bool probing_ = false;     // the next Record follows an acceptance pause (sets rate alone)
+  bool cost_probe_ = false;  // the next draft follows a cost pause
   int next_pause_ = 16;
 };
 

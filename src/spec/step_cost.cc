@@ -6,18 +6,40 @@ namespace tachyon::spec {
 
 void StepCostModel::Observe(int64_t rows, double seconds) {
   if (rows < 1 || rows > kMaxRows || !(seconds >= 0)) return;
-  double& s = seconds_[static_cast<size_t>(rows)];
-  s = s < 0 ? seconds : (1 - kWeight) * s + kWeight * seconds;
+  Count& c = counts_[static_cast<size_t>(rows)];
+  c.seconds[static_cast<size_t>(c.next)] = seconds;
+  c.at[static_cast<size_t>(c.next)] = now_;
+  c.next = (c.next + 1) % kWindow;
+  c.n = std::min(c.n + 1, kWindow);
+  c.last_at = now_;
+  ++now_;
 }
 
-std::optional<double> StepCostModel::Seconds(int64_t rows) const {
+StepCostModel::Estimate StepCostModel::Own(const Count& c) const {
+  std::array<double, kWindow> fresh{};
+  int n = 0;
+  for (int i = 0; i < c.n; ++i) {
+    if (now_ - c.at[static_cast<size_t>(i)] < kForgetAfter) {
+      fresh[static_cast<size_t>(n++)] = c.seconds[static_cast<size_t>(i)];
+    }
+  }
+  for (int i = 1; i < n; ++i) {  // insertion sort of at most kWindow values
+    for (int j = i; j > 0 && fresh[static_cast<size_t>(j - 1)] > fresh[static_cast<size_t>(j)];
+         --j) {
+      std::swap(fresh[static_cast<size_t>(j - 1)], fresh[static_cast<size_t>(j)]);
+    }
+  }
+  return {fresh[static_cast<size_t>((n - 1) / 2)], n >= kSettled};
+}
+
+std::optional<StepCostModel::Estimate> StepCostModel::Predict(int64_t rows) const {
   if (rows < 1) return std::nullopt;
-  if (rows <= kMaxRows && seconds_[static_cast<size_t>(rows)] >= 0) {
-    return seconds_[static_cast<size_t>(rows)];
+  if (rows <= kMaxRows && Fresh(counts_[static_cast<size_t>(rows)])) {
+    return Own(counts_[static_cast<size_t>(rows)]);
   }
   int64_t lo = -1, lo2 = -1, hi = -1;
   for (int64_t n = std::min<int64_t>(rows - 1, kMaxRows); n >= 1; --n) {
-    if (seconds_[static_cast<size_t>(n)] < 0) continue;
+    if (!Fresh(counts_[static_cast<size_t>(n)])) continue;
     if (lo < 0) {
       lo = n;
     } else {
@@ -26,21 +48,23 @@ std::optional<double> StepCostModel::Seconds(int64_t rows) const {
     }
   }
   for (int64_t n = rows + 1; n <= kMaxRows; ++n) {
-    if (seconds_[static_cast<size_t>(n)] >= 0) {
+    if (Fresh(counts_[static_cast<size_t>(n)])) {
       hi = n;
       break;
     }
   }
   if (lo < 0) return std::nullopt;
-  const double t_lo = seconds_[static_cast<size_t>(lo)];
+  const Estimate e_lo = Own(counts_[static_cast<size_t>(lo)]);
   if (hi >= 0) {
-    const double t_hi = seconds_[static_cast<size_t>(hi)];
-    return t_lo + (t_hi - t_lo) * static_cast<double>(rows - lo) / static_cast<double>(hi - lo);
+    const Estimate e_hi = Own(counts_[static_cast<size_t>(hi)]);
+    const double f = static_cast<double>(rows - lo) / static_cast<double>(hi - lo);
+    return Estimate{e_lo.seconds + (e_hi.seconds - e_lo.seconds) * f, e_hi.settled};
   }
   if (lo2 < 0) return std::nullopt;
+  const Estimate e_lo2 = Own(counts_[static_cast<size_t>(lo2)]);
   const double slope =
-      std::max(0.0, (t_lo - seconds_[static_cast<size_t>(lo2)]) / static_cast<double>(lo - lo2));
-  return t_lo + slope * static_cast<double>(rows - lo);
+      std::max(0.0, (e_lo.seconds - e_lo2.seconds) / static_cast<double>(lo - lo2));
+  return Estimate{e_lo.seconds + slope * static_cast<double>(rows - lo), false};
 }
 
 double ExpectedEmitted(double alpha, int k) {
@@ -53,7 +77,7 @@ double ExpectedEmitted(double alpha, int k) {
 }
 
 int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double alpha, int max_k,
-                         double margin, double draft_seconds) {
+                         double margin, double draft_seconds, int free_drafts) {
   if (max_k <= 0) return 0;
   if (!(alpha > 0)) return 0;  // nothing is expected to be accepted
   const std::optional<double> base = cost.Seconds(batch_rows);
@@ -63,8 +87,10 @@ int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double a
   int best_k = 0;
   double best = none * margin;
   for (int k = 1; k <= max_k; ++k) {
-    const double t = cost.Seconds(batch_rows + k).value_or(*base) +
-                     static_cast<double>(k) * std::max(draft_seconds, 0.0);
+    const std::optional<StepCostModel::Estimate> e = cost.Predict(batch_rows + k);
+    const double t =
+        (e && e->settled ? e->seconds : *base) +
+        static_cast<double>(std::max(k - free_drafts, 0)) * std::max(draft_seconds, 0.0);
     const double rate = (b - 1 + ExpectedEmitted(alpha, k)) / std::max(t, 1e-12);
     if (rate > best) {
       best = rate;

@@ -5,23 +5,62 @@
 namespace tachyon::spec {
 namespace {
 
-TEST(StepCostModelTest, AveragesInterpolatesAndExtrapolates) {
+// Two equal samples: a settled estimate of `rows`.
+void ObserveSettled(StepCostModel* m, int64_t rows, double seconds) {
+  m->Observe(rows, seconds);
+  m->Observe(rows, seconds);
+}
+
+TEST(StepCostModelTest, MediansInterpolatesAndExtrapolates) {
   StepCostModel m;
   EXPECT_FALSE(m.Seconds(4).has_value());
   m.Observe(2, 1.0);
   EXPECT_DOUBLE_EQ(*m.Seconds(2), 1.0);
+  EXPECT_FALSE(m.Predict(2)->settled);     // one sample
   EXPECT_FALSE(m.Seconds(1).has_value());  // nothing below
   EXPECT_FALSE(m.Seconds(3).has_value());  // one count: no slope
-  m.Observe(2, 2.0);                       // averaged: 0.9 * 1 + 0.1 * 2
-  EXPECT_DOUBLE_EQ(*m.Seconds(2), 1.1);
+  m.Observe(2, 2.0);                       // lower median of {1, 2}
+  EXPECT_DOUBLE_EQ(*m.Seconds(2), 1.0);
+  EXPECT_TRUE(m.Predict(2)->settled);
+  m.Observe(2, 1.2);  // {1, 1.2, 2}
+  EXPECT_DOUBLE_EQ(*m.Seconds(2), 1.2);
   m.Observe(10, 3.1);
-  EXPECT_DOUBLE_EQ(*m.Seconds(6), 1.1 + 2.0 * 4 / 8);  // between 2 and 10
-  EXPECT_DOUBLE_EQ(*m.Seconds(14), 3.1 + 0.25 * 4);    // along the last slope
+  EXPECT_DOUBLE_EQ(*m.Seconds(6), 1.2 + 1.9 * 4 / 8);  // between 2 and 10
+  EXPECT_FALSE(m.Predict(6)->settled);                 // 10 has one sample
+  m.Observe(10, 3.1);
+  EXPECT_TRUE(m.Predict(6)->settled);
+  m.Observe(1, 0.5);
+  EXPECT_TRUE(m.Predict(6)->settled);  // below a settled count
+  EXPECT_FALSE(m.Predict(1)->settled);
+  EXPECT_DOUBLE_EQ(*m.Seconds(14), 3.1 + 0.2375 * 4);  // along the last slope
+  EXPECT_FALSE(m.Predict(14)->settled);                // extrapolated
   m.Observe(20, 1.0);                                  // a faster larger step: never falls
   EXPECT_DOUBLE_EQ(*m.Seconds(30), 1.0);
   m.Observe(0, 5.0);  // ignored
   m.Observe(StepCostModel::kMaxRows + 1, 5.0);
-  EXPECT_FALSE(m.Seconds(1).has_value());
+  EXPECT_DOUBLE_EQ(*m.Seconds(StepCostModel::kMaxRows + 1), 1.0);
+  EXPECT_DOUBLE_EQ(*m.Seconds(1), 0.5);
+}
+
+TEST(StepCostModelTest, SpikesAreOutvotedAndOldSamplesForgotten) {
+  StepCostModel m;
+  // Two spikes among five samples do not move the estimate; the window holds the newest five.
+  for (double s : {9.0, 1.0, 1.1, 8.0, 1.05}) m.Observe(9, s);
+  EXPECT_DOUBLE_EQ(*m.Seconds(9), 1.1);
+  for (double s : {3.0, 3.0, 3.0}) m.Observe(9, s);  // {3, 3, 3, 8, 1.05}: now it is 3
+  EXPECT_DOUBLE_EQ(*m.Seconds(9), 3.0);
+  // Steps of another count age them: after kForgetAfter observations 9 is measured afresh.
+  for (int64_t i = 0; i < StepCostModel::kForgetAfter; ++i) m.Observe(1, 1.0);
+  EXPECT_FALSE(m.Predict(9).has_value());  // 1 alone: no slope
+  m.Observe(2, 1.0);
+  m.Observe(2, 1.0);
+  EXPECT_FALSE(m.Predict(9)->settled);  // extrapolated along 1 and 2
+  m.Observe(9, 1.5);
+  EXPECT_DOUBLE_EQ(*m.Seconds(9), 1.5);
+  EXPECT_FALSE(m.Predict(9)->settled);
+  m.Observe(9, 1.4);
+  EXPECT_DOUBLE_EQ(*m.Seconds(9), 1.4);
+  EXPECT_TRUE(m.Predict(9)->settled);
 }
 
 TEST(ExpectedEmittedTest, GeometricSeries) {
@@ -33,31 +72,39 @@ TEST(ExpectedEmittedTest, GeometricSeries) {
 TEST(CostAwareDraftLengthTest, DraftsWhatPaysAtThisCost) {
   // Memory-bound (a step costs the same whatever its rows): draft as much as allowed.
   StepCostModel flat;
-  flat.Observe(1, 1.0);
-  flat.Observe(64, 1.0);
+  ObserveSettled(&flat, 1, 1.0);
+  ObserveSettled(&flat, 64, 1.0);
   EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.5, 8, 1.05), 8);
   EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.0, 8, 1.05), 0);  // nothing accepted
   // A small model: t(n) = 3 + 1.4 n ms, like a 135M model's decode vs prefill on two cores.
   StepCostModel small;
-  small.Observe(1, 4.4);
-  small.Observe(64, 3 + 1.4 * 64);
+  ObserveSettled(&small, 1, 4.4);
+  ObserveSettled(&small, 64, 3 + 1.4 * 64);
   EXPECT_EQ(CostAwareDraftLength(small, 1, 0.25, 8, 1.05), 0);  // 1.25 tokens for 1.3x cost
   const int k = CostAwareDraftLength(small, 1, 0.95, 8, 1.05);
   EXPECT_GE(k, 4);  // long runs of acceptance pay even there
   // Batch 32 of the small model: compute-bound, the same acceptance no longer pays.
-  small.Observe(32, 3 + 1.4 * 32);
+  ObserveSettled(&small, 32, 3 + 1.4 * 32);
   EXPECT_EQ(CostAwareDraftLength(small, 32, 0.95, 8, 1.05), 0);
   // Unknown cost of the batch's own size: try the longest (the steps teach the model).
   StepCostModel none;
   EXPECT_EQ(CostAwareDraftLength(none, 4, 0.5, 6, 1.05), 6);
+  // One slow sample of 9 rows is not believed (drafting measures it again); two are.
+  StepCostModel spiked;
+  spiked.Observe(1, 1.0);
+  spiked.Observe(1, 1.0);
+  spiked.Observe(9, 10.0);
+  EXPECT_EQ(CostAwareDraftLength(spiked, 1, 0.9, 8, 1.05), 8);
+  spiked.Observe(9, 10.0);
+  EXPECT_EQ(CostAwareDraftLength(spiked, 1, 0.9, 8, 1.05), 0);
 }
 
 TEST(CostAwareDraftLengthTest, ADraftModelsForwardsCountPerDraftedToken) {
   // A flat target step of 1 s: free drafts pay at any length, but a draft model's forward per
   // drafted token needs long accepted runs, and at 1 s per token it never pays.
   StepCostModel flat;
-  flat.Observe(1, 1.0);
-  flat.Observe(64, 1.0);
+  ObserveSettled(&flat, 1, 1.0);
+  ObserveSettled(&flat, 64, 1.0);
   EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.5, 8, 1.05, 0.0), 8);
   // alpha 0.5 at 0.5 s a draft: k = 1 gives 1.5 tokens in 1.5 s, no better than 1 in 1 s.
   EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.5, 8, 1.05, 0.5), 0);
@@ -68,6 +115,9 @@ TEST(CostAwareDraftLengthTest, ADraftModelsForwardsCountPerDraftedToken) {
   const double best = ExpectedEmitted(0.9, k) / (1.0 + 0.4 * k);
   for (int j = 1; j <= 8; ++j) EXPECT_GE(best, ExpectedEmitted(0.9, j) / (1.0 + 0.4 * j)) << j;
   EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.99, 8, 1.05, 1.0), 0);
+  // Forwards another sequence's drafts run anyway are free: up to them, only the rows count.
+  EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.5, 8, 1.05, 0.5, /*free_drafts=*/8), 8);
+  EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.99, 8, 1.05, 1.0, /*free_drafts=*/3), 3);
 }
 
 }  // namespace
