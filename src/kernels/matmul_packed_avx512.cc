@@ -117,6 +117,11 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
 // Two consecutive tiles (32 weight rows) against nx activation rows: each broadcast
 // activation word feeds two vpdpbusd, halving the broadcast loads per multiply (prefill and
 // batched decode are load-port bound otherwise). Tile B may be partial (nrows_b rows).
+// No software prefetch: the two tiles' codes, scales (and Q4_1 mins) are six short
+// sequential streams the hardware prefetchers follow on their own, and prefetching 1 KiB
+// ahead of each tile's codes cost time at m = 1 (CPU time per token of one-thread decode on
+// the AMD EPYC VM, alternating runs: SmolLM2-135M Q4_1 10.75 -> 9.96 ms, llama-1b Q4_0
+// 63.8 -> 55.8 ms without it; docs/performance.md).
 template <int kCodeSteps, int kOffset, int NX>
 void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act, size_t stride,
             float* y, int64_t ldy, int nrows_b) {
@@ -138,12 +143,6 @@ void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* ca = ta + b * kBlockBytes;
     const uint8_t* cb = tb + b * kBlockBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(ca + kPrefetchBytes), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(cb + kPrefetchBytes), _MM_HINT_T0);
-    if constexpr (kBlockBytes > 256) {
-      _mm_prefetch(reinterpret_cast<const char*>(ca + kPrefetchBytes + 256), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(cb + kPrefetchBytes + 256), _MM_HINT_T0);
-    }
     const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
     __m512i is[NX][2];
 #pragma GCC unroll 8
