@@ -32,10 +32,11 @@ void DraftLengthController::Record(int drafted, int accepted) {
   const double share = static_cast<double>(accepted) / drafted;
   const double kept = static_cast<double>(accepted) / std::min(accepted + 1, drafted);
   // The first draft, and the probe after a pause, set the rate alone; alpha (which prices
-  // longer drafts) only moves by kWeight on a probe, so one lucky probe does not buy a long
-  // draft.
+  // longer drafts) always moves by kWeight from its optimistic start, so neither one lucky
+  // probe buys a long draft nor one early miss (the first draft of a copy that starts a few
+  // tokens later) stops drafting.
   rate_ = num_drafts_ == 0 || probing_ ? share : (1 - kWeight) * rate_ + kWeight * share;
-  alpha_ = num_drafts_ == 0 ? kept : (1 - kWeight) * alpha_ + kWeight * kept;
+  alpha_ = (1 - kWeight) * alpha_ + kWeight * kept;
   probing_ = false;
   cost_probe_ = false;
   ++num_drafts_;

@@ -31,6 +31,17 @@ TEST(DraftLengthControllerTest, LengthFollowsAcceptance) {
   EXPECT_EQ(c.NextLength(8), 1);
 }
 
+TEST(DraftLengthControllerTest, AlphaMovesByItsWeightFromOne) {
+  DraftLengthController c(0.2);
+  c.Record(8, 0);  // a first draft missed at once: the rate says so, alpha only leans
+  EXPECT_DOUBLE_EQ(c.rate(), 0.0);
+  EXPECT_DOUBLE_EQ(c.alpha(), 0.7);
+  c.Record(1, 1);  // kept 1 of 1
+  EXPECT_DOUBLE_EQ(c.alpha(), 0.79);
+  c.Record(4, 2);  // 2 kept, the third missed: 2 of 3 tries
+  EXPECT_DOUBLE_EQ(c.alpha(), 0.7 * 0.79 + 0.3 * 2.0 / 3.0);
+}
+
 TEST(DraftLengthControllerTest, PoorAcceptancePausesThenProbes) {
   DraftLengthController c(0.5);
   for (int i = 0; i < DraftLengthController::kWarmupDrafts; ++i) {
