@@ -34,9 +34,9 @@ struct SpecStats {
 // It also tracks alpha, the per-position acceptance (a draft token kept given the ones before
 // it were: accepted / min(accepted + 1, drafted) per verification, averaged the same way from
 // the start at 1, never set by one draft alone), for the engine's cost-aware length
-// (step_cost.h). When that finds no length that pays, DeclineForCost() pauses for kCostPause steps (a fixed pause: the cost rule
-// is evaluated again after it, and what it decides on changes as the steps are measured), then
-// probes with one token, which keeps alpha current.
+// (step_cost.h). When that finds no length that pays, DeclineForCost() pauses for kCostPause steps
+// (a fixed pause: the cost rule is evaluated again after it, and what it decides on changes as the
+// steps are measured), then probes with one token, which keeps alpha current.
 class DraftLengthController {
  public:
   static constexpr int kWarmupDrafts = 4;
