@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "sampling/sampler.h"
 #include "spec/draft_sampling.h"
@@ -188,9 +189,9 @@ RequestOutput Engine::NewOutput(const Request& r) const {
 }
 
 void Engine::Finish(Request* r, FinishReason reason, RequestOutput* out) {
-  EndExport(r, reason == FinishReason::kAbort || reason == FinishReason::kError
-                   ? Cancelled("the request ended before its prompt was computed")
-                   : OkStatus());
+  exporter_.End(r, reason == FinishReason::kAbort || reason == FinishReason::kError
+                       ? Cancelled("the request ended before its prompt was computed")
+                       : OkStatus());
   scheduler_.Remove(r);
   r->draft_tokens.clear();
   if (speculator_) speculator_->Release(*r);
@@ -338,6 +339,7 @@ void Engine::FailStep(const SchedulerOutput& out, const Status& error) {
 
 std::vector<RequestOutput> Engine::Step() {
   const auto t_step = Clock::now();
+  exporter_.ReleaseDone(&kv_);
   if (offload_) {
     offload_->Poll();
     offload_->Prefetch(scheduler_.Waiting());
@@ -350,19 +352,22 @@ std::vector<RequestOutput> Engine::Step() {
     ++counters_.num_steps;
     const auto t_forward = Clock::now();
     masks_.Start(out);
+    exporter_.Plan(out, &kv_, executor_->block_bytes());
+    const bool layered = !exporter_.empty() && executor_->SetLayerKvHook([this](int64_t layer) {
+      exporter_.OnLayerStored(layer);
+    });
     Result<std::span<float>> logits = runner_.Execute(out);
+    if (layered) executor_->SetLayerKvHook(nullptr);
     masks_.Wait();
     const double forward_s = Since(t_forward);
     counters_.forward_seconds += forward_s;
     if (speculator_ && logits.ok()) speculator_->ObserveStep(out.num_tokens, forward_s);
     if (offload_ && logits.ok()) offload_->ObserveStep(out.num_tokens, forward_s);
+    exporter_.Finish(logits.ok());
     if (!logits.ok()) {
       FailStep(out, logits.status());
     } else {
       scheduler_.OnStepComputed(out);
-      for (const ScheduledSeq& s : out.seqs) {
-        ExportComputedBlocks(s.request, kv_, executor_->block_bytes());
-      }
       scheduler_.AccountStep(out, t_step, Clock::now());
       for (size_t i = 0; i < out.seqs.size(); ++i) {
         const ScheduledSeq& s = out.seqs[i];
@@ -393,6 +398,9 @@ std::vector<RequestOutput> Engine::Step() {
   // Only requests waiting for loads: wait for one instead of spinning.
   if (out.empty() && offload_ && offload_->loading()) {
     offload_->WaitForLoad(std::chrono::milliseconds(20));
+  } else if (out.empty() && exporter_.holding()) {
+    // Only blocks pinned for KV transfers still sending from them: poll, do not spin.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return std::exchange(outputs_, {});
 }

@@ -114,7 +114,9 @@ class Engine {
   std::vector<RequestOutput> TakeOutputs() { return std::exchange(outputs_, {}); }
 
   // Requests to run, or KV loads to finish (their blocks go back to the pool in a step).
-  bool HasWork() const { return scheduler_.HasWork() || (offload_ && offload_->loading()); }
+  bool HasWork() const {
+    return scheduler_.HasWork() || (offload_ && offload_->loading()) || exporter_.holding();
+  }
   bool HasRequest(uint64_t request_id) const { return groups_.count(request_id) > 0; }
   EngineMetrics Metrics() const;
   const EngineConfig& config() const { return config_; }
@@ -149,6 +151,7 @@ class Engine {
   Scheduler scheduler_;
   ModelRunner runner_;
   MaskWorker masks_;                     // grammar masks, computed during the forward pass
+  KvExporter exporter_;                  // KV export: layer by layer, pins of ended exports
   std::vector<uint32_t> draft_mask_;     // a grammar mask after accepted drafts
   std::unique_ptr<Speculator> speculator_;  // null: speculative decoding off
   std::unordered_map<uint64_t, Group> groups_;

@@ -59,11 +59,21 @@ Status ModelAdapter::Execute(const model::Batch& batch, std::span<float> logits)
   if (logits.size() != rows * n_vocab) {
     return InvalidArgument("model adapter: logits buffer has the wrong size");
   }
-  RETURN_IF_ERROR(model_->Forward(batch, kv_.get(), pool_.get(), &out_));
+  // The model may be shared with another adapter: the hook is its only during this call.
+  if (layer_kv_hook_) model_->SetLayerKvHook(layer_kv_hook_);
+  const Status forward = model_->Forward(batch, kv_.get(), pool_.get(), &out_);
+  if (layer_kv_hook_) model_->SetLayerKvHook(nullptr);
+  RETURN_IF_ERROR(forward);
   // Forward lays the requested rows out exactly as the executor contract asks.
   const float* src = out_.Row(0);
   std::copy(src, src + rows * n_vocab, logits.begin());
   return OkStatus();
+}
+
+bool ModelAdapter::SetLayerKvHook(std::function<void(int64_t layer)> hook) {
+  if (kv_->n_groups() != 1) return false;
+  layer_kv_hook_ = std::move(hook);
+  return true;
 }
 
 }  // namespace tachyon::engine

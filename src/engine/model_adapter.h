@@ -39,6 +39,9 @@ class ModelAdapter : public ModelExecutor {
   int32_t n_vocab() const override { return static_cast<int32_t>(model_->config().n_vocab); }
   Status Execute(const model::Batch& batch, std::span<float> logits) override;
   kv::BlockBytes* block_bytes() override { return bytes_.get(); }
+  // Model::SetLayerKvHook (plain single-group caches only: a group's page holds several
+  // layers' slots otherwise, which BlockBytes::num_layers does not describe).
+  bool SetLayerKvHook(std::function<void(int64_t layer)> hook) override;
 
   const model::Model& model() const { return *model_; }
   const std::shared_ptr<ThreadPool>& pool() const { return pool_; }
@@ -52,6 +55,7 @@ class ModelAdapter : public ModelExecutor {
   std::unique_ptr<kv::BlockBytes> bytes_;  // over kv_ (KvCache::BlockChunk)
   std::shared_ptr<ThreadPool> pool_;
   model::ForwardOutput out_;
+  std::function<void(int64_t)> layer_kv_hook_;  // handed to the model during Execute
 };
 
 }  // namespace tachyon::engine

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "kv/block_store.h"
@@ -31,6 +32,16 @@ class ModelExecutor {
   // The KV storage as raw blocks (kv/block_store.h), for offload tiers and KV transfer; null
   // when the executor has none. Owned by the executor.
   virtual kv::BlockBytes* block_bytes() { return nullptr; }
+
+  // Per-layer KV completion (KV transfer streams layer by layer, engine/pd_export.h): while
+  // `hook` is set, Execute calls hook(l) on its calling thread as soon as layer l's K/V of
+  // every token of the batch is in the blocks, for l = 0 .. block_bytes()->num_layers() - 1 in
+  // order, before the later layers are computed. Returns false when the executor cannot (the
+  // caller then reads the KV after Execute). An empty hook clears it.
+  virtual bool SetLayerKvHook(std::function<void(int64_t layer)> hook) {
+    (void)hook;
+    return false;
+  }
 };
 
 }  // namespace tachyon::engine

@@ -5,34 +5,92 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/scheduler.h"
 
 namespace tachyon::engine {
 
-void ExportComputedBlocks(Request* r, const kv::KvCacheManager& kv, kv::BlockBytes* bytes) {
-  if (!r->kv_export) return;
-  if (bytes == nullptr || kv.num_groups() != 1) {
-    EndExport(r, Unimplemented(bytes == nullptr ? "this engine's KV has no raw block access"
-                                                : "KV export of layer-grouped (hybrid) caches"));
-    return;
-  }
-  const int64_t bs = kv.block_size();
-  const int64_t full = std::min(r->num_computed_tokens, r->num_prompt_tokens) / bs;
-  if (full <= r->kv_exported_blocks || !kv.HasRequest(r->seq_id)) return;
-  kv::ExtendBlockHashes(r->tokens, static_cast<int>(bs), kv::RootHash(r->cache_salt),
-                        static_cast<size_t>(full), &r->kv_export_hashes);
-  const std::vector<int32_t>& table = kv.BlockTable(r->seq_id);
-  for (int64_t i = r->kv_exported_blocks; i < full && i < static_cast<int64_t>(table.size()); ++i) {
-    const std::vector<std::span<uint8_t>> chunks = bytes->Chunks(table[i]);
-    r->kv_export->OnBlock(static_cast<uint32_t>(i), r->kv_export_hashes[i], chunks);
-    r->kv_exported_blocks = i + 1;
+void KvExporter::Plan(const SchedulerOutput& out, kv::KvCacheManager* kv, kv::BlockBytes* bytes) {
+  noted_.clear();
+  next_layer_ = 0;
+  bytes_ = bytes;
+  for (const ScheduledSeq& s : out.seqs) {
+    Request* r = s.request;
+    if (!r->kv_export) continue;
+    if (bytes == nullptr || kv->num_groups() != 1) {
+      End(r, Unimplemented(bytes == nullptr ? "this engine's KV has no raw block access"
+                                            : "KV export of layer-grouped (hybrid) caches"));
+      continue;
+    }
+    const int64_t bs = kv->block_size();
+    const int64_t before = std::min(s.pos_start, r->num_prompt_tokens) / bs;
+    const int64_t after =
+        std::min(s.pos_start + s.num_new_tokens - s.num_draft_tokens, r->num_prompt_tokens) / bs;
+    const int64_t full = std::min<int64_t>(after, static_cast<int64_t>(s.block_table.size()));
+    if (full <= r->kv_exported_blocks) continue;
+    kv::ExtendBlockHashes(r->tokens, static_cast<int>(bs), kv::RootHash(r->cache_salt),
+                          static_cast<size_t>(full), &r->kv_export_hashes);
+    const std::span<const int32_t> fresh =
+        std::span(s.block_table).subspan(r->kv_exported_blocks, full - r->kv_exported_blocks);
+    kv->Pin(fresh);
+    r->kv_export_pins.insert(r->kv_export_pins.end(), fresh.begin(), fresh.end());
+    for (int64_t i = r->kv_exported_blocks; i < full; ++i) {
+      const Noted n{r, static_cast<uint32_t>(i), s.block_table[i]};
+      if (i < before) {  // computed before this step: every layer now
+        for (int64_t l = 0; l < bytes->num_layers(); ++l) HandLayer(n, l);
+        r->kv_exported_blocks = i + 1;
+      } else {
+        noted_.push_back(n);
+      }
+    }
   }
 }
 
-void EndExport(Request* r, Status status) {
+void KvExporter::HandLayer(const Noted& n, int64_t layer) {
+  if (!n.r->kv_export) return;
+  const int64_t per = bytes_->num_chunks() / bytes_->num_layers();
+  std::vector<std::span<uint8_t>> chunks;
+  chunks.reserve(static_cast<size_t>(per));
+  for (int64_t c = layer * per; c < (layer + 1) * per; ++c) {
+    chunks.push_back(bytes_->Chunk(n.block, c));
+  }
+  n.r->kv_export->OnLayer(n.index, n.r->kv_export_hashes[n.index], static_cast<uint32_t>(layer),
+                          chunks);
+}
+
+void KvExporter::OnLayerStored(int64_t layer) {
+  if (noted_.empty() || layer != next_layer_ || layer >= bytes_->num_layers()) return;
+  for (const Noted& n : noted_) HandLayer(n, layer);
+  ++next_layer_;
+}
+
+void KvExporter::Finish(bool step_ok) {
+  if (step_ok) {
+    for (; next_layer_ < (noted_.empty() ? 0 : bytes_->num_layers()); ++next_layer_) {
+      for (const Noted& n : noted_) HandLayer(n, next_layer_);
+    }
+    for (const Noted& n : noted_) {
+      n.r->kv_exported_blocks = std::max<int64_t>(n.r->kv_exported_blocks, n.index + 1);
+    }
+  }
+  noted_.clear();
+  next_layer_ = 0;
+}
+
+void KvExporter::End(Request* r, Status status) {
   if (!r->kv_export) return;
   std::shared_ptr<KvExportSink> sink = std::move(r->kv_export);
   r->kv_export = nullptr;
   sink->OnEnd(std::move(status));
+  if (!r->kv_export_pins.empty()) held_.push_back({std::move(sink), std::move(r->kv_export_pins)});
+  r->kv_export_pins.clear();
+}
+
+void KvExporter::ReleaseDone(kv::KvCacheManager* kv) {
+  std::erase_if(held_, [&](Held& h) {
+    if (h.sink->ReadsPool()) return false;
+    kv->Unpin(h.pins);
+    return true;
+  });
 }
 
 }  // namespace tachyon::engine

@@ -3,12 +3,15 @@
 // generations token for token. Skipped when the testdata is absent.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
 #include "engine/engine_core.h"
 #include "engine/model_adapter.h"
+#include "engine/pd_export.h"
 #include "engine/tokenizer_adapter.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -186,6 +189,139 @@ TEST_F(StoriesEngineTest, EngineCoreStreamsTextWithStopString) {
   EXPECT_EQ(cached, 16);
   EXPECT_EQ(first, longest.expected);
   EXPECT_EQ(second, longest.expected);
+}
+
+// KV export (prefill/decode disaggregation) streams layer by layer: each block a step completes
+// is handed layer l as soon as the forward pass stored layer l, before the later layers ran (the
+// pool still holds the sentinel there), layer 0 of the step's blocks before their layer 1;
+// blocks found in the prefix cache go out whole before the step. The tokens stay llama2.c's.
+class LayerRecordingSink : public KvExportSink {
+ public:
+  struct Event {
+    uint32_t index, layer;
+    bool layer_written;     // the handed chunks hold computed KV
+    bool last_layer_empty;  // the block's last layer still holds the sentinel
+  };
+  static constexpr uint8_t kSentinel = 0xA5;
+  LayerRecordingSink(kv::BlockBytes* bytes, int num_blocks) : bytes_(bytes), n_(num_blocks) {}
+
+  void OnLayer(uint32_t index, const kv::BlockHash& hash, uint32_t layer,
+               std::span<const std::span<uint8_t>> chunks) override {
+    int block = -1;
+    for (int b = 0; b < n_; ++b) {
+      if (bytes_->Chunk(b, 2 * layer).data() == chunks[0].data()) block = b;
+    }
+    ASSERT_GE(block, 0) << "chunks outside the pool";
+    ASSERT_EQ(chunks.size(), 2u);
+    const auto last = bytes_->Chunk(block, bytes_->num_chunks() - 1);
+    events.push_back(
+        {index, layer, !AllSentinel(chunks[0]) && !AllSentinel(chunks[1]), AllSentinel(last)});
+    hashes[index] = hash;
+  }
+  void OnEnd(Status status) override { end = std::move(status), ended = true; }
+  bool ReadsPool() const override { return reads_pool; }
+
+  static bool AllSentinel(std::span<const uint8_t> c) {
+    return std::all_of(c.begin(), c.end(), [](uint8_t x) { return x == kSentinel; });
+  }
+
+  std::vector<Event> events;
+  std::map<uint32_t, kv::BlockHash> hashes;
+  Status end;
+  bool ended = false;
+  bool reads_pool = false;
+
+ private:
+  kv::BlockBytes* bytes_;
+  int n_;
+};
+
+TEST_F(StoriesEngineTest, KvExportStreamsLayerByLayer) {
+  EngineConfig c = Config(64, 8);  // a 19-token prompt in steps of 8: 2 blocks of 4 a step
+  c.kv.block_size = 4;
+  auto exec = ModelAdapter::Create(model_, c.kv.num_blocks, c.kv.block_size, 1);
+  ASSERT_TRUE(exec.ok());
+  kv::BlockBytes* bytes = (*exec)->block_bytes();
+  const int64_t n_layers = model_->config().n_layers;
+  ASSERT_GE(n_layers, 2);
+  ASSERT_EQ(bytes->num_layers(), n_layers);
+  for (int b = 0; b < c.kv.num_blocks; ++b) {
+    for (int64_t ch = 0; ch < bytes->num_chunks(); ++ch) {
+      auto chunk = bytes->Chunk(b, ch);
+      std::fill(chunk.begin(), chunk.end(), LayerRecordingSink::kSentinel);
+    }
+  }
+  auto engine = std::move(Engine::Create(c, exec->get())).value();
+  const Case& k = cases_[7];
+  ASSERT_EQ(k.prompt.size(), 19u);
+  std::vector<kv::BlockHash> want;
+  kv::ExtendBlockHashes(k.prompt, c.kv.block_size, kv::RootHash(""), 4, &want);
+  for (int round = 0; round < 2; ++round) {  // the second finds the prompt in the prefix cache
+    auto sink = std::make_shared<LayerRecordingSink>(bytes, c.kv.num_blocks);
+    EngineRequest r = Request(k);
+    r.kv_export = sink;
+    ASSERT_TRUE(engine->Add(round, r).ok());
+    std::vector<int32_t> got;
+    while (engine->HasWork()) {
+      for (const RequestOutput& o : engine->Step()) {
+        got.insert(got.end(), o.token_ids.begin(), o.token_ids.end());
+      }
+    }
+    EXPECT_EQ(got, k.expected);
+    ASSERT_TRUE(sink->ended);
+    EXPECT_TRUE(sink->end.ok()) << sink->end.ToString();
+    // Every layer of the 4 full blocks exactly once, under the prompt's block hashes.
+    ASSERT_EQ(sink->events.size(), static_cast<size_t>(4 * n_layers));
+    std::map<std::pair<uint32_t, uint32_t>, int> seen;
+    for (const auto& e : sink->events) ++seen[{e.index, e.layer}];
+    EXPECT_EQ(seen.size(), static_cast<size_t>(4 * n_layers));
+    for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(sink->hashes[i], want[i]) << i;
+    for (const auto& e : sink->events) EXPECT_TRUE(e.layer_written) << e.index << "/" << e.layer;
+    if (round == 0) {
+      // Computed here: per step, layer 0 of blocks {0, 1} (then {2, 3}), then layer 1, ...;
+      // each layer handed while the block's last layer was not computed yet.
+      size_t at = 0;
+      for (uint32_t first : {0u, 2u}) {
+        for (uint32_t l = 0; l < n_layers; ++l) {
+          for (uint32_t i = first; i < first + 2; ++i, ++at) {
+            const auto& e = sink->events[at];
+            EXPECT_EQ(e.index, i);
+            EXPECT_EQ(e.layer, l);
+            EXPECT_EQ(e.last_layer_empty, l + 1 < n_layers) << i << "/" << l;
+          }
+        }
+      }
+    } else {
+      // Cached: each block whole (layers 0 .. n-1) before the step that computes the tail.
+      for (size_t at = 0; at < sink->events.size(); ++at) {
+        EXPECT_EQ(sink->events[at].index, at / n_layers);
+        EXPECT_EQ(sink->events[at].layer, at % n_layers);
+        EXPECT_FALSE(sink->events[at].last_layer_empty);
+      }
+    }
+  }
+  EXPECT_EQ(engine->Metrics().kv.used_blocks, 0);
+
+  // A sink still sending from the pool keeps the 4 blocks pinned after the request ended (the
+  // engine keeps stepping, without a request); once it stops reading they are free again.
+  auto reading = std::make_shared<LayerRecordingSink>(bytes, c.kv.num_blocks);
+  reading->reads_pool = true;
+  EngineRequest r = Request(k);
+  r.kv_export = reading;
+  ASSERT_TRUE(engine->Add(7, r).ok());
+  bool finished = false;
+  for (int step = 0; step < 1000 && !finished; ++step) {
+    for (const RequestOutput& o : engine->Step()) finished = finished || o.finished;
+  }
+  ASSERT_TRUE(finished);
+  ASSERT_TRUE(reading->ended);
+  for (int step = 0; step < 3; ++step) engine->Step();
+  EXPECT_TRUE(engine->HasWork());
+  EXPECT_EQ(engine->Metrics().kv.used_blocks, 4);
+  reading->reads_pool = false;
+  engine->Step();
+  EXPECT_FALSE(engine->HasWork());
+  EXPECT_EQ(engine->Metrics().kv.used_blocks, 0);
 }
 
 }  // namespace

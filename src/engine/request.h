@@ -63,10 +63,12 @@ struct Request {
   std::unique_ptr<grammar::TokenMatcher> matcher;  // null: unconstrained
 
   // KV export (prefill/decode disaggregation, engine/pd_export.h), choice 0 only: the sink,
-  // the prompt blocks handed to it so far and their prefix-cache keys.
+  // the prompt blocks handed to it so far, their prefix-cache keys and the pool blocks pinned
+  // for it.
   std::shared_ptr<KvExportSink> kv_export;
   int64_t kv_exported_blocks = 0;
   std::vector<kv::BlockHash> kv_export_hashes;
+  std::vector<int32_t> kv_export_pins;
 
   int64_t num_output_tokens() const {
     return static_cast<int64_t>(tokens.size()) - num_prompt_tokens;

@@ -55,6 +55,9 @@ class BlockBytes {
   virtual int64_t num_chunks() const = 0;
   virtual size_t chunk_bytes() const = 0;
   size_t block_bytes() const { return static_cast<size_t>(num_chunks()) * chunk_bytes(); }
+  // Layers of one block: layer l's chunks are [l * k, (l + 1) * k) with k = num_chunks() /
+  // num_layers() (a model's KV: its K and V chunks, k = 2).
+  virtual int64_t num_layers() const { return num_chunks() / 2; }
   // REQUIRES: block in [0, pool blocks), chunk in [0, num_chunks()).
   virtual std::span<uint8_t> Chunk(int32_t block, int64_t chunk) = 0;
   // The chunk spans of one block, in order.

@@ -152,6 +152,12 @@ class KvCacheManager {
   // Releases the request's blocks (cached ones stay findable until evicted). No-op if none.
   void Free(int64_t id);
 
+  // An extra reference on blocks in use (KV export reading them from another thread): a pinned
+  // block is neither reused nor evicted until Unpin, even after its request freed it. They
+  // count as used. REQUIRES: Pin: each block in use (ref > 0); Unpin: pinned before.
+  void Pin(std::span<const int32_t> ids) { pool_.Ref(ids); }
+  void Unpin(std::span<const int32_t> ids) { pool_.Unref(ids); }
+
   // External blocks (kv/block_store.h: KV loaded from an offload tier or received from another
   // replica). AllocateExternal takes keys.size() free blocks (ref 1, in no request's table) into
   // *ids, to be filled with the KV of the blocks cached under `keys` (pool keys: chain hashes,

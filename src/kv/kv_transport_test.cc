@@ -68,7 +68,8 @@ TEST(KvTransport, GatherSendDecodesOnTheOtherSideAndAcks) {
         chunks.emplace_back(pool.data() + (b * shape.num_chunks + c) * shape.chunk_bytes,
                             shape.chunk_bytes);
       }
-      frames.push_back(*EncodeBlock(shape, b, 0, {uint64_t(b), 0}, chunks));
+      std::vector<KvWireFrame> layers = *EncodeBlockLayers(shape, b, 0, {uint64_t(b), 0}, chunks);
+      for (KvWireFrame& f : layers) frames.push_back(std::move(f));
     }
     frames.push_back(EncodeEnd({kBlocks, KvWireEndStatus::kComplete}));
     EXPECT_TRUE(p.client->Send(frames, In(seconds(30))).ok());

@@ -88,8 +88,8 @@ std::string Name(uint16_t type) {
   switch (static_cast<KvWireType>(type)) {
     case KvWireType::kHeader:
       return "header";
-    case KvWireType::kBlock:
-      return "block";
+    case KvWireType::kLayer:
+      return "layer";
     case KvWireType::kEnd:
       return "end";
     case KvWireType::kAck:
@@ -187,30 +187,51 @@ Result<KvWireFrame> EncodeHeader(const KvWireHeader& h) {
   return f;
 }
 
-Result<KvWireFrame> EncodeBlock(const KvWireShape& shape, uint32_t index, uint32_t group,
-                                const BlockHash& hash,
-                                std::span<const std::span<const uint8_t>> chunks) {
-  if (chunks.size() != shape.num_chunks) {
-    return InvalidArgument("KV transfer: a block needs " + std::to_string(shape.num_chunks) +
-                           " chunks, got " + std::to_string(chunks.size()));
+Result<KvWireFrame> EncodeLayer(const KvWireShape& shape, uint32_t index, uint32_t group,
+                                const BlockHash& hash, uint32_t slot,
+                                std::span<const std::span<const uint8_t>> kv) {
+  if (slot >= shape.layers_per_block) {
+    return InvalidArgument("KV transfer: layer slot " + std::to_string(slot) + " of a " +
+                           std::to_string(shape.layers_per_block) + "-layer block");
   }
-  for (const auto& c : chunks) {
+  if (kv.size() != 2) {
+    return InvalidArgument("KV transfer: a layer needs 2 chunks (K, V), got " +
+                           std::to_string(kv.size()));
+  }
+  for (const auto& c : kv) {
     if (c.size() != shape.chunk_bytes) {
       return InvalidArgument("KV transfer: a chunk of " + std::to_string(c.size()) +
                              " bytes, expected " + std::to_string(shape.chunk_bytes));
     }
   }
   KvWireFrame f;
-  f.head = FrameHead(KvWireType::kBlock, kKvWireBlockFixedBytes + shape.block_bytes(),
-                     kKvWireBlockFixedBytes);
+  f.head = FrameHead(KvWireType::kLayer, kKvWireLayerFixedBytes + 2 * shape.chunk_bytes,
+                     kKvWireLayerFixedBytes);
   uint8_t* p = f.head.data() + kKvWireFrameHeadBytes;
   Put32(p, index);
   Put32(p + 4, group);
   Put64(p + 8, hash.lo);
   Put64(p + 16, hash.hi);
-  f.body.assign(chunks.begin(), chunks.end());
+  Put32(p + 24, slot);
+  f.body.assign(kv.begin(), kv.end());
   Seal(&f);
   return f;
+}
+
+Result<std::vector<KvWireFrame>> EncodeBlockLayers(
+    const KvWireShape& shape, uint32_t index, uint32_t group, const BlockHash& hash,
+    std::span<const std::span<const uint8_t>> chunks) {
+  if (chunks.size() != shape.num_chunks) {
+    return InvalidArgument("KV transfer: a block needs " + std::to_string(shape.num_chunks) +
+                           " chunks, got " + std::to_string(chunks.size()));
+  }
+  std::vector<KvWireFrame> frames;
+  for (uint32_t slot = 0; slot < shape.layers_per_block; ++slot) {
+    auto f = EncodeLayer(shape, index, group, hash, slot, chunks.subspan(2 * slot, 2));
+    if (!f.ok()) return f.status();
+    frames.push_back(std::move(*f));
+  }
+  return frames;
 }
 
 KvWireFrame EncodeEnd(const KvWireEnd& end) {
@@ -353,13 +374,9 @@ Status KvWireDecoder::OnFrameHead() {
       }
       expected = payload;
       break;
-    case KvWireType::kBlock:
-      if (!has_header_) return Fail(Bad("a block frame before the header"));
-      if (blocks_decoded_ >= header_.num_blocks) {
-        return Fail(
-            Bad("more block frames than the " + std::to_string(header_.num_blocks) + " announced"));
-      }
-      expected = kKvWireBlockFixedBytes + header_.shape.block_bytes();
+    case KvWireType::kLayer:
+      if (!has_header_) return Fail(Bad("a layer frame before the header"));
+      expected = kKvWireLayerFixedBytes + 2 * header_.shape.chunk_bytes;
       break;
     case KvWireType::kEnd:
       if (!has_header_) return Fail(Bad("an end frame before the header"));
@@ -381,15 +398,15 @@ Status KvWireDecoder::OnFrameHead() {
 Status KvWireDecoder::OnFrameComplete() {
   if (!ChecksumMatches(head_.data(), payload_, trailer_.data())) {
     return Fail(Bad(Name(static_cast<uint16_t>(type_)) + " frame checksum mismatch (frame " +
-                    std::to_string(blocks_decoded_ + has_header_) + ")"));
+                    std::to_string(layers_decoded_ + has_header_) + ")"));
   }
   Status s;
   switch (type_) {
     case KvWireType::kHeader:
       s = OnHeader();
       break;
-    case KvWireType::kBlock:
-      s = OnBlock();
+    case KvWireType::kLayer:
+      s = OnLayer();
       break;
     case KvWireType::kEnd:
       s = OnEnd();
@@ -426,25 +443,61 @@ Status KvWireDecoder::OnHeader() {
   return OkStatus();
 }
 
-Status KvWireDecoder::OnBlock() {
-  KvWireBlock b;
+Status KvWireDecoder::OnLayer() {
+  const KvWireShape& shape = header_.shape;
   const uint8_t* p = payload_.data();
-  b.index = Get32(p);
-  b.group = Get32(p + 4);
-  b.hash = {Get64(p + 8), Get64(p + 16)};
-  b.chunk_bytes = header_.shape.chunk_bytes;
-  if (b.group >= header_.shape.n_groups()) {
-    return Bad("block group " + std::to_string(b.group) + " of " +
-               std::to_string(header_.shape.n_groups()));
+  const uint32_t index = Get32(p), group = Get32(p + 4), slot = Get32(p + 24);
+  const BlockHash hash{Get64(p + 8), Get64(p + 16)};
+  if (group >= shape.n_groups()) {
+    return Bad("block group " + std::to_string(group) + " of " + std::to_string(shape.n_groups()));
   }
-  if (b.index >= header_.num_blocks) {
-    return Bad("block index " + std::to_string(b.index) + " beyond the " +
+  if (index >= header_.num_blocks) {
+    return Bad("block index " + std::to_string(index) + " beyond the " +
                std::to_string(header_.num_blocks) + " announced");
   }
-  b.bytes = std::move(payload_);
+  if (slot >= shape.layers_per_block) {
+    return Bad("layer slot " + std::to_string(slot) + " of a " +
+               std::to_string(shape.layers_per_block) + "-layer block");
+  }
+  const uint64_t key = (uint64_t{group} << 32) | index;
+  const std::string name =
+      "block " + std::to_string(index) + " (group " + std::to_string(group) + ")";
+  if (complete_.count(key)) return Bad("a layer of " + name + ", which arrived whole already");
+  auto it = partial_.find(key);
+  if (it == partial_.end()) {
+    if (partial_.size() >= limits_.max_partial_blocks) {
+      return Bad("more than " + std::to_string(limits_.max_partial_blocks) +
+                 " blocks with layers missing at once");
+    }
+    if (complete_.size() + partial_.size() >= header_.num_blocks) {
+      return Bad("more blocks than the " + std::to_string(header_.num_blocks) + " announced");
+    }
+    Partial fresh;
+    fresh.block.index = index;
+    fresh.block.group = group;
+    fresh.block.hash = hash;
+    fresh.block.chunk_bytes = shape.chunk_bytes;
+    fresh.block.bytes.assign(kKvWireBlockFixedBytes + shape.block_bytes(), 0);
+    std::memcpy(fresh.block.bytes.data(), p, kKvWireBlockFixedBytes);
+    fresh.have.assign(shape.layers_per_block, false);
+    fresh.missing = shape.layers_per_block;
+    it = partial_.emplace(key, std::move(fresh)).first;
+  }
+  Partial& part = it->second;
+  if (!(part.block.hash == hash)) return Bad("a layer of " + name + " under another hash");
+  if (part.have[slot]) return Bad("layer slot " + std::to_string(slot) + " of " + name + " twice");
+  part.have[slot] = true;
+  --part.missing;
+  std::memcpy(part.block.bytes.data() + kKvWireBlockFixedBytes + 2 * slot * shape.chunk_bytes,
+              p + kKvWireLayerFixedBytes, 2 * shape.chunk_bytes);
+  ++layers_decoded_;
   payload_ = {};
-  blocks_.push_back(std::move(b));
-  ++blocks_decoded_;
+  if (part.missing == 0) {
+    blocks_.push_back(std::move(part.block));
+    partial_.erase(it);
+    complete_.insert(key);
+    ++blocks_decoded_;
+  }
   return OkStatus();
 }
 
@@ -457,6 +510,15 @@ Status KvWireDecoder::OnEnd() {
   if (e.num_blocks != blocks_decoded_) {
     return Bad("end frame counts " + std::to_string(e.num_blocks) + " blocks, " +
                std::to_string(blocks_decoded_) + " arrived");
+  }
+  if (!partial_.empty()) {
+    // An aborted sender may stop between a block's layers: those blocks are dropped.
+    if (e.status == KvWireEndStatus::kComplete) {
+      const Partial& first = partial_.begin()->second;
+      return Bad("block " + std::to_string(first.block.index) + " lacks " +
+                 std::to_string(first.missing) + " layers at a complete end frame");
+    }
+    partial_.clear();
   }
   end_ = e;
   done_ = true;

@@ -1,21 +1,27 @@
 // The KV transfer wire format (docs/kv_wire.md): how one request's KV blocks travel from a
 // prefill replica to a decode replica, versioned and checksummed frame by frame.
 //
-// A transfer is a byte stream of frames: one Header, then at most header.num_blocks Block
-// frames, then one End; the receiver answers with one Ack frame. Every frame is
+// A transfer is a byte stream of frames: one Header, then Layer frames (one layer of one block
+// each: its K and V chunks; the layers of a block in any order, blocks interleaved, so a sender
+// can stream layer 0 of a prefill chunk's blocks while later layers still compute), then one
+// End; the receiver answers with one Ack frame. Every frame is
 //
 //   u32 magic "TKVW" | u16 version | u16 type | u64 payload_bytes | payload | u64 checksum
 //
-// little-endian, the checksum being XXH3-64 of everything before it in the frame. A block frame
-// carries the block's chained prefix hash (kv/block_hash.h) and its chunks, the raw bytes of
-// model::KvCache::BlockChunk in the cache's own dtype, so the receiver can store them under
-// that hash and a later request with the same prefix finds them.
+// little-endian, the checksum being XXH3-64 of everything before it in the frame. A layer frame
+// carries the block's chained prefix hash (kv/block_hash.h), the layer's slot in the block's
+// page and its two chunks, the raw bytes of model::KvCache::BlockChunk(block, 2 * slot) and
+// (block, 2 * slot + 1) in the cache's own dtype; once every slot of a block arrived, the
+// decoder hands the whole block out, so the receiver can store it under that hash and a later
+// request with the same prefix finds it.
 //
 // The decoder (KvWireDecoder) is incremental (bytes may arrive in any pieces) and rejects every
 // malformed stream with a DataLoss / InvalidArgument Status that names the problem: truncation
 // (Finish before End), a bad magic or version, an unknown frame type, frames out of order,
-// sizes that disagree with the header, a checksum mismatch, limits exceeded. It never allocates
-// more than one frame's payload, bounded by KvWireLimits, before the frame is checked.
+// sizes that disagree with the header, a checksum mismatch, a layer sent twice or under another
+// hash, a block left incomplete by a complete End, limits exceeded. It never allocates more than
+// one frame's payload, bounded by KvWireLimits, before the frame is checked, and holds at most
+// KvWireLimits::max_partial_blocks blocks whose layers are still arriving.
 //
 // Thread-safety: pure functions; a decoder is used by one thread at a time.
 #pragma once
@@ -23,6 +29,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -34,13 +42,14 @@
 namespace tachyon::kv {
 
 inline constexpr uint32_t kKvWireMagic = 0x57564B54;  // "TKVW" as bytes on the wire
-inline constexpr uint16_t kKvWireVersion = 1;
+inline constexpr uint16_t kKvWireVersion = 2;
 inline constexpr size_t kKvWireFrameHeadBytes = 16;  // magic, version, type, payload_bytes
 inline constexpr size_t kKvWireChecksumBytes = 8;
 inline constexpr size_t kKvWireBlockFixedBytes = 24;  // index, group, hash (before the chunks)
+inline constexpr size_t kKvWireLayerFixedBytes = 28;  // index, group, hash, slot (layer frame)
 inline constexpr size_t kKvWireMaxRequestId = 256;
 
-enum class KvWireType : uint16_t { kHeader = 1, kBlock = 2, kEnd = 3, kAck = 4 };
+enum class KvWireType : uint16_t { kHeader = 1, kLayer = 2, kEnd = 3, kAck = 4 };
 
 // What must be equal on both sides for the bytes of a block to mean the same KV.
 struct KvWireShape {
@@ -61,15 +70,15 @@ struct KvWireShape {
 struct KvWireHeader {
   KvWireShape shape;
   std::string request_id;   // at most kKvWireMaxRequestId bytes
-  uint32_t num_blocks = 0;  // block frames that follow: at most this many
+  uint32_t num_blocks = 0;  // blocks whose layers follow: at most this many
 };
 
-// One received block: its position, hash and chunk bytes.
+// One received block (every layer of it arrived): its position, hash and chunk bytes.
 struct KvWireBlock {
   uint32_t index = 0;  // the block's position in the request's table (of its group)
   uint32_t group = 0;  // its layer group (0 for the plain layout)
   BlockHash hash;
-  std::vector<uint8_t> bytes;  // the frame payload; chunks start at kKvWireBlockFixedBytes
+  std::vector<uint8_t> bytes;  // index, group, hash, then the chunks at kKvWireBlockFixedBytes
   uint64_t chunk_bytes = 0;
   std::span<const uint8_t> chunk(uint32_t c) const {
     return {bytes.data() + kKvWireBlockFixedBytes + c * chunk_bytes, chunk_bytes};
@@ -79,7 +88,7 @@ struct KvWireBlock {
 enum class KvWireEndStatus : uint32_t { kComplete = 0, kAborted = 1 };
 
 struct KvWireEnd {
-  uint32_t num_blocks = 0;  // block frames sent
+  uint32_t num_blocks = 0;  // blocks sent whole (every layer)
   KvWireEndStatus status = KvWireEndStatus::kComplete;
 };
 
@@ -93,6 +102,7 @@ struct KvWireLimits {
   uint64_t max_block_bytes = uint64_t{1} << 30;  // one block's chunks together
   uint32_t max_blocks = 1u << 20;                // header.num_blocks
   uint32_t max_chunks = 4096;                    // shape.num_chunks
+  uint32_t max_partial_blocks = 4096;            // blocks with some layers arrived, at once
 };
 
 // One frame ready for gather I/O: `head` and `trailer` owned, `body` borrowed (e.g. pool
@@ -116,11 +126,16 @@ Status ValidateShape(const KvWireShape& shape, const KvWireLimits& limits = {});
 Status CheckCompatible(const KvWireShape& received, const KvWireShape& local);
 
 // Encoders. Errors: InvalidArgument for a header that ValidateShape refuses or a request id too
-// long; for a block, chunks that are not num_chunks spans of chunk_bytes each.
+// long; for a layer, a slot not below layers_per_block or chunks that are not two spans (K, V)
+// of chunk_bytes each. The frame borrows the chunks (gather I/O, no copy).
 Result<KvWireFrame> EncodeHeader(const KvWireHeader& header);
-Result<KvWireFrame> EncodeBlock(const KvWireShape& shape, uint32_t index, uint32_t group,
-                                const BlockHash& hash,
-                                std::span<const std::span<const uint8_t>> chunks);
+Result<KvWireFrame> EncodeLayer(const KvWireShape& shape, uint32_t index, uint32_t group,
+                                const BlockHash& hash, uint32_t slot,
+                                std::span<const std::span<const uint8_t>> kv);
+// Every layer of one block (num_chunks spans, chunk c as KvCache::BlockChunk), slot 0 first.
+Result<std::vector<KvWireFrame>> EncodeBlockLayers(
+    const KvWireShape& shape, uint32_t index, uint32_t group, const BlockHash& hash,
+    std::span<const std::span<const uint8_t>> chunks);
 KvWireFrame EncodeEnd(const KvWireEnd& end);
 KvWireFrame EncodeAck(const KvWireAck& ack);
 
@@ -148,8 +163,9 @@ class KvWireDecoder {
   bool has_header() const { return has_header_; }
   const KvWireHeader& header() const { return header_; }  // REQUIRES: has_header()
   bool done() const { return done_; }
-  const KvWireEnd& end() const { return end_; }  // REQUIRES: done()
-  uint32_t blocks_decoded() const { return blocks_decoded_; }
+  const KvWireEnd& end() const { return end_; }                // REQUIRES: done()
+  uint32_t blocks_decoded() const { return blocks_decoded_; }  // whole blocks
+  uint64_t layers_decoded() const { return layers_decoded_; }  // layer frames
   uint64_t bytes_consumed() const { return bytes_consumed_; }
   // Blocks decoded since the last call, in stream order.
   std::vector<KvWireBlock> TakeBlocks() { return std::exchange(blocks_, {}); }
@@ -160,7 +176,7 @@ class KvWireDecoder {
   Status OnFrameHead();
   Status OnFrameComplete();
   Status OnHeader();
-  Status OnBlock();
+  Status OnLayer();
   Status OnEnd();
 
   KvWireLimits limits_;
@@ -175,8 +191,17 @@ class KvWireDecoder {
   KvWireHeader header_;
   KvWireEnd end_;
   uint32_t blocks_decoded_ = 0;
+  uint64_t layers_decoded_ = 0;
   uint64_t bytes_consumed_ = 0;
   std::vector<KvWireBlock> blocks_;
+  // Blocks some of whose layers arrived, by (group << 32 | index); the slots still missing.
+  struct Partial {
+    KvWireBlock block;
+    std::vector<bool> have;  // [layers_per_block]
+    uint32_t missing = 0;
+  };
+  std::map<uint64_t, Partial> partial_;
+  std::set<uint64_t> complete_;  // blocks handed out whole
   Status status_;
 };
 

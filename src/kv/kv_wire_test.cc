@@ -28,7 +28,11 @@ struct Stream {
   KvWireShape shape = TestShape();
   std::vector<std::vector<std::vector<uint8_t>>> chunks;  // [block][chunk] bytes
   std::vector<uint8_t> bytes;
-  std::vector<size_t> frame_starts;
+  std::vector<size_t> frame_starts;  // header, then layers_per_block layer frames a block, end
+  std::vector<uint8_t> Frames(size_t first, size_t end) const {
+    return {bytes.begin() + frame_starts[first],
+            end < frame_starts.size() ? bytes.begin() + frame_starts[end] : bytes.end()};
+  }
 };
 
 Stream MakeStream(int n, uint32_t announced, KvWireEndStatus end = KvWireEndStatus::kComplete) {
@@ -51,9 +55,9 @@ Stream MakeStream(int n, uint32_t announced, KvWireEndStatus end = KvWireEndStat
       cs.push_back(std::move(v));
     }
     for (const auto& v : cs) spans.emplace_back(v);
-    auto bf = EncodeBlock(st.shape, b, 0, BlockHash{uint64_t(b) + 1, 99}, spans);
+    auto bf = EncodeBlockLayers(st.shape, b, 0, BlockHash{uint64_t(b) + 1, 99}, spans);
     EXPECT_TRUE(bf.ok()) << bf.status().ToString();
-    append(*bf);
+    for (const KvWireFrame& f : *bf) append(f);
     st.chunks.push_back(std::move(cs));
   }
   append(EncodeEnd({static_cast<uint32_t>(n), end}));
@@ -157,31 +161,54 @@ std::vector<uint8_t> Patch(const Stream& st, size_t frame, size_t offset, uint64
 TEST(KvWire, HeadErrorsNameTheProblem) {
   const Stream st = MakeStream(1, 1);
   ExpectError(Patch(st, 0, 0, 0x46464947, 4), "bad magic");
-  ExpectError(Patch(st, 0, 4, 2, 2), "unsupported wire version 2");
+  ExpectError(Patch(st, 0, 4, 1, 2), "unsupported wire version 1");
   ExpectError(Patch(st, 0, 6, 9, 2), "unknown frame type 9");
   ExpectError(Patch(st, 1, 6, 4, 2), "ack frame inside");
   ExpectError(Patch(st, 0, 8, 1 << 20, 8), "header frame of");
-  ExpectError(Patch(st, 1, 8, 10, 8), "block frame of 10 payload bytes");
+  ExpectError(Patch(st, 1, 8, 10, 8), "layer frame of 10 payload bytes");
   ExpectError(Patch(st, 0, 20, 0xff, 1), "checksum mismatch");  // a payload byte
 }
 
 TEST(KvWire, OrderErrors) {
   const Stream st = MakeStream(2, 2);
-  const std::vector<uint8_t> block(st.bytes.begin() + st.frame_starts[1],
-                                   st.bytes.begin() + st.frame_starts[2]);
-  ExpectError(block, "block frame before the header");
-  const std::vector<uint8_t> end(st.bytes.begin() + st.frame_starts[3], st.bytes.end());
-  ExpectError(end, "end frame before the header");
-  std::vector<uint8_t> two_headers(st.bytes.begin(), st.bytes.begin() + st.frame_starts[1]);
+  const size_t end_frame = st.frame_starts.size() - 1;
+  ExpectError(st.Frames(1, 2), "layer frame before the header");
+  ExpectError(st.Frames(end_frame, end_frame + 1), "end frame before the header");
+  std::vector<uint8_t> two_headers = st.Frames(0, 1);
   two_headers.insert(two_headers.end(), two_headers.begin(), two_headers.end());
   ExpectError(two_headers, "a second header");
-  // Three blocks where the header announced two.
-  std::vector<uint8_t> extra(st.bytes.begin(), st.bytes.begin() + st.frame_starts[3]);
-  extra.insert(extra.end(), block.begin(), block.end());
-  ExpectError(extra, "more block frames than the 2 announced");
+  // A block beyond the two announced.
+  const Stream three = MakeStream(3, 3);
+  std::vector<uint8_t> extra = st.Frames(0, end_frame);
+  const std::vector<uint8_t> block2 = three.Frames(7, 8);
+  std::vector<uint8_t> beyond = extra;
+  beyond.insert(beyond.end(), block2.begin(), block2.end());
+  ExpectError(beyond, "block index 2 beyond the 2 announced");
+  // A layer of a block that arrived whole, a layer twice, a layer under another hash.
+  std::vector<uint8_t> again = extra;
+  const std::vector<uint8_t> layer0 = st.Frames(1, 2);
+  again.insert(again.end(), layer0.begin(), layer0.end());
+  ExpectError(again, "block 0 (group 0), which arrived whole already");
+  std::vector<uint8_t> twice = st.Frames(0, 2);
+  twice.insert(twice.end(), layer0.begin(), layer0.end());
+  ExpectError(twice, "layer slot 0 of block 0 (group 0) twice");
+  std::vector<uint8_t> resealed = MakeStream(2, 2).Frames(0, 2);
+  {
+    KvWireShape sh = TestShape();
+    std::vector<uint8_t> k(sh.chunk_bytes, 1), v(sh.chunk_bytes, 2);
+    const std::span<const uint8_t> kvs[] = {k, v};
+    const auto f = EncodeLayer(sh, 0, 0, {77, 77}, 1, kvs)->Flatten();
+    resealed.insert(resealed.end(), f.begin(), f.end());
+  }
+  ExpectError(resealed, "a layer of block 0 (group 0) under another hash");
+  // A complete end frame while a block lacks layers.
+  std::vector<uint8_t> short_block = st.Frames(0, 6);
+  const auto e1 = EncodeEnd({1, KvWireEndStatus::kComplete}).Flatten();
+  short_block.insert(short_block.end(), e1.begin(), e1.end());
+  ExpectError(short_block, "block 1 lacks 1 layers at a complete end frame");
   // An end frame that counts another number of blocks.
   const Stream one = MakeStream(1, 2);
-  std::vector<uint8_t> miscount(one.bytes.begin(), one.bytes.begin() + one.frame_starts[2]);
+  std::vector<uint8_t> miscount = one.Frames(0, 4);
   const auto e = EncodeEnd({2, KvWireEndStatus::kComplete}).Flatten();
   miscount.insert(miscount.end(), e.begin(), e.end());
   ExpectError(miscount, "end frame counts 2 blocks, 1 arrived");
@@ -212,10 +239,61 @@ TEST(KvWire, ShapeAndLimitErrors) {
   few.max_blocks = 0;
   ExpectError(st.bytes, "the limit is 0", few);
 
+  KvWireLimits one_partial;
+  one_partial.max_partial_blocks = 1;
+  const Stream two = MakeStream(2, 2);
+  ExpectError(two.Frames(0, 1), "truncated", one_partial);
+  std::vector<uint8_t> interleaved = two.Frames(0, 2);  // block 0's layer 0, then block 1's
+  const std::vector<uint8_t> b1 = two.Frames(4, 5);
+  interleaved.insert(interleaved.end(), b1.begin(), b1.end());
+  ExpectError(interleaved, "more than 1 blocks with layers missing at once", one_partial);
+
   const std::vector<uint8_t> c(10);
   const std::vector<std::span<const uint8_t>> wrong(6, std::span<const uint8_t>(c));
-  EXPECT_FALSE(EncodeBlock(TestShape(), 0, 0, {}, wrong).ok());
-  EXPECT_FALSE(EncodeBlock(TestShape(), 0, 0, {}, std::span(wrong).first(2)).ok());
+  EXPECT_FALSE(EncodeBlockLayers(TestShape(), 0, 0, {}, wrong).ok());
+  EXPECT_FALSE(EncodeBlockLayers(TestShape(), 0, 0, {}, std::span(wrong).first(2)).ok());
+  EXPECT_FALSE(EncodeLayer(TestShape(), 0, 0, {}, 0, std::span(wrong).first(1)).ok());
+  const std::vector<uint8_t> ok_chunk(TestShape().chunk_bytes);
+  const std::span<const uint8_t> kvs[] = {ok_chunk, ok_chunk};
+  EXPECT_TRUE(EncodeLayer(TestShape(), 0, 0, {}, 2, kvs).ok());
+  EXPECT_FALSE(EncodeLayer(TestShape(), 0, 0, {}, 3, kvs).ok());
+}
+
+// The order a streaming sender uses: layer 0 of every block of a chunk, then layer 1, ...; an
+// aborted end drops a block whose layers did not all arrive and keeps the whole ones.
+TEST(KvWire, LayerMajorOrderAndAbortMidBlock) {
+  const Stream st = MakeStream(3, 3);
+  const size_t L = st.shape.layers_per_block;
+  std::vector<uint8_t> bytes = st.Frames(0, 1);
+  for (size_t l = 0; l < L; ++l) {
+    for (size_t b = 0; b < 3; ++b) {
+      const auto f = st.Frames(1 + b * L + l, 2 + b * L + l);
+      bytes.insert(bytes.end(), f.begin(), f.end());
+    }
+  }
+  const auto end = st.Frames(st.frame_starts.size() - 1, st.frame_starts.size());
+  bytes.insert(bytes.end(), end.begin(), end.end());
+  KvWireDecoder d;
+  std::vector<KvWireBlock> got;
+  for (size_t at = 0; at < bytes.size(); ++at) {  // blocks come out only once whole
+    ASSERT_TRUE(d.Feed(std::span(bytes).subspan(at, 1)).ok()) << d.status().ToString();
+    for (auto& b : d.TakeBlocks()) got.push_back(std::move(b));
+    if (d.layers_decoded() < 2 * 3 + 1) EXPECT_TRUE(got.empty()) << at;
+  }
+  ASSERT_TRUE(d.Finish().ok());
+  EXPECT_EQ(d.layers_decoded(), 9u);
+  ExpectBlocks(st, got);
+
+  // Block 0 whole, block 1 with one layer, then an aborted end counting one block.
+  std::vector<uint8_t> aborted = st.Frames(0, 5);
+  const auto e = EncodeEnd({1, KvWireEndStatus::kAborted}).Flatten();
+  aborted.insert(aborted.end(), e.begin(), e.end());
+  KvWireDecoder a;
+  ASSERT_TRUE(a.Feed(aborted).ok()) << a.status().ToString();
+  ASSERT_TRUE(a.Finish().ok());
+  const auto kept = a.TakeBlocks();
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].index, 0u);
 }
 
 TEST(KvWire, CompatibilityNamesTheField) {
@@ -247,12 +325,17 @@ TEST(KvWire, GatherFrameBorrowsTheChunks) {
   const KvWireShape s = TestShape();
   std::vector<std::vector<uint8_t>> cs(s.num_chunks, std::vector<uint8_t>(s.chunk_bytes, 5));
   std::vector<std::span<const uint8_t>> spans(cs.begin(), cs.end());
-  auto f = EncodeBlock(s, 0, 0, {1, 2}, spans);
+  auto f = EncodeBlockLayers(s, 0, 0, {1, 2}, spans);
   ASSERT_TRUE(f.ok());
-  ASSERT_EQ(f->body.size(), s.num_chunks);
-  EXPECT_EQ(f->body[0].data(), cs[0].data());  // no copy
-  EXPECT_EQ(f->size(), kKvWireFrameHeadBytes + kKvWireBlockFixedBytes + s.block_bytes() +
-                           kKvWireChecksumBytes);
+  ASSERT_EQ(f->size(), s.layers_per_block);
+  for (uint32_t l = 0; l < s.layers_per_block; ++l) {
+    const KvWireFrame& fl = (*f)[l];
+    ASSERT_EQ(fl.body.size(), 2u);
+    EXPECT_EQ(fl.body[0].data(), cs[2 * l].data());  // no copy
+    EXPECT_EQ(fl.body[1].data(), cs[2 * l + 1].data());
+    EXPECT_EQ(fl.size(), kKvWireFrameHeadBytes + kKvWireLayerFixedBytes + 2 * s.chunk_bytes +
+                             kKvWireChecksumBytes);
+  }
 }
 
 }  // namespace

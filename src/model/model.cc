@@ -336,6 +336,7 @@ Status Model::Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, Forward
   for (int64_t il = 0; il < config_.n_layers; ++il) {
     const LayerWeights& w = weights_.layers[il];
     AttentionBlock(ctx_, w, il);
+    if (layer_kv_hook_) layer_kv_hook_(il);
     FfnBlock(ctx_, w);
   }
   FinishLayers(ctx_);

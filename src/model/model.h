@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +130,11 @@ class Model {
   void ResetProfile() { profile_.Reset(); }
   // Turns profiling on or off regardless of the environment.
   void SetProfiling(bool on) { profiling_ = on; }
+  // While set, Forward calls hook(l) on its calling thread as soon as layer l's K/V of every
+  // token of the batch is stored, for l = 0, 1, ... in order, before later layers run (KV
+  // transfer streams a prefill chunk layer by layer, engine/pd_export.h). The hook must not
+  // touch the model. Empty: none (one branch per layer).
+  void SetLayerKvHook(std::function<void(int64_t layer)> hook) { layer_kv_hook_ = std::move(hook); }
   // Computes the norms and SiLU x up inside the matmuls' activation conversion (on by
   // default; TACHYON_FUSE=0) or as passes of their own: the same logits bit for bit.
   void SetFusedInputs(bool on) { ctx_.fuse_inputs = on; }
@@ -155,6 +161,7 @@ class Model {
   std::vector<float> out_x_;        // [n_rows, n_embd]
   OpProfile profile_;
   bool profiling_ = ProfilingEnabled();
+  std::function<void(int64_t)> layer_kv_hook_;  // SetLayerKvHook
 };
 
 }  // namespace tachyon::model

@@ -1,6 +1,5 @@
 #include "server/pd_sender.h"
 
-#include <cstring>
 #include <deque>
 #include <utility>
 
@@ -9,6 +8,7 @@
 namespace tachyon::server {
 
 using Clock = std::chrono::steady_clock;
+constexpr uint64_t kSendPiece = 256 << 10;  // bytes per Send call (and stall bound)
 
 class PdSender::Transfer final : public engine::KvExportSink {
  public:
@@ -23,24 +23,21 @@ class PdSender::Transfer final : public engine::KvExportSink {
     thread_ = std::thread([this] { Run(); });
   }
 
-  // Engine thread: copies the block unless the transfer already failed.
-  void OnBlock(uint32_t index, const kv::BlockHash& hash,
+  // Engine thread: queues the layer's chunks (spans into the pool, pinned by the engine while
+  // ReadsPool()) unless the transfer already failed.
+  void OnLayer(uint32_t index, const kv::BlockHash& hash, uint32_t layer,
                std::span<const std::span<uint8_t>> chunks) override {
     if (failed_.load(std::memory_order_relaxed)) return;
-    Block b{index, hash, {}};
-    b.bytes.resize(owner_->shape_.block_bytes());
-    size_t at = 0;
-    for (const auto& c : chunks) {
-      if (at + c.size() > b.bytes.size()) {  // a shape the header does not describe
-        failed_.store(true);
-        break;
-      }
-      std::memcpy(b.bytes.data() + at, c.data(), c.size());
-      at += c.size();
+    const kv::KvWireShape& shape = owner_->shape_;
+    if (layer >= shape.layers_per_block || chunks.size() != 2 ||
+        chunks[0].size() != shape.chunk_bytes || chunks[1].size() != shape.chunk_bytes) {
+      failed_.store(true);  // a shape the header does not describe
+      return;
     }
+    Layer l{index, layer, hash, chunks[0], chunks[1]};
     std::lock_guard<std::mutex> lock(mu_);
     if (first_block_ == Clock::time_point{}) first_block_ = Clock::now();
-    queue_.push_back(std::move(b));
+    queue_.push_back(std::move(l));
     cv_.notify_one();
   }
 
@@ -62,21 +59,25 @@ class PdSender::Transfer final : public engine::KvExportSink {
     }
   }
 
+  bool ReadsPool() const override { return reading_.load(); }
+
   bool finished() const { return finished_.load(); }
   void Join() {
     if (thread_.joinable()) thread_.join();
   }
 
  private:
-  struct Block {
+  struct Layer {
     uint32_t index;
+    uint32_t layer;  // its slot in the block's page
     kv::BlockHash hash;
-    std::vector<uint8_t> bytes;
+    std::span<const uint8_t> k, v;  // in the pool
   };
 
   void Run() {
     PdTransferResult result;
     result.status = Transfer1(&result);
+    reading_.store(false);  // no span handed to it is read from here on
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (first_block_ != Clock::time_point{}) {
@@ -113,8 +114,9 @@ class PdSender::Transfer final : public engine::KvExportSink {
     auto header = kv::EncodeHeader({owner_->shape_, target_.transfer_id, max_blocks_});
     if (!header.ok()) return header.status();
     RETURN_IF_ERROR(conn_->Send(std::span(&*header, 1), o.stall.For(header->size())));
+    std::vector<uint32_t> layers_sent(max_blocks_, 0);  // per block index
     for (;;) {
-      std::deque<Block> batch;
+      std::deque<Layer> batch;
       bool ended = false;
       Status end_status;
       {
@@ -126,25 +128,30 @@ class PdSender::Transfer final : public engine::KvExportSink {
         end_status = end_status_;
       }
       if (failed_.load()) return Internal("KV transfer: a block of another shape");
+      const kv::KvWireShape& shape = owner_->shape_;
       std::vector<kv::KvWireFrame> frames;
-      std::vector<std::span<const uint8_t>> chunks(owner_->shape_.num_chunks);
-      uint64_t bytes = 0;
-      for (const Block& b : batch) {
-        if (result->blocks_sent + frames.size() >= max_blocks_) break;  // more than announced
-        for (uint32_t c = 0; c < chunks.size(); ++c) {
-          chunks[c] = std::span<const uint8_t>(b.bytes).subspan(c * owner_->shape_.chunk_bytes,
-                                                                owner_->shape_.chunk_bytes);
-        }
-        auto f = kv::EncodeBlock(owner_->shape_, b.index, 0, b.hash, chunks);
+      uint32_t completed = 0;
+      for (const Layer& l : batch) {
+        if (l.index >= max_blocks_) continue;  // more than announced
+        const std::span<const uint8_t> kv[] = {l.k, l.v};
+        auto f = kv::EncodeLayer(shape, l.index, 0, l.hash, l.layer, kv);
         if (!f.ok()) return f.status();
-        bytes += f->size();
         frames.push_back(std::move(*f));
+        if (++layers_sent[l.index] == shape.layers_per_block) ++completed;
       }
-      if (!frames.empty()) {
-        RETURN_IF_ERROR(conn_->Send(frames, o.stall.For(bytes)));
-        result->blocks_sent += static_cast<uint32_t>(frames.size());
-        result->bytes_sent += bytes;
+      // In pieces of about kSendPiece bytes, each with the stall bound of its own size: a
+      // slow link that keeps moving is not a stall, however much is queued.
+      for (size_t at = 0; at < frames.size();) {
+        size_t end = at;
+        uint64_t piece = 0;
+        while (end < frames.size() && (end == at || piece + frames[end].size() <= kSendPiece)) {
+          piece += frames[end++].size();
+        }
+        RETURN_IF_ERROR(conn_->Send(std::span(frames).subspan(at, end - at), o.stall.For(piece)));
+        result->bytes_sent += piece;
+        at = end;
       }
+      result->blocks_sent += completed;
       if (!ended) continue;
       const kv::KvWireEnd end{result->blocks_sent, end_status.ok() ? kv::KvWireEndStatus::kComplete
                                                                    : kv::KvWireEndStatus::kAborted};
@@ -171,9 +178,10 @@ class PdSender::Transfer final : public engine::KvExportSink {
   std::thread thread_;
   std::atomic<bool> failed_{false};
   std::atomic<bool> finished_{false};
+  std::atomic<bool> reading_{true};  // the thread may still read queued pool spans
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Block> queue_;                 // GUARDED_BY(mu_)
+  std::deque<Layer> queue_;                 // GUARDED_BY(mu_)
   bool ended_ = false;                      // GUARDED_BY(mu_)
   bool cancelled_ = false;                  // GUARDED_BY(mu_)
   Status end_status_;                       // GUARDED_BY(mu_)
@@ -194,7 +202,8 @@ namespace {
 // A sink that drops everything (a transfer that could not start).
 class NullSink final : public engine::KvExportSink {
  public:
-  void OnBlock(uint32_t, const kv::BlockHash&, std::span<const std::span<uint8_t>>) override {}
+  void OnLayer(uint32_t, const kv::BlockHash&, uint32_t,
+               std::span<const std::span<uint8_t>>) override {}
   void OnEnd(Status) override {}
 };
 

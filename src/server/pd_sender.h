@@ -1,13 +1,16 @@
 // PdSender: the prefill replica's side of KV transfer (docs/pd.md). For each request run as a
 // prefill for a decode replica it opens one connection (kv/kv_transport.h) to that replica's
 // KV listener and streams the prompt's blocks in the wire format (kv/kv_wire.h) while the
-// engine computes: the engine thread hands each block to the transfer (engine/pd_export.h),
-// which copies its chunks (a memcpy; the pool block may be reused once the request ends) and
-// queues them; the transfer's own thread sends each one as soon as it is queued, then the End
-// frame, and waits for the receiver's Ack.
+// engine computes: the engine thread hands each block's layers to the transfer as the forward
+// pass stores them (engine/pd_export.h), which queues each layer's K and V chunks as spans into
+// the pool (no copy: the engine pins the blocks until ReadsPool() turns false, after the
+// transfer ended); the transfer's own thread sends each as a Layer frame as soon as it is
+// queued (sendmsg straight from the pool, the checksum computed over the pool bytes), then the
+// End frame (counting the blocks of which every layer went out), and waits for the Ack.
 //
-// Bounds: connecting gets `connect_timeout`; each frame's send and the Ack get the
-// StallBound deadline of their size. Any failure (refused, reset, stall, a refusing Ack) ends
+// Bounds: connecting gets `connect_timeout`; the frames go out in sends of about 256 KiB, each
+// send and the Ack with the StallBound deadline of its size (a slow link that keeps moving is
+// not a stall, however much is queued). Any failure (refused, reset, stall, a refusing Ack) ends
 // the transfer: its connection closes, later blocks are dropped without a copy, and the
 // decode replica recomputes what it did not receive. `on_done` runs exactly once per transfer
 // with the result, on the transfer's thread (or in Start's caller when it cannot start).

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/model_executor.h"
@@ -31,6 +32,11 @@ class FakeModelExecutor : public ModelExecutor {
   Status Execute(const model::Batch& batch, std::span<float> logits) override;
   // Its slots as raw blocks: one chunk of block_size slots per block.
   kv::BlockBytes* block_bytes() override { return &bytes_; }
+  // One layer: hook(0) once every new token's slot is written, before any logits.
+  bool SetLayerKvHook(std::function<void(int64_t layer)> hook) override {
+    layer_kv_hook_ = std::move(hook);
+    return true;
+  }
 
   // The logits the fake produces after `history` (for tests that predict outputs).
   void LogitsFor(std::span<const int32_t> history, std::span<float> out) const;
@@ -58,6 +64,7 @@ class FakeModelExecutor : public ModelExecutor {
     explicit SlotBytes(FakeModelExecutor* f) : f_(f) {}
     int64_t num_chunks() const override { return 1; }
     size_t chunk_bytes() const override { return sizeof(Slot) * f_->block_size_; }
+    int64_t num_layers() const override { return 1; }
     std::span<uint8_t> Chunk(int32_t block, int64_t) override {
       return {reinterpret_cast<uint8_t*>(f_->kv_.data() + size_t(block) * f_->block_size_),
               chunk_bytes()};
@@ -78,6 +85,7 @@ class FakeModelExecutor : public ModelExecutor {
   int64_t num_tokens_ = 0;
   size_t max_batch_seqs_ = 0;
   SlotBytes bytes_{this};
+  std::function<void(int64_t)> layer_kv_hook_;
 };
 
 }  // namespace tachyon::engine
