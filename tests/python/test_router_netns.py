@@ -8,7 +8,12 @@ replica (`tachyon serve`, stories260K) inside its namespace on its own address.
   streams are migrated, no request is lost and every greedy text equals the fault-free one;
   once the partition heals the replica serves again;
 - a slow link (tc: netem delay where the kernel has it, else a tbf rate limit) still serves
-  the same text.
+  the same text;
+- prefill/decode disaggregation across a veth pair (decode replica in a namespace, prefill
+  replica in the root one): a slow link (netem delay 50 ms, rate 20 Mbit/s) transfers every
+  block (tbf's rate limit where the kernel lacks netem); a link that goes silent mid-transfer
+  (iptables DROP of the KV port) ends in the decode replica recomputing what did not arrive,
+  with the same text and no block left in use.
 
 Needs root and the `ip`, `iptables` and `tc` commands (iproute2, iptables); skips, saying why,
 without them or when namespaces cannot be created. Namespaces, links and processes are removed
@@ -22,6 +27,8 @@ import re
 import shutil
 import subprocess
 import threading
+import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -337,3 +344,174 @@ def test_slow_link_still_serves(net):
             assert slow_host.overlimits() > 0  # the link did hold packets back
     finally:
         slow_host.fast_link()
+
+
+# Prefill/decode disaggregation across the veth pair (docs/pd.md): the decode replica in a
+# namespace of its own (its KV listener on the namespace's address), the prefill replica in the
+# root namespace, so the KV transfer leaves through the root side of the pair, where tc shapes it.
+PD_BLOCK = 16
+PD_STORY = ("Once upon a time there was a little girl named Lily. She liked to play in the park "
+            "with her dog and her red ball. ")
+
+
+def pd_counter(server, name):
+    return sum(v for k, v in server.metrics().items() if k.startswith(name))
+
+
+def pd_complete(server, prompt, max_tokens=24, **extra):
+    """(text, prompt tokens, cached tokens) of a greedy completion."""
+    status, _, out = server.request("POST", "/v1/completions",
+                                    {"model": MODEL_NAME, "prompt": prompt, "temperature": 0,
+                                     "max_tokens": max_tokens, **extra}, timeout=120)
+    assert status == 200, out
+    u = out["usage"]
+    return (out["choices"][0]["text"], u["prompt_tokens"],
+            (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
+
+
+def pd_idle(server):
+    """No request running and no KV block in use on `server` (cached blocks are free)."""
+    for _ in range(600):
+        _, _, info = server.request("GET", "/v1/replica_info")
+        load = info["load"]
+        if load["running"] == 0 and load["waiting"] == 0 and load["kv_usage"] == 0:
+            return
+        time.sleep(0.05)
+    raise AssertionError(info)
+
+
+@pytest.fixture(scope="module")
+def pd_net(tmp_path_factory):
+    require_netns()
+    remove_stale_namespaces()
+    host, servers = None, []
+    try:
+        host = Host(9, free_subnets(1)[0])
+        common = ["--shutdown-timeout", "2", "--max-model-len", "2048"]
+        servers.append(Server(tmp_path_factory.mktemp("pd-decode"),
+                              [*common, "--role", "decode", "--kv-port", "0",
+                               "--kv-transfer-timeout", "2"],
+                              host=host.addr, launcher=("ip", "netns", "exec", host.ns)))
+        servers.append(Server(tmp_path_factory.mktemp("pd-prefill"),
+                              [*common, "--role", "prefill", "--max-num-batched-tokens", "64"]))
+        yield host, servers[0], servers[1]
+        for s in servers:
+            assert s.stop() == 0, s.log_text()
+        servers = []
+    finally:
+        for s in servers:
+            s.stop()
+        if host:
+            host.remove()
+
+
+def pd_shape(host, delay, rate, queue="1s"):
+    """Shapes what the root namespace sends into `host` (the KV transfer's direction): netem
+    with `delay` and `rate` where the kernel has it, else a tbf `rate` limit (no delay) queueing
+    at most `queue` of it. Returns the qdisc's kind."""
+    if sh("tc", "qdisc", "replace", "dev", host.root_if, "root", "netem", *delay, "rate", rate,
+          check=False).returncode == 0:
+        return "netem"
+    sh("tc", "qdisc", "replace", "dev", host.root_if, "root", "tbf", "rate", rate, "burst",
+       "32kb", "latency", queue)
+    return "tbf"
+
+
+def pd_kv_silence(host, port, on):
+    """Drops (on) or lets through (off) the packets of the decode replica's KV listener only,
+    inside its namespace: its HTTP port still answers."""
+    op = "-I" if on else "-D"
+    host.run("iptables", op, "INPUT", "-i", host.ns_if, "-p", "tcp", "--dport", str(port), "-j",
+             "DROP", check=on)
+    host.run("iptables", op, "OUTPUT", "-o", host.ns_if, "-p", "tcp", "--sport", str(port), "-j",
+             "DROP", check=on)
+
+
+def pd_unshape(host):
+    sh("tc", "qdisc", "del", "dev", host.root_if, "root", check=False)
+
+
+def pd_prefill(prefill, decode, prompt, salt):
+    _, _, info = decode.request("GET", "/v1/replica_info")
+    status, _, out = prefill.request(
+        "POST", "/v1/completions",
+        {"model": MODEL_NAME, "prompt": prompt, "temperature": 0, "max_tokens": 1,
+         "cache_salt": salt,
+         "kv_transfer_params": {"address": info["kv_address"], "transfer_id": salt}},
+        timeout=120)
+    assert status == 200, out
+
+
+def test_pd_slow_link_transfers_every_block(pd_net):
+    """netem delay 50 ms, rate 20 Mbit/s (without netem: a tbf 20 Mbit/s limit): slow, not
+    stalled; every block arrives, none is recomputed, the text is the colocated one."""
+    host, decode, prefill = pd_net
+    prompt = "Slow. " + PD_STORY * 12
+    ref, n, _ = pd_complete(decode, prompt, cache_salt="ref-" + uuid.uuid4().hex)
+    assert n >= 10 * PD_BLOCK, n
+    ok0 = pd_counter(prefill, 'tachyon_kv_transfers_total{direction="sent",outcome="ok"}')
+    failed0 = pd_counter(prefill, 'tachyon_kv_transfers_total{direction="sent",outcome="failed"}')
+    salt = uuid.uuid4().hex
+    pd_shape(host, ("delay", "50ms"), "20mbit")
+    try:
+        pd_prefill(prefill, decode, prompt, salt)
+        text, n, cached = pd_complete(decode, prompt, cache_salt=salt)
+    finally:
+        pd_unshape(host)
+    assert text == ref
+    full = n // PD_BLOCK if n % PD_BLOCK else n // PD_BLOCK - 1  # the last token is computed
+    assert cached == full * PD_BLOCK, (cached, n)
+    assert pd_counter(prefill,
+                      'tachyon_kv_transfers_total{direction="sent",outcome="ok"}') == ok0 + 1
+    assert pd_counter(prefill,
+                      'tachyon_kv_transfers_total{direction="sent",outcome="failed"}') == failed0
+    pd_idle(decode)
+    pd_idle(prefill)
+
+
+def test_pd_link_dead_mid_transfer_recomputes(pd_net):
+    """A 2 Mbit/s link (a 1,000-token prompt's KV takes seconds) that goes silent once the first
+    blocks arrived (iptables DROP of the KV port in the decode replica's namespace: nothing is
+    refused, packets vanish): both sides end the transfer within their stall bounds, the prefill
+    replica answers, the decode replica computes what did not arrive, with the colocated text,
+    and neither side keeps a block in use."""
+    host, decode, prefill = pd_net
+    prompt = "Dead. " + PD_STORY * 30
+    ref, n, _ = pd_complete(decode, prompt, cache_salt="ref-" + uuid.uuid4().hex)
+    _, _, info = decode.request("GET", "/v1/replica_info")
+    kv_port = int(info["kv_address"].rsplit(":", 1)[1])
+    sent_failed = 'tachyon_kv_transfers_total{direction="sent",outcome="failed"}'
+    received_failed = 'tachyon_kv_transfers_total{direction="received",outcome="failed"}'
+    failed0, received_failed0 = pd_counter(prefill, sent_failed), pd_counter(decode, received_failed)
+    kept0 = pd_counter(decode, "tachyon_kv_transfer_blocks_total")
+    inbox0 = pd_counter(decode, "tachyon_kv_inbox_blocks")
+    salt = uuid.uuid4().hex
+    pd_shape(host, (), "2mbit", queue="50ms")  # a short queue: the HTTP port stays responsive
+    try:
+        done = threading.Event()
+        t = threading.Thread(target=lambda: (pd_prefill(prefill, decode, prompt, salt),
+                                             done.set()), daemon=True)
+        t.start()
+        for _ in range(1200):  # the first blocks are in the decode replica's inbox
+            if pd_counter(decode, "tachyon_kv_inbox_blocks") > inbox0:
+                break
+            time.sleep(0.02)
+        pd_kv_silence(host, kv_port, True)
+        for _ in range(1200):  # the decode replica ends its side (its own stall bound)
+            if pd_counter(decode, received_failed) > received_failed0:
+                break
+            time.sleep(0.05)
+        t.join(120)
+        assert done.is_set(), "the prefill replica did not answer"
+    finally:
+        pd_kv_silence(host, kv_port, False)
+        pd_unshape(host)
+    assert pd_counter(prefill, sent_failed) == failed0 + 1
+    assert pd_counter(decode, received_failed) == received_failed0 + 1
+    text, n, cached = pd_complete(decode, prompt, cache_salt=salt)
+    kept = pd_counter(decode, "tachyon_kv_transfer_blocks_total") - kept0
+    assert text == ref
+    assert 0 < kept < n // PD_BLOCK  # the dead link cost blocks ...
+    assert cached == kept * PD_BLOCK  # ... and every block kept was used, none other
+    pd_idle(decode)
+    pd_idle(prefill)
