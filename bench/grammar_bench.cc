@@ -3,12 +3,14 @@
 // max <= 10 ms; compile p50 <= 1 ms, p99 <= 20 ms).
 //
 //   build/grammar_bench [--walks N] [--steps N] [--schemas N] [--tokenizer qwen3|llama3]
-//                       [--top K] [--cpu 1] [--only I]
+//                       [--top K] [--cpu 1] [--only I] [--token-limit L]
 //
 // --top K: also lists the K specs with the most total mask time and the K slowest compiles
 // (index in the workload, compile us, masks, total and max mask us): where the time goes.
 // --cpu 1: times are this thread's CPU time (indicative figures on a loaded machine).
 // --only I: only the I-th schema of the file (profiling one case).
+// --token-limit L: every walk's matcher gets TokenMatcher::SetTokenLimit(L) and takes at most L
+// steps (length-aware masks: the walks then close their documents by L tokens).
 //
 // Workloads: the JSON Schemas of testdata/structured/schemas.jsonl (kJsonSchema; schemas the
 // build refuses are counted, not timed) and a few GBNF grammars. For each compiled grammar,
@@ -38,6 +40,7 @@ using namespace tachyon::grammar;
 // --cpu: time with this thread's CPU clock instead of the wall clock (on a loaded machine the
 // wall clock also counts the time other processes held the core).
 bool g_cpu_clock = false;
+int g_token_limit = 0;  // --token-limit
 
 struct Clock {
   using duration = std::chrono::nanoseconds;
@@ -77,6 +80,10 @@ struct Stats {
 void Walk(const CompiledGrammar& g, const Vocabulary& vocab, int steps, std::mt19937& rng,
           Stats* st) {
   auto m = g.NewMatcher();
+  if (g_token_limit > 0) {
+    m->SetTokenLimit(g_token_limit);
+    steps = std::min(steps, g_token_limit);
+  }
   std::vector<uint32_t> mask(vocab.mask_words());
   std::vector<int32_t> allowed;
   for (int i = 0; i < steps; ++i) {
@@ -179,6 +186,8 @@ int main(int argc, char** argv) {
       max_schemas = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--cpu"))
       g_cpu_clock = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--token-limit"))
+      g_token_limit = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only"))
       only = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--top"))

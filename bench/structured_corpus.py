@@ -14,6 +14,7 @@ and the answer is sorted:
 
   bench/structured_corpus.py --url http://127.0.0.1:8080 --concurrency 8 [--every 10] [--json F]
                              [--jsonl F] [--timeout S] [--max-tokens N] [--truncated-in F]
+                             [--complete-within-max-tokens]
 
 The summary also sorts the truncated answers by what the model was doing when cut
 (truncation_cause): repeating inside a string, repeating items, repeating digits, whitespace,
@@ -21,7 +22,9 @@ or none of these (a long document).
 
 --jsonl F appends each answer's line as it arrives (a run stopped early keeps what it has);
 --truncated-in F asks again only the schemas truncated in an earlier --jsonl file F;
---timeout S: a request still unanswered after S seconds counts as an error ("timeout").
+--timeout S: a request still unanswered after S seconds counts as an error ("timeout");
+--complete-within-max-tokens asks tachyon to end every document by max_tokens
+(response_format.complete_within_max_tokens): then no answer should be truncated.
 
 tests/python/test_structured_output_corpus.py drives tachyon through the same functions.
 """
@@ -45,13 +48,16 @@ def load_cases(path):
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def request_body(case, model, max_tokens):
-    return {"model": model, "temperature": 0, "max_tokens": max_tokens,
+def request_body(case, model, max_tokens, within=False):
+    body = {"model": model, "temperature": 0, "max_tokens": max_tokens,
             "messages": [{"role": "user",
                           "content": "Give an example JSON document for " + case["id"] + "."}],
             "response_format": {"type": "json_schema",
                                 "json_schema": {"name": "doc", "schema": case["schema"],
                                                 "strict": True}}}
+    if within:  # tachyon: end the document by max_tokens (docs/grammar.md)
+        body["response_format"]["complete_within_max_tokens"] = True
+    return body
 
 
 def post(url, body, api_key, timeout):
@@ -262,19 +268,20 @@ def classify(case, status, body):
     return "valid", text
 
 
-def run_case(url, case, model, max_tokens, api_key, timeout):
+def run_case(url, case, model, max_tokens, api_key, timeout, within=False):
     try:
-        status, body = post(url, request_body(case, model, max_tokens), api_key, timeout)
+        status, body = post(url, request_body(case, model, max_tokens, within), api_key, timeout)
     except Exception as e:  # connection trouble, timeouts
         return "error", f"{type(e).__name__}: {e}"
     return classify(case, status, body)
 
 
 def run_corpus(url, cases, model, max_tokens=160, concurrency=8, api_key="none", timeout=600,
-               on_result=None):
-    """[(kind, detail)] per case, in order; on_result(case, kind, detail) as each arrives."""
+               on_result=None, within=False):
+    """[(kind, detail)] per case, in order; on_result(case, kind, detail) as each arrives.
+    within: ask for complete_within_max_tokens (tachyon's length-aware masks)."""
     def one(case):
-        kind, detail = run_case(url, case, model, max_tokens, api_key, timeout)
+        kind, detail = run_case(url, case, model, max_tokens, api_key, timeout, within)
         if on_result is not None:
             on_result(case, kind, detail)
         return kind, detail
@@ -315,6 +322,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=600, help="seconds per request")
     ap.add_argument("--json", help="write each schema's kind and detail here")
     ap.add_argument("--jsonl", help="append each schema's kind and detail here as it arrives")
+    ap.add_argument("--complete-within-max-tokens", action="store_true",
+                    help="add response_format.complete_within_max_tokens: true (tachyon)")
     ap.add_argument("--truncated-in", help="only the schemas whose answer was truncated in this "
                     "earlier --jsonl file (e.g. again with a larger --max-tokens)")
     args = ap.parse_args()
@@ -338,7 +347,7 @@ def main():
                 f.write(json.dumps({"id": case["id"], "kind": kind, "detail": detail}) + "\n")
 
     results = run_corpus(args.url, cases, model, args.max_tokens, args.concurrency, args.api_key,
-                         args.timeout, on_result)
+                         args.timeout, on_result, args.complete_within_max_tokens)
     counts = summarize(results)
     print(f"{len(cases)} schemas, model {model}, max_tokens {args.max_tokens}: " +
           ", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -33,6 +33,7 @@ struct ServeOptions {
   engine::ServingOptions engine;
   int max_queue = 1024;
   bool allow_special_tokens_in_content = false;
+  bool complete_within_max_tokens = false;
   HttpServerOptions http;
   std::string api_key;
   std::string tool_call_parser = "auto";
@@ -131,6 +132,10 @@ std::optional<int> ParseArgs(int argc, char** argv, ServeOptions* o) {
   app->add_flag("--allow-special-tokens-in-content", o->allow_special_tokens_in_content,
                 "tokenize special-token text in chat messages as control tokens (trusted "
                 "clients only; by default it is plain text)");
+  app->add_flag("--complete-within-max-tokens", o->complete_within_max_tokens,
+                "constrained output (response_format, structured_outputs, grammar, tool calls) "
+                "always ends its grammar by max_tokens unless a request's "
+                "complete_within_max_tokens says otherwise (docs/grammar.md)");
   constexpr const char* kHttp = "HTTP options";
   server::HttpServerOptions& h = o->http;
   app->add_option("--host", h.host, "address to listen on")->capture_default_str()->group(kHttp);
@@ -261,6 +266,7 @@ int RunServe(int argc, char** argv) {
   api_options.served_model_names = {(*backend)->Info().name};
   api_options.api_key = o.api_key;
   api_options.sampling_defaults = (*backend)->sampling_defaults();
+  api_options.complete_within_max_tokens = o.complete_within_max_tokens;
   api_options.tool_call_format =
       o.tool_call_parser == "auto"
           ? server::DetectToolCallFormat((*backend)->chat_template_source())

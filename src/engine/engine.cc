@@ -163,6 +163,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     }
     r->stop_matcher = StopStringMatcher(req.params.stop);
     if (req.grammar) r->matcher = req.grammar->NewMatcher();
+    if (r->matcher && req.grammar_within_max_tokens) r->matcher->SetTokenLimit(max_tokens);
     scheduler_.Add(r.get());
     g.choices.push_back(std::move(r));
   }

@@ -59,6 +59,10 @@ struct EngineRequest {
   // choice gets its own matcher; the output follows the grammar, EOS only where it may end,
   // and the choice finishes (kStop) once nothing but EOS can follow.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // Length-aware grammar masks (TokenMatcher::SetTokenLimit with the choice's max_tokens): the
+  // output then reaches an end of the grammar within max_tokens wherever its shortest
+  // completion fits.
+  bool grammar_within_max_tokens = false;
   // When the caller handed it in (EngineCore sets it); the default means "at Engine::Add".
   // Queueing time and the TTFT breakdown count from here.
   std::chrono::steady_clock::time_point arrival{};

@@ -268,6 +268,13 @@ std::optional<ApiError> OpenAiApi::FitContext(const CommonParams& common, size_t
   return std::nullopt;
 }
 
+bool OpenAiApi::WithinMaxTokens(const std::optional<RequestedConstraint>& constraint) const {
+  if (constraint && constraint->complete_within_max_tokens) {
+    return *constraint->complete_within_max_tokens;
+  }
+  return options_.complete_within_max_tokens;
+}
+
 ApiResult<std::shared_ptr<const grammar::CompiledGrammar>> OpenAiApi::CompileConstraint(
     const std::optional<RequestedConstraint>& constraint) const {
   using Grammar = std::shared_ptr<const grammar::CompiledGrammar>;
@@ -298,6 +305,7 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
   if (!grammar.ok()) return SendError(*channel, grammar.error(), kCompletions);
   JobSpec spec;
   spec.grammar = std::move(grammar.value());
+  spec.grammar_within_max_tokens = WithinMaxTokens(cr.common.constraint);
   for (PromptInput& input : cr.prompts) {
     JobPrompt prompt;
     prompt.sampling = cr.common.sampling;
@@ -393,6 +401,7 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
   if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "messages")) return e;
   JobSpec spec;
   spec.grammar = plan.value().grammar;
+  spec.grammar_within_max_tokens = WithinMaxTokens(cr.common.constraint);
   spec.prompts.push_back(std::move(prompt));
   spec.chat = true;
   spec.id = NewId(id_prefix);

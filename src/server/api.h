@@ -58,6 +58,9 @@ struct ApiOptions {
   // The end of a reasoning section ("</think>", from the chat template: DetectReasoningEnd in
   // server/chat_constraints.h); "" = none. Constraints apply after it (server/chat_constraints.h).
   std::string reasoning_end;
+  // Whether a constraint's output must end within max_tokens where the request does not say
+  // (its "complete_within_max_tokens"; docs/grammar.md). --complete-within-max-tokens.
+  bool complete_within_max_tokens = false;
   // Serves GET /v1/kv_events and /v1/replica_info; not owned, must outlive the API. Null: the
   // first is a 404 and the second reports no labels and no events.
   KvEventPublisher* kv_events = nullptr;
@@ -132,6 +135,9 @@ class OpenAiApi {
   // errors are 400s naming the constraint's field.
   ApiResult<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(
       const std::optional<RequestedConstraint>& constraint) const;
+  // Whether the output grammar (the constraint's, or a tool-call grammar) gets length-aware
+  // masks: the request's complete_within_max_tokens, else the server's default.
+  bool WithinMaxTokens(const std::optional<RequestedConstraint>& constraint) const;
   void SendError(ResponseChannel& channel, const ApiError& error, const std::string& endpoint);
   std::string NewId(const char* prefix);
 

@@ -72,7 +72,31 @@ ApiResult<RequestedConstraint> ChoiceValue(const ordered_json& v, const std::str
   return c;
 }
 
+constexpr const char* kWithin = "complete_within_max_tokens";
+
+// `obj`'s optional complete_within_max_tokens (a boolean); `where` names obj.
+ApiResult<std::optional<bool>> WithinFlag(const ordered_json& obj, const std::string& where) {
+  const ordered_json* v = Present(obj, kWithin);
+  if (v == nullptr) return std::optional<bool>();
+  if (!v->is_boolean()) {
+    const std::string param = where + "." + kWithin;
+    return InvalidParam(param, "Invalid value for '" + param + "': expected a boolean.");
+  }
+  return std::optional<bool>(v->get<bool>());
+}
+
+Parsed ResponseFormatConstraint(const ordered_json& rf);
+
 Parsed ResponseFormat(const ordered_json& rf) {
+  Parsed c = ResponseFormatConstraint(rf);
+  if (!c.ok()) return c;
+  auto within = WithinFlag(rf, "response_format");
+  if (!within.ok()) return within.error();
+  if (c.value()) c.value()->complete_within_max_tokens = within.value();
+  return c;
+}
+
+Parsed ResponseFormatConstraint(const ordered_json& rf) {
   const ordered_json* type = rf.is_object() ? Present(rf, "type") : nullptr;
   if (type == nullptr || !type->is_string()) {
     return InvalidParam("response_format",
@@ -129,9 +153,12 @@ Parsed StructuredOutputs(const ordered_json& so) {
                         "'json', 'regex', 'choice', 'grammar' or 'json_object'.");
   }
   std::optional<RequestedConstraint> out;
+  auto within = WithinFlag(so, "structured_outputs");
+  if (!within.ok()) return within.error();
   for (auto it = so.begin(); it != so.end(); ++it) {
     if (it->is_null()) continue;
     const std::string& key = it.key();
+    if (key == kWithin) continue;
     const std::string param = "structured_outputs." + key;
     std::optional<ApiResult<RequestedConstraint>> c;
     if (key == "json") {
@@ -160,6 +187,7 @@ Parsed StructuredOutputs(const ordered_json& so) {
     }
     out = std::move(c->value());
   }
+  if (out) out->complete_within_max_tokens = within.value();
   return out;
 }
 

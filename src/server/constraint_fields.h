@@ -9,6 +9,8 @@
 //                    "choice": ["a", "b"], "grammar": "GBNF", "json_object": true}
 //   grammar          GBNF text (llama.cpp)
 //   json_schema      S (llama.cpp)
+// response_format and structured_outputs may also hold "complete_within_max_tokens": a boolean
+// (RequestedConstraint::complete_within_max_tokens; docs/grammar.md).
 // More than one source in one request is a 400, as is a malformed value (naming the field).
 // The spec is only parsed here; compiling it (schema keywords, GBNF syntax, budget) happens at
 // the edge through the backend's grammar cache, and its errors name `param`.

@@ -128,6 +128,27 @@ TEST(ConstraintFieldsTest, MalformedStructuredOutputs) {
                 "structured_outputs.choice");
 }
 
+TEST(ConstraintFieldsTest, CompleteWithinMaxTokens) {
+  const ordered_json schema = {{"type", "object"}};
+  RequestedConstraint rf = Parsed({{"response_format",
+                                    {{"type", "json_schema"},
+                                     {"json_schema", {{"name", "x"}, {"schema", schema}}},
+                                     {"complete_within_max_tokens", true}}}});
+  EXPECT_EQ(rf.complete_within_max_tokens, std::optional<bool>(true));
+  RequestedConstraint so = Parsed(
+      {{"structured_outputs", {{"complete_within_max_tokens", false}, {"regex", "[a-z]+"}}}});
+  EXPECT_EQ(so.spec.kind, Kind::kRegex);
+  EXPECT_EQ(so.complete_within_max_tokens, std::optional<bool>(false));
+  EXPECT_FALSE(Parsed({{"grammar", "root ::= \"a\""}}).complete_within_max_tokens.has_value());
+  EXPECT_FALSE(Parsed({{"response_format", {{"type", "json_object"}}}})
+                   .complete_within_max_tokens.has_value());
+  ExpectRefused({{"response_format", {{"type", "json_object"}, {"complete_within_max_tokens", 1}}}},
+                "response_format.complete_within_max_tokens");
+  ExpectRefused(
+      {{"structured_outputs", {{"json_object", true}, {"complete_within_max_tokens", "y"}}}},
+      "structured_outputs.complete_within_max_tokens");
+}
+
 TEST(ConstraintFieldsTest, LlamaCppFields) {
   RequestedConstraint c = Parsed({{"grammar", "root ::= [a-z]+"}});
   EXPECT_EQ(c.spec.kind, Kind::kGbnf);

@@ -98,6 +98,7 @@ void GenerationJob::Start(JobSpec spec, JobContext ctx, std::shared_ptr<Response
     req.engine.cache_salt = s.cache_salt;
     req.kv_transfer = s.kv_transfer;
     req.engine.grammar = s.grammar;
+    req.engine.grammar_within_max_tokens = s.grammar_within_max_tokens;
     const size_t first_choice = p * static_cast<size_t>(s.n);
     auto handle =
         ctx.backend->Submit(std::move(req), [job, first_choice](engine::RequestOutput chunk) {

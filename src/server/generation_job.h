@@ -99,6 +99,7 @@ struct JobSpec {
   KvTransferTarget kv_transfer;  // run as a prefill for a decode replica (docs/pd.md)
   // Output constraint of every choice (null: unconstrained), compiled by the backend.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  bool grammar_within_max_tokens = false;  // EngineRequest::grammar_within_max_tokens
   std::vector<JobPrompt> prompts;
   std::chrono::steady_clock::time_point arrival;
   // Chat with tools: the generated text is parsed into tool calls in this format.

@@ -68,6 +68,9 @@ using SamplingDefaults = engine::SamplingDefaults;
 struct RequestedConstraint {
   grammar::ConstraintSpec spec;
   std::string param;
+  // "complete_within_max_tokens" in response_format / structured_outputs; unset: the server's
+  // default (ApiOptions::complete_within_max_tokens).
+  std::optional<bool> complete_within_max_tokens;
 };
 
 struct CommonParams {

@@ -60,6 +60,40 @@ TEST_F(StructuredApiTest, GrammarOnChat) {
   EXPECT_EQ(backend_->SubmittedRequests().back().grammar, nullptr);
 }
 
+// The fake writes its text's byte where allowed, else the first allowed byte, so "\\d+z" loops
+// on digits until max_tokens; with complete_within_max_tokens the last token left is the 'z'
+// and the answer is complete.
+TEST_F(StructuredApiTest, CompleteWithinMaxTokens) {
+  json loose = Chat({{"max_tokens", 10}, {"structured_outputs", {{"regex", "\\d+z"}}}});
+  EXPECT_EQ(loose["choices"][0]["message"]["content"], "0100200000");
+  EXPECT_EQ(loose["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(backend_->SubmittedRequests().back().grammar_within_max_tokens);
+  json within =
+      Chat({{"max_tokens", 10},
+            {"structured_outputs", {{"regex", "\\d+z"}, {"complete_within_max_tokens", true}}}});
+  EXPECT_EQ(within["choices"][0]["message"]["content"], "010020000z");
+  EXPECT_EQ(within["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(within["usage"]["completion_tokens"], 10);
+  EXPECT_TRUE(backend_->SubmittedRequests().back().grammar_within_max_tokens);
+  // The server's default, and a request that turns it off.
+  ApiOptions opts;
+  opts.complete_within_max_tokens = true;
+  api_ = std::make_unique<OpenAiApi>(backend_.get(), opts);
+  json by_default =
+      Post("/v1/completions",
+           {{"max_tokens", 6},
+            {"response_format",
+             {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "array"}}}}}}}})
+          ->Json();
+  const std::string text = by_default["choices"][0]["text"];
+  EXPECT_NO_THROW(json::parse(text)) << text;
+  EXPECT_EQ(by_default["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(backend_->SubmittedRequests().back().grammar_within_max_tokens);
+  Chat({{"max_tokens", 10},
+        {"response_format", {{"type", "json_object"}, {"complete_within_max_tokens", false}}}});
+  EXPECT_FALSE(backend_->SubmittedRequests().back().grammar_within_max_tokens);
+}
+
 TEST_F(StructuredApiTest, ChoiceAndGrammarOnCompletions) {
   json j = Post("/v1/completions", {{"structured_outputs", {{"choice", {"red", "green"}}}}, {"n", 2}})
                ->Json();

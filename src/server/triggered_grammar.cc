@@ -38,8 +38,19 @@ class TriggeredMatcher final : public grammar::TokenMatcher {
     const bool triggered = k == static_cast<int>(table_->trigger().size());
     steps_.push_back({k_, triggered ? kTrigger : kFree});
     k_ = triggered ? 0 : k;
-    if (triggered) inner_ = inner_grammar_->NewMatcher();
+    if (triggered) {
+      inner_ = inner_grammar_->NewMatcher();
+      // The inner grammar gets what is left of the limit.
+      if (limit_ >= 0) {
+        inner_->SetTokenLimit(std::max<int64_t>(0, limit_ - static_cast<int64_t>(steps_.size())));
+      }
+    }
     return true;
+  }
+
+  void SetTokenLimit(int64_t n) override {
+    limit_ = n < 0 ? -1 : static_cast<int64_t>(steps_.size()) + n;
+    if (inner_) inner_->SetTokenLimit(n);
   }
 
   void Rollback(int n) override {
@@ -72,7 +83,8 @@ class TriggeredMatcher final : public grammar::TokenMatcher {
   std::shared_ptr<const TriggerTable> table_;
   std::shared_ptr<const grammar::CompiledGrammar> inner_grammar_;
   bool free_may_end_;
-  int k_ = 0;                                     // the free phase's partial match of the trigger
+  int64_t limit_ = -1;  // SetTokenLimit: steps_.size() may reach this (-1: no limit)
+  int k_ = 0;           // the free phase's partial match of the trigger
   std::unique_ptr<grammar::TokenMatcher> inner_;  // after the trigger
   std::vector<Step> steps_;
 };

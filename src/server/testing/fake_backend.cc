@@ -109,6 +109,10 @@ Result<uint64_t> FakeBackend::Submit(GenerationRequest request, OutputCallback c
                options_.text.size();
     r.request = shared_request;
     if (shared_request->engine.grammar) r.matcher = shared_request->engine.grammar->NewMatcher();
+    if (r.matcher && shared_request->engine.grammar_within_max_tokens &&
+        shared_request->engine.params.max_tokens > 0) {
+      r.matcher->SetTokenLimit(shared_request->engine.params.max_tokens);  // as the engine does
+    }
     r.callback = shared_callback;
     r.unfinished = unfinished;
     live_.emplace(next_seq_++, std::move(r));

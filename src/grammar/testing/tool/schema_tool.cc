@@ -18,7 +18,7 @@
 // at random from [d, d + 48], d the grammar's shortest completion in bytes (an upper bound on
 // its tokens): uniform among the allowed tokens, never stopping before the grammar ends, so
 // the limit is what closes the document. They add "limited": [{"limit", "tokens", "text",
-// "ended"}...] (ended: the grammar could end where the walk stopped).
+// "ended"}...] (ended: the grammar could end where the walk stopped) and "start_distance": d.
 // Exit status 0 unless the inputs cannot be read.
 #include <chrono>
 #include <cstdlib>
@@ -256,6 +256,7 @@ int Main(int argc, char** argv) {
         limited.push_back(LimitedWalk(**g, **vocab, std::max<int64_t>(1, d) + (rng() % 49), &rng));
       }
       result["limited"] = limited;
+      result["start_distance"] = d;
     }
     std::vector<std::string> rejected;
     const auto& mine = docs[id];
