@@ -1,4 +1,5 @@
 #include "hub/cache.h"
+#include "util/strings.h"
 
 #include <unistd.h>
 
@@ -13,20 +14,11 @@ namespace tachyon::hub {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : std::string();
-}
-
-}  // namespace
-
 std::string DefaultCacheDir() {
-  if (std::string v = Env("HF_HUB_CACHE"); !v.empty()) return v;
-  if (std::string v = Env("HF_HOME"); !v.empty()) return v + "/hub";
-  if (std::string v = Env("XDG_CACHE_HOME"); !v.empty()) return v + "/huggingface/hub";
-  std::string home = Env("HOME");
+  if (std::string v = EnvOrEmpty("HF_HUB_CACHE"); !v.empty()) return v;
+  if (std::string v = EnvOrEmpty("HF_HOME"); !v.empty()) return v + "/hub";
+  if (std::string v = EnvOrEmpty("XDG_CACHE_HOME"); !v.empty()) return v + "/huggingface/hub";
+  std::string home = EnvOrEmpty("HOME");
   if (home.empty()) home = "/tmp";
   return home + "/.cache/huggingface/hub";
 }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "hub/sha256.h"
+#include "util/strings.h"
 
 namespace tachyon::hub {
 
@@ -28,19 +29,9 @@ double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : std::string();
-}
-
 void GlobalInit() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 // Percent-encodes one path segment (or several, keeping '/').
@@ -91,7 +82,7 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   }
   const size_t colon = line.find(':');
   if (colon == std::string::npos) return size * n;
-  std::string key = Lower(line.substr(0, colon));
+  std::string key = AsciiLower(line.substr(0, colon));
   std::string value = line.substr(colon + 1);
   while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front())))
     value.erase(0, 1);
@@ -221,13 +212,13 @@ class BlobLock {
 
 HubOptions HubOptionsFromEnv() {
   HubOptions o;
-  if (std::string v = Env("HF_ENDPOINT"); !v.empty()) {
+  if (std::string v = EnvOrEmpty("HF_ENDPOINT"); !v.empty()) {
     while (!v.empty() && v.back() == '/') v.pop_back();
     o.endpoint = v;
   }
-  o.token = Env("HF_TOKEN");
-  if (o.token.empty()) o.token = Env("HUGGING_FACE_HUB_TOKEN");
-  const std::string off = Lower(Env("HF_HUB_OFFLINE"));
+  o.token = EnvOrEmpty("HF_TOKEN");
+  if (o.token.empty()) o.token = EnvOrEmpty("HUGGING_FACE_HUB_TOKEN");
+  const std::string off = AsciiLower(EnvOrEmpty("HF_HUB_OFFLINE"));
   o.offline = off == "1" || off == "true" || off == "yes" || off == "on";
   o.cache_dir = DefaultCacheDir();
   return o;
@@ -336,7 +327,7 @@ Result<RepoInfo> HubClient::GetRepoInfo(const std::string& repo,
       if (s.contains("lfs") && s["lfs"].is_object()) {
         const json& lfs = s["lfs"];
         if (lfs.contains("sha256") && lfs["sha256"].is_string()) {
-          f.sha256 = Lower(lfs["sha256"].get<std::string>());
+          f.sha256 = AsciiLower(lfs["sha256"].get<std::string>());
         }
         if (lfs.contains("size") && lfs["size"].is_number_integer()) {
           f.size = lfs["size"].get<int64_t>();
@@ -364,7 +355,7 @@ Status HubClient::Download(const RepoCache& cache, const std::string& commit,
     if (!linked.empty()) {
       etag = EtagToBlobName(linked);
       // An LFS file's ETag is its sha256.
-      if (etag.size() == 64) file.sha256 = Lower(etag);
+      if (etag.size() == 64) file.sha256 = AsciiLower(etag);
       if (std::string s = Header(ex.first, "x-linked-size"); !s.empty() && file.size < 0) {
         file.size = std::atoll(s.c_str());
       }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "util/mmap_file.h"
+#include "util/strings.h"
 
 namespace tachyon::hub {
 
@@ -16,11 +17,6 @@ namespace {
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 bool IsSplitPart(const std::string& f) {
@@ -32,7 +28,7 @@ bool IsSplitPart(const std::string& f) {
 std::vector<std::string> Ggufs(const std::vector<std::string>& files) {
   std::vector<std::string> out;
   for (const std::string& f : files) {
-    if (EndsWith(Lower(f), ".gguf")) out.push_back(f);
+    if (EndsWith(AsciiLower(f), ".gguf")) out.push_back(f);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -165,13 +161,13 @@ Result<int64_t> Fetch(const HubClient& client, const RepoCache& cache, const std
 std::string PickDefaultGguf(const std::vector<std::string>& files) {
   std::vector<std::string> candidates;
   for (const std::string& f : Ggufs(files)) {
-    const std::string l = Lower(f);
+    const std::string l = AsciiLower(f);
     if (IsSplitPart(l) || l.find("mmproj") != std::string::npos) continue;
     candidates.push_back(f);
   }
   for (const char* want : {"q4_k_m", "q4_0", "q8_0"}) {
     for (const std::string& f : candidates) {
-      if (Lower(f).find(want) != std::string::npos) return f;
+      if (AsciiLower(f).find(want) != std::string::npos) return f;
     }
   }
   return candidates.empty() ? std::string() : candidates.front();
