@@ -51,27 +51,24 @@ ApiError Invalid(const std::string& param, const std::string& what) {
   return InvalidParam(param, "Invalid value for '" + param + "': " + what);
 }
 
-ApiError Refuse(const std::string& field, const std::string& why) {
-  return InvalidParam(field, "'" + field + "' is not supported: " + why);
-}
-
 std::optional<ApiError> CheckRefused(const ordered_json& body) {
   if (const ordered_json* t = Field(body, "thinking");
       t != nullptr && !(t->is_object() && Field(*t, "type") && (*t)["type"] == "disabled")) {
-    return Refuse("thinking", "this server has no extended thinking.");
+    return UnsupportedField("thinking", "this server has no extended thinking.");
   }
   if (const ordered_json* o = Field(body, "output_config")) {
     if (!o->is_object()) return Invalid("output_config", "expected an object.");
     if (Field(*o, "format") != nullptr) {
-      return Refuse("output_config.format", "this server has no structured (JSON) output yet.");
+      return UnsupportedField("output_config.format",
+                              "this server has no structured (JSON) output yet.");
     }
     if (Field(*o, "effort") != nullptr) {
-      return Refuse("output_config.effort", "this server has no effort control.");
+      return UnsupportedField("output_config.effort", "this server has no effort control.");
     }
   }
   for (const char* name : {"container", "mcp_servers"}) {
     if (Field(body, name) != nullptr) {
-      return Refuse(name, "this server runs no tools of its own.");
+      return UnsupportedField(name, "this server runs no tools of its own.");
     }
   }
   return std::nullopt;

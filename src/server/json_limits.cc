@@ -11,10 +11,6 @@ ApiError LimitError(std::string code, std::string message) {
   return e;
 }
 
-bool IsSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 ApiError SyntaxError() {
   return InvalidParam("",
                       "We could not parse the JSON body of your request. The body must be "
@@ -55,7 +51,7 @@ std::optional<ApiError> CheckJsonLimits(std::string_view text, const JsonLimits&
       }
       continue;
     }
-    if (IsSpace(c)) continue;
+    if (IsJsonSpace(c)) continue;
     if (!root_seen) {
       root_seen = true;
       ++values;

@@ -23,6 +23,11 @@
 
 namespace tachyon::server {
 
+// JSON's insignificant whitespace: space, tab, line feed, carriage return.
+inline bool IsJsonSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
 // Depth counts containers: `{}` is depth 1, `{"a": []}` depth 2, a bare scalar depth 0.
 inline constexpr int kMaxJsonDepth = 64;
 // Values count containers and scalars (object keys are not values): `{"a": [1, 2]}` has 4.

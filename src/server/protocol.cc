@@ -32,6 +32,10 @@ ApiError InvalidParam(std::string param, std::string message) {
   return e;
 }
 
+ApiError UnsupportedField(const std::string& field, const std::string& why) {
+  return InvalidParam(field, "'" + field + "' is not supported: " + why);
+}
+
 HttpResponse ErrorResponse(const ApiError& error, std::string body) {
   HttpResponse r;
   r.status = error.http_status;

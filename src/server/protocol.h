@@ -38,6 +38,8 @@ struct ApiError {
 };
 
 ApiError InvalidParam(std::string param, std::string message);
+// 400 on `field`: "'FIELD' is not supported: WHY".
+ApiError UnsupportedField(const std::string& field, const std::string& why);
 // The HTTP answer for `error` with `body` (the error in the route's shape): its status, and its
 // Retry-After / Allow headers.
 HttpResponse ErrorResponse(const ApiError& error, std::string body);

@@ -42,10 +42,6 @@ constexpr Refused kExtensionRefused[] = {
     {"tfs_z", "tail-free sampling is not implemented."},
 };
 
-ApiError Refuse(const std::string& field, const std::string& why) {
-  return InvalidParam(field, "'" + field + "' is not supported: " + why);
-}
-
 const json* Present(const json& body, const char* name) {
   auto it = body.find(name);
   if (it == body.end() || it->is_null()) return nullptr;
@@ -60,7 +56,8 @@ std::optional<ApiError> CheckModalities(const json& body) {
   }
   for (const json& v : *m) {
     if (v != "text") {
-      return Refuse("modalities", "this server generates text only; only [\"text\"] is accepted.");
+      return UnsupportedField("modalities",
+                              "this server generates text only; only [\"text\"] is accepted.");
     }
   }
   return std::nullopt;
@@ -69,7 +66,8 @@ std::optional<ApiError> CheckModalities(const json& body) {
 std::optional<ApiError> CheckServiceTier(const json& body) {
   const json* tier = Present(body, "service_tier");
   if (tier == nullptr || *tier == "auto" || *tier == "default") return std::nullopt;
-  return Refuse("service_tier", "this server has one service tier; use 'auto' or 'default'.");
+  return UnsupportedField("service_tier",
+                          "this server has one service tier; use 'auto' or 'default'.");
 }
 
 // Completions: best_of above n would pick a "best" choice server-side.
@@ -79,15 +77,15 @@ std::optional<ApiError> CheckBestOf(const json& body) {
   const json* n = Present(body, "n");
   const json one = 1;
   if (best_of->is_number_integer() && *best_of == (n != nullptr ? *n : one)) return std::nullopt;
-  return Refuse("best_of",
-                "server-side best-of selection is not implemented; omit it or set "
-                "it equal to 'n'.");
+  return UnsupportedField("best_of",
+                          "server-side best-of selection is not implemented; omit it or set "
+                          "it equal to 'n'.");
 }
 
 std::optional<ApiError> CheckSuffix(const json& body) {
   const json* suffix = Present(body, "suffix");
   if (suffix == nullptr || *suffix == "") return std::nullopt;
-  return Refuse("suffix", "insertion (text after the completion) is not implemented.");
+  return UnsupportedField("suffix", "insertion (text after the completion) is not implemented.");
 }
 
 }  // namespace
@@ -95,7 +93,7 @@ std::optional<ApiError> CheckSuffix(const json& body) {
 std::optional<ApiError> CheckUnsupportedFields(const json& body, RequestKind kind) {
   if (!body.is_object()) return std::nullopt;
   for (const Refused& r : kExtensionRefused) {
-    if (Present(body, r.field)) return Refuse(r.field, r.why);
+    if (Present(body, r.field)) return UnsupportedField(r.field, r.why);
   }
   if (auto e = CheckServiceTier(body)) return e;
   if (kind == RequestKind::kCompletion) {
@@ -103,7 +101,7 @@ std::optional<ApiError> CheckUnsupportedFields(const json& body, RequestKind kin
     return CheckSuffix(body);
   }
   for (const Refused& r : kChatRefused) {
-    if (Present(body, r.field)) return Refuse(r.field, r.why);
+    if (Present(body, r.field)) return UnsupportedField(r.field, r.why);
   }
   return CheckModalities(body);
 }

@@ -10,44 +10,43 @@ using nlohmann::ordered_json;
 
 namespace {
 
-ApiError Refuse(const std::string& field, const std::string& why) {
-  return InvalidParam(field, "'" + field + "' is not supported: " + why);
-}
-
 // Fields that would change the answer and that this server does not implement.
 std::optional<ApiError> CheckRefused(const ordered_json& body) {
   if (const ordered_json* v = Field(body, "background"); v != nullptr && *v != false) {
-    return Refuse("background", "responses run in the foreground only.");
+    return UnsupportedField("background", "responses run in the foreground only.");
   }
   for (const char* name : {"conversation", "prompt", "max_tool_calls"}) {
     if (Field(body, name) != nullptr) {
-      return Refuse(name, std::string(name) == "max_tool_calls"
-                              ? "use 'parallel_tool_calls': false for one call."
-                              : "server-side conversations and prompt templates are not "
-                                "implemented; use 'previous_response_id' or send the input.");
+      return UnsupportedField(name,
+                              std::string(name) == "max_tool_calls"
+                                  ? "use 'parallel_tool_calls': false for one call."
+                                  : "server-side conversations and prompt templates are not "
+                                    "implemented; use 'previous_response_id' or send the input.");
     }
   }
   if (const ordered_json* v = Field(body, "reasoning");
       v != nullptr && (!v->is_object() || Field(*v, "effort") || Field(*v, "summary"))) {
-    return Refuse("reasoning", "this server has no reasoning controls.");
+    return UnsupportedField("reasoning", "this server has no reasoning controls.");
   }
   if (const ordered_json* v = Field(body, "include");
       v != nullptr && !(v->is_array() && v->empty())) {
-    return Refuse("include", "no extra output data (logprobs, sources, ...) is available.");
+    return UnsupportedField("include",
+                            "no extra output data (logprobs, sources, ...) is available.");
   }
   if (const ordered_json* v = Field(body, "top_logprobs"); v != nullptr && *v != 0) {
-    return Refuse("top_logprobs",
-                  "logprobs are not available on /v1/responses; use "
-                  "/v1/chat/completions.");
+    return UnsupportedField("top_logprobs",
+                            "logprobs are not available on /v1/responses; use "
+                            "/v1/chat/completions.");
   }
   if (const ordered_json* v = Field(body, "truncation"); v != nullptr && *v != "disabled") {
-    return Refuse("truncation",
-                  "only 'disabled' is implemented (an input over the context is "
-                  "a 400).");
+    return UnsupportedField("truncation",
+                            "only 'disabled' is implemented (an input over the context is "
+                            "a 400).");
   }
   if (const ordered_json* v = Field(body, "service_tier");
       v != nullptr && *v != "auto" && *v != "default") {
-    return Refuse("service_tier", "this server has one service tier; use 'auto' or 'default'.");
+    return UnsupportedField("service_tier",
+                            "this server has one service tier; use 'auto' or 'default'.");
   }
   if (const ordered_json* text = Field(body, "text")) {
     if (!text->is_object())
@@ -66,7 +65,7 @@ std::optional<ApiError> CheckRefused(const ordered_json& body) {
       }
     }
     if (const ordered_json* v = Field(*text, "verbosity"); v != nullptr && *v != "medium") {
-      return Refuse("text.verbosity", "this server has no verbosity control.");
+      return UnsupportedField("text.verbosity", "this server has no verbosity control.");
     }
   }
   return std::nullopt;

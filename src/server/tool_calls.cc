@@ -20,33 +20,21 @@ constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 constexpr std::string_view kMistralArgs = "[ARGS]";
 
-bool IsSpace(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  while (!s.empty() && IsJsonSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsJsonSpace(s.back())) s.remove_suffix(1);
   return s;
 }
 
 bool AllSpace(std::string_view s) {
   for (char c : s) {
-    if (!IsSpace(c)) return false;
+    if (!IsJsonSpace(c)) return false;
   }
   return true;
 }
 
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
-}
-
-// Length of the longest suffix of `s` that is a proper prefix of `marker`.
-size_t PartialMarker(std::string_view s, std::string_view marker) {
-  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n) {
-    if (s.substr(s.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
 }
 
 // {"name": "f", "arguments"|"parameters": {...} or "json text"} -> a call.
@@ -393,6 +381,14 @@ ToolCallParser::Output ParseToolCalls(ToolCallFormat format, std::string_view te
   out.content += rest.content;
   for (ToolCall& c : rest.calls) out.calls.push_back(std::move(c));
   return out;
+}
+
+size_t PartialMarker(std::string_view s, std::string_view marker) {
+  if (marker.empty()) return 0;
+  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n) {
+    if (s.substr(s.size() - n) == marker.substr(0, n)) return n;
+  }
+  return 0;
 }
 
 }  // namespace tachyon::server

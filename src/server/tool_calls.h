@@ -44,6 +44,10 @@ struct ToolCall {
 // A fresh call id: "call_" + 24 hex digits, unique per call. Thread-safe.
 std::string NewToolCallId();
 
+// Length of the longest suffix of `s` that is a proper prefix of `marker` (a marker that may
+// be completed by the next chunk of text); 0 for an empty marker.
+size_t PartialMarker(std::string_view s, std::string_view marker);
+
 // Text that, appended to the rendered prompt, starts a tool call in `format`: a call to
 // `function` (its arguments object opened) or, with `function` empty, to any function.
 // Empty for kNone.

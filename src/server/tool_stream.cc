@@ -5,14 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/json_limits.h"
+
 namespace tachyon::server {
 namespace {
 
 constexpr std::string_view kNextName = "\"name\": \"";
-
-bool IsSpace(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
 
 // A JSON string's escaped body -> its text (the raw body when it does not parse).
 std::string Unescape(const std::string& body) {
@@ -20,18 +18,9 @@ std::string Unescape(const std::string& body) {
   return j.is_string() ? j.get<std::string>() : body;
 }
 
-// Length of the longest suffix of `s` that is a proper prefix of `marker`.
-size_t PartialMarker(std::string_view s, std::string_view marker) {
-  if (marker.empty()) return 0;
-  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n) {
-    if (s.substr(s.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
-}
-
 size_t TrailingSpace(std::string_view s) {
   size_t n = 0;
-  while (n < s.size() && IsSpace(s[s.size() - 1 - n])) ++n;
+  while (n < s.size() && IsJsonSpace(s[s.size() - 1 - n])) ++n;
   return n;
 }
 
@@ -39,7 +28,7 @@ size_t TrailingSpace(std::string_view s) {
 void SkipLeadingSpace(std::string& s, bool& begun) {
   if (begun) return;
   size_t i = 0;
-  while (i < s.size() && IsSpace(s[i])) ++i;
+  while (i < s.size() && IsJsonSpace(s[i])) ++i;
   s.erase(0, i);
   begun = !s.empty();
 }
@@ -104,7 +93,7 @@ void ToolCallStream::ReadCallByte(char c, Output& out, std::string& args) {
         }
         return;
       }
-      if (IsSpace(c)) return;
+      if (IsJsonSpace(c)) return;
       args += c;
       if (c == '"') {
         in_string_ = true;
@@ -176,7 +165,7 @@ ReasoningSplit::Output ReasoningSplit::Push(std::string_view text) {
   held_.append(text);
   if (!started_) {
     size_t i = 0;
-    while (i < held_.size() && IsSpace(held_[i])) ++i;
+    while (i < held_.size() && IsJsonSpace(held_[i])) ++i;
     std::string_view rest = std::string_view(held_).substr(i);
     if (rest.size() < start_.size() && start_.substr(0, rest.size()) == rest) {
       return out;  // perhaps the opening tag, still arriving
