@@ -2,18 +2,22 @@
 # Builds tachyon. Usage: scripts/build.sh [release|asan|fuzz] [TARGET...]  (default release, all
 # targets; e.g. `scripts/build.sh release tachyon` builds only the binary, no test programs)
 #   release -> build/        optimized, portable x86-64 binary with run-time SIMD dispatch
-#   asan    -> build-asan/   AddressSanitizer + UndefinedBehaviorSanitizer, unit tests
-#   fuzz    -> build-fuzz/   clang libFuzzer targets
+#                            (TACHYON_UNITY=ON: a unity build, as scripts/test.sh makes it)
+#   asan    -> build-asan/   AddressSanitizer + UndefinedBehaviorSanitizer, unit tests; a unity
+#                            build (8 files of a library or test program per translation unit)
+#   fuzz    -> build-fuzz/   clang libFuzzer targets (a unity build too)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kind=${1:-release}
 targets=("${@:2}")
 jobs=$(nproc)
 case "$kind" in
-  release) dir=build;      args=(-DCMAKE_BUILD_TYPE=Release) ;;
-  asan)    dir=build-asan; args=(-DCMAKE_BUILD_TYPE=None -DTACHYON_SANITIZE=ON -DTACHYON_BENCH=OFF "-DCMAKE_CXX_FLAGS=-O1 -g1") ;;
+  release) dir=build;      args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=${TACHYON_UNITY:-OFF}) ;;
+  asan)    dir=build-asan; args=(-DCMAKE_BUILD_TYPE=None -DTACHYON_SANITIZE=ON -DTACHYON_BENCH=OFF "-DCMAKE_CXX_FLAGS=-O1 -g1"
+                                 -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8) ;;
   fuzz)    dir=build-fuzz; args=(-DCMAKE_BUILD_TYPE=Debug -DTACHYON_FUZZ=ON -DTACHYON_TESTS=OFF -DTACHYON_BENCH=OFF
-                                 -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_FLAGS=-O1) ;;
+                                 -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_FLAGS=-O1
+                                 -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8) ;;
   *) echo "usage: $0 [release|asan|fuzz]" >&2; exit 2 ;;
 esac
 # ccache (installed by setup.sh) makes rebuilds and extra worktrees cheap; paths under the

@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs the whole test suite:
-#   1. unit + CLI tests (ctest) on the release build,
-#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer,
+#   1. every unit and CLI test (ctest) under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (build-asan/, a unity build),
+#   2. the release build's binary and the programs the Python tests drive (build/, a unity
+#      build when build/ is configured here), and the
+#      speculative-decoding statistical tests at full size on it (10^6 draws per case; the
+#      sanitizer build runs them on fewer),
 #   3. every libFuzzer target for FUZZ_SECONDS each (default 20; scripts/fuzz.sh builds only the
 #      fuzz targets and their libraries, in build-fuzz/); FUZZ_SECONDS=0 skips them,
 #   4. the Python end-to-end tests (pytest) against the release binary, if any,
 #   5. schemathesis: the HTTP API against docs/openapi.yaml (scripts/schemathesis.sh).
+# The release build's unit-test programs are not built here (`scripts/build.sh release` builds
+# them; `ctest --test-dir build` runs them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 scripts/setup.sh
-scripts/build.sh release
 scripts/build.sh asan
-echo "== ctest (release)"
-ctest --test-dir build --output-on-failure --timeout 600 -j "$(nproc)"
 echo "== ctest (asan+ubsan)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure --timeout 900 -j "$(nproc)"
+TACHYON_UNITY=ON scripts/build.sh release tachyon grammar_schema_tool spec_test
+echo "== speculative decoding statistical tests (release, full size)"
+build/spec_test --gtest_brief=1
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
   echo "== fuzz (${FUZZ_SECONDS:-20} s per target)"
   scripts/fuzz.sh "${FUZZ_SECONDS:-20}"

@@ -40,7 +40,7 @@
 #include "model/model.h"
 
 namespace tachyon::cli {
-namespace {
+namespace bench_cmd {
 
 constexpr const char* kDescription =
     "Without --concurrency: prompt processing of -p random tokens in one batch and decoding\n"
@@ -295,9 +295,9 @@ int RunBench(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(bench, "Benchmark prompt processing and decoding (tok/s, roofline ratio)",
                 RunBench);
+
+}  // namespace bench_cmd
 
 }  // namespace tachyon::cli

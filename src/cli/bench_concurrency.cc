@@ -234,7 +234,8 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   model::Model* model = se.model.get();
   const model::ModelConfig& c = model->config();
   engine::EngineCore* core = se.core.get();
-  if (core == nullptr) return Fail(c.name + " is a pooling (embedding / score) model; serve it with tachyon serve");
+  if (core == nullptr)
+    return Fail(c.name + " is a pooling (embedding / score) model; serve it with tachyon serve");
   const int64_t num_blocks = se.kv.num_blocks, bs = se.block_size;
   const int threads = se.threads;
   // The int8 compute roofline, on as many threads as the engine gets, measured right before

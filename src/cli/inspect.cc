@@ -14,7 +14,7 @@
 #include "gguf/summary.h"
 
 namespace tachyon::cli {
-namespace {
+namespace inspect_cmd {
 
 using gguf::GgufFile;
 using gguf::Value;
@@ -255,8 +255,8 @@ int RunInspect(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(inspect, "Show a GGUF file's metadata, tokenizer and tensors", RunInspect);
+
+}  // namespace inspect_cmd
 
 }  // namespace tachyon::cli

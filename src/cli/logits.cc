@@ -13,7 +13,7 @@
 #include "model/model.h"
 
 namespace tachyon::cli {
-namespace {
+namespace logits_cmd {
 
 constexpr const char* kDescription =
     "Writes float32 little-endian logits for every position: [n_ids, n_vocab], row i = the\n"
@@ -111,8 +111,8 @@ int RunLogits(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(logits, "Write float32 logits of every position for given token ids", RunLogits);
+
+}  // namespace logits_cmd
 
 }  // namespace tachyon::cli

@@ -32,7 +32,7 @@
 #include "util/mmap_file.h"
 
 namespace tachyon::cli {
-namespace {
+namespace perplexity_cmd {
 
 constexpr const char* kDescription =
     "Perplexity of a model on a text file (windows of --ctx tokens, the second half of each\n"
@@ -317,9 +317,9 @@ int RunPerplexity(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(perplexity, "Perplexity of a model on a text file (and KL divergence to a base)",
                 RunPerplexity);
+
+}  // namespace perplexity_cmd
 
 }  // namespace tachyon::cli

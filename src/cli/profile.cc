@@ -17,7 +17,7 @@
 #include "model/model.h"
 
 namespace tachyon::cli {
-namespace {
+namespace profile_cmd {
 
 constexpr const char* kDescription =
     "Per-op time of one prefill of P random tokens and of decode steps at a context of N.";
@@ -110,8 +110,8 @@ int RunProfile(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(profile, "Per-op time breakdown of one prefill and one decode step", RunProfile);
+
+}  // namespace profile_cmd
 
 }  // namespace tachyon::cli

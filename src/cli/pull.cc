@@ -9,7 +9,7 @@
 #include "hub/resolve.h"
 
 namespace tachyon::cli {
-namespace {
+namespace pull_cmd {
 
 constexpr const char* kDescription =
     "Downloads a model from the Hugging Face Hub into the cache and prints where it is.\n"
@@ -58,8 +58,8 @@ int RunPull(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(pull, "Download a model from the Hugging Face Hub into the local cache", RunPull);
+
+}  // namespace pull_cmd
 
 }  // namespace tachyon::cli

@@ -13,7 +13,7 @@
 #include "util/thread_pool.h"
 
 namespace tachyon::cli {
-namespace {
+namespace quantize_cmd {
 
 constexpr const char* kDescription =
     "Re-encodes a GGUF file or a Hugging Face folder as a GGUF of a llama.cpp file type.";
@@ -61,8 +61,8 @@ int RunQuantize(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(quantize, "Quantize a GGUF file or a Hugging Face folder to a GGUF", RunQuantize);
+
+}  // namespace quantize_cmd
 
 }  // namespace tachyon::cli

@@ -21,7 +21,7 @@
 #include "util/logging.h"
 
 namespace tachyon::cli {
-namespace {
+namespace route_cmd {
 
 struct RouteOptions {
   std::vector<std::string> replicas;
@@ -311,8 +311,8 @@ int RunRoute(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(route, "Route OpenAI API requests over tachyon serve replicas", RunRoute);
+
+}  // namespace route_cmd
 
 }  // namespace tachyon::cli

@@ -22,7 +22,7 @@
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::cli {
-namespace {
+namespace run_cmd {
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tachyon run: error: %s\n", msg.c_str());
@@ -121,7 +121,9 @@ int RunRun(int argc, char** argv) {
   o.params.max_tokens =
       static_cast<int>(o.n_predict < 0 ? room : std::min<int64_t>(o.n_predict, room));
   engine::EngineCore* core = se.core.get();
-  if (core == nullptr) return Fail(se.model->config().name + " is a pooling (embedding / score) model; serve it with tachyon serve");
+  if (core == nullptr)
+    return Fail(se.model->config().name +
+                " is a pooling (embedding / score) model; serve it with tachyon serve");
 
   engine::EngineRequest req;
   req.prompt_tokens = ids;
@@ -189,8 +191,8 @@ int RunRun(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(run, "Generate text for a prompt (streams to stdout)", RunRun);
+
+}  // namespace run_cmd
 
 }  // namespace tachyon::cli

@@ -25,7 +25,7 @@
 #include "util/logging.h"
 
 namespace tachyon::cli {
-namespace {
+namespace serve_cmd {
 
 using server::HttpServerOptions;
 
@@ -342,8 +342,8 @@ int RunServe(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(serve, "Serve a model over an OpenAI-compatible HTTP API", RunServe);
+
+}  // namespace serve_cmd
 
 }  // namespace tachyon::cli

@@ -1,5 +1,5 @@
-// tachyon synth --arch llama|qwen2|qwen3|gemma3 --shape llama-1b|llama-8b|qwen-0.5b|tiny --type TYPE
-//               -o OUT.gguf [--seed S] [-t THREADS]
+// tachyon synth --arch llama|qwen2|qwen3|gemma3 --shape llama-1b|llama-8b|qwen-0.5b|tiny
+//               --type TYPE -o OUT.gguf [--seed S] [-t THREADS]
 // Writes a random-weight model of a real shape (for benchmarks; see model/synth.h).
 #include <chrono>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "model/synth.h"
 
 namespace tachyon::cli {
-namespace {
+namespace synth_cmd {
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tachyon synth: error: %s\n", msg.c_str());
@@ -45,8 +45,8 @@ int RunSynth(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(synth, "Write a random-weight model of a real shape (benchmarks)", RunSynth);
+
+}  // namespace synth_cmd
 
 }  // namespace tachyon::cli

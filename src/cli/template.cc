@@ -21,7 +21,7 @@
 #include "util/mmap_file.h"
 
 namespace tachyon::cli {
-namespace {
+namespace template_cmd {
 
 using nlohmann::ordered_json;
 
@@ -164,8 +164,8 @@ int RunTemplate(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-}  // namespace tachyon::cli
-
 TACHYON_COMMAND(template, "Render a chat template (template render --template FILE --batch)",
-                tachyon::cli::RunTemplate);
+                RunTemplate);
+
+}  // namespace template_cmd
+}  // namespace tachyon::cli

@@ -19,7 +19,7 @@
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::cli {
-namespace {
+namespace tokenize_cmd {
 
 using nlohmann::json;
 using tokenizer::Tokenizer;
@@ -163,9 +163,9 @@ int RunDetokenize(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
 TACHYON_COMMAND(tokenize, "Encode text to token ids (--batch: JSON Lines)", RunTokenize);
 TACHYON_COMMAND(detokenize, "Decode token ids to text", RunDetokenize);
+
+}  // namespace tokenize_cmd
 
 }  // namespace tachyon::cli

@@ -10,7 +10,7 @@
 namespace tachyon::kv {
 namespace {
 
-std::vector<int32_t> Iota(int n, int start = 0) {
+std::vector<int32_t> Range(int n, int start = 0) {
   std::vector<int32_t> v(n);
   std::iota(v.begin(), v.end(), start);
   return v;
@@ -28,7 +28,7 @@ TEST(BlockHashTest, ChainDependsOnParentTokensAndSalt) {
 
 TEST(BlockHashTest, ExtendOnlyHashesFullBlocks) {
   std::vector<BlockHash> h;
-  std::vector<int32_t> t = Iota(10);
+  std::vector<int32_t> t = Range(10);
   ExtendBlockHashes(t, 4, RootHash(""), 100, &h);
   ASSERT_EQ(h.size(), 2u);
   EXPECT_EQ(h[1],
@@ -96,14 +96,14 @@ TEST(KvCacheManagerTest, FreeBlocksPastReleasesOnlyTheUncommittedTail) {
   // Speculative decoding: blocks allocated for drafts that were rejected go back.
   KvCacheManager m({.num_blocks = 8, .block_size = 4});
   const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-  ASSERT_TRUE(m.Allocate(1, 16));  // 4 blocks: 6 known tokens + 10 drafts
+  ASSERT_TRUE(m.Allocate(1, 16));    // 4 blocks: 6 known tokens + 10 drafts
   m.CommitComputed(1, toks, 5, "");  // 1 full computed block
   const std::vector<int32_t> head(m.BlockTable(1).begin(), m.BlockTable(1).begin() + 2);
   m.FreeBlocksPast(1, 7);  // keep positions [0, 7): 2 blocks
   EXPECT_EQ(m.BlockTable(1), head);
   EXPECT_EQ(m.Stats().used_blocks, 2);
   EXPECT_EQ(m.Stats().cached_blocks, 1);
-  m.FreeBlocksPast(1, 8);  // not longer: nothing
+  m.FreeBlocksPast(1, 8);   // not longer: nothing
   m.FreeBlocksPast(99, 0);  // no table: nothing
   EXPECT_EQ(m.Stats().used_blocks, 2);
   // The released blocks are allocatable again: 6 free of 8.
@@ -116,7 +116,7 @@ TEST(KvCacheManagerTest, FreeBlocksPastReleasesOnlyTheUncommittedTail) {
 
 TEST(KvCacheManagerTest, PrefixHitReusesBlocksButNeverTheLastToken) {
   KvCacheManager m({.num_blocks = 16, .block_size = 4});
-  std::vector<int32_t> prompt = Iota(12);
+  std::vector<int32_t> prompt = Range(12);
   EXPECT_EQ(m.FindCachedPrefix(prompt, "").num_tokens, 0);
   ASSERT_TRUE(m.Allocate(1, 12));
   m.CommitComputed(1, prompt, 12, "");
@@ -125,7 +125,7 @@ TEST(KvCacheManagerTest, PrefixHitReusesBlocksButNeverTheLastToken) {
   // Same 12 tokens: at most 8 may be reused (the last token must be computed).
   PrefixHit hit = m.FindCachedPrefix(prompt, "");
   EXPECT_EQ(hit.num_tokens, 8);
-  std::vector<int32_t> longer = Iota(14);
+  std::vector<int32_t> longer = Range(14);
   hit = m.FindCachedPrefix(longer, "");
   ASSERT_EQ(hit.num_tokens, 12);
   EXPECT_EQ(hit.blocks, m.BlockTable(1));
@@ -153,7 +153,7 @@ TEST(KvCacheManagerTest, PrefixHitReusesBlocksButNeverTheLastToken) {
 
 TEST(KvCacheManagerTest, HitOnFreeCachedBlocksCountsAgainstCapacity) {
   KvCacheManager m({.num_blocks = 4, .block_size = 2});
-  std::vector<int32_t> t = Iota(7);
+  std::vector<int32_t> t = Range(7);
   ASSERT_TRUE(m.Allocate(1, 6));
   m.CommitComputed(1, t, 6, "");
   m.Free(1);
@@ -170,7 +170,7 @@ TEST(KvCacheManagerTest, HitOnFreeCachedBlocksCountsAgainstCapacity) {
 
 TEST(KvCacheManagerTest, CachingOffNeverHits) {
   KvCacheManager m({.num_blocks = 8, .block_size = 4, .enable_prefix_caching = false});
-  std::vector<int32_t> t = Iota(9);
+  std::vector<int32_t> t = Range(9);
   ASSERT_TRUE(m.Allocate(1, 9));
   m.CommitComputed(1, t, 9, "");
   EXPECT_EQ(m.Stats().cached_blocks, 0);
@@ -196,11 +196,11 @@ TEST(KvCacheManagerTest, SharedPrefixForksWithRefcounts) {
 
 TEST(KvCacheManagerTest, InFlightBlocksAreFoundUntilCommittedOrFreed) {
   KvCacheManager m({.num_blocks = 16, .block_size = 4});
-  const std::vector<int32_t> a = Iota(14);  // 3 full blocks
-  ASSERT_TRUE(m.Allocate(1, 8));            // first chunk only
+  const std::vector<int32_t> a = Range(14);  // 3 full blocks
+  ASSERT_TRUE(m.Allocate(1, 8));             // first chunk only
   m.MarkInFlight(1, a, "");
   EXPECT_TRUE(m.HasInFlight());
-  std::vector<int32_t> b = Iota(20);  // same first 14 tokens
+  std::vector<int32_t> b = Range(20);  // same first 14 tokens
   PrefixHit hit = m.FindCachedPrefix(b, "");
   EXPECT_EQ(hit.num_tokens, 0);
   EXPECT_EQ(hit.in_flight_tokens, 12);
@@ -222,23 +222,23 @@ TEST(KvCacheManagerTest, InFlightBlocksAreFoundUntilCommittedOrFreed) {
   EXPECT_FALSE(m.HasInFlight());
 
   // Freed before computing: nothing stays in flight.
-  const std::vector<int32_t> c = Iota(9, 100);
+  const std::vector<int32_t> c = Range(9, 100);
   ASSERT_TRUE(m.Allocate(2, 4));
   m.MarkInFlight(2, c, "");
-  EXPECT_EQ(m.FindCachedPrefix(Iota(12, 100), "").in_flight_tokens, 8);
+  EXPECT_EQ(m.FindCachedPrefix(Range(12, 100), "").in_flight_tokens, 8);
   m.Free(2);
   EXPECT_FALSE(m.HasInFlight());
-  EXPECT_EQ(m.FindCachedPrefix(Iota(12, 100), "").in_flight_tokens, 0);
+  EXPECT_EQ(m.FindCachedPrefix(Range(12, 100), "").in_flight_tokens, 0);
 
   // A block announced by one request stays its; a second announcer does not take it over,
   // and its own later blocks are still announced.
   ASSERT_TRUE(m.Allocate(3, 4));
   m.MarkInFlight(3, c, "");
   ASSERT_TRUE(m.Allocate(4, 4));
-  std::vector<int32_t> d = Iota(13, 100);
+  std::vector<int32_t> d = Range(13, 100);
   m.MarkInFlight(4, d, "");
   m.Free(3);
-  EXPECT_EQ(m.FindCachedPrefix(Iota(16, 100), "").in_flight_tokens, 0);  // block 0 was 3's
+  EXPECT_EQ(m.FindCachedPrefix(Range(16, 100), "").in_flight_tokens, 0);  // block 0 was 3's
   m.Free(4);
   EXPECT_FALSE(m.HasInFlight());
   m.Free(1);

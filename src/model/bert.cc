@@ -11,7 +11,7 @@
 
 namespace tachyon::model {
 
-namespace {
+namespace bert {
 
 std::string Name(int64_t il, const char* tensor, const char* kind) {
   return "blk." + std::to_string(il) + "." + tensor + "." + kind;
@@ -83,8 +83,8 @@ Status LoadLayer(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeigh
   return OkStatus();
 }
 
-}  // namespace
+}  // namespace bert
 
-const ArchDef kBertArch = {"bert", Configure, LoadLayer, LoadGlobals};
+const ArchDef kBertArch = {"bert", bert::Configure, bert::LoadLayer, bert::LoadGlobals};
 
 }  // namespace tachyon::model

@@ -13,7 +13,7 @@
 
 namespace tachyon::model {
 
-namespace {
+namespace gemma3 {
 
 // For files that carry no tokenizer.chat_template: Gemma's turn format (no system role: a
 // system message is prepended to the first user turn).
@@ -71,11 +71,11 @@ Status LoadLayer(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeigh
   return LoadDenseFfn(src, c, il, w);
 }
 
-}  // namespace
+}  // namespace gemma3
 
 const ArchDef kGemma3Arch = {.name = "gemma3",
-                             .configure = Configure,
-                             .load_layer = LoadLayer,
-                             .chat_template = kChatTemplate};
+                             .configure = gemma3::Configure,
+                             .load_layer = gemma3::LoadLayer,
+                             .chat_template = gemma3::kChatTemplate};
 
 }  // namespace tachyon::model

@@ -13,14 +13,14 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kMaxDim = int64_t{1} << 20;
+constexpr int64_t kMaxHfDim = int64_t{1} << 20;
 
 struct ArchMapping {
   const char* hf;
   const char* gguf;
   bool permute_qk;
 };
-constexpr ArchMapping kArchs[] = {
+constexpr ArchMapping kHfArchs[] = {
     {"LlamaForCausalLM", "llama", true},
     {"MistralForCausalLM", "llama", true},
     {"Qwen2ForCausalLM", "qwen2", false},
@@ -107,7 +107,8 @@ Status ParseGemma3Fields(const json& j, const std::string& path, HfConfig* c) {
       periodic = types[il] == (sliding ? "sliding_attention" : "full_attention");
     }
     if (!periodic) {
-      return Unimplemented(path + ": layer_types must list num_hidden_layers entries, every "
+      return Unimplemented(path +
+                           ": layer_types must list num_hidden_layers entries, every "
                            "k-th full_attention and the rest sliding_attention");
     }
     c->swa_pattern = period;
@@ -136,7 +137,7 @@ Result<HfConfig> ParseJson(const json& j, const std::string& path) {
   }
   c.hf_arch = j["architectures"][0].get<std::string>();
   std::string supported;
-  for (const ArchMapping& a : kArchs) {
+  for (const ArchMapping& a : kHfArchs) {
     if (c.hf_arch == a.hf) {
       c.gguf_arch = a.gguf;
       c.permute_qk = a.permute_qk;
@@ -144,24 +145,26 @@ Result<HfConfig> ParseJson(const json& j, const std::string& path) {
     supported += (supported.empty() ? "" : ", ") + std::string(a.hf);
   }
   if (c.gguf_arch.empty()) {
-    return Unimplemented(path + ": architecture '" + c.hf_arch + "' is not supported (supported: " +
-                         supported + ")");
+    return Unimplemented(path + ": architecture '" + c.hf_arch +
+                         "' is not supported (supported: " + supported + ")");
   }
   Fields f(j, path);
-  ASSIGN_OR_RETURN(c.n_embd, f.Int("hidden_size", 0, true, kMaxDim));
+  ASSIGN_OR_RETURN(c.n_embd, f.Int("hidden_size", 0, true, kMaxHfDim));
   ASSIGN_OR_RETURN(c.n_layers, f.Int("num_hidden_layers", 0, true, 1024));
   ASSIGN_OR_RETURN(c.n_heads, f.Int("num_attention_heads", 0, true, 4096));
   ASSIGN_OR_RETURN(c.n_kv_heads, f.Int("num_key_value_heads", c.n_heads, false, 4096));
-  ASSIGN_OR_RETURN(c.n_ff, f.Int("intermediate_size", 0, true, kMaxDim));
+  ASSIGN_OR_RETURN(c.n_ff, f.Int("intermediate_size", 0, true, kMaxHfDim));
   if (c.n_embd == 0 || c.n_layers == 0 || c.n_heads == 0 || c.n_kv_heads == 0 || c.n_ff == 0) {
-    return InvalidArgument(path + ": hidden_size, num_hidden_layers, num_attention_heads, "
+    return InvalidArgument(path +
+                           ": hidden_size, num_hidden_layers, num_attention_heads, "
                            "num_key_value_heads and intermediate_size must be positive");
   }
   if (c.n_heads % c.n_kv_heads != 0) {
-    return InvalidArgument(path + ": num_attention_heads must be a multiple of "
+    return InvalidArgument(path +
+                           ": num_attention_heads must be a multiple of "
                            "num_key_value_heads");
   }
-  ASSIGN_OR_RETURN(c.head_dim, f.Int("head_dim", c.n_embd / c.n_heads, false, kMaxDim));
+  ASSIGN_OR_RETURN(c.head_dim, f.Int("head_dim", c.n_embd / c.n_heads, false, kMaxHfDim));
   if (c.head_dim == 0 || c.head_dim % 2 != 0) {
     return InvalidArgument(path + ": head_dim must be positive and even");
   }
@@ -181,7 +184,8 @@ Result<HfConfig> ParseJson(const json& j, const std::string& path) {
     ASSIGN_OR_RETURN(c.sliding_window, f.Int("sliding_window", 0, false, int64_t{1} << 26));
   } else if (j.contains("use_sliding_window") && j["use_sliding_window"].is_boolean() &&
              j["use_sliding_window"].get<bool>()) {
-    return Unimplemented(path + ": use_sliding_window (per-layer sliding window) is not "
+    return Unimplemented(path +
+                         ": use_sliding_window (per-layer sliding window) is not "
                          "supported");
   }
   if (j.contains("rope_scaling")) RETURN_IF_ERROR(ParseRopeScaling(j["rope_scaling"], path, &c));

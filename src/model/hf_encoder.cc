@@ -18,11 +18,11 @@ constexpr const char* kEncoderArchs[] = {
     "XLMRobertaModel", "XLMRobertaForSequenceClassification",
 };
 
-struct LayerName {
+struct EncoderLayerName {
   const char* hf;    // after "encoder.layer.N."
   const char* gguf;  // after "blk.N."
 };
-constexpr LayerName kLayerNames[] = {
+constexpr EncoderLayerName kEncoderLayerNames[] = {
     {"attention.self.query", "attn_q"},
     {"attention.self.key", "attn_k"},
     {"attention.self.value", "attn_v"},
@@ -221,7 +221,7 @@ Result<std::optional<EncoderTensor>> MapEncoderName(const std::string& full, con
     }
     if (digits > 0 && pos < name.size() && name[pos] == '.' && layer < c.n_layers) {
       const std::string rest = name.substr(pos + 1);
-      for (const LayerName& ln : kLayerNames) {
+      for (const EncoderLayerName& ln : kEncoderLayerNames) {
         std::string s = Suffix(rest, ln.hf);
         if (s.empty()) continue;
         return R(EncoderTensor{"blk." + std::to_string(layer) + "." + ln.gguf + s, layer, 0});

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::AllLogits;
 
-const std::vector<int32_t> kIds = {1, 403, 407, 261, 378, 432, 383, 12, 99, 7};
+const std::vector<int32_t> kQuantizeIds = {1, 403, 407, 261, 378, 432, 383, 12, 99, 7};
 
 std::string ModelsDir() {
   const std::string root = TestdataDir();
@@ -114,8 +114,8 @@ TEST_F(QuantizeTest, Q8_0LogitsCloseToF32) {
     ASSERT_EQ(r->type, t.type) << t.name;
     EXPECT_EQ(std::memcmp(ref->TensorData(*r), (*q)->file().TensorData(t), t.nbytes), 0) << t.name;
   }
-  const std::vector<float> a = AllLogits(**f, kIds, nullptr);
-  const std::vector<float> b = AllLogits(**q, kIds, nullptr);
+  const std::vector<float> a = AllLogits(**f, kQuantizeIds, nullptr);
+  const std::vector<float> b = AllLogits(**q, kQuantizeIds, nullptr);
   const float diff = testing::MaxAbsDiff(a.data(), b.data(), a.size());
   EXPECT_GT(diff, 0.0f);  // it really was quantized
   EXPECT_LT(diff, 0.05f);
@@ -141,13 +141,13 @@ TEST_F(QuantizeTest, HfFolderToQ4_K_M) {
   EXPECT_EQ((*q)->file().GetInt("general.file_type"), 15);
   auto f = Model::Load(dir + "/tiny-qwen3-F32.gguf");
   ASSERT_TRUE(f.ok());
-  const std::vector<float> a = AllLogits(**f, kIds, nullptr);
-  const std::vector<float> b = AllLogits(**q, kIds, nullptr);
+  const std::vector<float> a = AllLogits(**f, kQuantizeIds, nullptr);
+  const std::vector<float> b = AllLogits(**q, kQuantizeIds, nullptr);
   // No further from F32 than llama.cpp's own Q4_K_M file of the same model (plus a margin:
   // the K-quant rounding search differs).
   auto lq = Model::Load(dir + "/tiny-qwen3-Q4_K_M.gguf");
   ASSERT_TRUE(lq.ok());
-  const std::vector<float> c = AllLogits(**lq, kIds, nullptr);
+  const std::vector<float> c = AllLogits(**lq, kQuantizeIds, nullptr);
   const float ours = testing::MaxAbsDiff(a.data(), b.data(), a.size());
   const float theirs = testing::MaxAbsDiff(a.data(), c.data(), a.size());
   EXPECT_LT(ours, 1.5f * theirs) << "llama.cpp's Q4_K_M: " << theirs;
@@ -191,8 +191,8 @@ TEST_F(QuantizeTest, QuantizeOnLoadEqualsQuantizedFile) {
     ASSERT_TRUE(QuantizeModelFile(c.in, out, *FindQuantPreset(c.preset), &pool).ok());
     auto file = Model::Load(out);
     ASSERT_TRUE(file.ok()) << file.status().ToString();
-    const std::vector<float> a = AllLogits(**loaded, kIds, nullptr);
-    const std::vector<float> b = AllLogits(**file, kIds, nullptr);
+    const std::vector<float> a = AllLogits(**loaded, kQuantizeIds, nullptr);
+    const std::vector<float> b = AllLogits(**file, kQuantizeIds, nullptr);
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
     EXPECT_EQ((*loaded)->weight_bytes(), (*file)->weight_bytes());
@@ -210,8 +210,8 @@ TEST_F(QuantizeTest, QuantizeOnLoadKeepsQuantizedMatrices) {
   auto plain = Model::Load(dir + "/tiny-llama-Q4_0.gguf");
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ((*q)->weights().layers[0].wq.type, GgmlType::kQ4_0);
-  const std::vector<float> a = AllLogits(**q, kIds, nullptr);
-  const std::vector<float> b = AllLogits(**plain, kIds, nullptr);
+  const std::vector<float> a = AllLogits(**q, kQuantizeIds, nullptr);
+  const std::vector<float> b = AllLogits(**plain, kQuantizeIds, nullptr);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 

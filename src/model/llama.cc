@@ -6,7 +6,7 @@
 
 namespace tachyon::model {
 
-namespace {
+namespace llama {
 
 Status Configure(const ArchKeys& keys, ModelConfig* c) {
   c->rope_style = kernels::RopeStyle::kAdjacent;
@@ -18,8 +18,8 @@ Status LoadLayer(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeigh
   return LoadDenseFfn(src, c, il, w);
 }
 
-}  // namespace
+}  // namespace llama
 
-const ArchDef kLlamaArch = {"llama", Configure, LoadLayer};
+const ArchDef kLlamaArch = {"llama", llama::Configure, llama::LoadLayer};
 
 }  // namespace tachyon::model

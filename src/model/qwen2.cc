@@ -4,7 +4,7 @@
 
 namespace tachyon::model {
 
-namespace {
+namespace qwen2 {
 
 Status Configure(const ArchKeys& keys, ModelConfig* c) {
   c->rope_style = kernels::RopeStyle::kNeox;
@@ -17,8 +17,8 @@ Status LoadLayer(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeigh
   return LoadDenseFfn(src, c, il, w);
 }
 
-}  // namespace
+}  // namespace qwen2
 
-const ArchDef kQwen2Arch = {"qwen2", Configure, LoadLayer};
+const ArchDef kQwen2Arch = {"qwen2", qwen2::Configure, qwen2::LoadLayer};
 
 }  // namespace tachyon::model

@@ -5,7 +5,7 @@
 
 namespace tachyon::model {
 
-namespace {
+namespace qwen3 {
 
 Status Configure(const ArchKeys& keys, ModelConfig* c) {
   c->rope_style = kernels::RopeStyle::kNeox;
@@ -18,8 +18,8 @@ Status LoadLayer(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeigh
   return LoadDenseFfn(src, c, il, w);
 }
 
-}  // namespace
+}  // namespace qwen3
 
-const ArchDef kQwen3Arch = {"qwen3", Configure, LoadLayer};
+const ArchDef kQwen3Arch = {"qwen3", qwen3::Configure, qwen3::LoadLayer};
 
 }  // namespace tachyon::model

@@ -6,7 +6,7 @@
 
 namespace tachyon::model {
 
-namespace {
+namespace qwen3moe {
 
 Status Configure(const ArchKeys& keys, ModelConfig* c) {
   c->rope_style = kernels::RopeStyle::kNeox;
@@ -23,8 +23,8 @@ Status LoadLayer(TensorSource& src, const ModelConfig& c, int64_t il, LayerWeigh
   return LoadMoeFfn(src, c, il, w);
 }
 
-}  // namespace
+}  // namespace qwen3moe
 
-const ArchDef kQwen3MoeArch = {"qwen3moe", Configure, LoadLayer};
+const ArchDef kQwen3MoeArch = {"qwen3moe", qwen3moe::Configure, qwen3moe::LoadLayer};
 
 }  // namespace tachyon::model

@@ -57,7 +57,7 @@ double Relevance(const std::vector<float>& logits) {
   return std::exp(double(logits.back()) - mx) / sum;
 }
 
-ApiError Refused(const std::string& what) {
+ApiError NotThisModel(const std::string& what) {
   ApiError e = InvalidParam("model", what);
   e.code = "model_does_not_support_endpoint";
   return e;
@@ -161,9 +161,10 @@ void OpenAiApi::Embeddings(const HttpRequest& req, std::shared_ptr<ResponseChann
   if (info.embedding_dim <= 0) {
     return SendError(
         *channel,
-        Refused(info.generates ? "This model generates text; it serves no embeddings (serve an "
-                                 "embedding model, or a decoder with --pooling)."
-                               : "This model is a reranker; use /v1/rerank or /v1/score."),
+        NotThisModel(info.generates
+                         ? "This model generates text; it serves no embeddings (serve an "
+                           "embedding model, or a decoder with --pooling)."
+                         : "This model is a reranker; use /v1/rerank or /v1/score."),
         ep);
   }
   auto body = ParseJsonBody(req.body);
@@ -338,7 +339,7 @@ void OpenAiApi::ScorePairs(const std::vector<std::string>& queries,
 void OpenAiApi::Rerank(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
   const std::string ep = "/v1/rerank";
   if (backend_->Info().generates) {
-    return SendError(*channel, Refused("This model generates text; it cannot rerank."), ep);
+    return SendError(*channel, NotThisModel("This model generates text; it cannot rerank."), ep);
   }
   auto body = ParseJsonBody(req.body);
   if (!body.ok()) return SendError(*channel, body.error(), ep);
@@ -411,7 +412,7 @@ void OpenAiApi::Rerank(const HttpRequest& req, std::shared_ptr<ResponseChannel> 
 void OpenAiApi::Score(const HttpRequest& req, std::shared_ptr<ResponseChannel> channel) {
   const std::string ep = "/v1/score";
   if (backend_->Info().generates) {
-    return SendError(*channel, Refused("This model generates text; it cannot score."), ep);
+    return SendError(*channel, NotThisModel("This model generates text; it cannot score."), ep);
   }
   auto body = ParseJsonBody(req.body);
   if (!body.ok()) return SendError(*channel, body.error(), ep);

@@ -11,16 +11,14 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kVocab = FakeBackend::kVocabSize;
-
 ApiError CompletionError(const json& body) {
-  auto r = ParseCompletionRequest(body, kVocab);
+  auto r = ParseCompletionRequest(body, FakeBackend::kVocabSize);
   EXPECT_FALSE(r.ok()) << body.dump();
   return r.ok() ? ApiError{} : r.error();
 }
 
 TEST(ProtocolTest, ParsesCompletionDefaults) {
-  auto r = ParseCompletionRequest(json{{"model", "m"}, {"prompt", "hi"}}, kVocab);
+  auto r = ParseCompletionRequest(json{{"model", "m"}, {"prompt", "hi"}}, FakeBackend::kVocabSize);
   ASSERT_TRUE(r.ok());
   const CompletionRequest& c = r.value();
   EXPECT_EQ(c.common.model, "m");
@@ -58,7 +56,7 @@ TEST(ProtocolTest, ParsesEveryCompletionParameter) {
                {"stream", true},
                {"stream_options", {{"include_usage", true}}},
                {"some_unknown_field", {1, 2, 3}}};
-  auto r = ParseCompletionRequest(body, kVocab);
+  auto r = ParseCompletionRequest(body, FakeBackend::kVocabSize);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const CompletionRequest& c = r.value();
   const sampling::SamplingParams& s = c.common.sampling;
@@ -89,11 +87,11 @@ TEST(ProtocolTest, ParsesEveryCompletionParameter) {
 }
 
 TEST(ProtocolTest, ParsesTokenPrompts) {
-  auto one = ParseCompletionRequest(json{{"prompt", {1, 2, 3}}}, kVocab);
+  auto one = ParseCompletionRequest(json{{"prompt", {1, 2, 3}}}, FakeBackend::kVocabSize);
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(std::get<std::vector<int32_t>>(one.value().prompts[0]),
             (std::vector<int32_t>{1, 2, 3}));
-  auto many = ParseCompletionRequest(json{{"prompt", {{1, 2}, {3}}}}, kVocab);
+  auto many = ParseCompletionRequest(json{{"prompt", {{1, 2}, {3}}}}, FakeBackend::kVocabSize);
   ASSERT_TRUE(many.ok());
   EXPECT_EQ(many.value().prompts.size(), 2u);
   EXPECT_EQ(CompletionError({{"prompt", {1, 999}}}).param, "prompt");
@@ -106,7 +104,7 @@ TEST(ProtocolTest, ParsesTokenPrompts) {
 TEST(ProtocolTest, NullMeansUnset) {
   auto r = ParseCompletionRequest(
       json{{"prompt", "x"}, {"temperature", nullptr}, {"max_tokens", nullptr}, {"stop", nullptr}},
-      kVocab);
+      FakeBackend::kVocabSize);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value().common.sampling.temperature, 1.0f);
   EXPECT_FALSE(r.value().common.max_tokens_set);
@@ -172,31 +170,34 @@ TEST(ProtocolTest, MinTokensAndCacheSaltOnBothEndpoints) {
   ApiError e = CompletionError({{"prompt", "x"}, {"max_tokens", 4}, {"min_tokens", 5}});
   EXPECT_EQ(e.param, "min_tokens");
   EXPECT_NE(e.message.find("max_tokens"), std::string::npos) << e.message;
-  auto ok = ParseCompletionRequest({{"prompt", "x"}, {"max_tokens", 5}, {"min_tokens", 5}}, kVocab);
+  auto ok = ParseCompletionRequest({{"prompt", "x"}, {"max_tokens", 5}, {"min_tokens", 5}},
+                                   FakeBackend::kVocabSize);
   ASSERT_TRUE(ok.ok()) << ok.error().message;
   EXPECT_EQ(ok.value().common.sampling.min_tokens, 5);
   // Unset max_tokens: the server checks min_tokens against the context later.
-  ok = ParseCompletionRequest({{"prompt", "x"}, {"min_tokens", 100}}, kVocab);
+  ok = ParseCompletionRequest({{"prompt", "x"}, {"min_tokens", 100}}, FakeBackend::kVocabSize);
   ASSERT_TRUE(ok.ok()) << ok.error().message;
   EXPECT_EQ(ok.value().common.sampling.min_tokens, 100);
 
   const json messages = {{{"role", "user"}, {"content", "x"}}};
   auto chat = ParseChatRequest(
       {{"messages", messages}, {"min_tokens", 3}, {"cache_salt", "s1"}, {"stop_token_ids", {7}}},
-      kVocab);
+      FakeBackend::kVocabSize);
   ASSERT_TRUE(chat.ok()) << chat.error().message;
   EXPECT_EQ(chat.value().common.sampling.min_tokens, 3);
   EXPECT_EQ(chat.value().common.cache_salt, "s1");
   EXPECT_EQ(chat.value().common.sampling.stop_token_ids, std::vector<int32_t>{7});
-  auto bad = ParseChatRequest(
-      {{"messages", messages}, {"max_completion_tokens", 2}, {"min_tokens", 3}}, kVocab);
+  auto bad =
+      ParseChatRequest({{"messages", messages}, {"max_completion_tokens", 2}, {"min_tokens", 3}},
+                       FakeBackend::kVocabSize);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().param, "min_tokens");
-  bad = ParseChatRequest({{"messages", messages}, {"cache_salt", json::array({"a"})}}, kVocab);
+  bad = ParseChatRequest({{"messages", messages}, {"cache_salt", json::array({"a"})}},
+                         FakeBackend::kVocabSize);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().param, "cache_salt");
   // Absent: no minimum and the shared namespace.
-  chat = ParseChatRequest({{"messages", messages}}, kVocab);
+  chat = ParseChatRequest({{"messages", messages}}, FakeBackend::kVocabSize);
   ASSERT_TRUE(chat.ok());
   EXPECT_EQ(chat.value().common.sampling.min_tokens, 0);
   EXPECT_EQ(chat.value().common.cache_salt, "");
@@ -226,7 +227,7 @@ TEST(ProtocolTest, ParsesChat) {
       {"max_tokens", 3},
       {"logprobs", true},
       {"top_logprobs", 2}};
-  auto r = ParseChatRequest(body, kVocab);
+  auto r = ParseChatRequest(body, FakeBackend::kVocabSize);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const ChatRequest& c = r.value();
   EXPECT_EQ(c.common.sampling.max_tokens, 9);
@@ -241,7 +242,7 @@ TEST(ProtocolTest, ParsesChat) {
 
 TEST(ProtocolTest, RejectsBadChat) {
   auto err = [](const json& body) {
-    auto r = ParseChatRequest(body, kVocab);
+    auto r = ParseChatRequest(body, FakeBackend::kVocabSize);
     EXPECT_FALSE(r.ok()) << body.dump();
     return r.ok() ? std::string() : r.error().param;
   };
@@ -266,7 +267,7 @@ TEST(ProtocolTest, ToolChoiceNoneHidesTools) {
   json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}},
                {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
                {"tool_choice", "none"}};
-  auto r = ParseChatRequest(body, kVocab);
+  auto r = ParseChatRequest(body, FakeBackend::kVocabSize);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r.value().template_context["tools"].is_null());
   EXPECT_TRUE(r.value().tool_names.empty());
@@ -280,7 +281,7 @@ TEST(ProtocolTest, SamplingDefaultsFillUnsetFields) {
   d.top_k = 20;
   d.min_p = 0.05f;
   d.repetition_penalty = 1.1f;
-  auto r = ParseCompletionRequest({{"prompt", "x"}}, kVocab, d);
+  auto r = ParseCompletionRequest({{"prompt", "x"}}, FakeBackend::kVocabSize, d);
   ASSERT_TRUE(r.ok());
   const sampling::SamplingParams& s = r.value().common.sampling;
   EXPECT_FLOAT_EQ(s.temperature, 0.7f);
@@ -292,7 +293,7 @@ TEST(ProtocolTest, SamplingDefaultsFillUnsetFields) {
   auto c = ParseChatRequest({{"messages", {{{"role", "user"}, {"content", "x"}}}},
                              {"temperature", 0},
                              {"top_p", nullptr}},
-                            kVocab, d);
+                            FakeBackend::kVocabSize, d);
   ASSERT_TRUE(c.ok());
   EXPECT_FLOAT_EQ(c.value().common.sampling.temperature, 0.0f);
   EXPECT_FLOAT_EQ(c.value().common.sampling.top_p, 0.8f);
@@ -305,7 +306,7 @@ TEST(ProtocolTest, ToolChoiceForms) {
   auto parse = [&](json extra) {
     json body = {{"messages", msgs}, {"tools", tools}};
     body.update(extra);
-    return ParseChatRequest(body, kVocab);
+    return ParseChatRequest(body, FakeBackend::kVocabSize);
   };
   auto r = parse(json::object());
   ASSERT_TRUE(r.ok());
@@ -331,7 +332,8 @@ TEST(ProtocolTest, ToolChoiceForms) {
   auto e = parse({{"parallel_tool_calls", "yes"}});
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().param, "parallel_tool_calls");
-  e = ParseChatRequest(json{{"messages", msgs}, {"tool_choice", "required"}}, kVocab);
+  e = ParseChatRequest(json{{"messages", msgs}, {"tool_choice", "required"}},
+                       FakeBackend::kVocabSize);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().param, "tool_choice");
 }
@@ -371,7 +373,8 @@ TEST(ProtocolTest, SseFramingSurvivesInvalidUtf8AndNewlines) {
 // Found by schemathesis: 5e-324 is in (0, 1] but a float rounds it to 0; it must not be rejected.
 TEST(ProtocolTest, TinyPositiveValuesOfOpenRangesAreAccepted) {
   auto r = ParseCompletionRequest(
-      json{{"prompt", "x"}, {"top_p", 5e-324}, {"repetition_penalty", 1e-300}}, kVocab);
+      json{{"prompt", "x"}, {"top_p", 5e-324}, {"repetition_penalty", 1e-300}},
+      FakeBackend::kVocabSize);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_GT(r.value().common.sampling.top_p, 0.0f);
   EXPECT_GT(r.value().common.sampling.repetition_penalty, 0.0f);

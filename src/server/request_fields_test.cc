@@ -11,15 +11,13 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-constexpr int kVocab = FakeBackend::kVocabSize;
-
 const json kMessages = json::array({{{"role", "user"}, {"content", "hi"}}});
 
 // The chat request `extra` adds to a minimal valid one must be refused naming `param`.
 void ExpectChatRefused(const json& extra, const std::string& param) {
   json body = {{"messages", kMessages}};
   body.update(extra);
-  auto r = ParseChatRequest(ordered_json(body), kVocab);
+  auto r = ParseChatRequest(ordered_json(body), FakeBackend::kVocabSize);
   ASSERT_FALSE(r.ok()) << body.dump();
   EXPECT_EQ(r.error().http_status, 400);
   EXPECT_EQ(r.error().param, param) << r.error().message;
@@ -29,14 +27,14 @@ void ExpectChatRefused(const json& extra, const std::string& param) {
 void ExpectChatAccepted(const json& extra) {
   json body = {{"messages", kMessages}};
   body.update(extra);
-  auto r = ParseChatRequest(ordered_json(body), kVocab);
+  auto r = ParseChatRequest(ordered_json(body), FakeBackend::kVocabSize);
   EXPECT_TRUE(r.ok()) << body.dump() << ": " << r.error().message;
 }
 
 void ExpectCompletionRefused(const json& extra, const std::string& param) {
   json body = {{"prompt", "hi"}};
   body.update(extra);
-  auto r = ParseCompletionRequest(body, kVocab);
+  auto r = ParseCompletionRequest(body, FakeBackend::kVocabSize);
   ASSERT_FALSE(r.ok()) << body.dump();
   EXPECT_EQ(r.error().http_status, 400);
   EXPECT_EQ(r.error().param, param) << r.error().message;
@@ -45,7 +43,7 @@ void ExpectCompletionRefused(const json& extra, const std::string& param) {
 void ExpectCompletionAccepted(const json& extra) {
   json body = {{"prompt", "hi"}};
   body.update(extra);
-  auto r = ParseCompletionRequest(body, kVocab);
+  auto r = ParseCompletionRequest(body, FakeBackend::kVocabSize);
   EXPECT_TRUE(r.ok()) << body.dump() << ": " << r.error().message;
 }
 

@@ -7,14 +7,14 @@
 namespace tachyon::server {
 namespace {
 
-struct Streamed {
+struct StreamedCalls {
   std::string content;
   std::vector<std::string> names;
   std::vector<std::string> ids;
   std::vector<std::string> arguments;  // concatenated deltas per call
 };
 
-void Add(Streamed& out, ToolCallStream::Output o) {
+void Add(StreamedCalls& out, ToolCallStream::Output o) {
   out.content += o.content;
   for (const ToolCallDelta& d : o.deltas) {
     if (d.start) {
@@ -29,8 +29,8 @@ void Add(Streamed& out, ToolCallStream::Output o) {
   }
 }
 
-Streamed Collect(ToolCallStream& s, const std::vector<std::string_view>& pieces) {
-  Streamed out;
+StreamedCalls Collect(ToolCallStream& s, const std::vector<std::string_view>& pieces) {
+  StreamedCalls out;
   for (std::string_view p : pieces) Add(out, s.Push(p));
   Add(out, s.Finish());
   return out;
@@ -64,7 +64,7 @@ TEST(ToolCallStreamTest, DeltasConcatenateToTheWholeArgumentsAtEveryByteBoundary
   for (const Case& c : cases) {
     const std::string& t = c.text;
     ToolCallStream whole(c.trigger);
-    Streamed w = Collect(whole, {t});
+    StreamedCalls w = Collect(whole, {t});
     ASSERT_FALSE(whole.calls().empty()) << t;
     for (size_t i = 0; i < whole.calls().size(); ++i) {
       EXPECT_EQ(w.arguments[i], whole.calls()[i].arguments);
@@ -74,7 +74,7 @@ TEST(ToolCallStreamTest, DeltasConcatenateToTheWholeArgumentsAtEveryByteBoundary
     }
     for (size_t cut = 0; cut <= t.size(); ++cut) {
       ToolCallStream s(c.trigger);
-      Streamed split =
+      StreamedCalls split =
           Collect(s, {std::string_view(t).substr(0, cut), std::string_view(t).substr(cut)});
       EXPECT_EQ(split.content, w.content) << cut;
       EXPECT_EQ(split.names, w.names) << cut;
@@ -83,7 +83,7 @@ TEST(ToolCallStreamTest, DeltasConcatenateToTheWholeArgumentsAtEveryByteBoundary
     ToolCallStream bytes(c.trigger);
     std::vector<std::string_view> one_by_one;
     for (size_t i = 0; i < t.size(); ++i) one_by_one.push_back(std::string_view(t).substr(i, 1));
-    Streamed b = Collect(bytes, one_by_one);
+    StreamedCalls b = Collect(bytes, one_by_one);
     EXPECT_EQ(b.arguments, w.arguments);
     EXPECT_EQ(b.content, w.content);
   }
@@ -107,13 +107,13 @@ TEST(ToolCallStreamTest, NamesArgumentsContentAndLimits) {
   EXPECT_EQ(l.calls()[0].arguments, R"({"a":{"b":null}})");
 
   ToolCallStream one("", /*max_calls=*/1);
-  Streamed o = Collect(one, {kMistral});
+  StreamedCalls o = Collect(one, {kMistral});
   ASSERT_EQ(one.calls().size(), 1u);
   EXPECT_EQ(o.names, std::vector<std::string>{"a"});
   EXPECT_EQ(one.calls()[0].arguments, R"({"k":"}"})");
 
   ToolCallStream a("<tool_call>");
-  Streamed as = Collect(a, {kAuto});
+  StreamedCalls as = Collect(a, {kAuto});
   EXPECT_EQ(as.content, "Let me <look>.");
   ASSERT_EQ(a.calls().size(), 1u);
   EXPECT_EQ(a.calls()[0].arguments, R"({"q":"<tool_call>"})");

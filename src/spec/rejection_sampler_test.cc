@@ -18,7 +18,7 @@
 namespace tachyon::spec {
 namespace {
 
-constexpr int kVocab = 48;
+constexpr int kSamplerVocab = 48;
 // 10^6 draws per case in the release build (the statistical test); the sanitizer build runs
 // the same code for memory errors on fewer draws, with the bounds scaled to them.
 #if defined(__SANITIZE_ADDRESS__)
@@ -27,13 +27,13 @@ constexpr int kDraws = 100000;
 constexpr int kDraws = 1000000;
 #endif
 // Sampling noise of the total variation over 48 tokens is ~3 / sqrt(draws).
-const double kTvBound = 5.0 / std::sqrt(double(kDraws));
+const double kSamplerTvBound = 5.0 / std::sqrt(double(kDraws));
 const double kRateBound = 3.0 / std::sqrt(double(kDraws));
 
 std::vector<float> Logits(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> n(0.0f, 2.0f);
-  std::vector<float> l(kVocab);
+  std::vector<float> l(kSamplerVocab);
   for (float& x : l) x = n(rng);
   return l;
 }
@@ -46,7 +46,7 @@ std::vector<float> Probs(const std::vector<float>& logits, double t, int top_k =
 }
 
 std::vector<float> OneHot(int i) {
-  std::vector<float> q(kVocab, 0.0f);
+  std::vector<float> q(kSamplerVocab, 0.0f);
   q[i] = 1.0f;
   return q;
 }
@@ -59,7 +59,7 @@ void ExpectFits(const Fit& f, const std::string& what) {
   // df + 6 sd of the chi-square distribution: a false failure is far less likely than 1e-6;
   // the total variation bound is ~1.7x its sampling noise.
   EXPECT_LT(f.chi2, f.Chi2Bound()) << what << " (df " << f.df << ")";
-  EXPECT_LT(f.tv, kTvBound) << what;
+  EXPECT_LT(f.tv, kSamplerTvBound) << what;
   EXPECT_FALSE(f.impossible) << what;
 }
 
@@ -73,15 +73,16 @@ TEST(RejectionSampleTest, PreservesTheTargetForAnyDraft) {
   for (double t : {0.7, 1.6}) {
     const std::vector<float> p = Probs(target, t, /*top_k=*/12);  // zero outside the top 12
     int argmin_in = 0, argmax = 0, outside = -1;
-    for (int i = 0; i < kVocab; ++i) {
+    for (int i = 0; i < kSamplerVocab; ++i) {
       if (p[i] > p[argmax]) argmax = i;
       if (p[i] > 0 && (p[argmin_in] <= 0 || p[i] < p[argmin_in])) argmin_in = i;
       if (p[i] <= 0 && outside < 0) outside = i;
     }
-    std::vector<float> disjoint(kVocab, 0.0f);  // all of q where p is 0
-    for (int i = 0; i < kVocab; ++i) disjoint[i] = p[i] > 0 ? 0.0f : 1.0f / (kVocab - 12);
+    std::vector<float> disjoint(kSamplerVocab, 0.0f);  // all of q where p is 0
+    for (int i = 0; i < kSamplerVocab; ++i)
+      disjoint[i] = p[i] > 0 ? 0.0f : 1.0f / (kSamplerVocab - 12);
     const std::vector<Case> cases = {
-        {"uniform", std::vector<float>(kVocab, 1.0f / kVocab)},
+        {"uniform", std::vector<float>(kSamplerVocab, 1.0f / kSamplerVocab)},
         {"another model", Probs(other, t)},
         {"disjoint support", disjoint},
         {"one-hot on p's least likely token", OneHot(argmin_in)},
@@ -92,7 +93,7 @@ TEST(RejectionSampleTest, PreservesTheTargetForAnyDraft) {
       const std::string what = std::string(c.name) + " at t=" + std::to_string(t);
       std::mt19937_64 rng(7);
       std::uniform_real_distribution<double> u(0.0, 1.0);
-      std::vector<int64_t> counts(kVocab, 0);
+      std::vector<int64_t> counts(kSamplerVocab, 0);
       int64_t accepted = 0;
       for (int n = 0; n < kDraws; ++n) {
         const int d = DrawFrom(c.q, u(rng));
@@ -105,7 +106,7 @@ TEST(RejectionSampleTest, PreservesTheTargetForAnyDraft) {
       ExpectFits(Compare(counts, p, kDraws), what);
       // P(accept) = sum_x min(p(x), q(x)) = 1 - TV(p, q).
       double overlap = 0;
-      for (int i = 0; i < kVocab; ++i) overlap += std::min(p[i], c.q[i]);
+      for (int i = 0; i < kSamplerVocab; ++i) overlap += std::min(p[i], c.q[i]);
       EXPECT_NEAR(double(accepted) / kDraws, overlap, kRateBound) << what;
     }
   }
@@ -116,7 +117,7 @@ TEST(RejectionSampleTest, TheTestCatchesAWrongRule) {
   const std::vector<float> p = Probs(Logits(1), 1.0), q = Probs(Logits(2), 1.0);
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  std::vector<int64_t> counts(kVocab, 0);
+  std::vector<int64_t> counts(kSamplerVocab, 0);
   for (int n = 0; n < 100000; ++n) ++counts[DrawFrom(q, u(rng))];
   const Fit f = Compare(counts, p, 100000);
   EXPECT_GT(f.tv, 0.05);
@@ -134,13 +135,13 @@ TEST(VerifyDeterministicDraftTest, EmitsTheTargetDistributionAndAcceptsWithPOfTh
     params.top_k = 12;
     const std::vector<float> p = Probs(target, t, 12);
     int d = 0, outside = 0;
-    for (int i = 0; i < kVocab; ++i) {
+    for (int i = 0; i < kSamplerVocab; ++i) {
       if (p[i] > 0 && (p[d] <= 0 || std::abs(p[i] - 0.1f) < std::abs(p[d] - 0.1f))) d = i;
       if (p[i] <= 0) outside = i;
     }
-    std::vector<int64_t> counts(kVocab, 0);
+    std::vector<int64_t> counts(kSamplerVocab, 0);
     int64_t accepted = 0, accepted_outside = 0;
-    std::vector<float> scratch(kVocab);
+    std::vector<float> scratch(kSamplerVocab);
     for (int n = 0; n < kDraws; ++n) {
       sampling::SamplingInput in;
       in.seed = static_cast<uint64_t>(n) * 0x9e3779b97f4a7c15ULL;
@@ -166,7 +167,7 @@ TEST(VerifyDeterministicDraftTest, GreedyAcceptsExactlyTheArgmax) {
   const int32_t best = sampling::Argmax(logits);
   sampling::SamplingParams greedy;
   greedy.temperature = 0;
-  for (int32_t d = -1; d < kVocab; ++d) {
+  for (int32_t d = -1; d < kSamplerVocab; ++d) {
     std::vector<float> scratch = logits;
     const DeterministicVerdict v = VerifyDeterministicDraft(scratch, greedy, {}, d);
     EXPECT_EQ(v.sample.token, best);
