@@ -15,21 +15,27 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+start=$SECONDS
+phase() { echo "== [$((SECONDS - start)) s] $*"; }  # each step's start, in seconds from ours
+phase "setup"
 scripts/setup.sh
+phase "ASan + UBSan build"
 scripts/build.sh asan
-echo "== ctest (asan+ubsan)"
+phase "ctest (asan+ubsan)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure --timeout 900 -j "$(nproc)"
+phase "release build"
 TACHYON_UNITY=ON scripts/build.sh release tachyon grammar_schema_tool spec_test
-echo "== speculative decoding statistical tests (release, full size)"
+phase "speculative decoding statistical tests (release, full size)"
 build/spec_test --gtest_brief=1
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
-  echo "== fuzz (${FUZZ_SECONDS:-20} s per target)"
+  phase "fuzz (${FUZZ_SECONDS:-20} s per target)"
   scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 fi
 if compgen -G "tests/python/test_*.py" >/dev/null; then
-  echo "== pytest"
+  phase "pytest"
   TACHYON_BINARY="$root/build/tachyon" .venv/bin/python -m pytest -q tests/python
 fi
-echo "== schemathesis (docs/openapi.yaml against a live server, ~100 s)"
+phase "schemathesis (docs/openapi.yaml against a live server, ~100 s)"
 TACHYON_BINARY="$root/build/tachyon" scripts/schemathesis.sh
+phase "done"
