@@ -50,16 +50,16 @@ class LengthConfigs {
   // Every byte of `set` (4 words) leads from `id` back to `id`; answers memoized per byte
   // (words 0-3 known to loop, 4-7 known not to).
   bool LoopsOn(int32_t id, const uint64_t* set) {
-    uint64_t* yes = &loops_[8 * static_cast<size_t>(id)];
-    uint64_t* no = yes + 4;
+    // Indices, not pointers: Next() may add configurations and so grow loops_.
+    const size_t yes = 8 * static_cast<size_t>(id), no = yes + 4;
     for (int w = 0; w < 4; ++w) {
-      if (set[w] & no[w]) return false;
+      if (set[w] & loops_[no + w]) return false;
     }
     for (int w = 0; w < 4; ++w) {
-      for (uint64_t unknown = set[w] & ~yes[w]; unknown != 0; unknown &= unknown - 1) {
+      for (uint64_t unknown = set[w] & ~loops_[yes + w]; unknown != 0; unknown &= unknown - 1) {
         const int bit = __builtin_ctzll(unknown);
         const bool loops = Next(id, static_cast<uint8_t>(w * 64 + bit)) == id;
-        (loops ? yes : no)[w] |= uint64_t{1} << bit;
+        loops_[(loops ? yes : no) + w] |= uint64_t{1} << bit;
         if (!loops) return false;
       }
     }
