@@ -34,7 +34,11 @@ struct SpecStats {
 // It also tracks alpha, the per-position acceptance (a draft token kept given the ones before
 // it were: accepted / min(accepted + 1, drafted) per verification, averaged the same way from
 // the start at 1, never set by one draft alone), for the engine's cost-aware length
-// (step_cost.h). When that finds no length that pays, DeclineForCost() pauses for kCostPause steps
+// (step_cost.h). Before the request's first draft is verified nothing is known about it, and
+// alpha() is kFirstDraftAlpha: the first draft is sized by the cost model as if each token were
+// as likely kept as not, so where rows are expensive it stays short (a long first draft on a
+// workload that copies nothing costs a whole extra step or more), and where they are nearly
+// free (a memory-bound model) it is still several tokens long. When that finds no length that pays, DeclineForCost() pauses for kCostPause steps
 // (a fixed pause: the cost rule is evaluated again after it, and what it decides on changes as the
 // steps are measured), then probes with one token, which keeps alpha current.
 class DraftLengthController {
@@ -42,6 +46,7 @@ class DraftLengthController {
   static constexpr int kWarmupDrafts = 4;
   static constexpr double kWeight = 0.3;  // of the newest draft in the average
   static constexpr int kCostPause = 16;
+  static constexpr double kFirstDraftAlpha = 0.5;  // alpha() before any draft was verified
 
   explicit DraftLengthController(double min_rate) : min_rate_(min_rate) {}
 
@@ -58,7 +63,7 @@ class DraftLengthController {
   void DeclineForCost();
 
   double rate() const { return rate_; }
-  double alpha() const { return alpha_; }
+  double alpha() const { return num_drafts_ == 0 ? kFirstDraftAlpha : alpha_; }
   bool paused() const { return pause_left_ > 0; }
   // The next draft follows a pause: a one-token probe, outside the cost rule.
   bool probing() const { return probing_ || cost_probe_; }

@@ -58,7 +58,7 @@ std::optional<StepCostModel::Estimate> StepCostModel::Predict(int64_t rows) cons
   if (hi >= 0) {
     const Estimate e_hi = Own(counts_[static_cast<size_t>(hi)]);
     const double f = static_cast<double>(rows - lo) / static_cast<double>(hi - lo);
-    return Estimate{e_lo.seconds + (e_hi.seconds - e_lo.seconds) * f, e_hi.settled};
+    return Estimate{e_lo.seconds + (e_hi.seconds - e_lo.seconds) * f, e_hi.settled, true};
   }
   if (lo2 < 0) return std::nullopt;
   const Estimate e_lo2 = Own(counts_[static_cast<size_t>(lo2)]);
@@ -89,7 +89,7 @@ int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double a
   for (int k = 1; k <= max_k; ++k) {
     const std::optional<StepCostModel::Estimate> e = cost.Predict(batch_rows + k);
     const double t =
-        (e && e->settled ? e->seconds : *base) +
+        (e && (e->settled || e->interpolated) ? e->seconds : *base) +
         static_cast<double>(std::max(k - free_drafts, 0)) * std::max(draft_seconds, 0.0);
     const double rate = (b - 1 + ExpectedEmitted(alpha, k)) / std::max(t, 1e-12);
     if (rate > best) {

@@ -11,13 +11,13 @@
 // what it learnt under old conditions and is measured again (periodic re-probing).
 //
 // Estimate(n) is n's own estimate where n has fresh samples, else interpolated linearly between
-// the nearest counts with fresh samples below and above n, else extrapolated along the last two
-// counts' slope above the largest one (never falling); unknown below the smallest count or with
-// a single count. An estimate is `settled` when it rests on at least kSettled fresh samples of
-// n itself, or is interpolated below a settled count (a slow sample of the count below raises
-// the cost without drafts alike, so it errs towards drafting, which measures again);
-// extrapolations never are. Decode
-// steps teach the small counts, prefill chunks the large ones, drafted steps those in between.
+// the nearest counts with fresh samples below and above n (`interpolated`), else extrapolated
+// along the last two counts' slope above the largest one (never falling); unknown below the
+// smallest count or with a single count. An estimate is `settled` when it rests on at least
+// kSettled fresh samples of n itself, or is interpolated below a settled count (a slow sample of
+// the count below raises the cost without drafts alike, so it errs towards drafting, which
+// measures again); extrapolations never are. Decode steps teach the small counts, prefill chunks
+// the large ones, drafted steps those in between.
 // Thread-safety: none (engine thread).
 #pragma once
 
@@ -43,6 +43,7 @@ class StepCostModel {
   struct Estimate {
     double seconds = 0;
     bool settled = false;
+    bool interpolated = false;  // between fresh counts on both sides, none of n's own
   };
   // Predicted seconds of a step of `rows` rows (rules above).
   std::optional<Estimate> Predict(int64_t rows) const;
@@ -74,9 +75,13 @@ double ExpectedEmitted(double alpha, int k);
 // The draft length in [0, max_k] that maximises the batch's tokens per second: a step of
 // `batch_rows` rows without this sequence's drafts emits batch_rows tokens; with k drafts it
 // emits batch_rows - 1 + ExpectedEmitted(alpha, k) in Predict(batch_rows + k). Row counts
-// whose cost is unknown or not settled are taken as costing what batch_rows does (drafting is
-// tried, and the steps it runs teach the model, so one slow step is measured again rather than
-// believed); max_k when batch_rows' own cost is unknown; 0 when alpha is 0.
+// whose cost is unknown, extrapolated or resting on a single sample of their own are taken as
+// costing what batch_rows does (drafting is tried, and the steps it runs teach the model, so one
+// slow step is measured again rather than believed); interpolated ones are believed even when
+// the count above has one sample (typically the prompt's prefill chunk: before any draft it is
+// what tells a model whose rows are expensive, where a long draft that misses costs several
+// steps, from a memory-bound one; each step of a new row count then refines it). max_k when
+// batch_rows' own cost is unknown; 0 when alpha is 0.
 // `margin` (>= 1): a draft length must beat no drafts by this factor.
 // `draft_seconds` (>= 0): what drafting one token costs before the step (a draft model's
 // forward pass; 0 for drafters whose cost is negligible): k drafts add k of it to the step,

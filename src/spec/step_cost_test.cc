@@ -89,6 +89,19 @@ TEST(CostAwareDraftLengthTest, DraftsWhatPaysAtThisCost) {
   // Unknown cost of the batch's own size: try the longest (the steps teach the model).
   StepCostModel none;
   EXPECT_EQ(CostAwareDraftLength(none, 4, 0.5, 6, 1.05), 6);
+  // Before any draft: 1 row measured twice, 64 (the prompt's prefill) once. The rows between
+  // are interpolated and believed: at alpha 0.5 the small model drafts one token, the
+  // memory-bound one the longest draft that pays.
+  StepCostModel first;
+  ObserveSettled(&first, 1, 4.4);
+  first.Observe(64, 3 + 1.4 * 64);
+  EXPECT_TRUE(first.Predict(9)->interpolated);
+  EXPECT_FALSE(first.Predict(9)->settled);
+  EXPECT_EQ(CostAwareDraftLength(first, 1, 0.5, 8, 1.05), 1);
+  StepCostModel first_flat;
+  ObserveSettled(&first_flat, 1, 1.0);
+  first_flat.Observe(64, 1.0);
+  EXPECT_EQ(CostAwareDraftLength(first_flat, 1, 0.5, 8, 1.05), 8);
   // One slow sample of 9 rows is not believed (drafting measures it again); two are.
   StepCostModel spiked;
   spiked.Observe(1, 1.0);
