@@ -13,6 +13,9 @@
 #   bench/spec_sweep.sh MODEL.gguf 3 '{"method": "ngram", "num_speculative_tokens": 8,
 #       "disable_by_batch_size": 1000000}'
 # LEVELS (default 1,2,4,8,16,32), P (default 64), G (default 128), THREADS (default 2).
+# BUDGET_S (default: none): a bound on the whole sweep's seconds; no round starts that the
+# rounds before say would end past it (the first always runs), and the figures are the medians
+# of the rounds run. Each round prints its seconds on stderr.
 # bench's prompts are random token ids: drafts hit where the greedy output repeats itself.
 set -euo pipefail
 model=$1 rounds=${2:-3}
@@ -23,14 +26,27 @@ levels=${LEVELS:-1,2,4,8,16,32} p=${P:-64} g=${G:-128} threads=${THREADS:-2}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
+start=$SECONDS done=0
 for i in $(seq "$rounds"); do
-  for side in off on; do
+  elapsed=$((SECONDS - start))
+  if [ -n "${BUDGET_S:-}" ] && [ "$done" -gt 0 ] &&
+     [ $((elapsed + elapsed / done)) -gt "$BUDGET_S" ]; then
+    echo "spec_sweep: $done of $rounds rounds within BUDGET_S=$BUDGET_S s" >&2
+    break
+  fi
+  # Each round starts on the other side, so neither is always first after a pause.
+  sides=(off on)
+  [ $((i % 2)) -eq 0 ] && sides=(on off)
+  for side in "${sides[@]}"; do
     args=(bench -m "$model" -t "$threads" --concurrency "$levels" -p "$p" -n "$g" --json)
     [ "$side" = on ] && args+=(--speculative-config "$spec")
     "$bin" "${args[@]}" > "$out/$side.$i.json" 2> "$out/$side.$i.err" ||
       { cat "$out/$side.$i.err" >&2; exit 1; }
   done
+  done=$i
+  echo "spec_sweep: round $i done at $((SECONDS - start)) s" >&2
 done
+rounds=$done
 
 python3 - "$out" "$rounds" "$spec" <<'PY'
 import json, pathlib, statistics, sys
