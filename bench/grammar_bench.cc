@@ -9,8 +9,10 @@
 // (index in the workload, compile us, masks, total and max mask us): where the time goes.
 // --cpu 1: times are this thread's CPU time (indicative figures on a loaded machine).
 // --only I: only the I-th schema of the file (profiling one case).
-// --token-limit L: every walk's matcher gets TokenMatcher::SetTokenLimit(L) and takes at most L
-// steps (length-aware masks: the walks then close their documents by L tokens).
+// --token-limit L: every walk's matcher gets TokenMatcher::SetTokenLimit(L), or the grammar's
+// MinTokenLimit() where that is larger (the server refuses a smaller max_tokens with the option
+// on; counted as "limit raised"), and takes at most that many steps (length-aware masks: the
+// walks then close their documents by the limit).
 //
 // Workloads: the JSON Schemas of testdata/structured/schemas.jsonl (kJsonSchema; schemas the
 // build refuses are counted, not timed) and a few GBNF grammars. For each compiled grammar,
@@ -74,15 +76,19 @@ struct SpecCost {
 struct Stats {
   std::vector<double> mask_us, compile_us;
   std::vector<SpecCost> per_spec;
-  int specs = 0, refused = 0;
+  int specs = 0, refused = 0, raised = 0;
 };
 
 void Walk(const CompiledGrammar& g, const Vocabulary& vocab, int steps, std::mt19937& rng,
           Stats* st) {
   auto m = g.NewMatcher();
   if (g_token_limit > 0) {
-    m->SetTokenLimit(g_token_limit);
-    steps = std::min(steps, g_token_limit);
+    const int64_t least = g.MinTokenLimit();
+    const int64_t limit = least == CompiledGrammar::kNoTokenLimit
+                              ? g_token_limit
+                              : std::max<int64_t>(g_token_limit, least);
+    m->SetTokenLimit(limit);
+    steps = static_cast<int>(std::min<int64_t>(steps, limit));
   }
   std::vector<uint32_t> mask(vocab.mask_words());
   std::vector<int32_t> allowed;
@@ -122,6 +128,10 @@ void Run(const std::vector<ConstraintSpec>& specs, std::shared_ptr<const Vocabul
       continue;
     }
     st->compile_us.push_back(us);
+    if (g_token_limit > 0 && (*g)->MinTokenLimit() != CompiledGrammar::kNoTokenLimit &&
+        (*g)->MinTokenLimit() > g_token_limit) {
+      ++st->raised;
+    }
     const size_t first = st->mask_us.size();
     for (int w = 0; w < walks; ++w) Walk(**g, *vocab, steps, rng, st);
     SpecCost c{st->specs - 1, us};
@@ -158,6 +168,10 @@ void Report(const char* what, const Stats& st) {
   const double avg = m.empty() ? 0 : sum / m.size();
   const double mx = m.empty() ? 0 : *std::max_element(m.begin(), m.end());
   std::printf("%s: %d specs (%d refused), %zu masks\n", what, st.specs, st.refused, m.size());
+  if (g_token_limit > 0) {
+    std::printf("  token limit %d, raised to MinTokenLimit() for %d specs\n", g_token_limit,
+                st.raised);
+  }
   std::printf(
       "  mask us: avg %.1f  p50 %.1f  p99 %.1f  max %.1f   (target ratio: avg %.2f, "
       "p99 %.2f, max %.2f)\n",

@@ -282,8 +282,20 @@ void GrammarImpl::CacheMask(const std::string& key,
 }
 
 const LengthTables& GrammarImpl::Lengths() const {
-  std::call_once(lengths_once_, [this] { lengths_ = std::make_unique<LengthTables>(g_, *vocab_); });
+  std::call_once(lengths_once_, [this] {
+    lengths_ = std::make_unique<LengthTables>(g_, *vocab_);
+    StackArena arena;
+    Recognizer rec(g_, &arena);
+    Config start;
+    rec.Start(&start);
+    start_distance_ = lengths_->Distance(start, arena);
+  });
   return *lengths_;
+}
+
+int64_t GrammarImpl::MinTokenLimit() const {
+  Lengths();
+  return start_distance_ >= kUnreachable ? kNoTokenLimit : start_distance_;
 }
 
 std::shared_ptr<const LengthInfo> GrammarImpl::CachedLength(const std::string& key) const {

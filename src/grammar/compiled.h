@@ -117,6 +117,7 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   ~GrammarImpl() override;
 
   std::unique_ptr<TokenMatcher> NewMatcher() const override;
+  int64_t MinTokenLimit() const override;
 
   const FlatGrammar& grammar() const { return g_; }
   const Vocabulary& vocab() const { return *vocab_; }
@@ -187,6 +188,7 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
   mutable size_t pops_bytes_ = 0;  // GUARDED_BY(mask_mu_), as pops_
   mutable std::once_flag lengths_once_;
   mutable std::unique_ptr<const LengthTables> lengths_;
+  mutable int64_t start_distance_ = 0;  // set with lengths_
   mutable std::mutex length_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const LengthInfo>> length_infos_;
   mutable size_t length_bytes_ = 0;  // GUARDED_BY(length_mu_), as length_infos_

@@ -2,6 +2,7 @@
 // vocabulary (CompiledGrammar). Compile() and GrammarCache are in grammar/compile.h.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,15 @@ class CompiledGrammar {
 
   // A fresh matcher at the start of the grammar. The matcher keeps this grammar alive.
   virtual std::unique_ptr<TokenMatcher> NewMatcher() const = 0;
+
+  // Length-aware masks (TokenMatcher::SetTokenLimit): the least limit that promises an end.
+  // A fresh matcher given SetTokenLimit(n) with n >= MinTokenLimit() ends its output as a
+  // complete sentence of the grammar within n tokens, whatever it samples among the allowed
+  // tokens; below that nothing is promised (the output may be cut). It bounds from above the
+  // tokens of the grammar's shortest sentence (grammar/length_limit.h: the start's distance).
+  // kNoTokenLimit where no limit promises an end; 0 for matchers that ignore limits (fakes).
+  static constexpr int64_t kNoTokenLimit = INT64_MAX;
+  virtual int64_t MinTokenLimit() const { return 0; }
 
  protected:
   CompiledGrammar() = default;

@@ -4,14 +4,19 @@
 #include <string>
 #include <unordered_map>
 
+#include "util/logging.h"
+
 namespace tachyon::grammar {
 namespace {
+
+constexpr int kSettle = 64;  // fixed-point passes before a growing value is taken as unbounded
 
 int64_t AddSat(int64_t a, int64_t b) {
   return std::min(a + b, kUnreachable);
 }
 
 int64_t RepeatRest(const FlatGrammar::Repeat& r, int32_t count, const std::vector<int64_t>& mins) {
+  if (count == kCountFarAbove) return 0;  // at or above min (FarCounts)
   const int64_t need = std::max<int64_t>(0, int64_t{r.min} - count);
   if (need == 0) return 0;
   if (r.rule < 0) return kUnreachable;
@@ -82,6 +87,51 @@ class LengthConfigs {
   Config tmp_;
 };
 
+// For each byte-set element p followed by more byte-set elements in its alternative: the lengths
+// n >= 2 of the tokens whose bytes i fall in the sets of elements p + i (one token then takes
+// the head from p to p + n), as offsets into `lens`: lens[first[p] .. first[p + 1]). The trie
+// is walked along the sets; each position visits at most kRunVisits trie nodes and all
+// positions together kTotalVisits (a length left out only makes a distance larger).
+void TokenRuns(const FlatGrammar& g, const TokenTrie& trie, std::vector<int32_t>* first,
+               std::vector<uint16_t>* lens) {
+  constexpr size_t kRunVisits = 4096, kTotalVisits = size_t{1} << 22;
+  const auto& nodes = trie.nodes();
+  first->assign(g.elems.size() + 1, 0);
+  lens->clear();
+  size_t total = 0;
+  std::vector<uint8_t> found;
+  std::vector<std::pair<uint32_t, int32_t>> stack;  // (trie node, its depth)
+  for (size_t p = 0; p < g.elems.size(); ++p) {
+    (*first)[p] = static_cast<int32_t>(lens->size());
+    if (g.elems[p].kind != FlatGrammar::Kind::kBytes || p + 1 >= g.elems.size() ||
+        g.elems[p + 1].kind != FlatGrammar::Kind::kBytes || total >= kTotalVisits) {
+      continue;
+    }
+    size_t run = 0;
+    while (p + run < g.elems.size() && g.elems[p + run].kind == FlatGrammar::Kind::kBytes) ++run;
+    found.assign(run + 1, 0);
+    size_t visits = 0;
+    stack.assign(1, {0u, 0});
+    while (!stack.empty() && visits < kRunVisits) {
+      const auto [i, depth] = stack.back();
+      stack.pop_back();
+      if (static_cast<size_t>(depth) >= run) continue;
+      const ByteSet& set = g.sets[g.elems[p + depth].arg];
+      for (uint32_t c = i + 1; c < nodes[i].end && visits < kRunVisits; c = nodes[c].end) {
+        ++visits;
+        if (!set.Has(nodes[c].byte)) continue;
+        if (nodes[c].own_end > nodes[c].tok_begin) found[depth + 1] = 1;
+        stack.push_back({c, depth + 1});
+      }
+    }
+    total += visits;
+    for (size_t n = 2; n <= run && n <= 0xffff; ++n) {
+      if (found[n]) lens->push_back(static_cast<uint16_t>(n));
+    }
+  }
+  (*first)[g.elems.size()] = static_cast<int32_t>(lens->size());
+}
+
 }  // namespace
 
 LengthTables::LengthTables(const FlatGrammar& g, const Vocabulary& vocab) : g_(g) {
@@ -95,6 +145,9 @@ LengthTables::LengthTables(const FlatGrammar& g, const Vocabulary& vocab) : g_(g
     for (int w = 0; w < 4; ++w) any = any || (g.sets[s].w[w] & single.w[w]) != 0;
     set_cost[s] = any ? 1 : kUnreachable;
   }
+  std::vector<int32_t> run_first;
+  std::vector<uint16_t> run_lens;
+  TokenRuns(g, vocab.trie(), &run_first, &run_lens);
   const size_t n_rules = g.rule_alts.size() - 1;
   rule_min_.assign(n_rules, kUnreachable);
   rest_.assign(g.elems.size(), 0);
@@ -125,6 +178,9 @@ LengthTables::LengthTables(const FlatGrammar& g, const Vocabulary& vocab) : g_(g
               break;
           }
           rest_[p] = AddSat(here, rest_[p + 1]);
+          for (int32_t k = run_first[p]; k < run_first[p + 1]; ++k) {
+            rest_[p] = std::min(rest_[p], AddSat(1, rest_[p + run_lens[k]]));
+          }
         }
         best = std::min(best, rest_[g.alt_start[a]]);
       }
@@ -136,7 +192,6 @@ LengthTables::LengthTables(const FlatGrammar& g, const Vocabulary& vocab) : g_(g
   }
   // Max grows to a fixed point unless a recursion nests deeper with each level: a rule still
   // growing after kSettle passes is taken as unbounded (never too small: only ever larger).
-  constexpr int kSettle = 64;
   rule_max_.assign(n_rules, 0);
   max_.assign(g.elems.size(), 0);
   for (int pass = 0, changed = 1; changed; ++pass) {
@@ -156,6 +211,78 @@ LengthTables::LengthTables(const FlatGrammar& g, const Vocabulary& vocab) : g_(g
       }
     }
   }
+  // Growth: x[p] is the most a head reached by the closure from a node at p costs within that
+  // node's frame and the frames the closure pushes (-1: the closure only returns to the
+  // caller), per rule the most of its alternatives'. A closure cannot nest without consuming
+  // a byte (left recursion is rejected), so this settles; kSettle passes bound it anyway.
+  std::vector<int64_t> rule_x(n_rules, -1), x(g.elems.size(), -1);
+  for (int pass = 0, changed = 1; changed; ++pass) {
+    changed = 0;
+    for (size_t r = n_rules; r-- > 0;) {
+      int64_t most = -1;
+      for (int32_t a = g.rule_alts[r]; a < g.rule_alts[r + 1]; ++a) {
+        int32_t end = g.alt_start[a];
+        while (g.elems[end].kind != FlatGrammar::Kind::kEnd) ++end;
+        for (int32_t p = end - 1; p >= g.alt_start[a]; --p) x[p] = ClosureCost(p, x, rule_x);
+        most = std::max(most, x[g.alt_start[a]]);
+      }
+      if (most > rule_x[r]) {
+        rule_x[r] = pass >= kSettle ? kUnreachable : most;
+        changed = 1;
+      }
+    }
+  }
+  // A byte at a head's element (rest 1 or more there) moves it on to p + 1 or returns into a
+  // continuation node, and the closure from that position costs at most x more than its rest
+  // (a counted repetition's node: at most its body's x, at any count).
+  for (size_t p = 0; p < g.elems.size(); ++p) {
+    const FlatGrammar::Elem& e = g.elems[p];
+    if (x[p] < 0) continue;
+    int64_t excess = 0;
+    if (e.kind == FlatGrammar::Kind::kRepeat) {
+      const int32_t body = g.repeats[e.arg].rule;
+      excess = body < 0 ? 0 : std::max<int64_t>(0, rule_x[body]);
+    } else {
+      excess = x[p] - std::min(rest_[p], x[p]);
+    }
+    if (x[p] >= kUnreachable || excess >= kUnreachable) {
+      growth_ = kUnreachable;
+      break;
+    }
+    growth_ = std::max(growth_, excess - 1);
+    // A byte inside a run a longer token spans (its rest counted as that token) can leave the
+    // head at p + 1 with a larger rest than it had at p.
+    if (e.kind == FlatGrammar::Kind::kBytes && x[p + 1] >= 0) {
+      if (x[p + 1] >= kUnreachable) {
+        growth_ = kUnreachable;
+        break;
+      }
+      growth_ = std::max(growth_, x[p + 1] - std::min(rest_[p], x[p + 1]));
+    }
+  }
+}
+
+int64_t LengthTables::ClosureCost(int32_t p, const std::vector<int64_t>& x,
+                                  const std::vector<int64_t>& rule_x) const {
+  const FlatGrammar::Elem& e = g_.elems[p];
+  switch (e.kind) {
+    case FlatGrammar::Kind::kBytes:
+      return rest_[p];
+    case FlatGrammar::Kind::kRule: {
+      const int64_t via = rule_x[e.arg] < 0 ? -1 : AddSat(rule_x[e.arg], rest_[p + 1]);
+      // A rule that can match nothing lets the closure go on past it.
+      return rule_min_[e.arg] == 0 ? std::max(via, x[p + 1]) : via;
+    }
+    case FlatGrammar::Kind::kRepeat: {
+      // At count 0 (the most iterations still needed); ending returns to the caller.
+      const FlatGrammar::Repeat& r = g_.repeats[e.arg];
+      if (r.rule < 0 || r.max == 0 || rule_x[r.rule] < 0) return -1;
+      return AddSat(rule_x[r.rule], RepeatRest(r, 1, rule_min_));
+    }
+    case FlatGrammar::Kind::kEnd:
+      break;
+  }
+  return -1;
 }
 
 int64_t LengthTables::MaxAt(int32_t pos, int32_t count) const {
@@ -214,8 +341,64 @@ int64_t LengthTables::Distance(const Config& c, const StackArena& arena) const {
   return best;
 }
 
+int64_t LengthTables::MostHead(const Config& c, const StackArena& arena) const {
+  int64_t most = 0;
+  for (int32_t h : c.heads) {
+    int64_t d = 0;
+    for (int32_t n = h; n >= 0; n = arena.node(n).parent) {
+      d = AddSat(d, Rest(arena.node(n).pos, arena.node(n).count));
+    }
+    most = std::max(most, d);
+  }
+  return most;
+}
+
+Config LengthTables::FarCounts(const Config& c, int64_t longest, StackArena* arena) const {
+  auto far = [&](const StackArena::Node& n) {
+    const FlatGrammar::Elem& e = g_.elems[n.pos];
+    if (e.kind != FlatGrammar::Kind::kRepeat || n.count < 0) return false;
+    const FlatGrammar::Repeat& r = g_.repeats[e.arg];
+    return r.rule >= 0 && rule_min_[r.rule] > 0 && n.count >= r.min &&
+           (r.max < 0 || r.max - int64_t{n.count} >= longest);
+  };
+  std::vector<int32_t> chain;
+  std::unordered_map<int32_t, int32_t> renamed;  // node -> its copy with far counts
+  Config out;
+  out.accepting = c.accepting;
+  out.popped = c.popped;
+  for (int32_t h : c.heads) {
+    chain.clear();
+    bool any = false;
+    for (int32_t n = h; n >= 0; n = arena->node(n).parent) {
+      chain.push_back(n);
+      any = any || far(arena->node(n));
+    }
+    if (!any) {
+      out.heads.push_back(h);
+      continue;
+    }
+    int32_t parent = arena->node(chain.back()).parent;  // the root sentinel
+    for (size_t i = chain.size(); i-- > 0;) {
+      auto it = renamed.find(chain[i]);
+      if (it != renamed.end()) {
+        parent = it->second;
+        continue;
+      }
+      const StackArena::Node n = arena->node(chain[i]);
+      parent = arena->Intern(n.pos, parent, far(n) ? kCountFarAbove : n.count);
+      renamed.emplace(chain[i], parent);
+    }
+    out.heads.push_back(parent);
+  }
+  std::sort(out.heads.begin(), out.heads.end());
+  out.heads.erase(std::unique(out.heads.begin(), out.heads.end()), out.heads.end());
+  return out;
+}
+
 LengthInfo ComputeLengthInfo(const LengthTables& lengths, const Vocabulary& vocab, Recognizer* rec,
-                             const Config& start) {
+                             const Config& real_start, uint32_t min_len) {
+  const Config start = lengths.FarCounts(
+      real_start, static_cast<int64_t>(vocab.trie().max_depth()), &rec->arena());
   LengthConfigs table(lengths, rec);
   const TokenTrie& trie = vocab.trie();
   const auto& nodes = trie.nodes();
@@ -224,6 +407,7 @@ LengthInfo ComputeLengthInfo(const LengthTables& lengths, const Vocabulary& voca
   std::vector<int32_t> states(1, table.Add(start));
   info.distance = table.distance(states[0]);
   info.worst = 0;
+  info.min_len = min_len;
   auto record = [&](int32_t tok, int64_t d) {
     info.worst = std::max(info.worst, d);
     if (d > info.distance) info.farther.push_back({d, tok});
@@ -235,10 +419,14 @@ LengthInfo ComputeLengthInfo(const LengthTables& lengths, const Vocabulary& voca
   while (i < nodes.size()) {
     const TokenTrie::Node& nd = nodes[i];
     const size_t depth = nd.depth;
+    if (trie.max_length_below(i) <= min_len) {
+      i = nd.end;  // every token here is left out
+      continue;
+    }
     if (states.size() <= depth) states.resize(depth + 1);
     const int32_t s = table.Next(states[depth - 1], nd.byte);
     states[depth] = s;
-    if (table.ends(s)) {
+    if (table.ends(s) && depth > min_len) {
       for (uint32_t t = nd.tok_begin; t < nd.own_end; ++t) record(toks[t], table.distance(s));
     }
     if (!table.alive(s)) {
@@ -262,6 +450,7 @@ LengthInfo ComputeLengthInfo(const LengthTables& lengths, const Vocabulary& voca
 
 void ApplyLengthLimit(const LengthInfo& info, int64_t budget, uint32_t* bitmask, size_t words) {
   if (budget <= 0 || budget - 1 >= info.worst) return;
+  CHECK(info.min_len == 0 || budget - 1 >= info.distance);
   auto clear = [&](int32_t t) { bitmask[t >> 5] &= ~(1u << (t & 31)); };
   const int64_t allowed = budget - 1;
   if (allowed >= info.distance) {

@@ -1,6 +1,7 @@
 #include "grammar/matcher_impl.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 
 #include "grammar/length_limit.h"
@@ -60,17 +61,31 @@ void Matcher::ApplyTokenLimit(std::span<uint32_t> bitmask) {
   const Config& cfg = steps_.back().cfg;
   // No configuration within reach is farther than the budget: nothing to leave out.
   if (budget - 1 >= lengths.Ceiling(cfg, arena_, &ceiling_chain_)) return;
-  // The distance after every allowed token, once per configuration (cached like masks).
-  std::shared_ptr<const LengthInfo> info = grammar_->CachedLength(key_);
-  if (info == nullptr) {
-    const size_t mark = arena_.size();
-    auto computed =
-        std::make_shared<LengthInfo>(ComputeLengthInfo(lengths, grammar_->vocab(), &rec_, cfg));
-    arena_.Truncate(mark);
-    info = computed;
-    grammar_->CacheLength(key_, info);
+  // Nor after a token of at most `fits` bytes (Growth), so only longer tokens are walked; the
+  // walk's shortest length is rounded down to a power of two (a few walks per configuration).
+  uint32_t min_len = 0;
+  const int64_t slack = budget - 1 - lengths.MostHead(cfg, arena_);
+  if (slack >= 0) {
+    const int64_t growth = lengths.Growth();
+    const int64_t fits = growth == 0 ? INT64_MAX : slack / growth;
+    if (fits >= static_cast<int64_t>(grammar_->vocab().trie().max_depth())) return;
+    if (fits > 0) min_len = std::bit_floor(static_cast<uint32_t>(fits));
   }
+  std::shared_ptr<const LengthInfo> info = LengthInfoFor(min_len);
   ApplyLengthLimit(*info, budget, bitmask.data(), grammar_->vocab().mask_words());
+}
+
+std::shared_ptr<const LengthInfo> Matcher::LengthInfoFor(uint32_t min_len) {
+  length_key_ = key_;
+  length_key_.append(reinterpret_cast<const char*>(&min_len), sizeof(min_len));
+  std::shared_ptr<const LengthInfo> info = grammar_->CachedLength(length_key_);
+  if (info != nullptr) return info;
+  const size_t mark = arena_.size();
+  info = std::make_shared<const LengthInfo>(
+      ComputeLengthInfo(grammar_->Lengths(), grammar_->vocab(), &rec_, steps_.back().cfg, min_len));
+  arena_.Truncate(mark);
+  grammar_->CacheLength(length_key_, info);
+  return info;
 }
 
 void Matcher::ComputeMask(std::span<uint32_t> bitmask) {

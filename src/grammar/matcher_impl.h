@@ -44,6 +44,9 @@ class Matcher final : public TokenMatcher {
   // Leaves in `bitmask` (the grammar's mask now) the tokens that keep an end within the
   // token limit (length_limit.h). REQUIRES: key_ is the current configuration's key.
   void ApplyTokenLimit(std::span<uint32_t> bitmask);
+  // The current configuration's LengthInfo over the tokens longer than min_len (cached per
+  // configuration key and min_len, like masks). REQUIRES: key_ as for ApplyTokenLimit.
+  std::shared_ptr<const LengthInfo> LengthInfoFor(uint32_t min_len);
   // Computes the mask of the current configuration (no cache) into `bitmask`.
   void ComputeMask(std::span<uint32_t> bitmask);
   // Adds head h's classes for its chain cut after `depth` positions; false (nothing added)
@@ -71,7 +74,7 @@ class Matcher final : public TokenMatcher {
   Config caller_cfg_;
   std::string pop_key_;
   std::vector<Config> path_cfg_;
-  std::string key_, path_;
+  std::string key_, path_, length_key_;
   std::vector<int32_t> ceiling_chain_;
 };
 

@@ -15,10 +15,11 @@
 //   {"id", "gbnf_bytes", "walks": [text...], "unfinished": k, "dead_ends": [text...],
 //    "rejected": [doc...], "checked": n}  (dead_ends: the texts where a walk got stuck)
 // With --limited-walks L, also L walks under a token limit (TokenMatcher::SetTokenLimit) drawn
-// at random from [d, d + 48], d the grammar's shortest completion in bytes (an upper bound on
-// its tokens): uniform among the allowed tokens, never stopping before the grammar ends, so
-// the limit is what closes the document. They add "limited": [{"limit", "tokens", "text",
-// "ended"}...] (ended: the grammar could end where the walk stopped) and "start_distance": d.
+// at random from [d, d + 48], d = CompiledGrammar::MinTokenLimit() (the grammar's shortest
+// completion in bytes, an upper bound on its tokens): uniform among the allowed tokens, never
+// stopping before the grammar ends, so the limit is what closes the document. They add
+// "limited": [{"limit", "tokens", "text", "ended"}...] (ended: the grammar could end where the
+// walk stopped) and "start_distance": d.
 // Exit status 0 unless the inputs cannot be read.
 #include <chrono>
 #include <cstdlib>
@@ -31,10 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/compile.h"
-#include "grammar/compiled.h"
 #include "grammar/json_schema.h"
-#include "grammar/length_limit.h"
-#include "grammar/recognizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tachyon::grammar {
@@ -127,16 +125,6 @@ bool Walk(const CompiledGrammar& g, const Vocabulary& vocab, int max_tokens, std
     text->append(vocab.bytes(t));
   }
   return false;
-}
-
-// The grammar's shortest completion from its start, in bytes.
-int64_t StartDistance(const CompiledGrammar& g, const Vocabulary& vocab) {
-  const auto& impl = static_cast<const GrammarImpl&>(g);
-  StackArena arena;
-  Recognizer rec(impl.grammar(), &arena);
-  Config start;
-  rec.Start(&start);
-  return LengthTables(impl.grammar(), vocab).Distance(start, arena);
 }
 
 // One walk under a token limit: uniform among the allowed tokens until the grammar terminates
@@ -250,9 +238,9 @@ int Main(int argc, char** argv) {
       }
     }
     if (a.limited_walks > 0) {
-      const int64_t d = StartDistance(**g, **vocab);
+      const int64_t d = (*g)->MinTokenLimit();
       nlohmann::json limited = nlohmann::json::array();
-      for (int i = 0; i < a.limited_walks && d < kUnreachable; ++i) {
+      for (int i = 0; i < a.limited_walks && d < CompiledGrammar::kNoTokenLimit; ++i) {
         limited.push_back(LimitedWalk(**g, **vocab, std::max<int64_t>(1, d) + (rng() % 49), &rng));
       }
       result["limited"] = limited;
