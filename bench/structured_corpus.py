@@ -24,7 +24,9 @@ or none of these (a long document).
 --truncated-in F asks again only the schemas truncated in an earlier --jsonl file F;
 --timeout S: a request still unanswered after S seconds counts as an error ("timeout");
 --complete-within-max-tokens asks tachyon to end every document by max_tokens
-(response_format.complete_within_max_tokens): then no answer should be truncated.
+(response_format.complete_within_max_tokens): then every answer is valid or refused (a schema
+whose shortest document may need more than max_tokens tokens is refused with a 400 naming
+max_tokens; the summary counts those apart).
 
 tests/python/test_structured_output_corpus.py drives tachyon through the same functions.
 """
@@ -351,6 +353,9 @@ def main():
     counts = summarize(results)
     print(f"{len(cases)} schemas, model {model}, max_tokens {args.max_tokens}: " +
           ", ".join(f"{k} {v}" for k, v in counts.items()))
+    short = sum(1 for kind, detail in results
+                if kind == "refused" and "too small for complete_within_max_tokens" in detail)
+    print(f"  refused for max_tokens: {short}, for the schema: {counts['refused'] - short}")
     print("  truncated by cause: " +
           ", ".join(f"{k} {v}" for k, v in truncation_causes(results).items()))
     for (kind, detail), case in zip(results, cases):

@@ -268,6 +268,25 @@ std::optional<ApiError> OpenAiApi::FitContext(const CommonParams& common, size_t
   return std::nullopt;
 }
 
+std::optional<ApiError> OpenAiApi::FitGrammar(const grammar::CompiledGrammar* g, bool within,
+                                              int64_t max_tokens) const {
+  if (g == nullptr || !within) return std::nullopt;
+  const int64_t need = g->MinTokenLimit();
+  if (max_tokens >= need) return std::nullopt;
+  if (need == grammar::CompiledGrammar::kNoTokenLimit) {
+    return InvalidParam("max_tokens",
+                        "complete_within_max_tokens cannot be promised for this constraint at "
+                        "any max_tokens (its shortest output needs a byte that no single token "
+                        "spells); turn complete_within_max_tokens off.");
+  }
+  return InvalidParam("max_tokens",
+                      "max_tokens = " + std::to_string(max_tokens) +
+                          " is too small for complete_within_max_tokens: the shortest output "
+                          "this constraint accepts may take up to " +
+                          std::to_string(need) + " tokens. Raise max_tokens to at least " +
+                          std::to_string(need) + " or turn complete_within_max_tokens off.");
+}
+
 bool OpenAiApi::WithinMaxTokens(const std::optional<RequestedConstraint>& constraint) const {
   if (constraint && constraint->complete_within_max_tokens) {
     return *constraint->complete_within_max_tokens;
@@ -327,6 +346,10 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
     if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "prompt")) {
       return SendError(*channel, *e, kCompletions);
     }
+    if (auto e = FitGrammar(spec.grammar.get(), spec.grammar_within_max_tokens,
+                            prompt.sampling.max_tokens)) {
+      return SendError(*channel, *e, kCompletions);
+    }
     spec.prompts.push_back(std::move(prompt));
   }
   spec.chat = false;
@@ -382,6 +405,8 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
                         "format; this model's chat template shows none (start the "
                         "server with --tool-call-parser hermes|llama3|mistral).");
   }
+  // The constraint's own grammar (a reasoning section or a tool trigger may wrap it below).
+  const std::shared_ptr<const grammar::CompiledGrammar> constraint_grammar = grammar.value();
   auto plan = PlanChatConstraints({&cr, std::move(grammar.value()), format, options_.reasoning_end},
                                   *backend_, triggers_);
   if (!plan.ok()) return plan.error();
@@ -399,6 +424,10 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
   prompt.ids.insert(prompt.ids.end(), cr.common.resume_token_ids.begin(),
                     cr.common.resume_token_ids.end());
   if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "messages")) return e;
+  if (auto e = FitGrammar(constraint_grammar.get(), WithinMaxTokens(cr.common.constraint),
+                          prompt.sampling.max_tokens)) {
+    return e;
+  }
   JobSpec spec;
   spec.grammar = plan.value().grammar;
   spec.grammar_within_max_tokens = WithinMaxTokens(cr.common.constraint);

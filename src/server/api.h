@@ -131,6 +131,11 @@ class OpenAiApi {
   // Fills max_tokens from the context, or rejects a prompt that does not fit.
   std::optional<ApiError> FitContext(const CommonParams& common, size_t prompt_len,
                                      sampling::SamplingParams& sampling, const char* param) const;
+  // complete_within_max_tokens (within): rejects a max_tokens below the least limit with which
+  // the grammar promises a complete output (CompiledGrammar::MinTokenLimit), as FitContext
+  // rejects a prompt that does not fit. g null or !within: nothing to check.
+  std::optional<ApiError> FitGrammar(const grammar::CompiledGrammar* g, bool within,
+                                     int64_t max_tokens) const;
   // The request's output grammar compiled by the backend (null when unconstrained); compile
   // errors are 400s naming the constraint's field.
   ApiResult<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(

@@ -94,9 +94,30 @@ TEST_F(StructuredApiTest, CompleteWithinMaxTokens) {
   EXPECT_FALSE(backend_->SubmittedRequests().back().grammar_within_max_tokens);
 }
 
+// With complete_within_max_tokens a max_tokens below the grammar's shortest output (9 bytes,
+// one token each here) is refused as a prompt that does not fit the context is; without the
+// option the answer is cut instead.
+TEST_F(StructuredApiTest, MaxTokensBelowTheShortestOutputIsRefusedWhenCompleteWithin) {
+  const json so = {{"regex", "\\d{8}z"}, {"complete_within_max_tokens", true}};
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    auto ch = Post(path, {{"max_tokens", 8}, {"structured_outputs", so}});
+    EXPECT_EQ(ch->response.status, 400) << path;
+    const json e = ch->Json()["error"];
+    EXPECT_EQ(e["param"], "max_tokens") << e.dump();
+    EXPECT_NE(e["message"].get<std::string>().find("max_tokens = 8"), std::string::npos)
+        << e.dump();
+    EXPECT_NE(e["message"].get<std::string>().find("at least 9"), std::string::npos) << e.dump();
+  }
+  json fits = Chat({{"max_tokens", 9}, {"structured_outputs", so}});
+  EXPECT_EQ(fits["choices"][0]["finish_reason"], "stop") << fits.dump();
+  json cut = Chat({{"max_tokens", 8}, {"structured_outputs", {{"regex", "\\d{8}z"}}}});
+  EXPECT_EQ(cut["choices"][0]["finish_reason"], "length") << cut.dump();
+}
+
 TEST_F(StructuredApiTest, ChoiceAndGrammarOnCompletions) {
-  json j = Post("/v1/completions", {{"structured_outputs", {{"choice", {"red", "green"}}}}, {"n", 2}})
-               ->Json();
+  json j =
+      Post("/v1/completions", {{"structured_outputs", {{"choice", {"red", "green"}}}}, {"n", 2}})
+          ->Json();
   ASSERT_EQ(j["choices"].size(), 2u) << j.dump();
   for (const json& c : j["choices"]) {
     EXPECT_TRUE(c["text"] == "red" || c["text"] == "green") << c.dump();
