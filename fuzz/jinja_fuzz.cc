@@ -3,7 +3,7 @@
 // agree, and the tracked client spans must be well formed). Any crash, sanitizer report, hang or runaway
 // allocation is a bug: bad templates must fail with a Status.
 //
-//   scripts/build.sh fuzz && build-fuzz/jinja_fuzz -max_total_time=120 -max_len=4096
+//   scripts/build.sh asan jinja_fuzz && build-asan/jinja_fuzz -max_total_time=120 -max_len=4096
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang, ASan + UBSan; only the fuzz/*_fuzz.cc targets and the
-# libraries they link, not the whole tree) and runs each for SECONDS (default 60).
+# Builds the libFuzzer targets (in the sanitizer build, build-asan/: clang, ASan + UBSan +
+# coverage; only the fuzz/*_fuzz.cc targets and the libraries they link, when the tree is not
+# built yet) and runs each for SECONDS (default 60), as many at a time as there are cores.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      e.g. scripts/fuzz.sh 300 gguf_fuzz
 #
@@ -8,7 +9,7 @@
 # ../shared/testdata and tiny hand-made ones (gguf_fuzz, tokenizer_fuzz), compact vocabulary
 # descriptions (tokenizer_fuzz), request bodies (openai_request_fuzz), raw HTTP requests
 # (http_request_fuzz), grammars and regexes (gbnf_fuzz). Crash reproducers are written to
-# $FUZZ_ARTIFACTS (default build-fuzz/artifacts/); a crash makes the script exit non-zero. Other
+# $FUZZ_ARTIFACTS (default build-asan/fuzz-artifacts/); a crash makes the script exit non-zero. Other
 # knobs: FUZZ_MAX_LEN (default 65536; longer seeds are truncated to it), FUZZ_SEED_MAX_BYTES
 # (default 2 MiB).
 # docs/fuzzing.md describes the targets and what they found.
@@ -22,12 +23,12 @@ targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 ((${#targets[@]})) || { echo "fuzz.sh: no fuzz/*_fuzz.cc targets" >&2; exit 1; }
 
-# Configures build-fuzz/ (scripts/build.sh fuzz) and builds only these targets.
-"$root/scripts/build.sh" fuzz "${targets[@]}"
+# Configures build-asan/ (scripts/build.sh asan) and builds only these targets.
+"$root/scripts/build.sh" asan "${targets[@]}"
 
 testdata=${TACHYON_TESTDATA:-$root/../shared/testdata}
 max_seed=${FUZZ_SEED_MAX_BYTES:-2097152}
-artifacts=${FUZZ_ARTIFACTS:-$root/build-fuzz/artifacts}
+artifacts=${FUZZ_ARTIFACTS:-$root/build-asan/fuzz-artifacts}
 mkdir -p "$artifacts"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -130,9 +131,16 @@ open(out + '/groups', 'wb').write(stream([(0, 0), (0, 1)], lpb=1, layers=2))
 EOF2
 }
 
+# run_target T: one fuzzer over its corpus; its output goes to $work/T.log.
+run_target() {
+  "$root/build-asan/$1" "$work/$1" -max_total_time="$secs" -max_len="${FUZZ_MAX_LEN:-65536}" \
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/$1-" >"$work/$1.log" 2>&1 || true
+}
+
 status=0
 for t in "${targets[@]}"; do
-  bin="$root/build-fuzz/$t"
+  bin="$root/build-asan/$t"
   [ -x "$bin" ] || { echo "fuzz.sh: $bin not built" >&2; status=1; continue; }
   corpus="$work/$t"
   mkdir -p "$corpus"
@@ -160,12 +168,15 @@ for t in "${targets[@]}"; do
     kv_wire_fuzz) make_kv_wire_seeds "$corpus" ;;
   esac
   echo "== $t: ${secs}s, $(ls "$corpus" | wc -l) seed files"
-  if ! "$bin" "$corpus" -max_total_time="$secs" -max_len="${FUZZ_MAX_LEN:-65536}" \
-      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$artifacts/$t-" 2>&1 | tee "$work/$t.log" | grep -E \
-      '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==[0-9]+==ERROR|SUMMARY|.*artifact)' ; then
-    :
-  fi
+  run_target "$t" &
+  while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n || true; done
+done
+wait
+for t in "${targets[@]}"; do
+  [ -f "$work/$t.log" ] || continue
+  echo "== $t"
+  grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==[0-9]+==ERROR|SUMMARY|.*artifact)' \
+    "$work/$t.log" || true
   if grep -qE '==[0-9]+==ERROR|deadly signal|Test unit written' "$work/$t.log"; then
     echo "fuzz.sh: $t FOUND A CRASH; reproducers in $artifacts" >&2
     status=1

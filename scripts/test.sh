@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs the whole test suite:
 #   1. every unit and CLI test (ctest) under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (build-asan/, a unity build),
+#      (build-asan/: clang, a unity build; it also holds the libFuzzer targets),
 #   2. the release build's binary and the programs the Python tests drive (build/, a unity
 #      build when build/ is configured here), and the
 #      speculative-decoding statistical tests at full size on it (10^6 draws per case; the
 #      sanitizer build runs them on fewer),
-#   3. every libFuzzer target for FUZZ_SECONDS each (default 20; scripts/fuzz.sh builds only the
-#      fuzz targets and their libraries, in build-fuzz/); FUZZ_SECONDS=0 skips them,
+#   3. every libFuzzer target of build-asan/ for FUZZ_SECONDS each (default 20, as many at a time
+#      as there are cores; scripts/fuzz.sh); FUZZ_SECONDS=0 skips them,
 #   4. the Python end-to-end tests (pytest) against the release binary, if any,
 #   5. schemathesis: the HTTP API against docs/openapi.yaml (scripts/schemathesis.sh).
 # The release build's unit-test programs are not built here (`scripts/build.sh release` builds

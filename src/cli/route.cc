@@ -59,9 +59,9 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
                         ", http://HOST:PORT (repeatable; with --replica or alone)")
         ->type_name("URL")
         ->group(kDiscovery)
-        ->each([flag](const std::string& url) {
+        ->each([name = flag](const std::string& url) {
           auto e = router::ParseReplicaUrl(url);
-          if (!e.ok()) throw CLI::ValidationError(flag, e.status().message());
+          if (!e.ok()) throw CLI::ValidationError(name, e.status().message());
         });
   }
   AddInt(*app, "--pd-min-prompt-tokens", &o->router.pd.min_prompt_tokens, 0, 1 << 30,

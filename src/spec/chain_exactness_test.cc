@@ -27,17 +27,15 @@
 #include "spec/rejection_sampler.h"
 #include "spec/suffix_drafter.h"
 #include "spec/testing/distribution_fit.h"
+#include "util/sanitizer.h"
 
 namespace tachyon::spec {
 namespace {
 
 constexpr int kV = 8;
 constexpr int kTopK = 5;
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kRequests = 100000;  // the sanitizer build checks memory, on fewer draws
-#else
-constexpr int kRequests = 1000000;
-#endif
+// The sanitizer build checks memory, on fewer draws.
+constexpr int kRequests = kAddressSanitizer ? 100000 : 1000000;
 const double kTvBound = 12.0 / std::sqrt(double(kRequests));  // ~3x the noise over 64 cells
 
 using Table = std::array<std::vector<float>, kV>;  // [prev][x]

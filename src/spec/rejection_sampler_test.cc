@@ -5,6 +5,7 @@
 
 #include "sampling/logits_processors.h"
 #include "spec/testing/distribution_fit.h"
+#include "util/sanitizer.h"
 
 #include <gtest/gtest.h>
 
@@ -21,11 +22,7 @@ namespace {
 constexpr int kSamplerVocab = 48;
 // 10^6 draws per case in the release build (the statistical test); the sanitizer build runs
 // the same code for memory errors on fewer draws, with the bounds scaled to them.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kDraws = 100000;
-#else
-constexpr int kDraws = 1000000;
-#endif
+constexpr int kDraws = kAddressSanitizer ? 100000 : 1000000;
 // Sampling noise of the total variation over 48 tokens is ~3 / sqrt(draws).
 const double kSamplerTvBound = 5.0 / std::sqrt(double(kDraws));
 const double kRateBound = 3.0 / std::sqrt(double(kDraws));
