@@ -215,7 +215,7 @@ void DotN(int64_t k, const void* w, const uint8_t* act, size_t stride, float* y,
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) {
-    y[r * ldy] = HAdd(acc[r]) - HAdd(_mm512_castps256_ps512(accm[r]));
+    y[r * ldy] = HAdd(acc[r]) - HAdd(_mm512_zextps256_ps512(accm[r]));
   }
 }
 

@@ -24,9 +24,9 @@ int PeakInt8Avx512(int64_t iters) {
   for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
   alignas(64) int32_t lanes[16];
   _mm512_store_si512(lanes, s);
-  int total = 0;
-  for (int32_t v : lanes) total += v;
-  return total;
+  uint32_t total = 0;  // wraps: the value only keeps the loop from being optimised away
+  for (int32_t v : lanes) total += static_cast<uint32_t>(v);
+  return static_cast<int>(total);
 }
 
 }  // namespace tachyon::kernels::internal
