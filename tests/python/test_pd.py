@@ -6,8 +6,14 @@ connections cut at byte offsets (random, seeded), a corrupted byte, a stalled li
 of the prefill replica mid-transfer. Through the router (tachyon route --prefill --decode): long
 prompts prefilled on the prefill replica, short ones not, and kill -9 of either side mid-transfer.
 Every case must end without a hang, with identical output, and with no KV blocks left in use on
-either side."""
+either side.
 
+Every server of this module runs at the AVX-512 level (TACHYON_CPU=avx512), where a token's logits
+do not depend on how many tokens its step computes; at the AMX level they do (docs/kernels.md,
+"Numerics"), so a decode replica that computes only the tail can differ slightly from one pass
+over the whole prompt (docs/pd.md, known limits)."""
+
+import os
 import random
 import signal
 import socket
@@ -23,6 +29,15 @@ from etcd_server import Etcd, free_port
 from test_router import REPLICA_HEADER, Router, read_stream, stream_text
 
 BLOCK = 16
+
+
+@pytest.fixture(scope="module", autouse=True)
+def batch_invariant_kernels():
+    """Servers started in this module inherit TACHYON_CPU=avx512 (see the module docstring)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TACHYON_CPU", "avx512")
+        yield
+
 # About 300 tokens of ChatML prompt (the paragraph twice): 18+ full blocks.
 PARAGRAPH = (
     "The lighthouse keeper wrote in his log every evening. He noted the wind, the color of the "
