@@ -20,7 +20,9 @@ case "$kind" in
   *) echo "usage: $0 [release|asan]" >&2; exit 2 ;;
 esac
 # ccache (installed by setup.sh) makes rebuilds and extra worktrees cheap; paths under the
-# repository's parent are hashed relative, so clones side by side share one cache. Direct mode
+# repository's parent are hashed relative, so clones side by side share one cache, except in
+# the unity builds (asan, and release with TACHYON_UNITY=ON), whose generated sources include
+# every file by its absolute path: there only the same folder hits again. Direct mode
 # is off: every lookup hashes the preprocessed source, so a header that differs between two
 # clones can never bring back the other clone's object.
 if command -v ccache >/dev/null; then
