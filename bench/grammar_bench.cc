@@ -79,14 +79,18 @@ struct Stats {
   int specs = 0, refused = 0, raised = 0;
 };
 
+// --token-limit for grammar g: raised to g's MinTokenLimit() where that is larger (and finite).
+int64_t TokenLimitFor(const CompiledGrammar& g) {
+  const int64_t least = g.MinTokenLimit();
+  return least == CompiledGrammar::kNoTokenLimit ? g_token_limit
+                                                 : std::max<int64_t>(g_token_limit, least);
+}
+
 void Walk(const CompiledGrammar& g, const Vocabulary& vocab, int steps, std::mt19937& rng,
           Stats* st) {
   auto m = g.NewMatcher();
   if (g_token_limit > 0) {
-    const int64_t least = g.MinTokenLimit();
-    const int64_t limit = least == CompiledGrammar::kNoTokenLimit
-                              ? g_token_limit
-                              : std::max<int64_t>(g_token_limit, least);
+    const int64_t limit = TokenLimitFor(g);
     m->SetTokenLimit(limit);
     steps = static_cast<int>(std::min<int64_t>(steps, limit));
   }
@@ -128,10 +132,7 @@ void Run(const std::vector<ConstraintSpec>& specs, std::shared_ptr<const Vocabul
       continue;
     }
     st->compile_us.push_back(us);
-    if (g_token_limit > 0 && (*g)->MinTokenLimit() != CompiledGrammar::kNoTokenLimit &&
-        (*g)->MinTokenLimit() > g_token_limit) {
-      ++st->raised;
-    }
+    if (g_token_limit > 0 && TokenLimitFor(**g) > g_token_limit) ++st->raised;
     const size_t first = st->mask_us.size();
     for (int w = 0; w < walks; ++w) Walk(**g, *vocab, steps, rng, st);
     SpecCost c{st->specs - 1, us};
