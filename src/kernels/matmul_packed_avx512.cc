@@ -9,7 +9,9 @@
 // with dw the 16 rows' scales (one vcvtph2ps). Q4_1 (kOffset 0) has no code offset but a
 // per-block min m for each row:
 //   acc += (float(isum) * dx) * dw;   acc += m * (dx * sum(xq))
-// (dx * sum(xq) = 4 * s4 of the activation, exact). Each unpacked block is used for all nx
+// (dx * sum(xq) = 4 * s4 of the activation, exact). Q5_0 / Q5_1 are Q4_0 / Q4_1 with 5-bit
+// codes: each step's nibbles get their fifth bit from the block's bit-plane step (pack.cc),
+// two shifts and masks per step. Each unpacked block is used for all nx
 // activation rows; the 16 outputs of a row are stored at once (masked for a partial tile).
 // These are the float operations of the GEMM kernels (matmul_gemm_avx512.cc), in the same
 // order, so a row's outputs are the same bits at every m (batch invariance); the K-quant
@@ -59,13 +61,38 @@ inline __m512 BlockRows(const uint16_t* p, int64_t b) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + b * kPackRows)));
 }
 
-template <int kCodeSteps, int kOffset, int NX>
+// One step of a Q4 / Q5 block: the low and high nibbles of the codes v as u8 codes. kHigh
+// (Q5): their fifth bits are bit 4 of each byte of *hl / *hh, which start as the bit plane
+// shifted left by 4 / as it is (step 0: plane bits 0 / 4) and move right by one bit per step
+// (16-bit shifts: the bits a byte keeps never cross into the other byte).
+template <bool kHigh>
+inline void Nibbles(__m512i v, __m512i* hl, __m512i* hh, __m512i* lo, __m512i* hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  *lo = _mm512_and_si512(v, m4);
+  *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  if constexpr (kHigh) {
+    const __m512i m10 = _mm512_set1_epi8(0x10);
+    *lo = _mm512_or_si512(*lo, _mm512_and_si512(*hl, m10));
+    *hi = _mm512_or_si512(*hi, _mm512_and_si512(*hh, m10));
+    *hl = _mm512_srli_epi16(*hl, 1);
+    *hh = _mm512_srli_epi16(*hh, 1);
+  }
+}
+// The starting *hl, *hh of Nibbles from the bit-plane step at p (zeros without kHigh).
+template <bool kHigh>
+inline void BitPlane(const uint8_t* p, __m512i* hl, __m512i* hh) {
+  *hh = kHigh ? _mm512_load_si512(p) : _mm512_setzero_si512();
+  *hl = _mm512_slli_epi16(*hh, 4);
+}
+
+// kHigh: Q5 (4 code steps, then the bit-plane step).
+template <int kCodeSteps, int kOffset, bool kHigh, int NX>
 void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
            int64_t ldy, int nrows) {
   const int64_t nb = k / 32;
-  constexpr int kBlockBytes = kCodeSteps * 64;
+  constexpr int kBlockBytes = (kCodeSteps + (kHigh ? 1 : 0)) * 64;
   const auto* scales = reinterpret_cast<const uint16_t*>(tile + nb * kBlockBytes);
-  const uint16_t* mins = scales + nb * kPackRows;  // Q4_1 (kOffset 0) only
+  const uint16_t* mins = scales + nb * kPackRows;  // Q4_1 / Q5_1 (kOffset 0) only
   Q8Row32 x[NX];
   __m512 acc[NX];
 #pragma GCC unroll 8
@@ -73,7 +100,6 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
     x[i] = ViewQ8Row32(act + i * stride, k);
     acc[i] = _mm512_setzero_ps();
   }
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * kBlockBytes;
     _mm_prefetch(reinterpret_cast<const char*>(codes + kPrefetchBytes), _MM_HINT_T0);
@@ -84,11 +110,11 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
     const __m512 mw = kOffset == 0 ? BlockRows(mins, b) : _mm512_setzero_ps();
     __m512i u[8];
     if constexpr (kCodeSteps == 4) {
+      __m512i hl, hh;
+      BitPlane<kHigh>(codes + 256, &hl, &hh);
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
-        const __m512i v = _mm512_load_si512(codes + 64 * s);
-        u[s] = _mm512_and_si512(v, m4);
-        u[s + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        Nibbles<kHigh>(_mm512_load_si512(codes + 64 * s), &hl, &hh, &u[s], &u[s + 4]);
       }
     } else {
 #pragma GCC unroll 8
@@ -122,15 +148,15 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
 // ahead of each tile's codes cost time at m = 1 (CPU time per token of one-thread decode on
 // the AMD EPYC VM, alternating runs: SmolLM2-135M Q4_1 10.75 -> 9.96 ms, llama-1b Q4_0
 // 63.8 -> 55.8 ms without it; docs/performance.md).
-template <int kCodeSteps, int kOffset, int NX>
+template <int kCodeSteps, int kOffset, bool kHigh, int NX>
 void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act, size_t stride,
             float* y, int64_t ldy, int nrows_b) {
   const int64_t nb = k / 32;
-  constexpr int kBlockBytes = kCodeSteps * 64;
+  constexpr int kBlockBytes = (kCodeSteps + (kHigh ? 1 : 0)) * 64;
   const uint8_t* tb = ta + tile_bytes;
   const auto* sa = reinterpret_cast<const uint16_t*>(ta + nb * kBlockBytes);
   const auto* sb = reinterpret_cast<const uint16_t*>(tb + nb * kBlockBytes);
-  const uint16_t* ma = sa + nb * kPackRows;  // Q4_1 (kOffset 0) only
+  const uint16_t* ma = sa + nb * kPackRows;  // Q4_1 / Q5_1 (kOffset 0) only
   const uint16_t* mb = sb + nb * kPackRows;
   Q8Row32 x[NX];
   __m512 acc[NX][2];
@@ -139,7 +165,6 @@ void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
     x[i] = ViewQ8Row32(act + i * stride, k);
     acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   }
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* ca = ta + b * kBlockBytes;
     const uint8_t* cb = tb + b * kBlockBytes;
@@ -148,12 +173,14 @@ void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) is[i][0] = is[i][1] = _mm512_setzero_si512();
     if constexpr (kCodeSteps == 4) {
+      __m512i hla, hha, hlb, hhb;
+      BitPlane<kHigh>(ca + 256, &hla, &hha);
+      BitPlane<kHigh>(cb + 256, &hlb, &hhb);
 #pragma GCC unroll 4
       for (int st = 0; st < 4; ++st) {
-        const __m512i va = _mm512_load_si512(ca + 64 * st), vb = _mm512_load_si512(cb + 64 * st);
-        const __m512i la = _mm512_and_si512(va, m4), lb = _mm512_and_si512(vb, m4);
-        const __m512i ha = _mm512_and_si512(_mm512_srli_epi16(va, 4), m4);
-        const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(vb, 4), m4);
+        __m512i la, ha, lb, hb;
+        Nibbles<kHigh>(_mm512_load_si512(ca + 64 * st), &hla, &hha, &la, &ha);
+        Nibbles<kHigh>(_mm512_load_si512(cb + 64 * st), &hlb, &hhb, &lb, &hb);
 #pragma GCC unroll 8
         for (int i = 0; i < NX; ++i) {
           const int8_t* xb = x[i].qs + xoff;
@@ -194,33 +221,33 @@ void Tile2N(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act,
   }
 }
 
-template <int kCodeSteps, int kOffset>
+template <int kCodeSteps, int kOffset, bool kHigh = false>
 void Tile2(int64_t k, const uint8_t* ta, size_t tile_bytes, const uint8_t* act, size_t stride,
            int nx, float* y, int64_t ldy, int nrows_b) {
   switch (nx) {
     case 1:
-      return Tile2N<kCodeSteps, kOffset, 1>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
+      return Tile2N<kCodeSteps, kOffset, kHigh, 1>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
     case 2:
-      return Tile2N<kCodeSteps, kOffset, 2>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
+      return Tile2N<kCodeSteps, kOffset, kHigh, 2>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
     case 3:
-      return Tile2N<kCodeSteps, kOffset, 3>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
+      return Tile2N<kCodeSteps, kOffset, kHigh, 3>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
     default:
-      return Tile2N<kCodeSteps, kOffset, 4>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
+      return Tile2N<kCodeSteps, kOffset, kHigh, 4>(k, ta, tile_bytes, act, stride, y, ldy, nrows_b);
   }
 }
 
-template <int kCodeSteps, int kOffset>
+template <int kCodeSteps, int kOffset, bool kHigh = false>
 void Tile(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx, float* y,
           int64_t ldy, int nrows) {
   switch (nx) {
     case 1:
-      return TileN<kCodeSteps, kOffset, 1>(k, tile, act, stride, y, ldy, nrows);
+      return TileN<kCodeSteps, kOffset, kHigh, 1>(k, tile, act, stride, y, ldy, nrows);
     case 2:
-      return TileN<kCodeSteps, kOffset, 2>(k, tile, act, stride, y, ldy, nrows);
+      return TileN<kCodeSteps, kOffset, kHigh, 2>(k, tile, act, stride, y, ldy, nrows);
     case 3:
-      return TileN<kCodeSteps, kOffset, 3>(k, tile, act, stride, y, ldy, nrows);
+      return TileN<kCodeSteps, kOffset, kHigh, 3>(k, tile, act, stride, y, ldy, nrows);
     default:
-      return TileN<kCodeSteps, kOffset, 4>(k, tile, act, stride, y, ldy, nrows);
+      return TileN<kCodeSteps, kOffset, kHigh, 4>(k, tile, act, stride, y, ldy, nrows);
   }
 }
 
@@ -613,6 +640,10 @@ Packed2Fn Packed2Avx512(GgmlType type) {
       return Tile2<4, 8>;
     case GgmlType::kQ4_1:
       return Tile2<4, 0>;
+    case GgmlType::kQ5_0:
+      return Tile2<4, 16, true>;
+    case GgmlType::kQ5_1:
+      return Tile2<4, 0, true>;
     case GgmlType::kQ8_0:
       return Tile2<8, 128>;
     case GgmlType::kQ4_K:
@@ -630,6 +661,10 @@ PackedFn PackedAvx512(GgmlType type) {
       return Tile<4, 8>;
     case GgmlType::kQ4_1:
       return Tile<4, 0>;
+    case GgmlType::kQ5_0:
+      return Tile<4, 16, true>;
+    case GgmlType::kQ5_1:
+      return Tile<4, 0, true>;
     case GgmlType::kQ8_0:
       return Tile<8, 128>;
     case GgmlType::kQ4_K:

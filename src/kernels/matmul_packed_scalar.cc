@@ -1,8 +1,8 @@
 // Scalar kernels for the packed layouts (kernels/pack.h): the fallback without AVX2 and the
 // plain statement of what the SIMD packed kernels compute. Per row r and block b:
 //   y += dw * dx * sum_j(u[j] * xq[j]) - kOffset * dw * (dx * sum(xq))
-// with u the unsigned stored codes (Q4_0 nibbles, Q8_0 q + 128) and kOffset 8 / 128; Q4_1
-// (kOffset 0: no offset, a per-block min m instead)
+// with u the unsigned stored codes (Q4_0 nibbles, Q5_0 nibble | fifth bit << 4, Q8_0 q + 128)
+// and kOffset 8 / 16 / 128; Q4_1 / Q5_1 (kOffset 0: no offset, a per-block min m instead)
 //   y += dw * dx * sum_j(u[j] * xq[j]) + m * (dx * sum(xq)).
 #include <cstring>
 
@@ -19,24 +19,29 @@ inline const int8_t* ActStep(const Q8Row32& x, int64_t b, int s) {
   return s < 4 ? blk + 4 * s : blk + 64 + 4 * (s - 4);
 }
 
-template <int kCodeSteps, int kOffset>
+// kHigh: Q5, the block's fifth bits in the bit-plane step after the 4 code steps (pack.cc).
+template <int kCodeSteps, int kOffset, bool kHigh = false>
 void PackedTile(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, int nx,
                 float* y, int64_t ldy, int nrows) {
   const int64_t nb = k / 32;
-  const auto* scales = reinterpret_cast<const uint16_t*>(tile + nb * kCodeSteps * 64);
-  const uint16_t* mins = scales + nb * kPackRows;  // Q4_1 (kOffset 0) only
+  constexpr int kBlockBytes = (kCodeSteps + (kHigh ? 1 : 0)) * 64;
+  const auto* scales = reinterpret_cast<const uint16_t*>(tile + nb * kBlockBytes);
+  const uint16_t* mins = scales + nb * kPackRows;  // Q4_1 / Q5_1 (kOffset 0) only
   for (int i = 0; i < nx; ++i) {
     const Q8Row32 x = ViewQ8Row32(act + i * stride, k);
     for (int r = 0; r < nrows; ++r) {
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* codes = tile + b * kCodeSteps * 64 + 4 * r;
+        const uint8_t* codes = tile + b * kBlockBytes + 4 * r;
         int isum = 0;
         for (int s = 0; s < kCodeSteps; ++s) {
           for (int j = 0; j < 4; ++j) {
             const int u = codes[64 * s + j];
-            if constexpr (kCodeSteps == 4) {  // Q4_0: low nibble step s, high nibble s + 4
-              isum += (u & 0xF) * ActStep(x, b, s)[j] + (u >> 4) * ActStep(x, b, s + 4)[j];
+            if constexpr (kCodeSteps == 4) {  // Q4 / Q5: low nibble step s, high nibble s + 4
+              const int h = kHigh ? codes[64 * 4 + j] : 0;  // fifth bits: bit s, bit 4 + s
+              const int lo = (u & 0xF) | (((h >> s) & 1) << 4);
+              const int hi = (u >> 4) | (((h >> (4 + s)) & 1) << 4);
+              isum += lo * ActStep(x, b, s)[j] + hi * ActStep(x, b, s + 4)[j];
             } else {
               isum += u * ActStep(x, b, s)[j];
             }
@@ -133,6 +138,10 @@ PackedFn PackedScalar(GgmlType type) {
       return PackedTile<4, 8>;
     case GgmlType::kQ4_1:
       return PackedTile<4, 0>;
+    case GgmlType::kQ5_0:
+      return PackedTile<4, 16, true>;
+    case GgmlType::kQ5_1:
+      return PackedTile<4, 0, true>;
     case GgmlType::kQ8_0:
       return PackedTile<8, 128>;
     case GgmlType::kQ4_K:

@@ -2,6 +2,7 @@
 // reference, for every weight type, odd sizes and several activation row counts.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "kernels/pack.h"
 #include "kernels/testing/kernel_testing.h"
 #include "kernels/testing/matmul_problem.h"
+#include "tensor/quant_blocks.h"
 #include "util/cpu_features.h"
 #include "util/thread_pool.h"
 
@@ -128,7 +130,8 @@ void CheckPacked(const Problem& p, ThreadPool* pool = nullptr) {
   }
 }
 
-const GgmlType kPackedTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+const GgmlType kPackedTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                 GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
                                  GgmlType::kQ6_K, GgmlType::kF16,  GgmlType::kBF16};
 
 TEST(MatMulPacked, OddColumnCounts) {
@@ -264,6 +267,29 @@ TEST(MatMulPacked, LayoutSizes) {
   // Same bytes as the GGUF rows (Q4_0 / Q8_0), or within 3% (K-quants: unpacked scales).
   EXPECT_EQ(PackedBytes(GgmlType::kQ4_0, 32, 4096), RowBytes(GgmlType::kQ4_0, 4096) * 32);
   EXPECT_EQ(PackedBytes(GgmlType::kQ4_1, 32, 4096), RowBytes(GgmlType::kQ4_1, 4096) * 32);
+  // Q5: codes and the fifth bits' plane (320 bytes a block), scales (and mins).
+  EXPECT_EQ(PackedTileBytes(GgmlType::kQ5_0, 64), 2u * (320 + 32));
+  EXPECT_EQ(PackedTileBytes(GgmlType::kQ5_1, 32), 384u);
+  EXPECT_EQ(PackedBytes(GgmlType::kQ5_0, 32, 896), RowBytes(GgmlType::kQ5_0, 896) * 32);
+  EXPECT_EQ(PackedBytes(GgmlType::kQ5_1, 32, 4096), RowBytes(GgmlType::kQ5_1, 4096) * 32);
+}
+
+// The Q5 bit plane: byte j of row r's plane word holds the fifth bits of elements 4 s + j
+// (bit s) and 16 + 4 s + j (bit 4 + s), read here from a packed tile of one-hot qh words.
+TEST(MatMulPacked, Q5BitPlaneLayout) {
+  MatMulProblem p = MakeMatMulProblem(GgmlType::kQ5_0, 16, 32, 1, 3);
+  auto* blocks = reinterpret_cast<BlockQ5_0*>(p.w.data());
+  for (int e = 0; e < 32; ++e) {
+    const uint32_t qh = 1u << e;
+    std::memcpy(blocks[e % 16].qh, &qh, 4);
+    AlignedBuffer buf = AllocateAligned(PackedBytes(p.type, p.rows, p.cols));
+    PackWeight(p.weight, buf.get(), nullptr);
+    const int j = e % 4, bit = e < 16 ? e / 4 : 4 + (e - 16) / 4;
+    for (int byte = 0; byte < 4; ++byte) {
+      const uint8_t want = byte == j ? static_cast<uint8_t>(1u << bit) : 0;
+      EXPECT_EQ(buf[256 + 4 * (e % 16) + byte], want) << "element " << e << " byte " << byte;
+    }
+  }
 }
 
 // MatMulMulti == one MatMul per weight, bit for bit (packed, unpacked, mixed types and

@@ -7,8 +7,13 @@
 //                   4 s .. 4 s + 3, high nibbles: elements 16 + 4 s .. 16 + 4 s + 3)
 //             Q4_1: as Q4_0 (its codes are unsigned 0..15 too)
 //             Q8_0: step s < 8 = row r's qs[4 s .. 4 s + 3] XOR 0x80 (unsigned q + 128)
+//             Q5_0 / Q5_1: steps 0..3 as Q4_0 (the low 4 bits of the codes), then step 4 the
+//                   fifth bits (qh, bit e = element e) as a bit plane: byte j of row r has
+//                   bit s = element 4 s + j and bit 4 + s = element 16 + 4 s + j (s < 4), so
+//                   step s's low / high nibbles take their fifth bits from bit s / 4 + s of
+//                   the same byte position (kCodeBytes 320, 0.69 bytes per weight in all)
 //   scales: nb * 16 fp16: [b][r] = row r's block-b scale d
-//   mins (Q4_1 only, after the scales): nb * 16 fp16: [b][r] = row r's block-b min m
+//   mins (Q4_1 / Q5_1, after the scales): nb * 16 fp16: [b][r] = row r's block-b min m
 //   padding to a multiple of 64 bytes.
 //
 // K-quants (nb = cols / 256 super-blocks; codes of all super-blocks, then their metadata):
@@ -43,13 +48,28 @@
 namespace tachyon::kernels {
 namespace {
 
-// kMins: the block also has a min m (Q4_1), stored after the scales in the same order.
-template <typename Block, int kSteps, uint32_t kXor, bool kMins = false>
+// The fifth bits of a Q5 block (qh, bit e = element e) as the bit-plane word of one row:
+// byte j, bit s = element 4 s + j, bit 4 + s = element 16 + 4 s + j (s < 4).
+uint32_t Q5BitPlane(uint32_t qh) {
+  uint32_t out = 0;
+  for (int j = 0; j < 4; ++j) {
+    for (int s = 0; s < 4; ++s) {
+      out |= ((qh >> (4 * s + j)) & 1u) << (8 * j + s);
+      out |= ((qh >> (16 + 4 * s + j)) & 1u) << (8 * j + 4 + s);
+    }
+  }
+  return out;
+}
+
+// kMins: the block also has a min m (Q4_1 / Q5_1), stored after the scales in the same order.
+// kHigh: the block also has fifth bits (Q5_0 / Q5_1), one more step after the code steps.
+template <typename Block, int kSteps, uint32_t kXor, bool kMins = false, bool kHigh = false>
 void PackTile(const Weight& w, int64_t t, uint8_t* tile) {
   const int64_t nb = w.cols / 32;
+  constexpr int kBlockBytes = (kSteps + (kHigh ? 1 : 0)) * 64;
   const size_t row_bytes = w.row_bytes ? w.row_bytes : RowBytes(w.type, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  auto* scales = reinterpret_cast<uint16_t*>(tile + nb * kSteps * 64);
+  auto* scales = reinterpret_cast<uint16_t*>(tile + nb * kBlockBytes);
   uint16_t* mins = scales + nb * kPackRows;
   const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
   const int64_t r_end = std::min<int64_t>(kPackRows, w.rows - t * kPackRows);
@@ -60,9 +80,9 @@ void PackTile(const Weight& w, int64_t t, uint8_t* tile) {
         reinterpret_cast<const Block*>(base + static_cast<size_t>(t * kPackRows + r) * row_bytes);
   }
   // Block-major: the 16 rows' block b are read side by side and written as one contiguous
-  // run of kSteps * 64 bytes.
+  // run of kBlockBytes bytes.
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* dst = tile + b * kSteps * 64;
+    uint8_t* dst = tile + b * kBlockBytes;
     for (int64_t r = 0; r < r_end; ++r) {
       const Block& blk = rows[r][b];
       for (int s = 0; s < kSteps; ++s) {
@@ -71,11 +91,17 @@ void PackTile(const Weight& w, int64_t t, uint8_t* tile) {
         v ^= kXor;
         std::memcpy(dst + 64 * s + 4 * r, &v, 4);
       }
+      if constexpr (kHigh) {
+        uint32_t qh;
+        std::memcpy(&qh, blk.qh, 4);
+        const uint32_t plane = Q5BitPlane(qh);
+        std::memcpy(dst + 64 * kSteps + 4 * r, &plane, 4);
+      }
       scales[b * kPackRows + r] = blk.d;
       if constexpr (kMins) mins[b * kPackRows + r] = blk.m;
     }
   }
-  const size_t used = static_cast<size_t>(nb) * (kSteps * 64 + (kMins ? 4 : 2) * kPackRows);
+  const size_t used = static_cast<size_t>(nb) * (kBlockBytes + (kMins ? 4 : 2) * kPackRows);
   if (used < tile_bytes) std::memset(tile + used, 0, tile_bytes - used);
 }
 
@@ -179,8 +205,8 @@ void PackTileFloat(const Weight& w, int64_t t, uint8_t* tile, size_t tile_bytes)
 }  // namespace
 
 bool HasPackedLayout(GgmlType type) {
-  return type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0 ||
-         type == GgmlType::kQ4_K || type == GgmlType::kQ6_K || type == GgmlType::kF16 ||
+  return type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 ||
+         type == GgmlType::kQ5_1 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K || type == GgmlType::kQ6_K || type == GgmlType::kF16 ||
          type == GgmlType::kBF16;
 }
 
@@ -199,6 +225,12 @@ size_t PackedTileBytes(GgmlType type, int64_t cols) {
       break;
     case GgmlType::kQ4_1:  // Q4_0's codes, then scales and mins
       n = static_cast<size_t>(cols / 32) * (256 + 4 * kPackRows);
+      break;
+    case GgmlType::kQ5_0:  // codes and fifth bits, then scales
+      n = static_cast<size_t>(cols / 32) * (320 + 2 * kPackRows);
+      break;
+    case GgmlType::kQ5_1:  // codes and fifth bits, then scales and mins
+      n = static_cast<size_t>(cols / 32) * (320 + 4 * kPackRows);
       break;
     default:
       n = static_cast<size_t>(cols / 32) * ((type == GgmlType::kQ8_0 ? 512 : 256) + 2 * kPackRows);
@@ -222,6 +254,12 @@ void PackTiles(const Weight& w, int64_t t0, int64_t t1, uint8_t* dst) {
         break;
       case GgmlType::kQ4_1:
         PackTile<BlockQ4_1, 4, 0, true>(w, t, tile);
+        break;
+      case GgmlType::kQ5_0:
+        PackTile<BlockQ5_0, 4, 0, false, true>(w, t, tile);
+        break;
+      case GgmlType::kQ5_1:
+        PackTile<BlockQ5_1, 4, 0, true, true>(w, t, tile);
         break;
       case GgmlType::kQ8_0:
         PackTile<BlockQ8_0, 8, 0x80808080u>(w, t, tile);

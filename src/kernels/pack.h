@@ -8,9 +8,9 @@
 // needs no horizontal reduction. Scales are kept apart from the codes (all of a tile's codes,
 // then all its scales) so every load is aligned. See docs/kernels.md for the byte layouts.
 //
-// Packing keeps the values bit for bit (only the order of bytes changes, and Q8_0 codes are
-// stored with their sign bit flipped), so packed and unpacked MatMul agree to float
-// summation order. A partial last tile is padded with zero rows.
+// Packing keeps the values bit for bit (only the arrangement changes: Q8_0 codes are stored
+// with their sign bit flipped, Q5 fifth bits as a bit plane beside the nibbles), so packed and
+// unpacked MatMul agree to float summation order. A partial last tile is padded with zero rows.
 //
 //   AlignedBuffer buf = AllocatePacked(w);
 //   PackWeight(w, buf.get(), pool);
@@ -32,9 +32,9 @@ namespace tachyon::kernels {
 inline constexpr int64_t kPackRows = 16;
 // Version of the packed byte layouts; bump it whenever any layout changes (on-disk caches of
 // packed weights, model/pack_cache.h, written by another version are then ignored).
-inline constexpr uint32_t kPackVersion = 2;
+inline constexpr uint32_t kPackVersion = 3;
 
-// Whether `type` has a packed layout (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, F16, BF16).
+// Whether `type` has a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, F16, BF16).
 bool HasPackedLayout(GgmlType type);
 
 // Bytes of one packed tile of kPackRows rows (a multiple of 64).
