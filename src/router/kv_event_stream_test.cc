@@ -49,10 +49,12 @@ struct Fixture {
     o.picker.seed = 3;
     return o;
   }
-  // The predicted cached tokens of `replica` for `prompt`, without placing there for good.
+  // The predicted cached tokens of `replica` for `prompt` (its blocks and one token more, so
+  // that every block can be a hit), without placing there for good.
   int Cached(const std::vector<kv::BlockHash>& prompt, int replica) {
     uint64_t others = ~(uint64_t{1} << replica);
-    auto p = std::get<Placement>(pool.Place(prompt, 16 * static_cast<int>(prompt.size()), others));
+    const int tokens = 16 * static_cast<int>(prompt.size()) + 1;
+    auto p = std::get<Placement>(pool.Place(prompt, tokens, others));
     pool.Release(p.replica);
     return p.predicted_cached_tokens;
   }

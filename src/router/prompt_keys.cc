@@ -2,6 +2,9 @@
 
 #include <variant>
 
+#include <xxhash.h>
+
+#include "router/replica_picker.h"
 #include "server/chat_prompt.h"
 #include "server/protocol.h"
 
@@ -36,7 +39,11 @@ PromptBlocks PromptKeys::Hash(const std::vector<int32_t>& tokens,
                               const std::string& cache_salt) const {
   PromptBlocks out;
   out.prompt_tokens = static_cast<int>(tokens.size());
-  kv::ExtendBlockHashes(tokens, block_size_, kv::RootHash(cache_salt), tokens.size(), &out.hashes);
+  const kv::BlockHash root = kv::RootHash(cache_salt);
+  kv::ExtendBlockHashes(tokens, block_size_, root, tokens.size(), &out.hashes);
+  out.key = out.hashes.empty()
+                ? XXH3_64bits_withSeed(tokens.data(), tokens.size() * sizeof(int32_t), BlockKey(root))
+                : BlockKey(out.hashes.back());
   return out;
 }
 

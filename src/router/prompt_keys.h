@@ -25,6 +25,11 @@ namespace tachyon::router {
 struct PromptBlocks {
   std::vector<kv::BlockHash> hashes;  // full blocks, first first
   int prompt_tokens = 0;
+  // Names the request in keyed ties and canary shares (ReplicaPool::Place): BlockKey of the
+  // last full block when there is one (so prompts sharing their blocks share it), else a hash
+  // of the tokens in the cache salt's namespace. The router names a request it could not
+  // tokenize by a hash of its body. nullopt: not named (the pool's seeded RNG decides).
+  std::optional<uint64_t> key;
 };
 
 class PromptKeys {
@@ -43,7 +48,7 @@ class PromptKeys {
   std::optional<PromptBlocks> ForChat(const nlohmann::ordered_json& body) const;
   std::optional<PromptBlocks> ForCompletion(const nlohmann::json& body) const;
 
-  // Block hashes of `tokens` in namespace `cache_salt`.
+  // Block hashes (and key) of `tokens` in namespace `cache_salt`.
   PromptBlocks Hash(const std::vector<int32_t>& tokens, const std::string& cache_salt) const;
 
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "router/replica_picker.h"
 #include "util/testing/testdata.h"
 
 namespace tachyon::router {
@@ -44,6 +45,21 @@ TEST_F(PromptKeysTest, CompletionPromptsAreHashedAsTheEngineHashesThem) {
   std::vector<kv::BlockHash> salted;
   kv::ExtendBlockHashes(given, 16, kv::RootHash("t1"), given.size(), &salted);
   EXPECT_EQ(by_ids->hashes, salted);
+
+  // The key names the prompt: its last block's when it has blocks; else its tokens, in the
+  // salt's namespace.
+  EXPECT_EQ(blocks->key, BlockKey(blocks->hashes.back()));
+  auto short_a = (*keys)->ForCompletion({{"prompt", std::vector<int32_t>{5, 6, 7}}});
+  auto short_a2 = (*keys)->ForCompletion({{"prompt", std::vector<int32_t>{5, 6, 7}}});
+  auto short_b = (*keys)->ForCompletion({{"prompt", std::vector<int32_t>{5, 6, 8}}});
+  auto short_salted =
+      (*keys)->ForCompletion({{"prompt", std::vector<int32_t>{5, 6, 7}}, {"cache_salt", "t1"}});
+  ASSERT_TRUE(short_a && short_a2 && short_b && short_salted);
+  EXPECT_TRUE(short_a->hashes.empty());
+  ASSERT_TRUE(short_a->key.has_value());
+  EXPECT_EQ(short_a->key, short_a2->key);
+  EXPECT_NE(short_a->key, short_b->key);
+  EXPECT_NE(short_a->key, short_salted->key);
 
   // Not a valid request: no keys (the replica answers the error).
   EXPECT_FALSE((*keys)->ForCompletion({{"prompt", 5}}).has_value());

@@ -86,11 +86,12 @@ void ProxyCall::Begin() {
 
 ProxyCall::PlaceResult ProxyCall::Dispatch() {
   auto placed = core_->pool.Place(request_.blocks.hashes, request_.blocks.prompt_tokens,
-                                  tried_ | request_.prefill_replicas);
+                                  tried_ | request_.prefill_replicas, request_.blocks.key);
   if (request_.prefill_replicas != 0 && std::holds_alternative<PlaceError>(placed) &&
       std::get<PlaceError>(placed) == PlaceError::kNoReplica) {
     // No replica but prefill ones is left: a prefill replica serves the request itself.
-    placed = core_->pool.Place(request_.blocks.hashes, request_.blocks.prompt_tokens, tried_);
+    placed = core_->pool.Place(request_.blocks.hashes, request_.blocks.prompt_tokens, tried_,
+                               request_.blocks.key);
   }
   if (const Placement* p = std::get_if<Placement>(&placed)) {
     core_->metrics.ObservePlacement(core_->pool.endpoint(p->replica).url, *p,
@@ -158,7 +159,7 @@ bool ProxyCall::StartPrefill(const Placement& placed) {
     return false;
   }
   auto where = core_->pool.Place(request_.blocks.hashes, request_.blocks.prompt_tokens,
-                                 ~request_.prefill_replicas);
+                                 ~request_.prefill_replicas, request_.blocks.key);
   const Placement* p = std::get_if<Placement>(&where);
   if (p == nullptr) {
     pd.Count("no_prefill");

@@ -11,12 +11,13 @@
 // + 1) — so while a replica is free, no replica takes a second request, and affinity cannot
 // pile one hot prefix onto one replica.
 //
-// Ties (kv): with a `tie_key` (the router passes its prompt's last full-block hash, which names
-// the whole prefix and cache salt) the tied replica ranked highest by a hash of (seed,
+// Ties (kv): with a `tie_key` (the router passes the request's key, PromptBlocks::key: its
+// prompt's last full-block hash, which names the whole prefix and cache salt; for a prompt
+// shorter than a block a hash of its tokens) the tied replica ranked highest by a hash of (seed,
 // tie_key, its name_hash) wins — rendezvous hashing over the replicas' URLs, so every router
 // with the same seed makes the same choice for the same request and state, whatever it routed
 // before and in whatever order it numbered the replicas, and distinct prompts spread evenly.
-// Without a key (a prompt shorter than one block) ties are broken uniformly with an RNG seeded
+// Without a key (a caller that names no request) ties are broken uniformly with an RNG seeded
 // by `seed`, as the random policy is: a router given the same sequence of states makes the
 // same choices.
 //
@@ -30,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "kv/block_hash.h"
 #include "util/status.h"
 
 namespace tachyon::router {
@@ -55,6 +57,9 @@ struct Candidate {
   int matched_blocks = 0;  // leading prompt blocks it holds (kv)
   uint64_t name_hash = 0;  // ReplicaNameHash(its URL): ranks it in keyed ties
 };
+
+// The 64-bit key of a block hash (a request's key when that block is its prompt's last).
+inline uint64_t BlockKey(const kv::BlockHash& h) { return h.lo ^ h.hi; }
 
 // A hash of a replica's name (its URL) that is the same in every process.
 uint64_t ReplicaNameHash(std::string_view url);

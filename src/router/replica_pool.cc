@@ -72,6 +72,7 @@ MembershipChange ReplicaPool::SetMembers(const std::vector<DiscoveredReplica>& s
     s.generation++;
     s.events_synced = false;
     s.reported = ReplicaLoad{};
+    s.others = 0;
     s.up = false;
     s.last_error = "left the replica set";
     index_.RemoveReplica(i);
@@ -137,7 +138,9 @@ bool ReplicaPool::IsCurrent(int replica, uint64_t generation) const {
 }
 
 std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::BlockHash> hashes,
-                                                       int prompt_tokens, uint64_t excluded) {
+                                                       int prompt_tokens, uint64_t excluded,
+                                                       std::optional<uint64_t> key) {
+  if (!key && !hashes.empty()) key = BlockKey(hashes.back());
   const auto start = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   const int n = static_cast<int>(states_.size());
@@ -149,19 +152,17 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
     const bool usable = s.member && s.up && !(excluded & (uint64_t{1} << i));
     any_up |= usable;
     candidates[i].eligible = usable && s.in_flight < options_.max_in_flight;
-    candidates[i].in_flight = std::max(s.in_flight, s.reported.running + s.reported.waiting);
+    candidates[i].in_flight = s.in_flight + s.others;
   }
   if (!any_up) return PlaceError::kNoReplica;
   std::string group;
   if (!options_.weights.empty()) {
     // The share this request belongs to; its replicas only, unless none of them is usable.
-    // With a full block the point in [0, 100) comes from the prompt's last block hash (it names
-    // the whole prefix and cache salt) mixed with the seed, so every router puts the same prompt
-    // in the same share; without one, from the seeded RNG.
+    // The point in [0, 100) comes from the request's key mixed with the seed, so every router
+    // puts the same prompt in the same share; without a key, from the seeded RNG.
     double u;
-    if (!hashes.empty()) {
-      const uint64_t h = SeededKeyHash(options_.picker.seed ^ kCanarySeedSalt,
-                                       hashes.back().lo ^ hashes.back().hi);
+    if (key) {
+      const uint64_t h = SeededKeyHash(options_.picker.seed ^ kCanarySeedSalt, *key);
       u = static_cast<double>(h >> 11) * (100.0 / 9007199254740992.0);  // 53 bits / 2^53
     } else {
       u = std::uniform_real_distribution<double>(0, 100)(weight_rng_);
@@ -192,20 +193,20 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
       }
     }
   }
-  std::optional<uint64_t> tie_key;
+  if (options_.picker.policy == Policy::kKv) {
+    for (int i = 0; i < n; ++i) candidates[i].name_hash = ReplicaNameHash(states_[i].url);
+  }
   if (options_.picker.policy == Policy::kKv && !hashes.empty()) {
     std::array<int, kMaxReplicas> matched;
     // Not marked used here: the Insert below marks the whole prompt (when a replica is chosen).
     index_.MatchLeadingBlocks(hashes, std::span<int>(matched.data(), static_cast<size_t>(n)),
                               /*mark_used=*/false);
-    for (int i = 0; i < n; ++i) {
-      candidates[i].matched_blocks = matched[i];
-      candidates[i].name_hash = ReplicaNameHash(states_[i].url);
-    }
-    // The last block's hash names the whole prompt prefix (and its cache salt).
-    tie_key = hashes.back().lo ^ hashes.back().hi;
+    // A replica computes a prompt's last token even when it is cached (its logits are needed),
+    // so at most (prompt_tokens - 1) / block_size leading blocks are ever a hit there.
+    const int usable = std::max(0, prompt_tokens - 1) / options_.picker.block_size;
+    for (int i = 0; i < n; ++i) candidates[i].matched_blocks = std::min(matched[i], usable);
   }
-  const std::optional<int> pick = picker_.Pick(candidates, prompt_tokens, tie_key);
+  const std::optional<int> pick = picker_.Pick(candidates, prompt_tokens, key);
   if (!pick) return PlaceError::kSaturated;
   Placement p;
   p.replica = *pick;
@@ -283,7 +284,10 @@ void ReplicaPool::ApplyBlockEvents(int replica, std::span<const BlockEvent> even
 void ReplicaPool::SetEventsSynced(int replica, bool synced) {
   std::lock_guard<std::mutex> lock(mu_);
   states_[replica].events_synced = synced;
-  if (!synced) states_[replica].reported = ReplicaLoad{};
+  if (!synced) {
+    states_[replica].reported = ReplicaLoad{};
+    states_[replica].others = 0;
+  }
 }
 
 void ReplicaPool::SetLabels(int replica, std::map<std::string, std::string> labels) {
@@ -293,7 +297,9 @@ void ReplicaPool::SetLabels(int replica, std::map<std::string, std::string> labe
 
 void ReplicaPool::SetReportedLoad(int replica, const ReplicaLoad& load) {
   std::lock_guard<std::mutex> lock(mu_);
-  states_[replica].reported = load;
+  ReplicaState& s = states_[replica];
+  s.reported = load;
+  s.others = std::max(0, load.running + load.waiting - s.in_flight);
 }
 
 bool ReplicaPool::AnyUp() const {

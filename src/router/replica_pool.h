@@ -39,10 +39,10 @@
 namespace tachyon::router {
 
 // Canary weights (`tachyon route --weight KEY=VALUE:PERCENT`): that share of new requests goes
-// to the replicas labelled KEY=VALUE (labels come with a replica's KV events snapshot). A prompt
-// of at least one full block is put in a share by its last block hash mixed with the seed (every
-// router with that seed puts it in the same share, whatever it placed before; distinct prompts
-// split in the weights' proportions); a shorter prompt by the pool's seeded RNG.
+// to the replicas labelled KEY=VALUE (labels come with a replica's KV events snapshot). A request
+// is put in a share by its key (Place) mixed with the seed (every router with that seed puts it
+// in the same share, whatever it placed before; distinct prompts split in the weights'
+// proportions); a request without a key by the pool's seeded RNG.
 struct LabelWeight {
   std::string key, value;
   double percent = 0;  // [0, 100]
@@ -94,6 +94,12 @@ struct ReplicaState {
   std::string last_error;      // why it last went down ("" if never)
   bool events_synced = false;  // its KV events feed the index (snapshot applied, no gap since)
   ReplicaLoad reported;        // from its events stream (zeros without one)
+  // Sequences on it that are not this router's: its last reported running + waiting less this
+  // router's in-flight count there when that report arrived (>= 0). A placement scores
+  // in_flight + others, so a request this router just finished, still counted in the last
+  // report, weighs nothing, and what other routers or direct clients run weighs the same for
+  // every router.
+  int others = 0;
   std::map<std::string, std::string> labels;  // from its events snapshot
 };
 
@@ -129,9 +135,13 @@ class ReplicaPool {
 
   // Chooses a replica for a prompt with block hashes `hashes` (may be empty) and
   // `prompt_tokens` tokens, avoiding the replicas whose bit is set in `excluded`; counts the
-  // request in flight there and records its blocks in the index.
+  // request in flight there and records its blocks in the index. `key` names the request
+  // (PromptBlocks::key) for keyed ties and the canary share; without one, BlockKey of the last
+  // of `hashes`; with neither, the seeded RNGs decide. The choice is a function of the
+  // replicas' state (up, in flight, reported load, indexed blocks), the request and the seed.
   std::variant<Placement, PlaceError> Place(std::span<const kv::BlockHash> hashes,
-                                            int prompt_tokens, uint64_t excluded);
+                                            int prompt_tokens, uint64_t excluded,
+                                            std::optional<uint64_t> key = std::nullopt);
   // A placed request finished (in whatever way).
   void Release(int replica);
 

@@ -48,15 +48,21 @@ TEST(ReplicaPool, KvAffinityAndForgettingAFailedReplica) {
   ReplicaPool pool(TestEndpoints(3, 9000), o);
   for (int i = 0; i < 3; ++i) pool.SetProbeResult(i, true, "");
   const auto prompt = TestChain(0, 6);
-  auto first = std::get<Placement>(pool.Place(prompt, 96, 0));
+  auto first = std::get<Placement>(pool.Place(prompt, 97, 0));
   EXPECT_EQ(first.predicted_cached_tokens, 0);
   pool.Release(first.replica);
   for (int i = 0; i < 4; ++i) {
-    auto again = std::get<Placement>(pool.Place(prompt, 96, 0));
+    auto again = std::get<Placement>(pool.Place(prompt, 97, 0));
     EXPECT_EQ(again.replica, first.replica);
     EXPECT_EQ(again.predicted_cached_tokens, 96);
     pool.Release(again.replica);
   }
+  // A prompt of exactly six blocks: the replica computes its last token anyway (it needs the
+  // logits), so five blocks are a hit there.
+  auto exact = std::get<Placement>(pool.Place(prompt, 96, 0));
+  EXPECT_EQ(exact.replica, first.replica);
+  EXPECT_EQ(exact.predicted_cached_tokens, 80);
+  pool.Release(exact.replica);
   EXPECT_EQ(pool.IndexedBlocks(), 6u);
   EXPECT_TRUE(pool.MarkFailed(first.replica, "connect: refused"));
   EXPECT_FALSE(pool.MarkFailed(first.replica, "again"));
@@ -220,6 +226,62 @@ TEST(ReplicaPool, RoutersWithDifferentHistoriesAndOrdersMakeTheSameChoices) {
     b.Release(rb);
   }
   EXPECT_EQ(used.size(), 4u);  // distinct prompts spread over every replica
+}
+
+TEST(ReplicaPool, KeyedShortPromptsAndReportedLoadGiveTheSameChoices) {
+  // Two routers over three replicas, numbered in opposite orders, with different histories:
+  // A has placed unkeyed requests (its RNG moved) and has two requests of its own in flight on
+  // the replica at port 9000, which that replica reports (running 2) to both. Prompts shorter
+  // than a block, named by their keys, then go to the same replica on both, and never to the
+  // loaded one while the others are free: each scores its own requests plus the others the
+  // replica reports.
+  std::vector<Endpoint> forward = TestEndpoints(3, 9000);
+  std::vector<Endpoint> backward(forward.rbegin(), forward.rend());
+  PoolOptions o;
+  o.picker.seed = 5;
+  ReplicaPool a(forward, o), b(backward, o);
+  for (int i = 0; i < 3; ++i) {
+    a.SetProbeResult(i, true, "");
+    b.SetProbeResult(i, true, "");
+  }
+  for (int k = 0; k < 7; ++k) a.Release(Replica(a.Place({}, 8, 0)));
+  const int busy_a = 0, busy_b = 2;  // the replica at port 9000 in each numbering
+  ASSERT_EQ(a.endpoint(busy_a).url, b.endpoint(busy_b).url);
+  for (int k = 0; k < 2; ++k) EXPECT_EQ(Replica(a.Place({}, 8, ~(uint64_t{1} << busy_a))), busy_a);
+  a.SetReportedLoad(busy_a, ReplicaLoad{2, 0, 0.1});
+  b.SetReportedLoad(busy_b, ReplicaLoad{2, 0, 0.1});
+  std::set<std::string> used;
+  for (uint64_t key = 0; key < 60; ++key) {
+    const int ra = Replica(a.Place({}, 8, 0, key * 7919));
+    const int rb = Replica(b.Place({}, 8, 0, key * 7919));
+    ASSERT_EQ(a.endpoint(ra).url, b.endpoint(rb).url) << "key " << key;
+    used.insert(a.endpoint(ra).url);
+    a.Release(ra);
+    b.Release(rb);
+  }
+  EXPECT_EQ(used.size(), 2u);  // both free replicas, never the loaded one
+  EXPECT_FALSE(used.count(a.endpoint(busy_a).url));
+}
+
+TEST(ReplicaPool, AReportOfTheRoutersOwnFinishedRequestWeighsNothing) {
+  // A replica's last report still counts a request this router has since seen finish (the
+  // report lags by a poll): the next request of that prefix goes back there all the same. A
+  // sequence the router did not send (another router's) weighs as in flight.
+  PoolOptions o;
+  o.picker.seed = 5;
+  ReplicaPool pool(TestEndpoints(3, 9000), o);
+  for (int i = 0; i < 3; ++i) pool.SetProbeResult(i, true, "");
+  const auto prompt = TestChain(0, 3);
+  const int first = Replica(pool.Place(prompt, 49, 0));
+  pool.SetReportedLoad(first, ReplicaLoad{1, 0, 0.1});  // it runs our request
+  pool.Release(first);
+  EXPECT_EQ(Replica(pool.Place(prompt, 49, 0)), first);
+  pool.Release(first);
+  pool.SetReportedLoad(first, ReplicaLoad{1, 0, 0.1});  // another router's request
+  const int other = Replica(pool.Place(prompt, 49, 0));
+  EXPECT_NE(other, first);  // the balance guard: `first` runs one, another replica none
+  pool.Release(other);
+  EXPECT_EQ(pool.Snapshot()[first].others, 1);
 }
 
 TEST(ReplicaPool, BlockEventsApplyInOrderAcrossSlices) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <xxhash.h>
+
 #include "router/kv_event_stream.h"
 #include "router/proxy_call.h"
 #include "router/router_core.h"
@@ -251,6 +253,11 @@ void Router::Handle(server::HttpRequest request, std::shared_ptr<server::Respons
         std::optional<PromptBlocks> blocks =
             chat ? core_->keys->ForChat(b) : core_->keys->ForCompletion(nlohmann::json(b));
         if (blocks) proxied.blocks = std::move(*blocks);
+      }
+      // A prompt the router could not tokenize is named by its body, so that routers still
+      // settle its ties (and canary share) alike.
+      if (!proxied.blocks.key) {
+        proxied.blocks.key = XXH3_64bits(request.body.data(), request.body.size());
       }
       // Prefill/decode disaggregation (router/pd_route.h): with a prefill replica in the set,
       // prefill replicas take no main attempt while another replica is left.

@@ -225,6 +225,92 @@ def test_etcd_outage_keeps_the_last_set_and_registrations_return(tmp_path, etcd)
         b.stop()
 
 
+def settled(routers, urls, timeout=20):
+    """Waits until nothing runs on any replica by every router's account (its own in-flight
+    and the replicas' reported load) and both routers applied the same KV events, unchanged
+    over two polls: the state every router scores is then the same."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        ms = [r.metrics() for r in routers]
+        idle = all(m.get(f'tachyon_router_{name}{{replica="{u}"}}', 0) == 0
+                   for m in ms for u in urls
+                   for name in ("replica_in_flight", "replica_reported_load"))
+        applied = [tuple(m.get(f'tachyon_router_kv_events_applied_total{{replica="{u}"}}', 0)
+                         for u in urls) for m in ms]
+        same = all(a == applied[0] for a in applied)
+        if idle and same and applied[0] == last:
+            return
+        last = applied[0] if same else None
+        time.sleep(0.05)
+    raise AssertionError(f"routers did not settle: {applied}")
+
+
+def test_two_routers_over_the_same_replicas_choose_alike(tmp_path, etcd):
+    """Two kv routers discover the same three replicas through etcd; one has routed requests
+    the other never saw. Then both get the same sequence of requests (each request to one, then
+    the other, in turns, once the replicas are idle and both routers applied the same events):
+    prompt families sharing a multi-block prefix, distinct long prompts and prompts shorter
+    than one block. Each request is served by the same replica through either router."""
+    prefix = "/two-routers/"
+    servers = [replica(tmp_path, etcd, name, prefix) for name in "abc"]
+    urls = [url_of(s) for s in servers]
+    routers = []
+    try:
+        for _ in range(2):
+            routers.append(Router(tmp_path, [], ["--etcd", etcd.url, "--etcd-prefix", prefix,
+                                                 "--etcd-interval", "0.5", "--seed", "7"]))
+        for r in routers:
+            wait_members(r, urls, "three registered replicas")
+            r.wait_ready(3)
+            r.wait_metrics(lambda m: m.get('tachyon_router_kv_index_mode{mode="events"}') == 3,
+                           "events from the three replicas")
+
+        def ask(router, prompt):
+            body = {"model": MODEL_NAME, "prompt": prompt, "max_tokens": 4, "temperature": 0}
+            status, headers, answer = router.request("POST", "/v1/completions", body)
+            assert status == 200, answer
+            return headers["X-Tachyon-Replica"]
+
+        # Router A's own history: short prompts router B never sees.
+        for i in range(5):
+            ask(routers[0], f"Warm {i}")
+        families = ["Once upon a time there was a little girl named Lily who loved to play "
+                    "in the park with her big red ball every single day",
+                    "One day a small brown dog found a shiny stone by the river and carried "
+                    "it home to show his friend the old cat",
+                    "Tom and his mom went to the store to buy apples bananas and a big cake "
+                    "for the birthday party of his sister"]
+        sequence = []
+        for k in range(4):
+            for f, family in enumerate(families):
+                sequence.append(f"{family}. Then {k}")
+            sequence.append(f"Hi {k}")  # shorter than one block
+            sequence.append(f"Story {k}: a bird, a tree and a boat sailed far away across the "
+                            f"wide blue sea to find the land of sweet honey and warm sun {k}")
+        chosen = []
+        for i, prompt in enumerate(sequence):
+            order = routers if i % 2 == 0 else routers[::-1]
+            settled(routers, urls)
+            first = ask(order[0], prompt)
+            settled(routers, urls)
+            second = ask(order[1], prompt)
+            assert first == second, (i, prompt, first, second)
+            chosen.append(first)
+        # Each family stays where its first request went (the prefix is cached there), and the
+        # prompts spread over the replicas.
+        per_round = len(families) + 2
+        for f in range(len(families)):
+            assert len({chosen[k * per_round + f] for k in range(4)}) == 1, \
+                list(zip(sequence, chosen))
+        assert len(set(chosen)) == 3, chosen
+    finally:
+        for r in routers:
+            r.stop()
+        for s in servers:
+            s.stop()
+
+
 def test_dns_discovery_over_localhost(tmp_path):
     port = free_port()
     (tmp_path / "r").mkdir()

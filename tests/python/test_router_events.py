@@ -141,7 +141,6 @@ def test_canary_weight_sends_its_share_to_the_labelled_replica(tmp_path, labeled
     from test_router import REPLICA_HEADER, Router, url_of
     plain = Server(tmp_path)
     canary = url_of(labeled)
-    body = {"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 1, "temperature": 0}
     synced = 'tachyon_router_kv_index_mode{mode="events"}'
     try:
         for percent, n in [("25", 24), ("0", 8), ("100", 8)]:
@@ -154,7 +153,10 @@ def test_canary_weight_sends_its_share_to_the_labelled_replica(tmp_path, labeled
                 assert m[f'tachyon_router_replica_labels{{replica="{canary}",version="v2",'
                          f'zone="a"}}'] == 1
                 on_canary = 0
-                for _ in range(n):
+                for i in range(n):
+                    # Distinct prompts: a prompt's share is fixed by its key (its tokens).
+                    body = {"model": MODEL_NAME, "prompt": f"Once upon a time {i}",
+                            "max_tokens": 1, "temperature": 0}
                     status, headers, _ = r.request("POST", "/v1/completions", body)
                     assert status == 200
                     on_canary += headers[REPLICA_HEADER] == canary
@@ -167,9 +169,10 @@ def test_canary_weight_sends_its_share_to_the_labelled_replica(tmp_path, labeled
                     assert on_canary == 0
                 elif percent == "100":
                     assert on_canary == n
-                else:  # 6 expected of 24; the draw is seeded, so this is one fixed sequence
+                else:  # 6 expected of 24; each prompt's share is fixed by its tokens and the seed
                     assert 1 <= on_canary <= 14, on_canary
             finally:
                 assert r.stop() == 0
     finally:
         plain.stop()
+
