@@ -42,7 +42,8 @@ void BlockPool::DropHash(int32_t id) {
   if (!b.has_hash) return;
   cached_.erase(b.hash);
   b.has_hash = false;
-  if (sink_ != nullptr) sink_->BlockRemoved(b.hash);
+  if (sink_ != nullptr && b.published) sink_->BlockRemoved(b.hash);
+  b.published = false;
 }
 
 bool BlockPool::Allocate(int n, std::vector<int32_t>* out) {
@@ -80,13 +81,14 @@ std::optional<int32_t> BlockPool::Lookup(const BlockHash& hash) const {
   return it->second;
 }
 
-bool BlockPool::Cache(int32_t id, const BlockHash& hash) {
+bool BlockPool::Cache(int32_t id, const BlockHash& hash, bool publish) {
   Block& b = blocks_[id];
   if (b.has_hash || cached_.count(hash)) return false;
   b.has_hash = true;
   b.hash = hash;
+  b.published = publish;
   cached_.emplace(hash, id);
-  if (sink_ != nullptr) sink_->BlockStored(hash);
+  if (sink_ != nullptr && publish) sink_->BlockStored(hash);
   return true;
 }
 

@@ -5,8 +5,10 @@
 // cached prefix (it has a hash and can be found by Lookup) until Allocate takes it from the
 // LRU end and evicts its hash. So "free" counts evictable cached blocks too.
 //
-// With an event sink (kv_events.h), every hash registered by Cache reaches BlockStored and
-// every hash dropped (Allocate reusing a cached block, EvictAllFree) reaches BlockRemoved.
+// With an event sink (kv_events.h), every hash that Cache registers as published reaches
+// BlockStored, and BlockRemoved when it is dropped (Allocate reusing a cached block,
+// EvictAllFree); hashes cached unpublished (the keys of a hybrid cache's layer groups past the
+// first, which no router looks up) reach neither.
 //
 // With an eviction hook, Allocate calls OnEvict(id, hash) for each cached block it is about to
 // reuse, while the block still holds that hash's KV (the offload tiers copy it out there).
@@ -73,9 +75,10 @@ class BlockPool {
   // The block holding the prefix with this hash, if cached.
   std::optional<int32_t> Lookup(const BlockHash& hash) const;
 
-  // Registers computed block `id` under `hash`. Returns false (and leaves `id` uncached) when
-  // another block already holds that hash or `id` already has one.
-  bool Cache(int32_t id, const BlockHash& hash);
+  // Registers computed block `id` under `hash` (reported to the event sink when `publish`).
+  // Returns false (and leaves `id` uncached) when another block already holds that hash or `id`
+  // already has one.
+  bool Cache(int32_t id, const BlockHash& hash, bool publish = true);
 
   // Evicts every free cached block's hash (e.g. after weights change). Used blocks keep theirs.
   void EvictAllFree();
@@ -84,6 +87,7 @@ class BlockPool {
   struct Block {
     int ref = 0;
     bool has_hash = false;
+    bool published = false;  // its hash reached the event sink
     BlockHash hash;
     int32_t prev = -1;  // free-list links; valid while ref == 0
     int32_t next = -1;

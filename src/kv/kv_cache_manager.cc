@@ -224,7 +224,9 @@ void KvCacheManager::CommitComputed(int64_t id, std::span<const int32_t> tokens,
     for (int g = 0; g < num_groups(); ++g) {
       const std::vector<int32_t>& t = s.table(g);
       for (size_t i = s.num_committed; i < full; ++i) {
-        if (t[i] >= 0) pool_.Cache(t[i], GroupBlockHash(s.hashes[i], g));
+        // Group 0's keys are the chain hashes a router computes (kv_events.h); the other
+        // groups' keys are published nowhere.
+        if (t[i] >= 0) pool_.Cache(t[i], GroupBlockHash(s.hashes[i], g), /*publish=*/g == 0);
       }
     }
     s.num_committed = full;

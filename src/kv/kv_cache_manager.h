@@ -49,7 +49,8 @@ struct KvCacheConfig {
   // (kv_groups.h). Empty: one full-attention group.
   std::vector<int64_t> group_windows = {};
   // Not owned; gets the prefix cache's stored / removed block hashes (block_pool.h), on the
-  // engine thread. Null: no events.
+  // engine thread. Null: no events. With layer groups only group 0's (the chain hashes; a
+  // full-attention group when the model has one, kv_groups.h) and external blocks' keys.
   KvEventSink* event_sink = nullptr;
 };
 

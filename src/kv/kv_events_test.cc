@@ -107,5 +107,48 @@ TEST(KvEventsTest, CacheManagerPublishesTheEngineChainOfFullBlocks) {
   EXPECT_EQ(snap.seq, 2u);
 }
 
+TEST(KvEventsTest, ALayerGroupCachePublishesGroupZerosChainOnly) {
+  // Gemma-like: one full-attention group and two sliding ones (window 8). Each group caches
+  // its own copy of every full block under its own key; only group 0's, the chain hashes a
+  // router computes, are published, stored and then removed.
+  KvEventLog log;
+  KvCacheConfig c;
+  c.num_blocks = 12;
+  c.block_size = 4;
+  c.group_windows = {0, 8, 8};
+  c.event_sink = &log;
+  KvCacheManager kv(c);
+  std::vector<int32_t> tokens(10);
+  std::iota(tokens.begin(), tokens.end(), 100);
+  ASSERT_TRUE(kv.Allocate(1, 10));
+  kv.CommitComputed(1, tokens, 10, "");
+  std::vector<BlockHash> want;
+  ExtendBlockHashes(tokens, 4, RootHash(""), 100, &want);  // two full blocks
+  auto events = *log.ReadAfter(0, 100);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].hash, want[0]);
+  EXPECT_EQ(events[1].hash, want[1]);
+  EXPECT_EQ(kv.pool().num_cached(), 6);  // 2 blocks x 3 groups
+}
+
+TEST(KvEventsTest, AnUnpublishedHashReachesTheSinkNeitherStoredNorRemoved) {
+  KvEventLog log;
+  BlockPool pool(2);
+  pool.set_event_sink(&log);
+  std::vector<int32_t> ids;
+  ASSERT_TRUE(pool.Allocate(2, &ids));
+  ASSERT_TRUE(pool.Cache(ids[0], H(1), /*publish=*/false));
+  ASSERT_TRUE(pool.Cache(ids[1], H(2)));
+  EXPECT_EQ(pool.Lookup(H(1)), ids[0]);  // cached all the same
+  pool.Unref(ids);
+  pool.EvictAllFree();
+  const auto events = *log.ReadAfter(0, 100);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, KvEvent::Kind::kStored);
+  EXPECT_EQ(events[0].hash, H(2));
+  EXPECT_EQ(events[1].kind, KvEvent::Kind::kRemoved);
+  EXPECT_EQ(events[1].hash, H(2));
+}
+
 }  // namespace
 }  // namespace tachyon::kv

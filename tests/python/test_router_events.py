@@ -176,3 +176,57 @@ def test_canary_weight_sends_its_share_to_the_labelled_replica(tmp_path, labeled
     finally:
         plain.stop()
 
+
+def test_gemma3_layer_groups_publish_the_chain_the_router_predicts(tmp_path):
+    """Gemma 3 (sliding-window and full-attention layers: its KV cache keeps one copy of each
+    block per layer group) behind a kv router: the replica publishes one hash a block (the
+    chain the router computes, not every group's copy), and for repeated prompts and shared
+    prefixes, shorter and longer than the 512-token window, the cached tokens the router
+    predicts are those the replica reports."""
+    from test_gemma3 import require_gemma
+    from test_router import Router, url_of
+    gemma = require_gemma()
+    replica = Server(tmp_path, ["--max-model-len", "2048"], model=gemma, chat_template=None)
+    router = None
+    try:
+        router = Router(tmp_path, [url_of(replica)], tokenizer=gemma, chat_template=None)
+        router.wait_ready(1)
+        router.wait_metrics(lambda m: m.get('tachyon_router_kv_index_mode{mode="events"}') == 1,
+                            "the replica's events")
+        url = url_of(replica)
+
+        def counters():
+            m = router.metrics()
+            return (m.get(f'tachyon_router_predicted_cached_tokens_total{{replica="{url}"}}', 0),
+                    m.get(f'tachyon_router_reported_cached_tokens_total{{replica="{url}"}}', 0),
+                    m.get("tachyon_router_prefix_index_blocks", 0))
+
+        short = "The quick brown fox jumps over the lazy dog near the river bank. " * 10
+        long = " ".join(f"Line {i}: the bird sang a song about the sea and the sky." for i in
+                        range(60))
+        total_tokens = 0
+        # (prompt, cached tokens the replica must report: a repeat or a shared prefix hits)
+        for prompt, hits in [(short, False), (short, True), (short + " And then?", True),
+                             (long, False), (long, True), (long + " The end.", True)]:
+            before = counters()
+            status, _, answer = router.request("POST", "/v1/completions", {
+                "model": MODEL_NAME, "prompt": prompt, "max_tokens": 2, "temperature": 0})
+            assert status == 200, answer
+            usage = answer["usage"]
+            total_tokens += usage["prompt_tokens"] + 2
+            cached = usage["prompt_tokens_details"]["cached_tokens"]
+            after = counters()
+            assert after[1] - before[1] == cached
+            assert after[0] - before[0] == cached, (prompt[:40], after, before, usage)
+            assert (cached > 0) == hits, (prompt[:40], usage)
+            load = f'tachyon_router_replica_reported_load{{replica="{url}"}}'
+            router.wait_metrics(lambda m: m.get(load, 1) == 0, "the replica idle again")
+        assert usage["prompt_tokens"] > 600  # past the sliding window
+        # One hash a block: at most the blocks of the prompts and outputs (6x that if every
+        # layer group's copy were published).
+        indexed = counters()[2]
+        assert 0 < indexed <= total_tokens // 16, (indexed, total_tokens)
+    finally:
+        if router:
+            router.stop()
+        replica.stop()
