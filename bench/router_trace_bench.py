@@ -20,13 +20,14 @@ starts from cold caches. After each policy it reads the router's /metrics: for k
 prompt tokens the index predicted on the replicas it chose against those the replicas reported
 (issue 19's target: within 5%), and the mean routing decision time.
 
-The whole trace (its prefix reuse is 6% over the first 200 requests, 31% over all 2,000 at this
-scale) with SmolLM2-135M, 2 tokens a trace block (~50-token prompts) and 2 output tokens (so
-TPOT is defined); sized for about ten minutes for the three policies on a quiet 2-core machine
-(the bench prints its projection after calibrating; --block-tokens 1 halves the prompts):
+The quiet configuration (docs/router.md, "Benchmarks", says why this scale): the whole trace
+(its reuse is 17% of prompt tokens over the first 1,000 requests, 32% over all 2,000), 3 tokens a
+trace block (~73-token prompts), 2 output tokens (so TPOT is defined), 512 MB of KV a replica and
+an offered load of 0.9 of the capacity without hits; ~12 minutes for the three policies on a
+quiet 2-core machine (the bench prints its projection after calibrating):
 
-  python3 bench/router_trace_bench.py --requests 2000 --block-tokens 2 --max-output 2 \
-      --out /tmp/router_trace
+  python3 bench/router_trace_bench.py --requests 2000 --block-tokens 3 --max-output 2 \
+      --target-load 0.9 --kv-cache-memory 512M --out /tmp/router_trace
 """
 
 import argparse
@@ -386,6 +387,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("router_trace_out"))
     a = ap.parse_args()
+    # SIGTERM (a `timeout` around the bench) unwinds like an error: the running cluster's
+    # replicas and router are stopped, and results.json keeps the policies done.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for what, p in [("model", a.model), ("trace", a.trace), ("binary", Path(a.binary))]:
         if not p.exists():
             sys.exit(f"router_trace_bench: {what} not found: {p}")
@@ -411,12 +415,23 @@ def main():
           f"outputs <= {a.max_output}; {a.replicas} replicas x {a.threads} thread(s); hit rate "
           f"of one unbounded cache {100 * ideal:.1f}%", flush=True)
     summary, raw = {}, {}
+
+    def write_results():
+        (a.out / "results.json").write_text(json.dumps(
+            {"args": {k: str(v) for k, v in vars(a).items()}, "ideal_hit_rate": ideal,
+             "time_scale": scale, "offered_rps": len(reqs) / (span * scale),
+             "capacity_rps": cap[0] if cap else None, "summary": summary}, indent=1))
+
     for policy in a.policies.split(","):
         t = time.monotonic()
         raw[policy], text = run_policy(a, policy, reqs, a.out)
         summary[policy] = summarize(raw[policy])
         summary[policy].update(router_figures(text))
-        print(f"  {policy}: done in {time.monotonic() - t:.0f} s", flush=True)
+        s = summary[policy]
+        print(f"  {policy}: done in {time.monotonic() - t:.0f} s: TTFT mean {s['ttft_mean']:.3f} s, "
+              f"p99 {s['ttft_p99']:.3f} s, hit rate {100 * s['hit_rate']:.1f}%, shed {s['shed']}",
+              flush=True)
+        write_results()  # what is done so far, should a later policy not finish
     print(f"\n{'policy':<12} {'ok':>5} {'shed':>5} {'TTFT mean':>10} {'p50':>7} {'p90':>7} "
           f"{'p99':>7} {'TPOT p50':>9} {'p99':>7} {'hit rate':>9} {'ideal':>6}")
     for p, s in summary.items():
@@ -440,16 +455,22 @@ def main():
                 print(f"{p} / round_robin: mean TTFT {s['ttft_mean_vs_rr']:.2f}x, p99 TTFT "
                       f"{s['ttft_p99_vs_rr']:.2f}x, hit rate {100 * s['hit_rate']:.1f}% vs "
                       f"{100 * rr['hit_rate']:.1f}%, shed {s['shed']} vs {rr['shed']}")
+    if "kv" in summary and "round_robin" in summary:
+        s = summary["kv"]
+        checks = [("mean TTFT >= 3x lower than round_robin", 1 / s["ttft_mean_vs_rr"], 3),
+                  ("p99 TTFT >= 2x lower than round_robin", 1 / s["ttft_p99_vs_rr"], 2)]
+        print(f"\ntargets (issue 19), kv at {len(reqs) / (span * scale):.2f} req/s offered:")
+        for what, got, want in checks:
+            print(f"  {what}: {got:.2f}x, {'met' if got >= want else 'NOT met'}")
+        print(f"  0 requests shed: {s['shed']}, {'met' if s['shed'] == 0 else 'NOT met'}")
+        err = abs(s["predicted_vs_reported"])
+        print(f"  predicted cached tokens within 5% of reported: {100 * err:.1f}%, "
+              f"{'met' if err <= 0.05 else 'NOT met'}")
     late = max(s["max_lateness"] for s in summary.values())
     if late > 1:
         print(f"note: a request started up to {late:.1f} s after its arrival time (client "
               f"threads: raise --max-clients)")
-    (a.out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()},
-                                                    "ideal_hit_rate": ideal, "time_scale": scale,
-                                                    "offered_rps": len(reqs) / (span * scale),
-                                                    "capacity_rps": cap[0] if cap else None,
-                                                    "summary": summary},
-                                                   indent=1))
+    write_results()
     svg_chart(summary, a.out / "router_trace.svg")
     print(f"chart: {a.out / 'router_trace.svg'}")
 
