@@ -7,11 +7,16 @@
 #include "sampling/logits_processors.h"
 #include "sampling/sampler.h"
 #include "spec/draft_sampling.h"
+#include "util/logging.h"
 
 namespace tachyon::engine {
 
 DraftModelRunner::DraftModelRunner(const DraftModelConfig& config, ModelExecutor* executor)
-    : config_(config), executor_(executor), kv_(config.kv) {}
+    : config_(config), executor_(executor), kv_(config.kv) {
+  if (config_.n_vocab <= 0) config_.n_vocab = executor_->n_vocab();
+  CHECK(executor_->n_vocab() <= config_.n_vocab)
+      << "DraftModelRunner: the draft's logits are wider than the target's vocabulary";
+}
 
 DraftModelRunner::SeqState* DraftModelRunner::Sync(const Request& r) {
   auto it = seqs_.find(r.seq_id);
@@ -48,7 +53,7 @@ void DraftModelRunner::Free(int64_t seq_id) {
 std::span<const float> DraftModelRunner::DraftProbs(int64_t seq_id, int j) const {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end() || j < 0 || j >= it->second.num_probs) return {};
-  const size_t n = static_cast<size_t>(executor_->n_vocab());
+  const size_t n = static_cast<size_t>(config_.n_vocab);
   return std::span<const float>(it->second.probs).subspan(static_cast<size_t>(j) * n, n);
 }
 
@@ -69,9 +74,9 @@ bool DraftModelRunner::Draft(Work* w, std::span<float> row) {
     token = sampling::Sample(row, w->params, in).token;
   } else {
     SeqState& st = *w->state;
-    const size_t n = row.size();
+    const size_t n = static_cast<size_t>(config_.n_vocab);
     std::vector<float> q;
-    sampling::SamplingDistribution(row, w->params, in, &q);
+    spec::DraftDistribution(row, w->params, in, n, &q);
     const uint64_t step = static_cast<uint64_t>(r.params.output_offset) + in.output.size();
     token = spec::DrawFrom(q, spec::DraftUniform(r.seed, step));
     if (q[static_cast<size_t>(token)] < config_.p_min) return false;

@@ -16,8 +16,11 @@
 //
 // Drafting follows the request's sampling: at temperature 0 each draft is the argmax after the
 // request's penalties / bias / bans (greedy output stays identical); at temperature > 0 it is
-// drawn from q = sampling::SamplingDistribution of the draft's logits with spec::DraftUniform,
-// and q is kept (DraftProbs) for spec::VerifyStochasticDraft. A sequence stops drafting at the
+// drawn from q = spec::DraftDistribution of the draft's logits with spec::DraftUniform, and q
+// is kept (DraftProbs) for spec::VerifyStochasticDraft. The draft's logit rows may cover a
+// prefix of the target's vocabulary only (executor->n_vocab() < config.n_vocab: the draft model
+// computes its frequent tokens, speculative-config draft_vocab_size): drafts then come from
+// that prefix, and q is zero past it. A sequence stops drafting at the
 // first draft whose probability under the draft model is below config.p_min (softmax of the
 // raw logits at temperature 0, q otherwise); that draft is dropped.
 //
@@ -49,6 +52,7 @@ struct DraftModelConfig {
   int64_t max_num_batched_tokens = 2048;  // tokens of one draft forward, at most
   std::vector<int32_t> eos_token_ids;     // banned under min_tokens, as for the target
   double p_min = 0;                       // in [0, 1]: stop drafting below this probability
+  int32_t n_vocab = 0;  // the target's vocabulary (DraftProbs' width); 0: the executor's
 };
 
 class DraftModelRunner {
@@ -66,8 +70,8 @@ class DraftModelRunner {
   // Errors: the draft model's forward failed (the jobs then have no drafts).
   Status Propose(std::span<const Job> jobs);
 
-  // q of draft j of the last Propose for the sequence ([n_vocab]); empty when the draft was
-  // greedy (one-hot) or there is none.
+  // q of draft j of the last Propose for the sequence ([n_vocab()], the target's vocabulary);
+  // empty when the draft was greedy (one-hot) or there is none.
   std::span<const float> DraftProbs(int64_t seq_id, int j) const;
 
   // After the target verified r's drafts (r->tokens holds the emitted tokens): the accepted fed
@@ -77,7 +81,7 @@ class DraftModelRunner {
   void Free(int64_t seq_id);
 
   const kv::KvCacheManager& kv() const { return kv_; }
-  int32_t n_vocab() const { return executor_->n_vocab(); }
+  int32_t n_vocab() const { return config_.n_vocab; }
   // Seconds of the draft forwards by their rows (tokens), and their totals.
   const spec::StepCostModel& cost() const { return cost_; }
   int64_t num_forwards() const { return num_forwards_; }

@@ -74,6 +74,30 @@ class DraftFake : public ModelExecutor {
   size_t max_seqs_ = 0;
 };
 
+// A draft model whose logits cover tokens [0, n) of its inner executor's vocabulary only (a
+// draft computing its frequent tokens, draft_vocab_size).
+class PrefixDraft : public ModelExecutor {
+ public:
+  PrefixDraft(ModelExecutor* inner, int32_t n) : inner_(inner), n_(n) {}
+  int32_t n_vocab() const override { return n_; }
+  Status Execute(const model::Batch& batch, std::span<float> logits) override {
+    const size_t full = static_cast<size_t>(inner_->n_vocab()), n = static_cast<size_t>(n_);
+    const size_t rows = logits.size() / n;
+    full_.resize(rows * full);
+    RETURN_IF_ERROR(inner_->Execute(batch, full_));
+    for (size_t r = 0; r < rows; ++r) {
+      std::copy_n(full_.begin() + static_cast<ptrdiff_t>(r * full), n,
+                  logits.begin() + static_cast<ptrdiff_t>(r * n));
+    }
+    return OkStatus();
+  }
+
+ private:
+  ModelExecutor* inner_;
+  int32_t n_;
+  std::vector<float> full_;
+};
+
 // The draft model's probability of its argmax in `logits`.
 double TopProb(std::span<const float> logits) {
   return std::exp(logits[sampling::Argmax(logits)] - sampling::LogSumExp(logits));
@@ -288,6 +312,19 @@ TEST(DraftModelTest, StopStringsEosMaxTokensAndAbort) {
   EXPECT_EQ(a.engine().speculator()->draft_model()->kv().Stats().used_blocks, 0);
 }
 
+// Each emitted token's logprob is the target's after the prompt and the tokens before it.
+void ExpectTargetLogprobs(const FakeModelExecutor& target, std::vector<int32_t> hist,
+                          const Completion& out) {
+  ASSERT_EQ(out.logprobs.size(), out.tokens.size());
+  std::vector<float> l(target.n_vocab());
+  for (size_t t = 0; t < out.tokens.size(); ++t) {
+    target.LogitsFor(hist, l);
+    EXPECT_FLOAT_EQ(out.logprobs[t].logprob,
+                    sampling::LogProb(l, out.tokens[t], sampling::LogSumExp(l)));
+    hist.push_back(out.tokens[t]);
+  }
+}
+
 // Sampled requests: drafts are drawn from the draft's distribution and verified with it. A
 // draft model equal to the target is then always accepted (p = q), which a one-hot
 // verification would not do; outputs are reproducible, logprobs are the target's.
@@ -326,16 +363,65 @@ TEST(DraftModelTest, SampledDraftsGoToRejectionSampling) {
           const Completion& out = got[i].at(c);
           ASSERT_EQ(out.tokens.size(), 30u);
           ASSERT_EQ(out.logprobs.size(), out.tokens.size());
-          std::vector<int32_t> hist = reqs[i].prompt_tokens;
-          std::vector<float> l(on.n_vocab);
-          for (size_t t = 0; t < out.tokens.size(); ++t) {
-            h.exec().LogitsFor(hist, l);
-            EXPECT_FLOAT_EQ(out.logprobs[t].logprob,
-                            sampling::LogProb(l, out.tokens[t], sampling::LogSumExp(l)));
-            hist.push_back(out.tokens[t]);
-          }
+          ExpectTargetLogprobs(h.exec(), reqs[i].prompt_tokens, out);
         }
       }
+    }
+  }
+}
+
+// A draft over a prefix of the vocabulary (draft_vocab_size): greedy output is unchanged, the
+// target's tokens past the prefix are never drafted (the draft equal to the target otherwise,
+// so every rejection is one of those); sampled drafts carry q over the whole vocabulary, zero
+// past the prefix, and stay reproducible with the target's logprobs.
+TEST(DraftModelTest, DraftVocabularyPrefix) {
+  HarnessOptions off;
+  off.max_batched_tokens = 512;
+  const auto reqs = MixedGreedy(12, 30);
+  Harness ref(off);
+  const Outputs want = RunAll(&ref, reqs);
+  DraftFake same(off.n_vocab, off.num_blocks, off.block_size, 0);
+  PrefixDraft draft(&same, off.n_vocab / 2);
+  HarnessOptions on = off;
+  on.speculative = DraftSpec(4);
+  on.draft_executor = &draft;
+  Harness h(on);
+  ExpectSame(want, RunAll(&h, reqs));
+  const spec::SpecStats s = h.engine().Metrics().spec;
+  EXPECT_GT(s.num_accepted_tokens, 0);
+  EXPECT_LT(s.num_accepted_tokens, s.num_draft_tokens);
+  int64_t past = 0;  // emitted tokens past the prefix: each one rejected a draft
+  for (const auto& r : want) {
+    for (const auto& [c, out] : r) {
+      for (int32_t t : out.tokens) past += t >= off.n_vocab / 2;
+    }
+  }
+  EXPECT_GT(past, 0);
+
+  std::vector<EngineRequest> sampled;
+  for (int i = 0; i < 4; ++i) {
+    EngineRequest r = Greedy(MakePrompt(6 + i, i), 30);
+    r.params.temperature = 0.9f;
+    r.params.seed = 200 + i;
+    r.params.logprobs = 1;
+    sampled.push_back(r);
+  }
+  Outputs first;
+  for (int rep = 0; rep < 2; ++rep) {
+    HarnessOptions son;
+    DraftFake inner(son.n_vocab, son.num_blocks, son.block_size, 0);
+    PrefixDraft prefix(&inner, son.n_vocab / 2);
+    son.speculative = DraftSpec(4);
+    son.draft_executor = &prefix;
+    Harness sh(son);
+    const Outputs got = RunAll(&sh, sampled);
+    EXPECT_GT(sh.engine().Metrics().spec.num_accepted_tokens, 0);
+    if (rep == 0) first = got;
+    if (rep == 1) ExpectSame(first, got);
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      const Completion& out = got[i].at(0);
+      ASSERT_EQ(out.tokens.size(), 30u);
+      ExpectTargetLogprobs(sh.exec(), sampled[i].prompt_tokens, out);
     }
   }
 }
@@ -349,7 +435,7 @@ TEST(DraftModelTest, ConfigErrors) {
   auto none = Engine::Create(c, &exec);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("no draft model"), std::string::npos);
-  FakeModelExecutor other_vocab(32, 16, 4);
+  FakeModelExecutor other_vocab(128, 16, 4);  // a prefix of the target's would do
   auto mismatch = Engine::Create(c, &exec, nullptr, &other_vocab);
   ASSERT_FALSE(mismatch.ok());
   EXPECT_NE(mismatch.status().message().find("vocabulary"), std::string::npos);

@@ -40,8 +40,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, Model
   if (config.speculative.enabled()) {
     std::unique_ptr<DraftModelRunner> draft_model;
     if (config.speculative.method == spec::SpecMethod::kDraftModel && draft_executor) {
-      if (draft_executor->n_vocab() != executor->n_vocab()) {
-        return InvalidArgument("engine: the draft model's vocabulary differs from the target's");
+      // The draft's logits may cover a prefix of the vocabulary (draft_vocab_size); the
+      // tokenizers were compared when the draft was loaded.
+      if (draft_executor->n_vocab() > executor->n_vocab()) {
+        return InvalidArgument("engine: the draft model's vocabulary is larger than the target's");
       }
       DraftModelConfig dc;
       dc.kv = config.kv;
@@ -51,6 +53,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, Model
       dc.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
       dc.eos_token_ids = config.eos_token_ids;
       dc.p_min = config.speculative.draft_p_min;
+      dc.n_vocab = executor->n_vocab();
       draft_model = std::make_unique<DraftModelRunner>(dc, draft_executor);
     }
     ASSIGN_OR_RETURN(speculator, Speculator::Create(config.speculative, std::move(drafter),

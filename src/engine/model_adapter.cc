@@ -53,7 +53,7 @@ ModelAdapter::ModelAdapter(std::shared_ptr<model::Model> model, std::unique_ptr<
       pool_(std::move(pool)) {}
 
 Status ModelAdapter::Execute(const model::Batch& batch, std::span<float> logits) {
-  const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
+  const size_t n_vocab = static_cast<size_t>(model_->logit_rows());
   size_t rows = 0;
   for (const model::SequenceSlice& s : batch.seqs) rows += static_cast<size_t>(s.num_logits);
   if (logits.size() != rows * n_vocab) {

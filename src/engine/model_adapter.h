@@ -36,7 +36,9 @@ class ModelAdapter : public ModelExecutor {
                                                             std::shared_ptr<ThreadPool> pool,
                                                             model::KvDtype kv_dtype);
 
-  int32_t n_vocab() const override { return static_cast<int32_t>(model_->config().n_vocab); }
+  // The width of the model's logit rows (model::Model::logit_rows: n_vocab unless the model
+  // computes a prefix of the vocabulary only, as a draft model may).
+  int32_t n_vocab() const override { return static_cast<int32_t>(model_->logit_rows()); }
   Status Execute(const model::Batch& batch, std::span<float> logits) override;
   kv::BlockBytes* block_bytes() override { return bytes_.get(); }
   // Model::SetLayerKvHook (plain single-group caches only: a group's page holds several

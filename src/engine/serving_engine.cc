@@ -164,6 +164,7 @@ Result<std::shared_ptr<model::Model>> LoadDraftModel(const ServingOptions& o,
   if (Status st = kernels::CheckKvDtype(o.kv_dtype, dc.head_dim); !st.ok()) {
     return st.WithContext("--kv-cache-dtype (draft model)");
   }
+  d.model->SetLogitRows(o.speculative.draft_vocab_size);
   return d.model;
 }
 

@@ -295,12 +295,17 @@ void Model::ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* o
     if (out_x_.size() < static_cast<size_t>(rows * c.n_embd)) out_x_.resize(rows * c.n_embd);
     for (int64_t r = 0; r < rows; ++r) normed.Row(r, out_x_.data() + r * c.n_embd);
   }
-  if (out->logits.size() < static_cast<size_t>(rows * c.n_vocab)) {
-    out->logits.resize(rows * c.n_vocab);
+  const int64_t n_vocab = logit_rows();
+  if (out->logits.size() < static_cast<size_t>(rows * n_vocab)) {
+    out->logits.resize(rows * n_vocab);
   }
   out->n_rows = rows;
-  out->n_vocab = c.n_vocab;
-  const kernels::Weight* ws[] = {&weights_.output};
+  out->n_vocab = n_vocab;
+  // A prefix of the output matrix's rows is a matrix of its own (the GGUF rows and the packed
+  // tiles are both row-major; a partial last tile computes only its first rows).
+  kernels::Weight output = weights_.output;
+  output.rows = n_vocab;
+  const kernels::Weight* ws[] = {&output};
   float* ys[] = {out->logits.data()};
   if (ctx_.fuse_inputs) {
     kernels::MatMulMultiRows(ws, normed, rows, ys, pool);
@@ -309,7 +314,7 @@ void Model::ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* o
   }
   if (const float cap = c.final_logit_softcap; cap > 0) {
     float* l = out->logits.data();
-    for (int64_t i = 0; i < rows * c.n_vocab; ++i) l[i] = cap * std::tanh(l[i] / cap);
+    for (int64_t i = 0; i < rows * n_vocab; ++i) l[i] = cap * std::tanh(l[i] / cap);
   }
 }
 

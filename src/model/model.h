@@ -135,6 +135,13 @@ class Model {
   // transfer streams a prefill chunk layer by layer, engine/pd_export.h). The hook must not
   // touch the model. Empty: none (one branch per layer).
   void SetLayerKvHook(std::function<void(int64_t layer)> hook) { layer_kv_hook_ = std::move(hook); }
+  // Forward computes the logits of tokens [0, n) only (the first n rows of the output
+  // matrix, e.g. a draft model's frequent tokens; docs/speculative.md): out->n_vocab is n and
+  // each row equals the first n entries of the full row, bit for bit. n <= 0 or >= n_vocab:
+  // the whole vocabulary (the default).
+  void SetLogitRows(int64_t n) { logit_rows_ = n > 0 && n < config_.n_vocab ? n : 0; }
+  // The width of the logit rows Forward writes (config().n_vocab unless SetLogitRows).
+  int64_t logit_rows() const { return logit_rows_ > 0 ? logit_rows_ : config_.n_vocab; }
   // Computes the norms and SiLU x up inside the matmuls' activation conversion (on by
   // default; TACHYON_FUSE=0) or as passes of their own: the same logits bit for bit.
   void SetFusedInputs(bool on) { ctx_.fuse_inputs = on; }
@@ -161,6 +168,7 @@ class Model {
   std::vector<float> out_x_;        // [n_rows, n_embd]
   OpProfile profile_;
   bool profiling_ = ProfilingEnabled();
+  int64_t logit_rows_ = 0;  // SetLogitRows; 0: all of n_vocab
   std::function<void(int64_t)> layer_kv_hook_;  // SetLayerKvHook
 };
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <functional>
 
@@ -224,6 +225,38 @@ TEST_F(SynthModelTest, ProfileAccountsForEveryForward) {
   ASSERT_TRUE(model.Forward({{7}, {{0, 1, 6, {0}, 1}}}, kv->get(), &pool_, &out).ok());
   EXPECT_EQ(model.profile().forwards, 0);
   EXPECT_EQ(model.profile().total_seconds, 0.0);
+}
+
+// SetLogitRows(n): the logits of tokens [0, n) only, each row the first n entries of the full
+// row bit for bit (a prefix of the packed output matrix, a partial last tile included).
+TEST_F(SynthModelTest, LogitRowsArePrefixesOfTheFullRows) {
+  for (const char* type : {"Q8_0", "Q4_K_M"}) {
+    SCOPED_TRACE(type);
+    auto m = Model::Load(Synth("qwen2", type));
+    ASSERT_TRUE(m.ok());
+    Model& model = **m;
+    auto run = [&](ForwardOutput* out) {
+      auto kv = model.CreateKvCache(4, 16);
+      ASSERT_TRUE(kv.ok());
+      ASSERT_TRUE(
+          model.Forward({{1, 2, 3, 4, 5}, {{0, 5, 0, {0}, 3}}}, kv->get(), &pool_, out).ok());
+    };
+    ForwardOutput full, part;
+    run(&full);
+    ASSERT_EQ(full.n_vocab, 512);
+    model.SetLogitRows(200);
+    EXPECT_EQ(model.logit_rows(), 200);
+    run(&part);
+    ASSERT_EQ(part.n_vocab, 200);
+    ASSERT_EQ(part.n_rows, 3);
+    for (int64_t r = 0; r < 3; ++r) {
+      EXPECT_EQ(std::memcmp(part.Row(r), full.Row(r), 200 * sizeof(float)), 0) << "row " << r;
+    }
+    for (int64_t n : {0, 512, 100000}) {
+      model.SetLogitRows(n);
+      EXPECT_EQ(model.logit_rows(), 512) << n;
+    }
+  }
 }
 
 // Every KV dtype runs the synth model (head_dim 64) and chunked prefill matches one pass

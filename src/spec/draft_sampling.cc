@@ -1,5 +1,6 @@
 #include "spec/draft_sampling.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "sampling/logits_processors.h"
@@ -8,6 +9,13 @@ namespace tachyon::spec {
 
 double DraftUniform(uint64_t seed, uint64_t step) {
   return sampling::UniformForStep(seed ^ 0x8ebc6af09c88c6e3ULL, step ^ 0x589965cc75374cc3ULL);
+}
+
+void DraftDistribution(std::span<float> row, const sampling::SamplingParams& params,
+                       const sampling::SamplingInput& input, size_t n_vocab,
+                       std::vector<float>* q) {
+  sampling::SamplingDistribution(row, params, input, q);
+  q->resize(std::max(n_vocab, q->size()), 0.0f);
 }
 
 int32_t DrawFrom(std::span<const float> q, double u) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
@@ -23,6 +24,15 @@ namespace tachyon::spec {
 // The uniform that draws the draft token of output position `step` of a request seeded with
 // `seed` (independent of the target's UniformForStep and AcceptUniform of that step).
 double DraftUniform(uint64_t seed, uint64_t step);
+
+// q over the target's vocabulary [0, n_vocab) for a draft whose logits `row` cover tokens
+// [0, row.size()) only (row.size() <= n_vocab; a draft model computing its frequent tokens,
+// draft_vocab_size): sampling::SamplingDistribution over the row (so renormalised over that
+// prefix), zero past it. This is the distribution the draft token is drawn from, so it is the
+// q that VerifyStochasticDraft must be given. Uses `row` as scratch.
+void DraftDistribution(std::span<float> row, const sampling::SamplingParams& params,
+                       const sampling::SamplingInput& input, size_t n_vocab,
+                       std::vector<float>* q);
 
 // The token of q [n_vocab] (probabilities summing to 1) at uniform u in [0, 1): the first whose
 // cumulative probability exceeds u (the last with non-zero probability under rounding).

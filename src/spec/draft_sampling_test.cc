@@ -1,5 +1,5 @@
 // Stochastic drafts end to end: a draft token drawn from the draft's distribution q
-// (SamplingDistribution + DrawFrom with DraftUniform) and verified by VerifyStochasticDraft
+// (DraftDistribution, over the whole vocabulary or a prefix, + DrawFrom with DraftUniform) and verified by VerifyStochasticDraft
 // emits tokens distributed exactly as the target's sampler would (chi-square and total
 // variation over 2 x 10^5 seeds), and accepts at rate 1 - TV(p, q).
 #include "spec/draft_sampling.h"
@@ -28,10 +28,15 @@ std::vector<float> Distribution(std::vector<float> logits, const sampling::Sampl
   return out;
 }
 
+// draft_vocab < kVocab: the draft's logits cover tokens [0, draft_vocab) only, and q is
+// DraftDistribution's (renormalised over them, zero past them).
 void ExpectExact(const std::vector<float>& target_logits, const std::vector<float>& draft_logits,
-                 const sampling::SamplingParams& params) {
+                 const sampling::SamplingParams& params, size_t draft_vocab = kVocab) {
   const std::vector<float> p = Distribution(target_logits, params);
-  const std::vector<float> q = Distribution(draft_logits, params);
+  std::vector<float> row(draft_logits.begin(), draft_logits.begin() + draft_vocab), q;
+  DraftDistribution(row, params, sampling::SamplingInput{}, kVocab, &q);
+  ASSERT_EQ(q.size(), static_cast<size_t>(kVocab));
+  for (size_t i = draft_vocab; i < q.size(); ++i) ASSERT_EQ(q[i], 0.0f);
   double tv_pq = 0;
   for (int i = 0; i < kVocab; ++i) tv_pq += 0.5 * std::abs(double(p[i]) - q[i]);
   constexpr int kDraws = 200000;
@@ -80,6 +85,21 @@ TEST(DraftSamplingTest, DisjointTopKSupportsAtHighTemperature) {
   std::vector<float> target = Logits(3, 4), draft = target;
   for (float& x : draft) x = -x;  // the draft's top 8 are the target's bottom 8
   ExpectExact(target, draft, params);
+}
+
+// A draft computing only the first tokens of the vocabulary (draft_vocab_size): q is zero on
+// the rest, where the target may put most of its mass; still exact at two temperatures.
+TEST(DraftSamplingTest, DraftOverAVocabularyPrefixKeepsTheTargetDistribution) {
+  sampling::SamplingParams params;
+  for (float temperature : {0.7f, 1.6f}) {
+    params.temperature = temperature;
+    ExpectExact(Logits(5, 6), Logits(6, 6), params, kVocab / 3);
+    std::vector<float> target = Logits(7, 4);  // the target's mass mostly past the prefix
+    for (int i = kVocab / 4; i < kVocab; ++i) target[i] += 3.0f;
+    ExpectExact(target, Logits(8, 4), params, kVocab / 4);
+  }
+  params.top_k = 5;  // top-k within the prefix for q, over the whole vocabulary for p
+  ExpectExact(Logits(9, 4), Logits(10, 4), params, kVocab / 2);
 }
 
 TEST(DraftSamplingTest, DrawFromFollowsTheCumulativeDistribution) {

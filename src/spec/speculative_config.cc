@@ -76,7 +76,8 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
   if (!obj.is_object()) return InvalidArgument("speculative config: must be a JSON object");
   static constexpr const char* kFields[] = {
       "method", "num_speculative_tokens", "prompt_lookup_min",   "prompt_lookup_max",
-      "model",  "disable_by_batch_size",  "min_acceptance_rate", "draft_p_min"};
+      "model",  "disable_by_batch_size",  "min_acceptance_rate", "draft_p_min",
+      "draft_vocab_size"};
   for (const auto& [key, value] : obj.items()) {
     bool known = false;
     for (const char* f : kFields) known = known || key == f;
@@ -149,6 +150,10 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
     return FieldError("draft_p_min", "is only used by method draft_model");
   }
   RETURN_IF_ERROR(ReadDouble(obj, "draft_p_min", 0, /*open_lo=*/false, 1, &c.draft_p_min));
+  if (obj.contains("draft_vocab_size") && c.method != SpecMethod::kDraftModel) {
+    return FieldError("draft_vocab_size", "is only used by method draft_model");
+  }
+  RETURN_IF_ERROR(ReadInt(obj, "draft_vocab_size", 0, 1 << 30, &c.draft_vocab_size));
   return c;
 }
 
@@ -180,6 +185,7 @@ Status ValidateSpeculativeConfig(const SpeculativeConfig& c) {
       if (!(c.draft_p_min >= 0 && c.draft_p_min <= 1)) {
         return FieldError("draft_p_min", "must be in [0, 1]");
       }
+      if (c.draft_vocab_size < 0) return FieldError("draft_vocab_size", "must be >= 0");
       return OkStatus();
   }
   return OkStatus();

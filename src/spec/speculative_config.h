@@ -6,6 +6,8 @@
 //    "prompt_lookup_min": N, "prompt_lookup_max": M,   // ngram: n-gram sizes tried, M..N
 //    "model": PATH,                        // draft_model
 //    "draft_p_min": P,                     // draft_model: stop drafting below this confidence
+//    "draft_vocab_size": N,                // draft_model: the draft's logits over tokens < N
+//                                          // only (0: the whole vocabulary)
 //    "suffix_decoding_max_tree_depth": D,        // suffix: longest string its trees keep
 //    "suffix_decoding_max_cached_requests": N,   // suffix: outputs in the global tree (0: none)
 //    "suffix_decoding_max_spec_factor": F,       // suffix: draft <= F x the match length
@@ -34,6 +36,8 @@ inline constexpr int kMaxSuffixTreeDepth = 64;
 inline constexpr int kDefaultDisableByBatchSize = 8;
 // draft_model's default draft_p_min: see docs/speculative.md.
 inline constexpr double kDefaultDraftPMin = 0;
+// draft_model's default draft_vocab_size: see docs/speculative.md.
+inline constexpr int kDefaultDraftVocabSize = 32768;
 
 // Method "suffix" (spec/suffix_drafter.h), vLLM's suffix_decoding_* fields and defaults.
 struct SuffixConfig {
@@ -52,6 +56,12 @@ struct SpeculativeConfig {
   // draft_model: a sequence stops drafting at the first draft the draft model gives less
   // than this probability (that draft is dropped), as llama.cpp's --draft-p-min. 0: never.
   double draft_p_min = kDefaultDraftPMin;
+  // draft_model: the draft model computes the logits of token ids [0, draft_vocab_size) only,
+  // the first rows of its output matrix (FR-Spec: BPE vocabularies number their tokens roughly
+  // by frequency), so it drafts from those tokens and its output matrix costs that share of
+  // its full size. Exact either way: greedy drafts are verified by the target, sampled drafts
+  // carry the distribution they were drawn from (zero past N). 0, or N >= the vocabulary: all.
+  int draft_vocab_size = kDefaultDraftVocabSize;
   SuffixConfig suffix;
   int disable_by_batch_size = kDefaultDisableByBatchSize;
   double min_acceptance_rate = 0.25;

@@ -121,6 +121,29 @@ TEST(SpeculativeConfigTest, DraftModelValidates) {
   EXPECT_EQ(ValidateSpeculativeConfig(no_model).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ValidateSpeculativeConfig(SpeculativeConfig{}).ok());  // off
   EXPECT_EQ(c->draft_p_min, kDefaultDraftPMin);
+  EXPECT_EQ(c->draft_vocab_size, kDefaultDraftVocabSize);
+}
+
+TEST(SpeculativeConfigTest, DraftVocabSizeIsACountOfMethodDraftModel) {
+  auto c = ParseSpeculativeConfig(
+      R"({"method": "draft_model", "num_speculative_tokens": 8, "model": "d",
+          "draft_vocab_size": 32768})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->draft_vocab_size, 32768);
+  EXPECT_TRUE(ValidateSpeculativeConfig(*c).ok());
+  for (const char* bad : {"-1", "0.5", "\"x\""}) {
+    std::string text = R"({"method": "draft_model", "num_speculative_tokens": 8, "model": "d", )";
+    text += R"("draft_vocab_size": )";
+    text += bad;
+    text += "}";
+    auto b = ParseSpeculativeConfig(text);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find("draft_vocab_size"), std::string::npos);
+  }
+  auto suffix = ParseSpeculativeConfig(
+      R"({"method": "suffix", "num_speculative_tokens": 4, "draft_vocab_size": 100})");
+  ASSERT_FALSE(suffix.ok());
+  EXPECT_NE(suffix.status().message().find("only used by method draft_model"), std::string::npos);
 }
 
 TEST(SpeculativeConfigTest, DraftPMinIsAProbabilityOfMethodDraftModel) {
