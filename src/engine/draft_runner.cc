@@ -148,6 +148,7 @@ Status DraftModelRunner::Propose(std::span<const Job> jobs) {
     s.pos_start = w.state->computed;
     s.block_table = kv_.BlockTable(r.seq_id);
     s.num_logits = 1;
+    s.decode_start = r.num_prompt_tokens;  // the same drafts whatever the step (model/batch.h)
     batch_.tokens.insert(batch_.tokens.end(), r.tokens.begin() + s.pos_start,
                          r.tokens.begin() + s.pos_start + w.chunk);
     batch_.seqs.push_back(std::move(s));
@@ -188,6 +189,7 @@ Status DraftModelRunner::Propose(std::span<const Job> jobs) {
       s.pos_start = static_cast<int64_t>(w.context.size()) - 1;
       s.block_table = kv_.BlockTable(w.request->seq_id);
       s.num_logits = 1;
+      s.decode_start = w.request->num_prompt_tokens;
       batch_.tokens.push_back(w.context.back());
       batch_.seqs.push_back(std::move(s));
     }

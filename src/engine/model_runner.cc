@@ -1,6 +1,24 @@
 #include "engine/model_runner.h"
 
+#include <cstdlib>
+#include <string>
+
 namespace tachyon::engine {
+
+namespace {
+
+// Whether the steps mark decode rows (model/batch.h, decode_start): yes unless the environment
+// has TACHYON_DECODE_ROWS=0 (read once; for A/B benchmarks of what batch invariance costs at
+// the AMX level).
+bool MarkDecodeRows() {
+  static const bool on = [] {
+    const char* v = std::getenv("TACHYON_DECODE_ROWS");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+}  // namespace
 
 Result<std::span<float>> ModelRunner::Execute(const SchedulerOutput& out) {
   batch_.tokens.clear();
@@ -17,6 +35,9 @@ Result<std::span<float>> ModelRunner::Execute(const SchedulerOutput& out) {
     // A step that samples and verifies k drafts needs the rows of the last known token and of
     // each draft.
     slice.num_logits = s.sample ? 1 + s.num_draft_tokens : 1;
+    // Rows past the prompt (decode, verify, recomputed outputs) get logits that do not depend
+    // on the rest of the step (model/batch.h), so drafts cannot change greedy text.
+    if (MarkDecodeRows()) slice.decode_start = s.request->num_prompt_tokens;
     const auto& t = s.request->tokens;
     const int64_t known = s.num_new_tokens - s.num_draft_tokens;
     batch_.tokens.insert(batch_.tokens.end(), t.begin() + s.pos_start,

@@ -1,5 +1,8 @@
 // ModelRunner: turns one SchedulerOutput into one flat batch (model/batch.h) and runs it with
-// one executor call. No policy: it computes exactly what the scheduler decided.
+// one executor call. No policy: it computes exactly what the scheduler decided. Each slice's
+// decode_start is its request's prompt length, so rows past the prompt get logits that do not
+// depend on the rest of the step (TACHYON_DECODE_ROWS=0 leaves them unmarked, for A/B
+// benchmarks of the cost at the AMX level).
 // Thread-safety: none (engine thread).
 #pragma once
 

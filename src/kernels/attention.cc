@@ -255,10 +255,9 @@ namespace {
 // converted KV tile, and the tile's accumulators stay in L1/L2. The AMX kernel takes
 // kAmxQueryTile: its tile multiplies are cheap next to converting K and V into tiles.
 int64_t RowsPerTile(SimdLevel level, int64_t head_dim, int64_t n_group) {
-  const int64_t vectors =
-      level == SimdLevel::kAmx && UseAmxTile(head_dim, internal::kAmxQueryTile)
-          ? internal::kAmxQueryTile
-          : 64;
+  const int64_t vectors = level == SimdLevel::kAmx && UseAmxTile(head_dim, internal::kAmxQueryTile)
+                              ? internal::kAmxQueryTile
+                              : 64;
   return std::max<int64_t>(1, vectors / n_group);
 }
 
@@ -267,30 +266,32 @@ int64_t RowsPerTile(SimdLevel level, int64_t head_dim, int64_t n_group) {
 void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionParams& params,
                            const AttentionSeq* seqs, int64_t n_seqs, ThreadPool* pool,
                            AttentionScratch* scratch) {
-  const AttendTileFn attend = AttendTileAtLevel(level);
+  level = std::min(level, BestSimdLevel());
   const int64_t n_kv = kv.n_kv_heads;
   TileParams tp;
   tp.n_group = params.n_heads / n_kv;
   tp.scale = params.scale;
   tp.sliding_window = params.sliding_window;
-  const int64_t rows_per_tile =
-      RowsPerTile(std::min(level, BestSimdLevel()), kv.head_dim, tp.n_group);
+  // Index 1: the sequences marked decode_rows, which never take the AMX kernel.
+  const SimdLevel decode_level = std::min(level, SimdLevel::kAvx512);
+  const AttendTileFn attend_of[2] = {AttendTileAtLevel(level), AttendTileAtLevel(decode_level)};
+  const int64_t rows_of[2] = {RowsPerTile(level, kv.head_dim, tp.n_group),
+                              RowsPerTile(decode_level, kv.head_dim, tp.n_group)};
   const int64_t hd = kv.head_dim;
   const int n_parts = pool ? pool->num_threads() : 1;
   scratch->EnsureThreads(n_parts);
   // Work items: (sequence, query tile, kv head), numbered sequence by sequence; the tiles of
   // a sequence are numbered from its last (longest context) to its first, so the expensive
   // items are claimed first and the cheap ones fill the gaps at the end.
+  auto seq_items = [&](int64_t s) {
+    const int64_t rows_per_tile = rows_of[seqs[s].decode_rows];
+    return (seqs[s].n_tokens + rows_per_tile - 1) / rows_per_tile * n_kv;
+  };
   int64_t n_items = 0;
-  for (int64_t s = 0; s < n_seqs; ++s) {
-    n_items += (seqs[s].n_tokens + rows_per_tile - 1) / rows_per_tile * n_kv;
-  }
+  for (int64_t s = 0; s < n_seqs; ++s) n_items += seq_items(s);
   std::atomic<int64_t> next{0};
   auto worker = [&](int part, int /*n*/) {
     int64_t seq = 0, seq_first_item = 0;
-    auto seq_items = [&](int64_t s) {
-      return (seqs[s].n_tokens + rows_per_tile - 1) / rows_per_tile * n_kv;
-    };
     for (;;) {
       const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
       if (item >= n_items) return;
@@ -300,6 +301,7 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
         ++seq;
       }
       const AttentionSeq& sq = seqs[seq];
+      const int64_t rows_per_tile = rows_of[sq.decode_rows];
       const int64_t local = item - seq_first_item;
       const int64_t n_tiles = (sq.n_tokens + rows_per_tile - 1) / rows_per_tile;
       const int64_t tile = n_tiles - 1 - local / n_kv, kv_head = local % n_kv;
@@ -313,7 +315,7 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       const int64_t offset = row0 * job.row_stride + kv_head * tp.n_group * hd;
       job.q = sq.q + offset;
       job.out = sq.out + offset;
-      attend(kv, job, tp, scratch->Get(part, TileScratchFloats(kv, job, tp)));
+      attend_of[sq.decode_rows](kv, job, tp, scratch->Get(part, TileScratchFloats(kv, job, tp)));
     }
   };
   if (pool && n_items > 1) {

@@ -150,6 +150,10 @@ struct AttentionSeq {
   int64_t n_tokens = 0;                  // new tokens; their K/V must already be stored
   const float* q = nullptr;              // [n_tokens, n_heads, head_dim]
   float* out = nullptr;                  // [n_tokens, n_heads, head_dim]
+  // Decode rows (a sequence's tokens past its prompt): at the kAmx level they take the AVX-512
+  // tile kernel whatever the job's size, so each row's result does not depend on how many rows
+  // the step gives the sequence (the lower levels are batch invariant anyway; see PagedAttention).
+  bool decode_rows = false;
 };
 
 struct AttentionParams {
@@ -172,7 +176,11 @@ class AttentionScratch {
 
 // Causal attention for every new token of every sequence: token i of a sequence (position
 // pos_start + i) sees positions [max(0, pos + 1 - window), pos]. Work is split over `pool`
-// (may be null). Thread-safety: one call at a time per scratch.
+// (may be null). Batch invariance: at the scalar, AVX2 and AVX-512 levels, and for the
+// sequences marked decode_rows at every level, a row's result is the same bits whatever the
+// other rows of the call (the chunk of the prompt it came in, the other sequences); at kAmx the
+// other sequences' jobs of at least 16 query vectors (UseAmxTile) take the AMX kernel, whose
+// rounding differs (docs/attention.md). Thread-safety: one call at a time per scratch.
 void PagedAttention(const PagedKv& kv, const AttentionParams& params, const AttentionSeq* seqs,
                     int64_t n_seqs, ThreadPool* pool, AttentionScratch* scratch);
 // Same with the tile kernel of `level` (capped by the CPU), for tests and benchmarks.

@@ -99,6 +99,27 @@ TEST(BatchInvariance, MatMulMultiRowsDoNotDependOnTheRowCount) {
   }
 }
 
+// decode_rows = r: the first r rows are the AVX-512 kernels' whatever m (at kAmx the AMX path
+// would take them from its threshold on), the others those of a call over them alone.
+TEST(BatchInvariance, DecodeRowsTakeTheRowCountInvariantKernels) {
+  ThreadPool pool(2);
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kF16, GgmlType::kBF16}) {
+    const bool k_quant = GetTypeTraits(static_cast<uint32_t>(t))->block_size == 256;
+    MatMulProblem p = MakeMatMulProblem(t, 48, k_quant ? 256 : 128, 80, 9);
+    if (HasPackedLayout(t)) PackProblem(p);
+    const SimdLevel decode_level = std::min(BestSimdLevel(), SimdLevel::kAvx512);
+    for (int64_t r : {1, 9, 33, 80}) {
+      const std::string what = std::string(TypeName(t)) + " decode_rows " + std::to_string(r);
+      std::vector<float> got(p.m * p.rows, -1.0f), want(p.m * p.rows, -2.0f);
+      MatMul(p.weight, p.x.data(), p.m, got.data(), &pool, r);
+      MatMulAtLevel(decode_level, p.weight, p.x.data(), r, want.data(), &pool);
+      MatMul(p.weight, p.x.data() + r * p.cols, p.m - r, want.data() + r * p.rows, &pool);
+      const int64_t at = FirstBitDifference(got.data(), want.data(), p.m * p.rows);
+      EXPECT_EQ(at, -1) << what << " row " << (at < 0 ? 0 : at / p.rows);
+    }
+  }
+}
+
 // One layer's paged KV in `dtype` with random rows.
 struct Kv {
   std::vector<uint8_t> k, v;
@@ -182,6 +203,16 @@ TEST(BatchInvariance, AttentionRowsDoNotDependOnTheChunk) {
                              {table.data(), pos0 + n - 1, 1, q.data() + (n - 1) * w, last.data()}};
       PagedAttentionAtLevel(level, kv.view, params, two, 2, &pool, &scratch);
       EXPECT_EQ(FirstBitDifference(last.data(), want.data() + (n - 1) * w, w), -1) << what;
+      // At the AMX thresholds, the rows of a sequence marked decode_rows are the decode
+      // kernel's whatever the job: the last 20 rows in one call, beside a 9-row chunk.
+      SetAttentionAmxMinQueries(0);
+      std::vector<float> tail(20 * w, -4.0f);
+      AttentionSeq mixed[2] = {{table.data(), pos0 + 11, 9, q.data(), other.data()},
+                               {table.data(), pos0 + n - 20, 20, q.data() + (n - 20) * w,
+                                tail.data(), /*decode_rows=*/true}};
+      PagedAttentionAtLevel(level, kv.view, params, mixed, 2, &pool, &scratch);
+      const int64_t at = FirstBitDifference(tail.data(), want.data() + (n - 20) * w, 20 * w);
+      EXPECT_EQ(at, -1) << what << " decode rows, row " << (at < 0 ? 0 : n - 20 + at / w);
     }
   }
 }

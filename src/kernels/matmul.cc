@@ -18,8 +18,8 @@ namespace {
 using internal::ActFormat;
 using internal::DotFn;
 using internal::Packed2Fn;
-using internal::PackedGemmFn;
 using internal::PackedFn;
+using internal::PackedGemmFn;
 using internal::QuantizeActFn;
 
 // Bytes of weight rows swept per pass over the activation rows.
@@ -127,8 +127,8 @@ int64_t GemmMinRows() {
   return rows;
 }
 
-void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride,
-                    int64_t m, float* y, int64_t t0, int64_t t1) {
+void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride, int64_t m,
+                    float* y, int64_t t0, int64_t t1) {
   const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
   if (impl.gemm != nullptr && m >= GemmMinRows()) {
     impl.gemm(w.cols, w.packed + static_cast<size_t>(t0) * tile_bytes, tile_bytes, t1 - t0,
@@ -136,8 +136,7 @@ void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_
     return;
   }
   constexpr int64_t g = internal::kPackedMaxRows;
-  const int64_t mc =
-      std::max<int64_t>(g, static_cast<int64_t>(kActChunkBytes / stride) / g * g);
+  const int64_t mc = std::max<int64_t>(g, static_cast<int64_t>(kActChunkBytes / stride) / g * g);
   for (int64_t i0 = 0; i0 < m; i0 += mc) {
     const int64_t i1 = std::min(m, i0 + mc);
     int64_t t = t0;
@@ -151,8 +150,8 @@ void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_
         float* yt = y + t * kPackRows;
         for (int64_t i = i0; i < i1; i += g) {
           const int nx = static_cast<int>(std::min<int64_t>(g, i1 - i));
-          impl.packed2(w.cols, tile, tile_bytes, act + static_cast<size_t>(i) * stride, stride,
-                       nx, yt + i * w.rows, w.rows, nrows_b);
+          impl.packed2(w.cols, tile, tile_bytes, act + static_cast<size_t>(i) * stride, stride, nx,
+                       yt + i * w.rows, w.rows, nrows_b);
         }
       }
     }
@@ -380,8 +379,8 @@ void MatMulMultiAmx(std::span<const Weight* const> ws, const float* x, int64_t m
   // bf16 activation rows, padded to a multiple of 16 rows (the A tiles' height).
   const int64_t mp = (m + 15) / 16 * 16;
   // F32 / F16 weights also read the activations' low halves, mp rows after the high ones.
-  const bool split = std::any_of(ws.begin(), ws.end(),
-                                 [](const Weight* w) { return AmxSplitType(w->type); });
+  const bool split =
+      std::any_of(ws.begin(), ws.end(), [](const Weight* w) { return AmxSplitType(w->type); });
   const size_t act_bytes = AmxActStride(cols) * static_cast<size_t>(mp);
   uint8_t* act = Scratch(act_bytes * (split ? 2 : 1));
   auto convert = [&](int64_t b, int64_t e) {
@@ -516,6 +515,43 @@ void MatMulMultiImpl(SimdLevel level, std::span<const Weight* const> ws, const f
   });
 }
 
+// Rows [first, first + n) of another InputRows.
+class ShiftedRows final : public InputRows {
+ public:
+  ShiftedRows(const InputRows& rows, int64_t first) : rows_(rows), first_(first) {}
+  void Row(int64_t i, float* out) const override { rows_.Row(first_ + i, out); }
+
+ private:
+  const InputRows& rows_;
+  int64_t first_;
+};
+
+// MatMulMultiImpl at the best level with the first `decode_rows` rows on the AVX-512 kernels
+// (matmul.h, decode rows).
+void MatMulMultiDecodeRows(std::span<const Weight* const> ws, const float* x, const InputRows* rows,
+                           int64_t m, std::span<float* const> ys, ThreadPool* pool,
+                           int64_t decode_rows) {
+  const SimdLevel level = BestSimdLevel();
+  CHECK(decode_rows >= 0 && decode_rows <= m) << "MatMul: decode_rows outside [0, m]";
+  if (level < SimdLevel::kAmx || decode_rows == 0) {
+    MatMulMultiImpl(level, ws, x, rows, m, ys, pool);
+    return;
+  }
+  MatMulMultiImpl(SimdLevel::kAvx512, ws, x, rows, decode_rows, ys, pool);
+  if (decode_rows == m) return;
+  CHECK(ys.size() <= kMaxMultiWeights) << "MatMulMulti: bad counts";
+  float* rest[kMaxMultiWeights];
+  for (size_t i = 0; i < ys.size(); ++i) rest[i] = ys[i] + decode_rows * ws[i]->rows;
+  const std::span<float* const> ys_rest(rest, ys.size());
+  if (x != nullptr) {
+    MatMulMultiImpl(level, ws, x + decode_rows * ws[0]->cols, nullptr, m - decode_rows, ys_rest,
+                    pool);
+  } else {
+    const ShiftedRows shifted(*rows, decode_rows);
+    MatMulMultiImpl(level, ws, nullptr, &shifted, m - decode_rows, ys_rest, pool);
+  }
+}
+
 }  // namespace
 
 void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, const float* x,
@@ -523,20 +559,19 @@ void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, cons
   MatMulMultiImpl(level, ws, x, nullptr, m, ys, pool);
 }
 
-void MatMulMultiRowsAtLevel(SimdLevel level, std::span<const Weight* const> ws,
-                            const InputRows& x, int64_t m, std::span<float* const> ys,
-                            ThreadPool* pool) {
+void MatMulMultiRowsAtLevel(SimdLevel level, std::span<const Weight* const> ws, const InputRows& x,
+                            int64_t m, std::span<float* const> ys, ThreadPool* pool) {
   MatMulMultiImpl(level, ws, nullptr, &x, m, ys, pool);
 }
 
 void MatMulMultiRows(std::span<const Weight* const> ws, const InputRows& x, int64_t m,
-                     std::span<float* const> ys, ThreadPool* pool) {
-  MatMulMultiImpl(BestSimdLevel(), ws, nullptr, &x, m, ys, pool);
+                     std::span<float* const> ys, ThreadPool* pool, int64_t decode_rows) {
+  MatMulMultiDecodeRows(ws, nullptr, &x, m, ys, pool, decode_rows);
 }
 
 void MatMulMulti(std::span<const Weight* const> ws, const float* x, int64_t m,
-                 std::span<float* const> ys, ThreadPool* pool) {
-  MatMulMultiAtLevel(BestSimdLevel(), ws, x, m, ys, pool);
+                 std::span<float* const> ys, ThreadPool* pool, int64_t decode_rows) {
+  MatMulMultiDecodeRows(ws, x, nullptr, m, ys, pool, decode_rows);
 }
 
 void MatMulAtLevel(SimdLevel level, const Weight& w, const float* x, int64_t m, float* y,
@@ -546,8 +581,11 @@ void MatMulAtLevel(SimdLevel level, const Weight& w, const float* x, int64_t m, 
   MatMulMultiAtLevel(level, ws, x, m, ys, pool);
 }
 
-void MatMul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool* pool) {
-  MatMulAtLevel(BestSimdLevel(), w, x, m, y, pool);
+void MatMul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool* pool,
+            int64_t decode_rows) {
+  const Weight* ws[1] = {&w};
+  float* ys[1] = {y};
+  MatMulMultiDecodeRows(ws, x, nullptr, m, ys, pool, decode_rows);
 }
 
 void MatMulReference(const Weight& w, const float* x, int64_t m, float* y) {

@@ -11,13 +11,22 @@
 // (TACHYON_CPU=scalar|avx2|avx512 caps it); all variants use the same rounded activations and
 // agree to float summation order.
 // Exception, SimdLevel::kAmx (Intel AMX) with m >= a per-type threshold (BF16 8 rows, Q6_K 24,
-// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 32, Q2_K..Q5_K 48; F32/F16 never unless SetAmxMinRows /
-// TACHYON_AMX_MIN_M forces it): every type then rounds the activations to bf16 (nearest even) and the weights,
-// dequantized exactly, to bf16 too, and accumulates in f32 (|error| <= sum_k |x_k w_k| *
-// (2^-7 + 2^-16 + (cols + 2) 2^-24), kernels/matmul_amx_test.cc). So at kAmx the same input
-// row can give slightly different outputs with fewer or more rows in the call; with the same
-// path, a row's outputs never depend on the other rows. Thread-safety: MatMul may run concurrently from several threads
-// (scratch is thread-local); the pool must not be shared by concurrent callers.
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/F16 32, Q2_K..Q5_K 48; F32 never unless SetAmxMinRows /
+// TACHYON_AMX_MIN_M forces it): every type then rounds the activations to bf16 (nearest even) and
+// the weights, dequantized exactly, to bf16 too, and accumulates in f32 (|error| <= sum_k |x_k w_k|
+// * (2^-7 + 2^-16 + (cols + 2) 2^-24), kernels/matmul_amx_test.cc). So at kAmx the same input row
+// can give slightly different outputs with fewer or more rows in the call; with the same path, a
+// row's outputs never depend on the other rows.
+//
+// Decode rows: MatMul, MatMulMulti and MatMulMultiRows take `decode_rows` = r (0 <= r <= m). The
+// first r rows are computed with the kernels of the AVX-512 level (never the AMX tiles), so their
+// outputs are the same bits whatever m and r are (batch invariance: a decode or speculative verify
+// row's logits do not depend on the rest of the step, model/batch.h). At kAmx rows [r, m) are then
+// a call of their own (the weights are read twice), taking the AMX path from its threshold of
+// m - r rows. Below kAmx every path is row-count invariant and r changes nothing.
+//
+// Thread-safety: MatMul may run concurrently from several threads (scratch is thread-local); the
+// pool must not be shared by concurrent callers.
 #pragma once
 
 #include <cstddef>
@@ -49,7 +58,8 @@ bool IsSupportedWeightType(GgmlType type);
 // y must not overlap x. Output rows are split over `pool` in contiguous chunks (may be null:
 // single-threaded). No allocation after the first calls (thread-local scratch grows once).
 // REQUIRES: IsSupportedWeightType(w.type).
-void MatMul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool* pool);
+void MatMul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool* pool,
+            int64_t decode_rows = 0);
 
 // MatMul with kernels of at most `level` (capped by BestSimdLevel()); tests and benchmarks
 // use it to run each variant. Scalar / AVX2 / AVX-512 results agree to float rounding.
@@ -63,7 +73,7 @@ void MatMulAtLevel(SimdLevel level, const Weight& w, const float* x, int64_t m, 
 // REQUIRES: ws.size() == ys.size() <= kMaxMultiWeights; outputs do not overlap x or each other.
 inline constexpr size_t kMaxMultiWeights = 4;
 void MatMulMulti(std::span<const Weight* const> ws, const float* x, int64_t m,
-                 std::span<float* const> ys, ThreadPool* pool);
+                 std::span<float* const> ys, ThreadPool* pool, int64_t decode_rows = 0);
 void MatMulMultiAtLevel(SimdLevel level, std::span<const Weight* const> ws, const float* x,
                         int64_t m, std::span<float* const> ys, ThreadPool* pool);
 
@@ -83,10 +93,9 @@ class InputRows {
   virtual void Row(int64_t i, float* out) const = 0;
 };
 void MatMulMultiRows(std::span<const Weight* const> ws, const InputRows& x, int64_t m,
-                     std::span<float* const> ys, ThreadPool* pool);
-void MatMulMultiRowsAtLevel(SimdLevel level, std::span<const Weight* const> ws,
-                            const InputRows& x, int64_t m, std::span<float* const> ys,
-                            ThreadPool* pool);
+                     std::span<float* const> ys, ThreadPool* pool, int64_t decode_rows = 0);
+void MatMulMultiRowsAtLevel(SimdLevel level, std::span<const Weight* const> ws, const InputRows& x,
+                            int64_t m, std::span<float* const> ys, ThreadPool* pool);
 
 // At SimdLevel::kAmx, calls with at least a type-dependent number of activation rows (the
 // header comment above) take the AMX path. SetAmxMinRows(n), n >= 1, makes n the threshold for

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace tachyon::model {
@@ -26,6 +27,13 @@ struct SequenceSlice {
   // of a prompt needs; n_tokens: every new token; k + 1: a speculative verify of k drafts).
   // REQUIRES: 1 <= num_logits <= n_tokens.
   int64_t num_logits = 1;
+  // Positions from decode_start on are decode rows: the sequence's tokens past its prompt
+  // (generated tokens, recomputed ones after a preemption, speculative drafts being verified);
+  // the engine sets it to the prompt's length. Batch invariance: a decode row's logits (and
+  // K/V) are the same bits whatever else the step computes (other sequences, drafts, prompt
+  // chunks); at the AMX level they take the AVX-512 kernels (kernels/matmul.h). The other rows
+  // keep the AMX thresholds. Default: no decode rows.
+  int64_t decode_start = std::numeric_limits<int64_t>::max();
 };
 
 struct Batch {

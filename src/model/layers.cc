@@ -68,15 +68,15 @@ void NormedMatMul(StepContext& ctx, const float* weight, std::span<const kernels
   if (!ctx.fuse_inputs) {
     NormInput(ctx, weight);
     OpTimer t(ctx.prof, op);
-    kernels::MatMulMulti(ws, ctx.s->xn.data(), ctx.n_tokens, ys, ctx.pool);
+    kernels::MatMulMulti(ws, ctx.s->xn.data(), ctx.n_tokens, ys, ctx.pool, ctx.n_decode_rows);
     return;
   }
   OpTimer t(ctx.prof, op);
   Scratch& s = *ctx.s;
   const ModelConfig& c = *ctx.config;
-  const kernels::RmsNormRows rows(s.x.data(), ctx.pending_residual ? s.tmp.data() : nullptr,
-                                  weight, c.n_embd, c.rms_eps);
-  kernels::MatMulMultiRows(ws, rows, ctx.n_tokens, ys, ctx.pool);
+  const kernels::RmsNormRows rows(s.x.data(), ctx.pending_residual ? s.tmp.data() : nullptr, weight,
+                                  c.n_embd, c.rms_eps);
+  kernels::MatMulMultiRows(ws, rows, ctx.n_tokens, ys, ctx.pool, ctx.n_decode_rows);
   ctx.pending_residual = false;
 }
 
@@ -241,7 +241,7 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
   }
   {
     OpTimer t(ctx.prof, OpKind::kMatMulO);
-    kernels::MatMul(w.wo, s.attn.data(), n, s.tmp.data(), ctx.pool);
+    kernels::MatMul(w.wo, s.attn.data(), n, s.tmp.data(), ctx.pool, ctx.n_decode_rows);
   }
   PostNorm(ctx, w.post_attn_norm);
   ctx.pending_residual = true;  // x += tmp happens inside the FFN norm
@@ -271,7 +271,7 @@ void DenseFfn(StepContext& ctx, const LayerWeights& w) {
     const kernels::Weight* ws[] = {&w.w_down};
     float* ys[] = {s.tmp.data()};
     kernels::MatMulMultiRows(ws, kernels::GatedMulRows(s.gate.data(), s.up.data(), ff, c.ffn_act),
-                             n, ys, ctx.pool);
+                             n, ys, ctx.pool, ctx.n_decode_rows);
   } else {
     {
       OpTimer t(ctx.prof, OpKind::kActivation);
@@ -281,7 +281,7 @@ void DenseFfn(StepContext& ctx, const LayerWeights& w) {
       });
     }
     OpTimer t(ctx.prof, OpKind::kFfnMatMul);
-    kernels::MatMul(w.w_down, s.gate.data(), n, s.tmp.data(), ctx.pool);
+    kernels::MatMul(w.w_down, s.gate.data(), n, s.tmp.data(), ctx.pool, ctx.n_decode_rows);
   }
   PostNorm(ctx, w.post_ffn_norm);
   ctx.pending_residual = true;  // x += tmp happens inside the next norm
@@ -312,27 +312,31 @@ void MoeFfn(StepContext& ctx, const LayerWeights& w) {
   Scratch& s = *ctx.s;
   const int64_t n = ctx.n_tokens, k = c.n_experts_used, d = c.n_embd;
   OpTimer t(ctx.prof, OpKind::kFfnMatMul);  // the whole MoE FFN (router, experts, mixing)
-  kernels::MatMul(w.router, s.xn.data(), n, s.router.data(), ctx.pool);
+  kernels::MatMul(w.router, s.xn.data(), n, s.router.data(), ctx.pool, ctx.n_decode_rows);
   for (int64_t i = 0; i < n; ++i) {
     Route(c, s.router.data() + i * c.n_experts, s.expert_ids.data() + i * k,
           s.expert_wts.data() + i * k);
   }
   for (int32_t e = 0; e < c.n_experts; ++e) {
-    int64_t cnt = 0;
+    int64_t cnt = 0, cnt_decode = 0;  // rows gathered in step order: decode rows first
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < k; ++j) {
         if (s.expert_ids[i * k + j] != e) continue;
         s.rows[cnt] = static_cast<int32_t>(i);
+        cnt_decode += i < ctx.n_decode_rows;
         s.rows_w[cnt] = s.expert_wts[i * k + j];
         std::memcpy(s.ex_in.data() + cnt * d, s.xn.data() + i * d, d * sizeof(float));
         ++cnt;
       }
     }
     if (cnt == 0) continue;
-    kernels::MatMul(ExpertSlice(w.experts_gate, e), s.ex_in.data(), cnt, s.gate.data(), ctx.pool);
-    kernels::MatMul(ExpertSlice(w.experts_up, e), s.ex_in.data(), cnt, s.up.data(), ctx.pool);
+    kernels::MatMul(ExpertSlice(w.experts_gate, e), s.ex_in.data(), cnt, s.gate.data(), ctx.pool,
+                    cnt_decode);
+    kernels::MatMul(ExpertSlice(w.experts_up, e), s.ex_in.data(), cnt, s.up.data(), ctx.pool,
+                    cnt_decode);
     kernels::SiluMul(s.gate.data(), s.up.data(), s.gate.data(), cnt * c.n_ff_expert);
-    kernels::MatMul(ExpertSlice(w.experts_down, e), s.gate.data(), cnt, s.ex_out.data(), ctx.pool);
+    kernels::MatMul(ExpertSlice(w.experts_down, e), s.gate.data(), cnt, s.ex_out.data(), ctx.pool,
+                    cnt_decode);
     for (int64_t r = 0; r < cnt; ++r) {
       float* dst = s.x.data() + s.rows[r] * d;
       const float* src = s.ex_out.data() + r * d;

@@ -57,6 +57,9 @@ struct StepContext {
   KvCache* kv = nullptr;
   kernels::AttentionScratch* attn_scratch = nullptr;
   int64_t n_tokens = 0;
+  // Rows [0, n_decode_rows) are decode rows (model/batch.h, decode_start): every matmul passes
+  // their count (kernels/matmul.h) and their attention sequences are marked decode_rows.
+  int64_t n_decode_rows = 0;
   std::vector<int64_t> positions;  // [n_tokens]
   // Per KV layer group g (model/kv_cache.h; one group for most models), group-major:
   std::vector<int64_t> kv_slot;             // [n_groups, n_tokens] block * block_size + slot

@@ -145,7 +145,7 @@ Result<std::unique_ptr<KvCache>> Model::CreateKvCache(const KvLayout& layout, in
   return KvCache::Create(layout, n_blocks, block_size, config_.n_kv_heads, config_.head_dim, dtype);
 }
 
-Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
+Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out, bool decode_rows) {
   const ModelConfig& c = config_;
   if (kv == nullptr || kv->n_layers() != c.n_layers || kv->n_kv_heads() != c.n_kv_heads ||
       kv->head_dim() != c.head_dim) {
@@ -163,21 +163,15 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
                              std::to_string(c.n_vocab) + ")");
     }
   }
-  scratch_.Reserve(c, n);
-  ctx_.config = &config_;
-  ctx_.s = &scratch_;
-  ctx_.kv = kv;
-  ctx_.attn_scratch = &attn_scratch_;
-  ctx_.n_tokens = n;
-  ctx_.positions.assign(n, -1);
-  ctx_.seqs.clear();
-  out_token_.clear();
-  out->seq_first_row.clear();
   const int64_t bs = kv->block_size();
   // Layer groups (model/kv_cache.h): each table is n_groups sections, one per group.
   const int64_t n_groups = kv->n_groups();
   const KvLayout& layout = kv->layout();
-  ctx_.kv_slot.resize(n * n_groups);
+  // Validation; token_row_ marks the tokens some sequence covers.
+  token_row_.assign(n, -1);
+  std::vector<int64_t>& n_decode_of = slice_decode_rows_;  // [n_seqs] decode rows per slice
+  n_decode_of.assign(batch.seqs.size(), 0);
+  int64_t n_decode = 0;
   for (size_t si = 0; si < batch.seqs.size(); ++si) {
     const SequenceSlice& sq = batch.seqs[si];
     const std::string where = "Forward: sequence " + std::to_string(si);
@@ -215,44 +209,96 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out) {
         }
       }
     }
-    for (int64_t j = 0; j < sq.n_tokens; ++j) {
-      const int64_t t = sq.token_start + j, pos = sq.pos_start + j;
-      if (ctx_.positions[t] != -1) {
+    for (int64_t t = sq.token_start; t < sq.token_start + sq.n_tokens; ++t) {
+      if (token_row_[t] != -1) {
         return InvalidArgument(where + ": token " + std::to_string(t) +
                                " already belongs to another sequence");
       }
-      ctx_.positions[t] = pos;
-      for (int64_t g = 0; g < n_groups; ++g) {
-        ctx_.kv_slot[g * n + t] = int64_t{sq.block_table[g * section + pos / bs]} * bs + pos % bs;
-      }
+      token_row_[t] = 0;
     }
     if (sq.num_logits < 1 || sq.num_logits > sq.n_tokens) {
       return InvalidArgument(where + ": asks for logits of " + std::to_string(sq.num_logits) +
                              " tokens, it has " + std::to_string(sq.n_tokens) + " new tokens");
     }
-    kernels::AttentionSeq as;
-    as.block_table = sq.block_table.data();
-    as.pos_start = sq.pos_start;
-    as.n_tokens = sq.n_tokens;
-    as.q = scratch_.q.data() + sq.token_start * c.q_dim();
-    as.out = scratch_.attn.data() + sq.token_start * c.q_dim();
-    ctx_.seqs.push_back(as);
-    out->seq_first_row.push_back(static_cast<int64_t>(out_token_.size()));
-    for (int64_t j = sq.n_tokens - sq.num_logits; j < sq.n_tokens; ++j) {
-      out_token_.push_back(sq.token_start + j);
+    if (decode_rows && sq.decode_start < end) {
+      n_decode_of[si] = end - std::max(sq.decode_start, sq.pos_start);
+      n_decode += n_decode_of[si];
     }
   }
   for (int64_t t = 0; t < n; ++t) {
-    if (ctx_.positions[t] == -1) {
+    if (token_row_[t] == -1) {
       return InvalidArgument("Forward: token " + std::to_string(t) + " belongs to no sequence");
+    }
+  }
+  scratch_.Reserve(c, n);
+  ctx_.config = &config_;
+  ctx_.s = &scratch_;
+  ctx_.kv = kv;
+  ctx_.attn_scratch = &attn_scratch_;
+  ctx_.n_tokens = n;
+  ctx_.n_decode_rows = n_decode;
+  ctx_.positions.resize(n);
+  ctx_.seqs.clear();
+  ctx_.kv_slot.resize(n * n_groups);
+  row_token_.resize(n);
+  seq_slice_.clear();
+  // The step's rows: the batch's decode rows first, then its other rows, each set in batch
+  // order (the identity when no prompt row comes before a decode row). Each part of a slice
+  // (its prompt rows, its decode rows) stays contiguous and attends as a sequence of its own:
+  // its earlier positions, the other part's included, are in the cache by then.
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const SequenceSlice& sq = batch.seqs[si];
+    for (int64_t j = sq.n_tokens - n_decode_of[si]; j < sq.n_tokens; ++j) {
+      token_row_[sq.token_start + j] = 1;
+    }
+  }
+  int64_t next_row[2] = {n_decode, 0};  // [0]: prompt rows, [1]: decode rows
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t r = next_row[token_row_[t]]++;
+    token_row_[t] = r;
+    row_token_[r] = t;
+  }
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const SequenceSlice& sq = batch.seqs[si];
+    const int64_t section = static_cast<int64_t>(sq.block_table.size()) / n_groups;
+    const int64_t n_prompt = sq.n_tokens - n_decode_of[si];
+    for (int part = 0; part < 2; ++part) {
+      const int64_t j0 = part == 0 ? 0 : n_prompt, j1 = part == 0 ? n_prompt : sq.n_tokens;
+      if (j0 == j1) continue;
+      const int64_t row0 = token_row_[sq.token_start + j0];
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t pos = sq.pos_start + j, r = row0 + (j - j0);
+        ctx_.positions[r] = pos;
+        for (int64_t g = 0; g < n_groups; ++g) {
+          ctx_.kv_slot[g * n + r] = int64_t{sq.block_table[g * section + pos / bs]} * bs + pos % bs;
+        }
+      }
+      kernels::AttentionSeq as;
+      as.block_table = sq.block_table.data();
+      as.pos_start = sq.pos_start + j0;
+      as.n_tokens = j1 - j0;
+      as.q = scratch_.q.data() + row0 * c.q_dim();
+      as.out = scratch_.attn.data() + row0 * c.q_dim();
+      as.decode_rows = part == 1;
+      ctx_.seqs.push_back(as);
+      seq_slice_.push_back(static_cast<int64_t>(si));
+    }
+  }
+  // Logits rows: per slice in order (ForwardOutput); out_token_ names each one's step row.
+  out_token_.clear();
+  out->seq_first_row.clear();
+  for (const SequenceSlice& sq : batch.seqs) {
+    out->seq_first_row.push_back(static_cast<int64_t>(out_token_.size()));
+    for (int64_t j = sq.n_tokens - sq.num_logits; j < sq.n_tokens; ++j) {
+      out_token_.push_back(token_row_[sq.token_start + j]);
     }
   }
   // Group g's sequences follow group 0's, with their table pointers on section g.
   const size_t n_seqs = ctx_.seqs.size();
   for (int64_t g = 1; g < n_groups; ++g) {
-    for (size_t si = 0; si < n_seqs; ++si) {
-      kernels::AttentionSeq as = ctx_.seqs[si];
-      const std::vector<int32_t>& bt = batch.seqs[si].block_table;
+    for (size_t i = 0; i < n_seqs; ++i) {
+      kernels::AttentionSeq as = ctx_.seqs[i];
+      const std::vector<int32_t>& bt = batch.seqs[seq_slice_[i]].block_table;
       as.block_table = bt.data() + g * (static_cast<int64_t>(bt.size()) / n_groups);
       ctx_.seqs.push_back(as);
     }
@@ -268,7 +314,8 @@ void Model::Embed(const Batch& batch, ThreadPool* pool) {
   float* x = scratch_.x.data();
   auto embed = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const uint8_t* row = static_cast<const uint8_t*>(e.data) + batch.tokens[i] * e.row_bytes;
+      const uint8_t* row =
+          static_cast<const uint8_t*>(e.data) + batch.tokens[row_token_[i]] * e.row_bytes;
       float* xi = x + i * d;
       kernels::DequantizeRow(e.type, row, xi, d);
       if (scale != 1.0f) {
@@ -284,13 +331,29 @@ void Model::Embed(const Batch& batch, ThreadPool* pool) {
   }
 }
 
-void Model::ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* out) {
+void Model::ComputeLogits(ThreadPool* pool, ForwardOutput* out) {
   const ModelConfig& c = config_;
   const int64_t rows = static_cast<int64_t>(out_token_.size());
+  // The decode rows' logits first (one matmul call may take them with decode_rows), then the
+  // others: logit_order_[k] is the output row computed k-th, logit_src_[k] its step row.
+  logit_order_.clear();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t r = 0; r < rows; ++r) {
+      if ((out_token_[r] < ctx_.n_decode_rows) == (pass == 0)) logit_order_.push_back(r);
+    }
+  }
+  int64_t n_decode = 0;
+  bool in_order = true;
+  logit_src_.resize(rows);
+  for (int64_t k = 0; k < rows; ++k) {
+    logit_src_[k] = out_token_[logit_order_[k]];
+    n_decode += logit_src_[k] < ctx_.n_decode_rows;
+    in_order = in_order && logit_order_[k] == k;
+  }
   // The output norm of each gathered row runs inside the matmul's activation conversion
   // (kernels/fused_rows.h), or as a gather + RmsNorm pass when fusion is off.
   const kernels::RmsNormRows normed(scratch_.x.data(), nullptr, weights_.output_norm, c.n_embd,
-                                    c.rms_eps, out_token_.data());
+                                    c.rms_eps, logit_src_.data());
   if (!ctx_.fuse_inputs) {
     if (out_x_.size() < static_cast<size_t>(rows * c.n_embd)) out_x_.resize(rows * c.n_embd);
     for (int64_t r = 0; r < rows; ++r) normed.Row(r, out_x_.data() + r * c.n_embd);
@@ -301,16 +364,27 @@ void Model::ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* o
   }
   out->n_rows = rows;
   out->n_vocab = n_vocab;
+  const size_t row_floats = static_cast<size_t>(n_vocab);
+  if (!in_order && logits_tmp_.size() < static_cast<size_t>(rows) * row_floats) {
+    logits_tmp_.resize(static_cast<size_t>(rows) * row_floats);
+  }
+  float* y = in_order ? out->logits.data() : logits_tmp_.data();
   // A prefix of the output matrix's rows is a matrix of its own (the GGUF rows and the packed
   // tiles are both row-major; a partial last tile computes only its first rows).
   kernels::Weight output = weights_.output;
   output.rows = n_vocab;
   const kernels::Weight* ws[] = {&output};
-  float* ys[] = {out->logits.data()};
+  float* ys[] = {y};
   if (ctx_.fuse_inputs) {
-    kernels::MatMulMultiRows(ws, normed, rows, ys, pool);
+    kernels::MatMulMultiRows(ws, normed, rows, ys, pool, n_decode);
   } else {
-    kernels::MatMulMulti(ws, out_x_.data(), rows, ys, pool);
+    kernels::MatMulMulti(ws, out_x_.data(), rows, ys, pool, n_decode);
+  }
+  if (!in_order) {
+    for (int64_t k = 0; k < rows; ++k) {
+      std::memcpy(out->logits.data() + logit_order_[k] * row_floats, y + k * row_floats,
+                  row_floats * sizeof(float));
+    }
   }
   if (const float cap = c.final_logit_softcap; cap > 0) {
     float* l = out->logits.data();
@@ -330,7 +404,7 @@ Status Model::Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, Forward
     return InvalidArgument("Forward: " + config_.name +
                            " is an encoder (embeddings / scores only); use Pool");
   }
-  RETURN_IF_ERROR(PrepareStep(batch, kv, out));
+  RETURN_IF_ERROR(PrepareStep(batch, kv, out, /*decode_rows=*/true));
   ctx_.pool = pool;
   ctx_.prof = profiling ? &profile_ : nullptr;
   ctx_.pending_residual = false;
@@ -347,7 +421,7 @@ Status Model::Forward(const Batch& batch, KvCache* kv, ThreadPool* pool, Forward
   FinishLayers(ctx_);
   {
     OpTimer t(ctx_.prof, OpKind::kLogits);
-    ComputeLogits(batch, pool, out);
+    ComputeLogits(pool, out);
   }
   if (profiling) {
     const double total =

@@ -149,9 +149,11 @@ class Model {
  private:
   Model() = default;
   Status LoadWeights(const ArchDef& def);
-  Status PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out);
+  // Validates the batch and lays out the step (StepContext): with decode_rows, the slices'
+  // decode rows (SequenceSlice::decode_start) come first; without, the rows are the batch's.
+  Status PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out, bool decode_rows);
   void Embed(const Batch& batch, ThreadPool* pool);
-  void ComputeLogits(const Batch& batch, ThreadPool* pool, ForwardOutput* out);
+  void ComputeLogits(ThreadPool* pool, ForwardOutput* out);
 
   std::unique_ptr<gguf::GgufFile> file_;
   std::unique_ptr<TensorSource> source_;
@@ -163,9 +165,16 @@ class Model {
   Scratch scratch_;
   StepContext ctx_;
   kernels::AttentionScratch attn_scratch_;
-  ForwardOutput pool_logits_;       // Pool: PrepareStep's row bookkeeping (no logits)
-  std::vector<int64_t> out_token_;  // [n_rows] token index of each logits row
-  std::vector<float> out_x_;        // [n_rows, n_embd]
+  ForwardOutput pool_logits_;               // Pool: PrepareStep's row bookkeeping (no logits)
+  std::vector<int64_t> out_token_;          // [n_rows] step row of each logits row
+  std::vector<float> out_x_;                // [n_rows, n_embd]
+  std::vector<int64_t> token_row_;          // [n_tokens] step row of each batch token
+  std::vector<int64_t> row_token_;          // [n_tokens] batch token of each step row
+  std::vector<int64_t> seq_slice_;          // [n_seqs] the slice each attention sequence is part of
+  std::vector<int64_t> slice_decode_rows_;  // [batch slices] decode rows of each
+  std::vector<int64_t> logit_order_;        // [n_rows] output rows, decode rows' first
+  std::vector<int64_t> logit_src_;          // [n_rows] their step rows
+  std::vector<float> logits_tmp_;           // logits in logit_order_ when it is not the identity
   OpProfile profile_;
   bool profiling_ = ProfilingEnabled();
   int64_t logit_rows_ = 0;  // SetLogitRows; 0: all of n_vocab

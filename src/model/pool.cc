@@ -48,7 +48,7 @@ Status Model::Pool(const Batch& batch, PoolingType pooling, KvCache* kv, ThreadP
       }
     }
   }
-  RETURN_IF_ERROR(PrepareStep(batch, kv, &pool_logits_));
+  RETURN_IF_ERROR(PrepareStep(batch, kv, &pool_logits_, /*decode_rows=*/false));
   ctx_.pool = pool;
   ctx_.prof = profiling_ ? &profile_ : nullptr;
   ctx_.pending_residual = false;

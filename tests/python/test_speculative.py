@@ -7,10 +7,12 @@ when present (greedy `tachyon run` on a ChatML code-edit prompt, the workload dr
 import json
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import MODEL_NAME, Server, binary_path, require_smollm2
+from conftest import (MODEL_NAME, REPO, SMOLLM2_NAME, Server, SmolLM2Server, binary_path,
+                      require_smollm2)
 
 SPEC = ["--speculative-config",
         json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1,
@@ -81,6 +83,76 @@ def test_streamed_text_is_unchanged(client, spec_server):
         return "".join(ch.choices[0].text for ch in c.completions.create(
             model=MODEL_NAME, prompt=PROMPTS[1], max_tokens=80, temperature=0, stream=True))
     assert stream(spec_server.client()) == stream(client)
+
+
+def chatml(text):
+    return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def run_greedy(path, prompt, n, extra):
+    r = subprocess.run([str(binary_path()), "run", "-m", str(path), "-t", "2", "--temp", "0",
+                        "-n", str(n), "-p", prompt, *extra], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("workload", ["chat", "summarise"])
+def test_smollm2_greedy_chat_is_unchanged_at_the_default_level(workload):
+    # bench/spec_bench.sh's chat workloads, whose texts differed with drafts at the AMX level
+    # while verify rows took the AMX attention kernel: a decode or verify row now takes the
+    # batch-invariant kernels at every level (model/batch.h, decode_start).
+    path = require_smollm2()
+    prompt = chatml((REPO / "bench" / "spec_prompts" / f"{workload}.txt").read_text())
+    want, _ = run_greedy(path, prompt, 200, [])
+    for spec in ('{"method": "ngram", "num_speculative_tokens": 8}',
+                 '{"method": "suffix", "num_speculative_tokens": 8}'):
+        got, err = run_greedy(path, prompt, 200, ["--speculative-config", spec])
+        assert re.search(r"speculative: \d+ drafts, \d+ of [1-9]", err), err
+        assert got == want, spec
+
+
+def test_smollm2_greedy_chat_beside_other_prompts_is_unchanged(tmp_path):
+    # A greedy chat decodes (with ngram drafts) while three more requests arrive: its decode and
+    # verify steps then carry their prompt chunks (more rows than the AMX thresholds), and its
+    # text must still be its text alone without drafts. (The newcomers' own texts are not
+    # compared: at the AMX level a prompt row's logits still depend on its chunk, docs/kernels.md.)
+    require_smollm2()
+    first = "What are three good habits for staying healthy? Explain each briefly."
+    others = ["Explain what a hash table is to a new programmer, with an example in Python.",
+              "Write a short poem about the sea and the wind, then explain its images.",
+              "Describe how bread is made, step by step, for a child who likes to cook."]
+
+    def messages(q):
+        return [{"role": "user", "content": q}]
+
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "spec").mkdir()
+    plain = SmolLM2Server(tmp_path / "plain")
+    try:
+        r = plain.client().chat.completions.create(model=SMOLLM2_NAME, max_tokens=160,
+                                                   temperature=0, messages=messages(first))
+        alone = r.choices[0].message.content
+    finally:
+        assert plain.stop() == 0
+    spec = SmolLM2Server(tmp_path / "spec", SPEC)
+    try:
+        client = spec.client()
+        stream = client.chat.completions.create(model=SMOLLM2_NAME, max_tokens=160, temperature=0,
+                                                messages=messages(first), stream=True)
+        parts = []
+        with ThreadPoolExecutor(len(others)) as ex:
+            for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    parts.append(chunk.choices[0].delta.content)
+                    if len(parts) == 1:  # decoding: the others join its steps
+                        for q in others:
+                            ex.submit(client.chat.completions.create, model=SMOLLM2_NAME,
+                                      max_tokens=32, temperature=0, messages=messages(q))
+        assert spec.metrics()["tachyon_spec_decode_num_drafts_total"] > 0
+    finally:
+        assert spec.stop() == 0
+    assert "".join(parts) == alone
 
 
 def test_smollm2_greedy_code_edit_is_unchanged():
