@@ -1,6 +1,7 @@
 #include "engine/kv_offload.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "util/logging.h"
 
@@ -16,11 +17,6 @@ std::unique_ptr<KvOffload> KvOffload::Create(std::vector<std::shared_ptr<kv::Blo
   }
   if (!kv->prefix_caching()) {
     TLOG(WARN) << "KV offload: prefix caching is off; tiers unused";
-    return nullptr;
-  }
-  if (kv->num_groups() != 1) {
-    TLOG(WARN) << "KV offload: not available with KV layer groups (sliding-window layers); "
-                  "tiers unused";
     return nullptr;
   }
   return std::unique_ptr<KvOffload>(new KvOffload(std::move(stores), kv, bytes));
@@ -114,6 +110,110 @@ void KvOffload::ObserveStep(int64_t num_tokens, double seconds) {
   prefill_s_per_token_ = prefill_s_per_token_ == 0 ? per : 0.8 * prefill_s_per_token_ + 0.2 * per;
 }
 
+// Single group: the keys of the blocks after the hit k, as far as the stores hold a run of them
+// (fastest store first) and the cost rule allows; a block the pool still holds ends the run (it
+// is a hit once the blocks before it are).
+void KvOffload::PlanRun(std::span<const kv::BlockHash> chain, int64_t k, Job* job) {
+  const std::span<const kv::BlockHash> rest = chain.subspan(static_cast<size_t>(k));
+  size_t pos = 0;
+  while (pos < rest.size()) {
+    size_t got = 0;
+    kv::BlockStore* from = nullptr;
+    for (const auto& s : stores_) {
+      got = s->Lookup(rest.subspan(pos));
+      if (got > 0) {
+        from = s.get();
+        break;
+      }
+    }
+    if (from == nullptr) break;
+    if (!CheapEnough(*from)) {
+      ++counters_.skipped_by_cost;
+      break;
+    }
+    for (size_t i = pos; i < pos + got; ++i) {
+      job->keys.push_back(rest[i]);
+      job->from.push_back(from);
+    }
+    pos += got;
+  }
+  for (size_t i = 0; i < job->keys.size(); ++i) {
+    if (kv_->pool().Lookup(job->keys[i])) {
+      job->keys.resize(i);
+      job->from.resize(i);
+      break;
+    }
+  }
+}
+
+// Layer groups: the longest hit k2 > k whose blocks (every full group's [0, k2), each sliding
+// group's window before k2 * block_size) the pool or a store holds; the keys of those the pool
+// lacks, block by block, groups in order within a block; the pool's pages of that hit past
+// the request's own hit into *keep (the loads must not evict them).
+void KvOffload::PlanGroups(std::span<const kv::BlockHash> chain, int64_t k, Job* job,
+                           std::vector<int32_t>* keep) {
+  const int groups = kv_->num_groups();
+  const int64_t bs = kv_->block_size();
+  const int64_t n = static_cast<int64_t>(chain.size());
+  // Per (block, group): 0 not looked up yet, 1 in the pool, 2 in a store (source[] says
+  // which), 3 nowhere.
+  std::vector<uint8_t> where(static_cast<size_t>(n * groups), 0);
+  std::vector<kv::BlockStore*> source(where.size(), nullptr);
+  std::vector<int32_t> page(where.size(), -1);  // the pool's page, where 1
+  auto at = [&](int64_t i, int g) { return static_cast<size_t>(i * groups + g); };
+  auto find = [&](int64_t i, int g) -> uint8_t {
+    uint8_t& w = where[at(i, g)];
+    if (w != 0) return w;
+    const kv::BlockHash key = kv::GroupBlockHash(chain[i], g);
+    if (const std::optional<int32_t> id = kv_->pool().Lookup(key)) {
+      page[at(i, g)] = *id;
+      return w = 1;
+    }
+    for (const auto& s : stores_) {
+      if (s->Lookup(std::span(&key, 1)) == 1) {
+        source[at(i, g)] = s.get();
+        return w = 2;
+      }
+    }
+    return w = 3;
+  };
+  auto live_from = [&](int g, int64_t k2) {
+    return kv::FirstLiveBlock(kv_->group_window(g), k2 * bs, bs);
+  };
+  int64_t best = k;
+  for (int64_t k2 = k + 1; k2 <= n; ++k2) {
+    bool full_ok = true;
+    for (int g = 0; g < groups && full_ok; ++g) {
+      if (kv_->group_window(g) == 0) full_ok = find(k2 - 1, g) != 3;
+    }
+    if (!full_ok) break;
+    bool ok = true;
+    for (int g = 0; g < groups && ok; ++g) {
+      if (kv_->group_window(g) == 0) continue;
+      for (int64_t i = live_from(g, k2); i < k2 && ok; ++i) ok = find(i, g) != 3;
+    }
+    if (ok) best = k2;
+  }
+  if (best == k) return;
+  std::vector<std::pair<int64_t, int>> load;  // (block, group), in block order
+  for (int64_t i = 0; i < best; ++i) {
+    for (int g = 0; g < groups; ++g) {
+      if (i < live_from(g, best)) continue;
+      if (where[at(i, g)] == 1) keep->push_back(page[at(i, g)]);
+      if (where[at(i, g)] != 2) continue;
+      if (!CheapEnough(*source[at(i, g)])) {
+        ++counters_.skipped_by_cost;
+        return;
+      }
+      load.emplace_back(i, g);
+    }
+  }
+  for (const auto& [i, g] : load) {
+    job->keys.push_back(kv::GroupBlockHash(chain[i], g));
+    job->from.push_back(source[at(i, g)]);
+  }
+}
+
 void KvOffload::Prefetch(std::span<Request* const> waiting) {
   std::unordered_map<int64_t, std::pair<size_t, int64_t>> probed;
   const int bs = kv_->block_size();
@@ -139,54 +239,35 @@ void KvOffload::Prefetch(std::span<Request* const> waiting) {
       continue;
     }
     // The request's blocks past the hit, and then its uncomputed rest, must fit the pool
-    // beside its hit (free hit blocks count as free now).
-    int64_t hit_free = 0;
-    for (int32_t b : hit.blocks) hit_free += kv_->pool().ref_count(b) == 0;
-    if (kv_->BlocksFor(static_cast<int64_t>(r->tokens.size())) - k + hit_free >
-        kv_->NumFreeBlocks()) {
-      continue;
+    // beside its hit (free hit blocks count as free now). With layer groups: the blocks it
+    // holds at once (every group's) when computing a block at a time, less those of its hit.
+    const int64_t n = static_cast<int64_t>(r->tokens.size());
+    int64_t hit_free = 0, hit_held = 0;
+    for (int32_t b : hit.blocks) {
+      if (b < 0) continue;
+      ++hit_held;
+      hit_free += kv_->pool().ref_count(b) == 0;
     }
+    const int64_t need = kv_->num_groups() == 1 ? kv_->BlocksFor(n) - k
+                                                : kv_->PeakBlocks(n, bs) - hit_held;
+    if (need + hit_free > kv_->NumFreeBlocks()) continue;
     std::vector<kv::BlockHash> chain;
     kv::ExtendBlockHashes(r->tokens, bs, kv::RootHash(r->cache_salt),
                           static_cast<size_t>(max_blocks), &chain);
-    const std::span<const kv::BlockHash> rest = std::span(chain).subspan(k);
     Job job;
     job.seq_id = r->seq_id;
-    size_t pos = 0;
-    while (pos < rest.size()) {
-      size_t got = 0;
-      kv::BlockStore* from = nullptr;
-      for (const auto& s : stores_) {
-        got = s->Lookup(rest.subspan(pos));
-        if (got > 0) {
-          from = s.get();
-          break;
-        }
-      }
-      if (from == nullptr) break;
-      if (!CheapEnough(*from)) {
-        ++counters_.skipped_by_cost;
-        break;
-      }
-      for (size_t i = pos; i < pos + got; ++i) {
-        job.keys.push_back(rest[i]);
-        job.from.push_back(from);
-      }
-      pos += got;
-    }
-    // A block the pool still holds ends the run (it is a hit once the blocks before it are).
-    for (size_t i = 0; i < job.keys.size(); ++i) {
-      if (kv_->pool().Lookup(job.keys[i])) {
-        job.keys.resize(i);
-        job.from.resize(i);
-        break;
-      }
+    std::vector<int32_t> keep = hit.blocks;  // without layer groups' released (-1) entries
+    std::erase(keep, -1);
+    if (kv_->num_groups() == 1) {
+      PlanRun(chain, k, &job);
+    } else {
+      PlanGroups(chain, k, &job, &keep);
     }
     if (job.keys.empty()) {
       probed.emplace(r->seq_id, state);
       continue;
     }
-    if (!kv_->AllocateExternal(job.keys, &job.ids, hit.blocks)) continue;
+    if (!kv_->AllocateExternal(job.keys, &job.ids, keep)) continue;
     for (int32_t id : job.ids) job.chunks.push_back(bytes_->Chunks(id));
     {
       std::lock_guard<std::mutex> lock(mu_);

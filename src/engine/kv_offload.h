@@ -23,8 +23,10 @@
 // token (an exponential average of forward seconds per token over steps of at least
 // 2 x block_size tokens; before any such step, loading is assumed cheaper). Runs skipped by the
 // rule are counted (skipped_by_cost).
-// Only for a single full-attention KV group (no layer groups): with groups the stores are not
-// used (Create returns null and logs why).
+// Layer groups (kv/kv_groups.h): every group's page of a block is stored under its group key,
+// and a waiting request loads the pages the pool lacks for the longest hit the pool and the
+// stores together make (every full group's blocks up to it, each sliding group's window
+// before it); a sliding page outside that window is never loaded.
 // Thread-safety: engine thread only, except the loader thread it owns.
 #pragma once
 
@@ -63,8 +65,7 @@ struct KvOffloadStats {
 
 class KvOffload : public kv::BlockEvictionHook {
  public:
-  // Null when there is nothing to do (no stores, no block bytes, prefix caching off, layer
-  // groups). `kv` and `bytes` are not owned and must outlive the result.
+  // Null when there is nothing to do (no stores, no block bytes, prefix caching off). `kv` and `bytes` are not owned and must outlive the result.
   static std::unique_ptr<KvOffload> Create(std::vector<std::shared_ptr<kv::BlockStore>> stores,
                                            kv::KvCacheManager* kv, kv::BlockBytes* bytes);
   ~KvOffload() override;  // finishes the running load, releases every unfinished job's blocks
@@ -97,6 +98,12 @@ class KvOffload : public kv::BlockEvictionHook {
   };
   void LoaderLoop();
   void Finish(Job& job);
+  // The keys to load after a hit of k blocks (chain: group 0's keys of the request's blocks),
+  // and their stores, into job->keys / job->from: one group, or layer groups (which adds the
+  // pool pages it counts on to *keep).
+  void PlanRun(std::span<const kv::BlockHash> chain, int64_t k, Job* job);
+  void PlanGroups(std::span<const kv::BlockHash> chain, int64_t k, Job* job,
+                  std::vector<int32_t>* keep);
   bool CheapEnough(const kv::BlockStore& s) const;
 
   std::vector<std::shared_ptr<kv::BlockStore>> stores_;

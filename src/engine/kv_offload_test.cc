@@ -201,5 +201,94 @@ TEST(KvOffload, DiskTierServesAPrefixAfterARestart) {
   EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0);
 }
 
+// Layer groups (one full-attention group, two sliding groups of window 8 = two blocks): every
+// group's pages go to the store when evicted, and the returning prompt loads what its hit needs:
+// the full group's blocks and each sliding group's last window, nothing recomputed but the tail.
+HarnessOptions HybridPool(std::vector<std::shared_ptr<kv::BlockStore>> stores) {
+  HarnessOptions o = SmallPool(std::move(stores));
+  o.kv_group_windows = {0, 8, 8};
+  o.max_batched_tokens = 8;
+  o.num_blocks = 22;  // A alone peaks at 10 + 2 x 5 blocks; B evicts most of A's
+  return o;
+}
+
+TEST(KvOffload, LayerGroupsLoadTheFullBlocksAndTheSlidingWindow) {
+  Harness plain(HybridPool({}));
+  const int64_t recomputed = RunReturningPrefix(plain);
+  Harness tiered(HybridPool({Host()}));
+  const int64_t computed = RunReturningPrefix(tiered);
+  EXPECT_EQ(computed, 4);
+  EXPECT_GT(recomputed, computed);
+  EXPECT_EQ(tiered.result(3).tokens, tiered.result(1).tokens);
+  EXPECT_EQ(tiered.result(3).tokens, plain.result(3).tokens);
+  EXPECT_EQ(tiered.usage(3).cached_prompt_tokens, 32);
+  const EngineMetrics m = tiered.engine().Metrics();
+  // At most the full group's 8 blocks and 2 x 2 sliding pages of the window before block 8.
+  EXPECT_GT(m.kv_offload.loaded_blocks, 0);
+  EXPECT_LE(m.kv_offload.loaded_blocks, 8 + 2 * 2);
+  EXPECT_EQ(m.kv_offload.failed_blocks, 0);
+  EXPECT_EQ(m.kv.used_blocks, 0);
+}
+
+TEST(KvOffload, LayerGroupsLoadPastAPartialHit) {
+  // A 49-token prompt (12 blocks); B evicts A's last blocks first, so A comes back with a hit
+  // of its leading blocks (sliding pages before the window absent) and loads the rest.
+  const std::vector<int32_t> a = MakePrompt(49, 6), b = MakePrompt(21, 7);
+  HarnessOptions o = HybridPool({Host()});
+  o.num_blocks = 26;
+  Harness h(o);
+  ASSERT_TRUE(h.Add(1, Greedy(a, 4)).ok());
+  h.RunToCompletion();
+  ASSERT_TRUE(h.Add(2, Greedy(b, 4)).ok());
+  h.RunToCompletion();
+  const int64_t before = h.exec().num_tokens_computed();
+  ASSERT_TRUE(h.Add(3, Greedy(a, 4)).ok());
+  h.RunToCompletion();
+  EXPECT_EQ(h.exec().num_tokens_computed() - before, 4);
+  EXPECT_EQ(h.result(3).tokens, h.result(1).tokens);
+  EXPECT_EQ(h.usage(3).cached_prompt_tokens, 48);
+  const EngineMetrics m = h.engine().Metrics();
+  EXPECT_GT(m.kv_offload.loaded_blocks, 0);
+  EXPECT_LT(m.kv_offload.loaded_blocks, 12 + 2 * 2);  // the pool kept a leading part
+  EXPECT_EQ(m.kv.used_blocks, 0);
+}
+
+TEST(KvOffload, LayerGroupsFailedLoadsAreRecomputed) {
+  for (int fail_at : {0, 1, 5}) {
+    SCOPED_TRACE(fail_at);
+    Harness h(HybridPool({Host(fail_at)}));
+    EXPECT_GT(RunReturningPrefix(h), 4);
+    EXPECT_EQ(h.result(3).tokens, h.result(1).tokens);
+    const EngineMetrics m = h.engine().Metrics();
+    EXPECT_GT(m.kv_offload.failed_blocks, 0);
+    EXPECT_EQ(m.kv.used_blocks, 0);
+  }
+}
+
+TEST(KvOffload, LayerGroupsDiskTierServesAPrefixAfterARestart) {
+  kv::testing::TempDir dir("offload-groups-restart");
+  const kv::BlockHash model{7, 9};
+  std::vector<int32_t> first;
+  {
+    auto disk = kv::DiskTier::Open(dir.path, 1 << 20, model);
+    ASSERT_TRUE(disk.ok());
+    Harness h(HybridPool({std::make_shared<TestStore>(std::move(*disk))}));
+    ASSERT_TRUE(h.Add(1, Greedy(kPromptA, 4)).ok());
+    h.RunToCompletion();
+    first = h.result(1).tokens;
+    h.engine().FlushKvStores();
+  }
+  auto disk = kv::DiskTier::Open(dir.path, 1 << 20, model);
+  ASSERT_TRUE(disk.ok());
+  Harness h(HybridPool({std::make_shared<TestStore>(std::move(*disk))}));
+  const int64_t before = h.exec().num_tokens_computed();
+  ASSERT_TRUE(h.Add(1, Greedy(kPromptA, 4)).ok());
+  h.RunToCompletion();
+  EXPECT_EQ(h.exec().num_tokens_computed() - before, 4);
+  EXPECT_EQ(h.result(1).tokens, first);
+  EXPECT_EQ(h.usage(1).cached_prompt_tokens, 32);
+  EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0);
+}
+
 }  // namespace
 }  // namespace tachyon::engine

@@ -9,6 +9,11 @@ class CacheBytes : public kv::BlockBytes {
   explicit CacheBytes(const model::KvCache* kv) : kv_(kv) {}
   int64_t num_chunks() const override { return kv_->num_chunks(); }
   size_t chunk_bytes() const override { return kv_->chunk_bytes(); }
+  int64_t num_layers() const override { return kv_->layout().layers_per_block; }
+  int64_t num_model_layers() const override { return kv_->layout().n_layers(); }
+  LayerPlace PlaceOf(int64_t model_layer) const override {
+    return {kv_->layout().layer_group[model_layer], kv_->layout().layer_slot[model_layer]};
+  }
   std::span<uint8_t> Chunk(int32_t block, int64_t chunk) override {
     return kv_->BlockChunk(block, chunk);
   }

@@ -35,8 +35,8 @@ class ModelExecutor {
 
   // Per-layer KV completion (KV transfer streams layer by layer, engine/pd_export.h): while
   // `hook` is set, Execute calls hook(l) on its calling thread as soon as layer l's K/V of
-  // every token of the batch is in the blocks, for l = 0 .. block_bytes()->num_layers() - 1 in
-  // order, before the later layers are computed. Returns false when the executor cannot (the
+  // every token of the batch is in the blocks, for l = 0 .. block_bytes()->num_model_layers() - 1
+  // in order, before the later layers are computed. Returns false when the executor cannot (the
   // caller then reads the KV after Execute). An empty hook clears it.
   virtual bool SetLayerKvHook(std::function<void(int64_t layer)> hook) {
     (void)hook;

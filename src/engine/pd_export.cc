@@ -6,6 +6,7 @@
 
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "kv/kv_groups.h"
 
 namespace tachyon::engine {
 
@@ -16,56 +17,63 @@ void KvExporter::Plan(const SchedulerOutput& out, kv::KvCacheManager* kv, kv::Bl
   for (const ScheduledSeq& s : out.seqs) {
     Request* r = s.request;
     if (!r->kv_export) continue;
-    if (bytes == nullptr || kv->num_groups() != 1) {
-      End(r, Unimplemented(bytes == nullptr ? "this engine's KV has no raw block access"
-                                            : "KV export of layer-grouped (hybrid) caches"));
+    if (bytes == nullptr) {
+      End(r, Unimplemented("this engine's KV has no raw block access"));
       continue;
     }
+    const int groups = kv->num_groups();
+    const size_t section = s.block_table.size() / static_cast<size_t>(groups);
     const int64_t bs = kv->block_size();
     const int64_t before = std::min(s.pos_start, r->num_prompt_tokens) / bs;
     const int64_t after =
         std::min(s.pos_start + s.num_new_tokens - s.num_draft_tokens, r->num_prompt_tokens) / bs;
-    const int64_t full = std::min<int64_t>(after, static_cast<int64_t>(s.block_table.size()));
+    const int64_t full = std::min<int64_t>(after, static_cast<int64_t>(section));
     if (full <= r->kv_exported_blocks) continue;
     kv::ExtendBlockHashes(r->tokens, static_cast<int>(bs), kv::RootHash(r->cache_salt),
                           static_cast<size_t>(full), &r->kv_export_hashes);
-    const std::span<const int32_t> fresh =
-        std::span(s.block_table).subspan(r->kv_exported_blocks, full - r->kv_exported_blocks);
-    kv->Pin(fresh);
-    r->kv_export_pins.insert(r->kv_export_pins.end(), fresh.begin(), fresh.end());
     for (int64_t i = r->kv_exported_blocks; i < full; ++i) {
-      const Noted n{r, static_cast<uint32_t>(i), s.block_table[i]};
-      if (i < before) {  // computed before this step: every layer now
-        for (int64_t l = 0; l < bytes->num_layers(); ++l) HandLayer(n, l);
-        r->kv_exported_blocks = i + 1;
-      } else {
-        noted_.push_back(n);
+      for (int g = 0; g < groups; ++g) {
+        const int32_t page = s.block_table[g * section + static_cast<size_t>(i)];
+        if (page < 0) continue;  // a sliding group's, released
+        kv->Pin(std::span(&page, 1));
+        r->kv_export_pins.push_back(page);
+        const Noted n{r, static_cast<uint32_t>(i), g, page};
+        if (i < before) {  // computed before this step: every layer now
+          for (int64_t l = 0; l < bytes->num_model_layers(); ++l) HandLayer(n, l);
+        } else {
+          noted_.push_back(n);
+        }
       }
+      if (i < before) r->kv_exported_blocks = i + 1;
     }
   }
 }
 
 void KvExporter::HandLayer(const Noted& n, int64_t layer) {
   if (!n.r->kv_export) return;
+  const kv::BlockBytes::LayerPlace place = bytes_->PlaceOf(layer);
+  if (place.group != n.group) return;
   const int64_t per = bytes_->num_chunks() / bytes_->num_layers();
   std::vector<std::span<uint8_t>> chunks;
   chunks.reserve(static_cast<size_t>(per));
-  for (int64_t c = layer * per; c < (layer + 1) * per; ++c) {
+  for (int64_t c = place.slot * per; c < (place.slot + 1) * per; ++c) {
     chunks.push_back(bytes_->Chunk(n.block, c));
   }
-  n.r->kv_export->OnLayer(n.index, n.r->kv_export_hashes[n.index], static_cast<uint32_t>(layer),
-                          chunks);
+  const kv::BlockHash& chained = n.r->kv_export_hashes[n.index];
+  n.r->kv_export->OnLayer(n.index, static_cast<uint32_t>(n.group),
+                          n.group == 0 ? chained : kv::GroupBlockHash(chained, n.group),
+                          static_cast<uint32_t>(place.slot), chunks);
 }
 
 void KvExporter::OnLayerStored(int64_t layer) {
-  if (noted_.empty() || layer != next_layer_ || layer >= bytes_->num_layers()) return;
+  if (noted_.empty() || layer != next_layer_ || layer >= bytes_->num_model_layers()) return;
   for (const Noted& n : noted_) HandLayer(n, layer);
   ++next_layer_;
 }
 
 void KvExporter::Finish(bool step_ok) {
   if (step_ok) {
-    for (; next_layer_ < (noted_.empty() ? 0 : bytes_->num_layers()); ++next_layer_) {
+    for (; next_layer_ < (noted_.empty() ? 0 : bytes_->num_model_layers()); ++next_layer_) {
       for (const Noted& n : noted_) HandLayer(n, next_layer_);
     }
     for (const Noted& n : noted_) {

@@ -7,15 +7,19 @@
 // prefix cache) go out whole, before the step runs. The sink (server/pd_sender.h) queues what
 // it gets and sends it to a decode replica on its own thread, straight from the pool.
 //
-// Each (block, layer) is handed once: blocks in order (index 0, 1, ...) within a layer, layers
-// of one step in order 0, 1, ...; a block's hash is its prefix-cache key (the chained hash of
-// the request's tokens rooted at its cache salt). The chunks (kv/block_store.h: layer l's chunks
+// Each (block, group, slot) is handed once: blocks in order (index 0, 1, ...) within a layer,
+// the model's layers of one step in order 0, 1, ...; a block's hash is its prefix-cache key (the
+// chained hash of the request's tokens rooted at its cache salt; with layer groups, group g's
+// key of it, kv::GroupBlockHash). With layer groups (kv/kv_groups.h) each group's page of a
+// block goes out under its group and key, a model layer's K/V as slot BlockBytes::PlaceOf(l) of
+// its group's page; a sliding group's page already released (outside the window when the block
+// was found cached) is not sent: the receiver needs only the window before the prompt's end. The chunks (kv/block_store.h: layer l's chunks
 // of BlockBytes::Chunks, the cache's own dtype) point into the pool, and stay valid and
 // unchanged after the call: the engine pins every block it hands (KvCacheManager::Pin) from
 // the first hand-out until the export ended (OnEnd) and the sink's ReadsPool() says false, so
 // the block is neither rewritten nor reused meanwhile, even after its request ended. OnEnd
 // comes exactly once, when the request finishes for any reason (done, aborted, failed), with an
-// error Status when blocks could not be exported (no KV bytes, layer groups) or the request
+// error Status when blocks could not be exported (no KV bytes) or the request
 // failed; the receiver then recomputes what it lacks (a block with some layers handed is
 // incomplete). Only choice 0 exports.
 // Thread-safety: OnLayer and OnEnd come from the engine thread and must be cheap and never
@@ -40,8 +44,9 @@ struct SchedulerOutput;
 class KvExportSink {
  public:
   virtual ~KvExportSink() = default;
-  // Layer `layer` of block `index`: its chunks, in the pool.
-  virtual void OnLayer(uint32_t index, const kv::BlockHash& hash, uint32_t layer,
+  // Slot `slot` (a layer of the page) of group `group`'s page of block `index`: its chunks, in
+  // the pool.
+  virtual void OnLayer(uint32_t index, uint32_t group, const kv::BlockHash& hash, uint32_t slot,
                        std::span<const std::span<uint8_t>> chunks) = 0;
   virtual void OnEnd(Status status) = 0;
   // Whether it may still read chunks it was handed (a send from the pool in progress or
@@ -57,8 +62,8 @@ class KvExporter {
   // Pins every block handed or noted.
   void Plan(const SchedulerOutput& out, kv::KvCacheManager* kv, kv::BlockBytes* bytes);
   bool empty() const { return noted_.empty(); }
-  // The executor's layer hook: hands layer `layer` of every noted block. A layer out of order
-  // (or beyond BlockBytes::num_layers) is ignored; Finish hands it.
+  // The executor's layer hook: hands model layer `layer` of every noted page of its group. A
+  // layer out of order (or beyond BlockBytes::num_model_layers) is ignored; Finish hands it.
   void OnLayerStored(int64_t layer);
   // After a successful step: hands the layers the hook did not (every layer without a hook)
   // and marks the noted blocks exported. After a failed step: drops the notes (the requests
@@ -77,7 +82,8 @@ class KvExporter {
   struct Noted {
     Request* r;
     uint32_t index;
-    int32_t block;
+    int group;
+    int32_t block;  // the group's page
   };
   struct Held {
     std::shared_ptr<KvExportSink> sink;

@@ -205,8 +205,9 @@ class LayerRecordingSink : public KvExportSink {
   static constexpr uint8_t kSentinel = 0xA5;
   LayerRecordingSink(kv::BlockBytes* bytes, int num_blocks) : bytes_(bytes), n_(num_blocks) {}
 
-  void OnLayer(uint32_t index, const kv::BlockHash& hash, uint32_t layer,
+  void OnLayer(uint32_t index, uint32_t group, const kv::BlockHash& hash, uint32_t layer,
                std::span<const std::span<uint8_t>> chunks) override {
+    ASSERT_EQ(group, 0u);
     int block = -1;
     for (int b = 0; b < n_; ++b) {
       if (bytes_->Chunk(b, 2 * layer).data() == chunks[0].data()) block = b;

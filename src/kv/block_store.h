@@ -58,6 +58,15 @@ class BlockBytes {
   // Layers of one block: layer l's chunks are [l * k, (l + 1) * k) with k = num_chunks() /
   // num_layers() (a model's KV: its K and V chunks, k = 2).
   virtual int64_t num_layers() const { return num_chunks() / 2; }
+  // With layer groups (kv/kv_groups.h) a block is one group's page: num_layers() is a page's
+  // layers, and model layer L (the numbering of ModelExecutor's layer hook) lies in group
+  // PlaceOf(L).group at slot PlaceOf(L).slot. Default: one group of every layer.
+  struct LayerPlace {
+    int group = 0;
+    int64_t slot = 0;
+  };
+  virtual int64_t num_model_layers() const { return num_layers(); }
+  virtual LayerPlace PlaceOf(int64_t model_layer) const { return {0, model_layer}; }
   // REQUIRES: block in [0, pool blocks), chunk in [0, num_chunks()).
   virtual std::span<uint8_t> Chunk(int32_t block, int64_t chunk) = 0;
   // The chunk spans of one block, in order.

@@ -83,14 +83,24 @@ PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens,
     for (int64_t i = 0; i < k; ++i) hit.blocks.push_back(i < live ? -1 : ids[g][i]);
   }
   hit.num_tokens = k * bs;
-  // Past the hit: blocks another request is computing now (announced under group 0's key).
+  // Past the hit: blocks another request computes (group 0's key) or a store loads (any
+  // group's). The hit may stop short of group 0's cached pages (a sliding group lacks its
+  // window), so the walk goes on over blocks whose group 0 page is cached, up to the last block
+  // with a page in flight.
   for (size_t i = static_cast<size_t>(k); i < max_blocks && !in_flight_.empty(); ++i) {
     if (i >= chain.size()) {
       chain.push_back(HashBlock(i == 0 ? RootHash(cache_salt) : chain[i - 1],
                                 tokens.subspan(i * bs, bs)));
     }
-    if (!in_flight_.count(chain[i])) break;
-    hit.in_flight_tokens += bs;
+    bool announced = in_flight_.count(chain[i]) > 0;
+    for (int g = 1; g < groups && !announced; ++g) {
+      announced = in_flight_.count(GroupBlockHash(chain[i], g)) > 0;
+    }
+    if (announced) {
+      hit.in_flight_tokens = static_cast<int64_t>(i + 1 - k) * bs;
+    } else if (!pool_.Lookup(chain[i])) {
+      break;
+    }
   }
   return hit;
 }

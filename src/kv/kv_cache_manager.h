@@ -56,6 +56,9 @@ struct KvCacheConfig {
 
 // Blocks that already hold a computed prefix of a request's tokens: group-major, num_groups
 // sections of num_tokens / block_size entries (-1: a sliding group's block outside the window).
+// With layer groups, a block past the hit counts as in flight when any group's key of it is
+// announced (a request announces group 0's keys; external loads announce each group's), and
+// blocks whose group 0 page is cached do not end the in-flight run.
 struct PrefixHit {
   std::vector<int32_t> blocks;
   int64_t num_tokens = 0;  // blocks.size() / num_groups * block_size
@@ -96,6 +99,8 @@ class KvCacheManager {
     return (num_tokens + config_.block_size - 1) / config_.block_size;
   }
   int num_groups() const { return static_cast<int>(windows_.size()); }
+  // Group g's window (0: full attention). REQUIRES: 0 <= g < num_groups().
+  int64_t group_window(int g) const { return windows_[g]; }
   // The most blocks one request of num_tokens positions holds at once (over all groups) when a
   // step computes at most max_chunk tokens (PeakBlocksPerSequence).
   int64_t PeakBlocks(int64_t num_tokens, int64_t max_chunk) const {

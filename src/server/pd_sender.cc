@@ -1,5 +1,6 @@
 #include "server/pd_sender.h"
 
+#include <algorithm>
 #include <deque>
 #include <utility>
 
@@ -25,16 +26,16 @@ class PdSender::Transfer final : public engine::KvExportSink {
 
   // Engine thread: queues the layer's chunks (spans into the pool, pinned by the engine while
   // ReadsPool()) unless the transfer already failed.
-  void OnLayer(uint32_t index, const kv::BlockHash& hash, uint32_t layer,
+  void OnLayer(uint32_t index, uint32_t group, const kv::BlockHash& hash, uint32_t layer,
                std::span<const std::span<uint8_t>> chunks) override {
     if (failed_.load(std::memory_order_relaxed)) return;
     const kv::KvWireShape& shape = owner_->shape_;
-    if (layer >= shape.layers_per_block || chunks.size() != 2 ||
+    if (layer >= shape.layers_per_block || group >= shape.n_groups() || chunks.size() != 2 ||
         chunks[0].size() != shape.chunk_bytes || chunks[1].size() != shape.chunk_bytes) {
       failed_.store(true);  // a shape the header does not describe
       return;
     }
-    Layer l{index, layer, hash, chunks[0], chunks[1]};
+    Layer l{index, group, layer, hash, chunks[0], chunks[1]};
     std::lock_guard<std::mutex> lock(mu_);
     if (first_block_ == Clock::time_point{}) first_block_ = Clock::now();
     queue_.push_back(std::move(l));
@@ -69,6 +70,7 @@ class PdSender::Transfer final : public engine::KvExportSink {
  private:
   struct Layer {
     uint32_t index;
+    uint32_t group;  // the page's layer group
     uint32_t layer;  // its slot in the block's page
     kv::BlockHash hash;
     std::span<const uint8_t> k, v;  // in the pool
@@ -111,10 +113,13 @@ class PdSender::Transfer final : public engine::KvExportSink {
       if (cancelled_) return Cancelled("KV transfer stopped");
       conn_ = std::move(*conn);
     }
-    auto header = kv::EncodeHeader({owner_->shape_, target_.transfer_id, max_blocks_});
+    // The header counts pages: one per layer group of each block.
+    const uint32_t groups = std::max<uint32_t>(1, owner_->shape_.n_groups());
+    auto header = kv::EncodeHeader({owner_->shape_, target_.transfer_id, max_blocks_ * groups});
     if (!header.ok()) return header.status();
     RETURN_IF_ERROR(conn_->Send(std::span(&*header, 1), o.stall.For(header->size())));
-    std::vector<uint32_t> layers_sent(max_blocks_, 0);  // per block index
+    // Per (group, block index): a page of each group per block.
+    std::vector<uint32_t> layers_sent(size_t{max_blocks_} * groups, 0);
     for (;;) {
       std::deque<Layer> batch;
       bool ended = false;
@@ -134,10 +139,12 @@ class PdSender::Transfer final : public engine::KvExportSink {
       for (const Layer& l : batch) {
         if (l.index >= max_blocks_) continue;  // more than announced
         const std::span<const uint8_t> kv[] = {l.k, l.v};
-        auto f = kv::EncodeLayer(shape, l.index, 0, l.hash, l.layer, kv);
+        auto f = kv::EncodeLayer(shape, l.index, l.group, l.hash, l.layer, kv);
         if (!f.ok()) return f.status();
         frames.push_back(std::move(*f));
-        if (++layers_sent[l.index] == shape.layers_per_block) ++completed;
+        if (++layers_sent[size_t{l.group} * max_blocks_ + l.index] == shape.layers_per_block) {
+          ++completed;
+        }
       }
       // In pieces of about kSendPiece bytes, each with the stall bound of its own size: a
       // slow link that keeps moving is not a stall, however much is queued.
@@ -202,7 +209,7 @@ namespace {
 // A sink that drops everything (a transfer that could not start).
 class NullSink final : public engine::KvExportSink {
  public:
-  void OnLayer(uint32_t, const kv::BlockHash&, uint32_t,
+  void OnLayer(uint32_t, uint32_t, const kv::BlockHash&, uint32_t,
                std::span<const std::span<uint8_t>>) override {}
   void OnEnd(Status) override {}
 };

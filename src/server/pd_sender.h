@@ -66,7 +66,8 @@ class PdSender {
   PdSender(const PdSender&) = delete;
   PdSender& operator=(const PdSender&) = delete;
 
-  // A transfer of at most `max_blocks` blocks to `target`: the sink to set as the request's
+  // A transfer of at most `max_blocks` blocks (with layer groups, each group's page of them) to
+  // `target`: the sink to set as the request's
   // EngineRequest::kv_export. `on_done` runs once when it ends. After Stop(), or beyond
   // max_transfers, the sink drops every block and on_done reports Unavailable.
   std::shared_ptr<engine::KvExportSink> Start(const KvTransferTarget& target, uint32_t max_blocks,

@@ -30,11 +30,6 @@ Status PdService::Start(const engine::ServingEngine& engine, model::KvDtype dtyp
   if (Status s = kv::ValidateShape(shape); !s.ok()) {
     return s.WithContext("--role " + std::string(ReplicaRoleName(options_.role)));
   }
-  if (shape.n_groups() != 1) {
-    TLOG(WARN) << "--role " << ReplicaRoleName(options_.role) << ": this model's KV has "
-               << shape.n_groups() << " layer groups; KV transfer moves single-group caches "
-               << "only, so every decode request recomputes its prompt";
-  }
   if (options_.role == ReplicaRole::kPrefill) {
     sender_ = std::make_unique<PdSender>(kv::NewTcpTransport(), shape);
     backend->SetKvSender(sender_.get());

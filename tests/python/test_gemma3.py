@@ -8,6 +8,10 @@ CI runs the perplexity of the first 2 windows only (a few seconds), bounded loos
 error (norm convention, RoPE bases, activation) sends it into the hundreds. With
 TACHYON_GEMMA3_FULL_PPL=1 all 14 windows run and must land within 1% of llama.cpp's 13.9062
 (llama-perplexity -c 512 on the same file and text).
+
+The hybrid KV cache (a global group and 5 sliding-window groups) across processes: a prompt past
+the window persists in the disk tier and comes back after a restart, and moves from a prefill
+replica to a decode replica, with the colocated greedy text.
 """
 
 import json
@@ -149,3 +153,86 @@ def test_sliding_window_kv_blocks_free_without_changing_the_output():
     assert hybrid.returncode == 0, hybrid.stderr
     assert len(plain.stdout.strip()) > 0
     assert hybrid.stdout == plain.stdout
+
+
+# The hybrid KV cache across replicas and restarts: every layer group's pages travel (KV transfer)
+# and persist (disk tier) under their group keys, and a prompt past the 512-token window comes
+# back with only the sliding groups' last window loaded. These servers run at the AVX-512 level,
+# where a token's logits do not depend on how many tokens its step computes (docs/kernels.md).
+BLOCK = 16
+
+
+def long_prompt():
+    if not GPL3.is_file():
+        pytest.skip(f"{GPL3} not found (Debian's common-licenses)")
+    return GPL3.read_text()[:4500]  # about 900 tokens: past the window
+
+
+def gemma_serve(tmp, *extra):
+    tmp.mkdir(parents=True, exist_ok=True)
+    return Server(tmp, ["--max-model-len", "2048", "--threads", "2", *extra],
+                  model=require_gemma(), chat_template=None, served_name="gemma")
+
+
+def complete(s, prompt, **extra):
+    body = {"model": "gemma", "prompt": prompt, "max_tokens": 12, "temperature": 0, **extra}
+    status, _, out = s.request("POST", "/v1/completions", body, timeout=300)
+    assert status == 200, out
+    return (out["usage"]["prompt_tokens"],
+            (out["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+            out["choices"][0]["text"])
+
+
+def stop(s):
+    assert s.stop() == 0, s.log_text()
+
+
+def test_hybrid_kv_persists_in_the_disk_tier_across_a_restart(tmp_path, monkeypatch):
+    monkeypatch.setenv("TACHYON_CPU", "avx512")
+    prompt = long_prompt()
+    tiers = ["--kv-offload-memory", "64M", "--kv-offload-dir", str(tmp_path / "kv")]
+    s = gemma_serve(tmp_path / "a", *tiers)
+    try:
+        n, cached, first = complete(s, prompt)
+        assert n > 600 and cached == 0
+    finally:
+        stop(s)
+    s = gemma_serve(tmp_path / "b", *tiers)
+    try:
+        n2, cached, again = complete(s, prompt)
+        assert n2 == n
+        assert cached == (n - 1) // BLOCK * BLOCK
+        assert again == first
+        loaded = s.metrics()["tachyon_kv_offload_loaded_blocks_total"]
+        # The global group's pages of every full block, and fewer of each of the 5 sliding
+        # groups (their 512-token window, 32-33 blocks), never all of them.
+        full = (n - 1) // BLOCK
+        assert full + 5 * 32 <= loaded < 6 * full, (loaded, full)
+    finally:
+        stop(s)
+
+
+def test_hybrid_kv_transfer_prefill_to_decode(tmp_path, monkeypatch):
+    monkeypatch.setenv("TACHYON_CPU", "avx512")
+    prompt = long_prompt()
+    decode = gemma_serve(tmp_path / "d", "--role", "decode", "--kv-port", "0")
+    prefill = gemma_serve(tmp_path / "p", "--role", "prefill")
+    try:
+        # The colocated answer: the decode replica computes it all (another cache salt).
+        n, _, ref = complete(decode, prompt, cache_salt="reference")
+        status, _, info = decode.request("GET", "/v1/replica_info")
+        assert status == 200 and info["kv_address"], info
+        status, _, out = prefill.request(
+            "POST", "/v1/completions",
+            {"model": "gemma", "prompt": prompt, "max_tokens": 1, "temperature": 0,
+             "kv_transfer_params": {"address": info["kv_address"], "transfer_id": "hybrid-1"}},
+            timeout=300)
+        assert status == 200, out
+        received = decode.metrics()['tachyon_kv_transfer_blocks_total{direction="received"}']
+        assert received == 6 * (n // BLOCK), received  # a page per group of every full block
+        n2, cached, text = complete(decode, prompt)
+        assert n2 == n and text == ref
+        assert cached == (n - 1) // BLOCK * BLOCK
+    finally:
+        stop(prefill)
+        stop(decode)

@@ -127,7 +127,8 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
     }
     num_tokens_ += s.n_tokens;
   }
-  if (layer_kv_hook_) layer_kv_hook_(0);  // its one "layer" is stored
+  // Each group's one "layer" is stored (bytes_.num_model_layers()).
+  for (size_t g = 0; layer_kv_hook_ && g < windows_.size(); ++g) layer_kv_hook_(int64_t(g));
   size_t row = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const model::SequenceSlice& s = batch.seqs[i];

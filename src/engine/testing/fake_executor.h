@@ -32,7 +32,8 @@ class FakeModelExecutor : public ModelExecutor {
   Status Execute(const model::Batch& batch, std::span<float> logits) override;
   // Its slots as raw blocks: one chunk of block_size slots per block.
   kv::BlockBytes* block_bytes() override { return &bytes_; }
-  // One layer: hook(0) once every new token's slot is written, before any logits.
+  // One layer per group: hook(g) for each group g once every new token's slot is written,
+  // before any logits.
   bool SetLayerKvHook(std::function<void(int64_t layer)> hook) override {
     layer_kv_hook_ = std::move(hook);
     return true;
@@ -65,6 +66,13 @@ class FakeModelExecutor : public ModelExecutor {
     int64_t num_chunks() const override { return 1; }
     size_t chunk_bytes() const override { return sizeof(Slot) * f_->block_size_; }
     int64_t num_layers() const override { return 1; }
+    // Its "model layers" are its groups, one per page.
+    int64_t num_model_layers() const override {
+      return static_cast<int64_t>(f_->windows_.size());
+    }
+    LayerPlace PlaceOf(int64_t model_layer) const override {
+      return {static_cast<int>(model_layer), 0};
+    }
     std::span<uint8_t> Chunk(int32_t block, int64_t) override {
       return {reinterpret_cast<uint8_t*>(f_->kv_.data() + size_t(block) * f_->block_size_),
               chunk_bytes()};
