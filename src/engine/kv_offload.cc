@@ -75,7 +75,11 @@ void KvOffload::LoaderLoop() {
 void KvOffload::Finish(Job& job) {
   const std::span<const int32_t> ids(job.ids);
   const std::span<const kv::BlockHash> keys(job.keys);
-  if (job.ok > 0) kv_->CommitExternal(ids.first(job.ok), keys.first(job.ok));
+  if (job.ok > 0) {
+    const std::span<const uint8_t> published(job.published);
+    kv_->CommitExternal(ids.first(job.ok), keys.first(job.ok),
+                        published.empty() ? published : published.first(job.ok));
+  }
   if (job.ok < ids.size()) kv_->ReleaseExternal(ids.subspan(job.ok), keys.subspan(job.ok));
   if (job.ok < ids.size()) failed_.insert(job.seq_id);
   counters_.loaded_blocks += static_cast<int64_t>(job.ok);
@@ -212,6 +216,9 @@ void KvOffload::PlanGroups(std::span<const kv::BlockHash> chain, int64_t k, Job*
     job->keys.push_back(kv::GroupBlockHash(chain[i], g));
     job->from.push_back(source[at(i, g)]);
   }
+  // Only group 0's keys (the chain a router computes) reach the KV event stream.
+  job->published.resize(job->keys.size());
+  for (size_t j = 0; j < load.size(); ++j) job->published[j] = load[j].second == 0;
 }
 
 void KvOffload::Prefetch(std::span<Request* const> waiting) {

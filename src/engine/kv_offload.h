@@ -92,6 +92,7 @@ class KvOffload : public kv::BlockEvictionHook {
     int64_t seq_id = 0;  // the request it was started for
     std::vector<int32_t> ids;
     std::vector<kv::BlockHash> keys;
+    std::vector<uint8_t> published;  // per key, or empty: all (KvCacheManager::CommitExternal)
     std::vector<kv::BlockStore*> from;                    // per block
     std::vector<std::vector<std::span<uint8_t>>> chunks;  // per block
     size_t ok = 0;  // leading blocks loaded (set by the loader)

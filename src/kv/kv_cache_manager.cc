@@ -318,12 +318,15 @@ bool KvCacheManager::AllocateExternal(std::span<const BlockHash> keys, std::vect
   return true;
 }
 
-void KvCacheManager::CommitExternal(std::span<const int32_t> ids, std::span<const BlockHash> keys) {
+void KvCacheManager::CommitExternal(std::span<const int32_t> ids, std::span<const BlockHash> keys,
+                                    std::span<const uint8_t> published) {
   CHECK(ids.size() == keys.size()) << "one key per external block";
+  CHECK(published.empty() || published.size() == keys.size()) << "one flag per external block";
   for (size_t i = 0; i < ids.size(); ++i) {
     auto f = in_flight_.find(keys[i]);
     if (f != in_flight_.end() && f->second == kExternalOwner) in_flight_.erase(f);
-    pool_.Cache(ids[i], keys[i]);  // false (cached meanwhile): the block is simply released
+    // false (cached meanwhile): the block is simply released
+    pool_.Cache(ids[i], keys[i], published.empty() || published[i] != 0);
   }
   // Reversed: the last block of a prefix is evicted first (as Free does).
   std::vector<int32_t> order(ids.rbegin(), ids.rend());

@@ -50,7 +50,8 @@ struct KvCacheConfig {
   std::vector<int64_t> group_windows = {};
   // Not owned; gets the prefix cache's stored / removed block hashes (block_pool.h), on the
   // engine thread. Null: no events. With layer groups only group 0's (the chain hashes; a
-  // full-attention group when the model has one, kv_groups.h) and external blocks' keys.
+  // full-attention group when the model has one, kv_groups.h), and external blocks' keys as
+  // CommitExternal's flags say.
   KvEventSink* event_sink = nullptr;
 };
 
@@ -178,7 +179,10 @@ class KvCacheManager {
   // REQUIRES: prefix caching on; no key cached or in flight already.
   bool AllocateExternal(std::span<const BlockHash> keys, std::vector<int32_t>* ids,
                         std::span<const int32_t> keep = {});
-  void CommitExternal(std::span<const int32_t> ids, std::span<const BlockHash> keys);
+  // `published[i]` false: keys[i] is cached without an event (a layer group's key past group
+  // 0's, as CommitComputed does); empty: every key is published.
+  void CommitExternal(std::span<const int32_t> ids, std::span<const BlockHash> keys,
+                      std::span<const uint8_t> published = {});
   void ReleaseExternal(std::span<const int32_t> ids, std::span<const BlockHash> keys);
 
   // Gets the blocks the pool is about to reuse (BlockPool::set_eviction_hook). Null: none.

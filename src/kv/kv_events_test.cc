@@ -150,5 +150,27 @@ TEST(KvEventsTest, AnUnpublishedHashReachesTheSinkNeitherStoredNorRemoved) {
   EXPECT_EQ(events[1].hash, H(2));
 }
 
+TEST(KvEventsTest, ExternalBlocksArePublishedAsFlagged) {
+  // Blocks loaded from a KV tier or received from another replica: a layer group's page past
+  // group 0's is committed unpublished, as CommitComputed caches it.
+  KvEventLog log;
+  KvCacheConfig c;
+  c.num_blocks = 4;
+  c.block_size = 4;
+  c.group_windows = {0, 8};
+  c.event_sink = &log;
+  KvCacheManager kv(c);
+  const std::vector<BlockHash> keys = {H(1), GroupBlockHash(H(1), 1), H(2)};
+  std::vector<int32_t> ids;
+  ASSERT_TRUE(kv.AllocateExternal(keys, &ids));
+  const std::vector<uint8_t> published = {1, 0, 1};
+  kv.CommitExternal(ids, keys, published);
+  EXPECT_EQ(kv.pool().num_cached(), 3);
+  const auto events = *log.ReadAfter(0, 100);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].hash, H(1));
+  EXPECT_EQ(events[1].hash, H(2));
+}
+
 }  // namespace
 }  // namespace tachyon::kv
