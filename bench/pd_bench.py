@@ -15,7 +15,8 @@ Reported per phase: time per output token (TPOT) of the decoders, per request (p
 per token gap (p50 / p99), decode tokens/s, and the long prompts' TTFT (p50 / p99). Then, on
 idle clusters: one long prompt's TTFT alone (median of --alone-reps) colocated and
 disaggregated. Then the transfer: a --long-tokens prompt prefilled for the decode replica twice
-(the second time the prefill replica's cache holds it, so its blocks go out at once), its bytes
+(+ 1 token; the second time the prefill replica's cache holds its blocks, so they go out at once,
+and the token computed is in a partial block that is not sent), its bytes
 over its transfer time from the prefill replica's /metrics, against the loopback TCP bandwidth
 of a plain blast (--blast-mib through one 127.0.0.1 connection) measured in the same run.
 Writes results.json to --out.
@@ -184,9 +185,11 @@ def ttft_alone(a, port, seed0):
 
 def transfer_probe(a, cluster):
     """Bytes / seconds of the second transfer of one prompt (its blocks all cached on the
-    prefill replica, so they go out at once)."""
+    prefill replica, so they go out at once). The prompt is --long-tokens + 1 tokens: every
+    full block of it is a prefix-cache hit the second time and only the last token is computed,
+    in a block that is not sent, so the transfer's time is the wire's, not a forward pass's."""
     info = json.loads(get(cluster.decode.port, "/v1/replica_info"))
-    prompt = block_tokens(777777, a.long_tokens)
+    prompt = block_tokens(777777, a.long_tokens + 1)
     sent = 'tachyon_kv_transfer_bytes_total{direction="sent"}'
     secs = 'tachyon_kv_transfer_seconds_total{direction="sent"}'
     out = {}

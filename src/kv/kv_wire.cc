@@ -270,6 +270,9 @@ Status CheckHead(const uint8_t* h, uint16_t* type, uint64_t* payload) {
 
 bool ChecksumMatches(const uint8_t* head, std::span<const uint8_t> payload,
                      const uint8_t* trailer) {
+  if (head + kKvWireFrameHeadBytes == payload.data()) {  // contiguous: one pass, no state
+    return XXH3_64bits(head, kKvWireFrameHeadBytes + payload.size()) == Get64(trailer);
+  }
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   XXH3_64bits_update(st, head, kKvWireFrameHeadBytes);
@@ -332,7 +335,7 @@ Status KvWireDecoder::Commit(size_t n) {
         have_ = 0;
         break;
       case Phase::kTrailer:
-        RETURN_IF_ERROR(OnFrameComplete());
+        RETURN_IF_ERROR(OnFrameComplete(head_.data(), payload_, trailer_.data()));
         break;
     }
   }
@@ -343,6 +346,20 @@ Status KvWireDecoder::Feed(std::span<const uint8_t> bytes) {
   while (!bytes.empty()) {
     if (!status_.ok()) return status_;
     if (done_) return Fail(InvalidArgument("KV transfer: bytes after the end frame"));
+    if (phase_ == Phase::kHead && have_ == 0 && bytes.size() >= kKvWireFrameHeadBytes) {
+      // A frame that lies whole in `bytes` is decoded where it lies, without a copy.
+      uint64_t payload = 0;
+      RETURN_IF_ERROR(ParseHead(bytes.data(), &payload));
+      const uint64_t frame = kKvWireFrameHeadBytes + payload + kKvWireChecksumBytes;
+      if (bytes.size() >= frame) {
+        RETURN_IF_ERROR(OnFrameComplete(bytes.data(),
+                                        bytes.subspan(kKvWireFrameHeadBytes, payload),
+                                        bytes.data() + frame - kKvWireChecksumBytes));
+        bytes_consumed_ += frame;
+        bytes = bytes.subspan(frame);
+        continue;
+      }
+    }
     const std::span<uint8_t> into = NextBuffer();
     const size_t n = std::min(into.size(), bytes.size());
     std::memcpy(into.data(), bytes.data(), n);
@@ -360,10 +377,10 @@ Status KvWireDecoder::Finish() const {
              " blocks)");
 }
 
-Status KvWireDecoder::OnFrameHead() {
+Status KvWireDecoder::ParseHead(const uint8_t* head, uint64_t* payload_bytes) {
   uint16_t type = 0;
   uint64_t payload = 0;
-  if (Status s = CheckHead(head_.data(), &type, &payload); !s.ok()) return Fail(s);
+  if (Status s = CheckHead(head, &type, &payload); !s.ok()) return Fail(s);
   type_ = static_cast<KvWireType>(type);
   uint64_t expected = 0;
   switch (type_) {
@@ -389,27 +406,35 @@ Status KvWireDecoder::OnFrameHead() {
     return Fail(Bad("a " + Name(type) + " frame of " + std::to_string(payload) +
                     " payload bytes, expected " + std::to_string(expected)));
   }
-  payload_.assign(payload, 0);
+  *payload_bytes = payload;
+  return OkStatus();
+}
+
+Status KvWireDecoder::OnFrameHead() {
+  uint64_t payload = 0;
+  RETURN_IF_ERROR(ParseHead(head_.data(), &payload));
+  payload_.resize(payload);  // keeps its capacity across frames: no allocation per frame
   phase_ = payload ? Phase::kPayload : Phase::kTrailer;
   have_ = 0;
   return OkStatus();
 }
 
-Status KvWireDecoder::OnFrameComplete() {
-  if (!ChecksumMatches(head_.data(), payload_, trailer_.data())) {
+Status KvWireDecoder::OnFrameComplete(const uint8_t* head, std::span<const uint8_t> payload,
+                                       const uint8_t* trailer) {
+  if (!ChecksumMatches(head, payload, trailer)) {
     return Fail(Bad(Name(static_cast<uint16_t>(type_)) + " frame checksum mismatch (frame " +
                     std::to_string(layers_decoded_ + has_header_) + ")"));
   }
   Status s;
   switch (type_) {
     case KvWireType::kHeader:
-      s = OnHeader();
+      s = OnHeader(payload);
       break;
     case KvWireType::kLayer:
-      s = OnLayer();
+      s = OnLayer(payload);
       break;
     case KvWireType::kEnd:
-      s = OnEnd();
+      s = OnEnd(payload);
       break;
     case KvWireType::kAck:
       s = Internal("KV transfer: ack frame in a transfer");
@@ -421,15 +446,15 @@ Status KvWireDecoder::OnFrameComplete() {
   return OkStatus();
 }
 
-Status KvWireDecoder::OnHeader() {
-  const uint8_t* p = payload_.data();
+Status KvWireDecoder::OnHeader(std::span<const uint8_t> payload) {
+  const uint8_t* p = payload.data();
   KvWireHeader h;
   h.shape = GetShape(p);
   h.num_blocks = Get32(p + 52);
   const uint32_t id_bytes = Get32(p + 56);
-  if (kHeaderFixedBytes + uint64_t{id_bytes} != payload_.size()) {
+  if (kHeaderFixedBytes + uint64_t{id_bytes} != payload.size()) {
     return Bad("header request id of " + std::to_string(id_bytes) + " bytes in a " +
-               std::to_string(payload_.size()) + "-byte payload");
+               std::to_string(payload.size()) + "-byte payload");
   }
   if (Status s = ValidateShape(h.shape, limits_); !s.ok()) return DataLoss(s.message());
   if (h.num_blocks > limits_.max_blocks) {
@@ -439,13 +464,12 @@ Status KvWireDecoder::OnHeader() {
   h.request_id.assign(reinterpret_cast<const char*>(p + kHeaderFixedBytes), id_bytes);
   header_ = std::move(h);
   has_header_ = true;
-  payload_ = {};
   return OkStatus();
 }
 
-Status KvWireDecoder::OnLayer() {
+Status KvWireDecoder::OnLayer(std::span<const uint8_t> payload) {
   const KvWireShape& shape = header_.shape;
-  const uint8_t* p = payload_.data();
+  const uint8_t* p = payload.data();
   const uint32_t index = Get32(p), group = Get32(p + 4), slot = Get32(p + 24);
   const BlockHash hash{Get64(p + 8), Get64(p + 16)};
   if (group >= shape.n_groups()) {
@@ -460,9 +484,10 @@ Status KvWireDecoder::OnLayer() {
                std::to_string(shape.layers_per_block) + "-layer block");
   }
   const uint64_t key = (uint64_t{group} << 32) | index;
-  const std::string name =
-      "block " + std::to_string(index) + " (group " + std::to_string(group) + ")";
-  if (complete_.count(key)) return Bad("a layer of " + name + ", which arrived whole already");
+  auto name = [&] {
+    return "block " + std::to_string(index) + " (group " + std::to_string(group) + ")";
+  };
+  if (complete_.count(key)) return Bad("a layer of " + name() + ", which arrived whole already");
   auto it = partial_.find(key);
   if (it == partial_.end()) {
     if (partial_.size() >= limits_.max_partial_blocks) {
@@ -477,21 +502,26 @@ Status KvWireDecoder::OnLayer() {
     fresh.block.group = group;
     fresh.block.hash = hash;
     fresh.block.chunk_bytes = shape.chunk_bytes;
-    fresh.block.bytes.assign(kKvWireBlockFixedBytes + shape.block_bytes(), 0);
+    const size_t bytes = kKvWireBlockFixedBytes + shape.block_bytes();
+    if (buffers_) {
+      fresh.block.bytes = buffers_(bytes);
+      if (fresh.block.bytes.size() != bytes) return Internal("KV transfer: a short block buffer");
+    } else {
+      fresh.block.bytes.assign(bytes, 0);
+    }
     std::memcpy(fresh.block.bytes.data(), p, kKvWireBlockFixedBytes);
     fresh.have.assign(shape.layers_per_block, false);
     fresh.missing = shape.layers_per_block;
     it = partial_.emplace(key, std::move(fresh)).first;
   }
   Partial& part = it->second;
-  if (!(part.block.hash == hash)) return Bad("a layer of " + name + " under another hash");
-  if (part.have[slot]) return Bad("layer slot " + std::to_string(slot) + " of " + name + " twice");
+  if (!(part.block.hash == hash)) return Bad("a layer of " + name() + " under another hash");
+  if (part.have[slot]) return Bad("layer slot " + std::to_string(slot) + " of " + name() + " twice");
   part.have[slot] = true;
   --part.missing;
   std::memcpy(part.block.bytes.data() + kKvWireBlockFixedBytes + 2 * slot * shape.chunk_bytes,
               p + kKvWireLayerFixedBytes, 2 * shape.chunk_bytes);
   ++layers_decoded_;
-  payload_ = {};
   if (part.missing == 0) {
     blocks_.push_back(std::move(part.block));
     partial_.erase(it);
@@ -501,10 +531,10 @@ Status KvWireDecoder::OnLayer() {
   return OkStatus();
 }
 
-Status KvWireDecoder::OnEnd() {
+Status KvWireDecoder::OnEnd(std::span<const uint8_t> payload) {
   KvWireEnd e;
-  e.num_blocks = Get32(payload_.data());
-  const uint32_t st = Get32(payload_.data() + 4);
+  e.num_blocks = Get32(payload.data());
+  const uint32_t st = Get32(payload.data() + 4);
   if (st > 1) return Bad("end frame status " + std::to_string(st));
   e.status = static_cast<KvWireEndStatus>(st);
   if (e.num_blocks != blocks_decoded_) {

@@ -29,6 +29,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <span>
@@ -150,12 +151,19 @@ class KvWireDecoder {
  public:
   explicit KvWireDecoder(const KvWireLimits& limits = {}) : limits_(limits) {}
 
+  // Where a block's buffer (KvWireBlock::bytes) comes from: a vector of the given size whose
+  // contents do not matter (every byte is written before the block is handed out). Default: a
+  // fresh zeroed vector.
+  using BufferSource = std::function<std::vector<uint8_t>(size_t bytes)>;
+  void set_block_buffers(BufferSource source) { buffers_ = std::move(source); }
+
   // Where the next bytes of the stream go: never empty before done() or an error; never past
   // the current frame's end (so a socket read into it never takes bytes of a later transfer).
   std::span<uint8_t> NextBuffer();
   // n bytes were written at the start of NextBuffer(). REQUIRES: n <= NextBuffer().size().
   Status Commit(size_t n);
-  // Copies bytes through NextBuffer / Commit. Errors also: InvalidArgument for bytes past End.
+  // Decodes bytes from elsewhere: frames that lie whole in them in place, the rest copied
+  // through NextBuffer / Commit. Errors also: InvalidArgument for bytes past End.
   Status Feed(std::span<const uint8_t> bytes);
   // The stream ended: DataLoss unless the End frame was decoded (truncation).
   Status Finish() const;
@@ -173,13 +181,17 @@ class KvWireDecoder {
 
  private:
   Status Fail(Status s);
+  // Checks a frame head against the stream's state; its payload size. Changes nothing else.
+  Status ParseHead(const uint8_t* head, uint64_t* payload_bytes);
   Status OnFrameHead();
-  Status OnFrameComplete();
-  Status OnHeader();
-  Status OnLayer();
-  Status OnEnd();
+  Status OnFrameComplete(const uint8_t* head, std::span<const uint8_t> payload,
+                         const uint8_t* trailer);
+  Status OnHeader(std::span<const uint8_t> payload);
+  Status OnLayer(std::span<const uint8_t> payload);
+  Status OnEnd(std::span<const uint8_t> payload);
 
   KvWireLimits limits_;
+  BufferSource buffers_;
   enum class Phase { kHead, kPayload, kTrailer } phase_ = Phase::kHead;
   std::array<uint8_t, kKvWireFrameHeadBytes> head_{};
   std::array<uint8_t, kKvWireChecksumBytes> trailer_{};

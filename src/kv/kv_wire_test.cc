@@ -102,6 +102,44 @@ TEST(KvWire, RoundTripWholeAndBytewise) {
   ExpectBlocks(st, blocks);
 }
 
+TEST(KvWire, FeedInAnyPiecesAndRecycledBuffers) {
+  // Pieces of every size from 1 byte to the whole stream: frames that lie whole in a piece are
+  // decoded in place, the others through the decoder's own buffers; the result is the same.
+  // Block buffers come from a source that hands out vectors full of junk (a recycled block).
+  const Stream st = MakeStream(4, 4);
+  for (size_t piece = 1; piece <= st.bytes.size(); piece += piece < 64 ? 1 : 37) {
+    KvWireDecoder d;
+    int taken = 0;
+    d.set_block_buffers([&](size_t bytes) {
+      ++taken;
+      return std::vector<uint8_t>(bytes, 0xAB);
+    });
+    std::vector<KvWireBlock> blocks;
+    for (size_t at = 0; at < st.bytes.size(); at += piece) {
+      const size_t n = std::min(piece, st.bytes.size() - at);
+      ASSERT_TRUE(d.Feed(std::span(st.bytes).subspan(at, n)).ok()) << piece << " "
+                                                                    << d.status().ToString();
+      for (auto& b : d.TakeBlocks()) blocks.push_back(std::move(b));
+    }
+    ASSERT_TRUE(d.done()) << piece;
+    EXPECT_EQ(d.bytes_consumed(), st.bytes.size());
+    EXPECT_EQ(taken, 4);
+    ExpectBlocks(st, blocks);
+  }
+}
+
+TEST(KvWire, FeedReportsACorruptFrameAfterWholeBlocks) {
+  // One piece holding two good blocks and a corrupt layer of the third: the two are decoded
+  // (in place) before the error.
+  Stream st = MakeStream(3, 3);
+  const size_t layer = st.frame_starts[1 + 2 * st.shape.layers_per_block];  // block 2, layer 0
+  st.bytes[layer + kKvWireFrameHeadBytes + 40] ^= 0x10;
+  KvWireDecoder d;
+  EXPECT_EQ(d.Feed(st.bytes).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(d.blocks_decoded(), 2u);
+  EXPECT_EQ(d.TakeBlocks().size(), 2u);
+}
+
 TEST(KvWire, FewerBlocksThanAnnouncedAndAbortedEnd) {
   const Stream st = MakeStream(1, 5, KvWireEndStatus::kAborted);
   KvWireDecoder d;

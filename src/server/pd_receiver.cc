@@ -31,6 +31,33 @@ void KvInbox::ExpireLocked(Clock::time_point now) {
   }
 }
 
+std::vector<uint8_t> KvInbox::TakeBuffer(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spare_.empty()) {
+      std::vector<uint8_t> v = std::move(spare_.back());
+      spare_.pop_back();
+      spare_bytes_ -= static_cast<int64_t>(v.capacity());
+      v.resize(bytes);  // no work when it is a block of the same size, as it is in practice
+      return v;
+    }
+  }
+  return std::vector<uint8_t>(bytes);
+}
+
+int64_t KvInbox::spare_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return spare_bytes_;
+}
+
+void KvInbox::RecycleLocked(std::vector<uint8_t> buffer) {
+  const auto size = static_cast<int64_t>(buffer.capacity());
+  if (size > 0 && stats_.bytes + spare_bytes_ + size <= capacity_) {
+    spare_bytes_ += size;
+    spare_.push_back(std::move(buffer));
+  }
+}
+
 bool KvInbox::Put(const kv::BlockHash& key, std::vector<uint8_t> payload, size_t offset) {
   if (payload.size() <= offset) return false;
   const int64_t size = static_cast<int64_t>(payload.size() - offset);
@@ -39,6 +66,10 @@ bool KvInbox::Put(const kv::BlockHash& key, std::vector<uint8_t> payload, size_t
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked(now);
   if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it);  // the newer copy
+  while (stats_.bytes + spare_bytes_ + size > capacity_ && !spare_.empty()) {
+    spare_bytes_ -= static_cast<int64_t>(spare_.back().capacity());
+    spare_.pop_back();
+  }
   while (stats_.bytes + size > capacity_ && !by_age_.empty()) {
     ++stats_.evictions;
     EraseLocked(entries_.find(by_age_.front()));
@@ -92,6 +123,7 @@ Status KvInbox::Load(const kv::BlockHash& key, kv::BlockChunks dst) {
   }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu_);
+  RecycleLocked(std::move(e.payload));
   ++stats_.hits;
   stats_.load_seconds += s;
   load_ema_ = load_ema_ == 0 ? s : 0.9 * load_ema_ + 0.1 * s;
@@ -114,6 +146,8 @@ kv::BlockStoreStats KvInbox::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
+
+constexpr size_t kStagingBytes = 256 << 10;  // per connection
 
 struct PdReceiver::Connection {
   std::unique_ptr<kv::KvConnection> conn;
@@ -176,14 +210,24 @@ void PdReceiver::Serve(Connection* c) {
   kv::KvWireLimits limits;
   limits.max_block_bytes = std::max<uint64_t>(shape_.block_bytes(), 1);
   kv::KvWireDecoder d(limits);
+  d.set_block_buffers([this](size_t bytes) { return inbox_->TakeBuffer(bytes); });
   Status status;
   uint32_t kept = 0;
   uint64_t bytes = 0;
   bool checked = false;
+  Status compatible;  // of the sender's shape with this replica's, once the header arrived
+  // Frames are small (a layer's K and V of one block: kilobytes): reading each frame's head,
+  // payload and checksum with calls of their own would cost three system calls per frame, so
+  // reads go into a staging buffer the decoder copies from; a pending frame at least as large
+  // as the staging buffer is read into the decoder's buffer directly. One connection carries
+  // one transfer, so reading ahead of a frame never takes another transfer's bytes.
+  std::vector<uint8_t> staging(kStagingBytes);
   while (status.ok() && !d.done()) {
-    const std::span<uint8_t> into = d.NextBuffer();
+    const std::span<uint8_t> next = d.NextBuffer();
+    const bool direct = next.size() >= staging.size();
+    const std::span<uint8_t> into = direct ? next : std::span<uint8_t>(staging);
     auto n = c->conn->Receive(
-        into, options_.stall.For(into.size(), Clock::now() + options_.idle_timeout));
+        into, options_.stall.For(next.size(), Clock::now() + options_.idle_timeout));
     if (!n.ok()) {
       status = n.status();
       break;
@@ -193,13 +237,15 @@ void PdReceiver::Serve(Connection* c) {
       break;
     }
     bytes += *n;
-    status = d.Commit(*n);
-    if (status.ok() && d.has_header() && !checked) {
+    const Status fed = direct ? d.Commit(*n) : d.Feed(into.first(*n));
+    if (d.has_header() && !checked) {
       checked = true;
-      status = kv::CheckCompatible(d.header().shape, shape_);
+      compatible = kv::CheckCompatible(d.header().shape, shape_);
     }
+    status = compatible.ok() ? fed : compatible;
+    if (!compatible.ok()) break;
+    // Blocks that arrived whole before an error later in the same read are valid: kept.
     for (kv::KvWireBlock& b : d.TakeBlocks()) {
-      if (!status.ok()) break;
       if (inbox_->Put(b.hash, std::move(b.bytes), kv::kKvWireBlockFixedBytes)) ++kept;
     }
   }

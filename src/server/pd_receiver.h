@@ -54,6 +54,12 @@ class KvInbox final : public kv::BlockStore {
   // kv::KvWireBlock::bytes, offset kKvWireBlockFixedBytes). False when it cannot be held
   // (larger than the capacity, or no bytes).
   bool Put(const kv::BlockHash& key, std::vector<uint8_t> payload, size_t offset);
+  // A buffer of `bytes` bytes (contents unspecified) for a block being received: one a loaded
+  // block left behind when there is one, so that steady traffic reuses memory that is already
+  // mapped instead of faulting in fresh pages for every block. The spare buffers count against
+  // capacity_bytes with the held blocks and are the first to go when a block needs the room.
+  std::vector<uint8_t> TakeBuffer(size_t bytes);
+  int64_t spare_bytes() const;  // held in spare buffers
 
  private:
   struct Entry {
@@ -64,6 +70,7 @@ class KvInbox final : public kv::BlockStore {
     std::list<kv::BlockHash>::iterator age;
   };
   void ExpireLocked(std::chrono::steady_clock::time_point now);
+  void RecycleLocked(std::vector<uint8_t> buffer);  // kept as a spare if it fits
   void EraseLocked(std::unordered_map<kv::BlockHash, Entry, kv::BlockHashHasher>::iterator it);
 
   const int64_t capacity_;
@@ -72,6 +79,8 @@ class KvInbox final : public kv::BlockStore {
   std::unordered_map<kv::BlockHash, Entry, kv::BlockHashHasher> entries_;  // GUARDED_BY(mu_)
   std::list<kv::BlockHash> by_age_;  // GUARDED_BY(mu_) oldest first
   kv::BlockStoreStats stats_;        // GUARDED_BY(mu_)
+  std::vector<std::vector<uint8_t>> spare_;  // GUARDED_BY(mu_) buffers of loaded blocks
+  int64_t spare_bytes_ = 0;                  // GUARDED_BY(mu_) their capacities
   double load_ema_ = 0;              // GUARDED_BY(mu_)
   size_t last_block_bytes_ = 0;      // GUARDED_BY(mu_)
 };

@@ -133,31 +133,34 @@ class PdSender::Transfer final : public engine::KvExportSink {
         end_status = end_status_;
       }
       if (failed_.load()) return Internal("KV transfer: a block of another shape");
+      // Encoded (checksummed) and sent in pieces of about kSendPiece bytes, each with the
+      // stall bound of its own size: a slow link that keeps moving is not a stall, however much
+      // is queued, and the next piece is encoded while the kernel moves the last one.
       const kv::KvWireShape& shape = owner_->shape_;
       std::vector<kv::KvWireFrame> frames;
+      uint64_t piece = 0;
       uint32_t completed = 0;
+      auto send_piece = [&]() -> Status {
+        if (frames.empty()) return OkStatus();
+        RETURN_IF_ERROR(conn_->Send(frames, o.stall.For(piece)));
+        result->bytes_sent += piece;
+        frames.clear();
+        piece = 0;
+        return OkStatus();
+      };
       for (const Layer& l : batch) {
         if (l.index >= max_blocks_) continue;  // more than announced
         const std::span<const uint8_t> kv[] = {l.k, l.v};
         auto f = kv::EncodeLayer(shape, l.index, l.group, l.hash, l.layer, kv);
         if (!f.ok()) return f.status();
+        if (!frames.empty() && piece + f->size() > kSendPiece) RETURN_IF_ERROR(send_piece());
+        piece += f->size();
         frames.push_back(std::move(*f));
         if (++layers_sent[size_t{l.group} * max_blocks_ + l.index] == shape.layers_per_block) {
           ++completed;
         }
       }
-      // In pieces of about kSendPiece bytes, each with the stall bound of its own size: a
-      // slow link that keeps moving is not a stall, however much is queued.
-      for (size_t at = 0; at < frames.size();) {
-        size_t end = at;
-        uint64_t piece = 0;
-        while (end < frames.size() && (end == at || piece + frames[end].size() <= kSendPiece)) {
-          piece += frames[end++].size();
-        }
-        RETURN_IF_ERROR(conn_->Send(std::span(frames).subspan(at, end - at), o.stall.For(piece)));
-        result->bytes_sent += piece;
-        at = end;
-      }
+      RETURN_IF_ERROR(send_piece());
       result->blocks_sent += completed;
       if (!ended) continue;
       const kv::KvWireEnd end{result->blocks_sent, end_status.ok() ? kv::KvWireEndStatus::kComplete

@@ -1,0 +1,176 @@
+// KV transfer over loopback TCP without an engine (docs/pd.md): a PdSender hands every layer
+// of B blocks to a PdReceiver in this process, as fast as the sender's thread takes them, and
+// waits for the Ack; against a plain TCP blast of the same bytes through one 127.0.0.1
+// connection (4 MiB writes and reads) measured in the same benchmark. Shapes: SmolLM2-135M's KV
+// (30 layers, 3 KV heads x 64, f16: 6 KiB chunks) and Qwen2.5-Coder-1.5B's (28 layers, 2 KV
+// heads x 128, f16: 8 KiB chunks), blocks of 16 tokens; 256 blocks = a 4096-token prompt.
+// After each transfer (untimed) every block is loaded out of the inbox, as the decode engine
+// does, so the receiver's memory is recycled as in serving. Counters: MiB_s (the transfer: first layer handed -> Ack), blast_MiB_s, of_blast (the
+// ratio; issue #20's target is >= 0.8), cpu_per_wall (CPU seconds of all threads over the
+// transfer's wall time: near the core count, the transfer is CPU-bound).
+//
+//   build/kv_transfer_bench [--benchmark_min_time=2s]
+#include <benchmark/benchmark.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "kv/kv_transport.h"
+#include "server/pd_receiver.h"
+#include "server/pd_sender.h"
+
+namespace tachyon::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// CPU seconds of every thread of this process so far (user + system).
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// MiB/s of `bytes` through one loopback TCP connection (4 MiB writes, 4 MiB reads).
+double LoopbackBlast(uint64_t bytes) {
+  const int srv = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (srv < 0 || bind(srv, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(srv, 1) != 0 || getsockname(srv, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return 0;
+  }
+  std::thread sink([&] {
+    const int c = accept(srv, nullptr, nullptr);
+    std::vector<char> buf(4 << 20);
+    uint64_t got = 0;
+    while (got < bytes) {
+      const ssize_t n = read(c, buf.data(), buf.size());
+      if (n <= 0) break;
+      got += static_cast<uint64_t>(n);
+    }
+    close(c);
+  });
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  std::vector<char> chunk(4 << 20, 1);
+  const auto t0 = Clock::now();
+  if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    for (uint64_t sent = 0; sent < bytes;) {
+      const ssize_t n = write(s, chunk.data(), std::min<uint64_t>(chunk.size(), bytes - sent));
+      if (n <= 0) break;
+      sent += static_cast<uint64_t>(n);
+    }
+  }
+  close(s);
+  sink.join();
+  const double dt = Seconds(t0, Clock::now());
+  close(srv);
+  return static_cast<double>(bytes) / dt / (1 << 20);
+}
+
+void BM_Transfer(benchmark::State& state) {
+  kv::KvWireShape shape;
+  shape.model_id = {1, 2};
+  shape.dtype = 1;
+  shape.block_size = 16;
+  shape.n_layers = static_cast<uint32_t>(state.range(0));
+  shape.layers_per_block = shape.n_layers;
+  shape.n_kv_heads = static_cast<uint32_t>(state.range(1));
+  shape.head_dim = static_cast<uint32_t>(state.range(2));
+  shape.num_chunks = 2 * shape.layers_per_block;
+  shape.chunk_bytes = uint64_t{shape.block_size} * shape.n_kv_heads * shape.head_dim * 2;
+  const uint32_t blocks = static_cast<uint32_t>(state.range(3));
+  const uint64_t total = uint64_t{blocks} * shape.block_bytes();
+
+  // The "pool": every block's chunks, filled with something other than zeros.
+  std::vector<uint8_t> pool(total);
+  std::vector<uint8_t> loaded(shape.block_bytes());  // a decode pool block
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<uint8_t>(i * 131 + 7);
+
+  auto inbox = std::make_shared<KvInbox>(int64_t{4} << 30, std::chrono::seconds(120));
+  PdReceiver receiver(kv::NewTcpTransport(), shape, inbox);
+  if (Status s = receiver.Start("127.0.0.1:0"); !s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+    return;
+  }
+  PdSender sender(kv::NewTcpTransport(), shape);
+  const double blast = LoopbackBlast(total * 4);
+  double seconds = 0, cpu_seconds = 0;
+  int transfers = 0;
+  uint32_t id = 0;
+  for (auto _ : state) {
+    std::promise<PdTransferResult> done;
+    auto sink = sender.Start({receiver.address(), "bench-" + std::to_string(id)}, blocks,
+                             [&](const PdTransferResult& r) { done.set_value(r); });
+    const auto t0 = Clock::now();
+    const double cpu0 = ProcessCpuSeconds();
+    for (uint32_t b = 0; b < blocks; ++b) {
+      const kv::BlockHash hash{id, b};
+      for (uint32_t l = 0; l < shape.layers_per_block; ++l) {
+        uint8_t* k = pool.data() + b * shape.block_bytes() + 2 * l * shape.chunk_bytes;
+        const std::span<uint8_t> chunks[] = {{k, shape.chunk_bytes},
+                                             {k + shape.chunk_bytes, shape.chunk_bytes}};
+        sink->OnLayer(b, 0, hash, l, chunks);
+      }
+    }
+    sink->OnEnd(OkStatus());
+    const PdTransferResult r = done.get_future().get();
+    seconds += Seconds(t0, Clock::now());
+    cpu_seconds += ProcessCpuSeconds() - cpu0;
+    ++transfers;
+    if (!r.status.ok() || r.blocks_acked != blocks) {
+      state.SkipWithError(("transfer failed: " + r.status.ToString()).c_str());
+      break;
+    }
+    // Untimed: the decode engine's part, loading every block into its pool (which frees the
+    // inbox's copy, as serving does).
+    state.PauseTiming();
+    for (uint32_t b = 0; b < blocks; ++b) {
+      std::vector<std::span<uint8_t>> dst;
+      for (uint32_t c = 0; c < shape.num_chunks; ++c) {
+        dst.push_back({loaded.data() + c * shape.chunk_bytes, shape.chunk_bytes});
+      }
+      if (Status s = inbox->Load(kv::BlockHash{id, b}, dst); !s.ok()) {
+        state.SkipWithError(s.ToString().c_str());
+        return;
+      }
+    }
+    ++id;
+    state.ResumeTiming();
+  }
+  receiver.Stop();
+  const double mib_s = static_cast<double>(total) * transfers / seconds / (1 << 20);
+  state.counters["MiB_s"] = mib_s;
+  state.counters["blast_MiB_s"] = blast;
+  state.counters["of_blast"] = mib_s / blast;
+  state.counters["cpu_per_wall"] = cpu_seconds / seconds;  // 2 = both cores busy throughout
+  state.SetBytesProcessed(static_cast<int64_t>(total) * transfers);
+}
+
+BENCHMARK(BM_Transfer)
+    ->ArgNames({"layers", "kv_heads", "head_dim", "blocks"})
+    ->Args({30, 3, 64, 256})   // SmolLM2-135M, 4096 tokens
+    ->Args({28, 2, 128, 256})  // Qwen2.5-Coder-1.5B, 4096 tokens
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace tachyon::server
+
+BENCHMARK_MAIN();

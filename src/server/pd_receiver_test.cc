@@ -1,0 +1,115 @@
+#include "server/pd_receiver.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <string>
+#include <vector>
+
+#include "kv/kv_transport.h"
+#include "server/pd_sender.h"
+
+namespace tachyon::server {
+namespace {
+
+kv::KvWireShape Shape() {
+  kv::KvWireShape s;
+  s.model_id = {7, 8};
+  s.dtype = 1;
+  s.block_size = 4;
+  s.n_layers = 3;
+  s.layers_per_block = 3;
+  s.n_kv_heads = 2;
+  s.head_dim = 8;
+  s.num_chunks = 6;
+  s.chunk_bytes = 4 * 2 * 8 * 2;
+  return s;
+}
+
+std::vector<uint8_t> BlockBytes(const kv::KvWireShape& s, int seed) {
+  std::vector<uint8_t> v(s.block_bytes());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>(seed * 37 + i * 11);
+  return v;
+}
+
+// Loads `key` from the inbox into a block of `bytes` bytes (every chunk back to back).
+Result<std::vector<uint8_t>> LoadBlock(KvInbox& inbox, const kv::KvWireShape& s,
+                                       const kv::BlockHash& key) {
+  std::vector<uint8_t> out(s.block_bytes());
+  std::vector<std::span<uint8_t>> chunks;
+  for (uint32_t c = 0; c < s.num_chunks; ++c) {
+    chunks.push_back({out.data() + c * s.chunk_bytes, s.chunk_bytes});
+  }
+  RETURN_IF_ERROR(inbox.Load(key, chunks));
+  return out;
+}
+
+TEST(KvInbox, LoadedBlocksLeaveTheirBuffersForTheNextReceive) {
+  const kv::KvWireShape s = Shape();
+  KvInbox inbox(int64_t{1} << 20, std::chrono::seconds(60));
+  std::vector<uint8_t> a = inbox.TakeBuffer(s.block_bytes());  // none spare: a fresh one
+  ASSERT_EQ(a.size(), s.block_bytes());
+  const std::vector<uint8_t> want = BlockBytes(s, 1);
+  std::copy(want.begin(), want.end(), a.begin());
+  const uint8_t* memory = a.data();
+  ASSERT_TRUE(inbox.Put({1, 1}, std::move(a), 0));
+  auto loaded = LoadBlock(inbox, s, {1, 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(*loaded, want);
+  const std::vector<uint8_t> again = inbox.TakeBuffer(s.block_bytes());
+  EXPECT_EQ(again.data(), memory);  // the loaded block's buffer, reused
+  EXPECT_EQ(again.size(), s.block_bytes());
+  EXPECT_NE(inbox.TakeBuffer(s.block_bytes()).data(), memory);  // one spare, taken
+}
+
+TEST(KvInbox, SpareBuffersGiveWayToBlocks) {
+  // Room for two blocks: a spare buffer left by a load must not push out a held block.
+  const kv::KvWireShape s = Shape();
+  KvInbox inbox(static_cast<int64_t>(2 * s.block_bytes()), std::chrono::seconds(60));
+  ASSERT_TRUE(inbox.Put({1, 0}, BlockBytes(s, 1), 0));
+  ASSERT_TRUE(inbox.Put({2, 0}, BlockBytes(s, 2), 0));
+  ASSERT_TRUE(LoadBlock(inbox, s, {1, 0}).ok());  // leaves a spare buffer
+  EXPECT_EQ(inbox.spare_bytes(), static_cast<int64_t>(s.block_bytes()));
+  ASSERT_TRUE(inbox.Put({3, 0}, BlockBytes(s, 3), 0));
+  const kv::BlockHash held[] = {{2, 0}, {3, 0}};
+  EXPECT_EQ(inbox.Lookup(held), 2u);
+  EXPECT_EQ(inbox.Stats().evictions, 0);
+  EXPECT_EQ(inbox.spare_bytes(), 0);  // held blocks and spares stay within the capacity
+}
+
+TEST(PdTransfer, BlocksArriveWholeOverLoopback) {
+  const kv::KvWireShape s = Shape();
+  auto inbox = std::make_shared<KvInbox>(int64_t{1} << 24, std::chrono::seconds(60));
+  PdReceiver receiver(kv::NewTcpTransport(), s, inbox);
+  ASSERT_TRUE(receiver.Start("127.0.0.1:0").ok());
+  PdSender sender(kv::NewTcpTransport(), s);
+  constexpr uint32_t kBlocks = 40;
+  std::vector<std::vector<uint8_t>> pool;
+  for (uint32_t b = 0; b < kBlocks; ++b) pool.push_back(BlockBytes(s, static_cast<int>(b)));
+  for (int round = 0; round < 2; ++round) {  // the second reuses the loaded blocks' buffers
+    std::promise<PdTransferResult> done;
+    auto sink = sender.Start({receiver.address(), "t" + std::to_string(round)}, kBlocks,
+                             [&](const PdTransferResult& r) { done.set_value(r); });
+    for (uint32_t l = 0; l < s.layers_per_block; ++l) {  // layer-major, as a forward pass
+      for (uint32_t b = 0; b < kBlocks; ++b) {
+        uint8_t* k = pool[b].data() + 2 * l * s.chunk_bytes;
+        const std::span<uint8_t> chunks[] = {{k, s.chunk_bytes},
+                                             {k + s.chunk_bytes, s.chunk_bytes}};
+        sink->OnLayer(b, 0, kv::BlockHash{b, uint64_t(round)}, l, chunks);
+      }
+    }
+    sink->OnEnd(OkStatus());
+    const PdTransferResult r = done.get_future().get();
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(r.blocks_acked, kBlocks);
+    for (uint32_t b = 0; b < kBlocks; ++b) {
+      auto got = LoadBlock(*inbox, s, {b, uint64_t(round)});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(*got, pool[b]) << "block " << b;
+    }
+  }
+  receiver.Stop();
+}
+
+}  // namespace
+}  // namespace tachyon::server
