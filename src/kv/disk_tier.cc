@@ -13,6 +13,7 @@
 
 #include "kv/kv_events.h"
 #include "util/logging.h"
+#include "util/xxh3.h"
 
 namespace tachyon::kv {
 namespace fs = std::filesystem;
@@ -203,7 +204,7 @@ void DiskTier::Probe() {
   {
     Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() >= 0 && ReadAll(fd.get(), buf.data(), kBytes, 0)) {
-      (void)XXH3_64bits(buf.data(), kBytes);  // a load checks the checksum too
+      (void)Xxh3(buf.data(), kBytes);  // a load checks the checksum too
       probe_seconds_per_byte_ = std::chrono::duration<double>(Clock::now() - t).count() / kBytes;
     }
   }
@@ -288,21 +289,17 @@ Status DiskTier::Load(const BlockHash& key, BlockChunks dst) {
                                 " bytes loaded into " + std::to_string(want)));
   }
   if (bad.ok()) {
-    XXH3_state_t* st = XXH3_createState();
-    XXH3_64bits_reset(st);
+    Xxh3Stream st;
     off_t off = kHeaderBytes;
     for (const auto& c : dst) {
       if (!ReadAll(fd.get(), c.data(), c.size(), off)) {
         bad = DataLoss("short read");
         break;
       }
-      XXH3_64bits_update(st, c.data(), c.size());
+      st.Update(c.data(), c.size());
       off += static_cast<off_t>(c.size());
     }
-    if (bad.ok() && XXH3_64bits_digest(st) != h->payload_hash) {
-      bad = DataLoss("payload checksum mismatch");
-    }
-    XXH3_freeState(st);
+    if (bad.ok() && st.Digest() != h->payload_hash) bad = DataLoss("payload checksum mismatch");
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!bad.ok()) {
@@ -365,7 +362,7 @@ void DiskTier::WriterLoop() {
     h.key_lo = p.key.lo;
     h.key_hi = p.key.hi;
     h.payload_bytes = p.bytes.size();
-    h.payload_hash = XXH3_64bits(p.bytes.data(), p.bytes.size());
+    h.payload_hash = Xxh3(p.bytes.data(), p.bytes.size());
     h.header_hash = HeaderHash(h);
     const fs::path path = PathOf(p.key);
     fs::path tmp = path;

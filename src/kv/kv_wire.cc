@@ -1,10 +1,10 @@
 #include "kv/kv_wire.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+
+#include "util/xxh3.h"
 
 namespace tachyon::kv {
 namespace {
@@ -49,12 +49,10 @@ std::vector<uint8_t> FrameHead(KvWireType type, uint64_t payload_bytes, size_t f
 }
 
 void Seal(KvWireFrame* f) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  XXH3_64bits_update(st, f->head.data(), f->head.size());
-  for (const auto& b : f->body) XXH3_64bits_update(st, b.data(), b.size());
-  Put64(f->trailer.data(), XXH3_64bits_digest(st));
-  XXH3_freeState(st);
+  Xxh3Stream st;
+  st.Update(f->head.data(), f->head.size());
+  for (const auto& b : f->body) st.Update(b.data(), b.size());
+  Put64(f->trailer.data(), st.Digest());
 }
 
 void PutShape(uint8_t* p, const KvWireShape& s) {
@@ -271,15 +269,12 @@ Status CheckHead(const uint8_t* h, uint16_t* type, uint64_t* payload) {
 bool ChecksumMatches(const uint8_t* head, std::span<const uint8_t> payload,
                      const uint8_t* trailer) {
   if (head + kKvWireFrameHeadBytes == payload.data()) {  // contiguous: one pass, no state
-    return XXH3_64bits(head, kKvWireFrameHeadBytes + payload.size()) == Get64(trailer);
+    return Xxh3(head, kKvWireFrameHeadBytes + payload.size()) == Get64(trailer);
   }
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  XXH3_64bits_update(st, head, kKvWireFrameHeadBytes);
-  XXH3_64bits_update(st, payload.data(), payload.size());
-  const bool ok = XXH3_64bits_digest(st) == Get64(trailer);
-  XXH3_freeState(st);
-  return ok;
+  Xxh3Stream st;
+  st.Update(head, kKvWireFrameHeadBytes);
+  st.Update(payload.data(), payload.size());
+  return st.Digest() == Get64(trailer);
 }
 
 }  // namespace

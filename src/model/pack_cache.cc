@@ -27,6 +27,7 @@
 #include "kernels/pack.h"
 #include "util/logging.h"
 #include "util/thread_pool.h"
+#include "util/xxh3.h"
 
 namespace tachyon::model {
 namespace {
@@ -81,7 +82,7 @@ bool HashesMatch(const std::vector<const uint8_t*>& data, const std::vector<uint
   std::atomic<bool> ok{true};
   auto work = [&] {
     for (size_t i = next++; i < data.size() && ok; i = next++) {
-      if (XXH3_64bits(data[i], bytes[i]) != want[i]) ok = false;
+      if (Xxh3(data[i], bytes[i]) != want[i]) ok = false;
     }
   };
   const int n = std::max(1, std::min<int>(HardwareThreads(), static_cast<int>(data.size())));
@@ -344,7 +345,7 @@ Status PackCache::Save() {
   bool ok = true;
   std::vector<FileEntry> table;
   for (Entry& e : used_) {
-    e.hash = XXH3_64bits(e.data, e.bytes);
+    e.hash = Xxh3(e.data, e.bytes);
     table.push_back(
         {e.key.file_offset, e.key.type, 0, e.key.rows, e.key.cols, e.offset, e.bytes, e.hash});
     ok = ok && WriteAll(fd, e.data, e.bytes, e.offset);
