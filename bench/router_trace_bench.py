@@ -4,8 +4,10 @@ against N `tachyon serve` replicas through `tachyon route`, once per policy (kv,
 random), and reports per policy: TTFT and TPOT percentiles, the prefix-cache hit rate the replicas
 reported (against the hit rate one unbounded cache would have: the trace's own prefix sharing),
 the requests shed (429 / 503 / errors), and each policy's mean and p99 TTFT as a ratio to
-round_robin's. Writes results.json and a chart (router_trace.svg, TTFT bars per policy) to
---out.
+round_robin's. Writes results.json, a chart (router_trace.svg, TTFT bars per policy) and per
+policy POLICY-requests.jsonl (each request's TTFT, replica, cached tokens and the replica's
+TTFT breakdown, summed up as what the mean TTFT is made of) to --out. A policy may be a variant
+with more `tachyon route` flags: kv@--balance-slack=1.
 
 Scaling (the trace is for large models; see the trace README): a trace block of 512 tokens becomes
 --block-tokens tokens (default 16, one KV block), so a request's prompt is its hash_ids blocks,
@@ -147,7 +149,8 @@ def one_request(port, model, req, t0):
         time.sleep(delay)
     start = time.monotonic()
     res = {"ok": False, "status": 0, "ttft": None, "tpot": None, "tokens": 0,
-           "prompt_tokens": len(req["prompt"]), "cached": 0, "lateness": max(0.0, -delay)}
+           "prompt_tokens": len(req["prompt"]), "cached": 0, "lateness": max(0.0, -delay),
+           "replica": None, "engine": None}
     body = {"model": model, "prompt": req["prompt"], "max_tokens": req["max_tokens"],
             "temperature": 0, "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True}}
@@ -157,6 +160,7 @@ def one_request(port, model, req, t0):
                      {"Content-Type": "application/json"})
         resp = conn.getresponse()
         res["status"] = resp.status
+        res["replica"] = resp.getheader("X-Tachyon-Replica")
         if resp.status != 200:
             resp.read()
             return res
@@ -186,6 +190,7 @@ def one_request(port, model, req, t0):
                 tokens = u.get("completion_tokens", 0)
                 res["prompt_tokens"] = u.get("prompt_tokens", res["prompt_tokens"])
                 res["cached"] = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+                res["engine"] = (ev.get("timings") or {}).get("ttft_breakdown")
         conn.close()
         res["tokens"] = tokens
         if first is not None:
@@ -220,13 +225,40 @@ def summarize(results):
         "tpot_p50": pct(tpot, 0.5), "tpot_p99": pct(tpot, 0.99),
         "hit_rate": sum(r["cached"] for r in ok) / prompt if prompt else 0.0,
         "max_lateness": max((r["lateness"] for r in results), default=0.0),
+        **ttft_parts(ok),
     }
+
+
+def ttft_parts(ok):
+    """Where the mean TTFT went, from the replicas' `timings.ttft_breakdown` of each stream's
+    usage event: `wait_step` waiting for the replica's step in progress to end (inbox),
+    `queued` not admitted to a step, `prefill` the steps that computed the prompt (its own
+    uncached tokens and those of every request admitted with it), `other` the rest of the
+    engine's part (prefix waits, stalls), `outside` the client's TTFT less the engine's (HTTP,
+    the router, the client); `own_tokens` / `step_tokens` the mean uncached tokens of a request
+    and of its prefill steps."""
+    rows = [r for r in ok if r["ttft"] is not None and r.get("engine")]
+    if not rows:
+        return {}
+    def mean(f):
+        return statistics.mean(f(r) for r in rows)
+    e = lambda r, k: r["engine"].get(k, 0) / 1e3
+    engine = mean(lambda r: e(r, "engine_ttft_ms"))
+    parts = {"wait_step": mean(lambda r: e(r, "inbox_ms")), "queued": mean(lambda r: e(r, "queued_ms")),
+             "prefill": mean(lambda r: e(r, "prefill_ms"))}
+    parts["other"] = engine - sum(parts.values())
+    parts["outside"] = mean(lambda r: r["ttft"]) - engine
+    parts["own_tokens"] = mean(lambda r: r["engine"].get("prefill_tokens", 0))
+    parts["step_tokens"] = mean(lambda r: r["engine"].get("prefill_step_tokens", 0))
+    return {"ttft_parts": parts}
 
 
 class Cluster:
     """`a.replicas` fresh `tachyon serve` replicas (cold caches) behind one `tachyon route`."""
 
-    def __init__(self, a, policy, out, tag):
+    def __init__(self, a, spec, out, tag):
+        # spec: a policy, or POLICY@FLAG=VALUE@... with more `tachyon route` flags (a variant)
+        policy, *flags = spec.split("@")
         self.replicas, self.router = [], None
         try:
             for i in range(a.replicas):
@@ -240,6 +272,7 @@ class Cluster:
                     "--probe-interval", "0.2"]
             if policy == "kv":
                 args += ["--tokenizer", str(a.model)]
+            args += flags
             for r in self.replicas:
                 args += ["--replica", r.url]
             self.router = Proc(args, out / f"{tag}-router.log", "tachyon route")
@@ -288,13 +321,13 @@ def router_figures(text):
 
 def run_policy(a, policy, reqs, out):
     """Replays `reqs` through a fresh cluster; returns (results, the router's final metrics)."""
-    cluster = Cluster(a, policy, out, policy)
+    cluster = Cluster(a, policy, out, policy.replace("@", "_"))
     try:
         t0 = time.monotonic() + 0.5
         with ThreadPoolExecutor(max_workers=a.max_clients) as pool:
             results = list(pool.map(lambda q: one_request(cluster.router.port, "m", q, t0), reqs))
         text = cluster.metrics()
-        (out / f"{policy}-router-metrics.txt").write_text(text)
+        (out / f"{policy.replace('@', '_')}-router-metrics.txt").write_text(text)
         return results, text
     finally:
         cluster.stop()
@@ -312,7 +345,7 @@ def capacity(a, reqs, out):
     cluster = Cluster(a, "round_robin", out, "calibrate")
     try:
         start = time.monotonic()
-        with ThreadPoolExecutor(max_workers=2 * a.replicas) as pool:
+        with ThreadPoolExecutor(max_workers=a.calibrate_concurrency * a.replicas) as pool:
             done = list(pool.map(lambda q: one_request(cluster.router.port, "m", q, 0.0), sample))
         seconds = time.monotonic() - start
     finally:
@@ -377,6 +410,8 @@ def main():
                          "of the capacity measured first")
     ap.add_argument("--target-load", type=float, default=0.7)
     ap.add_argument("--calibrate-requests", type=int, default=30)
+    ap.add_argument("--calibrate-concurrency", type=int, default=2,
+                    help="calibration requests in flight per replica")
     ap.add_argument("--policies", default="kv,round_robin,random")
     ap.add_argument("--replicas", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
@@ -425,6 +460,9 @@ def main():
     for policy in a.policies.split(","):
         t = time.monotonic()
         raw[policy], text = run_policy(a, policy, reqs, a.out)
+        with open(a.out / f"{policy.replace('@', '_')}-requests.jsonl", "w") as f:
+            for q, r in zip(reqs, raw[policy]):
+                f.write(json.dumps(dict(r, t=q["t"])) + "\n")
         summary[policy] = summarize(raw[policy])
         summary[policy].update(router_figures(text))
         s = summary[policy]
@@ -438,6 +476,15 @@ def main():
         print(f"{p:<12} {s['ok']:>5} {s['shed']:>5} {s['ttft_mean']:>9.3f}s {s['ttft_p50']:>6.3f}s "
               f"{s['ttft_p90']:>6.3f}s {s['ttft_p99']:>6.3f}s {1e3 * s['tpot_p50']:>7.1f}ms "
               f"{1e3 * s['tpot_p99']:>5.1f}ms {100 * s['hit_rate']:>8.1f}% {100 * ideal:>5.1f}%")
+    print("\nmean TTFT made of (the replicas' timings): waiting for the step in progress, not "
+          "admitted, the prefill step(s), other engine time, outside the engine; uncached tokens "
+          "of the request / of its prefill steps")
+    for p, s in summary.items():
+        t = s.get("ttft_parts")
+        if t:
+            print(f"{p:<12} {1e3 * t['wait_step']:6.1f} + {1e3 * t['queued']:5.1f} + "
+                  f"{1e3 * t['prefill']:6.1f} + {1e3 * t['other']:5.1f} + {1e3 * t['outside']:5.1f} ms"
+                  f"; {t['own_tokens']:5.1f} / {t['step_tokens']:5.1f} tokens")
     if "kv" in summary:
         s = summary["kv"]
         print(f"\nkv: the index predicted {s['predicted_cached']:.0f} cached prompt tokens on the "
