@@ -110,7 +110,7 @@ Status DraftModelRunner::Propose(std::span<const Job> jobs) {
     r->draft_tokens.clear();
     SeqState* st = Sync(*r);
     st->num_probs = 0;
-    if (budget <= 0 || job.num_tokens <= 0) continue;
+    if (budget <= 0 || job.num_tokens < 0) continue;
     kv::PrefixHit hit;
     if (!kv_.HasRequest(r->seq_id)) {
       st->computed = 0;
@@ -118,7 +118,8 @@ Status DraftModelRunner::Propose(std::span<const Job> jobs) {
     }
     const int64_t start = std::max(st->computed, hit.num_tokens);
     const int64_t size = static_cast<int64_t>(r->tokens.size());
-    const int64_t chunk = std::min(size - start, budget);
+    const int64_t end = job.num_tokens > 0 ? size : size - 1;  // catch-up only: not the last
+    const int64_t chunk = std::min(end - start, budget);
     if (chunk <= 0) continue;
     int k = chunk == size - start ? job.num_tokens : 0;
     // Drafts d1..d(k-1) are fed back (dk is not): their positions need blocks too.

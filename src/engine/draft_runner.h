@@ -63,7 +63,10 @@ class DraftModelRunner {
 
   struct Job {
     Request* request = nullptr;
-    int num_tokens = 0;  // drafts wanted (>= 1)
+    // Drafts wanted (>= 0). 0: catch up only, on every token but the last (whose logits the
+    // next drafting round needs), so a sequence's prompt enters the draft model in the step
+    // that computed it for the target rather than in a later drafting round.
+    int num_tokens = 0;
   };
   // Sets each job's request->draft_tokens (up to num_tokens; none when its catch-up does not
   // fit this step or the pool is short). REQUIRES: the requests are distinct and running.

@@ -51,6 +51,7 @@ class DraftFake : public ModelExecutor {
     EXPECT_TRUE(st.ok()) << st.ToString();
     RETURN_IF_ERROR(st);
     ++num_calls_;
+    num_tokens_ += static_cast<int64_t>(batch.tokens.size());
     max_seqs_ = std::max(max_seqs_, batch.seqs.size());
     const size_t n = static_cast<size_t>(n_vocab());
     size_t row = 0;
@@ -65,12 +66,14 @@ class DraftFake : public ModelExecutor {
     return OkStatus();
   }
   int64_t num_calls() const { return num_calls_; }
+  int64_t num_tokens() const { return num_tokens_; }  // tokens fed, all forwards
   size_t max_seqs() const { return max_seqs_; }
 
  private:
   FakeModelExecutor fake_;
   int every_;
   int64_t num_calls_ = 0;
+  int64_t num_tokens_ = 0;
   size_t max_seqs_ = 0;
 };
 
@@ -235,6 +238,39 @@ TEST(DraftModelTest, AgreeingDraftIsAlwaysAccepted) {
   const spec::SpecStats s = h.engine().Metrics().spec;
   EXPECT_GT(s.num_draft_tokens, 0);
   EXPECT_EQ(s.num_accepted_tokens, s.num_draft_tokens);
+}
+
+TEST(DraftModelTest, PromptEntersTheDraftInTheStepThatComputedIt) {
+  // With the cost rule on, the first step after the prompt runs without drafts (what a step of
+  // one sequence costs is not known yet); the draft model still takes in the prompt in the
+  // prompt's own step, all but the first generated token, so the next step's drafting round
+  // only catches up on that token and the one after it.
+  const std::vector<int32_t> prompt = MakePrompt(21, 3);
+  HarnessOptions off;
+  Harness ref(off);
+  const Outputs want = RunAll(&ref, {Greedy(prompt, 30)});
+
+  DraftFake draft(off.n_vocab, off.num_blocks, off.block_size, 0);
+  HarnessOptions on = off;
+  on.speculative = DraftSpec(4);
+  on.speculative.min_acceptance_rate = 0.25;  // the cost rule on
+  on.draft_executor = &draft;
+  Harness h(on);
+  ASSERT_TRUE(h.Add(0, Greedy(prompt, 30)).ok());
+  h.Step();  // the prompt: 21 tokens in one step (budget 32)
+  EXPECT_EQ(draft.num_calls(), 1);
+  EXPECT_EQ(draft.num_tokens(), 21);
+  EXPECT_EQ(h.result(0).tokens.size(), 1u);
+  // One row without drafts (it measures one sequence's cost); then the drafting round for the
+  // next step: its first forward catches up on the two generated tokens only.
+  h.Step();
+  EXPECT_EQ(h.result(0).tokens.size(), 2u);
+  EXPECT_GT(draft.num_calls(), 1);
+  EXPECT_EQ(draft.num_tokens(), 21 + 2 + (draft.num_calls() - 2));
+  h.Step();
+  EXPECT_GT(h.engine().Metrics().spec.num_draft_tokens, 0);
+  h.RunToCompletion();
+  EXPECT_EQ(h.result(0).tokens, want.at(0).at(0).tokens);
 }
 
 TEST(DraftModelTest, ChunkedCatchUpPreemptionAndSmallDraftPool) {

@@ -62,7 +62,11 @@ void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
     if (c.probing()) {
       k = 1;
     } else if (!cost_.Seconds(num_running)) {
-      return;  // this step runs without drafts and shows what no drafts cost at this batch
+      // This step runs without drafts and shows what no drafts cost at this batch. A draft
+      // model still takes in a sequence's prompt right after the target did (in the step that
+      // computed it, as when the cost is known), not in the next step's drafting round.
+      if (draft_model_ && r->num_output_tokens() == 1) queued_.push_back({r, 0});
+      return;
     } else {
       // Drafts must beat no drafts by 5%: step times are noisy, and losing is worse than
       // missing a small gain. The rows other sequences drafted for the same step count.

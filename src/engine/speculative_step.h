@@ -16,7 +16,8 @@
 // costs measured so far (ObserveStep, spec/step_cost.h) and its per-position acceptance, given
 // the rows (and draft-model forwards) the sequences proposed before it in the same step add;
 // none paying pauses the request's drafting for a while (probing again later). While
-// the cost of a step of the batch's size without drafts is unknown, a step runs without them.
+// the cost of a step of the batch's size without drafts is unknown, a step runs without them
+// (a draft model still takes in the prompt of a sequence that just finished it).
 //
 // Structured output: a request whose tokens must follow a grammar verifies drafts the same way
 // (each row's mask is that of the state after the tokens emitted before it, which are exactly
