@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kv/kv_transport.h"
+#include "kv/testing/wire_shape.h"
 #include "server/pd_receiver.h"
 #include "server/pd_sender.h"
 
@@ -90,16 +91,9 @@ double LoopbackBlast(uint64_t bytes, double* cpu_seconds) {
 }
 
 void BM_Transfer(benchmark::State& state) {
-  kv::KvWireShape shape;
-  shape.model_id = {1, 2};
-  shape.dtype = 1;
-  shape.block_size = 16;
-  shape.n_layers = static_cast<uint32_t>(state.range(0));
-  shape.layers_per_block = shape.n_layers;
-  shape.n_kv_heads = static_cast<uint32_t>(state.range(1));
-  shape.head_dim = static_cast<uint32_t>(state.range(2));
-  shape.num_chunks = 2 * shape.layers_per_block;
-  shape.chunk_bytes = uint64_t{shape.block_size} * shape.n_kv_heads * shape.head_dim * 2;
+  const kv::KvWireShape shape = kv::testing::PlainF16WireShape(
+      static_cast<uint32_t>(state.range(0)), /*block_size=*/16,
+      static_cast<uint32_t>(state.range(1)), static_cast<uint32_t>(state.range(2)), {1, 2});
   const uint32_t blocks = static_cast<uint32_t>(state.range(3));
   const uint64_t total = uint64_t{blocks} * shape.block_bytes();
 

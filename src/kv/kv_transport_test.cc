@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "kv/testing/wire_shape.h"
+
 namespace tachyon::kv {
 namespace {
 
@@ -38,16 +40,8 @@ Pair Connected() {
 }
 
 KvWireShape BigShape() {
-  KvWireShape s;
-  s.dtype = 1;
-  s.block_size = 16;
-  s.n_layers = 4;
-  s.layers_per_block = 4;
-  s.n_kv_heads = 4;
-  s.head_dim = 64;
-  s.num_chunks = 8;
-  s.chunk_bytes = 16 * 4 * 64 * 2;
-  return s;
+  return testing::PlainF16WireShape(/*n_layers=*/4, /*block_size=*/16, /*n_kv_heads=*/4,
+                                    /*head_dim=*/64);
 }
 
 TEST(KvTransport, GatherSendDecodesOnTheOtherSideAndAcks) {

@@ -6,21 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "kv/testing/wire_shape.h"
+
 namespace tachyon::kv {
 namespace {
 
 KvWireShape TestShape() {
-  KvWireShape s;
-  s.model_id = {0x1234, 0x5678};
-  s.dtype = 1;
-  s.block_size = 4;
-  s.n_layers = 3;
-  s.layers_per_block = 3;
-  s.n_kv_heads = 2;
-  s.head_dim = 2;
-  s.num_chunks = 6;
-  s.chunk_bytes = 4 * 2 * 2 * 2;  // block_size x heads x head_dim x f16
-  return s;
+  return testing::PlainF16WireShape(/*n_layers=*/3, /*block_size=*/4, /*n_kv_heads=*/2,
+                                    /*head_dim=*/2, {0x1234, 0x5678});
 }
 
 // A transfer of `n` blocks whose bytes are a function of (block, chunk, byte).

@@ -7,23 +7,15 @@
 #include <vector>
 
 #include "kv/kv_transport.h"
+#include "kv/testing/wire_shape.h"
 #include "server/pd_sender.h"
 
 namespace tachyon::server {
 namespace {
 
 kv::KvWireShape Shape() {
-  kv::KvWireShape s;
-  s.model_id = {7, 8};
-  s.dtype = 1;
-  s.block_size = 4;
-  s.n_layers = 3;
-  s.layers_per_block = 3;
-  s.n_kv_heads = 2;
-  s.head_dim = 8;
-  s.num_chunks = 6;
-  s.chunk_bytes = 4 * 2 * 8 * 2;
-  return s;
+  return kv::testing::PlainF16WireShape(/*n_layers=*/3, /*block_size=*/4, /*n_kv_heads=*/2,
+                                        /*head_dim=*/8, {7, 8});
 }
 
 std::vector<uint8_t> BlockBytes(const kv::KvWireShape& s, int seed) {
