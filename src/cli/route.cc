@@ -108,7 +108,9 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
   AddInt(*app, "--load-weight", &r.pool.picker.load_weight, 0, 1 << 20,
          "kv: prompt tokens one in-flight request weighs in a replica's score");
   AddNumber(*app, "--balance-ratio", &r.pool.picker.balance_ratio, 1.0, 1000.0,
-            "kv: no replica above this times the least loaded one's in-flight (+1)");
+            "kv: no replica above this times the least loaded one's in-flight (+1) ...");
+  AddInt(*app, "--balance-slack", &r.pool.picker.balance_slack, 1, 1 << 20,
+         "kv: ... unless within this many of the least loaded one's in-flight");
   AddInt(*app, "--seed", &o->seed, int64_t{0}, int64_t{1} << 62, "seed of the tie-breaking RNG");
   AddInt<size_t>(*app, "--index-blocks", &r.pool.index_blocks, 1, size_t{1} << 32,
                  "prefix index capacity in blocks (least recently used forgotten beyond)");

@@ -55,7 +55,7 @@ struct Fixture {
     uint64_t others = ~(uint64_t{1} << replica);
     const int tokens = 16 * static_cast<int>(prompt.size()) + 1;
     auto p = std::get<Placement>(pool.Place(prompt, tokens, others));
-    pool.Release(p.replica);
+    Finish(pool, p);
     return p.predicted_cached_tokens;
   }
   ReplicaPool pool;
@@ -89,7 +89,7 @@ TEST(KvEventFeed, ASnapshotReplacesWhatTheIndexHeld) {
   Fixture f;
   const auto a = TestChain(0, 3);
   auto p = std::get<Placement>(f.pool.Place(a, 48, 0b10));  // routed: approximate blocks
-  f.pool.Release(p.replica);
+  Finish(f.pool, p);
   EXPECT_EQ(f.Cached(a, 0), 48);
   KvEventFeed feed(0, &f.pool, &f.metrics);
   // In parts: not in sync until the last one.
@@ -157,7 +157,7 @@ TEST(KvEventFeed, DrainingTakesTheReplicaOutOfPlacement) {
   for (int i = 0; i < 4; ++i) {
     auto p = std::get<Placement>(f.pool.Place({}, 0, 0));
     EXPECT_EQ(p.replica, 0);
-    f.pool.Release(p.replica);
+    Finish(f.pool, p);
   }
 }
 
@@ -189,8 +189,8 @@ TEST(KvEventFeed, RoutersFedTheSameEventsMakeTheSameChoices) {
     picks2.push_back(p2.replica);
     distinct.insert(p1.replica);
     if (k % 2 == 0) {
-      r1.pool.Release(p1.replica);
-      r2.pool.Release(p2.replica);
+      Finish(r1.pool, p1);
+      Finish(r2.pool, p2);
     }
   }
   EXPECT_EQ(picks1, picks2);

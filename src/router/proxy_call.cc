@@ -96,6 +96,7 @@ ProxyCall::PlaceResult ProxyCall::Dispatch() {
   if (const Placement* p = std::get_if<Placement>(&placed)) {
     core_->metrics.ObservePlacement(core_->pool.endpoint(p->replica).url, *p,
                                     request_.blocks.prompt_tokens);
+    prefill_pending_ = p->prefill_tokens;
     if (request_.prefill_first && !prefill_tried_) {
       prefill_tried_ = true;
       if (StartPrefill(*p)) return PlaceResult::kStarted;
@@ -168,6 +169,7 @@ bool ProxyCall::StartPrefill(const Placement& placed) {
   const int prefill = p->replica;
   auto body = nlohmann::ordered_json::parse(attempt_body_, nullptr, /*allow_exceptions=*/false);
   if (!body.is_object()) {  // the replica answers the malformed body itself
+    core_->pool.PrefillDone(prefill, p->prefill_tokens);
     core_->pool.Release(prefill);
     return false;
   }
@@ -182,7 +184,9 @@ bool ProxyCall::StartPrefill(const Placement& placed) {
   auto self = shared_from_this();
   h.on_head = [status](int s, const server::Headers&) { *status = s; };
   h.on_data = [](std::string_view) { return true; };  // its answer (one token) is not needed
-  h.on_done = [self, prefill, decode, status](UpstreamOutcome o, const std::string&) {
+  h.on_done = [self, prefill, decode, status, tokens = p->prefill_tokens](UpstreamOutcome o,
+                                                                          const std::string&) {
+    self->core_->pool.PrefillDone(prefill, tokens);
     self->OnPrefillDone(prefill, decode, o, *status);
   };
   upstream_ = core_->client.Start(core_->pool.endpoint(prefill), std::move(up),
@@ -202,6 +206,7 @@ void ProxyCall::OnPrefillDone(int prefill, int decode, UpstreamOutcome outcome, 
     }
   }
   if (client_gone_) {
+    SettlePrefill(decode);
     core_->pool.Release(decode);
     FinishLocked();
     return;
@@ -217,7 +222,14 @@ void ProxyCall::OnHead(int status, const server::Headers& headers) {
       status == 200 && FindHeader(headers, "content-type").starts_with("text/event-stream");
 }
 
+void ProxyCall::SettlePrefill(int replica) {
+  if (prefill_pending_ == 0) return;
+  core_->pool.PrefillDone(replica, prefill_pending_);
+  prefill_pending_ = 0;
+}
+
 bool ProxyCall::OnData(std::string_view data) {
+  SettlePrefill(replica_);  // a replica writes a generation's first bytes with its first token
   if (!passthrough_stream_) {
     if (body_.size() + data.size() > core_->options.max_response_bytes) {
       too_large_ = true;
@@ -338,6 +350,7 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
   const int replica = replica_;
   const std::string url = core_->pool.endpoint(replica).url;
   upstream_.reset();
+  SettlePrefill(replica);
   core_->pool.Release(replica);
 
   // A non-streamed generation the replica aborted (its shutdown grace ended; the router never

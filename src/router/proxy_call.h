@@ -75,6 +75,9 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   // Answers the router's own error, counted under `reason`. REQUIRES: mu_ held.
   void Reject(const server::ApiError& error, const char* reason);
   void FinishLocked();  // REQUIRES: mu_ held
+  // The current placement's prompt work on `replica` is done (its first output came, or the
+  // attempt ended): ReplicaPool::PrefillDone, once.
+  void SettlePrefill(int replica);
   // Ends a started stream with an SSE error event (a broken stream). REQUIRES: mu_ held.
   void EndStreamWithError(const std::string& message);
 
@@ -100,14 +103,15 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   bool saw_done_ = false;            // "data: [DONE]" was forwarded
   bool too_large_ = false;
   bool replica_drained_ = false;  // the replica ended the stream with its drain marker
-  std::string tail_;     // last bytes forwarded, to find [DONE] across pieces
-  std::string body_;     // a non-streamed answer
-  std::string sse_buf_;  // a migratable stream's incomplete event
+  int prefill_pending_ = 0;       // the placement's Placement::prefill_tokens, until settled
+  std::string tail_;              // last bytes forwarded, to find [DONE] across pieces
+  std::string body_;              // a non-streamed answer
+  std::string sse_buf_;           // a migratable stream's incomplete event
 
   // Migration; attempts follow one another, as above.
-  std::string attempt_body_;   // the current attempt's body
-  bool continuation_ = false;  // the current attempt resumes the stream
-  int resumed_ = 0;            // tokens it resumed
+  std::string attempt_body_;         // the current attempt's body
+  bool continuation_ = false;        // the current attempt resumes the stream
+  int resumed_ = 0;                  // tokens it resumed
   bool ids_missing_ = false;         // an event with text came without token ids
   std::vector<int32_t> generated_;   // token ids of the events forwarded so far
   nlohmann::ordered_json first_id_;  // the stream's "id" and "created" as the client saw them

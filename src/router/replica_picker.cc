@@ -82,12 +82,13 @@ std::optional<int> ReplicaPicker::PickKv(std::span<const Candidate> candidates, 
     if (c.eligible) least = std::min(least, c.in_flight);
   }
   if (least == std::numeric_limits<int>::max()) return std::nullopt;
-  const double guard = options_.balance_ratio * (least + 1);
+  const double guard = std::max(options_.balance_ratio * (least + 1),
+                                static_cast<double>(least + options_.balance_slack));
   auto score = [&](const Candidate& c) -> std::optional<int64_t> {
     if (!c.eligible || c.in_flight + 1 > guard) return std::nullopt;
     const int64_t cached = int64_t{c.matched_blocks} * options_.block_size;
     const int64_t uncached = std::max<int64_t>(0, prompt_tokens - cached);
-    return uncached + int64_t{options_.load_weight} * c.in_flight;
+    return uncached + c.pending_prefill_tokens + int64_t{options_.load_weight} * c.in_flight;
   };
   int64_t best = std::numeric_limits<int64_t>::max();
   size_t tied = 0;

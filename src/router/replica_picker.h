@@ -1,15 +1,19 @@
 // ReplicaPicker: which replica gets a new request, from each replica's state at that moment.
 //
 // Policies:
-//   kv          score = uncached prompt tokens + load_weight * in_flight, lowest wins;
-//               uncached = prompt_tokens - block_size * matched leading blocks (>= 0).
+//   kv          score = uncached prompt tokens + the replica's pending prefill tokens
+//               + load_weight * in_flight, lowest wins; uncached = prompt_tokens - block_size *
+//               matched leading blocks (>= 0); pending prefill = the uncached tokens of the
+//               requests placed there that have not produced output yet (the prompt work queued
+//               ahead of this one: what its time to first token waits for).
 //   round_robin the next eligible replica after the last one picked.
 //   random      uniformly among the eligible.
 // Eligible: healthy, below its in-flight cap, and not excluded (a retry avoids the replicas it
 // already tried). Balance guard (kv): a replica is a candidate only if, with this request, its
 // in-flight count stays within `balance_ratio` x (the least loaded eligible replica's in-flight
-// + 1) — so while a replica is free, no replica takes a second request, and affinity cannot
-// pile one hot prefix onto one replica.
+// + 1), or within the least loaded one's + `balance_slack` — so affinity cannot pile one hot
+// prefix onto one replica, while a replica holding a prompt's prefix may run a few more
+// requests than an idle one (its hit is worth more than the imbalance at small counts).
 //
 // Ties (kv): with a `tie_key` (the router passes the request's key, PromptBlocks::key: its
 // prompt's last full-block hash, which names the whole prefix and cache salt; for a prompt
@@ -47,6 +51,7 @@ struct PickerOptions {
   int block_size = 16;
   int load_weight = 32;  // prompt tokens one in-flight request weighs
   double balance_ratio = 1.5;
+  int balance_slack = 3;  // in-flight requests beyond the least loaded's that pass the guard
   uint64_t seed = 0;
 };
 
@@ -54,8 +59,9 @@ struct PickerOptions {
 struct Candidate {
   bool eligible = false;
   int in_flight = 0;
-  int matched_blocks = 0;  // leading prompt blocks it holds (kv)
-  uint64_t name_hash = 0;  // ReplicaNameHash(its URL): ranks it in keyed ties
+  int matched_blocks = 0;              // leading prompt blocks it holds (kv)
+  uint64_t name_hash = 0;              // ReplicaNameHash(its URL): ranks it in keyed ties
+  int64_t pending_prefill_tokens = 0;  // uncached prompt tokens queued there, not yet computed
 };
 
 // The 64-bit key of a block hash (a request's key when that block is its prompt's last).

@@ -43,8 +43,41 @@ TEST(ReplicaPicker, LoadTermOutweighsASmallHit) {
   EXPECT_EQ(p.Pick(c, 128), 1);
 }
 
-TEST(ReplicaPicker, BalanceGuardSpreadsAHotPrefix) {
+TEST(ReplicaPicker, PendingPrefillCountsAsQueuedWork) {
   ReplicaPicker p(Kv());
+  // 128-token prompt; replica 0 holds 6 of its 8 blocks but has 300 uncached prompt tokens of
+  // earlier requests still to compute. Scores: 0 -> 32 + 300 + 32 = 364, 1 -> 128 + 32 = 160.
+  std::vector<Candidate> c = {C(1, 6), C(1, 0)};
+  c[0].pending_prefill_tokens = 300;
+  EXPECT_EQ(p.Pick(c, 128), 1);
+  // 50 pending tokens: 0 -> 32 + 50 + 32 = 114 < 160.
+  c[0].pending_prefill_tokens = 50;
+  EXPECT_EQ(p.Pick(c, 128), 0);
+}
+
+TEST(ReplicaPicker, BalanceSlackLetsAHolderRunAFewMore) {
+  PickerOptions o = Kv();
+  o.balance_slack = 3;
+  ReplicaPicker p(o);
+  // Replica 0 holds the whole prompt and runs 2 while replica 1 is free: with this request 3,
+  // within 0 + 3. Scores: 0 -> 16 + 64 = 80 (the last block is computed anyway), 1 -> 128.
+  std::vector<Candidate> c = {C(2, 8), C(0, 0)};
+  EXPECT_EQ(p.Pick(c, 128), 0);
+  // Running 3, it would run 4 > max(1.5 x 1, 0 + 3).
+  std::vector<Candidate> d = {C(3, 8), C(0, 0)};
+  EXPECT_EQ(p.Pick(d, 128), 1);
+  // At larger counts the ratio governs: least 10 -> up to max(1.5 x 11, 13) = 16.5. A
+  // 1024-token prompt: 0 -> 16 + 15 x 32 = 496, 1 -> 1024 + 320.
+  std::vector<Candidate> e = {C(15, 64), C(10, 0)};
+  EXPECT_EQ(p.Pick(e, 1024), 0);
+  std::vector<Candidate> f = {C(16, 64), C(10, 0)};
+  EXPECT_EQ(p.Pick(f, 1024), 1);
+}
+
+TEST(ReplicaPicker, BalanceGuardSpreadsAHotPrefix) {
+  PickerOptions o = Kv();
+  o.balance_slack = 1;  // the ratio alone
+  ReplicaPicker p(o);
   // Replica 0 holds the whole prompt but already runs one request while replica 1 is free:
   // with this request it would run 2 > 1.5 x (0 + 1).
   std::vector<Candidate> c = {C(1, 8), C(0, 0)};

@@ -110,10 +110,12 @@ MembershipChange ReplicaPool::SetMembers(const std::vector<DiscoveredReplica>& s
     ReplicaState& s = states_[slot];
     const uint64_t generation = s.generation + 1;
     const int in_flight = s.url == url ? s.in_flight : 0;
+    const int64_t pending_prefill = s.url == url ? s.pending_prefill_tokens : 0;
     s = ReplicaState{};
     s.url = url;
     s.generation = generation;
     s.in_flight = in_flight;
+    s.pending_prefill_tokens = pending_prefill;
     s.labels = r->labels;
     endpoints_[slot] = r->endpoint;
     index_.RemoveReplica(slot);
@@ -153,6 +155,7 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
     any_up |= usable;
     candidates[i].eligible = usable && s.in_flight < options_.max_in_flight;
     candidates[i].in_flight = s.in_flight + s.others;
+    candidates[i].pending_prefill_tokens = s.pending_prefill_tokens;
   }
   if (!any_up) return PlaceError::kNoReplica;
   std::string group;
@@ -212,7 +215,9 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
   p.replica = *pick;
   p.weight_group = std::move(group);
   p.predicted_cached_tokens = candidates[*pick].matched_blocks * options_.picker.block_size;
+  p.prefill_tokens = std::max(0, prompt_tokens - p.predicted_cached_tokens);
   states_[*pick].in_flight++;
+  states_[*pick].pending_prefill_tokens += p.prefill_tokens;
   if (!hashes.empty()) index_.Insert(*pick, hashes);
   p.decision_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -223,6 +228,13 @@ void ReplicaPool::Release(int replica) {
   std::lock_guard<std::mutex> lock(mu_);
   CHECK(states_[replica].in_flight > 0);
   states_[replica].in_flight--;
+}
+
+void ReplicaPool::PrefillDone(int replica, int64_t tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t& pending = states_[replica].pending_prefill_tokens;
+  CHECK(tokens >= 0 && tokens <= pending);
+  pending -= tokens;
 }
 
 void ReplicaPool::TakeDownLocked(int replica, const std::string& why) {

@@ -64,8 +64,11 @@ struct PoolOptions {
 struct Placement {
   int replica = -1;
   int predicted_cached_tokens = 0;  // leading prompt tokens the index says it holds
-  double decision_seconds = 0;      // time spent choosing (index match + scoring)
-  std::string weight_group;         // with weights: the share drawn ("KEY=VALUE" or "other")
+  // prompt_tokens - predicted_cached_tokens: counted in the replica's pending prefill until the
+  // caller reports PrefillDone.
+  int prefill_tokens = 0;
+  double decision_seconds = 0;  // time spent choosing (index match + scoring)
+  std::string weight_group;     // with weights: the share drawn ("KEY=VALUE" or "other")
 };
 
 enum class PlaceError {
@@ -91,6 +94,10 @@ struct ReplicaState {
   uint64_t generation = 0;  // grows each time the slot joins or leaves
   bool up = false;
   int in_flight = 0;
+  // Uncached prompt tokens of this router's requests in flight there that have produced no
+  // output yet (Placement::prefill_tokens until PrefillDone): the prompt work a new request
+  // would queue behind.
+  int64_t pending_prefill_tokens = 0;
   std::string last_error;      // why it last went down ("" if never)
   bool events_synced = false;  // its KV events feed the index (snapshot applied, no gap since)
   ReplicaLoad reported;        // from its events stream (zeros without one)
@@ -144,6 +151,10 @@ class ReplicaPool {
                                             std::optional<uint64_t> key = std::nullopt);
   // A placed request finished (in whatever way).
   void Release(int replica);
+  // A request placed on `replica` with Placement::prefill_tokens `tokens` produced its first
+  // output (its prompt is computed) or ended before: those tokens no longer wait there. Call it
+  // once per placement, before the placement's Release.
+  void PrefillDone(int replica, int64_t tokens);
 
   // Passive detection: the replica failed a request. Returns true when it was up.
   bool MarkFailed(int replica, const std::string& why);

@@ -1,7 +1,9 @@
 #include "router/replica_pool.h"
 
 #include <map>
+#include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,14 @@ namespace {
 int Replica(const std::variant<Placement, PlaceError>& r) {
   EXPECT_TRUE(std::holds_alternative<Placement>(r));
   return std::holds_alternative<Placement>(r) ? std::get<Placement>(r).replica : -1;
+}
+
+// Places a request that then ends at once (Finish); returns its replica.
+int PlaceAndFinish(ReplicaPool& pool, std::span<const kv::BlockHash> hashes, int tokens,
+                   uint64_t excluded = 0, std::optional<uint64_t> key = std::nullopt) {
+  const Placement p = std::get<Placement>(pool.Place(hashes, tokens, excluded, key));
+  Finish(pool, p);
+  return p.replica;
 }
 
 TEST(ReplicaPool, DownUntilProbedAndSaturatedAtTheCap) {
@@ -50,19 +60,19 @@ TEST(ReplicaPool, KvAffinityAndForgettingAFailedReplica) {
   const auto prompt = TestChain(0, 6);
   auto first = std::get<Placement>(pool.Place(prompt, 97, 0));
   EXPECT_EQ(first.predicted_cached_tokens, 0);
-  pool.Release(first.replica);
+  Finish(pool, first);
   for (int i = 0; i < 4; ++i) {
     auto again = std::get<Placement>(pool.Place(prompt, 97, 0));
     EXPECT_EQ(again.replica, first.replica);
     EXPECT_EQ(again.predicted_cached_tokens, 96);
-    pool.Release(again.replica);
+    Finish(pool, again);
   }
   // A prompt of exactly six blocks: the replica computes its last token anyway (it needs the
   // logits), so five blocks are a hit there.
   auto exact = std::get<Placement>(pool.Place(prompt, 96, 0));
   EXPECT_EQ(exact.replica, first.replica);
   EXPECT_EQ(exact.predicted_cached_tokens, 80);
-  pool.Release(exact.replica);
+  Finish(pool, exact);
   EXPECT_EQ(pool.IndexedBlocks(), 6u);
   EXPECT_TRUE(pool.MarkFailed(first.replica, "connect: refused"));
   EXPECT_FALSE(pool.MarkFailed(first.replica, "again"));
@@ -103,7 +113,7 @@ TEST(ReplicaPool, CanaryWeightsSendTheirShareToTheLabelledReplicas) {
         EXPECT_EQ(p.weight_group, p.replica == 2 ? "version=v2" : "other");
       }
       on_canary += p.replica == 2;
-      pool.Release(p.replica);
+      Finish(pool, p);
     }
     return on_canary;
   };
@@ -147,9 +157,9 @@ TEST(ReplicaPool, RoutersWithDifferentHistoriesPutEachPromptInTheSameCanaryShare
   ReplicaPool a(forward, CanaryOptions()), b(backward, CanaryOptions());
   LabelCanaryReplicas(a, 5);
   LabelCanaryReplicas(b, 5);
-  for (int k = 0; k < 7; ++k) a.Release(Replica(a.Place({}, 8, 0)));
-  for (int k = 0; k < 5; ++k) a.Release(Replica(a.Place(TestChain(900'000 + 100 * k, 2), 32, 0)));
-  for (int k = 0; k < 3; ++k) b.Release(Replica(b.Place(TestChain(800'000 + 100 * k, 1), 16, 0)));
+  for (int k = 0; k < 7; ++k) PlaceAndFinish(a, {}, 8);
+  for (int k = 0; k < 5; ++k) PlaceAndFinish(a, TestChain(900'000 + 100 * k, 2), 32);
+  for (int k = 0; k < 3; ++k) PlaceAndFinish(b, TestChain(800'000 + 100 * k, 1), 16);
   std::set<std::string> groups;
   for (int k = 0; k < 300; ++k) {
     const auto prompt = TestChain(1000 * k, 1 + k % 4);
@@ -166,18 +176,18 @@ TEST(ReplicaPool, RoutersWithDifferentHistoriesPutEachPromptInTheSameCanaryShare
       EXPECT_FALSE(url.ends_with(":9001") || url.ends_with(":9002")) << url;
     }
     groups.insert(pa.weight_group);
-    a.Release(pa.replica);
-    b.Release(pb.replica);
+    Finish(a, pa);
+    Finish(b, pb);
   }
   EXPECT_EQ(groups.size(), 3u);  // every share drawn
   // A prompt placed again (now cached on its replica) stays in its share.
   const auto again = TestChain(1000 * 17, 2);
   const Placement first = std::get<Placement>(a.Place(again, 32, 0));
-  a.Release(first.replica);
+  Finish(a, first);
   for (int k = 0; k < 5; ++k) {
     const Placement p = std::get<Placement>(b.Place(again, 32, 0));
     EXPECT_EQ(p.weight_group, first.weight_group);
-    b.Release(p.replica);
+    Finish(b, p);
   }
 }
 
@@ -190,7 +200,7 @@ TEST(ReplicaPool, DistinctPromptsSplitInTheCanaryWeights) {
   for (int k = 0; k < kPrompts; ++k) {
     const Placement p = std::get<Placement>(pool.Place(TestChain(100 * k, 1), 16, 0));
     count[p.weight_group]++;
-    pool.Release(p.replica);
+    Finish(pool, p);
   }
   EXPECT_NEAR(count["version=v2"], kPrompts * 0.10, kPrompts * 0.02);
   EXPECT_NEAR(count["version=v3"], kPrompts * 0.25, kPrompts * 0.02);
@@ -212,18 +222,16 @@ TEST(ReplicaPool, RoutersWithDifferentHistoriesAndOrdersMakeTheSameChoices) {
     a.SetProbeResult(i, true, "");
     b.SetProbeResult(i, true, "");
   }
-  for (int k = 0; k < 7; ++k) a.Release(Replica(a.Place({}, 8, 0)));
+  for (int k = 0; k < 7; ++k) PlaceAndFinish(a, {}, 8);
   std::set<std::string> used;
   for (int k = 0; k < 40; ++k) {
     // Unknown prompts (ties everywhere), and a repeat of an earlier one now and then (cached
     // where the first went, on both routers).
     const auto prompt = TestChain(10'000 * (k % 5 == 4 ? k - 4 : k), 3);
-    const int ra = Replica(a.Place(prompt, 48, 0));
-    const int rb = Replica(b.Place(prompt, 48, 0));
+    const int ra = PlaceAndFinish(a, prompt, 48);
+    const int rb = PlaceAndFinish(b, prompt, 48);
     ASSERT_EQ(a.endpoint(ra).url, b.endpoint(rb).url) << "prompt " << k;
     used.insert(a.endpoint(ra).url);
-    a.Release(ra);
-    b.Release(rb);
   }
   EXPECT_EQ(used.size(), 4u);  // distinct prompts spread over every replica
 }
@@ -244,7 +252,7 @@ TEST(ReplicaPool, KeyedShortPromptsAndReportedLoadGiveTheSameChoices) {
     a.SetProbeResult(i, true, "");
     b.SetProbeResult(i, true, "");
   }
-  for (int k = 0; k < 7; ++k) a.Release(Replica(a.Place({}, 8, 0)));
+  for (int k = 0; k < 7; ++k) PlaceAndFinish(a, {}, 8);
   const int busy_a = 0, busy_b = 2;  // the replica at port 9000 in each numbering
   ASSERT_EQ(a.endpoint(busy_a).url, b.endpoint(busy_b).url);
   for (int k = 0; k < 2; ++k) EXPECT_EQ(Replica(a.Place({}, 8, ~(uint64_t{1} << busy_a))), busy_a);
@@ -252,12 +260,10 @@ TEST(ReplicaPool, KeyedShortPromptsAndReportedLoadGiveTheSameChoices) {
   b.SetReportedLoad(busy_b, ReplicaLoad{2, 0, 0.1});
   std::set<std::string> used;
   for (uint64_t key = 0; key < 60; ++key) {
-    const int ra = Replica(a.Place({}, 8, 0, key * 7919));
-    const int rb = Replica(b.Place({}, 8, 0, key * 7919));
+    const int ra = PlaceAndFinish(a, {}, 8, 0, key * 7919);
+    const int rb = PlaceAndFinish(b, {}, 8, 0, key * 7919);
     ASSERT_EQ(a.endpoint(ra).url, b.endpoint(rb).url) << "key " << key;
     used.insert(a.endpoint(ra).url);
-    a.Release(ra);
-    b.Release(rb);
   }
   EXPECT_EQ(used.size(), 2u);  // both free replicas, never the loaded one
   EXPECT_FALSE(used.count(a.endpoint(busy_a).url));
@@ -272,16 +278,49 @@ TEST(ReplicaPool, AReportOfTheRoutersOwnFinishedRequestWeighsNothing) {
   ReplicaPool pool(TestEndpoints(3, 9000), o);
   for (int i = 0; i < 3; ++i) pool.SetProbeResult(i, true, "");
   const auto prompt = TestChain(0, 3);
-  const int first = Replica(pool.Place(prompt, 49, 0));
+  const Placement placed = std::get<Placement>(pool.Place(prompt, 49, 0));
+  const int first = placed.replica;
   pool.SetReportedLoad(first, ReplicaLoad{1, 0, 0.1});  // it runs our request
-  pool.Release(first);
-  EXPECT_EQ(Replica(pool.Place(prompt, 49, 0)), first);
-  pool.Release(first);
-  pool.SetReportedLoad(first, ReplicaLoad{1, 0, 0.1});  // another router's request
-  const int other = Replica(pool.Place(prompt, 49, 0));
-  EXPECT_NE(other, first);  // the balance guard: `first` runs one, another replica none
-  pool.Release(other);
-  EXPECT_EQ(pool.Snapshot()[first].others, 1);
+  Finish(pool, placed);
+  EXPECT_EQ(PlaceAndFinish(pool, prompt, 49), first);
+  pool.SetReportedLoad(first, ReplicaLoad{2, 0, 0.1});  // another router's two requests
+  const int other = PlaceAndFinish(pool, prompt, 49);
+  EXPECT_NE(other, first);  // `first` scores 1 + 2 x 32, a free replica 49
+  EXPECT_EQ(pool.Snapshot()[first].others, 2);
+}
+
+TEST(ReplicaPool, PendingPrefillWeighsUntilTheFirstOutput) {
+  // A request placed on a replica counts its uncached prompt tokens there until PrefillDone: a
+  // prompt cached on that replica goes elsewhere while that work is pending, and comes back
+  // once it is done.
+  PoolOptions o;
+  o.picker.seed = 5;
+  ReplicaPool pool(TestEndpoints(2, 9000), o);
+  for (int i = 0; i < 2; ++i) pool.SetProbeResult(i, true, "");
+  const auto shared = TestChain(0, 4);
+  const auto other = TestChain(10'000, 4);
+  const int home = PlaceAndFinish(pool, shared, 65);  // 64 of its tokens now cached there
+  const int away = 1 - home;
+  ASSERT_EQ(PlaceAndFinish(pool, other, 65, 1u << away), home);
+  const Placement busy = std::get<Placement>(pool.Place(TestChain(50'000, 20), 321, 1u << away));
+  ASSERT_EQ(busy.replica, home);
+  EXPECT_EQ(busy.prefill_tokens, 321);
+  EXPECT_EQ(pool.Snapshot()[home].pending_prefill_tokens, 321);
+  // Scores: home 1 + 321 + 32, away 65.
+  const Placement elsewhere = std::get<Placement>(pool.Place(shared, 65, 0));
+  EXPECT_EQ(elsewhere.replica, away);
+  EXPECT_EQ(elsewhere.prefill_tokens, 65);
+  Finish(pool, elsewhere);
+  // The long prompt is computed (its first token came): for `other`, home scores 1 + 32, away
+  // 65.
+  pool.PrefillDone(home, busy.prefill_tokens);
+  EXPECT_EQ(pool.Snapshot()[home].pending_prefill_tokens, 0);
+  const Placement hit = std::get<Placement>(pool.Place(other, 65, 0));
+  EXPECT_EQ(hit.replica, home);
+  EXPECT_EQ(hit.prefill_tokens, 1);
+  Finish(pool, hit);
+  pool.Release(home);
+  EXPECT_EQ(pool.Snapshot()[home].in_flight, 0);
 }
 
 TEST(ReplicaPool, BlockEventsApplyInOrderAcrossSlices) {
@@ -302,7 +341,7 @@ TEST(ReplicaPool, BlockEventsApplyInOrderAcrossSlices) {
   const Placement pa = std::get<Placement>(pool.Place(a, 16 * 300, 0));
   EXPECT_EQ(pa.replica, 1);
   EXPECT_EQ(pa.predicted_cached_tokens, 16 * 100);  // leading blocks 0..99
-  pool.Release(1);
+  Finish(pool, pa);
   const Placement pb = std::get<Placement>(pool.Place(b, 16 * 150, 0));
   EXPECT_EQ(pb.predicted_cached_tokens, 0);  // its first block was removed last
 }

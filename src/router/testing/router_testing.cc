@@ -22,6 +22,11 @@ std::vector<kv::BlockHash> TestChain(int first, int n_blocks, std::string_view s
   return hashes;
 }
 
+void Finish(ReplicaPool& pool, const Placement& p) {
+  pool.PrefillDone(p.replica, p.prefill_tokens);
+  pool.Release(p.replica);
+}
+
 bool Eventually(const std::function<bool()>& pred) {
   for (int i = 0; i < 1000; ++i) {
     if (pred()) return true;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "router/replica_pool.h"
 #include "router/upstream_client.h"
 
 namespace tachyon::router {
@@ -18,6 +19,10 @@ std::vector<Endpoint> TestEndpoints(int n, int first_port);
 // are first, first + 1, ...: chains whose token ranges overlap share leading blocks only where
 // they start at the same token.
 std::vector<kv::BlockHash> TestChain(int first, int n_blocks, std::string_view salt = "");
+
+// The request placed as `p` ended with its answer complete, as a ProxyCall reports it: its prompt
+// work is done (ReplicaPool::PrefillDone), then it leaves (Release).
+void Finish(ReplicaPool& pool, const Placement& p);
 
 // Polls `pred` every 20 ms until it returns true (then true) or for about 20 s (then pred()'s
 // last answer): generous, so a loaded machine never fails a test that is only slow.
