@@ -314,6 +314,8 @@ def router_figures(text):
     decisions = metric_sum(text, "tachyon_router_decision_seconds_count")
     return {"predicted_cached": predicted, "reported_cached": reported,
             "prompt_tokens_routed": metric_sum(text, "tachyon_router_prompt_tokens_total"),
+            # every request ended: the score's pending prefill must be back to 0
+            "pending_prefill_left": metric_sum(text, "tachyon_router_replica_pending_prefill_tokens"),
             "predicted_vs_reported": ratio(predicted - reported, reported),
             "decision_mean_us": 1e6 * metric_sum(text, "tachyon_router_decision_seconds_sum")
                                 / decisions if decisions else float("nan")}

@@ -189,6 +189,10 @@ std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, siz
                [](const ReplicaState& s) { return s.up ? 1 : 0; });
   ReplicaGauge(out, "tachyon_router_replica_in_flight", "Requests in flight per replica.", replicas,
                [](const ReplicaState& s) { return s.in_flight; });
+  ReplicaGauge(out, "tachyon_router_replica_pending_prefill_tokens",
+               "Uncached prompt tokens of the requests in flight per replica that have produced "
+               "no output yet.",
+               replicas, [](const ReplicaState& s) { return s.pending_prefill_tokens; });
   Header(out, "tachyon_router_queue_length", "gauge", "Requests waiting for a replica slot.");
   Line(out, "tachyon_router_queue_length", static_cast<double>(queue_length));
   Header(out, "tachyon_router_prefix_index_blocks", "gauge", "Block hashes in the prefix index.");

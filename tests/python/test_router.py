@@ -180,6 +180,10 @@ def test_proxies_plain_and_streamed_identically(kv_router, replicas):
         if c.usage:
             usage = c.usage
     assert text == want_chat and usage.completion_tokens == 16
+    # Every request has ended: no prompt work is left pending in the router's score.
+    pending = {k: v for k, v in kv_router.metrics().items()
+               if k.startswith("tachyon_router_replica_pending_prefill_tokens{")}
+    assert len(pending) == 3 and not any(pending.values()), pending
 
 
 def test_prefix_affinity_vs_round_robin(tmp_path, kv_router, replicas):
