@@ -4,7 +4,9 @@
 # runs alternate (off, config 1, config 2, ..., then config 1, config 2, ..., off, ...: each round
 # starts one arm later) so the machine's drift and any bias of a place in the rotation hit all
 # alike;
-# prints each workload's medians, the ratios to off, and the share of drafted tokens accepted.
+# prints each workload's medians, the ratios to off, and the share of drafted tokens accepted,
+# and per config the step times the cost rule measured last (target steps of 1 and 9 rows, a
+# draft model's one-row forward; medians over the rounds).
 # Greedy, `tachyon run` (the serving engine); tok/s is that of `run` (time after the first token).
 #
 #   bench/spec_bench.sh MODEL.gguf [REPS] [SPEC_JSON|ngram|suffix|draft_model|off ...]
@@ -85,18 +87,30 @@ print(head)
 for w in workloads:
     line = ""
     def median(side):
-        vals, acc = [], ""
+        vals, acc, fwd = [], "", []
         for i in range(1, reps + 1):
             err = (out / f"{w}.{side}.{i}.err").read_text()
             vals.append(float(re.search(r"generated: \d+ tokens, ([\d.]+) tok/s", err).group(1)))
             m = re.search(r"speculative: \d+ drafts, (\d+) of (\d+) drafted", err)
             if m:
                 acc = f"{m.group(1)}/{m.group(2)}"
+            m = re.search(r"speculative step ms by rows:(.*)", err)
+            if m:
+                rows = dict(x.split(":") for x in m.group(1).split(";")[0].split())
+                d = re.search(r"draft model one-row forward ([\d.]+) ms", m.group(1))
+                fwd.append((float(rows.get("1", "nan")), float(rows.get("9", "nan")),
+                            float(d.group(1)) if d else float("nan")))
+        if fwd:
+            med = [statistics.median(f[j] for f in fwd) for j in range(3)]
+            costs.append(f"c{side} target 1 row {med[0]:.1f}, 9 rows {med[1]:.1f}, draft 1 row {med[2]:.1f}")
         return statistics.median(vals), acc
+    costs = []
     off, _ = median("off")
     line = f"{w:<10} {off:>10.2f}"
     for j in range(len(specs)):
         on, acc = median(str(j))
         line += f" {on:>9.2f} {on / off:>6.2f} {acc:>10}"
     print(line)
+    for c in costs:  # the cost rule's last measurements (ms; nan: none), medians over rounds
+        print(f"{'':<10} {c}")
 PY

@@ -187,6 +187,16 @@ int RunRun(int argc, char** argv) {
                    core->Metrics().forward_seconds);
     }
     std::fputc('\n', stderr);
+    // What the cost rule measured last (lower medians of the newest): the target's step by its
+    // rows, the draft model's one-row forward.
+    std::fprintf(stderr, "speculative step ms by rows:");
+    for (size_t r = 0; r < s.step_seconds.size(); ++r) {
+      if (s.step_seconds[r] > 0) std::fprintf(stderr, " %zu:%.2f", r + 1, 1e3 * s.step_seconds[r]);
+    }
+    if (s.draft_forward_seconds > 0) {
+      std::fprintf(stderr, "; draft model one-row forward %.2f ms", 1e3 * s.draft_forward_seconds);
+    }
+    std::fputc('\n', stderr);
   }
   return 0;
 }

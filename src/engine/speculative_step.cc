@@ -112,6 +112,16 @@ void Speculator::Flush() {
   if (!st.ok()) TLOG(WARN) << "draft model: " << st.ToString() << " (no drafts this step)";
 }
 
+spec::SpecStats Speculator::stats() const {
+  spec::SpecStats s = stats_;
+  s.step_seconds.assign(static_cast<size_t>(config_.num_speculative_tokens) + 1, 0.0);
+  for (size_t r = 0; r < s.step_seconds.size(); ++r) {
+    s.step_seconds[r] = cost_.Measured(static_cast<int64_t>(r) + 1).value_or(0.0);
+  }
+  if (draft_model_) s.draft_forward_seconds = draft_model_->cost().Measured(1).value_or(0.0);
+  return s;
+}
+
 std::span<const float> Speculator::DraftProbs(const Request& r, int j) const {
   return draft_model_ ? draft_model_->DraftProbs(r.seq_id, j) : std::span<const float>();
 }

@@ -74,7 +74,8 @@ class Speculator {
   // A forward pass computed `rows` tokens in `seconds`.
   void ObserveStep(int64_t rows, double seconds) { cost_.Observe(rows, seconds); }
 
-  const spec::SpecStats& stats() const { return stats_; }
+  // The counters, with the cost rule's current estimates (SpecStats::step_seconds).
+  spec::SpecStats stats() const;
   const spec::SpeculativeConfig& config() const { return config_; }
   const DraftModelRunner* draft_model() const { return draft_model_.get(); }  // null: none
 

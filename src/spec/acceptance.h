@@ -18,6 +18,11 @@ struct SpecStats {
   // Method draft_model: the draft model's forward passes and their seconds.
   int64_t num_draft_forwards = 0;
   double draft_seconds = 0;
+  // What the cost rule measured lately (StepCostModel::Measured, 0: no fresh sample):
+  // [r - 1] = seconds of a target step of r rows, r = 1 .. num_speculative_tokens + 1, and of
+  // the draft model's one-row forward (draft_model).
+  std::vector<double> step_seconds;
+  double draft_forward_seconds = 0;
 
   // Records one verification: `drafted` tokens of which the first `accepted` were kept.
   // REQUIRES: 0 <= accepted <= drafted.

@@ -32,6 +32,11 @@ StepCostModel::Estimate StepCostModel::Own(const Count& c) const {
   return {fresh[static_cast<size_t>((n - 1) / 2)], n >= kSettled};
 }
 
+std::optional<double> StepCostModel::Measured(int64_t rows) const {
+  if (rows < 1 || rows > kMaxRows || !Fresh(counts_[static_cast<size_t>(rows)])) return std::nullopt;
+  return Own(counts_[static_cast<size_t>(rows)]).seconds;
+}
+
 std::optional<StepCostModel::Estimate> StepCostModel::Predict(int64_t rows) const {
   if (rows < 1) return std::nullopt;
   if (rows <= kMaxRows && Fresh(counts_[static_cast<size_t>(rows)])) {

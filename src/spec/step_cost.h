@@ -51,6 +51,8 @@ class StepCostModel {
     const std::optional<Estimate> e = Predict(rows);
     return e ? std::optional<double>(e->seconds) : std::nullopt;
   }
+  // The lower median of the fresh step times of exactly `rows` rows (none: nullopt). O(1).
+  std::optional<double> Measured(int64_t rows) const;
 
  private:
   struct Count {

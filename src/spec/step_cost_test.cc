@@ -61,6 +61,14 @@ TEST(StepCostModelTest, SpikesAreOutvotedAndOldSamplesForgotten) {
   m.Observe(9, 1.4);
   EXPECT_DOUBLE_EQ(*m.Seconds(9), 1.4);
   EXPECT_TRUE(m.Predict(9)->settled);
+  // Measured: a count's own fresh samples only, never interpolated or extrapolated.
+  EXPECT_DOUBLE_EQ(*m.Measured(9), 1.4);
+  EXPECT_DOUBLE_EQ(*m.Measured(2), 1.0);
+  EXPECT_TRUE(m.Seconds(5).has_value());
+  EXPECT_FALSE(m.Measured(5).has_value());
+  EXPECT_FALSE(m.Measured(10).has_value());
+  EXPECT_FALSE(m.Measured(0).has_value());
+  EXPECT_FALSE(m.Measured(StepCostModel::kMaxRows + 1).has_value());
 }
 
 TEST(ExpectedEmittedTest, GeometricSeries) {

@@ -90,6 +90,9 @@ def test_smollm2_drafting_for_itself():
             m = re.search(r"speculative: \d+ drafts, (\d+) of (\d+)", r.stderr)
             assert m and int(m.group(2)) > 0, r.stderr
             assert int(m.group(1)) >= 0.9 * int(m.group(2)), r.stderr
+            # Where a round's time goes: the verify steps' times by rows, the draft's forward.
+            assert re.search(r"speculative step ms by rows:( \d+:[\d.]+)+; "
+                             r"draft model one-row forward [\d.]+ ms", r.stderr), r.stderr
     assert outs[0] == outs[1]
 
 
