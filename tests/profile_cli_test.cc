@@ -32,6 +32,11 @@ TEST(ProfileCliTest, PrintsBothBreakdowns) {
   EXPECT_NE(r.out.find("decode at context 20: 2 forward(s), 2 token(s)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("| attention (+kv store) |"), std::string::npos) << r.out;
+  // The pool's passes after each table (two threads), and the quietest decode steps.
+  EXPECT_NE(r.out.find("pool: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" parallel passes per forward, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ms per forward outside the passes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode step ms: min "), std::string::npos) << r.out;
 
   // Batched decode: every step carries 3 sequences, each in its own KV blocks.
   r = Tachyon("profile -m " + model + " -p 8 -n 20 -t 2 --reps 2 --batch 3");

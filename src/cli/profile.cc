@@ -7,20 +7,38 @@
 // With --batch B, each decode step carries B sequences (batched decode, one token each).
 // Runs each once to warm up, then prints a Markdown table per step kind.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "model/model.h"
+#include "sampling/logits_processors.h"
 
 namespace tachyon::cli {
 namespace profile_cmd {
 
 constexpr const char* kDescription =
     "Per-op time of one prefill of P random tokens and of decode steps at a context of N.";
+
+// The pool's share of the profiled forwards (ThreadPool::Stats), per forward.
+void PrintPoolStats(const ThreadPool& pool, const model::OpProfile& p) {
+  if (pool.num_threads() < 2 || p.forwards == 0) return;
+  const ThreadPool::Stats s = pool.stats();
+  const double n = static_cast<double>(p.forwards), ms = 1e3 / n;
+  std::printf(
+      "pool: %.1f parallel passes per forward, %.3f ms in them (%.1f us each): caller running "
+      "parts %.3f ms, waiting for the join %.3f ms; workers running parts %.3f ms, first part "
+      "%.2f us after the start; %.3f ms per forward outside the passes (one thread)\n",
+      static_cast<double>(s.runs) / n, s.run_s * ms, s.runs ? 1e6 * s.run_s / s.runs : 0.0,
+      s.caller_work_s * ms, s.join_wait_s * ms, s.worker_work_s * ms,
+      s.worker_runs ? 1e6 * s.worker_start_s / s.worker_runs : 0.0,
+      (p.total_seconds - s.run_s) * ms);
+}
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tachyon profile: error: %s\n", msg.c_str());
@@ -64,19 +82,25 @@ int RunProfile(int argc, char** argv) {
   }
   model::ForwardOutput out;
   m.SetProfiling(true);
+  pool.SetStatsEnabled(true);
   // Prefill: one warm-up, then `reps` profiled passes of the whole prompt in one batch.
   batch.tokens.resize(n_prompt);
   for (auto& t : batch.tokens) t = static_cast<int32_t>(rng() % n_vocab);
   batch.seqs[0].n_tokens = n_prompt;
   batch.seqs[0].pos_start = 0;
   for (int r = 0; r <= reps; ++r) {
-    if (r == 1) m.ResetProfile();
+    if (r == 1) {
+      m.ResetProfile();
+      pool.ResetStats();
+    }
     if (Status st = m.Forward(batch, kv->get(), &pool, &out); !st.ok()) return Fail(st.message());
   }
   std::printf("model %s, %d thread(s), KV %s\n\n", model_path.c_str(), threads,
               kernels::KvDtypeName(dtype));
-  std::printf("%s\n",
+  std::printf("%s",
               model::FormatProfile(m.profile(), "prefill pp" + std::to_string(n_prompt)).c_str());
+  PrintPoolStats(pool, m.profile());
+  std::printf("\n");
   // Decode: fill positions [0, n_gen - reps) token by token (all `n_batch` sequences in each
   // step, each in its own blocks), then profile the last `reps` steps.
   batch.seqs.resize(static_cast<size_t>(n_batch));
@@ -93,20 +117,33 @@ int RunProfile(int argc, char** argv) {
   for (int64_t s = 0; s < n_batch; ++s) {
     toks[static_cast<size_t>(s)] = static_cast<int32_t>((1 + s) % n_vocab);
   }
+  std::vector<double> step_ms;  // wall time of each profiled decode step
   for (int64_t pos = 0; pos < n_gen; ++pos) {
-    if (pos == n_gen - reps) m.ResetProfile();
+    if (pos == n_gen - reps) {
+      m.ResetProfile();
+      pool.ResetStats();
+    }
     batch.tokens = toks;
     for (model::SequenceSlice& seq : batch.seqs) seq.pos_start = pos;
+    const auto t0 = std::chrono::steady_clock::now();
     if (Status st = m.Forward(batch, kv->get(), &pool, &out); !st.ok()) return Fail(st.message());
+    if (pos >= n_gen - reps) {
+      step_ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
     for (int64_t s = 0; s < n_batch; ++s) {
-      const float* row = out.Row(s);
-      toks[static_cast<size_t>(s)] =
-          static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
+      toks[static_cast<size_t>(s)] = sampling::Argmax(std::span<const float>(out.Row(s), n_vocab));
     }
   }
   std::string title = "decode at context " + std::to_string(n_gen);
   if (n_batch > 1) title += ", " + std::to_string(n_batch) + " sequences per step";
   std::printf("%s", model::FormatProfile(m.profile(), title).c_str());
+  PrintPoolStats(pool, m.profile());
+  // The quietest steps say what the step costs without the machine's other load.
+  std::sort(step_ms.begin(), step_ms.end());
+  const size_t ns = step_ms.size();
+  std::printf("decode step ms: min %.3f, 10th percentile %.3f, median %.3f\n", step_ms[0],
+              step_ms[ns / 10], step_ms[ns / 2]);
   return 0;
 }
 

@@ -25,6 +25,12 @@ void FutexWakeAll(std::atomic<T>* word) {
 
 // About 50-100 microseconds of spinning before a thread sleeps.
 constexpr int kSpinIterations = 2000;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 int HardwareThreads() {
@@ -44,17 +50,45 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::RunParts() {
-  for (;;) {
+int ThreadPool::RunParts(bool worker) {
+  const bool timed = worker && stats_on_.load(std::memory_order_relaxed);
+  for (int ran = 0;; ++ran) {
     const int part = next_part_.fetch_add(1);
-    if (part >= n_threads_) return;
+    if (part >= n_threads_) return ran;
     // A successful claim happens after Run published task_ (it stores task_ before it
     // resets next_part_), so this is the task the part belongs to.
+    int64_t t0 = 0;
+    if (timed) {
+      t0 = NowNs();
+      if (ran == 0) {
+        worker_start_ns_.fetch_add(t0 - run_start_ns_.load(), std::memory_order_relaxed);
+        worker_runs_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
     (*task_.load())(part, n_threads_);
+    if (timed) {
+      worker_work_ns_.fetch_add(NowNs() - t0, std::memory_order_relaxed);
+    }
+    // The stats above are published by this increment (seq_cst), which the caller awaits.
     if (done_parts_.fetch_add(1) + 1 == n_threads_ && caller_waiting_.load()) {
       FutexWakeAll(&done_parts_);
     }
   }
+}
+
+void ThreadPool::ResetStats() {
+  caller_stats_ = Stats();
+  worker_work_ns_.store(0);
+  worker_start_ns_.store(0);
+  worker_runs_.store(0);
+}
+
+ThreadPool::Stats ThreadPool::stats() const {
+  Stats s = caller_stats_;
+  s.worker_work_s = 1e-9 * static_cast<double>(worker_work_ns_.load());
+  s.worker_start_s = 1e-9 * static_cast<double>(worker_start_ns_.load());
+  s.worker_runs = worker_runs_.load();
+  return s;
 }
 
 void ThreadPool::WorkerLoop() {
@@ -74,7 +108,7 @@ void ThreadPool::WorkerLoop() {
     }
     seen = gen;
     if (stop_.load()) return;
-    RunParts();
+    RunParts(/*worker=*/true);
   }
 }
 
@@ -84,12 +118,19 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
+  const bool timed = stats_on_.load(std::memory_order_relaxed);
+  int64_t t0 = 0, t1 = 0;
+  if (timed) {
+    t0 = NowNs();
+    run_start_ns_.store(t0, std::memory_order_relaxed);
+  }
   task_.store(&fn);
   done_parts_.store(0);
   next_part_.store(0);
   generation_.fetch_add(1);  // seq_cst: pairs with the worker's sleepers_ increment
   if (sleepers_.load() > 0) FutexWakeAll(&generation_);
-  RunParts();
+  RunParts(/*worker=*/false);
+  if (timed) t1 = NowNs();
   int done = done_parts_.load();
   for (int i = 0; done != n_threads_ && i < kSpinIterations; ++i) {
     _mm_pause();
@@ -99,6 +140,13 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
     caller_waiting_.store(true);
     while ((done = done_parts_.load()) != n_threads_) FutexWait(&done_parts_, done);
     caller_waiting_.store(false);
+  }
+  if (timed) {
+    const int64_t t2 = NowNs();
+    caller_stats_.runs += 1;
+    caller_stats_.run_s += 1e-9 * static_cast<double>(t2 - t0);
+    caller_stats_.caller_work_s += 1e-9 * static_cast<double>(t1 - t0);
+    caller_stats_.join_wait_s += 1e-9 * static_cast<double>(t2 - t1);
   }
   in_run_.store(false);
 }

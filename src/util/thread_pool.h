@@ -41,10 +41,27 @@ class ThreadPool {
   // fn(begin, end) for each non-empty one.
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
+  // Where the time of the parallel passes goes (`tachyon profile`), summed over every Run of
+  // more than one thread since the last ResetStats. Off by default (then Run reads no clock);
+  // SetStatsEnabled and ResetStats must not overlap a Run, stats() only after one returned.
+  struct Stats {
+    int64_t runs = 0;
+    double run_s = 0;          // wall time inside Run
+    double caller_work_s = 0;  // the calling thread running parts
+    double join_wait_s = 0;    // the calling thread waiting for other threads' parts
+    double worker_work_s = 0;  // workers running parts (all workers together)
+    double worker_start_s = 0;  // from Run's start to each worker's first part (summed)
+    int64_t worker_runs = 0;   // Runs in which some worker ran a part
+  };
+  void SetStatsEnabled(bool on) { stats_on_.store(on, std::memory_order_relaxed); }
+  void ResetStats();
+  Stats stats() const;
+
  private:
   void WorkerLoop();
-  // Claims and runs parts of the current task until none are left.
-  void RunParts();
+  // Claims and runs parts of the current task until none are left; returns how many it ran.
+  // `worker`: called by a worker thread (timed into the worker stats when they are on).
+  int RunParts(bool worker);
 
   const int n_threads_;
   std::vector<std::thread> workers_;
@@ -56,6 +73,11 @@ class ThreadPool {
   std::atomic<bool> caller_waiting_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> in_run_{false};
+  // Stats (written only while stats_on_; times in steady_clock nanoseconds).
+  std::atomic<bool> stats_on_{false};
+  std::atomic<int64_t> run_start_ns_{0};  // the current Run's start
+  std::atomic<int64_t> worker_work_ns_{0}, worker_start_ns_{0}, worker_runs_{0};
+  Stats caller_stats_;  // the caller's fields (runs, run_s, caller_work_s, join_wait_s)
 };
 
 // Number of hardware threads (at least 1).

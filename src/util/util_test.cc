@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -103,6 +104,35 @@ TEST(ThreadPool, NestedRunsSerially) {
   std::atomic<int> inner{0};
   pool.Run([&](int, int) { pool.ParallelFor(10, [&](int64_t b, int64_t e) { inner += e - b; }); });
   EXPECT_EQ(inner.load(), 20);
+}
+
+// Stats count the Runs of more than one thread while enabled, and their parts' times add up
+// to no more than the threads' time inside Run.
+TEST(ThreadPool, StatsCountRunsWhileEnabled) {
+  ThreadPool pool(2);
+  auto spin = [](int, int) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  };
+  pool.Run(spin);
+  EXPECT_EQ(pool.stats().runs, 0);  // off by default
+  pool.SetStatsEnabled(true);
+  for (int i = 0; i < 5; ++i) pool.Run(spin);
+  pool.ParallelFor(1, [](int64_t, int64_t) {});  // one chunk: runs inline, not a Run
+  ThreadPool::Stats s = pool.stats();
+  EXPECT_EQ(s.runs, 5);
+  EXPECT_LE(s.worker_runs, 5);
+  EXPECT_GE(s.caller_work_s + s.worker_work_s, 10 * 200e-6);  // 10 parts of >= 200 us
+  EXPECT_LE(s.caller_work_s + s.join_wait_s, s.run_s * (1 + 1e-9));
+  EXPECT_LE(s.worker_work_s, s.run_s * (1 + 1e-9));
+  EXPECT_GE(s.join_wait_s, 0.0);
+  pool.ResetStats();
+  EXPECT_EQ(pool.stats().runs, 0);
+  EXPECT_EQ(pool.stats().worker_work_s, 0.0);
+  pool.SetStatsEnabled(false);
+  pool.Run(spin);
+  EXPECT_EQ(pool.stats().runs, 0);
 }
 
 }  // namespace
