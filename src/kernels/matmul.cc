@@ -198,10 +198,21 @@ bool IsSupportedWeightType(GgmlType type) {
 
 namespace {
 
-// Below this many activation rows ParallelUnits hands out its units in kChunksPerThread
-// chunks per thread, claimed dynamically; from it on, one static range per thread.
+// Below this many activation rows ParallelUnits hands out its units in chunks claimed
+// dynamically: at most 1 / (kChunksPerThread * threads) of the units each, and a
+// 1 / (2 * threads) share of what is left once that is less, down to one tile pair, so the
+// threads finish a pass within a tile pair of each other. From it on, one static range per
+// thread.
 constexpr int64_t kDynamicMaxRows = 8;
 constexpr int64_t kChunksPerThread = 4;
+
+// The size of the next dynamic chunk when `left` of `total` units are unclaimed (whole tile
+// pairs: the two-tile kernels).
+int64_t NextChunk(int64_t total, int64_t left, int nt) {
+  const int64_t cap = (total + nt * kChunksPerThread - 1) / (nt * kChunksPerThread);
+  int64_t c = std::min(cap, std::max<int64_t>(2, (left + 2 * nt - 1) / (2 * nt)));
+  return c + c % 2;
+}
 
 // Runs run(i, u0, u1) over units [u0, u1) of weight i, the units of all weights laid end to
 // end and split over the pool in one parallel pass.
@@ -236,17 +247,24 @@ void ParallelUnits(std::span<const Weight* const> ws, int64_t cols, int64_t m, T
   } else if (m < kDynamicMaxRows) {
     // Few activation rows (decode): the units go out in chunks that every thread claims in
     // turn, so a worker that starts late (or is descheduled on a busy machine) holds back at
-    // most one chunk instead of half the matrix. The kernels keep no state across calls, and a
-    // row's result does not depend on which chunk computes it.
+    // most one chunk instead of half the matrix, and the chunks shrink towards the end of the
+    // pass, so the thread that finishes first waits for at most a tile pair of the other's
+    // (with fixed eighths it waited for half an eighth on average: a 6-8% longer pass). The
+    // kernels keep no state across calls, and a row's result does not depend on which chunk
+    // computes it.
     const int nt = pool->num_threads();
-    int64_t chunk = (total + nt * kChunksPerThread - 1) / (nt * kChunksPerThread);
-    chunk += chunk % 2;  // whole tile pairs (the two-tile kernels)
-    std::atomic<int64_t> next{0};
+    struct alignas(64) Claims {  // a cache line of its own: the threads claim from it
+      std::atomic<int64_t> next{0};
+    } claims;
+    std::atomic<int64_t>& next = claims.next;
     pool->Run([&](int, int) {
-      for (;;) {
-        const int64_t u0 = next.fetch_add(chunk, std::memory_order_relaxed);
-        if (u0 >= total) return;
-        work(u0, std::min(total, u0 + chunk));
+      int64_t u0 = next.load(std::memory_order_relaxed);
+      while (u0 < total) {
+        const int64_t u1 = std::min(total, u0 + NextChunk(total, total - u0, nt));
+        if (next.compare_exchange_weak(u0, u1, std::memory_order_relaxed)) {
+          work(u0, u1);
+          u0 = next.load(std::memory_order_relaxed);
+        }
       }
     });
   } else {
