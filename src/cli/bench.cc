@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "hub/resolve.h"
 #include "kernels/peak.h"
 #include "model/model.h"
+#include "sampling/logits_processors.h"
 
 namespace tachyon::cli {
 namespace bench_cmd {
@@ -190,7 +192,7 @@ int RunBench(int argc, char** argv) {
       batch.seqs[0].n_tokens = 1;
       batch.seqs[0].pos_start = i;
       RETURN_IF_ERROR(m.Forward(batch, kv->get(), &pool, &out));
-      tok = static_cast<int32_t>(std::max_element(out.Row(0), out.Row(0) + c.n_vocab) - out.Row(0));
+      tok = sampling::Argmax(std::span<const float>(out.Row(0), c.n_vocab));  // greedy, as served
     }
     return OkStatus();
   };
