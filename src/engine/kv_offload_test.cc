@@ -72,19 +72,26 @@ int64_t RunReturningPrefix(Harness& h, const std::string& salt_again = "") {
   return h.exec().num_tokens_computed() - before;
 }
 
-TEST(KvOffload, EvictedPrefixIsLoadedNotRecomputed) {
-  Harness plain(SmallPool({}));
+// RunReturningPrefix on `pool` without stores and with a host tier: 32 of the 33 prompt tokens
+// come back from the pool or the host tier (the last prompt token and the 3 decode steps are
+// computed), with the tokens of the first run and of the run without the tier. The tiered
+// engine's metrics.
+using PoolOptions = HarnessOptions (*)(std::vector<std::shared_ptr<kv::BlockStore>>);
+EngineMetrics ExpectPrefixLoaded(PoolOptions pool) {
+  Harness plain(pool({}));
   const int64_t recomputed = RunReturningPrefix(plain);
-  Harness tiered(SmallPool({Host()}));
+  Harness tiered(pool({Host()}));
   const int64_t computed = RunReturningPrefix(tiered);
-  // 32 of the 33 prompt tokens come back from the pool or the host tier: the last prompt token
-  // and the 3 decode steps are computed.
   EXPECT_EQ(computed, 4);
   EXPECT_GT(recomputed, computed);
   EXPECT_EQ(tiered.result(3).tokens, tiered.result(1).tokens);
   EXPECT_EQ(tiered.result(3).tokens, plain.result(3).tokens);
   EXPECT_EQ(tiered.usage(3).cached_prompt_tokens, 32);
-  const EngineMetrics m = tiered.engine().Metrics();
+  return tiered.engine().Metrics();
+}
+
+TEST(KvOffload, EvictedPrefixIsLoadedNotRecomputed) {
+  const EngineMetrics m = ExpectPrefixLoaded(SmallPool);
   EXPECT_GT(m.kv_offload.loaded_blocks, 0);
   EXPECT_GT(m.kv_offload.offered_blocks, 0);
   ASSERT_EQ(m.kv_offload.tiers.size(), 1u);
@@ -225,16 +232,7 @@ HarnessOptions HybridPool(std::vector<std::shared_ptr<kv::BlockStore>> stores) {
 }
 
 TEST(KvOffload, LayerGroupsLoadTheFullBlocksAndTheSlidingWindow) {
-  Harness plain(HybridPool({}));
-  const int64_t recomputed = RunReturningPrefix(plain);
-  Harness tiered(HybridPool({Host()}));
-  const int64_t computed = RunReturningPrefix(tiered);
-  EXPECT_EQ(computed, 4);
-  EXPECT_GT(recomputed, computed);
-  EXPECT_EQ(tiered.result(3).tokens, tiered.result(1).tokens);
-  EXPECT_EQ(tiered.result(3).tokens, plain.result(3).tokens);
-  EXPECT_EQ(tiered.usage(3).cached_prompt_tokens, 32);
-  const EngineMetrics m = tiered.engine().Metrics();
+  const EngineMetrics m = ExpectPrefixLoaded(HybridPool);
   // At most the full group's 8 blocks and 2 x 2 sliding pages of the window before block 8.
   EXPECT_GT(m.kv_offload.loaded_blocks, 0);
   EXPECT_LE(m.kv_offload.loaded_blocks, 8 + 2 * 2);
