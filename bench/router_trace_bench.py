@@ -1,35 +1,46 @@
 #!/usr/bin/env python3
 """Replays the Mooncake synthetic trace (../shared/testdata/traces/mooncake_synthetic_first2000.jsonl)
-against N `tachyon serve` replicas through `tachyon route`, once per policy (kv, round_robin,
-random), and reports per policy: TTFT and TPOT percentiles, the prefix-cache hit rate the replicas
-reported (against the hit rate one unbounded cache would have: the trace's own prefix sharing),
-the requests shed (429 / 503 / errors), and each policy's mean and p99 TTFT as a ratio to
-round_robin's. Writes results.json, a chart (router_trace.svg, TTFT bars per policy) and per
-policy POLICY-requests.jsonl (each request's TTFT, replica, cached tokens and the replica's
-TTFT breakdown, summed up as what the mean TTFT is made of) to --out. A policy may be a variant
-with more `tachyon route` flags: kv@--balance-slack=1.
+against N `tachyon serve` replicas through `tachyon route`, for each policy (kv, round_robin,
+random) at each offered load of --loads, and reports per run: TTFT and TPOT percentiles, the
+prefix-cache hit rate the replicas reported (against the hit rate one unbounded cache would have:
+the trace's own prefix sharing), the requests shed (429 / 503 / errors), whether the policy kept
+up with the load (below) and each policy's mean and p99 TTFT as a ratio to round_robin's at the
+same load. Writes results.json, a chart (router_trace.svg: mean and p99 TTFT against the offered
+load, one line per policy) and per run LOAD-POLICY-requests.jsonl (each request's TTFT, replica,
+cached tokens and the replica's TTFT breakdown, summed up as what the mean TTFT is made of) to
+--out. A policy may be a variant with more `tachyon route` flags: kv@--balance-slack=1.
 
 Scaling (the trace is for large models; see the trace README): a trace block of 512 tokens becomes
 --block-tokens tokens (default 16, one KV block), so a request's prompt is its hash_ids blocks,
 each a fixed pseudo-random run of token ids derived from the block's id (requests sharing the
 first k hash ids share the first k blocks), cut to input_length scaled the same way. Outputs are
-capped at --max-output tokens (ignore_eos). Arrival times are the trace's timestamps times
---time-scale; with `auto` (the default) the bench first measures the replicas' capacity (the
-first --calibrate-requests requests closed-loop through round_robin) and scales time so that the
-offered load is --target-load (0.7) of it: below saturation, where shedding nothing is the
-target. The replicas restart before each policy (and after the calibration), so every policy
-starts from cold caches. After each policy it reads the router's /metrics: for kv, the cached
-prompt tokens the index predicted on the replicas it chose against those the replicas reported
-(issue 19's target: within 5%), and the mean routing decision time.
+capped at --max-output tokens (ignore_eos). Arrival times are the trace's timestamps scaled so
+that the offered load is each of --loads times the capacity: the capacity the bench measures
+first (--calibrate-rounds rounds, each over fresh replicas, of --calibrate-requests requests
+taken evenly over the replay, sent closed-loop through round_robin; their median, printed with
+the rounds' spread) or --capacity REQ/S given (a previous run's median, to offer the same loads
+again). The runs go load by load, the policies' order alternating from one load to the next, so
+that drift of the machine's speed hits every policy alike; the replicas restart before each run,
+so every run starts from cold caches. After each run it reads the router's /metrics: for kv, the
+cached prompt tokens the index predicted on the replicas it chose against those the replicas
+reported (issue 19's target: within 5%), and the mean routing decision time.
+
+Saturation: a run kept up with its load when it shed nothing and its last request finished
+within --saturation-drain (5%) of the replay's span (at least 2 s) after the last arrival; a
+queue that grows without bound (completions slower than arrivals by x%) leaves a backlog that
+takes about x% of the span to drain. Issue 19's targets (kv's mean TTFT >= 3x and p99 >= 2x lower than
+round_robin's, nothing shed) are checked at each load where kv kept up, and the bench says at
+which of them they are met (and where round_robin did not keep up: there the ratio grows with
+the replay's length).
 
 The quiet configuration (docs/router.md, "Benchmarks", says why this scale): the whole trace
 (its reuse is 17% of prompt tokens over the first 1,000 requests, 32% over all 2,000), 3 tokens a
-trace block (~73-token prompts), 2 output tokens (so TPOT is defined), 512 MB of KV a replica and
-an offered load of 0.9 of the capacity without hits; ~12 minutes for the three policies on a
-quiet 2-core machine (the bench prints its projection after calibrating):
+trace block (~73-token prompts), 2 output tokens (so TPOT is defined), 512 MB of KV a replica,
+kv and round_robin at 0.9 and 1.1 of the capacity without hits: 6-7.5 minutes on a quiet 2-core
+machine (the bench prints its projection after calibrating):
 
   python3 bench/router_trace_bench.py --requests 2000 --block-tokens 3 --max-output 2 \
-      --target-load 0.9 --kv-cache-memory 512M --out /tmp/router_trace
+      --loads 0.9,1.1 --policies kv,round_robin --kv-cache-memory 512M --out /tmp/router_trace
 """
 
 import argparse
@@ -192,6 +203,7 @@ def one_request(port, model, req, t0):
                 res["cached"] = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
                 res["engine"] = (ev.get("timings") or {}).get("ttft_breakdown")
         conn.close()
+        res["done"] = time.monotonic() - t0
         res["tokens"] = tokens
         if first is not None:
             res["ttft"] = first - start
@@ -225,6 +237,8 @@ def summarize(results):
         "tpot_p50": pct(tpot, 0.5), "tpot_p99": pct(tpot, 0.99),
         "hit_rate": sum(r["cached"] for r in ok) / prompt if prompt else 0.0,
         "max_lateness": max((r["lateness"] for r in results), default=0.0),
+        # seconds from the start of the replay to its last request's end
+        "last_done": max((r["done"] for r in ok if "done" in r), default=float("nan")),
         **ttft_parts(ok),
     }
 
@@ -321,30 +335,30 @@ def router_figures(text):
                                 / decisions if decisions else float("nan")}
 
 
-def run_policy(a, policy, reqs, out):
+def run_policy(a, policy, reqs, out, tag):
     """Replays `reqs` through a fresh cluster; returns (results, the router's final metrics)."""
-    cluster = Cluster(a, policy, out, policy.replace("@", "_"))
+    cluster = Cluster(a, policy, out, tag)
     try:
         t0 = time.monotonic() + 0.5
         with ThreadPoolExecutor(max_workers=a.max_clients) as pool:
             results = list(pool.map(lambda q: one_request(cluster.router.port, "m", q, t0), reqs))
         text = cluster.metrics()
-        (out / f"{policy.replace('@', '_')}-router-metrics.txt").write_text(text)
+        (out / f"{tag}-router-metrics.txt").write_text(text)
         return results, text
     finally:
         cluster.stop()
 
 
-def capacity(a, reqs, out):
+def capacity_round(a, reqs, out, k):
     """Requests per second the replicas sustain on this trace's requests: --calibrate-requests
     of them, taken evenly over the whole replay (so their prompt lengths are the replay's, not
-    those of its first minutes), sent closed-loop (as fast as answered, 2 per replica at a time)
-    through a round_robin router over fresh replicas. They share almost no prefix, so this is
-    the capacity without cache hits: the replay's offered load is below it whatever a policy
-    reuses. Returns (req/s, requests, seconds)."""
+    those of its first minutes; round k starts k requests further on), sent closed-loop (as fast
+    as answered, --calibrate-concurrency per replica at a time) through a round_robin router over
+    fresh replicas. They share almost no prefix, so this is the capacity without cache hits.
+    Returns req/s."""
     step = max(1, len(reqs) // max(1, a.calibrate_requests))
-    sample = [dict(r, t=0.0) for r in reqs[::step][:a.calibrate_requests]]
-    cluster = Cluster(a, "round_robin", out, "calibrate")
+    sample = [dict(r, t=0.0) for r in reqs[k % step::step][:a.calibrate_requests]]
+    cluster = Cluster(a, "round_robin", out, f"calibrate{k}")
     try:
         start = time.monotonic()
         with ThreadPoolExecutor(max_workers=a.calibrate_concurrency * a.replicas) as pool:
@@ -354,49 +368,137 @@ def capacity(a, reqs, out):
         cluster.stop()
     ok = sum(1 for r in done if r["ok"])
     if ok == 0:
-        sys.exit("router_trace_bench: no calibration request succeeded (see calibrate-*.log)")
-    return ok / seconds, ok, seconds
+        sys.exit("router_trace_bench: no calibration request succeeded (see calibrate*.log)")
+    return ok / seconds
 
 
-def svg_chart(summary, path):
-    """Grouped bars: TTFT mean / p50 / p99 per policy (seconds), labelled with the policy's hit
-    rate, shed count and mean TTFT ratio to round_robin."""
-    policies = list(summary)
-    metrics = [("ttft_mean", "#4c72b0"), ("ttft_p50", "#55a868"), ("ttft_p99", "#c44e52")]
-    top = max([summary[p][m] for p in policies for m, _ in metrics
-               if not math.isnan(summary[p][m])] + [1e-3])
-    w, h, left, bottom = 640, 380, 60, 300
-    bar, gap = 28, 40
+def capacity(a, reqs, out):
+    """The median of --calibrate-rounds capacity_round measurements, and all of them."""
+    rounds = [capacity_round(a, reqs, out, k) for k in range(a.calibrate_rounds)]
+    return statistics.median(rounds), rounds
+
+
+def saturated(s, span, drain):
+    """Whether a run did not keep up with its load: it shed requests, or its last request ended
+    more than `drain` x the replay's span (at least 2 s: a slow last request's own TTFT) after
+    the last arrival (a queue growing without bound leaves a backlog)."""
+    return s["shed"] > 0 or not (s["last_done"] - span <= max(drain * span, 2.0))
+
+
+def svg_chart(runs, path):
+    """Mean (solid) and p99 (dashed) TTFT against the offered load (req/s), one line per policy;
+    a hollow point marks a run that did not keep up with its load."""
+    policies = list(dict.fromkeys(p for _, p in runs))
+    xs = sorted({runs[k]["offered_rps"] for k in runs})
+    top = max([v for s in runs.values() for v in (s["ttft_mean"], s["ttft_p99"])
+               if not math.isnan(v)] + [1e-3])
+    w, h, left, bottom, plot_w, plot_h = 680, 400, 60, 330, 430, 290
+    lo, hi = xs[0] * 0.95, xs[-1] * 1.05 if xs[-1] > xs[0] else xs[0] * 1.05 + 1
+    px = lambda x: left + plot_w * (x - lo) / (hi - lo)
+    py = lambda y: bottom - plot_h * y / top
+    lx = left + plot_w + 20  # the legend
+    colors = ["#4c72b0", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd"]
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
              f'font-family="sans-serif" font-size="12">',
-             f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">'
-             f'TTFT through tachyon route (Mooncake trace, scaled)</text>',
-             f'<line x1="{left}" y1="{bottom}" x2="{w - 20}" y2="{bottom}" stroke="black"/>']
+             f'<text x="{left + plot_w / 2}" y="20" text-anchor="middle" font-size="14">'
+             f'TTFT through tachyon route vs offered load (Mooncake trace, scaled)</text>',
+             f'<line x1="{left}" y1="{bottom}" x2="{left + plot_w}" y2="{bottom}" stroke="black"/>',
+             f'<text x="{left + plot_w / 2}" y="{bottom + 34}" text-anchor="middle">'
+             f'offered load (req/s)</text>']
     for k in range(5):
         v = top * k / 4
-        y = bottom - 250 * k / 4
-        parts.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{v:.2f}s</text>')
-        parts.append(f'<line x1="{left}" y1="{y}" x2="{w - 20}" y2="{y}" stroke="#ddd"/>')
-    x = left + gap
-    for p in policies:
-        for m, color in metrics:
-            v = summary[p][m]
-            hgt = 0 if math.isnan(v) else 250 * v / top
-            parts.append(f'<rect x="{x}" y="{bottom - hgt}" width="{bar}" height="{hgt}" '
-                         f'fill="{color}"/>')
-            x += bar
-        parts.append(f'<text x="{x - 1.5 * bar}" y="{bottom + 16}" text-anchor="middle">{p}</text>')
-        parts.append(f'<text x="{x - 1.5 * bar}" y="{bottom + 32}" text-anchor="middle">'
-                     f'hit {100 * summary[p]["hit_rate"]:.0f}%, shed {summary[p]["shed"]}</text>')
-        if "ttft_mean_vs_rr" in summary[p]:
-            parts.append(f'<text x="{x - 1.5 * bar}" y="{bottom + 48}" text-anchor="middle">'
-                         f'{summary[p]["ttft_mean_vs_rr"]:.2f}x rr mean</text>')
-        x += gap
-    for i, (m, color) in enumerate(metrics):
-        parts.append(f'<rect x="{w - 150}" y="{40 + 18 * i}" width="12" height="12" '
-                     f'fill="{color}"/><text x="{w - 132}" y="{50 + 18 * i}">{m}</text>')
+        parts.append(f'<text x="{left - 6}" y="{py(v) + 4}" text-anchor="end">{v:.2f}s</text>')
+        parts.append(f'<line x1="{left}" y1="{py(v)}" x2="{left + plot_w}" y2="{py(v)}" '
+                     f'stroke="#ddd"/>')
+    for x in xs:
+        parts.append(f'<text x="{px(x)}" y="{bottom + 16}" text-anchor="middle">{x:.1f}</text>')
+    for i, p in enumerate(policies):
+        color = colors[i % len(colors)]
+        pts = sorted((runs[k]["offered_rps"], runs[k]) for k in runs if k[1] == p)
+        for metric, dash in (("ttft_mean", ""), ("ttft_p99", ' stroke-dasharray="5,4"')):
+            line = " ".join(f"{px(x):.1f},{py(s[metric]):.1f}" for x, s in pts
+                            if not math.isnan(s[metric]))
+            parts.append(f'<polyline points="{line}" fill="none" stroke="{color}" '
+                         f'stroke-width="2"{dash}/>')
+            for x, s in pts:
+                if math.isnan(s[metric]):
+                    continue
+                fill = "white" if s["saturated"] else color
+                parts.append(f'<circle cx="{px(x):.1f}" cy="{py(s[metric]):.1f}" r="4" '
+                             f'fill="{fill}" stroke="{color}"/>')
+        parts.append(f'<line x1="{lx}" y1="{46 + 18 * i}" x2="{lx + 18}" y2="{46 + 18 * i}" '
+                     f'stroke="{color}" stroke-width="2"/><text x="{lx + 24}" y="{50 + 18 * i}">'
+                     f'{p}</text>')
+    n = len(policies)
+    parts.append(f'<text x="{lx}" y="{58 + 18 * n}">solid: mean, dashed: p99</text>')
+    parts.append(f'<text x="{lx}" y="{76 + 18 * n}">hollow: did not keep up</text>')
     parts.append("</svg>")
     path.write_text("\n".join(parts) + "\n")
+
+
+def print_run_table(runs, ideal):
+    print(f"\n{'load':>5} {'policy':<12} {'ok':>5} {'shed':>5} {'TTFT mean':>10} {'p50':>7} "
+          f"{'p90':>7} {'p99':>7} {'TPOT p50':>9} {'p99':>7} {'hit rate':>9} {'ideal':>6} "
+          f"{'drain':>6} kept up")
+    for (load, p), s in runs.items():
+        print(f"{load:>5} {p:<12} {s['ok']:>5} {s['shed']:>5} {s['ttft_mean']:>9.3f}s "
+              f"{s['ttft_p50']:>6.3f}s {s['ttft_p90']:>6.3f}s {s['ttft_p99']:>6.3f}s "
+              f"{1e3 * s['tpot_p50']:>7.1f}ms {1e3 * s['tpot_p99']:>5.1f}ms "
+              f"{100 * s['hit_rate']:>8.1f}% {100 * ideal:>5.1f}% {s['drain_s']:>5.1f}s "
+              f"{'no' if s['saturated'] else 'yes'}")
+    print("\nmean TTFT made of (the replicas' timings): waiting for the step in progress, not "
+          "admitted, the prefill step(s), other engine time, outside the engine; uncached tokens "
+          "of the request / of its prefill steps")
+    for (load, p), s in runs.items():
+        t = s.get("ttft_parts")
+        if t:
+            print(f"{load:>5} {p:<12} {1e3 * t['wait_step']:6.1f} + {1e3 * t['queued']:5.1f} + "
+                  f"{1e3 * t['prefill']:6.1f} + {1e3 * t['other']:5.1f} + "
+                  f"{1e3 * t['outside']:5.1f} ms; {t['own_tokens']:5.1f} / "
+                  f"{t['step_tokens']:5.1f} tokens")
+
+
+def print_verdict(runs, loads):
+    """Ratios to round_robin per load and issue 19's targets at the loads where kv kept up."""
+    met, checked = [], []
+    for load in loads:
+        rr = runs.get((load, "round_robin"))
+        if not rr:
+            continue
+        for (l, p), s in runs.items():
+            if l != load or p == "round_robin":
+                continue
+            s["ttft_mean_vs_rr"] = ratio(s["ttft_mean"], rr["ttft_mean"])
+            s["ttft_p99_vs_rr"] = ratio(s["ttft_p99"], rr["ttft_p99"])
+            print(f"load {load} ({s['offered_rps']:.1f} req/s): round_robin's TTFT / {p}'s: "
+                  f"mean {1 / s['ttft_mean_vs_rr']:.2f}x, p99 {1 / s['ttft_p99_vs_rr']:.2f}x; "
+                  f"hit rate {100 * s['hit_rate']:.1f}% vs {100 * rr['hit_rate']:.1f}%; "
+                  f"shed {s['shed']} vs {rr['shed']}"
+                  f"{'' if not rr['saturated'] else '; round_robin did not keep up'}")
+        kv = runs.get((load, "kv"))
+        if not kv:
+            continue
+        if kv["saturated"]:
+            print(f"  kv did not keep up at load {load}: above its saturation, targets not checked")
+            continue
+        mean_x, p99_x = 1 / kv["ttft_mean_vs_rr"], 1 / kv["ttft_p99_vs_rr"]
+        ok = mean_x >= 3 and p99_x >= 2 and kv["shed"] == 0
+        checked.append(load)
+        if ok:
+            met.append(load)
+        print(f"  targets at load {load} (kv below saturation): mean {mean_x:.2f}x (>= 3: "
+              f"{'met' if mean_x >= 3 else 'NOT met'}), p99 {p99_x:.2f}x (>= 2: "
+              f"{'met' if p99_x >= 2 else 'NOT met'}), shed {kv['shed']} (0: "
+              f"{'met' if kv['shed'] == 0 else 'NOT met'})")
+        if kv.get("predicted_vs_reported") is not None:
+            err = abs(kv["predicted_vs_reported"])
+            print(f"  kv's index predicted {kv['predicted_cached']:.0f} cached prompt tokens on the "
+                  f"replicas it chose, the replicas reported {kv['reported_cached']:.0f} "
+                  f"({100 * err:.1f}%, within 5%: {'met' if err <= 0.05 else 'NOT met'}); mean "
+                  f"routing decision {kv['decision_mean_us']:.1f} us")
+    if checked:
+        print(f"\nissue 19's TTFT targets met at loads {met or 'none'} of {checked} (the loads "
+              f"where kv kept up)")
 
 
 def main():
@@ -407,13 +509,17 @@ def main():
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--block-tokens", type=int, default=16)
     ap.add_argument("--max-output", type=int, default=16)
-    ap.add_argument("--time-scale", default="auto",
-                    help="arrival times x this; auto: so that the offered load is --target-load "
-                         "of the capacity measured first")
-    ap.add_argument("--target-load", type=float, default=0.7)
-    ap.add_argument("--calibrate-requests", type=int, default=30)
+    ap.add_argument("--loads", default="0.7,0.85,1.0",
+                    help="offered loads, as fractions of the capacity")
+    ap.add_argument("--capacity", type=float, default=None,
+                    help="the capacity in req/s (default: measure it first)")
+    ap.add_argument("--calibrate-requests", type=int, default=90)
+    ap.add_argument("--calibrate-rounds", type=int, default=3)
     ap.add_argument("--calibrate-concurrency", type=int, default=2,
                     help="calibration requests in flight per replica")
+    ap.add_argument("--saturation-drain", type=float, default=0.05,
+                    help="a run whose last request ends later than this x the replay's span "
+                         "(at least 2 s) after the last arrival did not keep up")
     ap.add_argument("--policies", default="kv,round_robin,random")
     ap.add_argument("--replicas", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
@@ -425,102 +531,75 @@ def main():
     ap.add_argument("--out", type=Path, default=Path("router_trace_out"))
     a = ap.parse_args()
     # SIGTERM (a `timeout` around the bench) unwinds like an error: the running cluster's
-    # replicas and router are stopped, and results.json keeps the policies done.
+    # replicas and router are stopped, and results.json keeps the runs done.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for what, p in [("model", a.model), ("trace", a.trace), ("binary", Path(a.binary))]:
         if not p.exists():
             sys.exit(f"router_trace_bench: {what} not found: {p}")
     a.out.mkdir(parents=True, exist_ok=True)
-    reqs = load_trace(a.trace, a.requests, a.block_tokens, a.max_output)
-    span = max(reqs[-1]["t"] - reqs[0]["t"], 1e-3)
-    cap = None
-    if a.time_scale == "auto":
-        cap = capacity(a, reqs, a.out)
-        scale = len(reqs) / (span * a.target_load * cap[0])
-        print(f"capacity {cap[0]:.2f} req/s ({cap[1]} requests closed-loop in {cap[2]:.1f} s); "
-              f"time scale {scale:.3f} offers {len(reqs) / (span * scale):.2f} req/s "
-              f"({100 * a.target_load:.0f}% of it): ~{span * scale:.0f} s a policy, "
-              f"~{len(a.policies.split(',')) * (span * scale + 10) / 60:.0f} min for "
-              f"{a.policies}", flush=True)
+    policies = a.policies.split(",")
+    loads = a.loads.split(",")
+    base = load_trace(a.trace, a.requests, a.block_tokens, a.max_output)
+    span = max(base[-1]["t"] - base[0]["t"], 1e-3)
+    rounds = []
+    if a.capacity is None:
+        cap, rounds = capacity(a, base, a.out)
+        print(f"capacity without hits {cap:.2f} req/s: the median of {len(rounds)} rounds of "
+              f"{a.calibrate_requests} requests closed-loop ({', '.join(f'{r:.2f}' for r in rounds)}"
+              f"; spread {min(rounds):.2f}-{max(rounds):.2f})", flush=True)
     else:
-        scale = float(a.time_scale)
-    for r in reqs:
-        r["t"] *= scale
-    ideal = ideal_hit_rate(reqs, a.block_tokens)
-    print(f"{len(reqs)} requests over {reqs[-1]['t']:.1f} s; prompts {a.block_tokens} tokens a "
-          f"trace block (mean {statistics.mean(len(r['prompt']) for r in reqs):.0f} tokens), "
-          f"outputs <= {a.max_output}; {a.replicas} replicas x {a.threads} thread(s); hit rate "
-          f"of one unbounded cache {100 * ideal:.1f}%", flush=True)
-    summary, raw = {}, {}
+        cap = a.capacity
+        print(f"capacity {cap:.2f} req/s (given)", flush=True)
+    seconds = sum(len(base) / (float(l) * cap) for l in loads) * len(policies)
+    print(f"loads {', '.join(f'{l} ({float(l) * cap:.1f} req/s)' for l in loads)} x {a.policies}: "
+          f"~{(seconds + 8 * len(loads) * len(policies)) / 60:.1f} min", flush=True)
+    ideal = ideal_hit_rate(base, a.block_tokens)
+    print(f"{len(base)} requests; prompts {a.block_tokens} tokens a trace block (mean "
+          f"{statistics.mean(len(r['prompt']) for r in base):.0f} tokens), outputs <= "
+          f"{a.max_output}; {a.replicas} replicas x {a.threads} thread(s); hit rate of one "
+          f"unbounded cache {100 * ideal:.1f}%", flush=True)
+    runs = {}
 
     def write_results():
         (a.out / "results.json").write_text(json.dumps(
             {"args": {k: str(v) for k, v in vars(a).items()}, "ideal_hit_rate": ideal,
-             "time_scale": scale, "offered_rps": len(reqs) / (span * scale),
-             "capacity_rps": cap[0] if cap else None, "summary": summary}, indent=1))
+             "capacity_rps": cap, "calibration_rounds_rps": rounds,
+             "runs": [dict(load=l, policy=p, **s) for (l, p), s in runs.items()]}, indent=1))
 
-    for policy in a.policies.split(","):
-        t = time.monotonic()
-        raw[policy], text = run_policy(a, policy, reqs, a.out)
-        with open(a.out / f"{policy.replace('@', '_')}-requests.jsonl", "w") as f:
-            for q, r in zip(reqs, raw[policy]):
-                f.write(json.dumps(dict(r, t=q["t"])) + "\n")
-        summary[policy] = summarize(raw[policy])
-        summary[policy].update(router_figures(text))
-        s = summary[policy]
-        print(f"  {policy}: done in {time.monotonic() - t:.0f} s: TTFT mean {s['ttft_mean']:.3f} s, "
-              f"p99 {s['ttft_p99']:.3f} s, hit rate {100 * s['hit_rate']:.1f}%, shed {s['shed']}",
-              flush=True)
-        write_results()  # what is done so far, should a later policy not finish
-    print(f"\n{'policy':<12} {'ok':>5} {'shed':>5} {'TTFT mean':>10} {'p50':>7} {'p90':>7} "
-          f"{'p99':>7} {'TPOT p50':>9} {'p99':>7} {'hit rate':>9} {'ideal':>6}")
-    for p, s in summary.items():
-        print(f"{p:<12} {s['ok']:>5} {s['shed']:>5} {s['ttft_mean']:>9.3f}s {s['ttft_p50']:>6.3f}s "
-              f"{s['ttft_p90']:>6.3f}s {s['ttft_p99']:>6.3f}s {1e3 * s['tpot_p50']:>7.1f}ms "
-              f"{1e3 * s['tpot_p99']:>5.1f}ms {100 * s['hit_rate']:>8.1f}% {100 * ideal:>5.1f}%")
-    print("\nmean TTFT made of (the replicas' timings): waiting for the step in progress, not "
-          "admitted, the prefill step(s), other engine time, outside the engine; uncached tokens "
-          "of the request / of its prefill steps")
-    for p, s in summary.items():
-        t = s.get("ttft_parts")
-        if t:
-            print(f"{p:<12} {1e3 * t['wait_step']:6.1f} + {1e3 * t['queued']:5.1f} + "
-                  f"{1e3 * t['prefill']:6.1f} + {1e3 * t['other']:5.1f} + {1e3 * t['outside']:5.1f} ms"
-                  f"; {t['own_tokens']:5.1f} / {t['step_tokens']:5.1f} tokens")
-    if "kv" in summary:
-        s = summary["kv"]
-        print(f"\nkv: the index predicted {s['predicted_cached']:.0f} cached prompt tokens on the "
-              f"replicas it chose, the replicas reported {s['reported_cached']:.0f} "
-              f"({100 * s['predicted_vs_reported']:+.1f}%; target within 5%), of "
-              f"{s['prompt_tokens_routed']:.0f} prompt tokens routed; mean routing decision "
-              f"{s['decision_mean_us']:.1f} us")
-    if "round_robin" in summary:
-        rr = summary["round_robin"]
-        print()
-        for p, s in summary.items():
-            s["ttft_mean_vs_rr"] = ratio(s["ttft_mean"], rr["ttft_mean"])
-            s["ttft_p99_vs_rr"] = ratio(s["ttft_p99"], rr["ttft_p99"])
-            if p != "round_robin":
-                print(f"{p} / round_robin: mean TTFT {s['ttft_mean_vs_rr']:.2f}x, p99 TTFT "
-                      f"{s['ttft_p99_vs_rr']:.2f}x, hit rate {100 * s['hit_rate']:.1f}% vs "
-                      f"{100 * rr['hit_rate']:.1f}%, shed {s['shed']} vs {rr['shed']}")
-    if "kv" in summary and "round_robin" in summary:
-        s = summary["kv"]
-        checks = [("mean TTFT >= 3x lower than round_robin", 1 / s["ttft_mean_vs_rr"], 3),
-                  ("p99 TTFT >= 2x lower than round_robin", 1 / s["ttft_p99_vs_rr"], 2)]
-        print(f"\ntargets (issue 19), kv at {len(reqs) / (span * scale):.2f} req/s offered:")
-        for what, got, want in checks:
-            print(f"  {what}: {got:.2f}x, {'met' if got >= want else 'NOT met'}")
-        print(f"  0 requests shed: {s['shed']}, {'met' if s['shed'] == 0 else 'NOT met'}")
-        err = abs(s["predicted_vs_reported"])
-        print(f"  predicted cached tokens within 5% of reported: {100 * err:.1f}%, "
-              f"{'met' if err <= 0.05 else 'NOT met'}")
-    late = max(s["max_lateness"] for s in summary.values())
+    for n, load in enumerate(loads):
+        rps = float(load) * cap
+        scale = len(base) / (span * rps)
+        reqs = [dict(r, t=r["t"] * scale) for r in base]
+        order = policies if n % 2 == 0 else policies[::-1]
+        for policy in order:
+            tag = f"{load}-{policy.replace('@', '_')}"
+            t = time.monotonic()
+            raw, text = run_policy(a, policy, reqs, a.out, tag)
+            with open(a.out / f"{tag}-requests.jsonl", "w") as f:
+                for q, r in zip(reqs, raw):
+                    f.write(json.dumps(dict(r, t=q["t"])) + "\n")
+            s = summarize(raw)
+            s.update(router_figures(text))
+            s["offered_rps"] = rps
+            s["drain_s"] = s["last_done"] - reqs[-1]["t"]
+            s["saturated"] = saturated(s, reqs[-1]["t"], a.saturation_drain)
+            runs[(load, policy)] = s
+            print(f"  load {load} ({rps:.1f} req/s) {policy}: done in {time.monotonic() - t:.0f} s: "
+                  f"TTFT mean {s['ttft_mean']:.3f} s, p99 {s['ttft_p99']:.3f} s, hit rate "
+                  f"{100 * s['hit_rate']:.1f}%, shed {s['shed']}, drained {s['drain_s']:.1f} s "
+                  f"after the last arrival", flush=True)
+            write_results()  # what is done so far, should a later run not finish
+    runs = {k: runs[k] for k in sorted(runs, key=lambda k: (loads.index(k[0]),
+                                                            policies.index(k[1])))}
+    print_run_table(runs, ideal)
+    print()
+    print_verdict(runs, loads)
+    late = max(s["max_lateness"] for s in runs.values())
     if late > 1:
         print(f"note: a request started up to {late:.1f} s after its arrival time (client "
               f"threads: raise --max-clients)")
     write_results()
-    svg_chart(summary, a.out / "router_trace.svg")
+    svg_chart(runs, a.out / "router_trace.svg")
     print(f"chart: {a.out / 'router_trace.svg'}")
 
 
