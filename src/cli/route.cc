@@ -33,6 +33,7 @@ struct RouteOptions {
   std::chrono::milliseconds etcd_interval{2000};
   std::vector<std::string> weights;  // --weight KEY=VALUE:PERCENT
   std::string policy = "kv";
+  std::string prompt_cost = "shared";
   std::string tokenizer;
   std::string chat_template;
   router::RouterOptions router;
@@ -111,6 +112,9 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
             "kv: no replica above this times the least loaded one's in-flight (+1) ...");
   AddInt(*app, "--balance-slack", &r.pool.picker.balance_slack, 1, 1 << 20,
          "kv: ... unless within this many of the least loaded one's in-flight");
+  AddChoice(*app, "--prompt-cost", &o->prompt_cost, {"shared", "own"},
+            "kv: a prompt's uncached tokens count once for each request pending on the replica "
+            "and itself (shared: they wait for the same step) or once (own)");
   AddInt(*app, "--seed", &o->seed, int64_t{0}, int64_t{1} << 62, "seed of the tie-breaking RNG");
   AddInt<size_t>(*app, "--index-blocks", &r.pool.index_blocks, 1, size_t{1} << 32,
                  "prefix index capacity in blocks (least recently used forgotten beyond)");
@@ -230,6 +234,7 @@ int RunRoute(int argc, char** argv) {
   RouteOptions o;
   if (std::optional<int> rc = ParseArgs(argc, argv, &o)) return *rc;
   o.router.pool.picker.policy = *router::ParsePolicy(o.policy);
+  o.router.pool.picker.shared_prompt_cost = o.prompt_cost == "shared";
   o.router.pool.picker.seed = static_cast<uint64_t>(o.seed);
 
   sigset_t signals;

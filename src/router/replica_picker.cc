@@ -88,7 +88,9 @@ std::optional<int> ReplicaPicker::PickKv(std::span<const Candidate> candidates, 
     if (!c.eligible || c.in_flight + 1 > guard) return std::nullopt;
     const int64_t cached = int64_t{c.matched_blocks} * options_.block_size;
     const int64_t uncached = std::max<int64_t>(0, prompt_tokens - cached);
-    return uncached + c.pending_prefill_tokens + int64_t{options_.load_weight} * c.in_flight;
+    const int64_t waiting = options_.shared_prompt_cost ? c.pending_prefill_requests : 0;
+    return uncached * (1 + waiting) + c.pending_prefill_tokens +
+           int64_t{options_.load_weight} * c.in_flight;
   };
   int64_t best = std::numeric_limits<int64_t>::max();
   size_t tied = 0;

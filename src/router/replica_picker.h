@@ -1,11 +1,17 @@
 // ReplicaPicker: which replica gets a new request, from each replica's state at that moment.
 //
 // Policies:
-//   kv          score = uncached prompt tokens + the replica's pending prefill tokens
+//   kv          score = uncached x (1 + pending requests) + pending prefill tokens
 //               + load_weight * in_flight, lowest wins; uncached = prompt_tokens - block_size *
-//               matched leading blocks (>= 0); pending prefill = the uncached tokens of the
-//               requests placed there that have not produced output yet (the prompt work queued
-//               ahead of this one: what its time to first token waits for).
+//               matched leading blocks (>= 0); pending prefill tokens = the uncached tokens of
+//               the requests placed there that have not produced output yet (the prompt work
+//               queued ahead of this one: what its time to first token waits for), pending
+//               requests = how many those are. A replica's step computes the prompts of every
+//               request admitted to it together, so this request's uncached tokens delay the
+//               requests pending there as much as itself: its score is the time to first token
+//               it adds over all of them (with `shared_prompt_cost`; without it, its own only,
+//               uncached + pending prefill tokens + load). A hit on a busy replica is worth the
+//               more for it, and a long uncached prompt goes where fewer requests wait.
 //   round_robin the next eligible replica after the last one picked.
 //   random      uniformly among the eligible.
 // Eligible: healthy, below its in-flight cap, and not excluded (a retry avoids the replicas it
@@ -52,6 +58,8 @@ struct PickerOptions {
   int load_weight = 32;  // prompt tokens one in-flight request weighs
   double balance_ratio = 1.5;
   int balance_slack = 3;  // in-flight requests beyond the least loaded's that pass the guard
+  // Uncached tokens count once for the request and once for each request pending there.
+  bool shared_prompt_cost = true;
   uint64_t seed = 0;
 };
 
@@ -62,6 +70,7 @@ struct Candidate {
   int matched_blocks = 0;              // leading prompt blocks it holds (kv)
   uint64_t name_hash = 0;              // ReplicaNameHash(its URL): ranks it in keyed ties
   int64_t pending_prefill_tokens = 0;  // uncached prompt tokens queued there, not yet computed
+  int pending_prefill_requests = 0;    // the requests whose tokens those are
 };
 
 // The 64-bit key of a block hash (a request's key when that block is its prompt's last).

@@ -46,13 +46,49 @@ TEST(ReplicaPicker, LoadTermOutweighsASmallHit) {
 TEST(ReplicaPicker, PendingPrefillCountsAsQueuedWork) {
   ReplicaPicker p(Kv());
   // 128-token prompt; replica 0 holds 6 of its 8 blocks but has 300 uncached prompt tokens of
-  // earlier requests still to compute. Scores: 0 -> 32 + 300 + 32 = 364, 1 -> 128 + 32 = 160.
+  // an earlier request still to compute. Scores: 0 -> 32 x (1 + 1) + 300 + 32 = 396,
+  // 1 -> 128 + 32 = 160.
   std::vector<Candidate> c = {C(1, 6), C(1, 0)};
   c[0].pending_prefill_tokens = 300;
+  c[0].pending_prefill_requests = 1;
   EXPECT_EQ(p.Pick(c, 128), 1);
-  // 50 pending tokens: 0 -> 32 + 50 + 32 = 114 < 160.
+  // 50 pending tokens: 0 -> 64 + 50 + 32 = 146 < 160.
   c[0].pending_prefill_tokens = 50;
   EXPECT_EQ(p.Pick(c, 128), 0);
+}
+
+TEST(ReplicaPicker, SharedPromptCostKeepsAHitOnABusyReplica) {
+  // 128-token prompt; replica 0 holds 6 of its 8 blocks and has one pending request of 130
+  // uncached tokens, replica 1 one of 20; both run one request. Counting its own wait only,
+  // the hit does not pay for the longer queue: 0 -> 32 + 130 + 32 = 194, 1 -> 128 + 20 + 32 =
+  // 180. Counting the pending request's wait too (it is computed in the same step): 0 -> 64 +
+  // 130 + 32 = 226, 1 -> 256 + 20 + 32 = 308.
+  std::vector<Candidate> c = {C(1, 6), C(1, 0)};
+  c[0].pending_prefill_tokens = 130;
+  c[0].pending_prefill_requests = 1;
+  c[1].pending_prefill_tokens = 20;
+  c[1].pending_prefill_requests = 1;
+  PickerOptions own = Kv();
+  own.shared_prompt_cost = false;
+  EXPECT_EQ(ReplicaPicker(own).Pick(c, 128), 1);
+  EXPECT_EQ(ReplicaPicker(Kv()).Pick(c, 128), 0);
+}
+
+TEST(ReplicaPicker, SharedPromptCostSendsALongPromptWhereFewerWait) {
+  // A 200-token prompt cached nowhere; replica 0 has three short prompts pending (60 tokens),
+  // replica 1 one long one (150 tokens); no load term. Own: 0 -> 200 + 60, 1 -> 200 + 150.
+  // Shared: 0 -> 200 x 4 + 60 = 860 (three requests would wait for its 200 tokens), 1 -> 200 x
+  // 2 + 150 = 550.
+  std::vector<Candidate> c = {C(3), C(3)};
+  c[0].pending_prefill_tokens = 60;
+  c[0].pending_prefill_requests = 3;
+  c[1].pending_prefill_tokens = 150;
+  c[1].pending_prefill_requests = 1;
+  PickerOptions o = Kv();
+  o.load_weight = 0;
+  EXPECT_EQ(ReplicaPicker(o).Pick(c, 200), 1);
+  o.shared_prompt_cost = false;
+  EXPECT_EQ(ReplicaPicker(o).Pick(c, 200), 0);
 }
 
 TEST(ReplicaPicker, BalanceSlackLetsAHolderRunAFewMore) {

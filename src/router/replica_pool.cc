@@ -111,11 +111,13 @@ MembershipChange ReplicaPool::SetMembers(const std::vector<DiscoveredReplica>& s
     const uint64_t generation = s.generation + 1;
     const int in_flight = s.url == url ? s.in_flight : 0;
     const int64_t pending_prefill = s.url == url ? s.pending_prefill_tokens : 0;
+    const int pending_requests = s.url == url ? s.pending_prefill_requests : 0;
     s = ReplicaState{};
     s.url = url;
     s.generation = generation;
     s.in_flight = in_flight;
     s.pending_prefill_tokens = pending_prefill;
+    s.pending_prefill_requests = pending_requests;
     s.labels = r->labels;
     endpoints_[slot] = r->endpoint;
     index_.RemoveReplica(slot);
@@ -156,6 +158,7 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
     candidates[i].eligible = usable && s.in_flight < options_.max_in_flight;
     candidates[i].in_flight = s.in_flight + s.others;
     candidates[i].pending_prefill_tokens = s.pending_prefill_tokens;
+    candidates[i].pending_prefill_requests = s.pending_prefill_requests;
   }
   if (!any_up) return PlaceError::kNoReplica;
   std::string group;
@@ -218,6 +221,7 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
   p.prefill_tokens = std::max(0, prompt_tokens - p.predicted_cached_tokens);
   states_[*pick].in_flight++;
   states_[*pick].pending_prefill_tokens += p.prefill_tokens;
+  if (p.prefill_tokens > 0) states_[*pick].pending_prefill_requests++;
   if (!hashes.empty()) index_.Insert(*pick, hashes);
   p.decision_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -232,9 +236,13 @@ void ReplicaPool::Release(int replica) {
 
 void ReplicaPool::PrefillDone(int replica, int64_t tokens) {
   std::lock_guard<std::mutex> lock(mu_);
-  int64_t& pending = states_[replica].pending_prefill_tokens;
-  CHECK(tokens >= 0 && tokens <= pending);
-  pending -= tokens;
+  ReplicaState& s = states_[replica];
+  CHECK(tokens >= 0 && tokens <= s.pending_prefill_tokens);
+  s.pending_prefill_tokens -= tokens;
+  if (tokens > 0) {
+    CHECK(s.pending_prefill_requests > 0);
+    s.pending_prefill_requests--;
+  }
 }
 
 void ReplicaPool::TakeDownLocked(int replica, const std::string& why) {

@@ -98,6 +98,7 @@ struct ReplicaState {
   // output yet (Placement::prefill_tokens until PrefillDone): the prompt work a new request
   // would queue behind.
   int64_t pending_prefill_tokens = 0;
+  int pending_prefill_requests = 0;  // those requests (with prefill_tokens > 0)
   std::string last_error;      // why it last went down ("" if never)
   bool events_synced = false;  // its KV events feed the index (snapshot applied, no gap since)
   ReplicaLoad reported;        // from its events stream (zeros without one)
@@ -152,8 +153,9 @@ class ReplicaPool {
   // A placed request finished (in whatever way).
   void Release(int replica);
   // A request placed on `replica` with Placement::prefill_tokens `tokens` produced its first
-  // output (its prompt is computed) or ended before: those tokens no longer wait there. Call it
-  // once per placement, before the placement's Release.
+  // output (its prompt is computed) or ended before: those tokens (and the request, when
+  // `tokens` > 0) no longer wait there. Call it once per placement with `tokens` > 0, before
+  // the placement's Release.
   void PrefillDone(int replica, int64_t tokens);
 
   // Passive detection: the replica failed a request. Returns true when it was up.

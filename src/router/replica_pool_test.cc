@@ -306,7 +306,8 @@ TEST(ReplicaPool, PendingPrefillWeighsUntilTheFirstOutput) {
   ASSERT_EQ(busy.replica, home);
   EXPECT_EQ(busy.prefill_tokens, 321);
   EXPECT_EQ(pool.Snapshot()[home].pending_prefill_tokens, 321);
-  // Scores: home 1 + 321 + 32, away 65.
+  EXPECT_EQ(pool.Snapshot()[home].pending_prefill_requests, 1);
+  // Scores: home 1 x (1 + 1 pending request) + 321 + 32, away 65.
   const Placement elsewhere = std::get<Placement>(pool.Place(shared, 65, 0));
   EXPECT_EQ(elsewhere.replica, away);
   EXPECT_EQ(elsewhere.prefill_tokens, 65);
@@ -315,6 +316,7 @@ TEST(ReplicaPool, PendingPrefillWeighsUntilTheFirstOutput) {
   // 65.
   pool.PrefillDone(home, busy.prefill_tokens);
   EXPECT_EQ(pool.Snapshot()[home].pending_prefill_tokens, 0);
+  EXPECT_EQ(pool.Snapshot()[home].pending_prefill_requests, 0);
   const Placement hit = std::get<Placement>(pool.Place(other, 65, 0));
   EXPECT_EQ(hit.replica, home);
   EXPECT_EQ(hit.prefill_tokens, 1);
