@@ -36,18 +36,20 @@ the replay's length).
 The quiet configuration (docs/router.md, "Benchmarks", says why this scale): the whole trace
 (its reuse is 17% of prompt tokens over the first 1,000 requests, 32% over all 2,000), 3 tokens a
 trace block (~73-token prompts), 2 output tokens (so TPOT is defined), 512 MB of KV a replica,
-kv and round_robin at 0.9 and 1.1 of the capacity without hits: 6-7.5 minutes on a quiet 2-core
+kv and round_robin at 1.0 and 1.2 of the capacity without hits: 5.5-7 minutes on a quiet 2-core
 machine (the bench prints its projection after calibrating):
 
   python3 bench/router_trace_bench.py --requests 2000 --block-tokens 3 --max-output 2 \
-      --loads 0.9,1.1 --policies kv,round_robin --kv-cache-memory 512M --out /tmp/router_trace
+      --loads 1.0,1.2 --policies kv,round_robin --kv-cache-memory 512M --out /tmp/router_trace
 """
 
 import argparse
+import collections
 import http.client
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -111,6 +113,46 @@ def ideal_hit_rate(reqs, bt, kv_block=KV_BLOCK):
             hit += kv_block if key in seen else 0
             seen.add(key)
     return hit / total if total else 0.0
+
+
+def hit_losses(reqs, results, cache_blocks, kv_block=KV_BLOCK):
+    """Where the trace's reuse went in one run, by a model of each replica's prefix cache: the
+    requests each replica was sent, in arrival order, through an LRU cache of `cache_blocks`
+    blocks (a prompt's blocks stored as it is placed; at most all but the block of its last
+    token a hit). As fractions of all prompt tokens: `unbounded`, the hits of one cache without
+    bound; `chosen`, the model's hits on the replicas chosen; `away`, what the longest cached
+    prefix on another replica would have added (a choice away from the holder of the prefix:
+    pending prefill, load or the balance guard outweighed the hit); `evicted`, what no replica
+    held any more (unbounded less the best replica's)."""
+    caches = collections.defaultdict(collections.OrderedDict)
+    seen = set()
+    got = {"unbounded": 0, "chosen": 0, "away": 0, "evicted": 0}
+    total = 0
+    for q, r in sorted(zip(reqs, results), key=lambda x: x[0]["t"]):
+        p = q["prompt"]
+        total += len(p)
+        if not r.get("replica"):
+            continue
+        blocks = [tuple(p[:kv_block * (j + 1)]) for j in range((len(p) - 1) // kv_block)]
+        def leading(held):
+            n = 0
+            while n < len(blocks) and blocks[n] in held:
+                n += 1
+            return n
+        held = {u: leading(c) for u, c in caches.items()}
+        best, mine, ideal = max(held.values(), default=0), held.get(r["replica"], 0), leading(seen)
+        got["unbounded"] += kv_block * ideal
+        got["chosen"] += kv_block * mine
+        got["away"] += kv_block * (best - mine)
+        got["evicted"] += kv_block * (ideal - best)
+        seen.update(blocks)
+        c = caches[r["replica"]]
+        for b in blocks:
+            c[b] = None
+            c.move_to_end(b)
+        while len(c) > cache_blocks:
+            c.popitem(last=False)
+    return {k: v / total for k, v in got.items()} if total else {}
 
 
 class Proc:
@@ -335,6 +377,12 @@ def router_figures(text):
                                 / decisions if decisions else float("nan")}
 
 
+def replica_kv_blocks(log_path):
+    """A replica's KV cache size in blocks, from the line its log starts with, or None."""
+    m = re.search(r"KV cache (\d+) blocks", Path(log_path).read_text())
+    return int(m.group(1)) if m else None
+
+
 def run_policy(a, policy, reqs, out, tag):
     """Replays `reqs` through a fresh cluster; returns (results, the router's final metrics)."""
     cluster = Cluster(a, policy, out, tag)
@@ -456,6 +504,19 @@ def print_run_table(runs, ideal):
                   f"{1e3 * t['prefill']:6.1f} + {1e3 * t['other']:5.1f} + "
                   f"{1e3 * t['outside']:5.1f} ms; {t['own_tokens']:5.1f} / "
                   f"{t['step_tokens']:5.1f} tokens")
+
+
+def print_hit_losses(runs):
+    print("\nwhere the trace's reuse went (% of prompt tokens), by a model of each replica's LRU "
+          "cache fed the requests it was sent: one unbounded cache's hits = the model's hits on "
+          "the replicas chosen + hits on another replica holding a longer prefix + evicted from "
+          "every replica; beside them the hit rate the replicas reported")
+    for (load, p), s in runs.items():
+        h = s.get("hit_model")
+        if h:
+            print(f"{load:>5} {p:<12} {100 * h['unbounded']:5.1f} = {100 * h['chosen']:5.1f} + "
+                  f"{100 * h['away']:4.1f} away + {100 * h['evicted']:4.1f} evicted "
+                  f"({s['kv_blocks']} blocks a replica); reported {100 * s['hit_rate']:.1f}")
 
 
 def print_verdict(runs, loads):
@@ -583,6 +644,10 @@ def main():
             s["offered_rps"] = rps
             s["drain_s"] = s["last_done"] - reqs[-1]["t"]
             s["saturated"] = saturated(s, reqs[-1]["t"], a.saturation_drain)
+            blocks = replica_kv_blocks(a.out / f"{tag}-replica0.log")
+            if blocks:
+                s["kv_blocks"] = blocks
+                s["hit_model"] = hit_losses(reqs, raw, blocks)
             runs[(load, policy)] = s
             print(f"  load {load} ({rps:.1f} req/s) {policy}: done in {time.monotonic() - t:.0f} s: "
                   f"TTFT mean {s['ttft_mean']:.3f} s, p99 {s['ttft_p99']:.3f} s, hit rate "
@@ -592,6 +657,7 @@ def main():
     runs = {k: runs[k] for k in sorted(runs, key=lambda k: (loads.index(k[0]),
                                                             policies.index(k[1])))}
     print_run_table(runs, ideal)
+    print_hit_losses(runs)
     print()
     print_verdict(runs, loads)
     late = max(s["max_lateness"] for s in runs.values())

@@ -132,8 +132,8 @@ def main():
     ap.add_argument("--block-tokens", type=int, default=3)
     ap.add_argument("--max-output", type=int, default=2)
     ap.add_argument("--replicas", type=int, default=3)
-    ap.add_argument("--cache-blocks", type=int, default=1390,
-                    help="a replica's KV blocks (1,390: 512 MB of SmolLM2 KV)")
+    ap.add_argument("--cache-blocks", type=int, default=1456,
+                    help="a replica's KV blocks (1,456: 512 MB of SmolLM2 KV)")
     ap.add_argument("--loads", default="20,25,30", help="offered loads in req/s")
     ap.add_argument("--policies", default="round_robin,kv,kv@prompt_cost=own")
     ap.add_argument("--seed", type=int, default=1)
