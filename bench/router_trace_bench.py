@@ -362,6 +362,9 @@ def metric_sum(text, name):
     return total
 
 
+FORGONE = "tachyon_router_forgone_cached_tokens_total"
+
+
 def router_figures(text):
     """From the router's /metrics after a run: the cached prompt tokens its index predicted on
     the replicas it chose vs those the replicas reported, and the mean routing decision time."""
@@ -370,6 +373,9 @@ def router_figures(text):
     decisions = metric_sum(text, "tachyon_router_decision_seconds_count")
     return {"predicted_cached": predicted, "reported_cached": reported,
             "prompt_tokens_routed": metric_sum(text, "tachyon_router_prompt_tokens_total"),
+            # kv: cached tokens another replica held beyond the chosen one's, by what decided
+            "forgone_guard": metric_sum(text, FORGONE + '{reason="balance_guard"}'),
+            "forgone_score": metric_sum(text, FORGONE + '{reason="score"}'),
             # every request ended: the score's pending prefill must be back to 0
             "pending_prefill_left": metric_sum(text, "tachyon_router_replica_pending_prefill_tokens"),
             "predicted_vs_reported": ratio(predicted - reported, reported),
@@ -510,13 +516,18 @@ def print_hit_losses(runs):
     print("\nwhere the trace's reuse went (% of prompt tokens), by a model of each replica's LRU "
           "cache fed the requests it was sent: one unbounded cache's hits = the model's hits on "
           "the replicas chosen + hits on another replica holding a longer prefix + evicted from "
-          "every replica; beside them the hit rate the replicas reported")
+          "every replica; beside them the hit rate the replicas reported and, for kv, the "
+          "prompt tokens its index held on another replica than the one chosen, by what decided "
+          "(tachyon_router_forgone_cached_tokens_total)")
     for (load, p), s in runs.items():
         h = s.get("hit_model")
         if h:
             print(f"{load:>5} {p:<12} {100 * h['unbounded']:5.1f} = {100 * h['chosen']:5.1f} + "
                   f"{100 * h['away']:4.1f} away + {100 * h['evicted']:4.1f} evicted "
-                  f"({s['kv_blocks']} blocks a replica); reported {100 * s['hit_rate']:.1f}")
+                  f"({s['kv_blocks']} blocks a replica); reported {100 * s['hit_rate']:.1f}"
+                  + (f"; the router's away: {100 * s['forgone_guard'] / routed:.1f} balance "
+                     f"guard + {100 * s['forgone_score'] / routed:.1f} score"
+                     if (routed := s.get("prompt_tokens_routed")) and p.startswith("kv") else ""))
 
 
 def print_verdict(runs, loads):

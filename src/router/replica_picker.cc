@@ -51,11 +51,11 @@ int ReplicaPicker::DrawAmong(std::span<const Candidate> candidates, size_t count
 }
 
 std::optional<int> ReplicaPicker::Pick(std::span<const Candidate> candidates, int prompt_tokens,
-                                       std::optional<uint64_t> tie_key) {
+                                       std::optional<uint64_t> tie_key, ForgoneHit* forgone) {
   const int n = static_cast<int>(candidates.size());
   switch (options_.policy) {
     case Policy::kKv:
-      return PickKv(candidates, prompt_tokens, tie_key);
+      return PickKv(candidates, prompt_tokens, tie_key, forgone);
     case Policy::kRoundRobin:
       for (int k = 0; k < n; ++k) {
         const int i = (next_ + k) % n;
@@ -76,14 +76,44 @@ std::optional<int> ReplicaPicker::Pick(std::span<const Candidate> candidates, in
 }
 
 std::optional<int> ReplicaPicker::PickKv(std::span<const Candidate> candidates, int prompt_tokens,
-                                         std::optional<uint64_t> tie_key) {
+                                         std::optional<uint64_t> tie_key, ForgoneHit* forgone) {
+  const std::optional<int> pick = PickKvIndex(candidates, prompt_tokens, tie_key);
+  if (forgone != nullptr && pick) *forgone = Forgone(candidates, *pick);
+  return pick;
+}
+
+ForgoneHit ReplicaPicker::Forgone(std::span<const Candidate> candidates, int chosen) const {
+  int most = 0;
+  for (const Candidate& c : candidates) {
+    if (c.eligible) most = std::max(most, c.matched_blocks);
+  }
+  ForgoneHit f;
+  f.blocks = most - candidates[chosen].matched_blocks;
+  if (f.blocks > 0) {
+    const double guard = Guard(candidates);
+    f.by_guard = std::none_of(candidates.begin(), candidates.end(), [&](const Candidate& c) {
+      return c.eligible && c.matched_blocks == most && c.in_flight + 1 <= guard;
+    });
+  }
+  return f;
+}
+
+double ReplicaPicker::Guard(std::span<const Candidate> candidates) const {
   int least = std::numeric_limits<int>::max();
   for (const Candidate& c : candidates) {
     if (c.eligible) least = std::min(least, c.in_flight);
   }
-  if (least == std::numeric_limits<int>::max()) return std::nullopt;
-  const double guard = std::max(options_.balance_ratio * (least + 1),
-                                static_cast<double>(least + options_.balance_slack));
+  return std::max(options_.balance_ratio * (least + 1),
+                  static_cast<double>(least + options_.balance_slack));
+}
+
+std::optional<int> ReplicaPicker::PickKvIndex(std::span<const Candidate> candidates,
+                                              int prompt_tokens, std::optional<uint64_t> tie_key) {
+  if (std::none_of(candidates.begin(), candidates.end(),
+                   [](const Candidate& c) { return c.eligible; })) {
+    return std::nullopt;
+  }
+  const double guard = Guard(candidates);
   auto score = [&](const Candidate& c) -> std::optional<int64_t> {
     if (!c.eligible || c.in_flight + 1 > guard) return std::nullopt;
     const int64_t cached = int64_t{c.matched_blocks} * options_.block_size;

@@ -73,6 +73,14 @@ struct Candidate {
   int pending_prefill_requests = 0;    // the requests whose tokens those are
 };
 
+// A kv choice's hit forgone: the most leading blocks an eligible replica holds less those of
+// the replica chosen, and whether every replica holding that many was kept out by the balance
+// guard (else the score chose: pending prefill or load outweighed the hit).
+struct ForgoneHit {
+  int blocks = 0;
+  bool by_guard = false;
+};
+
 // The 64-bit key of a block hash (a request's key when that block is its prompt's last).
 inline uint64_t BlockKey(const kv::BlockHash& h) { return h.lo ^ h.hi; }
 
@@ -88,14 +96,21 @@ class ReplicaPicker {
   explicit ReplicaPicker(const PickerOptions& options);
 
   // The index of the chosen candidate, or nullopt when none is eligible. Allocates nothing.
+  // With `forgone` (kv), sets it to the chosen candidate's ForgoneHit.
   std::optional<int> Pick(std::span<const Candidate> candidates, int prompt_tokens,
-                          std::optional<uint64_t> tie_key = std::nullopt);
+                          std::optional<uint64_t> tie_key = std::nullopt,
+                          ForgoneHit* forgone = nullptr);
 
   const PickerOptions& options() const { return options_; }
 
  private:
   std::optional<int> PickKv(std::span<const Candidate> candidates, int prompt_tokens,
-                            std::optional<uint64_t> tie_key);
+                            std::optional<uint64_t> tie_key, ForgoneHit* forgone);
+  std::optional<int> PickKvIndex(std::span<const Candidate> candidates, int prompt_tokens,
+                                 std::optional<uint64_t> tie_key);
+  // The balance guard's bound on in-flight (with the request). REQUIRES: one eligible.
+  double Guard(std::span<const Candidate> candidates) const;
+  ForgoneHit Forgone(std::span<const Candidate> candidates, int chosen) const;
   // One drawn uniformly (one RNG draw) of the `count` candidates for which `is_one(i)` holds.
   template <typename Pred>
   int DrawAmong(std::span<const Candidate> candidates, size_t count, Pred is_one);

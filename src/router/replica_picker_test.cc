@@ -57,6 +57,37 @@ TEST(ReplicaPicker, PendingPrefillCountsAsQueuedWork) {
   EXPECT_EQ(p.Pick(c, 128), 0);
 }
 
+TEST(ReplicaPicker, ForgoneHitSaysWhatDecided) {
+  PickerOptions o = Kv();
+  o.balance_slack = 1;
+  ReplicaPicker p(o);
+  ForgoneHit f;
+  // The guard: replica 0 holds 8 blocks but would run 2 > 1.5 x (0 + 1).
+  std::vector<Candidate> guarded = {C(1, 8), C(0, 2)};
+  EXPECT_EQ(p.Pick(guarded, 160, std::nullopt, &f), 1);
+  EXPECT_EQ(f.blocks, 6);
+  EXPECT_TRUE(f.by_guard);
+  // The score: pending prefill outweighs replica 0's 6 blocks (PendingPrefillCountsAsQueuedWork).
+  std::vector<Candidate> scored = {C(1, 6), C(1, 0)};
+  scored[0].pending_prefill_tokens = 300;
+  scored[0].pending_prefill_requests = 1;
+  EXPECT_EQ(p.Pick(scored, 128, std::nullopt, &f), 1);
+  EXPECT_EQ(f.blocks, 6);
+  EXPECT_FALSE(f.by_guard);
+  // One holder kept out by the guard, another as long passing it but outscored: the score.
+  std::vector<Candidate> both = {C(2, 6), C(0, 6), C(0, 0)};
+  both[1].pending_prefill_tokens = 300;
+  both[1].pending_prefill_requests = 1;
+  EXPECT_EQ(p.Pick(both, 128, std::nullopt, &f), 2);
+  EXPECT_EQ(f.blocks, 6);
+  EXPECT_FALSE(f.by_guard);
+  // The holder chosen: nothing forgone. An ineligible replica's blocks do not count.
+  std::vector<Candidate> kept = {C(0, 8), C(0, 2), C(0, 20, false)};
+  EXPECT_EQ(p.Pick(kept, 160, std::nullopt, &f), 0);
+  EXPECT_EQ(f.blocks, 0);
+  EXPECT_FALSE(f.by_guard);
+}
+
 TEST(ReplicaPicker, SharedPromptCostKeepsAHitOnABusyReplica) {
   // 128-token prompt; replica 0 holds 6 of its 8 blocks and has one pending request of 130
   // uncached tokens, replica 1 one of 20; both run one request. Counting its own wait only,

@@ -212,13 +212,16 @@ std::variant<Placement, PlaceError> ReplicaPool::Place(std::span<const kv::Block
     const int usable = std::max(0, prompt_tokens - 1) / options_.picker.block_size;
     for (int i = 0; i < n; ++i) candidates[i].matched_blocks = std::min(matched[i], usable);
   }
-  const std::optional<int> pick = picker_.Pick(candidates, prompt_tokens, key);
+  ForgoneHit forgone;
+  const std::optional<int> pick = picker_.Pick(candidates, prompt_tokens, key, &forgone);
   if (!pick) return PlaceError::kSaturated;
   Placement p;
   p.replica = *pick;
   p.weight_group = std::move(group);
   p.predicted_cached_tokens = candidates[*pick].matched_blocks * options_.picker.block_size;
   p.prefill_tokens = std::max(0, prompt_tokens - p.predicted_cached_tokens);
+  p.forgone_cached_tokens = forgone.blocks * options_.picker.block_size;
+  p.forgone_by_guard = forgone.by_guard;
   states_[*pick].in_flight++;
   states_[*pick].pending_prefill_tokens += p.prefill_tokens;
   if (p.prefill_tokens > 0) states_[*pick].pending_prefill_requests++;

@@ -67,6 +67,10 @@ struct Placement {
   // prompt_tokens - predicted_cached_tokens: counted in the replica's pending prefill until the
   // caller reports PrefillDone.
   int prefill_tokens = 0;
+  // kv: leading prompt tokens another eligible replica held beyond the chosen one's
+  // (ForgoneHit), and whether the balance guard (else the score) decided it.
+  int forgone_cached_tokens = 0;
+  bool forgone_by_guard = false;
   double decision_seconds = 0;  // time spent choosing (index match + scoring)
   std::string weight_group;     // with weights: the share drawn ("KEY=VALUE" or "other")
 };

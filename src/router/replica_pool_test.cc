@@ -311,6 +311,8 @@ TEST(ReplicaPool, PendingPrefillWeighsUntilTheFirstOutput) {
   const Placement elsewhere = std::get<Placement>(pool.Place(shared, 65, 0));
   EXPECT_EQ(elsewhere.replica, away);
   EXPECT_EQ(elsewhere.prefill_tokens, 65);
+  EXPECT_EQ(elsewhere.forgone_cached_tokens, 64);  // home's 4 blocks, for the score
+  EXPECT_FALSE(elsewhere.forgone_by_guard);
   Finish(pool, elsewhere);
   // The long prompt is computed (its first token came): for `other`, home scores 1 + 32, away
   // 65.
@@ -320,6 +322,7 @@ TEST(ReplicaPool, PendingPrefillWeighsUntilTheFirstOutput) {
   const Placement hit = std::get<Placement>(pool.Place(other, 65, 0));
   EXPECT_EQ(hit.replica, home);
   EXPECT_EQ(hit.prefill_tokens, 1);
+  EXPECT_EQ(hit.forgone_cached_tokens, 0);
   Finish(pool, hit);
   pool.Release(home);
   EXPECT_EQ(pool.Snapshot()[home].in_flight, 0);

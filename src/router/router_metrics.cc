@@ -106,6 +106,7 @@ void RouterMetrics::ObservePlacement(const std::string& replica, const Placement
   std::lock_guard<std::mutex> lock(mu_);
   predicted_cached_[replica] += p.predicted_cached_tokens;
   prompt_tokens_[replica] += prompt_tokens;
+  forgone_cached_[p.forgone_by_guard ? "balance_guard" : "score"] += p.forgone_cached_tokens;
   decision_.Observe(p.decision_seconds);
   if (!p.weight_group.empty()) weighted_[p.weight_group]++;
 }
@@ -139,6 +140,11 @@ int64_t RouterMetrics::rejected(const std::string& reason) const {
 int64_t RouterMetrics::weighted(const std::string& group) const {
   std::lock_guard<std::mutex> lock(mu_);
   return CountOf(weighted_, group);
+}
+
+int64_t RouterMetrics::forgone_cached(const std::string& reason) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CountOf(forgone_cached_, reason);
 }
 
 int64_t RouterMetrics::kv_events_applied(const std::string& replica) const {
@@ -183,6 +189,14 @@ std::string RouterMetrics::Render(const std::vector<ReplicaState>& replicas, siz
   LabelledCounter(out, "tachyon_router_reported_cached_tokens_total",
                   "Cached prompt tokens the replicas reported in their answers' usage.", "replica",
                   reported_cached_);
+  Header(out, "tachyon_router_forgone_cached_tokens_total", "counter",
+         "Cached prompt tokens another replica held beyond the chosen one's, by what decided: "
+         "the balance guard or the score (pending prefill, load).");
+  for (const char* reason : {"balance_guard", "score"}) {
+    auto it = forgone_cached_.find(reason);
+    Line(out, std::string("tachyon_router_forgone_cached_tokens_total{reason=\"") + reason + "\"}",
+         it == forgone_cached_.end() ? 0.0 : static_cast<double>(it->second));
+  }
   Header(out, "tachyon_router_decision_seconds", "histogram", "Routing decision time.");
   decision_.Render("tachyon_router_decision_seconds", out);
   ReplicaGauge(out, "tachyon_router_replica_up", "1 while the replica takes requests.", replicas,

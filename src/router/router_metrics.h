@@ -14,6 +14,9 @@
 //   tachyon_router_predicted_cached_tokens_total{replica}  prompt tokens the index predicted
 //   tachyon_router_prompt_tokens_total{replica}             cached, of prompt tokens routed
 //   tachyon_router_reported_cached_tokens_total{replica}    cached, as the replicas' usage said
+//   tachyon_router_forgone_cached_tokens_total{reason}  kv: cached prompt tokens another
+//       replica held beyond the chosen one's (Placement::forgone_cached_tokens), by what chose:
+//       balance_guard or score
 //   tachyon_router_decision_seconds                   histogram of routing decision time
 //   tachyon_router_kv_events_applied_total{replica}   block events applied from its stream
 //   tachyon_router_kv_event_resyncs_total{replica}    snapshots received (each (re)connect)
@@ -63,6 +66,7 @@ class RouterMetrics {
   int64_t rejected(const std::string& reason) const;
   int64_t kv_events_applied(const std::string& replica) const;
   int64_t weighted(const std::string& group) const;
+  int64_t forgone_cached(const std::string& reason) const;
 
   std::string Render(const std::vector<ReplicaState>& replicas, size_t queue_length,
                      size_t indexed_blocks, const char* policy) const;
@@ -74,6 +78,7 @@ class RouterMetrics {
   std::map<std::string, int64_t> predicted_cached_;
   std::map<std::string, int64_t> prompt_tokens_;
   std::map<std::string, int64_t> reported_cached_;
+  std::map<std::string, int64_t> forgone_cached_;  // by reason
   int64_t retries_ = 0;
   int64_t broken_streams_ = 0;
   int64_t migrations_ = 0;
