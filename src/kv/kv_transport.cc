@@ -120,6 +120,8 @@ Status WaitFor(int fd, short events, int wake_fd, KvDeadline deadline, const cha
 }
 
 class TcpConnection final : public KvConnection {
+  static constexpr size_t kMaxScatter = 256;  // spans per read (IOV_MAX is 1024)
+
  public:
   TcpConnection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {
     wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -169,10 +171,14 @@ class TcpConnection final : public KvConnection {
     return OkStatus();
   }
 
-  Result<size_t> Receive(std::span<uint8_t> out, KvDeadline deadline) override {
+  Result<size_t> ReceiveScatter(std::span<const std::span<uint8_t>> out,
+                                KvDeadline deadline) override {
+    iovec iov[kMaxScatter];
+    const size_t count = std::min(out.size(), kMaxScatter);
+    for (size_t i = 0; i < count; ++i) iov[i] = {out[i].data(), out[i].size()};
     for (;;) {
       if (closed_.load()) return Cancelled("KV transfer: connection closed locally");
-      const ssize_t n = recv(fd_, out.data(), out.size(), 0);
+      const ssize_t n = readv(fd_, iov, static_cast<int>(count));
       if (n > 0) return static_cast<size_t>(n);
       if (closed_.load()) return Cancelled("KV transfer: connection closed locally");
       if (n == 0) return size_t{0};

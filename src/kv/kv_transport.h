@@ -44,9 +44,15 @@ class KvConnection {
   virtual ~KvConnection() = default;
   // Writes every frame, in order, entirely. Partial progress before an error is not undone.
   virtual Status Send(std::span<const KvWireFrame> frames, KvDeadline deadline) = 0;
-  // Reads at least 1 and at most out.size() bytes; 0 means the peer closed its side (orderly
-  // end of stream). REQUIRES: !out.empty().
-  virtual Result<size_t> Receive(std::span<uint8_t> out, KvDeadline deadline) = 0;
+  // Reads at least 1 and at most the spans' total bytes, filling the spans in order (one
+  // scatter read); 0 means the peer closed its side (orderly end of stream).
+  // REQUIRES: at least one span, none empty.
+  virtual Result<size_t> ReceiveScatter(std::span<const std::span<uint8_t>> out,
+                                        KvDeadline deadline) = 0;
+  // ReceiveScatter into one span.
+  Result<size_t> Receive(std::span<uint8_t> out, KvDeadline deadline) {
+    return ReceiveScatter(std::span(&out, 1), deadline);
+  }
   // Reads exactly out.size() bytes (DataLoss when the stream ends first).
   Status ReceiveExactly(std::span<uint8_t> out, KvDeadline deadline);
   // Ends the connection both ways; pending and later calls return Cancelled.

@@ -185,35 +185,56 @@ Result<KvWireFrame> EncodeHeader(const KvWireHeader& h) {
   return f;
 }
 
+Result<KvWireFrame> EncodeLayers(const KvWireShape& shape, uint32_t group,
+                                 std::span<const KvWireLayerRef> layers) {
+  if (layers.empty() || layers.size() > KvWireLimits{}.max_run_entries) {
+    return InvalidArgument("KV transfer: a layer frame of " + std::to_string(layers.size()) +
+                           " layers");
+  }
+  const size_t n = layers.size();
+  KvWireFrame f;
+  f.head = FrameHead(KvWireType::kLayer,
+                     kKvWireRunFixedBytes + n * (kKvWireRunEntryBytes + 2 * shape.chunk_bytes),
+                     kKvWireRunFixedBytes + n * kKvWireRunEntryBytes);
+  uint8_t* p = f.head.data() + kKvWireFrameHeadBytes;
+  Put32(p, static_cast<uint32_t>(n));
+  Put32(p + 4, group);
+  Put32(p + 8, 0);
+  Put32(p + 12, 0);
+  f.body.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const KvWireLayerRef& l = layers[i];
+    if (l.slot >= shape.layers_per_block) {
+      return InvalidArgument("KV transfer: layer slot " + std::to_string(l.slot) + " of a " +
+                             std::to_string(shape.layers_per_block) + "-layer block");
+    }
+    if (l.k.size() != shape.chunk_bytes || l.v.size() != shape.chunk_bytes) {
+      return InvalidArgument("KV transfer: a chunk of " +
+                             std::to_string(l.k.size() != shape.chunk_bytes ? l.k.size()
+                                                                             : l.v.size()) +
+                             " bytes, expected " + std::to_string(shape.chunk_bytes));
+    }
+    uint8_t* e = p + kKvWireRunFixedBytes + i * kKvWireRunEntryBytes;
+    Put32(e, l.index);
+    Put32(e + 4, l.slot);
+    Put64(e + 8, l.hash.lo);
+    Put64(e + 16, l.hash.hi);
+    f.body.push_back(l.k);
+    f.body.push_back(l.v);
+  }
+  Seal(&f);
+  return f;
+}
+
 Result<KvWireFrame> EncodeLayer(const KvWireShape& shape, uint32_t index, uint32_t group,
                                 const BlockHash& hash, uint32_t slot,
                                 std::span<const std::span<const uint8_t>> kv) {
-  if (slot >= shape.layers_per_block) {
-    return InvalidArgument("KV transfer: layer slot " + std::to_string(slot) + " of a " +
-                           std::to_string(shape.layers_per_block) + "-layer block");
-  }
   if (kv.size() != 2) {
     return InvalidArgument("KV transfer: a layer needs 2 chunks (K, V), got " +
                            std::to_string(kv.size()));
   }
-  for (const auto& c : kv) {
-    if (c.size() != shape.chunk_bytes) {
-      return InvalidArgument("KV transfer: a chunk of " + std::to_string(c.size()) +
-                             " bytes, expected " + std::to_string(shape.chunk_bytes));
-    }
-  }
-  KvWireFrame f;
-  f.head = FrameHead(KvWireType::kLayer, kKvWireLayerFixedBytes + 2 * shape.chunk_bytes,
-                     kKvWireLayerFixedBytes);
-  uint8_t* p = f.head.data() + kKvWireFrameHeadBytes;
-  Put32(p, index);
-  Put32(p + 4, group);
-  Put64(p + 8, hash.lo);
-  Put64(p + 16, hash.hi);
-  Put32(p + 24, slot);
-  f.body.assign(kv.begin(), kv.end());
-  Seal(&f);
-  return f;
+  const KvWireLayerRef one{index, slot, hash, kv[0], kv[1]};
+  return EncodeLayers(shape, group, std::span(&one, 1));
 }
 
 Result<std::vector<KvWireFrame>> EncodeBlockLayers(
@@ -266,15 +287,8 @@ Status CheckHead(const uint8_t* h, uint16_t* type, uint64_t* payload) {
   return OkStatus();
 }
 
-bool ChecksumMatches(const uint8_t* head, std::span<const uint8_t> payload,
-                     const uint8_t* trailer) {
-  if (head + kKvWireFrameHeadBytes == payload.data()) {  // contiguous: one pass, no state
-    return Xxh3(head, kKvWireFrameHeadBytes + payload.size()) == Get64(trailer);
-  }
-  Xxh3Stream st;
-  st.Update(head, kKvWireFrameHeadBytes);
-  st.Update(payload.data(), payload.size());
-  return st.Digest() == Get64(trailer);
+bool ChecksumMatches(std::span<const uint8_t> frame_before_trailer, const uint8_t* trailer) {
+  return Xxh3(frame_before_trailer.data(), frame_before_trailer.size()) == Get64(trailer);
 }
 
 }  // namespace
@@ -291,7 +305,8 @@ Result<KvWireAck> DecodeAck(std::span<const uint8_t> frame) {
     return Bad("expected an ack frame, got " + Name(type));
   }
   const auto body = frame.subspan(kKvWireFrameHeadBytes, kAckBytes);
-  if (!ChecksumMatches(frame.data(), body, frame.data() + kKvWireFrameHeadBytes + kAckBytes)) {
+  if (!ChecksumMatches(frame.first(kKvWireFrameHeadBytes + kAckBytes),
+                       frame.data() + kKvWireFrameHeadBytes + kAckBytes)) {
     return Bad("ack frame checksum mismatch");
   }
   return KvWireAck{Get32(body.data()), Get32(body.data() + 4)};
@@ -309,28 +324,62 @@ std::span<uint8_t> KvWireDecoder::NextBuffer() {
       return std::span<uint8_t>(head_).subspan(have_);
     case Phase::kPayload:
       return std::span<uint8_t>(payload_).subspan(have_);
+    case Phase::kChunks:
+      return places_[place_].subspan(have_);
     case Phase::kTrailer:
       return std::span<uint8_t>(trailer_).subspan(have_);
   }
   return {};
 }
 
+size_t KvWireDecoder::NextBuffers(std::span<std::span<uint8_t>> out) {
+  if (out.empty()) return 0;
+  out[0] = NextBuffer();
+  if (out[0].empty()) return 0;
+  size_t n = 1;
+  if (phase_ != Phase::kChunks) return n;
+  for (size_t p = place_ + 1; p < places_.size() && n < out.size(); ++p) out[n++] = places_[p];
+  if (n < out.size()) out[n++] = std::span<uint8_t>(trailer_);
+  return n;
+}
+
 Status KvWireDecoder::Commit(size_t n) {
   if (!status_.ok()) return status_;
-  if (n > NextBuffer().size()) return Fail(Internal("KV transfer: committed past the buffer"));
-  have_ += n;
-  bytes_consumed_ += n;
+  while (n > 0) {
+    const std::span<uint8_t> into = NextBuffer();
+    if (into.empty()) return Fail(Internal("KV transfer: committed past the frame"));
+    const size_t k = std::min(n, into.size());
+    if (phase_ != Phase::kTrailer) checksum_.Update(into.data(), k);
+    have_ += k;
+    bytes_consumed_ += k;
+    n -= k;
+    RETURN_IF_ERROR(Advance());
+  }
+  return status_;
+}
+
+Status KvWireDecoder::Advance() {
   while (status_.ok() && !done_ && NextBuffer().empty()) {
     switch (phase_) {
       case Phase::kHead:
         RETURN_IF_ERROR(OnFrameHead());
         break;
       case Phase::kPayload:
-        phase_ = Phase::kTrailer;
+        if (type_ == KvWireType::kLayer) {
+          if (Status s = OnLayerBlocks(); !s.ok()) return Fail(s);
+          phase_ = Phase::kChunks;
+          place_ = 0;
+        } else {
+          phase_ = Phase::kTrailer;
+        }
         have_ = 0;
         break;
+      case Phase::kChunks:
+        have_ = 0;
+        if (++place_ == places_.size()) phase_ = Phase::kTrailer;
+        break;
       case Phase::kTrailer:
-        RETURN_IF_ERROR(OnFrameComplete(head_.data(), payload_, trailer_.data()));
+        RETURN_IF_ERROR(OnFrameComplete());
         break;
     }
   }
@@ -341,20 +390,6 @@ Status KvWireDecoder::Feed(std::span<const uint8_t> bytes) {
   while (!bytes.empty()) {
     if (!status_.ok()) return status_;
     if (done_) return Fail(InvalidArgument("KV transfer: bytes after the end frame"));
-    if (phase_ == Phase::kHead && have_ == 0 && bytes.size() >= kKvWireFrameHeadBytes) {
-      // A frame that lies whole in `bytes` is decoded where it lies, without a copy.
-      uint64_t payload = 0;
-      RETURN_IF_ERROR(ParseHead(bytes.data(), &payload));
-      const uint64_t frame = kKvWireFrameHeadBytes + payload + kKvWireChecksumBytes;
-      if (bytes.size() >= frame) {
-        RETURN_IF_ERROR(OnFrameComplete(bytes.data(),
-                                        bytes.subspan(kKvWireFrameHeadBytes, payload),
-                                        bytes.data() + frame - kKvWireChecksumBytes));
-        bytes_consumed_ += frame;
-        bytes = bytes.subspan(frame);
-        continue;
-      }
-    }
     const std::span<uint8_t> into = NextBuffer();
     const size_t n = std::min(into.size(), bytes.size());
     std::memcpy(into.data(), bytes.data(), n);
@@ -372,10 +407,10 @@ Status KvWireDecoder::Finish() const {
              " blocks)");
 }
 
-Status KvWireDecoder::ParseHead(const uint8_t* head, uint64_t* payload_bytes) {
+Status KvWireDecoder::OnFrameHead() {
   uint16_t type = 0;
   uint64_t payload = 0;
-  if (Status s = CheckHead(head, &type, &payload); !s.ok()) return Fail(s);
+  if (Status s = CheckHead(head_.data(), &type, &payload); !s.ok()) return Fail(s);
   type_ = static_cast<KvWireType>(type);
   uint64_t expected = 0;
   switch (type_) {
@@ -386,10 +421,24 @@ Status KvWireDecoder::ParseHead(const uint8_t* head, uint64_t* payload_bytes) {
       }
       expected = payload;
       break;
-    case KvWireType::kLayer:
+    case KvWireType::kLayer: {
       if (!has_header_) return Fail(Bad("a layer frame before the header"));
-      expected = kKvWireLayerFixedBytes + 2 * header_.shape.chunk_bytes;
+      // The fixed part, then per layer an entry and two chunks.
+      const uint64_t per_layer = kKvWireRunEntryBytes + 2 * header_.shape.chunk_bytes;
+      const uint64_t layers =
+          payload > kKvWireRunFixedBytes ? (payload - kKvWireRunFixedBytes) / per_layer : 0;
+      if (layers == 0 || layers > limits_.max_run_entries ||
+          payload != kKvWireRunFixedBytes + layers * per_layer) {
+        return Fail(Bad("a layer frame of " + std::to_string(payload) +
+                        " payload bytes, expected " + std::to_string(kKvWireRunFixedBytes) +
+                        " + a multiple of " + std::to_string(per_layer) + " (at most " +
+                        std::to_string(limits_.max_run_entries) + " layers)"));
+      }
+      run_entries_ = static_cast<uint32_t>(layers);
+      expected = payload;
+      payload = kKvWireRunFixedBytes + layers * kKvWireRunEntryBytes;  // before the chunks
       break;
+    }
     case KvWireType::kEnd:
       if (!has_header_) return Fail(Bad("an end frame before the header"));
       expected = kEndBytes;
@@ -397,39 +446,31 @@ Status KvWireDecoder::ParseHead(const uint8_t* head, uint64_t* payload_bytes) {
     case KvWireType::kAck:
       return Fail(Bad("an ack frame inside a transfer"));
   }
-  if (payload != expected) {
+  if (type_ != KvWireType::kLayer && payload != expected) {
     return Fail(Bad("a " + Name(type) + " frame of " + std::to_string(payload) +
                     " payload bytes, expected " + std::to_string(expected)));
   }
-  *payload_bytes = payload;
-  return OkStatus();
-}
-
-Status KvWireDecoder::OnFrameHead() {
-  uint64_t payload = 0;
-  RETURN_IF_ERROR(ParseHead(head_.data(), &payload));
   payload_.resize(payload);  // keeps its capacity across frames: no allocation per frame
   phase_ = payload ? Phase::kPayload : Phase::kTrailer;
   have_ = 0;
   return OkStatus();
 }
 
-Status KvWireDecoder::OnFrameComplete(const uint8_t* head, std::span<const uint8_t> payload,
-                                       const uint8_t* trailer) {
-  if (!ChecksumMatches(head, payload, trailer)) {
-    return Fail(Bad(Name(static_cast<uint16_t>(type_)) + " frame checksum mismatch (frame " +
-                    std::to_string(layers_decoded_ + has_header_) + ")"));
+Status KvWireDecoder::OnFrameComplete() {
+  if (checksum_.Digest() != Get64(trailer_.data())) {
+    return Fail(Bad(Name(static_cast<uint16_t>(type_)) + " frame checksum mismatch (after " +
+                    std::to_string(layers_decoded_) + " layers)"));
   }
   Status s;
   switch (type_) {
     case KvWireType::kHeader:
-      s = OnHeader(payload);
+      s = OnHeader();
       break;
     case KvWireType::kLayer:
-      s = OnLayer(payload);
+      OnLayerVerified();
       break;
     case KvWireType::kEnd:
-      s = OnEnd(payload);
+      s = OnEnd();
       break;
     case KvWireType::kAck:
       s = Internal("KV transfer: ack frame in a transfer");
@@ -438,18 +479,19 @@ Status KvWireDecoder::OnFrameComplete(const uint8_t* head, std::span<const uint8
   if (!s.ok()) return Fail(s);
   phase_ = Phase::kHead;
   have_ = 0;
+  checksum_ = Xxh3Stream();
   return OkStatus();
 }
 
-Status KvWireDecoder::OnHeader(std::span<const uint8_t> payload) {
-  const uint8_t* p = payload.data();
+Status KvWireDecoder::OnHeader() {
+  const uint8_t* p = payload_.data();
   KvWireHeader h;
   h.shape = GetShape(p);
   h.num_blocks = Get32(p + 52);
   const uint32_t id_bytes = Get32(p + 56);
-  if (kHeaderFixedBytes + uint64_t{id_bytes} != payload.size()) {
+  if (kHeaderFixedBytes + uint64_t{id_bytes} != payload_.size()) {
     return Bad("header request id of " + std::to_string(id_bytes) + " bytes in a " +
-               std::to_string(payload.size()) + "-byte payload");
+               std::to_string(payload_.size()) + "-byte payload");
   }
   if (Status s = ValidateShape(h.shape, limits_); !s.ok()) return DataLoss(s.message());
   if (h.num_blocks > limits_.max_blocks) {
@@ -462,74 +504,104 @@ Status KvWireDecoder::OnHeader(std::span<const uint8_t> payload) {
   return OkStatus();
 }
 
-Status KvWireDecoder::OnLayer(std::span<const uint8_t> payload) {
+Status KvWireDecoder::OnLayerBlocks() {
   const KvWireShape& shape = header_.shape;
-  const uint8_t* p = payload.data();
-  const uint32_t index = Get32(p), group = Get32(p + 4), slot = Get32(p + 24);
-  const BlockHash hash{Get64(p + 8), Get64(p + 16)};
+  const uint8_t* p = payload_.data();
+  const uint32_t count = Get32(p), group = Get32(p + 4);
+  if (count != run_entries_ || Get32(p + 8) != 0 || Get32(p + 12) != 0) {
+    return Bad("a layer frame counting " + std::to_string(count) + " layers in the space of " +
+               std::to_string(run_entries_));
+  }
   if (group >= shape.n_groups()) {
     return Bad("block group " + std::to_string(group) + " of " + std::to_string(shape.n_groups()));
   }
-  if (index >= header_.num_blocks) {
-    return Bad("block index " + std::to_string(index) + " beyond the " +
-               std::to_string(header_.num_blocks) + " announced");
-  }
-  if (slot >= shape.layers_per_block) {
-    return Bad("layer slot " + std::to_string(slot) + " of a " +
-               std::to_string(shape.layers_per_block) + "-layer block");
-  }
-  const uint64_t key = (uint64_t{group} << 32) | index;
-  auto name = [&] {
-    return "block " + std::to_string(index) + " (group " + std::to_string(group) + ")";
-  };
-  if (complete_.count(key)) return Bad("a layer of " + name() + ", which arrived whole already");
-  auto it = partial_.find(key);
-  if (it == partial_.end()) {
-    if (partial_.size() >= limits_.max_partial_blocks) {
-      return Bad("more than " + std::to_string(limits_.max_partial_blocks) +
-                 " blocks with layers missing at once");
+  places_.clear();
+  run_keys_.clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint8_t* e = p + kKvWireRunFixedBytes + size_t{i} * kKvWireRunEntryBytes;
+    const uint32_t index = Get32(e), slot = Get32(e + 4);
+    const BlockHash hash{Get64(e + 8), Get64(e + 16)};
+    if (index >= header_.num_blocks) {
+      return Bad("block index " + std::to_string(index) + " beyond the " +
+                 std::to_string(header_.num_blocks) + " announced");
     }
-    if (complete_.size() + partial_.size() >= header_.num_blocks) {
-      return Bad("more blocks than the " + std::to_string(header_.num_blocks) + " announced");
+    if (slot >= shape.layers_per_block) {
+      return Bad("layer slot " + std::to_string(slot) + " of a " +
+                 std::to_string(shape.layers_per_block) + "-layer block");
     }
-    Partial fresh;
-    fresh.block.index = index;
-    fresh.block.group = group;
-    fresh.block.hash = hash;
-    fresh.block.chunk_bytes = shape.chunk_bytes;
-    const size_t bytes = kKvWireBlockFixedBytes + shape.block_bytes();
-    if (buffers_) {
-      fresh.block.bytes = buffers_(bytes);
-      if (fresh.block.bytes.size() != bytes) return Internal("KV transfer: a short block buffer");
+    const uint64_t key = (uint64_t{group} << 32) | index;
+    auto name = [&] {
+      return "block " + std::to_string(index) + " (group " + std::to_string(group) + ")";
+    };
+    if (complete_.count(key)) {
+      return Bad("a layer of " + name() + ", which arrived whole already");
+    }
+    auto it = partial_.find(key);
+    if (it == partial_.end()) {
+      if (partial_.size() >= limits_.max_partial_blocks) {
+        return Bad("more than " + std::to_string(limits_.max_partial_blocks) +
+                   " blocks with layers missing at once");
+      }
+      if (complete_.size() + partial_.size() >= header_.num_blocks) {
+        return Bad("more blocks than the " + std::to_string(header_.num_blocks) + " announced");
+      }
+      Partial fresh;
+      fresh.block.index = index;
+      fresh.block.group = group;
+      fresh.block.hash = hash;
+      fresh.block.chunk_bytes = shape.chunk_bytes;
+      const size_t bytes = kKvWireBlockFixedBytes + shape.block_bytes();
+      if (buffers_) {
+        fresh.block.bytes = buffers_(bytes);
+        if (fresh.block.bytes.size() != bytes) return Internal("KV transfer: a short block buffer");
+      } else {
+        fresh.block.bytes.assign(bytes, 0);
+      }
+      uint8_t* fixed = fresh.block.bytes.data();
+      Put32(fixed, index);
+      Put32(fixed + 4, group);
+      Put64(fixed + 8, hash.lo);
+      Put64(fixed + 16, hash.hi);
+      fresh.have.assign(shape.layers_per_block, false);
+      fresh.missing = shape.layers_per_block;
+      it = partial_.emplace(key, std::move(fresh)).first;
+    }
+    Partial& part = it->second;
+    if (!(part.block.hash == hash)) return Bad("a layer of " + name() + " under another hash");
+    if (part.have[slot]) {
+      return Bad("layer slot " + std::to_string(slot) + " of " + name() + " twice");
+    }
+    part.have[slot] = true;  // its bytes count once the frame's checksum matched
+    uint8_t* at = part.block.bytes.data() + kKvWireBlockFixedBytes + 2 * slot * shape.chunk_bytes;
+    if (!places_.empty() && places_.back().data() + places_.back().size() == at) {
+      places_.back() = {places_.back().data(), places_.back().size() + 2 * shape.chunk_bytes};
     } else {
-      fresh.block.bytes.assign(bytes, 0);
+      places_.emplace_back(at, 2 * shape.chunk_bytes);
     }
-    std::memcpy(fresh.block.bytes.data(), p, kKvWireBlockFixedBytes);
-    fresh.have.assign(shape.layers_per_block, false);
-    fresh.missing = shape.layers_per_block;
-    it = partial_.emplace(key, std::move(fresh)).first;
-  }
-  Partial& part = it->second;
-  if (!(part.block.hash == hash)) return Bad("a layer of " + name() + " under another hash");
-  if (part.have[slot]) return Bad("layer slot " + std::to_string(slot) + " of " + name() + " twice");
-  part.have[slot] = true;
-  --part.missing;
-  std::memcpy(part.block.bytes.data() + kKvWireBlockFixedBytes + 2 * slot * shape.chunk_bytes,
-              p + kKvWireLayerFixedBytes, 2 * shape.chunk_bytes);
-  ++layers_decoded_;
-  if (part.missing == 0) {
-    blocks_.push_back(std::move(part.block));
-    partial_.erase(it);
-    complete_.insert(key);
-    ++blocks_decoded_;
+    run_keys_.push_back(key);
   }
   return OkStatus();
 }
 
-Status KvWireDecoder::OnEnd(std::span<const uint8_t> payload) {
+void KvWireDecoder::OnLayerVerified() {
+  for (const uint64_t key : run_keys_) {
+    auto it = partial_.find(key);
+    ++layers_decoded_;
+    if (--it->second.missing == 0) {
+      blocks_.push_back(std::move(it->second.block));
+      partial_.erase(it);
+      complete_.insert(key);
+      ++blocks_decoded_;
+    }
+  }
+  places_.clear();
+  run_keys_.clear();
+}
+
+Status KvWireDecoder::OnEnd() {
   KvWireEnd e;
-  e.num_blocks = Get32(payload.data());
-  const uint32_t st = Get32(payload.data() + 4);
+  e.num_blocks = Get32(payload_.data());
+  const uint32_t st = Get32(payload_.data() + 4);
   if (st > 1) return Bad("end frame status " + std::to_string(st));
   e.status = static_cast<KvWireEndStatus>(st);
   if (e.num_blocks != blocks_decoded_) {

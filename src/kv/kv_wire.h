@@ -1,21 +1,27 @@
 // The KV transfer wire format (docs/kv_wire.md): how one request's KV blocks travel from a
 // prefill replica to a decode replica, versioned and checksummed frame by frame.
 //
-// A transfer is a byte stream of frames: one Header, then Layer frames (one layer of one block
-// each: its K and V chunks; the layers of a block in any order, blocks interleaved, so a sender
-// can stream layer 0 of a prefill chunk's blocks while later layers still compute), then one
-// End; the receiver answers with one Ack frame. Every frame is
+// A transfer is a byte stream of frames: one Header, then Layer frames (a run of layers of
+// blocks of one layer group: for each, the block's index and hash and the layer's slot, then
+// each layer's K and V chunks; the layers of a block in any order, blocks interleaved, so a
+// sender can stream layer 0 of a prefill chunk's blocks while later layers still compute), then
+// one End; the receiver answers with one Ack frame. Every frame is
 //
 //   u32 magic "TKVW" | u16 version | u16 type | u64 payload_bytes | payload | u64 checksum
 //
-// little-endian, the checksum being XXH3-64 of everything before it in the frame. A layer frame
-// carries the block's chained prefix hash (kv/block_hash.h), the layer's slot in the block's
-// page and its two chunks, the raw bytes of model::KvCache::BlockChunk(block, 2 * slot) and
-// (block, 2 * slot + 1) in the cache's own dtype; once every slot of a block arrived, the
-// decoder hands the whole block out, so the receiver can store it under that hash and a later
-// request with the same prefix finds it.
+// little-endian, the checksum being XXH3-64 of everything before it in the frame. A layer
+// frame's entries name a block (its index and chained prefix hash, kv/block_hash.h) and a
+// layer's slot in the block's page; its chunks are, per entry, the raw bytes of
+// model::KvCache::BlockChunk(block, 2 * slot) and (block, 2 * slot + 1) in the cache's own
+// dtype. Once every slot of a block arrived, the decoder hands the whole block out, so the
+// receiver can store it under that hash and a later request with the same prefix finds it.
+// Because a layer frame lists its entries before their chunks, a receiver learns where every
+// chunk goes before the chunks arrive, and reads them straight into the blocks' buffers
+// (NextBuffers: scatter reads, no copy).
 //
-// The decoder (KvWireDecoder) is incremental (bytes may arrive in any pieces) and rejects every
+// The decoder (KvWireDecoder) is incremental (bytes may arrive in any pieces; the checksum is
+// computed over them as they arrive, so each byte is read once more, while it is in cache) and
+// rejects every
 // malformed stream with a DataLoss / InvalidArgument Status that names the problem: truncation
 // (Finish before End), a bad magic or version, an unknown frame type, frames out of order,
 // sizes that disagree with the header, a checksum mismatch, a layer sent twice or under another
@@ -39,15 +45,17 @@
 
 #include "kv/block_hash.h"
 #include "util/status.h"
+#include "util/xxh3.h"
 
 namespace tachyon::kv {
 
 inline constexpr uint32_t kKvWireMagic = 0x57564B54;  // "TKVW" as bytes on the wire
-inline constexpr uint16_t kKvWireVersion = 2;
+inline constexpr uint16_t kKvWireVersion = 3;
 inline constexpr size_t kKvWireFrameHeadBytes = 16;  // magic, version, type, payload_bytes
 inline constexpr size_t kKvWireChecksumBytes = 8;
 inline constexpr size_t kKvWireBlockFixedBytes = 24;  // index, group, hash (before the chunks)
-inline constexpr size_t kKvWireLayerFixedBytes = 28;  // index, group, hash, slot (layer frame)
+inline constexpr size_t kKvWireRunFixedBytes = 16;    // count, group, 0, 0 (layer frame)
+inline constexpr size_t kKvWireRunEntryBytes = 24;    // index, slot, hash (one entry)
 inline constexpr size_t kKvWireMaxRequestId = 256;
 
 enum class KvWireType : uint16_t { kHeader = 1, kLayer = 2, kEnd = 3, kAck = 4 };
@@ -104,6 +112,15 @@ struct KvWireLimits {
   uint32_t max_blocks = 1u << 20;                // header.num_blocks
   uint32_t max_chunks = 4096;                    // shape.num_chunks
   uint32_t max_partial_blocks = 4096;            // blocks with some layers arrived, at once
+  uint32_t max_run_entries = 4096;               // layers in one layer frame
+};
+
+// One layer of one block in a layer frame: chunks borrowed (K, V), each shape.chunk_bytes.
+struct KvWireLayerRef {
+  uint32_t index = 0;  // the block's position in the request's table (of its group)
+  uint32_t slot = 0;   // the layer's array in the block's page
+  BlockHash hash;      // the block's
+  std::span<const uint8_t> k, v;
 };
 
 // One frame ready for gather I/O: `head` and `trailer` owned, `body` borrowed (e.g. pool
@@ -127,9 +144,14 @@ Status ValidateShape(const KvWireShape& shape, const KvWireLimits& limits = {});
 Status CheckCompatible(const KvWireShape& received, const KvWireShape& local);
 
 // Encoders. Errors: InvalidArgument for a header that ValidateShape refuses or a request id too
-// long; for a layer, a slot not below layers_per_block or chunks that are not two spans (K, V)
-// of chunk_bytes each. The frame borrows the chunks (gather I/O, no copy).
+// long; for layers, a slot not below layers_per_block, no layers or more than
+// KvWireLimits{}.max_run_entries, or chunks that are not two spans (K, V) of chunk_bytes each.
+// The frame borrows the chunks (gather I/O, no copy).
 Result<KvWireFrame> EncodeHeader(const KvWireHeader& header);
+// The given layers of blocks of layer group `group`, in order (one frame).
+Result<KvWireFrame> EncodeLayers(const KvWireShape& shape, uint32_t group,
+                                 std::span<const KvWireLayerRef> layers);
+// One layer of one block.
 Result<KvWireFrame> EncodeLayer(const KvWireShape& shape, uint32_t index, uint32_t group,
                                 const BlockHash& hash, uint32_t slot,
                                 std::span<const std::span<const uint8_t>> kv);
@@ -144,9 +166,11 @@ inline constexpr size_t kKvWireAckFrameBytes = kKvWireFrameHeadBytes + 8 + kKvWi
 // Decodes one whole Ack frame. Errors: DataLoss for a malformed or corrupt frame.
 Result<KvWireAck> DecodeAck(std::span<const uint8_t> frame);
 
-// Incremental decoder of one transfer (Header, Blocks, End). Receive straight into
-// NextBuffer() and Commit() the bytes written, or Feed() bytes from elsewhere; then take the
-// decoded blocks. After an error every call returns that error.
+// Incremental decoder of one transfer (Header, Layers, End). Receive straight into
+// NextBuffer() (or the spans of NextBuffers(), with one scatter read) and Commit() the bytes
+// written, or Feed() bytes from elsewhere; then take the decoded blocks. A layer frame's chunks
+// are written into their blocks' buffers as they arrive, and count only once the frame's
+// checksum matched. After an error every call returns that error.
 class KvWireDecoder {
  public:
   explicit KvWireDecoder(const KvWireLimits& limits = {}) : limits_(limits) {}
@@ -160,10 +184,15 @@ class KvWireDecoder {
   // Where the next bytes of the stream go: never empty before done() or an error; never past
   // the current frame's end (so a socket read into it never takes bytes of a later transfer).
   std::span<uint8_t> NextBuffer();
-  // n bytes were written at the start of NextBuffer(). REQUIRES: n <= NextBuffer().size().
+  // The places the next bytes go, in order, into out (at most out.size() of them): NextBuffer()
+  // first, then, while a layer frame's chunks arrive, the next blocks' chunk places and the
+  // frame's checksum. Never past the current frame's end. Returns how many were written.
+  size_t NextBuffers(std::span<std::span<uint8_t>> out);
+  // n bytes were written into the places NextBuffers() named, filling them in order.
+  // REQUIRES: n <= the bytes NextBuffers() can name (at most the rest of the frame).
   Status Commit(size_t n);
-  // Decodes bytes from elsewhere: frames that lie whole in them in place, the rest copied
-  // through NextBuffer / Commit. Errors also: InvalidArgument for bytes past End.
+  // Decodes bytes from elsewhere, copied through NextBuffer / Commit. Errors also:
+  // InvalidArgument for bytes past End.
   Status Feed(std::span<const uint8_t> bytes);
   // The stream ended: DataLoss unless the End frame was decoded (truncation).
   Status Finish() const;
@@ -173,7 +202,7 @@ class KvWireDecoder {
   bool done() const { return done_; }
   const KvWireEnd& end() const { return end_; }                // REQUIRES: done()
   uint32_t blocks_decoded() const { return blocks_decoded_; }  // whole blocks
-  uint64_t layers_decoded() const { return layers_decoded_; }  // layer frames
+  uint64_t layers_decoded() const { return layers_decoded_; }  // one layer of one block each
   uint64_t bytes_consumed() const { return bytes_consumed_; }
   // Blocks decoded since the last call, in stream order.
   std::vector<KvWireBlock> TakeBlocks() { return std::exchange(blocks_, {}); }
@@ -181,22 +210,32 @@ class KvWireDecoder {
 
  private:
   Status Fail(Status s);
-  // Checks a frame head against the stream's state; its payload size. Changes nothing else.
-  Status ParseHead(const uint8_t* head, uint64_t* payload_bytes);
+  // Moves to the next phase while the current one is complete.
+  Status Advance();
   Status OnFrameHead();
-  Status OnFrameComplete(const uint8_t* head, std::span<const uint8_t> payload,
-                         const uint8_t* trailer);
-  Status OnHeader(std::span<const uint8_t> payload);
-  Status OnLayer(std::span<const uint8_t> payload);
-  Status OnEnd(std::span<const uint8_t> payload);
+  Status OnFrameComplete();
+  Status OnHeader();
+  // A layer frame's fixed part and entries arrived: checks them, finds each chunk place.
+  Status OnLayerBlocks();
+  // The frame's checksum matched: its blocks have this layer now.
+  void OnLayerVerified();
+  Status OnEnd();
 
   KvWireLimits limits_;
   BufferSource buffers_;
-  enum class Phase { kHead, kPayload, kTrailer } phase_ = Phase::kHead;
+  // kPayload: a header's or end's payload, or a layer frame's fixed part and block list;
+  // kChunks: a layer frame's chunks, straight into the blocks (places_).
+  enum class Phase { kHead, kPayload, kChunks, kTrailer } phase_ = Phase::kHead;
   std::array<uint8_t, kKvWireFrameHeadBytes> head_{};
   std::array<uint8_t, kKvWireChecksumBytes> trailer_{};
   std::vector<uint8_t> payload_;
-  size_t have_ = 0;  // bytes of the current phase received
+  size_t have_ = 0;  // bytes of the current phase (of places_[place_] in kChunks) received
+  Xxh3Stream checksum_;  // of the current frame's bytes so far
+  uint32_t run_entries_ = 0;  // of the current layer frame
+  // Where the current layer frame's chunks go (adjacent places merged), and its blocks' keys.
+  std::vector<std::span<uint8_t>> places_;
+  std::vector<uint64_t> run_keys_;
+  size_t place_ = 0;
   KvWireType type_ = KvWireType::kHeader;
   bool has_header_ = false;
   bool done_ = false;

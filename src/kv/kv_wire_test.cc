@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "kv/testing/wire_shape.h"
+#include "util/xxh3.h"
 
 namespace tachyon::kv {
 namespace {
@@ -96,9 +98,8 @@ TEST(KvWire, RoundTripWholeAndBytewise) {
 }
 
 TEST(KvWire, FeedInAnyPiecesAndRecycledBuffers) {
-  // Pieces of every size from 1 byte to the whole stream: frames that lie whole in a piece are
-  // decoded in place, the others through the decoder's own buffers; the result is the same.
-  // Block buffers come from a source that hands out vectors full of junk (a recycled block).
+  // Pieces of every size from 1 byte to the whole stream give the same blocks. Block buffers
+  // come from a source that hands out vectors full of junk (a recycled block).
   const Stream st = MakeStream(4, 4);
   for (size_t piece = 1; piece <= st.bytes.size(); piece += piece < 64 ? 1 : 37) {
     KvWireDecoder d;
@@ -123,7 +124,7 @@ TEST(KvWire, FeedInAnyPiecesAndRecycledBuffers) {
 
 TEST(KvWire, FeedReportsACorruptFrameAfterWholeBlocks) {
   // One piece holding two good blocks and a corrupt layer of the third: the two are decoded
-  // (in place) before the error.
+  // before the error.
   Stream st = MakeStream(3, 3);
   const size_t layer = st.frame_starts[1 + 2 * st.shape.layers_per_block];  // block 2, layer 0
   st.bytes[layer + kKvWireFrameHeadBytes + 40] ^= 0x10;
@@ -327,6 +328,113 @@ TEST(KvWire, LayerMajorOrderAndAbortMidBlock) {
   EXPECT_EQ(kept[0].index, 0u);
 }
 
+// Layer frames of many layers, as a sender makes them: blocks 0-3 whole, one after another, in
+// one frame (cached blocks), blocks 6, 5, 4 layer by layer in a frame per layer (a step's
+// blocks); received by scatter reads of any size straight into the blocks.
+TEST(KvWire, LayerFramesScatterIntoTheBlocks) {
+  const KvWireShape shape = TestShape();
+  const uint32_t kBlocks = 7;
+  std::vector<std::vector<uint8_t>> pool(kBlocks * shape.num_chunks);
+  for (size_t i = 0; i < pool.size(); ++i) {
+    pool[i].resize(shape.chunk_bytes);
+    for (size_t j = 0; j < pool[i].size(); ++j) pool[i][j] = static_cast<uint8_t>(i * 13 + j);
+  }
+  auto ref = [&](uint32_t b, uint32_t slot) {
+    return KvWireLayerRef{b, slot, BlockHash{b + 1u, 99}, pool[b * shape.num_chunks + 2 * slot],
+                          pool[b * shape.num_chunks + 2 * slot + 1]};
+  };
+  std::vector<uint8_t> bytes = EncodeHeader({shape, "runs", kBlocks})->Flatten();
+  auto append = [&](const std::vector<KvWireLayerRef>& layers) {
+    auto f = EncodeLayers(shape, 0, layers);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    ASSERT_EQ(f->body.size(), 2 * layers.size());
+    EXPECT_EQ(f->body[0].data(), layers[0].k.data());  // borrowed
+    const auto flat = f->Flatten();
+    bytes.insert(bytes.end(), flat.begin(), flat.end());
+  };
+  std::vector<KvWireLayerRef> whole;
+  for (uint32_t b = 0; b < 4; ++b) {
+    for (uint32_t slot = 0; slot < shape.layers_per_block; ++slot) whole.push_back(ref(b, slot));
+  }
+  append(whole);
+  for (uint32_t slot = 0; slot < shape.layers_per_block; ++slot) {
+    append({ref(6, slot), ref(5, slot), ref(4, slot)});
+  }
+  const auto end = EncodeEnd({kBlocks, KvWireEndStatus::kComplete}).Flatten();
+  bytes.insert(bytes.end(), end.begin(), end.end());
+
+  for (size_t piece : {size_t{1}, size_t{5}, size_t{40}, size_t{333}, bytes.size()}) {
+    for (size_t max_spans : {size_t{1}, size_t{2}, size_t{64}}) {
+      KvWireDecoder d;
+      std::vector<KvWireBlock> got;
+      size_t at = 0;
+      std::vector<std::span<uint8_t>> spans(max_spans);
+      while (!d.done()) {
+        const size_t k = d.NextBuffers(spans);
+        ASSERT_GT(k, 0u);
+        size_t n = 0;  // a scatter read of at most `piece` bytes
+        for (size_t i = 0; i < k && n < piece && at + n < bytes.size(); ++i) {
+          const size_t m = std::min({spans[i].size(), piece - n, bytes.size() - at - n});
+          std::memcpy(spans[i].data(), bytes.data() + at + n, m);
+          n += m;
+          if (m < spans[i].size()) break;
+        }
+        ASSERT_GT(n, 0u);
+        ASSERT_TRUE(d.Commit(n).ok()) << d.status().ToString();
+        at += n;
+        for (auto& b : d.TakeBlocks()) got.push_back(std::move(b));
+      }
+      ASSERT_EQ(at, bytes.size());
+      ASSERT_TRUE(d.Finish().ok());
+      EXPECT_EQ(d.layers_decoded(), kBlocks * shape.layers_per_block);
+      ASSERT_EQ(got.size(), kBlocks);
+      for (const KvWireBlock& b : got) {
+        EXPECT_EQ(b.hash, (BlockHash{b.index + 1u, 99}));
+        for (uint32_t c = 0; c < shape.num_chunks; ++c) {
+          EXPECT_EQ(0, std::memcmp(b.chunk(c).data(), pool[b.index * shape.num_chunks + c].data(),
+                                   shape.chunk_bytes))
+              << piece << " " << b.index << " " << c;
+        }
+      }
+    }
+  }
+}
+
+TEST(KvWire, LayerFrameErrors) {
+  const KvWireShape shape = TestShape();
+  const std::vector<uint8_t> c(shape.chunk_bytes, 3);
+  const std::vector<uint8_t> header = EncodeHeader({shape, "r", 4})->Flatten();
+  auto with = [&](std::vector<KvWireLayerRef> layers) {
+    std::vector<uint8_t> b = header;
+    const auto f = EncodeLayers(shape, 0, layers)->Flatten();
+    b.insert(b.end(), f.begin(), f.end());
+    return b;
+  };
+  ExpectError(with({{1, 0, {2, 0}, c, c}, {1, 0, {2, 0}, c, c}}),
+              "layer slot 0 of block 1 (group 0) twice");
+  ExpectError(with({{1, 0, {2, 0}, c, c}, {1, 1, {3, 0}, c, c}}),
+              "a layer of block 1 (group 0) under another hash");
+  ExpectError(with({{0, 0, {1, 0}, c, c}, {9, 0, {1, 0}, c, c}}),
+              "block index 9 beyond the 4 announced");
+  // The count field disagreeing with the frame's size (resealed, so the count is what fails).
+  std::vector<uint8_t> bad = with({{0, 0, {1, 0}, c, c}, {1, 0, {2, 0}, c, c}});
+  const size_t frame = header.size();
+  bad[frame + kKvWireFrameHeadBytes] = 3;
+  const size_t body = bad.size() - frame - kKvWireChecksumBytes;
+  const uint64_t h = Xxh3(bad.data() + frame, body);
+  std::memcpy(bad.data() + frame + body, &h, 8);
+  ExpectError(bad, "a layer frame counting 3 layers in the space of 2");
+  KvWireLimits one;
+  one.max_run_entries = 1;
+  ExpectError(with({{0, 0, {1, 0}, c, c}, {1, 0, {2, 0}, c, c}}), "at most 1 layers", one);
+  EXPECT_FALSE(EncodeLayers(shape, 0, {}).ok());
+  const std::vector<uint8_t> short_chunk(shape.chunk_bytes - 1);
+  const KvWireLayerRef wrong{0, 0, {}, c, short_chunk};
+  EXPECT_FALSE(EncodeLayers(shape, 0, std::span(&wrong, 1)).ok());
+  const KvWireLayerRef bad_slot{0, shape.layers_per_block, {}, c, c};
+  EXPECT_FALSE(EncodeLayers(shape, 0, std::span(&bad_slot, 1)).ok());
+}
+
 TEST(KvWire, CompatibilityNamesTheField) {
   KvWireShape a = TestShape(), b = TestShape();
   EXPECT_TRUE(CheckCompatible(a, b).ok());
@@ -364,8 +472,8 @@ TEST(KvWire, GatherFrameBorrowsTheChunks) {
     ASSERT_EQ(fl.body.size(), 2u);
     EXPECT_EQ(fl.body[0].data(), cs[2 * l].data());  // no copy
     EXPECT_EQ(fl.body[1].data(), cs[2 * l + 1].data());
-    EXPECT_EQ(fl.size(), kKvWireFrameHeadBytes + kKvWireLayerFixedBytes + 2 * s.chunk_bytes +
-                             kKvWireChecksumBytes);
+    EXPECT_EQ(fl.size(), kKvWireFrameHeadBytes + kKvWireRunFixedBytes + kKvWireRunEntryBytes +
+                             2 * s.chunk_bytes + kKvWireChecksumBytes);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "server/pd_receiver.h"
 
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -147,7 +148,7 @@ kv::BlockStoreStats KvInbox::Stats() const {
   return stats_;
 }
 
-constexpr size_t kStagingBytes = 256 << 10;  // per connection
+constexpr size_t kMaxSpans = 128;  // places per scatter read
 
 struct PdReceiver::Connection {
   std::unique_ptr<kv::KvConnection> conn;
@@ -216,18 +217,18 @@ void PdReceiver::Serve(Connection* c) {
   uint64_t bytes = 0;
   bool checked = false;
   Status compatible;  // of the sender's shape with this replica's, once the header arrived
-  // Frames are small (a layer's K and V of one block: kilobytes): reading each frame's head,
-  // payload and checksum with calls of their own would cost three system calls per frame, so
-  // reads go into a staging buffer the decoder copies from; a pending frame at least as large
-  // as the staging buffer is read into the decoder's buffer directly. One connection carries
-  // one transfer, so reading ahead of a frame never takes another transfer's bytes.
-  std::vector<uint8_t> staging(kStagingBytes);
+  // Each read goes where the decoder says: a frame's head and block list into its own buffers,
+  // a layer frame's chunks straight into the blocks' buffers with one scatter read (no copy).
+  // Reads never pass the current frame, so one connection's reads never take another
+  // transfer's bytes.
+  std::array<std::span<uint8_t>, kMaxSpans> spans;
   while (status.ok() && !d.done()) {
-    const std::span<uint8_t> next = d.NextBuffer();
-    const bool direct = next.size() >= staging.size();
-    const std::span<uint8_t> into = direct ? next : std::span<uint8_t>(staging);
-    auto n = c->conn->Receive(
-        into, options_.stall.For(next.size(), Clock::now() + options_.idle_timeout));
+    const size_t k = d.NextBuffers(spans);
+    uint64_t want = 0;
+    for (size_t i = 0; i < k; ++i) want += spans[i].size();
+    auto n = c->conn->ReceiveScatter(
+        std::span(spans).first(k),
+        options_.stall.For(want, Clock::now() + options_.idle_timeout));
     if (!n.ok()) {
       status = n.status();
       break;
@@ -237,7 +238,7 @@ void PdReceiver::Serve(Connection* c) {
       break;
     }
     bytes += *n;
-    const Status fed = direct ? d.Commit(*n) : d.Feed(into.first(*n));
+    const Status fed = d.Commit(*n);
     if (d.has_header() && !checked) {
       checked = true;
       compatible = kv::CheckCompatible(d.header().shape, shape_);

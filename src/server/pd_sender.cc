@@ -133,34 +133,38 @@ class PdSender::Transfer final : public engine::KvExportSink {
         end_status = end_status_;
       }
       if (failed_.load()) return Internal("KV transfer: a block of another shape");
-      // Encoded (checksummed) and sent in pieces of about kSendPiece bytes, each with the
-      // stall bound of its own size: a slow link that keeps moving is not a stall, however much
-      // is queued, and the next piece is encoded while the kernel moves the last one.
+      // Consecutive layers of one layer group go out as one layer frame (a step's blocks come
+      // layer by layer, cached blocks block by block) of at most about kSendPiece bytes; each
+      // frame is checksummed and sent with the stall bound of its own size (a slow link that
+      // keeps moving is not a stall, however much is queued), and the next is encoded while the
+      // kernel moves the last.
       const kv::KvWireShape& shape = owner_->shape_;
-      std::vector<kv::KvWireFrame> frames;
-      uint64_t piece = 0;
+      const uint64_t per_layer = kv::kKvWireRunEntryBytes + 2 * shape.chunk_bytes;
+      const size_t max_run = std::max<uint64_t>(1, kSendPiece / per_layer);
+      std::vector<kv::KvWireLayerRef> run;
+      uint32_t run_group = 0;
       uint32_t completed = 0;
-      auto send_piece = [&]() -> Status {
-        if (frames.empty()) return OkStatus();
-        RETURN_IF_ERROR(conn_->Send(frames, o.stall.For(piece)));
-        result->bytes_sent += piece;
-        frames.clear();
-        piece = 0;
+      auto send_run = [&]() -> Status {
+        if (run.empty()) return OkStatus();
+        auto f = kv::EncodeLayers(shape, run_group, run);
+        if (!f.ok()) return f.status();
+        RETURN_IF_ERROR(conn_->Send(std::span(&*f, 1), o.stall.For(f->size())));
+        result->bytes_sent += f->size();
+        run.clear();
         return OkStatus();
       };
       for (const Layer& l : batch) {
         if (l.index >= max_blocks_) continue;  // more than announced
-        const std::span<const uint8_t> kv[] = {l.k, l.v};
-        auto f = kv::EncodeLayer(shape, l.index, l.group, l.hash, l.layer, kv);
-        if (!f.ok()) return f.status();
-        if (!frames.empty() && piece + f->size() > kSendPiece) RETURN_IF_ERROR(send_piece());
-        piece += f->size();
-        frames.push_back(std::move(*f));
+        if (!run.empty() && (l.group != run_group || run.size() == max_run)) {
+          RETURN_IF_ERROR(send_run());
+        }
+        run_group = l.group;
+        run.push_back({l.index, l.layer, l.hash, l.k, l.v});
         if (++layers_sent[size_t{l.group} * max_blocks_ + l.index] == shape.layers_per_block) {
           ++completed;
         }
       }
-      RETURN_IF_ERROR(send_piece());
+      RETURN_IF_ERROR(send_run());
       result->blocks_sent += completed;
       if (!ended) continue;
       const kv::KvWireEnd end{result->blocks_sent, end_status.ok() ? kv::KvWireEndStatus::kComplete
