@@ -12,14 +12,18 @@ Phases, each --duration seconds, the same clients:
                  (2 tokens out), every prompt unique (no cache reuse)
   disaggregated  the same on the disaggregated cluster
 Reported per phase: time per output token (TPOT) of the decoders, per request (p50 / p99) and
-per token gap (p50 / p99), decode tokens/s, and the long prompts' TTFT (p50 / p99). Then, on
-idle clusters: one long prompt's TTFT alone (median of --alone-reps) colocated and
-disaggregated. Then the transfer: a --long-tokens prompt prefilled for the decode replica twice
+per token gap (p50 / p99), decode tokens/s, and the long prompts' TTFT (p50 / p99). Then the
+transfer: a --long-tokens prompt prefilled for the decode replica twice
 (+ 1 token; the second time the prefill replica's cache holds its blocks, so they go out at once,
 and the token computed is in a partial block that is not sent), its bytes
 over its transfer time from the prefill replica's /metrics, against the loopback TCP bandwidth
-of a plain blast (--blast-mib through one 127.0.0.1 connection) measured in the same run.
-Writes results.json to --out.
+of a plain blast (--blast-mib through one 127.0.0.1 connection) measured in the same run. Then,
+with both clusters up and idle, one long prompt's TTFT alone, --alone-reps times on each
+(after one pair that warms them),
+alternating (disaggregated, colocated, disaggregated, ...: the VM's drift between minutes hits
+both alike), each a fresh prompt: the medians, the median of the pairs' ratios, and the issue's
+target (disaggregated <= colocated + the transfer of one layer + 10%; one layer = the cached
+transfer's time / the model's layers). Writes results.json to --out.
 
   python3 bench/pd_bench.py --duration 60 --out /tmp/pd_bench
 """
@@ -29,6 +33,7 @@ import http.client
 import json
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -174,13 +179,18 @@ def run_phase(a, port, with_long, seed0):
     }
 
 
-def ttft_alone(a, port, seed0):
-    values = []
-    for i in range(a.alone_reps):
-        ok, ttft, _ = stream(port, block_tokens(seed0 + i, a.long_tokens), 2)
-        if ok:
-            values.append(ttft)
-    return statistics.median(values) if values else float("nan")
+def ttft_alone_pairs(a, disagg_port, coloc_port, seed0):
+    """One fresh long prompt alone on each cluster in turn, --alone-reps pairs: per cluster the
+    TTFTs, and each pair's ratio disaggregated / colocated. A first pair, not counted, warms
+    both (a fresh cluster's first long prompt faults its pages in)."""
+    d, c = [], []
+    for i in range(-1, a.alone_reps):
+        ok_d, t_d, _ = stream(disagg_port, block_tokens(seed0 + 2 * i, a.long_tokens), 2)
+        ok_c, t_c, _ = stream(coloc_port, block_tokens(seed0 + 2 * i + 1, a.long_tokens), 2)
+        if ok_d and ok_c and i >= 0:
+            d.append(t_d)
+            c.append(t_c)
+    return {"disaggregated": d, "colocated": c, "ratios": [x / y for x, y in zip(d, c)]}
 
 
 def transfer_probe(a, cluster):
@@ -251,7 +261,7 @@ def main():
     p.add_argument("--long-tokens", type=int, default=2048)
     p.add_argument("--long-streams", type=int, default=1)
     p.add_argument("--pd-min-prompt-tokens", type=int, default=256)
-    p.add_argument("--alone-reps", type=int, default=3)
+    p.add_argument("--alone-reps", type=int, default=5)
     p.add_argument("--blast-mib", type=int, default=2048)
     p.add_argument("--out", default="/tmp/pd_bench")
     a = p.parse_args()
@@ -259,11 +269,13 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     res = {"config": vars(a)}
     res["loopback_mib_s"] = loopback_blast(a.blast_mib)
+    inspect = subprocess.run([a.binary, "inspect", "--json", str(a.model)], capture_output=True,
+                             text=True, check=True)
+    res["n_layers"] = json.loads(inspect.stdout)["hyperparameters"]["block_count"]
     c = Cluster(a, "disaggregated", out)
     try:
         res["decode_only"] = run_phase(a, c.router.port, False, 1_000_000)
         res["disaggregated"] = run_phase(a, c.router.port, True, 2_000_000)
-        res["disaggregated"]["ttft_alone"] = ttft_alone(a, c.router.port, 3_000_000)
         res["transfer"] = transfer_probe(a, c)
         res["disaggregated"]["kv_sent_bytes"] = metric(
             c.prefill.port, 'tachyon_kv_transfer_bytes_total{direction="sent"}')
@@ -274,9 +286,17 @@ def main():
     c = Cluster(a, "colocated", out)
     try:
         res["colocated"] = run_phase(a, c.router.port, True, 2_000_000)
-        res["colocated"]["ttft_alone"] = ttft_alone(a, c.router.port, 3_000_000)
+        (out / "alone").mkdir(exist_ok=True)
+        d = Cluster(a, "disaggregated", out / "alone")
+        try:
+            res["alone"] = ttft_alone_pairs(a, d.router.port, c.router.port, 3_000_000)
+        finally:
+            d.stop()
     finally:
         c.stop()
+    for k in ("disaggregated", "colocated"):
+        v = res["alone"][k]
+        res[k]["ttft_alone"] = statistics.median(v) if v else float("nan")
     res["loopback_mib_s_after"] = loopback_blast(a.blast_mib)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     for k in ("decode_only", "colocated", "disaggregated"):
@@ -286,8 +306,20 @@ def main():
                 f"  {r['decode_tok_s']:.1f} decode tok/s ({r['decode_requests']} requests)")
         if r["long_requests"]:
             line += (f"  long TTFT p50 {r['long_ttft_p50']:.2f} s p99 {r['long_ttft_p99']:.2f} s"
-                     f" ({r['long_requests']}), alone {r['ttft_alone']:.2f} s")
+                     f" ({r['long_requests']}), alone {r['ttft_alone']:.2f} s (median)")
         print(line)
+    al = res["alone"]
+    if al["ratios"]:
+        layer_s = res["transfer"]["cached"]["seconds"] / (res.get("n_layers") or 1)
+        bound = (res["colocated"]["ttft_alone"] + layer_s) * 1.1
+        print(f"TTFT alone, {len(al['ratios'])} alternating pairs: disaggregated "
+              + " / ".join(f"{x:.2f}" for x in al["disaggregated"]) + " s, colocated "
+              + " / ".join(f"{x:.2f}" for x in al["colocated"]) + " s; pair ratios median "
+              f"{statistics.median(al['ratios']):.3f}; target: median disaggregated "
+              f"{res['disaggregated']['ttft_alone']:.2f} s <= (colocated "
+              f"{res['colocated']['ttft_alone']:.2f} s + one layer's transfer "
+              f"{1e3 * layer_s:.1f} ms) x 1.1 = {bound:.2f} s: "
+              f"{'met' if res['disaggregated']['ttft_alone'] <= bound else 'NOT met'}")
     t = res["transfer"]["cached"]
     print(f"transfer of a cached {a.long_tokens}-token prompt: {t['bytes'] / 2**20:.1f} MiB in "
           f"{t['seconds']:.3f} s = {t['mib_s']:.0f} MiB/s; loopback TCP blast "
