@@ -111,19 +111,23 @@ make_gbnf_seeds() {
 
 # kv_wire_fuzz: KV transfer streams (src/kv/kv_wire.h) with zero checksums and a first byte
 # with the top bit set (the target reseals every frame) and piece size 5; one stream of two
-# blocks (each as its layer frames), one with an aborted end, one with two layer groups.
+# blocks (a layer frame per slot, both blocks in it), one with an aborted end, one with two
+# layer groups.
 make_kv_wire_seeds() {
   command -v python3 >/dev/null || return 0
   python3 - "$1" <<'EOF2'
 import struct, sys
 out = sys.argv[1]
-def frame(t, payload): return struct.pack('<IHHQ', 0x57564B54, 2, t, len(payload)) + payload + bytes(8)
+def frame(t, payload): return struct.pack('<IHHQ', 0x57564B54, 3, t, len(payload)) + payload + bytes(8)
 def stream(blocks, lpb=2, layers=2, chunk=8, status=0):
     shape = struct.pack('<QQIIIIIIIQ', 1, 2, 1, 4, layers, lpb, 1, 2, 2 * lpb, chunk)
     out = frame(1, shape + struct.pack('<II', len(blocks) + 1, 3) + b'r-1')
-    for i, g in blocks:
-        for slot in range(lpb):  # one layer frame per slot: K and V chunks
-            out += frame(2, struct.pack('<IIQQI', i, g, i + 1, 7, slot) + bytes(range(2 * chunk)))
+    for group in sorted({g for _, g in blocks}):
+        mine = [i for i, g in blocks if g == group]
+        for slot in range(lpb):  # a layer frame per slot: entries, then K and V chunks
+            entries = b''.join(struct.pack('<IIQQ', i, slot, i + 1, 7) for i in mine)
+            chunks = bytes(range(2 * chunk)) * len(mine)
+            out += frame(2, struct.pack('<IIII', len(mine), group, 0, 0) + entries + chunks)
     return b'\x85' + out + frame(3, struct.pack('<II', len(blocks), status))
 open(out + '/two_blocks', 'wb').write(stream([(0, 0), (1, 0)]))
 open(out + '/aborted', 'wb').write(stream([(0, 0)], status=1))
