@@ -409,11 +409,16 @@ def capacity_round(a, reqs, out, k):
     those of its first minutes; round k starts k requests further on), sent closed-loop (as fast
     as answered, --calibrate-concurrency per replica at a time) through a round_robin router over
     fresh replicas. They share almost no prefix, so this is the capacity without cache hits.
-    Returns req/s."""
+    Before the clock starts, two requests a replica of prompts no other shares warm the replicas
+    up (their first steps fault in the weights). Returns req/s."""
     step = max(1, len(reqs) // max(1, a.calibrate_requests))
     sample = [dict(r, t=0.0) for r in reqs[k % step::step][:a.calibrate_requests]]
+    warm = [{"t": 0.0, "prompt": block_tokens(-1 - i, 64), "max_tokens": 2}
+            for i in range(2 * a.replicas)]
     cluster = Cluster(a, "round_robin", out, f"calibrate{k}")
     try:
+        with ThreadPoolExecutor(max_workers=a.replicas) as pool:
+            list(pool.map(lambda q: one_request(cluster.router.port, "m", q, 0.0), warm))
         start = time.monotonic()
         with ThreadPoolExecutor(max_workers=a.calibrate_concurrency * a.replicas) as pool:
             done = list(pool.map(lambda q: one_request(cluster.router.port, "m", q, 0.0), sample))
