@@ -9,7 +9,8 @@
 namespace tachyon::server {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint64_t kSendPiece = 256 << 10;  // bytes per Send call (and stall bound)
+constexpr uint64_t kSendPiece = 512 << 10;   // bytes per layer frame (one Send call)
+constexpr uint64_t kStallPiece = 256 << 10;  // bytes per stall floor (StallBound)
 
 class PdSender::Transfer final : public engine::KvExportSink {
  public:
@@ -148,7 +149,14 @@ class PdSender::Transfer final : public engine::KvExportSink {
         if (run.empty()) return OkStatus();
         auto f = kv::EncodeLayers(shape, run_group, run);
         if (!f.ok()) return f.status();
-        RETURN_IF_ERROR(conn_->Send(std::span(&*f, 1), o.stall.For(f->size())));
+        // The stall bound of the frame sent as pieces of kStallPiece, each with its own floor:
+        // a link that moves kStallPiece a floor (128 KiB/s) is slow, not stalled.
+        const uint64_t pieces = (f->size() + kStallPiece - 1) / kStallPiece;
+        const auto deadline =
+            o.stall.For(f->size()) +
+            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                static_cast<double>(pieces - 1) * o.stall.floor_seconds));
+        RETURN_IF_ERROR(conn_->Send(std::span(&*f, 1), deadline));
         result->bytes_sent += f->size();
         run.clear();
         return OkStatus();
