@@ -367,10 +367,15 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
       (outcome == UpstreamOutcome::kComplete && stream_started_ && !passthrough_stream_);
   const bool refused = outcome == UpstreamOutcome::kComplete && (status_ == 429 || status_ == 503);
   std::string label = UpstreamOutcomeName(outcome);
+  const bool client_left =
+      !(replica_drained_ && !client_gone_) &&
+      (client_gone_ || (outcome == UpstreamOutcome::kCancelled && !too_large_));
   if (replica_drained_ && !client_gone_) {
     label = "drained";
-  } else if (client_gone_ || (outcome == UpstreamOutcome::kCancelled && !too_large_)) {
-    label = "client_gone";
+  } else if (client_left) {
+    // A client that leaves once it has the stream's [DONE] (before the replica's answer has
+    // ended) had the whole answer.
+    label = passthrough_stream_ && saw_done_ && !failed ? "ok" : "client_gone";
   } else if (outcome == UpstreamOutcome::kComplete) {
     label = failed ? "broken" : refused ? "refused" : "ok";
   }
@@ -385,7 +390,7 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
     }
   }
 
-  if (label == "client_gone") {
+  if (client_left) {
     FinishLocked();
   } else if ((failed || refused) && !stream_started_) {
     if (attempts_ <= core_->options.max_retries) {

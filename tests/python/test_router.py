@@ -6,6 +6,7 @@ import http.client
 import http.server
 import json
 import signal
+import socket
 import socketserver
 import subprocess
 import threading
@@ -521,10 +522,10 @@ def test_bad_flags(tmp_path):
 class FlakyReplica:
     """Relays requests to a real replica but cuts a stream after `cut_after` events, then plays
     dead (/ready 503, connections closed unanswered) until revived: a replica that dies in the
-    middle of a stream, at a known point."""
+    middle of a stream, at a known point. `cut_after` None: never cut; a stream's end (the last
+    chunk, after its events) is then held back `linger` seconds."""
 
-    def __init__(self, target, cut_after):
-        import socket
+    def __init__(self, target, cut_after, linger=0.0):
         outer = self
         self.dead = threading.Event()
         self.cut_after = cut_after
@@ -570,6 +571,7 @@ class FlakyReplica:
                             self.close_connection = True
                             upstream.close()
                             return
+                time.sleep(linger)
                 self.wfile.write(b"0\r\n\r\n")
                 upstream.close()
 
@@ -586,6 +588,35 @@ class FlakyReplica:
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def test_a_client_leaving_on_done_had_an_ok_answer(tmp_path, replicas):
+    """A client that closes its connection on the stream's [DONE], before the replica's answer
+    has ended (a relay holds its last chunk back), had the whole answer: the attempt counts ok,
+    not client_gone."""
+    relay = FlakyReplica(replicas[0], cut_after=None, linger=1.0)
+    router = Router(tmp_path, [relay.url], ["--policy", "round_robin"])
+    try:
+        router.wait_ready(1)
+        host, port = router.base.split("//", 1)[1].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        conn.request("POST", "/v1/completions", json.dumps(
+            {"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 4, "stream": True}),
+            {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        while (line := resp.readline()) and line.strip() != b"data: [DONE]":
+            pass
+        assert line.strip() == b"data: [DONE]"
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        ok = f'tachyon_router_requests_total{{replica="{relay.url}",outcome="ok"}}'
+        gone = f'tachyon_router_requests_total{{replica="{relay.url}",outcome="client_gone"}}'
+        m = router.wait_metrics(lambda m: m.get(ok, 0) + m.get(gone, 0) >= 1, "the attempt ended")
+        assert (m.get(ok, 0), m.get(gone, 0)) == (1, 0)
+    finally:
+        router.stop()
+        relay.close()
 
 
 def read_stream(base, path, body):
