@@ -8,18 +8,24 @@ scales it: one 512-token trace block -> --block-tokens tokens) one after another
 phases: tiers off; tiers on (--kv-offload-memory, --kv-offload-dir in a fresh directory); tiers on
 again after a restart with the same directory. Reports per phase: the prompt tokens served from
 cache (hit rate), TTFT p50/p90/p99, wall time, and the tier counters from /metrics.
-Then, with no reuse at all (--unique-requests distinct prompts), tiers off against on: the tiers'
-cost in wall time, A/B interleaved over --ab-rounds rounds (a fresh server each, the order
-alternating, new prompts each round), compared by the medians (--no-reuse-only runs just this). Then the restart case alone: one --long-tokens prompt computed cold (TTFT), the server restarted
-with the same --kv-offload-dir, the same prompt again (TTFT from the disk tier).
+Then, with no reuse at all, tiers off against on (no_reuse_ab: two servers side by side, warmed,
+then --ab-rounds interleaved rounds of --unique-requests distinct prompts): the tiers' cost in wall
+time (medians, and the median of the per-round ratios) and in CPU seconds (the tiers' own threads,
+by name, from /proc; the engine thread's copies into the host tier, from /metrics), which resolves a
+cost of well under 1% even when wall times are noisy. --no-reuse-only runs just this, --no-trace
+skips the trace phases. Then the restart case alone: one --long-tokens prompt computed cold
+(TTFT), the server restarted with the same --kv-offload-dir, the same prompt again (TTFT from the
+disk tier).
 Writes results.json to --out.
 
   python3 bench/kv_tier_bench.py --requests 120 --out /tmp/kv_tier_bench
-  python3 bench/kv_tier_bench.py --no-reuse-only --ab-rounds 5 --out /tmp/kv_tier_cost
+  python3 bench/kv_tier_bench.py --no-reuse-only --ab-rounds 10 --out /tmp/kv_tier_cost
+  python3 bench/kv_tier_bench.py --no-trace --out /tmp/kv_tier_cost  # no reuse + restart probe
 """
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -66,6 +72,114 @@ def replay(s, reqs):
     out["tiers"] = metrics(s.port)
     return out
 
+TIER_THREADS = ("kv-disk-write", "kv-load")  # the tiers' own threads (pthread names)
+
+
+def thread_cpu(pid):
+    """{tid: (name, CPU seconds)} of a process's threads (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue  # the thread ended
+        fields = st[st.rindex(")") + 2:].split()
+        name = st[st.index("(") + 1:st.rindex(")")]
+        out[tid] = (name, (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def cpu_split(before, after):
+    """CPU seconds between two thread_cpu() samples: (tier threads, all other threads)."""
+    tier = other = 0.0
+    for tid, (name, sec) in after.items():
+        d = sec - before.get(tid, (name, 0.0))[1]
+        if name in TIER_THREADS:
+            tier += d
+        else:
+            other += d
+    return tier, other
+
+
+def system_busy():
+    """Busy CPU seconds of the whole machine so far (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def no_reuse_ab(a, out, work, res):
+    """No reuse: distinct prompts, tiers off vs on (their cost when nothing comes back).
+
+    Two servers side by side, one without and one with the tiers, first warmed with
+    --warm-requests prompts each (the pool and the host tier fill, so the timed rounds run in the
+    steady state: every new block evicts one to the host tier, which spills one to the disk tier).
+    Then --ab-rounds rounds of --unique-requests new prompts each, the same prompts for both, the
+    order alternating (ABBA), so the machine's load hits both alike. Per round: wall time and the
+    CPU seconds of each server's threads, the tiers' own threads (kv-disk-write, kv-load) apart,
+    and the engine thread's time copying evicted blocks into the host tier (from /metrics). The
+    disk writer's backlog after the last round is waited for and counted."""
+    prompt_id = iter(range(10**6, 10**7))
+
+    def prompts(n):
+        return [{"t": 0, "prompt": block_tokens(next(prompt_id), a.unique_tokens), "max_tokens": 8}
+                for _ in range(n)]
+
+    servers = {"no_reuse_off": serve(a, out / "no_reuse_off.log"),
+               "no_reuse_on": serve(a, out / "no_reuse_on.log", work / "unique")}
+    try:
+        warm = prompts(a.warm_requests)
+        for s in servers.values():
+            replay(s, warm)
+        rounds = {k: [] for k in servers}
+        for i in range(a.ab_rounds):
+            batch = prompts(a.unique_requests)
+            order = list(servers) if i % 2 == 0 else list(servers)[::-1]
+            for phase in order:
+                s = servers[phase]
+                m0 = metrics(s.port)
+                c0, b0 = thread_cpu(s.proc.pid), system_busy()
+                r = replay(s, batch)
+                c1, b1 = thread_cpu(s.proc.pid), system_busy()
+                tier, other = cpu_split(c0, c1)
+                offer = (r["tiers"].get("tachyon_kv_offload_offer_seconds_total", 0) -
+                         m0.get("tachyon_kv_offload_offer_seconds_total", 0))
+                rounds[phase].append({"wall": r["wall_seconds"], "tier_threads_cpu": tier,
+                                      "other_threads_cpu": other, "offer_seconds": offer,
+                                      "machine_busy_cpu": b1 - b0})
+                res.setdefault(phase, r)  # the first round's summary
+        # The disk writer's backlog: its CPU until it goes idle counts too.
+        s = servers["no_reuse_on"]
+        c0 = last = thread_cpu(s.proc.pid)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = thread_cpu(s.proc.pid)
+            if cpu_split(last, now)[0] == 0:
+                break
+            last = now
+        backlog = cpu_split(c0, now)[0]
+        res["no_reuse_final"] = metrics(s.port)
+    finally:
+        for s in servers.values():
+            s.stop()
+    off, on = rounds["no_reuse_off"], rounds["no_reuse_on"]
+    walls = {k: [r["wall"] for r in v] for k, v in rounds.items()}
+    res["no_reuse_rounds"] = rounds
+    res["no_reuse_walls"] = walls
+    res["no_reuse_cost"] = (statistics.median(walls["no_reuse_on"]) /
+                            statistics.median(walls["no_reuse_off"]) - 1)
+    res["no_reuse_cost_paired"] = statistics.median(
+        n["wall"] / f["wall"] for f, n in zip(off, on)) - 1
+    on_cpu = sum(r["tier_threads_cpu"] + r["other_threads_cpu"] for r in on) + backlog
+    tier_cpu = sum(r["tier_threads_cpu"] for r in on) + backlog
+    offer = sum(r["offer_seconds"] for r in on)
+    res["no_reuse_tier_cpu"] = {"tier_threads": tier_cpu, "writer_backlog": backlog,
+                                "engine_offer": offer, "server_total": on_cpu,
+                                "share": (tier_cpu + offer) / on_cpu}
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -81,10 +195,12 @@ def main():
     p.add_argument("--offload-memory", default="256M")
     p.add_argument("--offload-disk", default="1G")
     p.add_argument("--long-tokens", type=int, default=2048)
-    p.add_argument("--unique-requests", type=int, default=24)
+    p.add_argument("--unique-requests", type=int, default=4)
     p.add_argument("--unique-tokens", type=int, default=1024)
-    p.add_argument("--ab-rounds", type=int, default=3)
+    p.add_argument("--ab-rounds", type=int, default=10)
+    p.add_argument("--warm-requests", type=int, default=16)
     p.add_argument("--no-reuse-only", action="store_true")
+    p.add_argument("--no-trace", action="store_true", help="skip the trace replay phases")
     p.add_argument("--out", default="/tmp/kv_tier_bench")
     a = p.parse_args()
     out = Path(a.out)
@@ -94,31 +210,14 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="kv-tier-bench-"))
     res = {"config": vars(a), "requests": len(reqs)}
     try:
-        if not a.no_reuse_only:
+        if not (a.no_reuse_only or a.no_trace):
             for phase, tiers in (("off", None), ("on", work / "kv"), ("after_restart", work / "kv")):
                 s = serve(a, out / f"{phase}.log", tiers)
                 try:
                     res[phase] = replay(s, reqs)
                 finally:
                     s.stop()
-        # No reuse: unique prompts, tiers off vs on (the tiers' cost when nothing comes back),
-        # interleaved rounds with the order alternating, so the machine's load hits both alike.
-        walls = {"no_reuse_off": [], "no_reuse_on": []}
-        for i in range(a.ab_rounds):
-            unique = [{"t": 0, "prompt": block_tokens(10**6 + 10**4 * i + j, a.unique_tokens),
-                       "max_tokens": 8} for j in range(a.unique_requests)]
-            order = [("no_reuse_off", None), ("no_reuse_on", work / f"unique{i}")]
-            for phase, tiers in order if i % 2 == 0 else order[::-1]:
-                s = serve(a, out / f"{phase}-{i}.log", tiers)
-                try:
-                    r = replay(s, unique)
-                finally:
-                    s.stop()
-                walls[phase].append(r["wall_seconds"])
-                res.setdefault(phase, r)  # the first round's summary
-        res["no_reuse_walls"] = walls
-        res["no_reuse_cost"] = (statistics.median(walls["no_reuse_on"]) /
-                                statistics.median(walls["no_reuse_off"]) - 1)
+        no_reuse_ab(a, out, work, res)
         if a.no_reuse_only:
             return finish(res, out)
         long = {"t": 0, "prompt": block_tokens(987654321, a.long_tokens), "max_tokens": 4}
@@ -143,11 +242,26 @@ def finish(res, out):
         r = res[k]
         print(f"{k:>14}: hit rate {r['hit_rate']:.3f}  TTFT p50 {r['ttft_p50']:.3f}s "
               f"p90 {r['ttft_p90']:.3f}s p99 {r['ttft_p99']:.3f}s  wall {r['wall_seconds']:.1f}s")
-    w = res["no_reuse_walls"]
-    print(f"no-reuse wall per round, off: {', '.join(f'{x:.1f}' for x in w['no_reuse_off'])} s;"
-          f" on: {', '.join(f'{x:.1f}' for x in w['no_reuse_on'])} s")
-    print(f"no-reuse cost of the tiers: {100 * res['no_reuse_cost']:+.1f}% wall time "
-          f"(medians of {len(w['no_reuse_off'])} interleaved rounds)")
+    if "no_reuse_rounds" in res:
+        rounds = res["no_reuse_rounds"]
+        for k, rs in rounds.items():
+            print(f"{k:>14} per round: wall " + " ".join(f"{r['wall']:.2f}" for r in rs) +
+                  " s; server CPU " + " ".join(
+                      f"{r['tier_threads_cpu'] + r['other_threads_cpu']:.2f}" for r in rs) + " s")
+        print(f"no-reuse cost of the tiers: {100 * res['no_reuse_cost']:+.1f}% wall time "
+              f"(medians of {len(rounds['no_reuse_off'])} interleaved rounds), paired per round "
+              f"{100 * res['no_reuse_cost_paired']:+.1f}%")
+        c = res["no_reuse_tier_cpu"]
+        print(f"tiers' CPU with the tiers on: their threads {c['tier_threads']:.3f} s "
+              f"(backlog after the rounds {c['writer_backlog']:.3f} s), the engine's copies into "
+              f"the host tier {c['engine_offer']:.3f} s, of {c['server_total']:.2f} s of server "
+              f"CPU: {100 * c['share']:.2f}%")
+        off_cpu = statistics.median(r["tier_threads_cpu"] + r["other_threads_cpu"]
+                                    for r in rounds["no_reuse_off"])
+        on_cpu = statistics.median(r["tier_threads_cpu"] + r["other_threads_cpu"]
+                                   for r in rounds["no_reuse_on"])
+        print(f"server CPU per round, medians: off {off_cpu:.2f} s, on {on_cpu:.2f} s "
+              f"({100 * (on_cpu / off_cpu - 1):+.1f}%)")
     for k in ("long_cold", "long_from_disk"):
         if k not in res:
             continue

@@ -1,11 +1,22 @@
 #include "engine/kv_offload.h"
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 #include <optional>
 
 #include "util/logging.h"
 
 namespace tachyon::engine {
+namespace {
+// CPU seconds the calling thread has used (not the time it waited to run).
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+}  // namespace
 
 std::unique_ptr<KvOffload> KvOffload::Create(std::vector<std::shared_ptr<kv::BlockStore>> stores,
                                              kv::KvCacheManager* kv, kv::BlockBytes* bytes) {
@@ -32,7 +43,10 @@ KvOffload::KvOffload(std::vector<std::shared_ptr<kv::BlockStore>> stores, kv::Kv
     }
   }
   kv_->set_eviction_hook(this);
-  loader_ = std::thread([this] { LoaderLoop(); });
+  loader_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "kv-load");
+    LoaderLoop();
+  });
 }
 
 KvOffload::~KvOffload() {
@@ -255,8 +269,8 @@ void KvOffload::Prefetch(std::span<Request* const> waiting) {
       ++hit_held;
       hit_free += kv_->pool().ref_count(b) == 0;
     }
-    const int64_t need = kv_->num_groups() == 1 ? kv_->BlocksFor(n) - k
-                                                : kv_->PeakBlocks(n, bs) - hit_held;
+    const int64_t need =
+        kv_->num_groups() == 1 ? kv_->BlocksFor(n) - k : kv_->PeakBlocks(n, bs) - hit_held;
     if (need + hit_free > kv_->NumFreeBlocks()) continue;
     std::vector<kv::BlockHash> chain;
     kv::ExtendBlockHashes(r->tokens, bs, kv::RootHash(r->cache_salt),
@@ -289,9 +303,11 @@ void KvOffload::Prefetch(std::span<Request* const> waiting) {
 
 void KvOffload::OnEvict(int32_t id, const kv::BlockHash& hash) {
   if (evict_to_ == nullptr) return;
+  const double t = ThreadCpuSeconds();
   const std::vector<std::span<uint8_t>> chunks = bytes_->Chunks(id);
   evict_to_->Store(hash, chunks);
   ++counters_.offered_blocks;
+  counters_.offer_seconds += ThreadCpuSeconds() - t;
 }
 
 void KvOffload::FlushAll() {

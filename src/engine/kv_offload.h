@@ -27,7 +27,7 @@
 // and a waiting request loads the pages the pool lacks for the longest hit the pool and the
 // stores together make (every full group's blocks up to it, each sliding group's window
 // before it); a sliding page outside that window is never loaded.
-// Thread-safety: engine thread only, except the loader thread it owns.
+// Thread-safety: engine thread only, except the loader thread it owns (named "kv-load").
 #pragma once
 
 #include <chrono>
@@ -57,6 +57,7 @@ struct KvTierStats {
 struct KvOffloadStats {
   std::vector<KvTierStats> tiers;  // fastest first
   int64_t offered_blocks = 0;      // pool evictions copied into a store
+  double offer_seconds = 0;        // engine-thread CPU time spent in those copies (Store calls)
   int64_t loaded_blocks = 0;       // registered in the prefix cache after a load
   int64_t failed_blocks = 0;       // released after a failed load (or after one in its run)
   int64_t skipped_by_cost = 0;     // runs not loaded because recomputing was estimated cheaper
@@ -65,7 +66,8 @@ struct KvOffloadStats {
 
 class KvOffload : public kv::BlockEvictionHook {
  public:
-  // Null when there is nothing to do (no stores, no block bytes, prefix caching off). `kv` and `bytes` are not owned and must outlive the result.
+  // Null when there is nothing to do (no stores, no block bytes, prefix caching off). `kv` and
+  // `bytes` are not owned and must outlive the result.
   static std::unique_ptr<KvOffload> Create(std::vector<std::shared_ptr<kv::BlockStore>> stores,
                                            kv::KvCacheManager* kv, kv::BlockBytes* bytes);
   ~KvOffload() override;  // finishes the running load, releases every unfinished job's blocks
@@ -92,8 +94,8 @@ class KvOffload : public kv::BlockEvictionHook {
     int64_t seq_id = 0;  // the request it was started for
     std::vector<int32_t> ids;
     std::vector<kv::BlockHash> keys;
-    std::vector<uint8_t> published;  // per key, or empty: all (KvCacheManager::CommitExternal)
-    std::vector<kv::BlockStore*> from;                    // per block
+    std::vector<uint8_t> published;     // per key, or empty: all (KvCacheManager::CommitExternal)
+    std::vector<kv::BlockStore*> from;  // per block
     std::vector<std::vector<std::span<uint8_t>>> chunks;  // per block
     size_t ok = 0;  // leading blocks loaded (set by the loader)
   };

@@ -1,7 +1,5 @@
 #include "kv/block_store.h"
 
-#include <cstring>
-
 namespace tachyon::kv {
 
 size_t TotalBytes(BlockChunks chunks) {
@@ -11,13 +9,15 @@ size_t TotalBytes(BlockChunks chunks) {
 }
 
 std::vector<uint8_t> ConcatChunks(BlockChunks chunks) {
-  std::vector<uint8_t> bytes(TotalBytes(chunks));
-  size_t off = 0;
-  for (const auto& c : chunks) {
-    std::memcpy(bytes.data() + off, c.data(), c.size());
-    off += c.size();
-  }
+  std::vector<uint8_t> bytes;
+  CopyChunksInto(chunks, &bytes);
   return bytes;
+}
+
+void CopyChunksInto(BlockChunks chunks, std::vector<uint8_t>* dst) {
+  dst->clear();
+  dst->reserve(TotalBytes(chunks));
+  for (const auto& c : chunks) dst->insert(dst->end(), c.begin(), c.end());
 }
 
 std::vector<std::span<uint8_t>> BlockBytes::Chunks(int32_t block) {

@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,10 @@ using BlockChunks = std::span<const std::span<uint8_t>>;
 // Their total size, and their bytes back to back (what a store keeps of an offered block).
 size_t TotalBytes(BlockChunks chunks);
 std::vector<uint8_t> ConcatChunks(BlockChunks chunks);
+// Makes *dst hold the chunks back to back, reusing its capacity (one pass, no zero-fill).
+void CopyChunksInto(BlockChunks chunks, std::vector<uint8_t>* dst);
+
+class BufferPool;  // kv/buffer_pool.h
 
 // The pool's KV storage as raw blocks: implemented by the model executor that owns the KV
 // (model::KvCache; the engine's fake executor in tests). Chunk() of different blocks may be
@@ -111,6 +116,11 @@ class BlockStore {
   virtual void Store(const BlockHash& key, BlockChunks src) = 0;
   // The same with the bytes moved in (num_chunks * chunk_bytes, chunks back to back).
   virtual void StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes);
+
+  // Where to give the buffers StoreOwned moved in back once they are no longer needed (the
+  // disk tier: once written, or declined), and where Store takes the buffers for its copies
+  // (the host tier shares its pool with the disk tier it spills to). Default: ignored.
+  virtual void ShareBuffers(std::shared_ptr<BufferPool> pool) { (void)pool; }
 
   // Pushes what it holds to where it persists (the host tier spills to the disk tier; the disk
   // tier finishes its queued writes). Called at shutdown; blocks the caller.

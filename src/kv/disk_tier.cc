@@ -1,6 +1,7 @@
 #include "kv/disk_tier.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -101,8 +102,14 @@ DiskTier::DiskTier(fs::path dir, int64_t capacity, const BlockHash& identity)
     : dir_(std::move(dir)),
       capacity_(capacity),
       identity_(identity),
-      queue_budget_(std::min<int64_t>(capacity, int64_t{256} << 20)) {
+      queue_budget_(std::min<int64_t>(capacity, int64_t{256} << 20)),
+      buffers_(std::make_shared<BufferPool>(int64_t{64} << 20)) {
   stats_.capacity_bytes = capacity_;
+}
+
+void DiskTier::ShareBuffers(std::shared_ptr<BufferPool> pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pool) buffers_ = std::move(pool);
 }
 
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(const fs::path& dir, int64_t capacity_bytes,
@@ -118,7 +125,10 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const fs::path& dir, int64_t ca
   std::unique_ptr<DiskTier> t(new DiskTier(dir, capacity_bytes, identity));
   RETURN_IF_ERROR(t->Scan());
   t->Probe();
-  t->writer_ = std::thread([p = t.get()] { p->WriterLoop(); });
+  t->writer_ = std::thread([p = t.get()] {
+    pthread_setname_np(pthread_self(), "kv-disk-write");
+    p->WriterLoop();
+  });
   return t;
 }
 
@@ -317,31 +327,41 @@ Status DiskTier::Load(const BlockHash& key, BlockChunks dst) {
 }
 
 void DiskTier::Store(const BlockHash& key, BlockChunks src) {
+  std::shared_ptr<BufferPool> pool;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (index_.count(key) || queued_.count(key)) {
       Touch(key);
       return;
     }
+    pool = buffers_;
   }
-  StoreOwned(key, ConcatChunks(src));
+  std::vector<uint8_t> bytes = pool->Take();
+  CopyChunksInto(src, &bytes);
+  StoreOwned(key, std::move(bytes));
 }
 
 void DiskTier::StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) {
+  std::shared_ptr<BufferPool> declined_to;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    const int64_t n = static_cast<int64_t>(bytes.size());
     if (index_.count(key) || queued_.count(key)) {
       Touch(key);
-      return;
+      declined_to = buffers_;
+    } else if (n + static_cast<int64_t>(kHeaderBytes) > capacity_ ||
+               queued_bytes_ + n > queue_budget_) {
+      declined_to = buffers_;  // larger than the tier, or the writer is that far behind
+    } else {
+      queue_.push_back(Pending{key, std::move(bytes)});
+      queued_[key] = &queue_.back().bytes;
+      queued_bytes_ += n;
+      last_block_bytes_ = static_cast<size_t>(n);
     }
-    const int64_t n = static_cast<int64_t>(bytes.size());
-    if (n + static_cast<int64_t>(kHeaderBytes) > capacity_ || queued_bytes_ + n > queue_budget_) {
-      return;  // declined: larger than the tier, or the writer is that far behind
-    }
-    queue_.push_back(Pending{key, std::move(bytes)});
-    queued_[key] = &queue_.back().bytes;
-    queued_bytes_ += n;
-    last_block_bytes_ = static_cast<size_t>(n);
+  }
+  if (declined_to) {
+    declined_to->Give(std::move(bytes));
+    return;
   }
   cv_.notify_all();
 }
@@ -408,6 +428,7 @@ void DiskTier::WriterLoop() {
     // Popped last, so Flush returns only once the block and its evictions are on disk.
     queued_.erase(key);
     queued_bytes_ -= n;
+    buffers_->Give(std::move(queue_.front().bytes));
     queue_.pop_front();
     cv_.notify_all();  // Flush waits for the queue to empty
   }

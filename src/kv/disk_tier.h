@@ -13,10 +13,12 @@
 // are ignored and left alone, files with a bad or truncated header and leftover temporary
 // files are removed. Load checks the header and the payload's checksum again: a mismatch
 // removes the file and fails with DataLoss (the engine then recomputes).
-// Writes happen on the tier's own thread: Store / StoreOwned queue a copy (bounded: a block
-// that does not fit the queue's budget is declined) and return; a queued block is already
-// found by Lookup and loaded from memory. When the directory's blocks exceed the capacity the
-// least recently used files are deleted.
+// Writes happen on the tier's own thread ("kv-disk-write"): Store / StoreOwned queue a copy
+// (bounded: a block that does not fit the queue's budget is declined) and return; a queued
+// block is already found by Lookup and loaded from memory. A written (or declined) block's
+// buffer goes back to the BufferPool (kv/buffer_pool.h) that Store copies into: the host tier's
+// when it spills here (ShareBuffers), else the tier's own (at most 64 MiB). When the
+// directory's blocks exceed the capacity the least recently used files are deleted.
 // LoadSecondsPerBlock: an exponential average of measured loads; before the first, a probe at
 // Open (write, then read back, a 1 MiB file) times the block size last stored.
 // Thread-safety: every method may be called from any thread.
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "kv/block_store.h"
+#include "kv/buffer_pool.h"
 
 namespace tachyon::kv {
 
@@ -54,6 +57,7 @@ class DiskTier : public BlockStore {
   Status Load(const BlockHash& key, BlockChunks dst) override;
   void Store(const BlockHash& key, BlockChunks src) override;
   void StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) override;
+  void ShareBuffers(std::shared_ptr<BufferPool> pool) override;
   void Flush() override;  // waits until every queued block is written
   double LoadSecondsPerBlock() const override;
   BlockStoreStats Stats() const override;
@@ -95,14 +99,15 @@ class DiskTier : public BlockStore {
   std::unordered_map<BlockHash, Meta, BlockHashHasher> index_;  // GUARDED_BY(mu_)
   std::deque<Pending> queue_;                                   // GUARDED_BY(mu_) not yet written
   std::unordered_map<BlockHash, const std::vector<uint8_t>*, BlockHashHasher>
-      queued_;                   // GUARDED_BY(mu_) key -> its bytes in queue_
-  int64_t queued_bytes_ = 0;     // GUARDED_BY(mu_)
-  bool writing_ = false;         // GUARDED_BY(mu_) the writer holds a popped block
-  int64_t bytes_ = 0;            // GUARDED_BY(mu_) indexed files
-  size_t last_block_bytes_ = 0;  // GUARDED_BY(mu_)
-  double load_ema_ = 0;          // GUARDED_BY(mu_)
-  bool stop_ = false;            // GUARDED_BY(mu_)
-  BlockStoreStats stats_;        // GUARDED_BY(mu_)
+      queued_;                           // GUARDED_BY(mu_) key -> its bytes in queue_
+  int64_t queued_bytes_ = 0;             // GUARDED_BY(mu_)
+  bool writing_ = false;                 // GUARDED_BY(mu_) the writer holds a popped block
+  int64_t bytes_ = 0;                    // GUARDED_BY(mu_) indexed files
+  size_t last_block_bytes_ = 0;          // GUARDED_BY(mu_)
+  double load_ema_ = 0;                  // GUARDED_BY(mu_)
+  bool stop_ = false;                    // GUARDED_BY(mu_)
+  std::shared_ptr<BufferPool> buffers_;  // GUARDED_BY(mu_) written blocks' buffers go back here
+  BlockStoreStats stats_;                // GUARDED_BY(mu_)
   std::thread writer_;
 };
 

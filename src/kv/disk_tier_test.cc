@@ -50,6 +50,30 @@ TEST(DiskTier, BlocksSurviveAReopenBitForBit) {
   EXPECT_GT((*t)->LoadSecondsPerBlock(), 0);
 }
 
+TEST(DiskTier, RecyclesBuffersThroughTheSharedPool) {
+  TempDir dir("disk-buffers");
+  auto t = DiskTier::Open(dir.path, 1 << 20, kModelA);
+  ASSERT_TRUE(t.ok());
+  auto pool = std::make_shared<BufferPool>(1 << 20);
+  (*t)->ShareBuffers(pool);
+  std::vector<uint8_t> bytes(600, 5);
+  const uint8_t* at = bytes.data();
+  (*t)->StoreOwned(Key(1), std::move(bytes));
+  (*t)->Flush();
+  EXPECT_EQ(pool->bytes(), 600);  // written: given back
+  TestBlock b(2, 300, 2);
+  (*t)->Store(Key(2), b.chunks());  // copied into that buffer
+  (*t)->Flush();
+  EXPECT_EQ(pool->bytes(), 600);
+  std::vector<uint8_t> again = pool->Take();
+  EXPECT_EQ(again.data(), at);                 // block 2 went to disk in block 1's pages
+  (*t)->StoreOwned(Key(1), std::move(again));  // held already: given back
+  EXPECT_EQ(pool->bytes(), 600);
+  TestBlock out(2, 300, 0);
+  ASSERT_TRUE((*t)->Load(Key(2), out.chunks()).ok());
+  EXPECT_EQ(out.data, b.data);
+}
+
 TEST(DiskTier, AnotherModelsBlocksAreIgnoredAndKept) {
   TempDir dir("disk-identity");
   {

@@ -30,8 +30,12 @@ double ProbeMemcpy() {
 }  // namespace
 
 HostTier::HostTier(int64_t capacity_bytes, std::shared_ptr<BlockStore> next)
-    : capacity_(capacity_bytes), next_(std::move(next)) {
+    : capacity_(capacity_bytes),
+      free_max_(std::min(capacity_bytes / 16, int64_t{64} << 20)),
+      next_(std::move(next)),
+      buffers_(std::make_shared<BufferPool>(free_max_)) {
   CHECK(capacity_ > 0) << "host KV tier: capacity must be positive";
+  if (next_) next_->ShareBuffers(buffers_);
   probe_seconds_per_byte_ = ProbeMemcpy();
   stats_.capacity_bytes = capacity_;
 }
@@ -73,7 +77,7 @@ Status HostTier::Load(const BlockHash& key, BlockChunks dst) {
 
 std::vector<HostTier::Entry> HostTier::MakeRoom(size_t bytes) {
   std::vector<Entry> out;
-  while (!lru_.empty() && bytes_ + static_cast<int64_t>(bytes) > capacity_) {
+  while (!lru_.empty() && bytes_ + static_cast<int64_t>(bytes) > capacity_ - free_max_) {
     Entry& e = lru_.back();
     bytes_ -= static_cast<int64_t>(e.bytes.size());
     index_.erase(e.key);
@@ -85,8 +89,13 @@ std::vector<HostTier::Entry> HostTier::MakeRoom(size_t bytes) {
 }
 
 void HostTier::Spill(std::vector<Entry> out) {
-  if (!next_) return;
-  for (Entry& e : out) next_->StoreOwned(e.key, std::move(e.bytes));
+  for (Entry& e : out) {
+    if (next_) {
+      next_->StoreOwned(e.key, std::move(e.bytes));
+    } else {
+      buffers_->Give(std::move(e.bytes));
+    }
+  }
 }
 
 void HostTier::Insert(const BlockHash& key, std::vector<uint8_t> bytes) {
@@ -94,11 +103,12 @@ void HostTier::Insert(const BlockHash& key, std::vector<uint8_t> bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(key);
-    if (it != index_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
+    const bool held = it != index_.end();
+    if (held) lru_.splice(lru_.begin(), lru_, it->second);
+    if (held || static_cast<int64_t>(bytes.size()) > capacity_ - free_max_) {
+      buffers_->Give(std::move(bytes));
       return;
     }
-    if (static_cast<int64_t>(bytes.size()) > capacity_) return;
     out = MakeRoom(bytes.size());
     last_block_bytes_ = bytes.size();
     bytes_ += static_cast<int64_t>(bytes.size());
@@ -117,8 +127,11 @@ void HostTier::Store(const BlockHash& key, BlockChunks src) {
       lru_.splice(lru_.begin(), lru_, it->second);
       return;
     }
+    if (static_cast<int64_t>(TotalBytes(src)) > capacity_ - free_max_) return;
   }
-  Insert(key, ConcatChunks(src));
+  std::vector<uint8_t> bytes = buffers_->Take();
+  CopyChunksInto(src, &bytes);
+  Insert(key, std::move(bytes));
 }
 
 void HostTier::StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) {

@@ -1,7 +1,12 @@
 // HostTier: a bounded, LRU host-memory BlockStore (kv/block_store.h), the first tier blocks
 // evicted from the engine's pool go to (--kv-offload-memory BYTES).
 //
-// Each block is one contiguous copy of its chunks. When a new block does not fit, the least
+// Each block is one contiguous copy of its chunks, in a buffer from the tier's BufferPool
+// (kv/buffer_pool.h): the pages of blocks that left, dropped here or given back by the disk tier
+// once written (ShareBuffers), so in the steady state an offered block costs one memcpy on the
+// caller's thread and no page faults. The free buffers are part of the capacity: the blocks held
+// take at most capacity - R bytes, the free buffers at most R = min(capacity / 16, 64 MiB).
+// When a new block does not fit, the least
 // recently used ones (stored or loaded longest ago) leave: moved to `next` (the disk tier) when
 // there is one, else dropped; a block larger than the whole capacity is declined. Load keeps the
 // block (the pool may evict it again later: Store of a held key only refreshes it). Flush moves
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "kv/block_store.h"
+#include "kv/buffer_pool.h"
 
 namespace tachyon::kv {
 
@@ -49,7 +55,9 @@ class HostTier : public BlockStore {
   void Insert(const BlockHash& key, std::vector<uint8_t> bytes);
 
   const int64_t capacity_;
+  const int64_t free_max_;  // R: the free buffers' share of the capacity
   const std::shared_ptr<BlockStore> next_;
+  const std::shared_ptr<BufferPool> buffers_;
   double probe_seconds_per_byte_ = 0;
   mutable std::mutex mu_;
   List lru_;                                                              // GUARDED_BY(mu_)

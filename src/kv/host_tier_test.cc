@@ -26,9 +26,19 @@ class RecordingStore : public BlockStore {
     for (auto c : src) b.insert(b.end(), c.begin(), c.end());
     held[key.lo] = b;
   }
+  // Records where each owned buffer's bytes live and gives it back to the shared pool (as the
+  // disk tier does once a block is written).
+  void StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) override {
+    at[key.lo] = bytes.data();
+    BlockStore::StoreOwned(key, bytes);
+    if (pool) pool->Give(std::move(bytes));
+  }
+  void ShareBuffers(std::shared_ptr<BufferPool> p) override { pool = std::move(p); }
   double LoadSecondsPerBlock() const override { return 0; }
   BlockStoreStats Stats() const override { return {}; }
   std::map<uint64_t, std::vector<uint8_t>> held;
+  std::map<uint64_t, const uint8_t*> at;
+  std::shared_ptr<BufferPool> pool;
 };
 
 TEST(HostTier, StoresAndLoadsBlocksBitForBit) {
@@ -55,7 +65,7 @@ TEST(HostTier, StoresAndLoadsBlocksBitForBit) {
 
 TEST(HostTier, EvictsLeastRecentlyUsedIntoTheNextTier) {
   auto next = std::make_shared<RecordingStore>();
-  HostTier t(3 * 400, next);  // three blocks of 400 bytes
+  HostTier t(1300, next);  // three blocks of 400 bytes (and 81 bytes for free buffers)
   for (int i = 0; i < 3; ++i) t.Store(Key(i), TestBlock(4, 100, i).chunks());
   TestBlock out(4, 100, 0);
   ASSERT_TRUE(t.Load(Key(0), out.chunks()).ok());  // 0 is now the most recent
@@ -78,6 +88,24 @@ TEST(HostTier, EvictsLeastRecentlyUsedIntoTheNextTier) {
   t.Flush();  // everything to the next tier
   EXPECT_EQ(t.Stats().blocks, 0);
   EXPECT_EQ(next->held.size(), 4u);
+}
+
+TEST(HostTier, ReusesTheBuffersTheNextTierGivesBack) {
+  auto next = std::make_shared<RecordingStore>();
+  HostTier t(16 * 400, next);  // a sixteenth for free buffers: 15 blocks and one free buffer
+  ASSERT_NE(next->pool, nullptr);
+  for (int i = 0; i < 16; ++i) t.Store(Key(i), TestBlock(4, 100, i).chunks());
+  ASSERT_EQ(next->held.size(), 1u);  // 0 spilled, its buffer given back
+  EXPECT_EQ(next->pool->bytes(), 400);
+  EXPECT_EQ(t.Stats().blocks, 15);
+  t.Store(Key(16), TestBlock(4, 100, 16).chunks());  // into block 0's buffer; spills 1
+  EXPECT_EQ(t.Stats().blocks, 15);
+  TestBlock out(4, 100, 0);
+  ASSERT_TRUE(t.Load(Key(16), out.chunks()).ok());
+  EXPECT_EQ(out.data, TestBlock(4, 100, 16).data);
+  t.Flush();
+  EXPECT_EQ(next->at[Key(16).lo], next->at[Key(0).lo]);
+  EXPECT_EQ(next->held.size(), 17u);
 }
 
 }  // namespace

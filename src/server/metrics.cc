@@ -65,6 +65,9 @@ void RenderKvTiers(const engine::KvOffloadStats& k, std::string& out) {
   Header(out, "tachyon_kv_offload_offered_blocks_total", "counter",
          "KV blocks evicted from the cache and copied into a tier.");
   Sample(out, "tachyon_kv_offload_offered_blocks_total", double(k.offered_blocks));
+  Header(out, "tachyon_kv_offload_offer_seconds_total", "counter",
+         "Engine-thread CPU time spent copying evicted KV blocks into a tier.");
+  Sample(out, "tachyon_kv_offload_offer_seconds_total", k.offer_seconds);
   Header(out, "tachyon_kv_offload_skipped_by_cost_total", "counter",
          "Tier hits not loaded because recomputing was estimated cheaper.");
   Sample(out, "tachyon_kv_offload_skipped_by_cost_total", double(k.skipped_by_cost));
