@@ -114,13 +114,16 @@ def no_reuse_ab(a, out, work, res):
     """No reuse: distinct prompts, tiers off vs on (their cost when nothing comes back).
 
     Two servers side by side, one without and one with the tiers, first warmed with
-    --warm-requests prompts each (the pool and the host tier fill, so the timed rounds run in the
-    steady state: every new block evicts one to the host tier, which spills one to the disk tier).
+    --warm-requests prompts each (the pool, the host tier and the disk tier's write queue fill, so
+    the timed rounds run in the steady state: every new block evicts one to the host tier, which
+    spills one to the disk tier, which writes it in the CPU time the engine leaves or declines it).
     Then --ab-rounds rounds of --unique-requests new prompts each, the same prompts for both, the
     order alternating (ABBA), so the machine's load hits both alike. Per round: wall time and the
     CPU seconds of each server's threads, the tiers' own threads (kv-disk-write, kv-load) apart,
-    and the engine thread's time copying evicted blocks into the host tier (from /metrics). The
-    disk writer's backlog after the last round is waited for and counted."""
+    and the engine thread's CPU time copying evicted blocks into the host tier (from /metrics).
+    The disk writer's backlog after the last round is waited for and counted. The tiers' CPU
+    share is an upper bound of their cost: the disk writer runs at idle priority, on CPU time the
+    engine leaves."""
     prompt_id = iter(range(10**6, 10**7))
 
     def prompts(n):
@@ -198,7 +201,7 @@ def main():
     p.add_argument("--unique-requests", type=int, default=4)
     p.add_argument("--unique-tokens", type=int, default=1024)
     p.add_argument("--ab-rounds", type=int, default=10)
-    p.add_argument("--warm-requests", type=int, default=16)
+    p.add_argument("--warm-requests", type=int, default=24)
     p.add_argument("--no-reuse-only", action="store_true")
     p.add_argument("--no-trace", action="store_true", help="skip the trace replay phases")
     p.add_argument("--out", default="/tmp/kv_tier_bench")

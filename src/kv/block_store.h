@@ -87,6 +87,7 @@ struct BlockStoreStats {
   int64_t misses = 0;          // Lookups that stopped at a key it did not hold
   int64_t stores = 0;          // blocks it accepted
   int64_t evictions = 0;       // blocks it dropped (or spilled to the next tier) for room
+  int64_t declined = 0;        // offered blocks it did not take (too large; writes too far behind)
   int64_t load_failures = 0;   // Load errors (checksum, I/O, gone)
   double load_seconds = 0;     // total time in Load
 };

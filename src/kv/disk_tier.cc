@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -352,10 +353,12 @@ void DiskTier::StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) {
     } else if (n + static_cast<int64_t>(kHeaderBytes) > capacity_ ||
                queued_bytes_ + n > queue_budget_) {
       declined_to = buffers_;  // larger than the tier, or the writer is that far behind
+      ++stats_.declined;
     } else {
-      queue_.push_back(Pending{key, std::move(bytes)});
+      queue_.push_back(Pending{key, std::move(bytes), false});
       queued_[key] = &queue_.back().bytes;
       queued_bytes_ += n;
+      ++unclaimed_;
       last_block_bytes_ = static_cast<size_t>(n);
     }
   }
@@ -367,76 +370,93 @@ void DiskTier::StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) {
 }
 
 void DiskTier::WriterLoop() {
+  // Idle priority: the writes use the CPU time the engine leaves; when it leaves none, the
+  // queue fills and further blocks are declined. A Flush writes on its caller's thread.
+  sched_param idle{};
+  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0) {
+    TLOG(INFO) << "disk KV tier: the writer runs at normal priority (SCHED_IDLE refused)";
+  }
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stop_ and nothing left
-    // Only this thread pops, so the front stays put while it is written unlocked.
-    const Pending& p = queue_.front();
-    lock.unlock();
-    Header h{};
-    std::memcpy(h.magic, kMagic, 4);
-    h.version = kVersion;
-    h.identity_lo = identity_.lo;
-    h.identity_hi = identity_.hi;
-    h.key_lo = p.key.lo;
-    h.key_hi = p.key.hi;
-    h.payload_bytes = p.bytes.size();
-    h.payload_hash = Xxh3(p.bytes.data(), p.bytes.size());
-    h.header_hash = HeaderHash(h);
-    const fs::path path = PathOf(p.key);
-    fs::path tmp = path;
-    tmp += ".tmp";
-    bool ok = false;
-    {
-      Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-      ok = fd.get() >= 0 &&
-           WriteAll(fd.get(), reinterpret_cast<const uint8_t*>(&h), kHeaderBytes) &&
-           WriteAll(fd.get(), p.bytes.data(), p.bytes.size());
-    }
-    std::error_code ec;
-    if (ok) {
-      fs::rename(tmp, path, ec);
-      ok = !ec;
-    }
-    if (!ok) {
-      fs::remove(tmp, ec);
-      static std::atomic<int> warned{0};
-      if (warned.fetch_add(1) == 0) TLOG(WARN) << "disk KV tier: cannot write " << path.string();
-    }
-    std::vector<BlockHash> evicted;
-    lock.lock();
-    const BlockHash key = p.key;
-    const int64_t n = static_cast<int64_t>(p.bytes.size());
-    if (ok) {
-      lru_.push_front(key);
-      index_[key] = Meta{n + static_cast<int64_t>(kHeaderBytes), lru_.begin()};
-      bytes_ += n + static_cast<int64_t>(kHeaderBytes);
-      ++stats_.stores;
-      while (bytes_ > capacity_ && !lru_.empty()) {
-        const BlockHash victim = lru_.back();
-        ForgetLocked(victim, false);
-        evicted.push_back(victim);
-        ++stats_.evictions;
-      }
-    }
-    if (!evicted.empty()) {
-      lock.unlock();
-      for (const BlockHash& v : evicted) fs::remove(PathOf(v), ec);
-      lock.lock();
-    }
-    // Popped last, so Flush returns only once the block and its evictions are on disk.
-    queued_.erase(key);
-    queued_bytes_ -= n;
-    buffers_->Give(std::move(queue_.front().bytes));
-    queue_.pop_front();
-    cv_.notify_all();  // Flush waits for the queue to empty
+    cv_.wait(lock, [&] { return stop_ || unclaimed_ > 0; });
+    if (!WriteOne(lock)) return;  // stop_ and nothing left to write
   }
+}
+
+bool DiskTier::WriteOne(std::unique_lock<std::mutex>& lock) {
+  if (unclaimed_ == 0) return false;
+  auto it = queue_.begin();
+  while (it->claimed) ++it;
+  it->claimed = true;
+  --unclaimed_;
+  // A claimed entry stays put and unchanged (only its claimer erases it), so it is written
+  // unlocked; Load may read its bytes meanwhile.
+  const Pending& p = *it;
+  lock.unlock();
+  Header h{};
+  std::memcpy(h.magic, kMagic, 4);
+  h.version = kVersion;
+  h.identity_lo = identity_.lo;
+  h.identity_hi = identity_.hi;
+  h.key_lo = p.key.lo;
+  h.key_hi = p.key.hi;
+  h.payload_bytes = p.bytes.size();
+  h.payload_hash = Xxh3(p.bytes.data(), p.bytes.size());
+  h.header_hash = HeaderHash(h);
+  const fs::path path = PathOf(p.key);
+  fs::path tmp = path;
+  tmp += ".tmp";
+  bool ok = false;
+  {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    ok = fd.get() >= 0 && WriteAll(fd.get(), reinterpret_cast<const uint8_t*>(&h), kHeaderBytes) &&
+         WriteAll(fd.get(), p.bytes.data(), p.bytes.size());
+  }
+  std::error_code ec;
+  if (ok) {
+    fs::rename(tmp, path, ec);
+    ok = !ec;
+  }
+  if (!ok) {
+    fs::remove(tmp, ec);
+    static std::atomic<int> warned{0};
+    if (warned.fetch_add(1) == 0) TLOG(WARN) << "disk KV tier: cannot write " << path.string();
+  }
+  std::vector<BlockHash> evicted;
+  lock.lock();
+  const BlockHash key = p.key;
+  const int64_t n = static_cast<int64_t>(p.bytes.size());
+  if (ok) {
+    lru_.push_front(key);
+    index_[key] = Meta{n + static_cast<int64_t>(kHeaderBytes), lru_.begin()};
+    bytes_ += n + static_cast<int64_t>(kHeaderBytes);
+    ++stats_.stores;
+    while (bytes_ > capacity_ && !lru_.empty()) {
+      const BlockHash victim = lru_.back();
+      ForgetLocked(victim, false);
+      evicted.push_back(victim);
+      ++stats_.evictions;
+    }
+  }
+  if (!evicted.empty()) {
+    lock.unlock();
+    for (const BlockHash& v : evicted) fs::remove(PathOf(v), ec);
+    lock.lock();
+  }
+  // Erased last, so Flush returns only once the block and its evictions are on disk.
+  queued_.erase(key);
+  queued_bytes_ -= n;
+  buffers_->Give(std::move(it->bytes));
+  queue_.erase(it);
+  cv_.notify_all();  // Flush waits for the queue to empty
+  return true;
 }
 
 void DiskTier::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return queue_.empty(); });
+  while (!queue_.empty()) {
+    if (!WriteOne(lock)) cv_.wait(lock);  // the rest is being written by others
+  }
 }
 
 double DiskTier::LoadSecondsPerBlock() const {

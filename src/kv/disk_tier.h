@@ -13,8 +13,11 @@
 // are ignored and left alone, files with a bad or truncated header and leftover temporary
 // files are removed. Load checks the header and the payload's checksum again: a mismatch
 // removes the file and fails with DataLoss (the engine then recomputes).
-// Writes happen on the tier's own thread ("kv-disk-write"): Store / StoreOwned queue a copy
-// (bounded: a block that does not fit the queue's budget is declined) and return; a queued
+// Writes happen on the tier's own thread ("kv-disk-write", at idle priority: SCHED_IDLE, so
+// they take only the CPU time the engine leaves) and on the thread of a Flush, which writes
+// queued blocks itself until none is left: Store / StoreOwned queue a copy (bounded: a block
+// that does not fit the queue's budget, at most min(capacity, 256 MiB), is declined and
+// counted, so a writer that falls behind a busy engine costs it nothing) and return; a queued
 // block is already found by Lookup and loaded from memory. A written (or declined) block's
 // buffer goes back to the BufferPool (kv/buffer_pool.h) that Store copies into: the host tier's
 // when it spills here (ShareBuffers), else the tier's own (at most 64 MiB). When the
@@ -26,7 +29,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <filesystem>
 #include <list>
 #include <memory>
@@ -72,6 +74,9 @@ class DiskTier : public BlockStore {
   Status Scan();
   void Probe();
   void WriterLoop();
+  // Writes the oldest queued block nobody writes yet (unlocked meanwhile); false if none.
+  // REQUIRES: lock holds mu_.
+  bool WriteOne(std::unique_lock<std::mutex>& lock);
   std::filesystem::path PathOf(const BlockHash& key) const;
   // Drops `key` from the index (and its file). REQUIRES: mu_ held.
   void ForgetLocked(const BlockHash& key, bool remove_file);
@@ -84,6 +89,7 @@ class DiskTier : public BlockStore {
   struct Pending {
     BlockHash key;
     std::vector<uint8_t> bytes;
+    bool claimed = false;  // being written (by the writer thread or a Flush)
   };
 
   const std::filesystem::path dir_;
@@ -97,7 +103,8 @@ class DiskTier : public BlockStore {
   std::condition_variable cv_;  // the writer waits for work, Flush for an empty queue
   std::list<BlockHash> lru_;    // GUARDED_BY(mu_) front: most recently used (on disk)
   std::unordered_map<BlockHash, Meta, BlockHashHasher> index_;  // GUARDED_BY(mu_)
-  std::deque<Pending> queue_;                                   // GUARDED_BY(mu_) not yet written
+  std::list<Pending> queue_;  // GUARDED_BY(mu_) not yet written, oldest first
+  int64_t unclaimed_ = 0;     // GUARDED_BY(mu_) entries of queue_ nobody writes yet
   std::unordered_map<BlockHash, const std::vector<uint8_t>*, BlockHashHasher>
       queued_;                           // GUARDED_BY(mu_) key -> its bytes in queue_
   int64_t queued_bytes_ = 0;             // GUARDED_BY(mu_)

@@ -69,6 +69,10 @@ TEST(DiskTier, RecyclesBuffersThroughTheSharedPool) {
   EXPECT_EQ(again.data(), at);                 // block 2 went to disk in block 1's pages
   (*t)->StoreOwned(Key(1), std::move(again));  // held already: given back
   EXPECT_EQ(pool->bytes(), 600);
+  (*t)->StoreOwned(Key(3), std::vector<uint8_t>(2 << 20));  // larger than the tier: declined
+  EXPECT_EQ((*t)->Stats().declined, 1);
+  const BlockHash k3[] = {Key(3)};
+  EXPECT_EQ((*t)->Lookup(k3), 0u);
   TestBlock out(2, 300, 0);
   ASSERT_TRUE((*t)->Load(Key(2), out.chunks()).ok());
   EXPECT_EQ(out.data, b.data);

@@ -106,6 +106,7 @@ void HostTier::Insert(const BlockHash& key, std::vector<uint8_t> bytes) {
     const bool held = it != index_.end();
     if (held) lru_.splice(lru_.begin(), lru_, it->second);
     if (held || static_cast<int64_t>(bytes.size()) > capacity_ - free_max_) {
+      if (!held) ++stats_.declined;
       buffers_->Give(std::move(bytes));
       return;
     }
@@ -127,7 +128,10 @@ void HostTier::Store(const BlockHash& key, BlockChunks src) {
       lru_.splice(lru_.begin(), lru_, it->second);
       return;
     }
-    if (static_cast<int64_t>(TotalBytes(src)) > capacity_ - free_max_) return;
+    if (static_cast<int64_t>(TotalBytes(src)) > capacity_ - free_max_) {
+      ++stats_.declined;
+      return;
+    }
   }
   std::vector<uint8_t> bytes = buffers_->Take();
   CopyChunksInto(src, &bytes);

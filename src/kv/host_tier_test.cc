@@ -83,6 +83,7 @@ TEST(HostTier, EvictsLeastRecentlyUsedIntoTheNextTier) {
   t.Store(Key(9), TestBlock(4, 1000, 9).chunks());
   const BlockHash k9[] = {Key(9)};
   EXPECT_EQ(t.Lookup(k9), 0u);
+  EXPECT_EQ(t.Stats().declined, 1);
   t.Store(Key(3), TestBlock(4, 100, 3).chunks());
   EXPECT_EQ(t.Stats().stores, 4);
   t.Flush();  // everything to the next tier
