@@ -25,6 +25,10 @@ class ModelExecutor {
   // Runs one flat batch: writes each sequence's new tokens' KV into its blocks and the logits
   // of its last num_logits new tokens (model/batch.h) into `logits`, row after row: sequence
   // 0's rows in token order, then sequence 1's, ... ([sum of num_logits, n_vocab]).
+  // A sequence's cached positions [0, pos_start) may lie in blocks that other sequences of the
+  // same batch complete (a prefix attached in flight, kv::KvCacheManager::AttachInFlight): in
+  // every layer the K/V of every new token of the batch are stored before any sequence's
+  // attention reads the cache (model/batch.h).
   // REQUIRES: logits.size() == (sum of batch.seqs[i].num_logits) * n_vocab().
   // Errors: a malformed batch (InvalidArgument / Internal) or a model failure.
   virtual Status Execute(const model::Batch& batch, std::span<float> logits) = 0;

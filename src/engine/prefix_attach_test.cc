@@ -1,13 +1,17 @@
 // Bursts of requests with one prefix on the strict fake model: the prefix is computed once
-// (later requests wait for the blocks the first one is computing, then take them from the
-// cache), never across cache salts, and preemption of the request computing it changes no
-// output and leaks no block. Also where their time to first token went (step counts).
+// (later requests share the blocks the first one completes in the same step, or wait for those
+// it completes later), never across cache salts, and preemption of the request computing it
+// changes no output and leaks no block. Also where their time to first token went (step
+// counts), and the fake's same-step contract.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/pd_export.h"
+#include "engine/testing/fake_executor.h"
 #include "engine/testing/test_harness.h"
 
 namespace tachyon::engine {
@@ -56,26 +60,93 @@ TEST(PrefixAttachTest, BurstComputesTheSharedPrefixOnce) {
     EXPECT_EQ(h.exec().num_tokens_computed(), kPrefix + 8 * kSuffix + 8 * (kNewTokens - 1))
         << "budget " << budget;
     EXPECT_EQ(h.usage(0).cached_prompt_tokens, 0);
-    for (int i = 1; i < 8; ++i) {
-      EXPECT_EQ(h.usage(i).cached_prompt_tokens, kPrefix) << "request " << i;
-      const TtftBreakdown& t = h.result(i).ttft;
-      EXPECT_EQ(t.stalled_seconds, 0.0) << "request " << i;
-      EXPECT_EQ(t.prefill_tokens, kSuffix) << "request " << i;
-      EXPECT_EQ(t.prefill_steps, 1) << "request " << i;
-      EXPECT_GE(t.first_token_seconds, 0.0);
-      // With room for all, it only waited for the prefix blocks, then ran its suffix.
-      if (budget == 256) EXPECT_EQ(t.queued_seconds, 0.0) << "request " << i;
-    }
     const TtftBreakdown& first = h.result(0).ttft;
     EXPECT_EQ(first.prefix_wait_seconds, 0.0);
     EXPECT_EQ(first.prefill_tokens, kPrefix + kSuffix);
     EXPECT_EQ(first.prefill_steps, first.steps);
     EXPECT_EQ(first.prefill_steps, budget == 256 ? 1 : 3);  // 43 tokens in chunks of 16
-    // The first follower starts in the step after the prefix is complete, having waited for
-    // it all along (never queued for room).
-    EXPECT_EQ(h.result(1).ttft.steps, first.steps + 1);
+    for (int i = 1; i < 8; ++i) {
+      EXPECT_EQ(h.usage(i).cached_prompt_tokens, kPrefix) << "request " << i;
+      const TtftBreakdown& t = h.result(i).ttft;
+      EXPECT_EQ(t.stalled_seconds, 0.0) << "request " << i;
+      EXPECT_EQ(t.prefill_tokens, kSuffix) << "request " << i;
+      EXPECT_GE(t.first_token_seconds, 0.0);
+      if (budget == 256) {
+        // Its suffix ran in the step that computed the prefix, on the prefix's blocks.
+        EXPECT_EQ(t.steps, 1) << "request " << i;
+        EXPECT_EQ(t.prefill_steps, 1) << "request " << i;
+        EXPECT_EQ(t.prefix_wait_seconds, 0.0) << "request " << i;
+        EXPECT_EQ(t.queued_seconds, 0.0) << "request " << i;
+      }
+    }
+    // Chunked: the first follower waits for the prefix's first chunks, then runs in the step of
+    // its last chunk (never queued for room); the budget's rest goes to the next followers.
+    EXPECT_EQ(h.result(1).ttft.steps, first.steps);
     EXPECT_EQ(h.result(1).ttft.queued_seconds, 0.0);
+    if (budget == 16) EXPECT_GT(h.result(1).ttft.prefix_wait_seconds, 0.0);
   }
+}
+
+TEST(PrefixAttachTest, WriterPreemptedInTheStepOfTheAttachment) {
+  // Priority policy, 10 blocks of 4: low-priority request 0 has computed 20 of its 26 tokens
+  // when request 1 (the same prompt) and request 2 (important, needing 3 blocks) arrive;
+  // request 1 attaches to the block that request 0 completes in the next step, then request 2
+  // preempts request 0 in that same step. Request 1 must not read the block nobody writes
+  // (the strict fake fails the step if it does), and nothing leaks.
+  HarnessOptions opts;
+  opts.policy = SchedulePolicy::kPriority;
+  opts.max_batched_tokens = 20;
+  opts.num_blocks = 10;
+  Harness h(opts);
+  const std::vector<int32_t> prompt = MakePrompt(26, 19);
+  const std::vector<int32_t> other = MakePrompt(12, 23);
+  EngineRequest low = Greedy(prompt, kNewTokens);
+  low.priority = 5;
+  ASSERT_TRUE(h.Add(0, std::move(low)).ok());
+  h.Step();
+  ASSERT_TRUE(h.Add(1, Greedy(prompt, kNewTokens)).ok());
+  ASSERT_TRUE(h.Add(2, Greedy(other, kNewTokens)).ok());
+  h.Step();
+  EXPECT_EQ(h.engine().Metrics().num_preemptions, 2);  // request 0, and 1 with it
+  EXPECT_TRUE(h.result(1).tokens.empty());
+  h.RunToCompletion();
+  EXPECT_EQ(h.result(0).tokens, OracleGreedy(h.exec(), prompt, kNewTokens));
+  EXPECT_EQ(h.result(1).tokens, OracleGreedy(h.exec(), prompt, kNewTokens));
+  EXPECT_EQ(h.result(2).tokens, OracleGreedy(h.exec(), other, kNewTokens));
+  EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0) << "blocks leaked";
+}
+
+// Counts the blocks an export hands (engine/pd_export.h).
+class CountingSink : public KvExportSink {
+ public:
+  void OnLayer(uint32_t, uint32_t, const kv::BlockHash&, uint32_t,
+               std::span<const std::span<uint8_t>>) override {
+    ++handed;
+  }
+  void OnEnd(Status s) override { ok = s.ok(); }
+  int handed = 0;
+  bool ok = false;
+};
+
+TEST(PrefixAttachTest, KvExportWaitsForTheBlocksInstead) {
+  // An export hands the blocks before its step as computed: a request with one never attaches
+  // to blocks written in its step, it waits for them and starts from the cache.
+  HarnessOptions opts;
+  opts.max_batched_tokens = 256;
+  Harness h(opts);
+  const std::vector<int32_t> prefix = MakePrompt(kPrefix, 31);
+  ASSERT_TRUE(h.Add(0, Greedy(Prompt(prefix, 0), kNewTokens)).ok());
+  auto sink = std::make_shared<CountingSink>();
+  EngineRequest r = Greedy(Prompt(prefix, 1), kNewTokens);
+  r.kv_export = sink;
+  ASSERT_TRUE(h.Add(1, std::move(r)).ok());
+  h.RunToCompletion();
+  EXPECT_EQ(h.result(1).ttft.steps, 2);
+  EXPECT_GT(h.result(1).ttft.prefix_wait_seconds, 0.0);
+  EXPECT_EQ(h.usage(1).cached_prompt_tokens, kPrefix);
+  EXPECT_EQ(h.result(1).tokens, OracleGreedy(h.exec(), Prompt(prefix, 1), kNewTokens));
+  EXPECT_EQ(sink->handed, (kPrefix + kSuffix) / 4);
+  EXPECT_TRUE(sink->ok);
 }
 
 TEST(PrefixAttachTest, NoSharingAcrossCacheSalts) {
@@ -156,6 +227,71 @@ TEST(PrefixAttachTest, ShortSuffixGoesAheadOfALongPrefill) {
     EXPECT_EQ(h.result(51).tokens, OracleGreedy(h.exec(), Prompt(prefix, 4), kNewTokens));
     EXPECT_EQ(h.result(51).ttft.prefill_tokens, kSuffix);
   }
+}
+
+// The fake's same-step contract, on hand-made batches (blocks of 4): sequence 0 writes a
+// prompt's positions [from, 8) into blocks {0, 1}, sequence 1 reads positions [0, 8) from them as
+// its cached prefix and writes 2 more into block 2.
+Status RunPair(FakeModelExecutor& exec, int64_t writer_from, std::vector<float>* logits) {
+  const std::vector<int32_t> prompt = MakePrompt(10, 29);
+  model::Batch b;
+  b.tokens.assign(prompt.begin() + writer_from, prompt.begin() + 8);
+  b.tokens.insert(b.tokens.end(), prompt.begin() + 8, prompt.end());
+  model::SequenceSlice writer;
+  writer.n_tokens = 8 - writer_from;
+  writer.pos_start = writer_from;
+  writer.block_table = {0, 1};
+  model::SequenceSlice reader;
+  reader.token_start = writer.n_tokens;
+  reader.n_tokens = 2;
+  reader.pos_start = 8;
+  reader.block_table = {0, 1, 2};
+  b.seqs = {writer, reader};
+  logits->assign(2 * static_cast<size_t>(exec.n_vocab()), 0.0f);
+  return exec.Execute(b, *logits);
+}
+
+TEST(FakeExecutorContractTest, ReadsBlocksAnotherSequenceCompletesInTheStep) {
+  FakeModelExecutor exec(64, 8, 4);
+  std::vector<float> logits;
+  ASSERT_TRUE(RunPair(exec, 0, &logits).ok());
+  std::vector<float> want(64);
+  exec.LogitsFor(MakePrompt(10, 29), want);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), logits.begin() + 64));
+  // The writer computed [0, 4) before and completes block 1 now: still readable.
+  FakeModelExecutor resumed(64, 8, 4);
+  ASSERT_TRUE(RunPair(resumed, 0, &logits).ok());
+  ASSERT_TRUE(RunPair(resumed, 4, &logits).ok());
+}
+
+TEST(FakeExecutorContractTest, RejectsABlockTheWriterDoesNotComplete) {
+  FakeModelExecutor exec(64, 8, 4);
+  std::vector<float> logits;
+  ASSERT_TRUE(RunPair(exec, 0, &logits).ok());  // every slot holds its position now
+  const std::vector<int32_t> prompt = MakePrompt(10, 29);
+  // The writer writes only [4, 6) of block 1: positions 6-7 are left over from before.
+  model::Batch b;
+  b.tokens = {prompt[4], prompt[5], prompt[8], prompt[9]};
+  model::SequenceSlice writer;
+  writer.n_tokens = 2;
+  writer.pos_start = 4;
+  writer.block_table = {0, 1};
+  model::SequenceSlice reader;
+  reader.token_start = 2;
+  reader.n_tokens = 2;
+  reader.pos_start = 8;
+  reader.block_table = {0, 1, 2};
+  b.seqs = {writer, reader};
+  Status s = exec.Execute(b, logits);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("does not complete"), std::string::npos) << s.ToString();
+  // Two sequences writing one slot in a step.
+  reader.pos_start = 4;
+  reader.block_table = {0, 1};
+  b.tokens = {prompt[4], prompt[5], prompt[4], prompt[5]};
+  b.seqs = {writer, reader};
+  s = exec.Execute(b, logits);
+  EXPECT_NE(s.ToString().find("written twice"), std::string::npos) << s.ToString();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "util/logging.h"
 
@@ -39,6 +40,7 @@ void Scheduler::Preempt(Request* victim, SchedulerOutput* out, int64_t* budget) 
     out->num_tokens -= it->num_new_tokens;
     out->seqs.erase(it);
   }
+  std::erase_if(attached_, [&](const Attachment& a) { return a.request == victim; });
   kv_->Free(victim->seq_id);
   victim->num_computed_tokens = 0;
   victim->state = RequestState::kWaiting;
@@ -89,10 +91,24 @@ kv::PrefixHit Scheduler::FindPrefix(const Request* r) {
   return hit;
 }
 
+int64_t Scheduler::CoveredAfterStep(const SchedulerOutput& out, int64_t seq_id) {
+  for (const ScheduledSeq& s : out.seqs) {
+    if (s.request->seq_id == seq_id) return s.pos_start + s.num_new_tokens - s.num_draft_tokens;
+  }
+  return 0;
+}
+
 Scheduler::Admission Scheduler::ScheduleWaiting(Request* r, bool short_only, SchedulerOutput* out,
                                                 int64_t* budget) {
   kv::PrefixHit hit = FindPrefix(r);
-  if (hit.in_flight_tokens > 0) {  // someone computes our next blocks now: wait for them
+  const int64_t cached_blocks = static_cast<int64_t>(hit.blocks.size());
+  // Take what this step's requests complete; not for a KV export, which hands the blocks
+  // before its step as computed (engine/pd_export.h).
+  if (hit.in_flight_tokens > 0 && r->kv_export == nullptr) {
+    hit = kv_->AttachInFlight(std::move(hit), r->tokens, r->cache_salt,
+                              [&](int64_t owner) { return CoveredAfterStep(*out, owner); });
+  }
+  if (hit.in_flight_tokens > 0) {  // someone computes our next blocks later: wait for them
     r->deferred_step = step_;
     return Admission::kDeferred;
   }
@@ -109,6 +125,9 @@ Scheduler::Admission Scheduler::ScheduleWaiting(Request* r, bool short_only, Sch
   if (n <= 0 || !kv_->Allocate(r->seq_id, hit.num_tokens + n, hit)) {
     r->num_computed_tokens = 0;
     return Admission::kNoRoom;
+  }
+  if (static_cast<int64_t>(hit.blocks.size()) > cached_blocks) {
+    attached_.push_back({r, cached_blocks, static_cast<int64_t>(hit.blocks.size())});
   }
   kv_->MarkInFlight(r->seq_id, r->tokens, r->cache_salt);
   kv_->RecordPrefixQuery(static_cast<int64_t>(r->tokens.size()), hit.num_tokens);
@@ -129,7 +148,10 @@ Scheduler::Admission Scheduler::ScheduleWaiting(Request* r, bool short_only, Sch
 void Scheduler::AdmitWaiting(bool short_only, SchedulerOutput* out, int64_t* budget) {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Request* r = *it;
-    if (BlockedOnLeader(r) || r->deferred_step == step_) {
+    // Deferred earlier in this step (the short pass): looked at again, as the requests it waits
+    // for may complete its blocks in this step now (same-step attachment).
+    const bool was_deferred = r->deferred_step == step_;
+    if (BlockedOnLeader(r) || (was_deferred && short_only)) {
       ++it;
       continue;
     }
@@ -137,10 +159,11 @@ void Scheduler::AdmitWaiting(bool short_only, SchedulerOutput* out, int64_t* bud
       // No more admissions this step; the rest only note whether they wait for in-flight
       // prefix blocks (for the TTFT breakdown).
       if (short_only || !kv_->HasInFlight()) break;
-      if (FindPrefix(r).in_flight_tokens > 0) r->deferred_step = step_;
+      if (!was_deferred && FindPrefix(r).in_flight_tokens > 0) r->deferred_step = step_;
       ++it;
       continue;
     }
+    if (was_deferred) --num_deferred_;  // counted again below if it still waits
     Admission a = ScheduleWaiting(r, short_only, out, budget);
     // Under the priority policy, a request that cannot be admitted (no blocks or no seat)
     // preempts running requests of strictly lower priority, least important first.
@@ -173,6 +196,7 @@ SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   ++step_;
   num_deferred_ = 0;
+  attached_.clear();
   admission_closed_ = false;
   running_preempted_ = false;
   int64_t budget = config_.max_num_batched_tokens;
@@ -209,7 +233,37 @@ SchedulerOutput Scheduler::Schedule() {
   }
   run(prompt_begin, order.end(), [&](const Request* r) { return !is_short(r); });
   if (!running_preempted_) AdmitWaiting(/*short_only=*/false, &out, &budget);
+  DropUnwrittenAttachments(&out, &budget);
   return out;
+}
+
+void Scheduler::DropUnwrittenAttachments(SchedulerOutput* out, int64_t* budget) {
+  const int64_t bs = kv_->block_size();
+  for (bool changed = !attached_.empty(); changed;) {
+    changed = false;
+    // Blocks some sequence of the step completes: it writes their last positions now, the rest
+    // before (its own uncommitted blocks).
+    std::unordered_map<int32_t, const Request*> completed;
+    for (const ScheduledSeq& s : out->seqs) {
+      const int64_t end = s.pos_start + s.num_new_tokens - s.num_draft_tokens;
+      for (int64_t i = s.pos_start / bs; (i + 1) * bs <= end; ++i) {
+        completed.emplace(s.block_table[i], s.request);
+      }
+    }
+    for (const Attachment& a : attached_) {
+      const std::vector<int32_t>& table = kv_->BlockTable(a.request->seq_id);
+      bool written = true;
+      for (int64_t i = a.from_block; i < a.to_block && written; ++i) {
+        auto w = completed.find(table[i]);
+        written = w != completed.end() && w->second != a.request;
+      }
+      if (!written) {  // its writer left the step (preempted): it must not run on those blocks
+        Preempt(a.request, out, budget);  // (erases `a`)
+        changed = true;
+        break;
+      }
+    }
+  }
 }
 
 Request* Scheduler::LeastImportantRunning() const {

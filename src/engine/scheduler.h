@@ -17,10 +17,17 @@
 //    step's prompt tokens, so decode steps stay short.
 //  - A new request starts from the longest cached prefix (or, for choice i > 0 of an n > 1
 //    request, from choice 0's prompt blocks, forked with refcounts). When the blocks right
-//    after its cached prefix are being computed by a running request (same tokens, same
-//    cache salt: kv::PrefixHit::in_flight_tokens), it waits for them instead of computing
-//    them again, and starts from the cache once they are committed; a waiting request keeps
-//    its seat against those behind it. A burst of requests with one prefix computes it once.
+//    after its cached prefix are being computed by another request (same tokens, same cache
+//    salt: kv::PrefixHit::in_flight_tokens), it does not compute them again: the blocks that
+//    requests scheduled earlier in this step complete in this step it shares at once
+//    (kv::KvCacheManager::AttachInFlight), its own tokens after them run in the same step and
+//    read their KV as it is written (the executor stores every new token's KV before any
+//    attention reads it, model_executor.h); if blocks after those are still in flight, it waits
+//    for them instead and starts from the cache once they are committed (a waiting request
+//    keeps its seat against those behind it). A burst of requests with one prefix computes it
+//    once, and all of it in the prefix's last step when the budget allows. If a request whose
+//    blocks others attached to leaves the step (preempted later in it), they leave it too.
+//    Not with layer groups (kv/kv_groups.h) or a KV export (engine/pd_export.h): those wait.
 //  - When blocks run out, the lowest-priority / newest running request is preempted: its
 //    blocks are freed and it goes back to the waiting queue to be recomputed later (its cached
 //    blocks usually make that cheap). No new requests are admitted in a step that preempted.
@@ -125,10 +132,22 @@ class Scheduler {
   }
   bool BlockedOnLeader(const Request* r) const;
   kv::PrefixHit FindPrefix(const Request* r);
+  // Positions of request `seq_id` with KV once the step `out` ran (0: not in it).
+  static int64_t CoveredAfterStep(const SchedulerOutput& out, int64_t seq_id);
+  // Same-step attachments whose blocks no other sequence of the step completes any more (their
+  // writer was preempted after they attached) are preempted too, until none is left.
+  void DropUnwrittenAttachments(SchedulerOutput* out, int64_t* budget);
   void Preempt(Request* victim, SchedulerOutput* out, int64_t* budget);
   // The running request to preempt first: lowest priority (under kPriority), then newest.
   Request* LeastImportantRunning() const;
   int64_t ChunkSize(const Request* r, int64_t budget) const;
+
+  // A request admitted in this step on in-flight blocks [from_block, to_block) that other
+  // requests of the step complete (kv::KvCacheManager::AttachInFlight).
+  struct Attachment {
+    Request* request;
+    int64_t from_block, to_block;
+  };
 
   SchedulerConfig config_;
   kv::KvCacheManager* kv_;
@@ -139,6 +158,7 @@ class Scheduler {
   int num_deferred_ = 0;           // this step's waiting requests that keep a seat (in-flight wait)
   bool admission_closed_ = false;  // this step: the queue head could not start
   bool running_preempted_ = false;  // this step preempted for a running request: no admissions
+  std::vector<Attachment> attached_;  // this step's same-step attachments
 };
 
 }  // namespace tachyon::engine

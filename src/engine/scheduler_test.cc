@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -283,22 +284,62 @@ TEST_F(SchedulerTest, PrefillCapWhileDecoding) {
   EXPECT_EQ(out.num_tokens, 7);
 }
 
-TEST_F(SchedulerTest, WaitsForInFlightPrefixAndKeepsItsSeat) {
+TEST_F(SchedulerTest, AttachesToPrefixBlocksCompletedInTheSameStep) {
   Init(64, 100, /*max_seqs=*/2);
+  Request* a = NewRequest(18, 0, /*content=*/1);
+  Request* b = NewRequest(18, 0, /*content=*/1);  // same prompt as a
+  SchedulerOutput out = Step();
+  EXPECT_EQ(NewTokens(out, a), 18);
+  // a completes blocks 0-3 in this step: b shares them and computes only its last 2 tokens.
+  EXPECT_EQ(NewTokens(out, b), 2);
+  EXPECT_EQ(b->num_cached_prompt_tokens, 16);
+  const std::vector<int32_t>& ta = kv_->BlockTable(a->seq_id);
+  const std::vector<int32_t>& tb = kv_->BlockTable(b->seq_id);
+  ASSERT_EQ(tb.size(), 5u);
+  EXPECT_TRUE(std::equal(tb.begin(), tb.begin() + 4, ta.begin()));
+  EXPECT_NE(tb[4], ta[4]);
+  // Committed once, by a: both find the prompt's blocks cached now.
+  EXPECT_EQ(kv_->FindCachedPrefix(a->tokens, "").num_tokens, 16);
+}
+
+TEST_F(SchedulerTest, WaitsForInFlightPrefixAndKeepsItsSeat) {
+  Init(64, /*budget=*/10, /*max_seqs=*/2);
   Request* a = NewRequest(18, 0, /*content=*/1);
   Request* b = NewRequest(18, 0, /*content=*/1);  // same prompt as a
   Request* c = NewRequest(5);
   SchedulerOutput out = Step();
-  EXPECT_EQ(NewTokens(out, a), 18);
-  EXPECT_EQ(NewTokens(out, b), 0);  // waits for a's blocks instead of computing them
+  EXPECT_EQ(NewTokens(out, a), 10);
+  // a completes blocks 0-1 now, 2-3 only in the next step: b waits for them.
+  EXPECT_EQ(NewTokens(out, b), 0);
   EXPECT_EQ(b->state, RequestState::kWaiting);
   EXPECT_EQ(b->deferred_step, 1);
   // c may not take the second seat: b, ahead of it, keeps it while it waits.
   EXPECT_EQ(NewTokens(out, c), 0);
-  out = Step();  // a's prompt is committed: b starts from the cache
+  out = Step();  // a's last chunk completes blocks 2-3: b takes them in the same step
+  EXPECT_EQ(NewTokens(out, a), 8);
   EXPECT_EQ(NewTokens(out, b), 2);
   EXPECT_EQ(b->num_cached_prompt_tokens, 16);
   EXPECT_EQ(NewTokens(out, c), 0);  // two running: no seat
+}
+
+TEST_F(SchedulerTest, WriterPreemptedAfterAttachmentTakesItsFollowerWithIt) {
+  // Priority policy, 10 blocks of 4. Low-priority a has computed 20 of its 26 tokens; b (its
+  // prompt) attaches to block 5, which a completes in this step; then c, also important, lacks
+  // blocks and preempts a: b must not run on block 5, which nobody writes now.
+  Init(10, 20, 16, SchedulePolicy::kPriority);
+  Request* a = NewRequest(26, /*priority=*/5, /*content=*/1);
+  EXPECT_EQ(NewTokens(Step(), a), 20);
+  Request* b = NewRequest(26, /*priority=*/0, /*content=*/1);
+  Request* c = NewRequest(12, /*priority=*/0);
+  SchedulerOutput out = Step();
+  EXPECT_EQ(NewTokens(out, a), 0);
+  EXPECT_EQ(NewTokens(out, b), 0);
+  EXPECT_EQ(NewTokens(out, c), 12);
+  EXPECT_EQ(a->state, RequestState::kWaiting);
+  EXPECT_EQ(b->state, RequestState::kWaiting);
+  EXPECT_EQ(out.preempted, (std::vector<int64_t>{a->seq_id, b->seq_id}));
+  EXPECT_FALSE(kv_->HasRequest(b->seq_id));
+  EXPECT_EQ(kv_->Stats().used_blocks, 3);  // c's only
 }
 
 TEST_F(SchedulerTest, ShortWorkOvertakesForBudgetButNotForBlocks) {

@@ -105,6 +105,35 @@ PrefixHit KvCacheManager::FindCachedPrefix(std::span<const int32_t> tokens,
   return hit;
 }
 
+PrefixHit KvCacheManager::AttachInFlight(PrefixHit hit, std::span<const int32_t> tokens,
+                                         std::string_view cache_salt,
+                                         const std::function<int64_t(int64_t)>& covered) const {
+  if (hit.in_flight_tokens == 0 || num_groups() != 1 || sliding()) return hit;
+  const int bs = config_.block_size;
+  const size_t max_blocks = (tokens.size() - 1) / bs;  // as FindCachedPrefix
+  BlockHash parent = RootHash(cache_salt);
+  bool attaching = true;
+  hit.in_flight_tokens = 0;
+  for (size_t i = 0; i < max_blocks; ++i) {
+    parent = HashBlock(parent, tokens.subspan(i * bs, bs));
+    if (i < hit.blocks.size()) continue;
+    auto f = in_flight_.find(parent);
+    if (f == in_flight_.end()) break;
+    if (attaching && f->second != kExternalOwner) {
+      auto owner = seqs_.find(f->second);
+      if (owner != seqs_.end() && owner->second.blocks.size() > i &&
+          covered(f->second) >= static_cast<int64_t>(i + 1) * bs) {
+        hit.blocks.push_back(owner->second.blocks[i]);
+        continue;
+      }
+    }
+    attaching = false;
+    hit.in_flight_tokens += bs;
+  }
+  hit.num_tokens = static_cast<int64_t>(hit.blocks.size()) * bs;
+  return hit;
+}
+
 void KvCacheManager::MarkInFlight(int64_t id, std::span<const int32_t> tokens,
                                   std::string_view cache_salt) {
   if (!config_.enable_prefix_caching) return;

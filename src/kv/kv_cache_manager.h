@@ -30,6 +30,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -132,6 +133,20 @@ class KvCacheManager {
 
   // Whether any announced block is still in flight.
   bool HasInFlight() const { return !in_flight_.empty(); }
+
+  // Same-step attachment: extends `hit`, a FindCachedPrefix(tokens, cache_salt) result, over the
+  // in-flight blocks right after it that the requests announcing them complete in the step
+  // being built: `covered(owner)` is how many leading positions of request `owner` have KV once
+  // that step ran (0 when it is not in the step). The extended hit names those blocks from the
+  // owners' tables (their KV is written during the step: the caller must run the attaching
+  // request in that same step, with its owners, on an executor that stores every new token's KV
+  // before any sequence of the step reads it, engine/model_executor.h), and in_flight_tokens
+  // becomes the run of in-flight blocks after it (still to wait for). Blocks loaded by a store
+  // (AllocateExternal) are never attached. Returns `hit` unchanged with layer groups, or when
+  // nothing after it is in flight.
+  PrefixHit AttachInFlight(PrefixHit hit, std::span<const int32_t> tokens,
+                           std::string_view cache_salt,
+                           const std::function<int64_t(int64_t owner)>& covered) const;
 
   // Counts a prefix lookup for the hit-rate metric.
   void RecordPrefixQuery(int64_t queried_tokens, int64_t hit_tokens);

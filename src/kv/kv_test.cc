@@ -245,6 +245,54 @@ TEST(KvCacheManagerTest, InFlightBlocksAreFoundUntilCommittedOrFreed) {
   EXPECT_EQ(m.NumFreeBlocks(), 16);
 }
 
+TEST(KvCacheManagerTest, AttachInFlightTakesOnlyBlocksTheStepCompletes) {
+  KvCacheManager m({.num_blocks = 16, .block_size = 4});
+  const std::vector<int32_t> a = Range(14);  // 3 full blocks
+  ASSERT_TRUE(m.Allocate(1, 14));
+  m.MarkInFlight(1, a, "");
+  const std::vector<int32_t> b = Range(20);  // same first 14 tokens
+  int64_t covered = 8;                       // request 1's KV after the step being built
+  auto after_step = [&](int64_t owner) { return owner == 1 ? covered : 0; };
+  PrefixHit hit = m.AttachInFlight(m.FindCachedPrefix(b, ""), b, "", after_step);
+  const std::vector<int32_t>& table = m.BlockTable(1);
+  EXPECT_EQ(hit.num_tokens, 8);
+  EXPECT_EQ(hit.blocks, std::vector<int32_t>(table.begin(), table.begin() + 2));
+  EXPECT_EQ(hit.in_flight_tokens, 4);  // block 2 completes later: still to wait for
+  covered = 14;
+  hit = m.AttachInFlight(m.FindCachedPrefix(b, ""), b, "", after_step);
+  EXPECT_EQ(hit.num_tokens, 12);
+  EXPECT_EQ(hit.in_flight_tokens, 0);
+  // Shared by reference; committed once by request 1 after the step.
+  ASSERT_TRUE(m.Allocate(2, 20, hit));
+  EXPECT_EQ(m.pool().ref_count(table[0]), 2);
+  m.CommitComputed(1, a, 14, "");
+  m.CommitComputed(2, b, 20, "");
+  EXPECT_FALSE(m.HasInFlight());
+  EXPECT_EQ(m.FindCachedPrefix(Range(24), "").num_tokens, 20);
+  // Another salt, or an owner not in the step, attaches nothing.
+  ASSERT_TRUE(m.Allocate(3, 4));
+  const std::vector<int32_t> c = Range(9, 100);
+  m.MarkInFlight(3, c, "s");
+  EXPECT_EQ(m.AttachInFlight(m.FindCachedPrefix(Range(12, 100), ""), Range(12, 100), "", after_step)
+                .num_tokens,
+            0);
+  hit = m.AttachInFlight(m.FindCachedPrefix(Range(12, 100), "s"), Range(12, 100), "s", after_step);
+  EXPECT_EQ(hit.num_tokens, 0);
+  EXPECT_EQ(hit.in_flight_tokens, 8);
+  // Blocks a store loads are never attached.
+  std::vector<int32_t> ids;
+  const BlockHash key = HashBlock(RootHash(""), std::vector<int32_t>{7, 7, 7, 7});
+  ASSERT_TRUE(m.AllocateExternal(std::span<const BlockHash>(&key, 1), &ids));
+  const std::vector<int32_t> loaded = {7, 7, 7, 7, 1};
+  hit = m.AttachInFlight(m.FindCachedPrefix(loaded, ""), loaded, "",
+                         [](int64_t) { return int64_t{1} << 40; });
+  EXPECT_EQ(hit.num_tokens, 0);
+  EXPECT_EQ(hit.in_flight_tokens, 4);
+  m.ReleaseExternal(ids, std::span<const BlockHash>(&key, 1));
+  for (int64_t id : {1, 2, 3}) m.Free(id);
+  EXPECT_EQ(m.pool().num_used(), 0);
+}
+
 TEST(KvCacheManagerTest, CanAllocateMatchesAllocate) {
   KvCacheManager m({.num_blocks = 4, .block_size = 2});
   EXPECT_TRUE(m.CanAllocate(1, 8));

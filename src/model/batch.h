@@ -4,8 +4,11 @@
 // linear layer is one matmul over all of them. Each sequence names the KV blocks that hold
 // (and will hold) its keys/values: block_table[i] is the pool block id of positions
 // [i * block_size, (i + 1) * block_size). Attention for a sequence covers its cached positions
-// [0, pos_start) plus its new tokens (causal). The engine owns block ids (kv/); the model owns
-// the KV storage indexed by those ids.
+// [0, pos_start) plus its new tokens (causal). Cached positions may be written by another
+// sequence of the same batch (two tables naming one block: a shared prefix computed in this
+// step): in each layer the K/V of every new token are stored before any attention of that
+// layer runs. The engine owns block ids (kv/); the model owns the KV storage indexed by those
+// ids.
 #pragma once
 
 #include <cstdint>

@@ -37,16 +37,6 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-// SmolLM2 (ChatML) when present: $TACHYON_SMOLLM2, else the setup's model cache.
-std::string SmolLm2Path() {
-  if (const char* p = std::getenv("TACHYON_SMOLLM2")) return Exists(p) ? p : "";
-  const char* home = std::getenv("HOME");
-  if (!home) return "";
-  const std::string p =
-      std::string(home) + "/.cache/tachyon/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-  return Exists(p) ? p : "";
-}
-
 std::vector<NamedTokenizer> LoadTokenizers(const std::string& root) {
   std::vector<std::pair<std::string, std::string>> paths;
   for (const char* n : {"llama2", "llama3", "qwen3"}) {

@@ -80,14 +80,35 @@ Status FakeModelExecutor::CheckSequence(const model::Batch& batch,
   return OkStatus();
 }
 
-Status FakeModelExecutor::CheckWindow(const model::SequenceSlice& s, size_t seq, int g,
-                                      int64_t from, const std::vector<int32_t>& tokens) const {
+bool FakeModelExecutor::Readable(const model::Batch& batch, const Slot& slot, int32_t block,
+                                 int64_t pos, const model::SequenceSlice& s, size_t seq) const {
+  if (slot.call != call_stamp_ || slot.writer == seq) return true;
+  // Written in this call by another sequence: only in the reader's cached positions, in a block
+  // that writer completes now (it writes the block's positions from its pos_start on; the
+  // block's earlier positions it computed before).
+  if (pos >= s.pos_start) return false;
+  const int64_t writer_start = batch.seqs[slot.writer].pos_start;
+  const size_t base = static_cast<size_t>(block) * block_size_;
+  const int64_t first = pos - pos % block_size_;
+  for (int j = 0; j < block_size_; ++j) {
+    const Slot& o = kv_[base + j];
+    if (o.pos != first + j) return false;
+    if (first + j >= writer_start && (o.call != call_stamp_ || o.writer != slot.writer)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status FakeModelExecutor::CheckWindow(const model::Batch& batch, const model::SequenceSlice& s,
+                                      size_t seq, int g, int64_t from,
+                                      const std::vector<int32_t>& tokens) const {
   const int64_t section = static_cast<int64_t>(s.block_table.size() / windows_.size());
   for (int64_t pos = from; pos < s.pos_start + s.n_tokens; ++pos) {
     const int32_t block = s.block_table[g * section + pos / block_size_];
     const Slot& slot = kv_[static_cast<size_t>(block) * block_size_ + pos % block_size_];
     if (slot.pos != pos || slot.token != tokens[pos] ||
-        (slot.call == call_stamp_ && slot.writer != seq)) {
+        !Readable(batch, slot, block, pos, s, seq)) {
       return Internal("fake executor: group " + std::to_string(g) + " block " +
                       std::to_string(block) + " does not hold position " + std::to_string(pos) +
                       " of sequence " + std::to_string(seq) + " (window " +
@@ -119,6 +140,10 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
         const int64_t pos = s.pos_start + j;
         const int32_t block = s.block_table[g * section + pos / block_size_];
         Slot& slot = kv_[static_cast<size_t>(block) * block_size_ + pos % block_size_];
+        if (slot.call == call_stamp_) {
+          return Internal("fake executor: block " + std::to_string(block) + " position " +
+                          std::to_string(pos) + " is written twice in one step");
+        }
         slot.token = batch.tokens[s.token_start + j];
         slot.pos = pos;
         slot.call = call_stamp_;
@@ -144,9 +169,11 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
                         std::to_string(slot.pos) + " where position " + std::to_string(pos) +
                         " was expected");
       }
-      if (slot.call == call_stamp_ && slot.writer != i) {
+      if (!Readable(batch, slot, block, pos, s, i)) {
         return Internal("fake executor: position " + std::to_string(pos) + " of sequence " +
-                        std::to_string(i) + " reads KV another sequence writes in this step");
+                        std::to_string(i) +
+                        " reads KV another sequence writes in this step, in a block it does not "
+                        "complete");
       }
       h = Mix(h, static_cast<uint64_t>(slot.token) + static_cast<uint64_t>(pos));
       if (pos >= first_logits) LogitsFromHash(h, logits.subspan(row++ * n_vocab_, n_vocab_));
@@ -155,7 +182,7 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
     for (size_t g = 1; g < windows_.size(); ++g) {
       const int64_t w = windows_[g];
       const int64_t from = w > 0 ? std::max<int64_t>(0, s.pos_start - w + 1) : 0;
-      RETURN_IF_ERROR(CheckWindow(s, i, static_cast<int>(g), from, history_));
+      RETURN_IF_ERROR(CheckWindow(batch, s, i, static_cast<int>(g), from, history_));
     }
   }
   return OkStatus();

@@ -5,8 +5,12 @@
 // back from that sequence's blocks for positions [0, pos_start + n_tokens); each row asked for
 // (the last num_logits new tokens) is a hash of the token history up to its position, so reusing
 // the wrong blocks, wrong positions or mixing sequences changes the output. Reading a slot written
-// for another position, or written in the same call by another sequence (KV that was not computed
-// before the step), is an error.
+// for another position is an error, and so is writing one slot twice in a call. A slot written in
+// the same call by another sequence may be read only as part of the reader's cached positions
+// [0, pos_start) (a prefix block attached in flight, engine/model_executor.h), and only when that
+// writer completes the block in this call: it wrote every position of the block from its own
+// pos_start on, and the block's earlier slots hold their positions (written before the call);
+// anything else reads KV that was not computed before the step, an error.
 // Layer groups (kv/kv_groups.h): built with group windows, each block table is one section per
 // group and every group stores every new token in its own blocks. Logits come from group 0
 // (REQUIRES: window 0, full attention); each sliding group's blocks are read back for the
@@ -56,9 +60,12 @@ class FakeModelExecutor : public ModelExecutor {
   static constexpr uint64_t kHashStart = 0x1234567;
   void LogitsFromHash(uint64_t h, std::span<float> out) const;
   Status CheckSequence(const model::Batch& batch, const model::SequenceSlice& s) const;
+  // Whether sequence `seq` (slice s) may read `slot` (in `block`) for position `pos` (above).
+  bool Readable(const model::Batch& batch, const Slot& slot, int32_t block, int64_t pos,
+                const model::SequenceSlice& s, size_t seq) const;
   // Checks group g's slots for positions [from, end) against the tokens group 0 read.
-  Status CheckWindow(const model::SequenceSlice& s, size_t seq, int g, int64_t from,
-                     const std::vector<int32_t>& tokens) const;
+  Status CheckWindow(const model::Batch& batch, const model::SequenceSlice& s, size_t seq, int g,
+                     int64_t from, const std::vector<int32_t>& tokens) const;
 
   class SlotBytes : public kv::BlockBytes {
    public:

@@ -27,6 +27,15 @@ std::string SearchUp(fs::path start) {
 
 }  // namespace
 
+std::string SmolLm2Path() {
+  std::error_code ec;
+  if (const char* p = std::getenv("TACHYON_SMOLLM2")) return fs::is_regular_file(p, ec) ? p : "";
+  const char* home = std::getenv("HOME");
+  if (!home) return "";
+  const fs::path p = fs::path(home) / ".cache/tachyon/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return fs::is_regular_file(p, ec) ? p.string() : "";
+}
+
 std::string TestdataDir() {
   if (const char* env = std::getenv("TACHYON_TESTDATA")) {
     return IsDir(env) ? std::string(env) : std::string();
