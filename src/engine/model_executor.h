@@ -28,7 +28,8 @@ class ModelExecutor {
   // A sequence's cached positions [0, pos_start) may lie in blocks that other sequences of the
   // same batch complete (a prefix attached in flight, kv::KvCacheManager::AttachInFlight): in
   // every layer the K/V of every new token of the batch are stored before any sequence's
-  // attention reads the cache (model/batch.h).
+  // attention reads the cache (model/batch.h). The cached positions of its block at pos_start
+  // may be copied, after those stores, from another sequence's block (SequenceSlice::copy_src).
   // REQUIRES: logits.size() == (sum of batch.seqs[i].num_logits) * n_vocab().
   // Errors: a malformed batch (InvalidArgument / Internal) or a model failure.
   virtual Status Execute(const model::Batch& batch, std::span<float> logits) = 0;

@@ -32,6 +32,7 @@ Result<std::span<float>> ModelRunner::Execute(const SchedulerOutput& out) {
     slice.n_tokens = s.num_new_tokens;
     slice.pos_start = s.pos_start;
     slice.block_table = s.block_table;
+    slice.copy_src = s.copy_src;
     // A step that samples and verifies k drafts needs the rows of the last known token and of
     // each draft.
     slice.num_logits = s.sample ? 1 + s.num_draft_tokens : 1;

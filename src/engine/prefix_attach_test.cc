@@ -149,6 +149,58 @@ TEST(PrefixAttachTest, KvExportWaitsForTheBlocksInstead) {
   EXPECT_TRUE(sink->ok);
 }
 
+TEST(PrefixAttachTest, PartialLastBlockIsCopiedNotRecomputed) {
+  // A 42-token prefix: 10 full blocks of 4 and 2 tokens of the next block, which the followers
+  // copy from request 0's block instead of computing them, whether they arrive with it
+  // (same step) or one step later (its block then holds them already).
+  for (bool later : {false, true}) {
+    HarnessOptions opts;
+    opts.max_batched_tokens = 256;
+    Harness h(opts);
+    const std::vector<int32_t> prefix = MakePrompt(42, 37);
+    ASSERT_TRUE(h.Add(0, Greedy(Prompt(prefix, 0), kNewTokens)).ok());
+    if (later) h.Step();
+    for (int i = 1; i < 8; ++i) ASSERT_TRUE(h.Add(i, Greedy(Prompt(prefix, i), kNewTokens)).ok());
+    h.RunToCompletion();
+    EXPECT_EQ(h.exec().num_tokens_computed(), 42 + 8 * kSuffix + 8 * (kNewTokens - 1));
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(h.result(i).tokens, OracleGreedy(h.exec(), Prompt(prefix, i), kNewTokens))
+          << "request " << i;
+      EXPECT_EQ(h.usage(i).cached_prompt_tokens, i == 0 ? 0 : 42) << "request " << i;
+      EXPECT_EQ(h.result(i).ttft.steps, 1) << "request " << i;
+    }
+    EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0);
+  }
+}
+
+TEST(PrefixAttachTest, CopySourcePreemptedInTheStepOfTheCopy) {
+  // Priority policy, 10 blocks of 4: low-priority request 0 (26 tokens) decodes when request 1
+  // (its prompt) arrives and copies position 24 from request 0's block 6; request 2, important,
+  // then preempts request 0 in that step, freeing the block (maybe taking it). Request 1 must
+  // not copy from it.
+  HarnessOptions opts;
+  opts.policy = SchedulePolicy::kPriority;
+  opts.max_batched_tokens = 64;
+  opts.num_blocks = 10;
+  Harness h(opts);
+  const std::vector<int32_t> prompt = MakePrompt(26, 41);
+  const std::vector<int32_t> other = MakePrompt(12, 43);
+  EngineRequest low = Greedy(prompt, kNewTokens);
+  low.priority = 5;
+  ASSERT_TRUE(h.Add(0, std::move(low)).ok());
+  h.Step();
+  ASSERT_TRUE(h.Add(1, Greedy(prompt, kNewTokens)).ok());
+  ASSERT_TRUE(h.Add(2, Greedy(other, kNewTokens)).ok());
+  h.Step();
+  EXPECT_EQ(h.engine().Metrics().num_preemptions, 2);  // request 0, and 1 with it
+  EXPECT_TRUE(h.result(1).tokens.empty());
+  h.RunToCompletion();
+  EXPECT_EQ(h.result(0).tokens, OracleGreedy(h.exec(), prompt, kNewTokens));
+  EXPECT_EQ(h.result(1).tokens, OracleGreedy(h.exec(), prompt, kNewTokens));
+  EXPECT_EQ(h.result(2).tokens, OracleGreedy(h.exec(), other, kNewTokens));
+  EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0) << "blocks leaked";
+}
+
 TEST(PrefixAttachTest, NoSharingAcrossCacheSalts) {
   Harness h;
   const std::vector<int32_t> prefix = MakePrompt(kPrefix, 5);
@@ -292,6 +344,38 @@ TEST(FakeExecutorContractTest, RejectsABlockTheWriterDoesNotComplete) {
   b.seqs = {writer, reader};
   s = exec.Execute(b, logits);
   EXPECT_NE(s.ToString().find("written twice"), std::string::npos) << s.ToString();
+}
+
+TEST(FakeExecutorContractTest, CopiesSlotsAfterTheWrites) {
+  FakeModelExecutor exec(64, 8, 4);
+  std::vector<float> logits;
+  const std::vector<int32_t> prompt = MakePrompt(10, 29);
+  // Sequence 0 writes [0, 6) (blocks 0, 1); sequence 1 shares block 0, copies positions 4-5
+  // from block 1 into its block 2 and computes [6, 10) in blocks 2 and 3.
+  model::Batch b;
+  b.tokens.assign(prompt.begin(), prompt.begin() + 6);
+  b.tokens.insert(b.tokens.end(), prompt.begin() + 6, prompt.end());
+  model::SequenceSlice writer;
+  writer.n_tokens = 6;
+  writer.block_table = {0, 1};
+  model::SequenceSlice reader;
+  reader.token_start = 6;
+  reader.n_tokens = 4;
+  reader.pos_start = 6;
+  reader.block_table = {0, 2, 3};
+  reader.copy_src = 1;
+  b.seqs = {writer, reader};
+  logits.assign(2 * 64, 0.0f);
+  Status s = exec.Execute(b, logits);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::vector<float> want(64);
+  exec.LogitsFor(prompt, want);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), logits.begin() + 64));
+  // From a block that does not hold those positions: an error.
+  reader.copy_src = 3;
+  b.seqs = {writer, reader};
+  s = exec.Execute(b, logits);
+  EXPECT_NE(s.ToString().find("does not hold position"), std::string::npos) << s.ToString();
 }
 
 }  // namespace

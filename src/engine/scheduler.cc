@@ -98,6 +98,38 @@ int64_t Scheduler::CoveredAfterStep(const SchedulerOutput& out, int64_t seq_id) 
   return 0;
 }
 
+bool Scheduler::IsCopyTarget(const Request* r) const {
+  return std::any_of(attached_.begin(), attached_.end(),
+                     [&](const Attachment& a) { return a.request == r && a.copy_src >= 0; });
+}
+
+int64_t Scheduler::KvAfterStep(const SchedulerOutput& out, const Request* w) const {
+  return w->scheduled_step == step_ ? CoveredAfterStep(out, w->seq_id) : w->num_computed_tokens;
+}
+
+Scheduler::PartialPrefix Scheduler::FindPartialPrefix(const Request* r, const kv::PrefixHit& hit,
+                                                      const SchedulerOutput& out) const {
+  PartialPrefix best;
+  const int64_t bs = kv_->block_size();
+  const int64_t k = hit.num_tokens / bs;
+  if (k == 0 || kv_->num_groups() != 1 || kv_->group_window(0) != 0) return best;
+  const int32_t last = hit.blocks[k - 1];
+  const int64_t start = k * bs;
+  const int64_t limit =
+      std::min<int64_t>(start + bs - 1, static_cast<int64_t>(r->tokens.size()) - 1);
+  for (const Request* w : running_) {
+    if (w == r || !kv_->HasRequest(w->seq_id) || IsCopyTarget(w)) continue;
+    const std::vector<int32_t>& t = kv_->BlockTable(w->seq_id);
+    if (static_cast<int64_t>(t.size()) <= k || t[k - 1] != last) continue;
+    const int64_t end =
+        std::min({limit, KvAfterStep(out, w), static_cast<int64_t>(w->tokens.size())});
+    int64_t p = start;
+    while (p < end && w->tokens[p] == r->tokens[p]) ++p;
+    if (p - start > best.tokens) best = {t[k], p - start};
+  }
+  return best;
+}
+
 Scheduler::Admission Scheduler::ScheduleWaiting(Request* r, bool short_only, SchedulerOutput* out,
                                                 int64_t* budget) {
   kv::PrefixHit hit = FindPrefix(r);
@@ -113,33 +145,37 @@ Scheduler::Admission Scheduler::ScheduleWaiting(Request* r, bool short_only, Sch
     return Admission::kDeferred;
   }
   if (num_running() + num_deferred_ >= config_.max_num_seqs) return Admission::kNoRoom;
-  r->num_computed_tokens = hit.num_tokens;
+  // The partial block after the hit, copied from a running request that holds those tokens.
+  const PartialPrefix part = FindPartialPrefix(r, hit, *out);
+  const int64_t cached = hit.num_tokens + part.tokens;
+  r->num_computed_tokens = cached;
   const int64_t n = ChunkSize(r, *budget);
-  const int64_t uncached = static_cast<int64_t>(r->tokens.size()) - hit.num_tokens;
+  const int64_t uncached = static_cast<int64_t>(r->tokens.size()) - cached;
   if (short_only && !IsShort(uncached)) {
     // Long work waits for the long pass; those behind may overtake it only if it could start.
-    const bool could_start = n > 0 && kv_->CanAllocate(r->seq_id, hit.num_tokens + n, hit);
+    const bool could_start = n > 0 && kv_->CanAllocate(r->seq_id, cached + n, hit);
     r->num_computed_tokens = 0;
     return could_start ? Admission::kShortOnly : Admission::kNoRoom;
   }
-  if (n <= 0 || !kv_->Allocate(r->seq_id, hit.num_tokens + n, hit)) {
+  if (n <= 0 || !kv_->Allocate(r->seq_id, cached + n, hit)) {
     r->num_computed_tokens = 0;
     return Admission::kNoRoom;
   }
-  if (static_cast<int64_t>(hit.blocks.size()) > cached_blocks) {
-    attached_.push_back({r, cached_blocks, static_cast<int64_t>(hit.blocks.size())});
+  if (static_cast<int64_t>(hit.blocks.size()) > cached_blocks || part.tokens > 0) {
+    attached_.push_back(
+        {r, cached_blocks, static_cast<int64_t>(hit.blocks.size()), part.block, cached});
   }
   kv_->MarkInFlight(r->seq_id, r->tokens, r->cache_salt);
-  kv_->RecordPrefixQuery(static_cast<int64_t>(r->tokens.size()), hit.num_tokens);
+  kv_->RecordPrefixQuery(static_cast<int64_t>(r->tokens.size()), cached);
   if (r->num_cached_prompt_tokens < 0) {
-    r->num_cached_prompt_tokens = std::min(hit.num_tokens, r->num_prompt_tokens);
+    r->num_cached_prompt_tokens = std::min(cached, r->num_prompt_tokens);
     r->first_scheduled_time = std::chrono::steady_clock::now();
   }
   r->state = RequestState::kRunning;
   running_.push_back(r);
-  const bool sample = hit.num_tokens + n == static_cast<int64_t>(r->tokens.size());
+  const bool sample = cached + n == static_cast<int64_t>(r->tokens.size());
   r->scheduled_step = step_;
-  out->seqs.push_back({r, n, hit.num_tokens, kv_->BlockTable(r->seq_id), sample});
+  out->seqs.push_back({r, n, cached, kv_->BlockTable(r->seq_id), sample, 0, part.block});
   out->num_tokens += n;
   *budget -= n;
   return Admission::kAdmitted;
@@ -257,7 +293,23 @@ void Scheduler::DropUnwrittenAttachments(SchedulerOutput* out, int64_t* budget) 
         auto w = completed.find(table[i]);
         written = w != completed.end() && w->second != a.request;
       }
+      if (written && a.copy_src >= 0) {
+        // A request with the same prefix and tokens still holds the source, computed so far
+        // (a source whose holder left the step may be another request's block now).
+        const int64_t k = a.to_block, start = k * bs;
+        const std::vector<int32_t>& r_tokens = a.request->tokens;
+        written = std::any_of(running_.begin(), running_.end(), [&](const Request* w) {
+          if (w == a.request || !kv_->HasRequest(w->seq_id) || IsCopyTarget(w)) return false;
+          const std::vector<int32_t>& t = kv_->BlockTable(w->seq_id);
+          return static_cast<int64_t>(t.size()) > k && t[k] == a.copy_src &&
+                 t[k - 1] == table[k - 1] && KvAfterStep(*out, w) >= a.copy_end &&
+                 static_cast<int64_t>(w->tokens.size()) >= a.copy_end &&
+                 std::equal(r_tokens.begin() + start, r_tokens.begin() + a.copy_end,
+                            w->tokens.begin() + start);
+        });
+      }
       if (!written) {  // its writer left the step (preempted): it must not run on those blocks
+        // (or copy from them)
         Preempt(a.request, out, budget);  // (erases `a`)
         changed = true;
         break;

@@ -73,6 +73,9 @@ struct ScheduledSeq {
   // after its known tokens to be verified (only when sample). num_computed_tokens advances by
   // the known tokens, and later by the drafts accepted (Scheduler::OnDraftsVerified).
   int64_t num_draft_tokens = 0;
+  // >= 0: its cached positions in its block at pos_start are copied from this block of another
+  // request in the step (model::SequenceSlice::copy_src: a shared prompt's partial block).
+  int32_t copy_src = -1;
 };
 
 struct SchedulerOutput {
@@ -134,6 +137,20 @@ class Scheduler {
   kv::PrefixHit FindPrefix(const Request* r);
   // Positions of request `seq_id` with KV once the step `out` ran (0: not in it).
   static int64_t CoveredAfterStep(const SchedulerOutput& out, int64_t seq_id);
+  // Positions of running request `w` with KV once this step ran (scheduled in it or not).
+  int64_t KvAfterStep(const SchedulerOutput& out, const Request* w) const;
+  // The longest run of r's tokens right after its prefix hit (at most block_size - 1, never its
+  // last token) that a running request holds in its block there, with KV by the end of this
+  // step: that block and the run's length (0: none). Not from a request whose own block there
+  // is a copy in this step.
+  struct PartialPrefix {
+    int32_t block = -1;
+    int64_t tokens = 0;
+  };
+  PartialPrefix FindPartialPrefix(const Request* r, const kv::PrefixHit& hit,
+                                  const SchedulerOutput& out) const;
+  // Whether r was admitted in this step with a copied partial block.
+  bool IsCopyTarget(const Request* r) const;
   // Same-step attachments whose blocks no other sequence of the step completes any more (their
   // writer was preempted after they attached) are preempted too, until none is left.
   void DropUnwrittenAttachments(SchedulerOutput* out, int64_t* budget);
@@ -143,10 +160,13 @@ class Scheduler {
   int64_t ChunkSize(const Request* r, int64_t budget) const;
 
   // A request admitted in this step on in-flight blocks [from_block, to_block) that other
-  // requests of the step complete (kv::KvCacheManager::AttachInFlight).
+  // requests of the step complete (kv::KvCacheManager::AttachInFlight), and/or with the first
+  // positions of its block to_block, up to copy_end, copied from block copy_src (>= 0).
   struct Attachment {
     Request* request;
     int64_t from_block, to_block;
+    int32_t copy_src;
+    int64_t copy_end;
   };
 
   SchedulerConfig config_;

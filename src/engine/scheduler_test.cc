@@ -290,14 +290,17 @@ TEST_F(SchedulerTest, AttachesToPrefixBlocksCompletedInTheSameStep) {
   Request* b = NewRequest(18, 0, /*content=*/1);  // same prompt as a
   SchedulerOutput out = Step();
   EXPECT_EQ(NewTokens(out, a), 18);
-  // a completes blocks 0-3 in this step: b shares them and computes only its last 2 tokens.
-  EXPECT_EQ(NewTokens(out, b), 2);
-  EXPECT_EQ(b->num_cached_prompt_tokens, 16);
+  // a completes blocks 0-3 in this step: b shares them, copies position 16 from a's block 4
+  // (never its last token) and computes only its last token.
+  EXPECT_EQ(NewTokens(out, b), 1);
+  EXPECT_EQ(b->num_cached_prompt_tokens, 17);
   const std::vector<int32_t>& ta = kv_->BlockTable(a->seq_id);
   const std::vector<int32_t>& tb = kv_->BlockTable(b->seq_id);
   ASSERT_EQ(tb.size(), 5u);
   EXPECT_TRUE(std::equal(tb.begin(), tb.begin() + 4, ta.begin()));
   EXPECT_NE(tb[4], ta[4]);
+  EXPECT_EQ(out.seqs[1].copy_src, ta[4]);
+  EXPECT_EQ(out.seqs[0].copy_src, -1);
   // Committed once, by a: both find the prompt's blocks cached now.
   EXPECT_EQ(kv_->FindCachedPrefix(a->tokens, "").num_tokens, 16);
 }
@@ -317,8 +320,8 @@ TEST_F(SchedulerTest, WaitsForInFlightPrefixAndKeepsItsSeat) {
   EXPECT_EQ(NewTokens(out, c), 0);
   out = Step();  // a's last chunk completes blocks 2-3: b takes them in the same step
   EXPECT_EQ(NewTokens(out, a), 8);
-  EXPECT_EQ(NewTokens(out, b), 2);
-  EXPECT_EQ(b->num_cached_prompt_tokens, 16);
+  EXPECT_EQ(NewTokens(out, b), 1);  // (position 16 copied from a's block 4)
+  EXPECT_EQ(b->num_cached_prompt_tokens, 17);
   EXPECT_EQ(NewTokens(out, c), 0);  // two running: no seat
 }
 

@@ -37,6 +37,13 @@ struct SequenceSlice {
   // chunks); at the AMX level they take the AVX-512 kernels (kernels/matmul.h). The other rows
   // keep the AMX thresholds. Default: no decode rows.
   int64_t decode_start = std::numeric_limits<int64_t>::max();
+  // >= 0: the cached positions of this sequence's block at pos_start (its first
+  // pos_start % block_size slots) are copied from block copy_src's same slots in every layer,
+  // after the step's new K/V are stored and before attention reads the cache: a prompt's
+  // partial block another sequence holds (computed before the step, or in it). -1: none.
+  // REQUIRES: pos_start % block_size > 0; one KV layer group; copy_src is not itself a copy's
+  // destination in the same batch.
+  int32_t copy_src = -1;
 };
 
 struct Batch {

@@ -143,6 +143,17 @@ kernels::PagedKv KvCache::View(int64_t layer) const {
   return kv;
 }
 
+void KvCache::CopySlots(int64_t layer, int32_t src, int32_t dst, int64_t n) {
+  const size_t bytes = static_cast<size_t>(n) * row_bytes_;
+  for (uint8_t* base : {k(layer), v(layer)}) {
+    for (int64_t h = 0; h < n_kv_heads_; ++h) {
+      const size_t from = static_cast<size_t>((src * n_kv_heads_ + h) * block_size_) * row_bytes_;
+      const size_t to = static_cast<size_t>((dst * n_kv_heads_ + h) * block_size_) * row_bytes_;
+      std::memcpy(base + to, base + from, bytes);
+    }
+  }
+}
+
 void KvCache::CopyBlock(int32_t src, int32_t dst) {
   for (int64_t c = 0; c < num_chunks(); ++c) {
     std::memcpy(BlockChunk(dst, c).data(), BlockChunk(src, c).data(), chunk_bytes());

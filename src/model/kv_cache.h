@@ -87,6 +87,9 @@ class KvCache {
   // Copies block `src` over block `dst` in every layer of its page (copy-on-write).
   // REQUIRES: both in [0, n_blocks).
   void CopyBlock(int32_t src, int32_t dst);
+  // Copies the first n positions of block `src` over those of block `dst` in `layer` (K and V).
+  // REQUIRES: layer < n_layers; both in [0, n_blocks); n <= block_size.
+  void CopySlots(int64_t layer, int32_t src, int32_t dst, int64_t n);
 
   // A block (page) as raw bytes, for whatever moves KV out of or into the pool (KV transfer
   // between replicas, offload tiers): 2 * layout().layers_per_block chunks of chunk_bytes()

@@ -54,6 +54,33 @@ TEST(KvCacheChunks, CopyingChunksRestoresABlockBitForBitInEveryDtypeAndLayout) {
   }
 }
 
+TEST(KvCacheChunks, CopySlotsCopiesTheFirstPositionsOfOneLayer) {
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kQ8_0}) {
+    auto kv = KvCache::Create(2, 4, kBlock, kHeads, kDim, dtype);
+    ASSERT_TRUE(kv.ok());
+    Fill(**kv, 1, 1.0f);
+    Fill(**kv, 3, 2.0f);
+    std::vector<std::vector<uint8_t>> before;  // block 3's chunks
+    for (int64_t c = 0; c < (*kv)->num_chunks(); ++c) {
+      auto b = (*kv)->BlockChunk(3, c);
+      before.emplace_back(b.begin(), b.end());
+    }
+    (*kv)->CopySlots(/*layer=*/1, /*src=*/1, /*dst=*/3, /*n=*/2);
+    const size_t row = (*kv)->chunk_bytes() / (kBlock * kHeads);
+    for (int64_t c = 0; c < (*kv)->num_chunks(); ++c) {  // chunks 2, 3: layer 1's K and V
+      auto got = (*kv)->BlockChunk(3, c), src = (*kv)->BlockChunk(1, c);
+      for (int64_t h = 0; h < kHeads; ++h) {
+        for (int64_t p = 0; p < kBlock; ++p) {
+          const size_t off = static_cast<size_t>(h * kBlock + p) * row;
+          const uint8_t* want = c >= 2 && p < 2 ? src.data() + off : before[c].data() + off;
+          EXPECT_EQ(std::memcmp(got.data() + off, want, row), 0)
+              << KvDtypeName(dtype) << " chunk " << c << " head " << h << " position " << p;
+        }
+      }
+    }
+  }
+}
+
 TEST(KvCacheDtypes, BlockedDtypesRefuseHeadDimsThatAreNotMultiplesOf32) {
   for (KvDtype dtype : {KvDtype::kQ8_0, KvDtype::kQ4_0, KvDtype::kQ4_1}) {
     auto bad = KvCache::Create(KvLayout::Single(2), 4, kBlock, kHeads, 48, dtype);

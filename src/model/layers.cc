@@ -232,6 +232,7 @@ void AttentionBlock(StepContext& ctx, const LayerWeights& w, int64_t il) {
         ctx.kv->Store(il, slot[i], s.k.data() + i * kv_dim, s.v.data() + i * kv_dim);
       }
     });
+    for (const StepContext::SlotCopy& cp : ctx.copies) ctx.kv->CopySlots(il, cp.src, cp.dst, cp.n);
     kernels::AttentionParams params;
     params.n_heads = c.n_heads;
     params.scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));

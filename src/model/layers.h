@@ -65,6 +65,12 @@ struct StepContext {
   std::vector<int64_t> kv_slot;             // [n_groups, n_tokens] block * block_size + slot
   std::vector<kernels::AttentionSeq> seqs;  // [n_groups, n_seqs]; q / out into s->q / s->attn
   int64_t n_seqs = 0;
+  // Slot copies (SequenceSlice::copy_src): in each layer, after the stores, before attention.
+  struct SlotCopy {
+    int32_t src, dst;
+    int64_t n;
+  };
+  std::vector<SlotCopy> copies;
   std::vector<float> rope_cs;      // [n_tokens, rot_dim] RoPE cos/sin pairs,
                                    // computed by layer 0's AttentionBlock
   std::vector<float> rope_cs_swa;  // the same with config.rope_inv_freq_swa (when set)

@@ -216,6 +216,11 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out, b
       }
       token_row_[t] = 0;
     }
+    if (sq.copy_src >= 0 &&
+        (n_groups != 1 || sq.pos_start % bs == 0 || sq.copy_src >= kv->n_blocks())) {
+      return InvalidArgument(where + ": bad slot copy from block " + std::to_string(sq.copy_src) +
+                             " (one KV group, pos_start inside a block)");
+    }
     if (sq.num_logits < 1 || sq.num_logits > sq.n_tokens) {
       return InvalidArgument(where + ": asks for logits of " + std::to_string(sq.num_logits) +
                              " tokens, it has " + std::to_string(sq.n_tokens) + " new tokens");
@@ -239,6 +244,12 @@ Status Model::PrepareStep(const Batch& batch, KvCache* kv, ForwardOutput* out, b
   ctx_.n_decode_rows = n_decode;
   ctx_.positions.resize(n);
   ctx_.seqs.clear();
+  ctx_.copies.clear();
+  for (const SequenceSlice& sq : batch.seqs) {
+    if (sq.copy_src >= 0) {
+      ctx_.copies.push_back({sq.copy_src, sq.block_table[sq.pos_start / bs], sq.pos_start % bs});
+    }
+  }
   ctx_.kv_slot.resize(n * n_groups);
   row_token_.resize(n);
   seq_slice_.clear();

@@ -118,6 +118,39 @@ Status FakeModelExecutor::CheckWindow(const model::Batch& batch, const model::Se
   return OkStatus();
 }
 
+Status FakeModelExecutor::CopySlots(const model::Batch& batch) {
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const model::SequenceSlice& s = batch.seqs[i];
+    if (s.copy_src < 0) continue;
+    const int64_t n = s.pos_start % block_size_;
+    if (windows_.size() != 1 || n == 0 || s.copy_src >= num_blocks_) {
+      return InvalidArgument("fake executor: bad slot copy from block " +
+                             std::to_string(s.copy_src));
+    }
+    const size_t from = static_cast<size_t>(s.copy_src) * block_size_;
+    const size_t to = static_cast<size_t>(s.block_table[s.pos_start / block_size_]) * block_size_;
+    for (int64_t j = 0; j < n; ++j) {
+      const Slot& src = kv_[from + j];
+      Slot& dst = kv_[to + j];
+      const int64_t pos = s.pos_start - n + j;
+      if (src.pos != pos || (src.call == call_stamp_ && src.copied)) {
+        return Internal("fake executor: copy from block " + std::to_string(s.copy_src) +
+                        ": its slot " + std::to_string(j) + " does not hold position " +
+                        std::to_string(pos) + " computed by a sequence");
+      }
+      if (dst.call == call_stamp_) {
+        return Internal("fake executor: block position " + std::to_string(pos) +
+                        " is written twice in one step");
+      }
+      dst = src;
+      dst.call = call_stamp_;
+      dst.writer = i;
+      dst.copied = true;
+    }
+  }
+  return OkStatus();
+}
+
 Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> logits) {
   size_t rows = 0;
   for (const model::SequenceSlice& s : batch.seqs) {
@@ -148,10 +181,12 @@ Status FakeModelExecutor::Execute(const model::Batch& batch, std::span<float> lo
         slot.pos = pos;
         slot.call = call_stamp_;
         slot.writer = i;
+        slot.copied = false;
       }
     }
     num_tokens_ += s.n_tokens;
   }
+  RETURN_IF_ERROR(CopySlots(batch));
   // Each group's one "layer" is stored (bytes_.num_model_layers()).
   for (size_t g = 0; layer_kv_hook_ && g < windows_.size(); ++g) layer_kv_hook_(int64_t(g));
   size_t row = 0;

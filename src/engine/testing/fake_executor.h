@@ -10,7 +10,8 @@
 // [0, pos_start) (a prefix block attached in flight, engine/model_executor.h), and only when that
 // writer completes the block in this call: it wrote every position of the block from its own
 // pos_start on, and the block's earlier slots hold their positions (written before the call);
-// anything else reads KV that was not computed before the step, an error.
+// anything else reads KV that was not computed before the step, an error. Slot copies
+// (SequenceSlice::copy_src) run after all writes of the call; they count as the reader's writes.
 // Layer groups (kv/kv_groups.h): built with group windows, each block table is one section per
 // group and every group stores every new token in its own blocks. Logits come from group 0
 // (REQUIRES: window 0, full attention); each sliding group's blocks are read back for the
@@ -56,6 +57,7 @@ class FakeModelExecutor : public ModelExecutor {
     int64_t pos = -1;   // -1: never written
     int64_t call = -1;  // the stamp of the Execute call that wrote it (unique per process)
     size_t writer = 0;  // index of the writing sequence in that call's batch
+    bool copied = false;  // written by a slot copy (SequenceSlice::copy_src)
   };
   static constexpr uint64_t kHashStart = 0x1234567;
   void LogitsFromHash(uint64_t h, std::span<float> out) const;
@@ -63,6 +65,9 @@ class FakeModelExecutor : public ModelExecutor {
   // Whether sequence `seq` (slice s) may read `slot` (in `block`) for position `pos` (above).
   bool Readable(const model::Batch& batch, const Slot& slot, int32_t block, int64_t pos,
                 const model::SequenceSlice& s, size_t seq) const;
+  // Applies the batch's slot copies (SequenceSlice::copy_src) after its writes: each copied
+  // slot must hold its position, written by a sequence (not by another copy of the call).
+  Status CopySlots(const model::Batch& batch);
   // Checks group g's slots for positions [from, end) against the tokens group 0 read.
   Status CheckWindow(const model::Batch& batch, const model::SequenceSlice& s, size_t seq, int g,
                      int64_t from, const std::vector<int32_t>& tokens) const;
