@@ -139,6 +139,44 @@ TEST(BatchTest, SeveralSequencesInOneBatchMatchSeparatePasses) {
   }
 }
 
+// A prefix shared within one step (engine/scheduler.h): sequence B's cached positions are the
+// blocks sequence A writes in the same batch, plus a slot copy of A's partial block
+// (SequenceSlice::copy_src); B computes only its own last tokens and gets the logits of one
+// plain pass over its tokens.
+TEST(BatchTest, PrefixWrittenAndCopiedInTheSameStepMatchesOnePass) {
+  Fixture f = LoadFixture();
+  if (f.model_paths.empty()) GTEST_SKIP() << "testdata/models not found";
+  std::vector<int32_t> a = f.seqs["S4"];
+  a.resize(40);  // 2 full blocks of 16, then 8 tokens
+  std::vector<int32_t> b(a.begin(), a.begin() + 37);
+  for (int32_t t : {7, 9, 11}) b.push_back(t);
+  ThreadPool pool(1);
+  for (const std::string& path : f.model_paths) {
+    SCOPED_TRACE(path);
+    auto m = Model::Load(path);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    Model& model = **m;
+    const int64_t V = model.config().n_vocab;
+    auto kv = model.CreateKvCache(8);
+    ASSERT_TRUE(kv.ok());
+    Batch batch;
+    batch.tokens = a;
+    batch.tokens.insert(batch.tokens.end(), b.begin() + 37, b.end());
+    batch.seqs.push_back({0, 40, 0, {7, 6, 5}, 1});
+    SequenceSlice sb{40, 3, 37, {7, 6, 4}, 1};
+    sb.copy_src = 5;  // positions 32-36 from A's block 5
+    batch.seqs.push_back(sb);
+    ForwardOutput out;
+    ASSERT_TRUE(model.Forward(batch, kv->get(), &pool, &out).ok());
+    const std::vector<float> want_a =
+        AllLogits(model, a, &pool, kDefaultBlockSize, kDefaultKvDtype);
+    const std::vector<float> want_b =
+        AllLogits(model, b, &pool, kDefaultBlockSize, kDefaultKvDtype);
+    ASSERT_LT(MaxAbsDiff(out.Row(0), want_a.data() + 39 * V, V), kTol);
+    ASSERT_LT(MaxAbsDiff(out.Row(1), want_b.data() + 39 * V, V), kTol);
+  }
+}
+
 // The speculative-decoding seam: a sequence that asks for the logits of its last k new tokens
 // (a verify batch of k drafted tokens) gets, row for row, the logits that k single-token
 // decode steps would give.
