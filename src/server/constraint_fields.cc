@@ -156,10 +156,15 @@ Parsed StructuredOutputs(const ordered_json& so) {
   auto within = WithinFlag(so, "structured_outputs");
   if (!within.ok()) return within.error();
   for (auto it = so.begin(); it != so.end(); ++it) {
-    if (it->is_null()) continue;
     const std::string& key = it.key();
-    if (key == kWithin) continue;
     const std::string param = "structured_outputs." + key;
+    if (key != "json" && key != "regex" && key != "grammar" && key != "choice" &&
+        key != "json_object" && key != kWithin) {  // unknown, even when null
+      return InvalidParam(param, "'" + param +
+                                     "' is not supported: structured_outputs takes one of "
+                                     "'json', 'regex', 'choice', 'grammar' or 'json_object'.");
+    }
+    if (it->is_null() || key == kWithin) continue;
     std::optional<ApiResult<RequestedConstraint>> c;
     if (key == "json") {
       c = SchemaValue(*it, param, /*text_too=*/true);
@@ -169,16 +174,12 @@ Parsed StructuredOutputs(const ordered_json& so) {
       c = StringValue(*it, Kind::kGbnf, param, "a GBNF grammar");
     } else if (key == "choice") {
       c = ChoiceValue(*it, param);
-    } else if (key == "json_object") {
+    } else {  // json_object
       if (!it->is_boolean()) {
         return InvalidParam(param, "Invalid value for '" + param + "': expected a boolean.");
       }
       if (!it->get<bool>()) continue;
       c = Make(Kind::kJsonObject, "", param);
-    } else {
-      return InvalidParam(param, "'" + param +
-                                     "' is not supported: structured_outputs takes one of "
-                                     "'json', 'regex', 'choice', 'grammar' or 'json_object'.");
     }
     if (!c->ok()) return c->error();
     if (out) {

@@ -112,6 +112,8 @@ TEST(ConstraintFieldsTest, VllmStructuredOutputs) {
 
 TEST(ConstraintFieldsTest, MalformedStructuredOutputs) {
   ExpectRefused({{"structured_outputs", "json"}}, "structured_outputs");
+  ExpectRefused({{"structured_outputs", {{"", nullptr}}}}, "structured_outputs.");
+  ExpectRefused({{"structured_outputs", {{"jsn", nullptr}, {"regex", "a"}}}}, "structured_outputs.jsn");
   ExpectRefused({{"structured_outputs", {{"regex", ""}}}}, "structured_outputs.regex");
   ExpectRefused({{"structured_outputs", {{"regex", 5}}}}, "structured_outputs.regex");
   ExpectRefused({{"structured_outputs", {{"choice", ordered_json::array()}}}},
