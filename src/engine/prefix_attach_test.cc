@@ -87,19 +87,18 @@ TEST(PrefixAttachTest, BurstComputesTheSharedPrefixOnce) {
   }
 }
 
-TEST(PrefixAttachTest, WriterPreemptedInTheStepOfTheAttachment) {
-  // Priority policy, 10 blocks of 4: low-priority request 0 has computed 20 of its 26 tokens
-  // when request 1 (the same prompt) and request 2 (important, needing 3 blocks) arrive;
-  // request 1 attaches to the block that request 0 completes in the next step, then request 2
-  // preempts request 0 in that same step. Request 1 must not read the block nobody writes
-  // (the strict fake fails the step if it does), and nothing leaks.
+// Priority policy, 10 blocks of 4: low-priority request 0 (a 26-token prompt) takes one step;
+// then request 1 (the same prompt) and request 2 (important, 12 tokens, needing 3 blocks)
+// arrive, and in the next step request 2 preempts request 0, and request 1 (which shares
+// request 0's blocks in that step) with it. Every output equals the oracle's and no block leaks.
+void ExpectPreemptedWithItsSharer(int max_batched_tokens, int prompt_seed, int other_seed) {
   HarnessOptions opts;
   opts.policy = SchedulePolicy::kPriority;
-  opts.max_batched_tokens = 20;
+  opts.max_batched_tokens = max_batched_tokens;
   opts.num_blocks = 10;
   Harness h(opts);
-  const std::vector<int32_t> prompt = MakePrompt(26, 19);
-  const std::vector<int32_t> other = MakePrompt(12, 23);
+  const std::vector<int32_t> prompt = MakePrompt(26, prompt_seed);
+  const std::vector<int32_t> other = MakePrompt(12, other_seed);
   EngineRequest low = Greedy(prompt, kNewTokens);
   low.priority = 5;
   ASSERT_TRUE(h.Add(0, std::move(low)).ok());
@@ -114,6 +113,15 @@ TEST(PrefixAttachTest, WriterPreemptedInTheStepOfTheAttachment) {
   EXPECT_EQ(h.result(1).tokens, OracleGreedy(h.exec(), prompt, kNewTokens));
   EXPECT_EQ(h.result(2).tokens, OracleGreedy(h.exec(), other, kNewTokens));
   EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0) << "blocks leaked";
+}
+
+TEST(PrefixAttachTest, WriterPreemptedInTheStepOfTheAttachment) {
+  // Priority policy, 10 blocks of 4: low-priority request 0 has computed 20 of its 26 tokens
+  // when request 1 (the same prompt) and request 2 (important, needing 3 blocks) arrive;
+  // request 1 attaches to the block that request 0 completes in the next step, then request 2
+  // preempts request 0 in that same step. Request 1 must not read the block nobody writes
+  // (the strict fake fails the step if it does), and nothing leaks.
+  ExpectPreemptedWithItsSharer(/*max_batched_tokens=*/20, 19, 23);
 }
 
 // Counts the blocks an export hands (engine/pd_export.h).
@@ -178,27 +186,7 @@ TEST(PrefixAttachTest, CopySourcePreemptedInTheStepOfTheCopy) {
   // (its prompt) arrives and copies position 24 from request 0's block 6; request 2, important,
   // then preempts request 0 in that step, freeing the block (maybe taking it). Request 1 must
   // not copy from it.
-  HarnessOptions opts;
-  opts.policy = SchedulePolicy::kPriority;
-  opts.max_batched_tokens = 64;
-  opts.num_blocks = 10;
-  Harness h(opts);
-  const std::vector<int32_t> prompt = MakePrompt(26, 41);
-  const std::vector<int32_t> other = MakePrompt(12, 43);
-  EngineRequest low = Greedy(prompt, kNewTokens);
-  low.priority = 5;
-  ASSERT_TRUE(h.Add(0, std::move(low)).ok());
-  h.Step();
-  ASSERT_TRUE(h.Add(1, Greedy(prompt, kNewTokens)).ok());
-  ASSERT_TRUE(h.Add(2, Greedy(other, kNewTokens)).ok());
-  h.Step();
-  EXPECT_EQ(h.engine().Metrics().num_preemptions, 2);  // request 0, and 1 with it
-  EXPECT_TRUE(h.result(1).tokens.empty());
-  h.RunToCompletion();
-  EXPECT_EQ(h.result(0).tokens, OracleGreedy(h.exec(), prompt, kNewTokens));
-  EXPECT_EQ(h.result(1).tokens, OracleGreedy(h.exec(), prompt, kNewTokens));
-  EXPECT_EQ(h.result(2).tokens, OracleGreedy(h.exec(), other, kNewTokens));
-  EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0) << "blocks leaked";
+  ExpectPreemptedWithItsSharer(/*max_batched_tokens=*/64, 41, 43);
 }
 
 TEST(PrefixAttachTest, NoSharingAcrossCacheSalts) {
