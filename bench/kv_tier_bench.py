@@ -259,6 +259,11 @@ def finish(res, out):
               f"(backlog after the rounds {c['writer_backlog']:.3f} s), the engine's copies into "
               f"the host tier {c['engine_offer']:.3f} s, of {c['server_total']:.2f} s of server "
               f"CPU: {100 * c['share']:.2f}%")
+        fin = res.get("no_reuse_final", {})
+        disk = {k: int(fin.get(f'tachyon_kv_tier_{k}_total{{tier="disk"}}', 0))
+                for k in ("stores", "declined", "evictions")}
+        print(f"disk tier over the whole run (warm-up included): {disk['stores']} blocks written, "
+              f"{disk['declined']} declined, {disk['evictions']} evicted")
         off_cpu = statistics.median(r["tier_threads_cpu"] + r["other_threads_cpu"]
                                     for r in rounds["no_reuse_off"])
         on_cpu = statistics.median(r["tier_threads_cpu"] + r["other_threads_cpu"]

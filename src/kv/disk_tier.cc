@@ -1,13 +1,16 @@
 #include "kv/disk_tier.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -22,23 +25,44 @@ namespace fs = std::filesystem;
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr char kMagic[4] = {'T', 'K', 'V', 'B'};
-constexpr size_t kHeaderBytes = 64;
-constexpr char kExt[] = ".kvb";
-constexpr char kTmpExt[] = ".kvb.tmp";
+constexpr int64_t kHeaderBytes = DiskTier::kRecordHeaderBytes;
+constexpr char kExt[] = ".kvs";
+constexpr char kOldExt[] = ".kvb";         // format 1: one file per block
+constexpr char kOldTmpExt[] = ".kvb.tmp";  // format 1's writes cut short
+constexpr char kProbeName[] = ".probe.tmp";
 
 struct Header {
   char magic[4];
   uint32_t version;
   uint64_t identity_lo, identity_hi;
   uint64_t key_lo, key_hi;
+  uint64_t seq;
   uint64_t payload_bytes;
   uint64_t payload_hash;
-  uint64_t header_hash;  // of the 56 bytes above
+  uint64_t header_hash;  // of the 64 bytes above
 };
-static_assert(sizeof(Header) == kHeaderBytes, "the disk tier's header is 64 bytes");
+static_assert(sizeof(Header) == kHeaderBytes, "the disk tier's record header is 72 bytes");
+const Header kEndMark{};  // all zero: no record follows
 
 uint64_t HeaderHash(const Header& h) {
-  return XXH3_64bits(&h, offsetof(Header, header_hash));
+  return Xxh3(&h, offsetof(Header, header_hash));
+}
+
+bool IsEndMark(const Header& h) {
+  return std::memcmp(&h, &kEndMark, sizeof(Header)) == 0;
+}
+
+// Why `h`, read at `offset` of a file of `file_bytes`, is not a well-formed record; empty if
+// it is one (of any identity).
+std::string_view HeaderProblem(const Header& h, int64_t offset, int64_t file_bytes) {
+  if (std::memcmp(h.magic, kMagic, 4) != 0) return "not a record header";
+  if (h.header_hash != HeaderHash(h)) return "header checksum mismatch";
+  if (h.version != DiskTier::kVersion) return "unknown version";
+  if (h.payload_bytes > static_cast<uint64_t>(file_bytes) ||
+      offset + kHeaderBytes + static_cast<int64_t>(h.payload_bytes) > file_bytes) {
+    return "truncated record";
+  }
+  return {};
 }
 
 std::string Hex16(uint64_t v) {
@@ -47,41 +71,36 @@ std::string Hex16(uint64_t v) {
   return buf;
 }
 
-bool ReadAll(int fd, uint8_t* p, size_t n, off_t off) {
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, off);
+bool EndsWith(std::string_view s, std::string_view end) {
+  return s.size() >= end.size() && s.substr(s.size() - end.size()) == end;
+}
+
+// preadv / pwritev of all of `iov` at `off`, resuming after partial transfers; false on an
+// error or end of file. Advances the entries of `iov`.
+template <bool kWrite>
+bool TransferAll(int fd, std::span<iovec> iov, off_t off) {
+  size_t i = 0;
+  while (i < iov.size() && iov[i].iov_len == 0) ++i;
+  while (i < iov.size()) {
+    const int n = static_cast<int>(std::min<size_t>(iov.size() - i, IOV_MAX));
+    const ssize_t r =
+        kWrite ? ::pwritev(fd, iov.data() + i, n, off) : ::preadv(fd, iov.data() + i, n, off);
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
     off += r;
+    size_t left = static_cast<size_t>(r);
+    while (i < iov.size() && left >= iov[i].iov_len) left -= iov[i++].iov_len;
+    if (i < iov.size()) {
+      iov[i].iov_base = static_cast<uint8_t*>(iov[i].iov_base) + left;
+      iov[i].iov_len -= left;
+    }
   }
   return true;
 }
 
-bool WriteAll(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-// Reads and checks a file's header. Errors: DataLoss (not a valid block file).
-Result<Header> ReadHeader(int fd, int64_t file_bytes) {
-  Header h;
-  if (file_bytes < static_cast<int64_t>(kHeaderBytes) ||
-      !ReadAll(fd, reinterpret_cast<uint8_t*>(&h), kHeaderBytes, 0)) {
-    return DataLoss("truncated header");
-  }
-  if (std::memcmp(h.magic, kMagic, 4) != 0) return DataLoss("not a KV block file");
-  if (h.header_hash != HeaderHash(h)) return DataLoss("header checksum mismatch");
-  if (h.version != DiskTier::kVersion) return DataLoss("unknown version");
-  if (static_cast<uint64_t>(file_bytes) != kHeaderBytes + h.payload_bytes) {
-    return DataLoss("file size does not match its header");
-  }
-  return h;
+bool ReadAt(int fd, void* p, size_t n, off_t off) {
+  iovec iov{p, n};
+  return TransferAll<false>(fd, std::span<iovec>(&iov, 1), off);
 }
 
 class Fd {
@@ -97,13 +116,36 @@ class Fd {
  private:
   int fd_;
 };
+
+void WarnWriteFailure(const fs::path& path) {
+  static std::atomic<int> warned{0};
+  if (warned.fetch_add(1) == 0) TLOG(WARN) << "disk KV tier: cannot write " << path.string();
+}
 }  // namespace
+
+// One segment file. Its fd stays open while anyone (a Load in progress) holds the segment.
+struct DiskTier::Segment {
+  uint32_t number = 0;
+  int fd = -1;
+  int64_t end = 0;         // where this lap's records end: the next record goes here
+  int64_t file_bytes = 0;  // the file's size (this lap's records, the end mark, stale bytes)
+  uint64_t first_seq = 0;  // this lap's first record's sequence (0: none)
+  uint64_t last_seq = 0;
+  uint64_t gen = 0;     // bumped when its blocks are dropped: a load reading it meanwhile fails
+  bool closed = false;  // a write failed: no more records go here
+  std::vector<BlockHash> keys;  // this lap's records (the index may point elsewhere since)
+  explicit Segment(int fd_in) : fd(fd_in) {}
+  ~Segment() { ::close(fd); }
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+};
 
 DiskTier::DiskTier(fs::path dir, int64_t capacity, const BlockHash& identity)
     : dir_(std::move(dir)),
       capacity_(capacity),
       identity_(identity),
       queue_budget_(std::min<int64_t>(capacity, int64_t{256} << 20)),
+      segment_bytes_(std::min<int64_t>(capacity / 16, int64_t{256} << 20)),
       buffers_(std::make_shared<BufferPool>(int64_t{64} << 20)) {
   stats_.capacity_bytes = capacity_;
 }
@@ -143,78 +185,152 @@ DiskTier::~DiskTier() {
   if (writer_.joinable()) writer_.join();
 }
 
-fs::path DiskTier::PathOf(const BlockHash& key) const {
-  return dir_ / (Hex16(identity_.hi) + "-" + BlockHashHex(key) + kExt);
+fs::path DiskTier::SegmentPath(uint32_t number) const {
+  char n[9];
+  std::snprintf(n, sizeof(n), "%08x", number);
+  return dir_ / (Hex16(identity_.hi) + "-" + n + kExt);
+}
+
+DiskTier::SegmentScan DiskTier::ScanSegment(Segment& seg, std::vector<Meta>* records,
+                                            std::vector<BlockHash>* keys) {
+  const int64_t size = static_cast<int64_t>(::lseek(seg.fd, 0, SEEK_END));
+  seg.file_bytes = std::max<int64_t>(size, 0);
+  int64_t off = 0;
+  std::string_view problem;
+  while (off < seg.file_bytes) {
+    Header h;
+    if (off + kHeaderBytes > seg.file_bytes || !ReadAt(seg.fd, &h, kHeaderBytes, off)) {
+      problem = "truncated record header";
+      break;
+    }
+    if (IsEndMark(h)) break;
+    problem = HeaderProblem(h, off, seg.file_bytes);
+    if (problem.empty() && (h.identity_lo != identity_.lo || h.identity_hi != identity_.hi)) {
+      if (off == 0) return SegmentScan::kOtherIdentity;
+      problem = "a record of another model";
+    }
+    if (problem.empty() && h.seq <= seg.last_seq) problem = "a record older than the one before";
+    if (!problem.empty()) break;
+    records->push_back(Meta{nullptr, off, h.seq, h.payload_bytes});
+    keys->push_back(BlockHash{h.key_lo, h.key_hi});
+    if (seg.first_seq == 0) seg.first_seq = h.seq;
+    seg.last_seq = h.seq;
+    off += kHeaderBytes + static_cast<int64_t>(h.payload_bytes);
+  }
+  seg.end = off;
+  if (records->empty()) return SegmentScan::kBad;
+  if (!problem.empty()) {
+    TLOG(WARN) << "disk KV tier: " << SegmentPath(seg.number).string() << ": " << problem
+               << " at byte " << off << "; its " << seg.file_bytes - off
+               << " bytes from there are not used";
+  }
+  return SegmentScan::kOurs;
 }
 
 Status DiskTier::Scan() {
+  const std::string prefix = Hex16(identity_.hi) + "-";
   struct Found {
-    BlockHash key;
-    int64_t bytes;
-    fs::file_time_type mtime;
+    std::shared_ptr<Segment> seg;
+    std::vector<Meta> records;
+    std::vector<BlockHash> keys;
   };
   std::vector<Found> found;
+  int64_t old_format = 0;
   std::error_code ec;
   fs::directory_iterator it(dir_, ec);
   if (ec) return Unavailable("--kv-offload-dir " + dir_.string() + ": " + ec.message());
   for (const fs::directory_entry& e : it) {
     const std::string name = e.path().filename().string();
     if (!e.is_regular_file(ec)) continue;
-    const auto ends_with = [&](std::string_view s) {
-      return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-    };
-    if (ends_with(kTmpExt)) {  // a write cut short
+    const bool ours = name.compare(0, prefix.size(), prefix) == 0;
+    if (EndsWith(name, kOldTmpExt) || name == kProbeName) {  // a write cut short
       fs::remove(e.path(), ec);
       ++removed_;
       continue;
     }
-    if (!ends_with(kExt)) continue;
-    const int64_t size = static_cast<int64_t>(e.file_size(ec));
-    Fd fd(::open(e.path().c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) continue;
-    Result<Header> h = ReadHeader(fd.get(), size);
-    if (!h.ok()) {
-      TLOG(WARN) << "disk KV tier: removing " << e.path().string() << ": " << h.status().message();
-      fs::remove(e.path(), ec);
-      ++removed_;
+    if (EndsWith(name, kOldExt)) {  // format 1: this model's are never read again
+      if (ours) {
+        fs::remove(e.path(), ec);
+        ++removed_;
+        ++old_format;
+      } else {
+        ++ignored_;
+      }
       continue;
     }
-    const BlockHash key{h->key_lo, h->key_hi};
-    if (h->identity_lo != identity_.lo || h->identity_hi != identity_.hi ||
-        e.path() != PathOf(key)) {
-      ++ignored_;  // another model's (or misnamed): never used, left alone
+    if (!EndsWith(name, kExt)) continue;
+    const std::string number = name.substr(prefix.size(), name.size() - prefix.size() - 4);
+    if (!ours || number.size() != 8 ||
+        number.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      ++ignored_;  // another model's (or not a segment's name): never used, left alone
       continue;
     }
-    found.push_back({key, size, e.last_write_time(ec)});
+    const int fd = ::open(e.path().c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      TLOG(WARN) << "disk KV tier: cannot open " << e.path().string();
+      ++ignored_;
+      continue;
+    }
+    Found f{std::make_shared<Segment>(fd), {}, {}};
+    f.seg->number = static_cast<uint32_t>(std::stoul(number, nullptr, 16));
+    next_number_ = std::max(next_number_, f.seg->number + 1);
+    switch (ScanSegment(*f.seg, &f.records, &f.keys)) {
+      case SegmentScan::kOtherIdentity:
+        ++ignored_;  // under this model's name, another model's records: never used
+        break;
+      case SegmentScan::kBad:
+        TLOG(WARN) << "disk KV tier: removing " << e.path().string() << ": no valid record";
+        fs::remove(e.path(), ec);
+        ++removed_;
+        break;
+      case SegmentScan::kOurs:
+        found.push_back(std::move(f));
+        break;
+    }
   }
+  if (old_format > 0) {
+    TLOG(INFO) << "disk KV tier: removed " << old_format << " block files of format 1";
+  }
+  // Newest first, within the capacity (e.g. lowered since): the older segments go.
   std::sort(found.begin(), found.end(),
-            [](const Found& a, const Found& b) { return a.mtime > b.mtime; });  // newest first
-  for (const Found& f : found) {
-    if (bytes_ + f.bytes > capacity_) {  // over the bound (e.g. lowered since): drop the oldest
-      fs::remove(PathOf(f.key), ec);
-      ++removed_;
-      continue;
-    }
-    lru_.push_back(f.key);
-    index_[f.key] = Meta{f.bytes, std::prev(lru_.end())};
-    bytes_ += f.bytes;
-    ++scanned_;
+            [](const Found& a, const Found& b) { return a.seg->last_seq > b.seg->last_seq; });
+  size_t keep = 0;
+  for (; keep < found.size(); ++keep) {
+    if (file_bytes_ + found[keep].seg->file_bytes > capacity_) break;
+    file_bytes_ += found[keep].seg->file_bytes;
   }
+  for (size_t i = keep; i < found.size(); ++i) {
+    fs::remove(SegmentPath(found[i].seg->number), ec);
+    ++removed_;
+  }
+  found.resize(keep);
+  for (auto f = found.rbegin(); f != found.rend(); ++f) {  // oldest first: newer records win
+    for (size_t i = 0; i < f->records.size(); ++i) {
+      Meta m = f->records[i];
+      m.seg = f->seg;
+      index_.insert_or_assign(f->keys[i], std::move(m));
+    }
+    f->seg->keys = std::move(f->keys);
+    next_seq_ = std::max(next_seq_, f->seg->last_seq + 1);
+    segments_.push_back(f->seg);
+  }
+  scanned_ = static_cast<int64_t>(index_.size());
   return OkStatus();
 }
 
 void DiskTier::Probe() {
   constexpr size_t kBytes = 1u << 20;
-  const fs::path p = dir_ / ".probe.kvb.tmp";
+  const fs::path p = dir_ / kProbeName;
   std::vector<uint8_t> buf(kBytes, 7);
   {
     Fd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0 || !WriteAll(fd.get(), buf.data(), kBytes)) return;
+    iovec iov{buf.data(), kBytes};
+    if (fd.get() < 0 || !TransferAll<true>(fd.get(), std::span<iovec>(&iov, 1), 0)) return;
   }
   const auto t = Clock::now();
   {
     Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() >= 0 && ReadAll(fd.get(), buf.data(), kBytes, 0)) {
+    if (fd.get() >= 0 && ReadAt(fd.get(), buf.data(), kBytes, 0)) {
       (void)Xxh3(buf.data(), kBytes);  // a load checks the checksum too
       probe_seconds_per_byte_ = std::chrono::duration<double>(Clock::now() - t).count() / kBytes;
     }
@@ -223,21 +339,29 @@ void DiskTier::Probe() {
   fs::remove(p, ec);
 }
 
-void DiskTier::Touch(const BlockHash& key) {
-  auto it = index_.find(key);
-  if (it != index_.end()) lru_.splice(lru_.begin(), lru_, it->second.lru);
+void DiskTier::Reclaim(Segment& seg) {
+  for (const BlockHash& k : seg.keys) {
+    auto it = index_.find(k);
+    if (it != index_.end() && it->second.seg.get() == &seg) {
+      index_.erase(it);
+      ++stats_.evictions;
+    }
+  }
+  seg.keys.clear();
+  seg.first_seq = seg.last_seq = 0;
+  seg.end = 0;
+  ++seg.gen;
 }
 
-void DiskTier::ForgetLocked(const BlockHash& key, bool remove_file) {
+bool DiskTier::WantsLocked(const BlockHash& key) const {
+  if (queued_.count(key)) return false;
   auto it = index_.find(key);
-  if (it == index_.end()) return;
-  bytes_ -= it->second.bytes;
-  lru_.erase(it->second.lru);
-  index_.erase(it);
-  if (remove_file) {
-    std::error_code ec;
-    fs::remove(PathOf(key), ec);
-  }
+  if (it == index_.end()) return true;
+  // Held: written again when its segment is in the older half of a full tier (the next to be
+  // overwritten), so a block still in use is not lost with it.
+  if (file_bytes_ + segment_bytes_ <= capacity_) return false;
+  const Segment& middle = *segments_[segments_.size() / 2];
+  return middle.first_seq != 0 && it->second.seq < middle.first_seq;
 }
 
 size_t DiskTier::Lookup(std::span<const BlockHash> keys) {
@@ -251,75 +375,70 @@ size_t DiskTier::Lookup(std::span<const BlockHash> keys) {
 Status DiskTier::Load(const BlockHash& key, BlockChunks dst) {
   const auto t = Clock::now();
   const size_t want = TotalBytes(dst);
-  auto fail = [&](Status s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.load_failures;
-    return s;
-  };
+  Meta m;
+  uint64_t gen = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto q = queued_.find(key);
-    if (q != queued_.end()) {  // not written yet: from memory
-      const std::vector<uint8_t>& b = *q->second;
-      if (b.size() != want) {
-        ++stats_.load_failures;
-        return InvalidArgument("disk KV tier: block of " + std::to_string(b.size()) +
-                               " bytes loaded into " + std::to_string(want));
-      }
+    const std::vector<uint8_t>* queued = nullptr;
+    if (auto q = queued_.find(key); q != queued_.end()) queued = q->second;
+    auto it = index_.find(key);
+    const uint64_t held = queued               ? queued->size()
+                          : it != index_.end() ? it->second.payload_bytes
+                                               : 0;
+    if (!queued && it == index_.end()) {
+      ++stats_.load_failures;
+      return NotFound("disk KV tier: block " + BlockHashHex(key) + " is not held");
+    }
+    if (held != want) {
+      ++stats_.load_failures;
+      return InvalidArgument("disk KV tier: block of " + std::to_string(held) +
+                             " bytes loaded into " + std::to_string(want));
+    }
+    if (queued) {  // not written yet: from memory
       size_t off = 0;
       for (const auto& c : dst) {
-        std::memcpy(c.data(), b.data() + off, c.size());
+        std::memcpy(c.data(), queued->data() + off, c.size());
         off += c.size();
       }
       ++stats_.hits;
       return OkStatus();
     }
-    if (!index_.count(key)) {
-      ++stats_.load_failures;
-      return NotFound("disk KV tier: block " + BlockHashHex(key) + " is not held");
-    }
+    m = it->second;
+    gen = m.seg->gen;
   }
-  const fs::path path = PathOf(key);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ForgetLocked(key, false);
-    ++stats_.load_failures;
-    return NotFound("disk KV tier: " + path.string() + " is gone");
+  Header h;
+  std::vector<iovec> iov;
+  iov.reserve(dst.size() + 1);
+  iov.push_back({&h, sizeof(h)});
+  for (const auto& c : dst) iov.push_back({c.data(), c.size()});
+  std::string_view bad;
+  if (!TransferAll<false>(m.seg->fd, iov, m.offset)) bad = "short read";
+  if (bad.empty()) bad = HeaderProblem(h, m.offset, m.offset + kHeaderBytes + int64_t(want));
+  if (bad.empty() && (h.identity_lo != identity_.lo || h.identity_hi != identity_.hi ||
+                      h.key_lo != key.lo || h.key_hi != key.hi || h.seq != m.seq)) {
+    bad = "the header names another block or model";
   }
-  std::error_code ec;
-  const int64_t size = static_cast<int64_t>(fs::file_size(path, ec));
-  Result<Header> h = ReadHeader(fd.get(), ec ? 0 : size);
-  Status bad = h.ok() ? OkStatus() : h.status();
-  if (bad.ok() && (h->identity_lo != identity_.lo || h->identity_hi != identity_.hi ||
-                   h->key_lo != key.lo || h->key_hi != key.hi)) {
-    bad = DataLoss("the header names another block or model");
-  }
-  if (bad.ok() && h->payload_bytes != want) {
-    return fail(InvalidArgument("disk KV tier: block of " + std::to_string(h->payload_bytes) +
-                                " bytes loaded into " + std::to_string(want)));
-  }
-  if (bad.ok()) {
+  if (bad.empty()) {
     Xxh3Stream st;
-    off_t off = kHeaderBytes;
-    for (const auto& c : dst) {
-      if (!ReadAll(fd.get(), c.data(), c.size(), off)) {
-        bad = DataLoss("short read");
-        break;
-      }
-      st.Update(c.data(), c.size());
-      off += static_cast<off_t>(c.size());
-    }
-    if (bad.ok() && st.Digest() != h->payload_hash) bad = DataLoss("payload checksum mismatch");
+    for (const auto& c : dst) st.Update(c.data(), c.size());
+    if (st.Digest() != h.payload_hash) bad = "payload checksum mismatch";
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (!bad.ok()) {
-    TLOG(WARN) << "disk KV tier: removing " << path.string() << ": " << bad.message();
-    ForgetLocked(key, true);
+  if (m.seg->gen != gen) {  // its segment was overwritten meanwhile
     ++stats_.load_failures;
-    return DataLoss("disk KV tier: " + path.string() + ": " + std::string(bad.message()));
+    return NotFound("disk KV tier: block " + BlockHashHex(key) + " was evicted while loading");
   }
-  Touch(key);
+  if (!bad.empty()) {
+    const std::string where = SegmentPath(m.seg->number).string() + " at byte " +
+                              std::to_string(m.offset) + ": " + std::string(bad);
+    TLOG(WARN) << "disk KV tier: dropping the block in " << where;
+    auto it = index_.find(key);
+    if (it != index_.end() && it->second.seg == m.seg && it->second.offset == m.offset) {
+      index_.erase(it);
+    }
+    ++stats_.load_failures;
+    return DataLoss("disk KV tier: " + where);
+  }
   const double s = std::chrono::duration<double>(Clock::now() - t).count();
   ++stats_.hits;
   stats_.load_seconds += s;
@@ -331,10 +450,7 @@ void DiskTier::Store(const BlockHash& key, BlockChunks src) {
   std::shared_ptr<BufferPool> pool;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (index_.count(key) || queued_.count(key)) {
-      Touch(key);
-      return;
-    }
+    if (!WantsLocked(key)) return;
     pool = buffers_;
   }
   std::vector<uint8_t> bytes = pool->Take();
@@ -347,11 +463,9 @@ void DiskTier::StoreOwned(const BlockHash& key, std::vector<uint8_t> bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t n = static_cast<int64_t>(bytes.size());
-    if (index_.count(key) || queued_.count(key)) {
-      Touch(key);
+    if (!WantsLocked(key)) {
       declined_to = buffers_;
-    } else if (n + static_cast<int64_t>(kHeaderBytes) > capacity_ ||
-               queued_bytes_ + n > queue_budget_) {
+    } else if (n + 2 * kHeaderBytes > capacity_ || queued_bytes_ + n > queue_budget_) {
       declined_to = buffers_;  // larger than the tier, or the writer is that far behind
       ++stats_.declined;
     } else {
@@ -383,6 +497,105 @@ void DiskTier::WriterLoop() {
   }
 }
 
+std::shared_ptr<DiskTier::Segment> DiskTier::SegmentFor(int64_t record) {
+  if (!segments_.empty()) {
+    const Segment& active = *segments_.back();
+    if (!active.closed && (active.end == 0 || active.end + record <= segment_bytes_)) {
+      return segments_.back();
+    }
+  }
+  std::shared_ptr<Segment> seg;
+  if (segments_.empty() ||
+      file_bytes_ + std::max(segment_bytes_, record + kHeaderBytes) <= capacity_) {
+    for (int tries = 0; tries < 16 && !seg; ++tries) {  // a new file, never over another's
+      const uint32_t number = next_number_++;
+      const int fd =
+          ::open(SegmentPath(number).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        seg = std::make_shared<Segment>(fd);
+        seg->number = number;
+      } else if (errno != EEXIST) {
+        WarnWriteFailure(SegmentPath(number));
+        break;
+      }
+    }
+    if (!seg) return nullptr;
+  } else {  // the oldest is overwritten from its start
+    seg = segments_.front();
+    segments_.pop_front();
+    Reclaim(*seg);
+    seg->closed = false;
+  }
+  segments_.push_back(seg);
+  return seg;
+}
+
+bool DiskTier::Append(const BlockHash& key, const std::vector<uint8_t>& bytes) {
+  const int64_t record = kHeaderBytes + static_cast<int64_t>(bytes.size());
+  std::vector<fs::path> unlink;
+  std::shared_ptr<Segment> seg;
+  int64_t offset = 0;
+  uint64_t seq = 0, gen = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seg = SegmentFor(record);
+    if (seg) {
+      // What the file grows by: the record and the end mark past its size.
+      auto growth = [&] {
+        return std::max<int64_t>(seg->end + record + kHeaderBytes - seg->file_bytes, 0);
+      };
+      while (file_bytes_ + growth() > capacity_ && segments_.size() > 1) {
+        // Beyond the capacity (blocks of other sizes, a segment grown past its target): the
+        // oldest other segments go.
+        std::shared_ptr<Segment> old = segments_.front();
+        segments_.pop_front();
+        Reclaim(*old);
+        file_bytes_ -= old->file_bytes;
+        unlink.push_back(SegmentPath(old->number));
+      }
+      if (file_bytes_ + growth() > capacity_) Reclaim(*seg);  // the only one: from its start
+      offset = seg->end;
+      seg->end = offset + record;
+      const int64_t file = std::max(seg->file_bytes, seg->end + kHeaderBytes);  // + the end mark
+      file_bytes_ += file - seg->file_bytes;
+      seg->file_bytes = file;
+      seq = next_seq_++;
+      gen = seg->gen;
+    }
+  }
+  std::error_code ec;
+  for (const fs::path& p : unlink) fs::remove(p, ec);
+  if (!seg) return false;
+  Header h{};
+  std::memcpy(h.magic, kMagic, 4);
+  h.version = kVersion;
+  h.identity_lo = identity_.lo;
+  h.identity_hi = identity_.hi;
+  h.key_lo = key.lo;
+  h.key_hi = key.hi;
+  h.seq = seq;
+  h.payload_bytes = bytes.size();
+  h.payload_hash = Xxh3(bytes.data(), bytes.size());
+  h.header_hash = HeaderHash(h);
+  iovec iov[3] = {{&h, sizeof(h)},
+                  {const_cast<uint8_t*>(bytes.data()), bytes.size()},
+                  {const_cast<Header*>(&kEndMark), sizeof(kEndMark)}};
+  const bool ok = TransferAll<true>(seg->fd, iov, offset);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ok) {
+    seg->closed = true;
+    WarnWriteFailure(SegmentPath(seg->number));
+    return false;
+  }
+  if (seg->gen != gen) return false;
+  index_.insert_or_assign(key, Meta{seg, offset, seq, bytes.size()});
+  seg->keys.push_back(key);
+  if (seg->first_seq == 0) seg->first_seq = seq;
+  seg->last_seq = seq;
+  ++stats_.stores;
+  return true;
+}
+
 bool DiskTier::WriteOne(std::unique_lock<std::mutex>& lock) {
   if (unclaimed_ == 0) return false;
   auto it = queue_.begin();
@@ -393,59 +606,14 @@ bool DiskTier::WriteOne(std::unique_lock<std::mutex>& lock) {
   // unlocked; Load may read its bytes meanwhile.
   const Pending& p = *it;
   lock.unlock();
-  Header h{};
-  std::memcpy(h.magic, kMagic, 4);
-  h.version = kVersion;
-  h.identity_lo = identity_.lo;
-  h.identity_hi = identity_.hi;
-  h.key_lo = p.key.lo;
-  h.key_hi = p.key.hi;
-  h.payload_bytes = p.bytes.size();
-  h.payload_hash = Xxh3(p.bytes.data(), p.bytes.size());
-  h.header_hash = HeaderHash(h);
-  const fs::path path = PathOf(p.key);
-  fs::path tmp = path;
-  tmp += ".tmp";
-  bool ok = false;
   {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    ok = fd.get() >= 0 && WriteAll(fd.get(), reinterpret_cast<const uint8_t*>(&h), kHeaderBytes) &&
-         WriteAll(fd.get(), p.bytes.data(), p.bytes.size());
+    std::lock_guard<std::mutex> w(write_mu_);
+    (void)Append(p.key, p.bytes);
   }
-  std::error_code ec;
-  if (ok) {
-    fs::rename(tmp, path, ec);
-    ok = !ec;
-  }
-  if (!ok) {
-    fs::remove(tmp, ec);
-    static std::atomic<int> warned{0};
-    if (warned.fetch_add(1) == 0) TLOG(WARN) << "disk KV tier: cannot write " << path.string();
-  }
-  std::vector<BlockHash> evicted;
   lock.lock();
-  const BlockHash key = p.key;
-  const int64_t n = static_cast<int64_t>(p.bytes.size());
-  if (ok) {
-    lru_.push_front(key);
-    index_[key] = Meta{n + static_cast<int64_t>(kHeaderBytes), lru_.begin()};
-    bytes_ += n + static_cast<int64_t>(kHeaderBytes);
-    ++stats_.stores;
-    while (bytes_ > capacity_ && !lru_.empty()) {
-      const BlockHash victim = lru_.back();
-      ForgetLocked(victim, false);
-      evicted.push_back(victim);
-      ++stats_.evictions;
-    }
-  }
-  if (!evicted.empty()) {
-    lock.unlock();
-    for (const BlockHash& v : evicted) fs::remove(PathOf(v), ec);
-    lock.lock();
-  }
-  // Erased last, so Flush returns only once the block and its evictions are on disk.
-  queued_.erase(key);
-  queued_bytes_ -= n;
+  // Erased last, so Flush returns only once the block is on disk.
+  queued_.erase(p.key);
+  queued_bytes_ -= static_cast<int64_t>(p.bytes.size());
   buffers_->Give(std::move(it->bytes));
   queue_.erase(it);
   cv_.notify_all();  // Flush waits for the queue to empty
@@ -465,11 +633,17 @@ double DiskTier::LoadSecondsPerBlock() const {
   return probe_seconds_per_byte_ * static_cast<double>(last_block_bytes_);
 }
 
+size_t DiskTier::segments() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return segments_.size();
+}
+
 BlockStoreStats DiskTier::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   BlockStoreStats s = stats_;
-  s.blocks = static_cast<int64_t>(index_.size() + queued_.size());
-  s.bytes = bytes_ + queued_bytes_;
+  s.blocks = static_cast<int64_t>(index_.size());
+  for (const auto& [key, bytes] : queued_) s.blocks += index_.count(key) ? 0 : 1;
+  s.bytes = file_bytes_ + queued_bytes_;
   return s;
 }
 

@@ -102,38 +102,102 @@ TEST(DiskTier, AnotherModelsBlocksAreIgnoredAndKept) {
   EXPECT_TRUE(fs::exists(a_file));
 }
 
-TEST(DiskTier, CorruptFilesAreRemovedNeverLoaded) {
-  TempDir dir("disk-corrupt");
-  {
-    auto t = DiskTier::Open(dir.path, 1 << 20, kModelA);
-    ASSERT_TRUE(t.ok());
-    (*t)->Store(Key(1), TestBlock(2, 300, 1).chunks());
-    (*t)->Store(Key(2), TestBlock(2, 300, 2).chunks());
-  }
-  std::vector<fs::path> files = Files(dir.path);
-  ASSERT_EQ(files.size(), 2u);
-  std::sort(files.begin(), files.end());
-  {  // a flipped payload byte: found by the scan (header fine), refused by Load
-    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(64 + 10);
-    f.put('\x5a');
-  }
-  fs::resize_file(files[1], 40);                    // a truncated header: removed by the scan
-  std::ofstream(dir.path / "x.kvb.tmp") << "half";  // a write cut short
+// Two blocks of 600 bytes in one segment of a fresh tier in `dir`: records at bytes 0 and
+// kRecord. Returns the segment's path.
+constexpr int64_t kRecord = DiskTier::kRecordHeaderBytes + 600;
+fs::path WriteTwoBlocks(const fs::path& dir) {
+  auto t = DiskTier::Open(dir, 1 << 20, kModelA);
+  EXPECT_TRUE(t.ok());
+  (*t)->Store(Key(1), TestBlock(2, 300, 1).chunks());
+  (*t)->Store(Key(2), TestBlock(2, 300, 2).chunks());
+  (*t)->Flush();
+  EXPECT_EQ((*t)->segments(), 1u);
+  return Files(dir).at(0);
+}
+
+void FlipByte(const fs::path& file, int64_t at) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  const char c = static_cast<char>(f.get());
+  f.seekp(at);
+  f.put(static_cast<char>(c ^ 0x5a));
+}
+
+TEST(DiskTier, ACorruptPayloadIsNeverLoaded) {
+  TempDir dir("disk-corrupt-payload");
+  FlipByte(WriteTwoBlocks(dir.path), DiskTier::kRecordHeaderBytes + 10);
+  auto t = DiskTier::Open(dir.path, 1 << 20, kModelA);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->scanned_blocks(), 2);  // headers fine: found by the scan, refused by Load
+  TestBlock out(2, 300, 0);
+  EXPECT_EQ((*t)->Load(Key(1), out.chunks()).code(), StatusCode::kDataLoss);
+  EXPECT_EQ((*t)->Lookup(std::vector<BlockHash>{Key(1)}), 0u);  // dropped
+  ASSERT_TRUE((*t)->Load(Key(2), out.chunks()).ok());
+  EXPECT_EQ(out.data, TestBlock(2, 300, 2).data);
+  EXPECT_EQ((*t)->Stats().load_failures, 1);
+}
+
+TEST(DiskTier, ACorruptHeaderEndsItsSegmentsScan) {
+  TempDir dir("disk-corrupt-header");
+  FlipByte(WriteTwoBlocks(dir.path), kRecord + 20);  // the second record's key
   auto t = DiskTier::Open(dir.path, 1 << 20, kModelA);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*t)->scanned_blocks(), 1);
-  EXPECT_EQ((*t)->removed_files(), 2);
+  EXPECT_EQ((*t)->Lookup(std::vector<BlockHash>{Key(2)}), 0u);
   TestBlock out(2, 300, 0);
-  const BlockHash first = (*t)->Lookup(std::vector<BlockHash>{Key(1)}) ? Key(1) : Key(2);
-  EXPECT_EQ((*t)->Load(first, out.chunks()).code(), StatusCode::kDataLoss);
-  EXPECT_TRUE(Files(dir.path).empty());
-  EXPECT_EQ((*t)->Stats().load_failures, 1);
+  ASSERT_TRUE((*t)->Load(Key(1), out.chunks()).ok());
+  EXPECT_EQ(out.data, TestBlock(2, 300, 1).data);
+  // New records go after the valid ones, over the bad one.
+  (*t)->Store(Key(3), TestBlock(2, 300, 3).chunks());
+  (*t)->Flush();
+  t = DiskTier::Open(dir.path, 1 << 20, kModelA);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->scanned_blocks(), 2);
+  ASSERT_TRUE((*t)->Load(Key(3), out.chunks()).ok());
+  EXPECT_EQ(out.data, TestBlock(2, 300, 3).data);
+}
+
+TEST(DiskTier, ATruncatedSegmentKeepsItsWholeRecords) {
+  TempDir dir("disk-truncated");
+  fs::resize_file(WriteTwoBlocks(dir.path), kRecord + 300);  // in the second record's payload
+  auto t = DiskTier::Open(dir.path, 1 << 20, kModelA);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->scanned_blocks(), 1);
+  const BlockHash keys[] = {Key(1), Key(2)};
+  EXPECT_EQ((*t)->Lookup(keys), 1u);
+  TestBlock out(2, 300, 0);
+  ASSERT_TRUE((*t)->Load(Key(1), out.chunks()).ok());
+  EXPECT_EQ(out.data, TestBlock(2, 300, 1).data);
+}
+
+TEST(DiskTier, BadAndOldFilesAreRemovedOthersKept) {
+  TempDir dir("disk-bad-files");
+  const fs::path segment = WriteTwoBlocks(dir.path);
+  const std::string ours = segment.filename().string().substr(0, 17);  // "<identity hi>-"
+  std::ofstream(dir.path / (ours + "0000000a.kvs")) << "not a record";
+  std::ofstream(dir.path / (ours + "0000000b.kvs"));  // created, never written
+  std::ofstream(dir.path / (ours + "0123456789abcdef0123456789abcdef.kvb")) << "format 1";
+  std::ofstream(dir.path / "x.kvb.tmp") << "half";  // format 1's write cut short
+  const fs::path other = dir.path / "0000000000000009-0123456789abcdef0123456789abcdef.kvb";
+  std::ofstream(other) << "another model's, format 1";
+  auto t = DiskTier::Open(dir.path, 1 << 20, kModelA);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->scanned_blocks(), 2);
+  EXPECT_EQ((*t)->removed_files(), 4);
+  EXPECT_EQ((*t)->ignored_files(), 1);
+  EXPECT_EQ(Files(dir.path).size(), 2u);
+  EXPECT_TRUE(fs::exists(other));
+  // New segments never take a removed or another file's number.
+  (*t)->Store(Key(3), TestBlock(2, 300, 3).chunks());
+  (*t)->Flush();
+  EXPECT_EQ((*t)->Stats().stores, 1);
 }
 
 TEST(DiskTier, StaysWithinItsCapacity) {
   TempDir dir("disk-capacity");
-  const int64_t file = 64 + 600;
+  // Blocks larger than a segment's target (capacity / 16): one per segment, each file a
+  // record and its end mark.
+  const int64_t file = kRecord + DiskTier::kRecordHeaderBytes;
   {
     auto t = DiskTier::Open(dir.path, 3 * file, kModelA);
     ASSERT_TRUE(t.ok());
@@ -153,6 +217,80 @@ TEST(DiskTier, StaysWithinItsCapacity) {
   ASSERT_TRUE(u.ok());
   EXPECT_EQ((*u)->scanned_blocks(), 2);
   EXPECT_EQ(Files(dir.path).size(), 2u);
+  const BlockHash newest[] = {Key(3), Key(4)};
+  EXPECT_EQ((*u)->Lookup(newest), 2u);
+}
+
+// Which of keys [0, n) a tier holds.
+std::vector<bool> Held(DiskTier& t, int n) {
+  std::vector<bool> out;
+  for (int i = 0; i < n; ++i) out.push_back(t.Lookup(std::vector<BlockHash>{Key(i)}) == 1);
+  return out;
+}
+
+TEST(DiskTier, AFullTierOverwritesItsOldestSegmentAcrossRestarts) {
+  TempDir dir("disk-ring");
+  const int64_t capacity = 16 * 4 * kRecord;  // segments of 4 records
+  constexpr int kBlocks = 150;
+  int64_t held_at_close = 0;
+  for (int phase = 0; phase < 2; ++phase) {  // half the blocks, a restart, the other half
+    auto t = DiskTier::Open(dir.path, capacity, kModelA);
+    ASSERT_TRUE(t.ok());
+    ASSERT_EQ((*t)->segment_bytes(), 4 * kRecord);
+    EXPECT_EQ((*t)->scanned_blocks(), held_at_close);
+    for (int i = phase * kBlocks / 2; i < (phase + 1) * kBlocks / 2; ++i) {
+      (*t)->Store(Key(i), TestBlock(2, 300, i).chunks());
+      if (i % 8 == 7) (*t)->Flush();
+    }
+    (*t)->Flush();
+    EXPECT_LE((*t)->Stats().bytes, capacity);
+    EXPECT_LE(Files(dir.path).size(), 16u);
+    held_at_close = (*t)->Stats().blocks;
+  }
+  auto t = DiskTier::Open(dir.path, capacity, kModelA);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->scanned_blocks(), held_at_close);
+  EXPECT_GT(held_at_close, 40);  // most of the capacity holds blocks
+  EXPECT_LT(held_at_close, kBlocks);
+  // The newest blocks, and no older one: the stale records of an overwritten segment (after
+  // its end mark) are never indexed again.
+  const std::vector<bool> held = Held(**t, kBlocks);
+  const int first = static_cast<int>(std::find(held.begin(), held.end(), true) - held.begin());
+  EXPECT_EQ(kBlocks - first, held_at_close);
+  EXPECT_TRUE(std::all_of(held.begin() + first, held.end(), [](bool b) { return b; }));
+  TestBlock out(2, 300, 0);
+  for (int i : {first, (first + kBlocks) / 2, kBlocks - 1}) {
+    ASSERT_TRUE((*t)->Load(Key(i), out.chunks()).ok()) << i;
+    EXPECT_EQ(out.data, TestBlock(2, 300, i).data) << i;
+  }
+  EXPECT_EQ((*t)->Stats().load_failures, 0);
+}
+
+TEST(DiskTier, ABlockOfferedAgainOutlivesItsSegment) {
+  TempDir dir("disk-reoffer");
+  const int64_t capacity = 16 * 4 * kRecord;
+  auto t = DiskTier::Open(dir.path, capacity, kModelA);
+  ASSERT_TRUE(t.ok());
+  int next = 0;
+  auto fill = [&](int n) {
+    for (int i = 0; i < n; ++i, ++next) {
+      (*t)->Store(Key(next), TestBlock(2, 300, next).chunks());
+      (*t)->Flush();
+    }
+  };
+  fill(80);  // full: the oldest segments have been overwritten
+  const std::vector<bool> held = Held(**t, next);
+  const int oldest = static_cast<int>(std::find(held.begin(), held.end(), true) - held.begin());
+  ASSERT_GT(oldest, 0);
+  (*t)->Store(Key(oldest), TestBlock(2, 300, oldest).chunks());      // in use again: rewritten
+  (*t)->Store(Key(next - 1), TestBlock(2, 300, next - 1).chunks());  // recent: kept as is
+  (*t)->Flush();
+  EXPECT_EQ((*t)->Stats().stores, 81);
+  fill(12);  // three segments more: the one `oldest` was in is overwritten
+  EXPECT_EQ((*t)->Lookup(std::vector<BlockHash>{Key(oldest + 1)}), 0u);
+  TestBlock out(2, 300, 0);
+  ASSERT_TRUE((*t)->Load(Key(oldest), out.chunks()).ok());
+  EXPECT_EQ(out.data, TestBlock(2, 300, oldest).data);
 }
 
 TEST(DiskTier, ModelIdentityFollowsTheFileAndFormat) {
