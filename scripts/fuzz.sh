@@ -8,10 +8,10 @@
 # Corpora live in a temporary directory (never in git), seeded per target: small GGUF files of
 # ../shared/testdata and tiny hand-made ones (gguf_fuzz, tokenizer_fuzz), compact vocabulary
 # descriptions (tokenizer_fuzz), request bodies (openai_request_fuzz), raw HTTP requests
-# (http_request_fuzz), grammars and regexes (gbnf_fuzz). Crash reproducers are written to
-# $FUZZ_ARTIFACTS (default build-asan/fuzz-artifacts/); a crash makes the script exit non-zero. Other
-# knobs: FUZZ_MAX_LEN (default 65536; longer seeds are truncated to it), FUZZ_SEED_MAX_BYTES
-# (default 2 MiB).
+# (http_request_fuzz), grammars and regexes (gbnf_fuzz), disk KV tier segments (kv_disk_fuzz).
+# Crash reproducers are written to $FUZZ_ARTIFACTS (default build-asan/fuzz-artifacts/); a crash
+# makes the script exit non-zero. Other knobs: FUZZ_MAX_LEN (default 65536; longer seeds are
+# truncated to it), FUZZ_SEED_MAX_BYTES (default 2 MiB).
 # docs/fuzzing.md describes the targets and what they found.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -134,6 +134,27 @@ open(out + '/aborted', 'wb').write(stream([(0, 0)], status=1))
 open(out + '/groups', 'wb').write(stream([(0, 0), (0, 1)], lpb=1, layers=2))
 EOF2
 }
+# Disk KV tier segments (kv_disk_fuzz): records of identity (0x1111, 0x2222) with zero checksums
+# behind a first byte whose top bit makes the target reseal them; 0x40: a 4 KiB tier.
+make_kv_disk_seeds() {
+  command -v python3 >/dev/null || return 0
+  python3 - "$1" <<'EOF2'
+import struct, sys
+out = sys.argv[1]
+def rec(key, seq, payload, ident=(0x1111, 0x2222), version=2):
+    return (b'TKVB' + struct.pack('<I2Q2Q4Q', version, *ident, key, key + 1, seq, len(payload), 0, 0)
+            + payload)
+end = bytes(72)
+two = rec(1, 1, bytes(range(40))) + rec(2, 2, bytes(24))
+open(out + '/two', 'wb').write(b'\x80' + two + end)
+open(out + '/two_small_tier', 'wb').write(b'\xc0' + two + end)
+open(out + '/stale_tail', 'wb').write(b'\x80' + rec(3, 9, bytes(16)) + end + rec(1, 4, bytes(16)))
+open(out + '/out_of_order', 'wb').write(b'\x80' + two + rec(3, 1, bytes(8)))
+open(out + '/truncated', 'wb').write(b'\x80' + two[:-10])
+open(out + '/other_model', 'wb').write(b'\x80' + rec(1, 1, bytes(8), ident=(5, 6)) + end)
+open(out + '/version1', 'wb').write(b'\x80' + rec(1, 1, bytes(8), version=1))
+EOF2
+}
 
 # run_target T: one fuzzer over its corpus; its output goes to $work/T.log.
 run_target() {
@@ -170,6 +191,7 @@ for t in "${targets[@]}"; do
     http_request_fuzz) make_http_seeds "$corpus" ;;
     gbnf_fuzz) make_gbnf_seeds "$corpus" ;;
     kv_wire_fuzz) make_kv_wire_seeds "$corpus" ;;
+    kv_disk_fuzz) make_kv_disk_seeds "$corpus" ;;
   esac
   echo "== $t: ${secs}s, $(ls "$corpus" | wc -l) seed files"
   run_target "$t" &

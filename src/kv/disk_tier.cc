@@ -43,6 +43,8 @@ struct Header {
 };
 static_assert(sizeof(Header) == kHeaderBytes, "the disk tier's record header is 72 bytes");
 const Header kEndMark{};  // all zero: no record follows
+// Sequences at or past it are refused, so the next one never wraps.
+constexpr uint64_t kMaxSeq = uint64_t{1} << 62;
 
 uint64_t HeaderHash(const Header& h) {
   return Xxh3(&h, offsetof(Header, header_hash));
@@ -210,6 +212,7 @@ DiskTier::SegmentScan DiskTier::ScanSegment(Segment& seg, std::vector<Meta>* rec
       problem = "a record of another model";
     }
     if (problem.empty() && h.seq <= seg.last_seq) problem = "a record older than the one before";
+    if (problem.empty() && h.seq >= kMaxSeq) problem = "sequence out of range";
     if (!problem.empty()) break;
     records->push_back(Meta{nullptr, off, h.seq, h.payload_bytes});
     keys->push_back(BlockHash{h.key_lo, h.key_hi});
