@@ -94,6 +94,7 @@ void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t col
   const Matrix& mat = GetMatrix(type, rows, cols);
   kernels::Weight w{type, rows, cols, mat.data.data(), RowBytes(type, cols)};
   if (packed) w.packed = mat.packed.get();
+  w.streamed = kernels::StreamedWeights(mat.data.size());  // as for a model of this size
   std::vector<float> x(m * cols), y(m * rows);
   std::mt19937 rng(2);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -490,7 +491,7 @@ void RegisterAll() {
     for (GgmlType t : types) {
       if (!packed && !kernels::HasPackedLayout(t)) continue;  // same as the packed run
       for (const Shape& s : shapes) {
-        for (int64_t m : {1, 4, 8, 16, 64, 512}) {
+        for (int64_t m : {1, 2, 3, 4, 6, 8, 9, 16, 64, 512}) {
           if (s.rows > 100000 && m > 16) continue;  // the output matrix runs for few rows
           for (int threads : {1, 2}) {
             const std::string name = std::string(packed ? "MatMul/" : "MatMulUnpacked/") +

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <unistd.h>
 #include <vector>
 
 #include "kernels/matmul_int8_amx.h"
@@ -116,21 +117,10 @@ bool TwoTiles(int64_t m) {
   return mode == 2 || (mode == 1 && m >= 2);
 }
 
-// From this many activation rows on, a type with a GEMM kernel runs it (below, weight streaming
-// dominates and the register-unpacking kernels do better; TACHYON_GEMM_MIN_ROWS
-// overrides, for benchmarks).
-int64_t GemmMinRows() {
-  static const int64_t rows = [] {
-    const char* v = std::getenv("TACHYON_GEMM_MIN_ROWS");
-    return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{8};
-  }();
-  return rows;
-}
-
 void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride, int64_t m,
                     float* y, int64_t t0, int64_t t1) {
   const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
-  if (impl.gemm != nullptr && m >= GemmMinRows()) {
+  if (impl.gemm != nullptr && m >= GemmMinRows(w.type, w.streamed)) {
     impl.gemm(w.cols, w.packed + static_cast<size_t>(t0) * tile_bytes, tile_bytes, t1 - t0,
               w.rows - t0 * kPackRows, act, stride, m, y + t0 * kPackRows, w.rows);
     return;
@@ -191,6 +181,27 @@ void CheckWeight(const Weight& w) {
 }
 
 }  // namespace
+
+// Measured (docs/kernels.md, "m = 2..7"): with the matrix in L2 / L3 the tile kernels win up
+// to 4-6 rows, while for a matrix streamed from memory the GEMM wins from 2 rows (Q4_0 from 4,
+// whose tile kernel unpacks least).
+int64_t GemmMinRows(GgmlType type, bool streamed) {
+  static const int64_t forced = [] {
+    const char* v = std::getenv("TACHYON_GEMM_MIN_ROWS");
+    return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{0};
+  }();
+  if (forced > 0) return forced;
+  if (!streamed) return 8;
+  return type == GgmlType::kQ4_0 ? 4 : 2;
+}
+
+bool StreamedWeights(uint64_t bytes) {
+  static const uint64_t llc = [] {
+    const long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return v > 0 ? static_cast<uint64_t>(v) : uint64_t{64} << 20;
+  }();
+  return bytes > llc / 2;
+}
 
 bool IsSupportedWeightType(GgmlType type) {
   return internal::DotScalar(type) != nullptr;

@@ -49,7 +49,23 @@ struct Weight {
   // Optional repacked copy of the same matrix (kernels/pack.h), 64-byte aligned; MatMul uses
   // it when set. `data` must stay valid too (DequantizeRow, MatMulReference use it).
   const uint8_t* packed = nullptr;
+  // The matrix comes from memory, not from the caches, at each step (its model does not fit
+  // the last-level cache: StreamedWeights()). Only the kernel choice depends on it: the GEMM
+  // kernels, which unpack each weight slice once for every activation row, take over from
+  // fewer rows (GemmMinRows) than for weights that stay cached. Results are the same bits.
+  bool streamed = false;
 };
+
+// Whether the weights of a model of `bytes` (its file) are streamed from memory at each step:
+// more than half the last-level cache (the rest holds the KV cache, activations and whatever
+// else runs), or more than 32 MiB when the cache size is unknown.
+bool StreamedWeights(uint64_t bytes);
+
+// Activation rows from which MatMul runs the GEMM kernels of a type that has them at the
+// AVX-512 level (Q4_0, Q8_0, Q4_K, Q6_K; below, the register-unpacking tile kernels): 8 for
+// cached weights; for streamed ones 4 (Q4_0) or 2 (the others). TACHYON_GEMM_MIN_ROWS=N
+// sets N for every case (benchmarks).
+int64_t GemmMinRows(GgmlType type, bool streamed);
 
 // Whether MatMul / DequantizeRow support this type.
 bool IsSupportedWeightType(GgmlType type);

@@ -1,5 +1,5 @@
 // AVX-512 VNNI GEMM for the packed layouts (Q4_0, Q8_0; Q4_K, Q6_K below) at many activation
-// rows (prefill, batched decode; MatMul uses it from 4 rows on). The m = 1..3 kernels
+// rows (prefill, batched decode; MatMul uses it from GemmMinRows rows on). The few-row kernels
 // (matmul_packed_avx512.cc) unpack codes in registers for every group of 4 rows and apply the
 // code offset with a float FMA per block and row. Here, per L2-sized chunk of activation rows
 // against a thread's tiles:

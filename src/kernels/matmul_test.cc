@@ -2,6 +2,7 @@
 // reference, for every weight type, odd sizes and several activation row counts.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -205,8 +206,19 @@ TEST(MatMulPacked, ManyRowsChunksAndSlices) {
   }
 }
 
-// The GEMM kernels called directly at 1..7 rows (MatMul uses them from 8 rows on, so its row
-// groups are 4..6 rows; short chunk tails still reach the 1..3-row variants).
+// Where MatMul switches to the GEMM kernels (TACHYON_GEMM_MIN_ROWS unset, as in the tests).
+TEST(MatMulPacked, GemmMinRowsByRegime) {
+  if (std::getenv("TACHYON_GEMM_MIN_ROWS") != nullptr) GTEST_SKIP() << "TACHYON_GEMM_MIN_ROWS set";
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    EXPECT_EQ(GemmMinRows(t, /*streamed=*/false), 8) << TypeName(t);
+    EXPECT_EQ(GemmMinRows(t, /*streamed=*/true), t == GgmlType::kQ4_0 ? 4 : 2) << TypeName(t);
+  }
+  EXPECT_FALSE(StreamedWeights(1 << 20));          // a tiny model stays cached
+  EXPECT_TRUE(StreamedWeights(uint64_t{64} << 30));  // 64 GiB never does
+}
+
+// The GEMM kernels called directly at 1..7 rows (MatMul uses them from 2..8 rows on, so its
+// row groups are 2..6 rows; short chunk tails still reach every variant).
 TEST(MatMulPacked, GemmKernelFewRows) {
   if (!DetectedCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "needs AVX-512";
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
