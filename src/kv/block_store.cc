@@ -1,5 +1,7 @@
 #include "kv/block_store.h"
 
+#include "util/stream_copy.h"
+
 namespace tachyon::kv {
 
 size_t TotalBytes(BlockChunks chunks) {
@@ -15,9 +17,19 @@ std::vector<uint8_t> ConcatChunks(BlockChunks chunks) {
 }
 
 void CopyChunksInto(BlockChunks chunks, std::vector<uint8_t>* dst) {
-  dst->clear();
-  dst->reserve(TotalBytes(chunks));
-  for (const auto& c : chunks) dst->insert(dst->end(), c.begin(), c.end());
+  const size_t total = TotalBytes(chunks);
+  if (dst->size() < total) {  // a fresh buffer: grown as the chunks go in, no zero-fill
+    dst->clear();
+    dst->reserve(total);
+    for (const auto& c : chunks) dst->insert(dst->end(), c.begin(), c.end());
+    return;
+  }
+  dst->resize(total);  // a recycled one: overwritten in place, past the caches
+  size_t off = 0;
+  for (const auto& c : chunks) {
+    StreamCopy(dst->data() + off, c.data(), c.size());
+    off += c.size();
+  }
 }
 
 std::vector<std::span<uint8_t>> BlockBytes::Chunks(int32_t block) {

@@ -31,5 +31,19 @@ TEST(BufferPool, CopyChunksIntoReusesTheBuffer) {
   EXPECT_EQ(ConcatChunks(chunks), dst);
 }
 
+TEST(BufferPool, CopyChunksIntoCopiesLargeChunksIntoFreshAndRecycledBuffers) {
+  std::vector<uint8_t> x(1000), y(3001);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 7);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<uint8_t>(i * 13 + 1);
+  std::vector<uint8_t> want = x;
+  want.insert(want.end(), y.begin(), y.end());
+  const std::span<uint8_t> chunks[] = {x, y};
+  std::vector<uint8_t> fresh, recycled(5000, 9);
+  CopyChunksInto(chunks, &fresh);
+  CopyChunksInto(chunks, &recycled);
+  EXPECT_EQ(fresh, want);
+  EXPECT_EQ(recycled, want);
+}
+
 }  // namespace
 }  // namespace tachyon::kv
