@@ -147,11 +147,15 @@ def no_reuse_ab(a, out, work, res):
                 r = replay(s, batch)
                 c1, b1 = thread_cpu(s.proc.pid), system_busy()
                 tier, other = cpu_split(c0, c1)
-                offer = (r["tiers"].get("tachyon_kv_offload_offer_seconds_total", 0) -
-                         m0.get("tachyon_kv_offload_offer_seconds_total", 0))
-                rounds[phase].append({"wall": r["wall_seconds"], "tier_threads_cpu": tier,
-                                      "other_threads_cpu": other, "offer_seconds": offer,
-                                      "machine_busy_cpu": b1 - b0})
+                def delta(name):
+                    return r["tiers"].get(name, 0) - m0.get(name, 0)
+                rounds[phase].append({
+                    "wall": r["wall_seconds"], "tier_threads_cpu": tier,
+                    "other_threads_cpu": other,
+                    "offer_seconds": delta("tachyon_kv_offload_offer_seconds_total"),
+                    "offered_blocks": delta("tachyon_kv_offload_offered_blocks_total"),
+                    "disk_stores": delta('tachyon_kv_tier_stores_total{tier="disk"}'),
+                    "machine_busy_cpu": b1 - b0})
                 res.setdefault(phase, r)  # the first round's summary
         # The disk writer's backlog: its CPU until it goes idle counts too.
         s = servers["no_reuse_on"]
@@ -181,7 +185,9 @@ def no_reuse_ab(a, out, work, res):
     offer = sum(r["offer_seconds"] for r in on)
     res["no_reuse_tier_cpu"] = {"tier_threads": tier_cpu, "writer_backlog": backlog,
                                 "engine_offer": offer, "server_total": on_cpu,
-                                "share": (tier_cpu + offer) / on_cpu}
+                                "share": (tier_cpu + offer) / on_cpu,
+                                "offered_blocks": sum(r["offered_blocks"] for r in on),
+                                "disk_stores": sum(r["disk_stores"] for r in on)}
 
 
 def main():
@@ -259,6 +265,12 @@ def finish(res, out):
               f"(backlog after the rounds {c['writer_backlog']:.3f} s), the engine's copies into "
               f"the host tier {c['engine_offer']:.3f} s, of {c['server_total']:.2f} s of server "
               f"CPU: {100 * c['share']:.2f}%")
+        if c["offered_blocks"] and c["disk_stores"]:
+            copy_us = 1e6 * c["engine_offer"] / c["offered_blocks"]
+            write_us = 1e6 * c["tier_threads"] / c["disk_stores"]
+            print(f"per block: the engine's copy {copy_us:.0f} us ({c['offered_blocks']:.0f} "
+                  f"blocks offered in the rounds), the tiers' threads {write_us:.0f} us a block "
+                  f"written to disk ({c['disk_stores']:.0f} written in the rounds)")
         fin = res.get("no_reuse_final", {})
         disk = {k: int(fin.get(f'tachyon_kv_tier_{k}_total{{tier="disk"}}', 0))
                 for k in ("stores", "declined", "evictions")}

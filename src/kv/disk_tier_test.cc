@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "kv/testing/tier_test_util.h"
 
@@ -291,6 +293,42 @@ TEST(DiskTier, ABlockOfferedAgainOutlivesItsSegment) {
   TestBlock out(2, 300, 0);
   ASSERT_TRUE((*t)->Load(Key(oldest), out.chunks()).ok());
   EXPECT_EQ(out.data, TestBlock(2, 300, oldest).data);
+}
+
+TEST(DiskTier, LoadsRacingTheOverwriteOfTheirSegmentNeverSeeWrongBytes) {
+  TempDir dir("disk-race");
+  auto t = DiskTier::Open(dir.path, 16 * 4 * kRecord, kModelA);
+  ASSERT_TRUE(t.ok());
+  constexpr int kBlocks = 200;  // the ring (15 segments of 4 blocks) goes round three times
+  std::atomic<int> written{0}, loads{0};
+  std::thread writer([&] {
+    for (int i = 0; i < kBlocks; ++i) {
+      const int seen = loads;
+      while (loads < seen + 4) std::this_thread::yield();  // a few loads between two writes
+      (*t)->Store(Key(i), TestBlock(2, 300, i).chunks());
+      (*t)->Flush();
+      written = i + 1;
+    }
+  });
+  int ok = 0, gone = 0;
+  for (int round = 0; written < kBlocks; ++round, ++loads) {
+    // The newest block, and the oldest ones: the next to be overwritten.
+    const int i = round % 2 ? written - 1 : written - 56 - round % 8;
+    if (i < 0) continue;
+    TestBlock out(2, 300, 0);
+    const Status s = (*t)->Load(Key(i), out.chunks());
+    if (s.ok()) {
+      ASSERT_EQ(out.data, TestBlock(2, 300, i).data) << i;
+      ++ok;
+    } else {
+      ASSERT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+      ++gone;
+    }
+  }
+  writer.join();
+  EXPECT_GT(ok, kBlocks / 2);
+  EXPECT_GT(gone, 0);
+  EXPECT_EQ((*t)->Stats().load_failures, gone);
 }
 
 TEST(DiskTier, ModelIdentityFollowsTheFileAndFormat) {
