@@ -157,10 +157,18 @@ void EngineCore::Loop() {
     for (uint64_t id : aborts) engine_->Abort(id);
     if (stopping) engine_->AbortAll();
     Deliver(engine_->TakeOutputs());
-    if (!stopping) Deliver(engine_->Step());
+    if (!stopping) {
+      std::vector<RequestOutput> outputs = engine_->Step();
+      {
+        // Before the outputs go out: whoever has a step's output sees that step counted.
+        std::lock_guard<std::mutex> lock(mu_);
+        metrics_ = engine_->Metrics();
+      }
+      Deliver(std::move(outputs));
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      metrics_ = engine_->Metrics();
+      metrics_ = engine_->Metrics();  // after Deliver's aborts of abandoned streams
     }
     if (stopping) {
       engine_->FlushKvStores();  // the disk tier keeps the pool's prefixes for the next start

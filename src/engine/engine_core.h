@@ -63,7 +63,8 @@ class EngineCore {
   // Ends the loop and joins the thread; idempotent.
   void Stop();
 
-  // A snapshot taken after the last step.
+  // A snapshot taken after the last step, before its outputs were delivered: a consumer that
+  // has an output finds the step that made it counted.
   EngineMetrics Metrics() const;
   const EngineConfig& config() const { return engine_->config(); }
   int32_t n_vocab() const { return executor_->n_vocab(); }

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "engine/testing/test_harness.h"
 
@@ -287,6 +289,28 @@ TEST(EngineCoreTest, CallbackDeliveryAndQueueTime) {
 
 namespace tachyon::engine {
 namespace {
+
+TEST(EngineCoreTest, AnOutputsStepIsInTheMetricsWhenTheOutputArrives) {
+  auto core = NewCore(CoreConfig());
+  std::mutex mu;
+  std::vector<EngineMetrics> seen;  // Metrics() as each output arrives
+  std::atomic<bool> finished{false};
+  auto id = core->AddRequestWithCallback(Greedy(MakePrompt(7, 10), 3), [&](RequestOutput o) {
+    EngineMetrics m = core->Metrics();
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(m);
+    if (o.finished) finished = true;
+  });
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return finished.load(); }));
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen.size(), 3u);  // one output a step: the prompt's with the first token, then two
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].num_steps, static_cast<int64_t>(i + 1)) << "output " << i;
+    EXPECT_EQ(seen[i].generation_tokens, static_cast<int64_t>(i + 1)) << "output " << i;
+  }
+  EXPECT_EQ(seen.back().requests_finished, 1);
+}
 
 TEST(EngineCoreTest, DroppingTheStreamAbortsTheRequest) {
   GatedExecutor* gate = nullptr;
