@@ -57,6 +57,11 @@ size_t KvEventPublisher::subscribers() const {
   return subscribers_.size();
 }
 
+uint64_t KvEventPublisher::polls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return polls_;
+}
+
 void KvEventPublisher::Subscribe(const std::shared_ptr<ResponseChannel>& channel) {
   std::lock_guard<std::mutex> lock(mu_);
   if (draining_ || stop_) return channel->Respond(Unavailable("The replica is draining."));
@@ -128,6 +133,7 @@ void KvEventPublisher::Loop() {
   auto next_load = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
+    ++polls_;
     const auto now = std::chrono::steady_clock::now();
     const bool send_load = now >= next_load;
     std::string load;
@@ -149,7 +155,12 @@ void KvEventPublisher::Loop() {
         ++i;
       }
     }
-    cv_.wait_for(lock, options_.poll_interval);
+    if (subscribers_.empty()) {
+      // Nothing to feed: sleep until a subscriber (Subscribe notifies) or Stop.
+      cv_.wait(lock, [&] { return stop_ || !subscribers_.empty(); });
+    } else {
+      cv_.wait_for(lock, options_.poll_interval);
+    }
   }
 }
 

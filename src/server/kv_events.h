@@ -16,7 +16,8 @@
 //   A subscriber that falls behind the log's window gets a new snapshot; when the replica
 //   drains, {"type":"draining"} and the end of the stream.
 //
-// One thread polls the log every `poll_interval` and writes to every subscriber; a write never
+// One thread polls the log every `poll_interval` while anyone subscribes (with no subscriber it
+// sleeps until one comes) and writes to every subscriber; a write never
 // blocks (ResponseChannel's bounded buffer drops a subscriber that reads too slowly; it
 // reconnects and gets a snapshot). Thread-safety: every method may be called from any thread.
 #pragma once
@@ -71,6 +72,8 @@ class KvEventPublisher {
   void Stop();
 
   size_t subscribers() const;
+  // Passes of the polling thread so far (for tests: it makes none while no one subscribes).
+  uint64_t polls() const;
 
  private:
   struct Subscriber {
@@ -94,6 +97,7 @@ class KvEventPublisher {
   std::vector<Subscriber> subscribers_;  // GUARDED_BY(mu_)
   bool draining_ = false;                // GUARDED_BY(mu_)
   bool stop_ = false;                    // GUARDED_BY(mu_)
+  uint64_t polls_ = 0;                   // GUARDED_BY(mu_)
   std::thread thread_;
 };
 
