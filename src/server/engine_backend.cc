@@ -199,7 +199,7 @@ Result<uint64_t> EngineBackend::Submit(GenerationRequest request, OutputCallback
     }
     // A prefill for a decode replica: the blocks stream out as they are computed, and the
     // answer waits for the end of the transfer (the router then sends the decode request).
-    auto gate = std::make_shared<FinalOutputGate>();
+    auto gate = kv_sender_->AnswerGate();
     const auto max_blocks =
         static_cast<uint32_t>(request.engine.prompt_tokens.size() / se_.block_size);
     request.engine.kv_export = kv_sender_->Start(request.kv_transfer, max_blocks,

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kv/kv_transport.h"
@@ -101,6 +104,32 @@ TEST(PdTransfer, BlocksArriveWholeOverLoopback) {
     }
   }
   receiver.Stop();
+}
+
+TEST(FinalOutputGate, HoldsTheFinalOutputUntilOpenAndCountsTheWait) {
+  std::atomic<int64_t> held{0};
+  FinalOutputGate gate(&held);
+  int delivered = 0;
+  gate.Deliver([&] { ++delivered; });
+  EXPECT_EQ(delivered, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  gate.Open();
+  EXPECT_EQ(delivered, 1);
+  const int64_t waited = held.load();
+  EXPECT_GE(waited, 3000);             // at least the sleep, in microseconds
+  gate.Deliver([&] { ++delivered; });  // open: runs at once and waits for nothing
+  EXPECT_EQ(delivered, 2);
+  EXPECT_EQ(held.load(), waited);
+}
+
+TEST(FinalOutputGate, AnOutputAfterOpenAddsNoWait) {
+  std::atomic<int64_t> held{0};
+  FinalOutputGate gate(&held);
+  gate.Open();
+  int delivered = 0;
+  gate.Deliver([&] { ++delivered; });
+  EXPECT_EQ(delivered, 1);
+  EXPECT_EQ(held.load(), 0);
 }
 
 }  // namespace

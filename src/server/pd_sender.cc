@@ -287,6 +287,11 @@ void FinalOutputGate::Open() {
     open_ = true;
     run = std::move(pending_);
     pending_ = nullptr;
+    if (run && held_micros_ != nullptr) {
+      held_micros_->fetch_add(std::chrono::duration_cast<std::chrono::microseconds>(
+                                  std::chrono::steady_clock::now() - held_since_)
+                                  .count());
+    }
   }
   if (run) run();
 }
@@ -296,6 +301,7 @@ void FinalOutputGate::Deliver(std::function<void()> deliver) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!open_) {
       pending_ = std::move(deliver);
+      held_since_ = std::chrono::steady_clock::now();
       return;
     }
   }

@@ -35,6 +35,25 @@
 
 namespace tachyon::server {
 
+// Wraps a request's output callback so that its final output (finished) is delivered only once
+// `gate` opens (the transfer ended); earlier outputs pass through. `held_micros` (may be null):
+// where the time a final output waited for Open() is added (microseconds). Thread-safe.
+class FinalOutputGate {
+ public:
+  explicit FinalOutputGate(std::atomic<int64_t>* held_micros = nullptr)
+      : held_micros_(held_micros) {}
+  void Open();
+  // Runs `deliver` now if open, else when Open() is called.
+  void Deliver(std::function<void()> deliver);
+
+ private:
+  std::atomic<int64_t>* const held_micros_;
+  std::mutex mu_;
+  bool open_ = false;                                 // GUARDED_BY(mu_)
+  std::function<void()> pending_;                     // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point held_since_;  // GUARDED_BY(mu_): when pending_ was set
+};
+
 struct PdSenderOptions {
   std::chrono::milliseconds connect_timeout{2000};
   kv::StallBound stall;       // per frame / Ack
@@ -56,6 +75,9 @@ struct PdTransferCounters {
   std::atomic<int64_t> blocks{0};
   std::atomic<int64_t> bytes{0};
   std::atomic<int64_t> micros{0};  // transfer time, summed
+  // Time the prefill answers waited for their transfer's end after the engine finished them
+  // (the transfer's tail after the last forward pass: the last layers' frames, End, Ack).
+  std::atomic<int64_t> tail_micros{0};
 };
 
 class PdSender {
@@ -72,6 +94,11 @@ class PdSender {
   // max_transfers, the sink drops every block and on_done reports Unavailable.
   std::shared_ptr<engine::KvExportSink> Start(const KvTransferTarget& target, uint32_t max_blocks,
                                               std::function<void(const PdTransferResult&)> on_done);
+  // The gate for the answer of a request whose transfer Start() began (open it from on_done):
+  // the time it holds the final output adds to counters().tail_micros.
+  std::shared_ptr<FinalOutputGate> AnswerGate() {
+    return std::make_shared<FinalOutputGate>(&counters_.tail_micros);
+  }
   // Closes every transfer's connection and joins their threads. Idempotent.
   void Stop();
 
@@ -89,20 +116,6 @@ class PdSender {
   std::mutex mu_;
   std::vector<std::shared_ptr<Transfer>> transfers_;  // GUARDED_BY(mu_)
   bool stopped_ = false;                              // GUARDED_BY(mu_)
-};
-
-// Wraps a request's output callback so that its final output (finished) is delivered only once
-// `gate` opens (the transfer ended); earlier outputs pass through. Thread-safe.
-class FinalOutputGate {
- public:
-  void Open();
-  // Runs `deliver` now if open, else when Open() is called.
-  void Deliver(std::function<void()> deliver);
-
- private:
-  std::mutex mu_;
-  bool open_ = false;              // GUARDED_BY(mu_)
-  std::function<void()> pending_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace tachyon::server

@@ -85,6 +85,13 @@ std::string PdService::MetricsText() const {
     << "# TYPE tachyon_kv_transfer_seconds_total counter\n"
     << "tachyon_kv_transfer_seconds_total{direction=\"" << dir << "\"} "
     << static_cast<double>(c->micros.load()) / 1e6 << "\n";
+  if (sender_) {
+    o << "# HELP tachyon_kv_transfer_tail_seconds_total Time prefill answers waited for their "
+         "KV transfer to end after their last forward pass.\n"
+      << "# TYPE tachyon_kv_transfer_tail_seconds_total counter\n"
+      << "tachyon_kv_transfer_tail_seconds_total{direction=\"sent\"} "
+      << static_cast<double>(c->tail_micros.load()) / 1e6 << "\n";
+  }
   if (inbox_) {
     const kv::BlockStoreStats s = inbox_->Stats();
     o << "# HELP tachyon_kv_inbox_blocks Received KV blocks held, not loaded yet.\n"

@@ -289,8 +289,11 @@ def test_stalled_link_is_bounded(decode, prefill):
     prompt = "S. " + TEXT
     ref = reference(decode, prompt)
     relay = Relay(kv_address(decode)["kv_address"], stall_after=1 << 20)
+    tail0 = counter(prefill, "tachyon_kv_transfer_tail_seconds_total")
     run_prefill(prefill, relay.address, prompt)  # answers (within the request's timeout)
     relay.close()
+    # The answer waited for the stalled transfer's end after the prefill's last forward pass.
+    assert counter(prefill, "tachyon_kv_transfer_tail_seconds_total") > tail0
     text, _, _ = run_decode(decode, prompt)
     assert text == ref
     assert_idle(decode)
