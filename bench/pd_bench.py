@@ -18,12 +18,17 @@ transfer: a --long-tokens prompt prefilled for the decode replica twice
 and the token computed is in a partial block that is not sent), its bytes
 over its transfer time from the prefill replica's /metrics, against the loopback TCP bandwidth
 of a plain blast (--blast-mib through one 127.0.0.1 connection) measured in the same run. Then,
-with both clusters up and idle, one long prompt's TTFT alone, --alone-reps times on each
-(after one pair that warms them),
-alternating (disaggregated, colocated, disaggregated, ...: the VM's drift between minutes hits
-both alike), each a fresh prompt: the medians, the median of the pairs' ratios, and the issue's
-target (disaggregated <= colocated + the transfer of one layer + 10%; one layer = the cached
-transfer's time / the model's layers). Writes results.json to --out.
+with both clusters up and idle, one long prompt's TTFT alone on each in alternation
+(disaggregated, colocated, disaggregated, ...: the VM's drift between minutes hits both alike),
+after one pair that warms them, up to --alone-reps pairs within --alone-budget seconds, each a
+fresh prompt, with the replicas' own counters read around each request: the prefill's compute
+(engine forward time), the transfer's tail after it, the decode replica's time to its first
+token, the rest (router and HTTP). Printed: each part's median (min-max), and the issue's target
+(disaggregated <= (colocated + the transfer of one layer) x 1.1; one layer = the cached
+transfer's time / the model's layers) on the medians, on the per-pair ratios, and with the same
+prefill on both sides (the median compute of every prefill plus each side's median overhead, so
+the prefill's own noise cancels). --alone-only: only the transfer probe and the pairs.
+Writes results.json to --out.
 
   python3 bench/pd_bench.py --duration 60 --out /tmp/pd_bench
 """
@@ -31,6 +36,7 @@ transfer's time / the model's layers). Writes results.json to --out.
 import argparse
 import http.client
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -179,18 +185,205 @@ def run_phase(a, port, with_long, seed0):
     }
 
 
-def ttft_alone_pairs(a, disagg_port, coloc_port, seed0):
-    """One fresh long prompt alone on each cluster in turn, --alone-reps pairs: per cluster the
-    TTFTs, and each pair's ratio disaggregated / colocated. A first pair, not counted, warms
-    both (a fresh cluster's first long prompt faults its pages in)."""
-    d, c = [], []
+# Server-side counters read around each request of the alone phase (one request at a time, so
+# their deltas are that request's): engine forward time, the replicas' own TTFT (arrival to
+# first token; a prefill replica's includes the wait for its transfer's Ack), the prefill
+# replica's transfer tail (its answer's wait for the Ack after its last forward pass).
+FWD = "tachyon_engine_forward_seconds_total"
+TTFT_SUM = "tachyon_time_to_first_token_seconds_sum"
+TAIL = "tachyon_kv_transfer_tail_seconds_total"
+TTFT_COUNT = "tachyon_time_to_first_token_seconds_count"
+RUNNING = "tachyon_num_requests_running"
+
+
+def scrape(ports):
+    """{name: value summed over `ports`} for FWD, TTFT_SUM, TAIL, TTFT_COUNT and RUNNING."""
+    out = dict.fromkeys((FWD, TTFT_SUM, TAIL, TTFT_COUNT, RUNNING), 0.0)
+    for port in ports:
+        for line in get(port, "/metrics").splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in out:
+                out[name] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def first_token(port, prompt):
+    """Streams `prompt` with max_tokens 1 (so the replicas' counters hold no decode step): the
+    seconds until the event carrying its token (its text, or its finish_reason when the text is
+    held back), or None on failure."""
+    body = {"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
+            "ignore_eos": True, "stream": True}
+    start = time.monotonic()
+    ttft = None
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        conn.request("POST", "/v1/completions", json.dumps(body),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            resp.read()
+            return None
+        while True:
+            line = resp.readline()
+            if not line or line.strip() == b"data: [DONE]":
+                break
+            if line.startswith(b"data: "):
+                ev = json.loads(line[6:])
+                if "error" in ev:
+                    return None
+                if ttft is None and any(c.get("text") or c.get("finish_reason")
+                                        for c in ev.get("choices", [])):
+                    ttft = time.monotonic() - start
+        conn.close()
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    return ttft
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def timed_request(port, prompt, sides, pids):
+    """One long prompt through the router at `port`: (client TTFT or None, {side: {counter:
+    delta}}, {name: CPU seconds}) with `sides` {side: [replica ports]} and `pids` {name: pid}
+    (every process of both clusters and this one: who else ran while it computed)."""
+    before = {k: scrape(v) for k, v in sides.items()}
+    cpu0 = {k: cpu_seconds(v) for k, v in pids.items()}
+    ttft = first_token(port, prompt)
+    cpu = {k: cpu_seconds(v) - cpu0[k] for k, v in pids.items()}
+    # The client can have its token before the engine publishes the counters of the step that
+    # made it: wait until every side counted the request and runs nothing.
+    deadline = time.monotonic() + 10
+    while True:
+        after = {k: scrape(v) for k, v in sides.items()}
+        if time.monotonic() > deadline or all(
+                after[k][TTFT_COUNT] > before[k][TTFT_COUNT] and after[k][RUNNING] == 0
+                for k in sides):
+            break
+        time.sleep(0.005)
+    deltas = {k: {n: after[k][n] - before[k][n] for n in after[k]} for k in sides}
+    return ttft, deltas, cpu
+
+
+def split_disaggregated(ttft, d):
+    """Where a disaggregated TTFT went, from the counters' deltas (seconds)."""
+    p, dec = d["prefill"], d["decode"]
+    return {"ttft": ttft, "prefill_compute": p[FWD], "transfer_tail": p[TAIL],
+            "prefill_replica_other": p[TTFT_SUM] - p[FWD] - p[TAIL],
+            "decode_first_token": dec[TTFT_SUM], "decode_compute": dec[FWD],
+            "router_http": ttft - p[TTFT_SUM] - dec[TTFT_SUM],
+            "overhead": ttft - p[FWD]}
+
+
+def split_colocated(ttft, d):
+    r = d["replicas"]
+    return {"ttft": ttft, "prefill_compute": r[FWD], "replica_other": r[TTFT_SUM] - r[FWD],
+            "router_http": ttft - r[TTFT_SUM], "overhead": ttft - r[FWD]}
+
+
+def ttft_alone_pairs(a, disagg, coloc, seed0):
+    """One fresh long prompt alone on each cluster in turn, up to --alone-reps pairs (at least
+    one) within --alone-budget seconds: per pair each side's TTFT and its server-side split. A
+    first pair, not counted, warms both (a fresh cluster's first long prompt faults its pages
+    in)."""
+    d_sides = {"prefill": [disagg.prefill.port], "decode": [disagg.decode.port]}
+    c_sides = {"replicas": [p.port for p in coloc.procs if p is not coloc.router]}
+    pids = {"d_prefill": disagg.prefill.proc.pid, "d_decode": disagg.decode.proc.pid,
+            "d_router": disagg.router.proc.pid, "c_router": coloc.router.proc.pid,
+            "bench": os.getpid()}
+    for i, r in enumerate(p for p in coloc.procs if p is not coloc.router):
+        pids[f"c_replica{i}"] = r.proc.pid
+    pairs = []
+    stop_at = None
     for i in range(-1, a.alone_reps):
-        ok_d, t_d, _ = stream(disagg_port, block_tokens(seed0 + 2 * i, a.long_tokens), 2)
-        ok_c, t_c, _ = stream(coloc_port, block_tokens(seed0 + 2 * i + 1, a.long_tokens), 2)
-        if ok_d and ok_c and i >= 0:
-            d.append(t_d)
-            c.append(t_c)
-    return {"disaggregated": d, "colocated": c, "ratios": [x / y for x, y in zip(d, c)]}
+        if i == 0:
+            stop_at = time.monotonic() + a.alone_budget  # from the end of the warm-up pair
+        elif i > 0 and time.monotonic() >= stop_at:
+            break
+        t_d, dd, cpu_d = timed_request(
+            disagg.router.port, block_tokens(seed0 + 2 * i, a.long_tokens), d_sides, pids)
+        t_c, dc, cpu_c = timed_request(
+            coloc.router.port, block_tokens(seed0 + 2 * i + 1, a.long_tokens), c_sides, pids)
+        if t_d is not None and t_c is not None and i >= 0:
+            pairs.append({"disaggregated": dict(split_disaggregated(t_d, dd), cpu=cpu_d),
+                          "colocated": dict(split_colocated(t_c, dc), cpu=cpu_c)})
+    return pairs
+
+
+def spread(values):
+    """'median (min-max)' of seconds or ratios."""
+    if not values:
+        return "n/a"
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def cpu_line(rows):
+    return ", ".join(f"{k} {statistics.median(r['cpu'][k] for r in rows):.2f}"
+                     for k in rows[0]["cpu"])
+
+
+def busiest(cpu):
+    """CPU seconds of the colocated replica that computed (the router picks one)."""
+    return max(v for k, v in cpu.items() if k.startswith("c_replica"))
+
+
+def alone_verdict(pairs, layer_s):
+    """The target (disaggregated TTFT <= (colocated TTFT + one layer's transfer) x 1.1) on the
+    pairs, three ways, and the figures behind it: a dict of numbers and printable lines."""
+    d = [p["disaggregated"] for p in pairs]
+    c = [p["colocated"] for p in pairs]
+    med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
+    v = {"pairs": len(pairs), "layer_s": layer_s,
+         "ttft_d": med(d, "ttft"), "ttft_c": med(c, "ttft"),
+         "pair_ratio": statistics.median(x["ttft"] / (y["ttft"] + layer_s) for x, y in zip(d, c)),
+         "overhead_d": med(d, "overhead"), "overhead_c": med(c, "overhead"),
+         "prefill_compute": statistics.median([r["prefill_compute"] for r in d + c])}
+    v["bound"] = (v["ttft_c"] + layer_s) * 1.1
+    v["met_medians"] = v["ttft_d"] <= v["bound"]
+    v["met_pairs"] = v["pair_ratio"] <= 1.1
+    # The same prefill on both sides: the median compute of all 2N prefills plus each side's
+    # median overhead (TTFT less its own prefill's compute), so the prefill's noise cancels.
+    v["same_prefill_d"] = v["prefill_compute"] + v["overhead_d"]
+    v["same_prefill_c"] = v["prefill_compute"] + v["overhead_c"]
+    v["met_same_prefill"] = v["same_prefill_d"] <= (v["same_prefill_c"] + layer_s) * 1.1
+    ok = lambda b: "met" if b else "NOT met"  # noqa: E731
+    col = lambda rows, k: spread([r[k] for r in rows])  # noqa: E731
+    lines = [
+        f"TTFT of one long prompt alone, {len(pairs)} alternating pairs (median (min-max), s):",
+        f"  disaggregated {col(d, 'ttft')} = prefill compute {col(d, 'prefill_compute')}"
+        f" + prefill replica other {col(d, 'prefill_replica_other')} + transfer tail"
+        f" {col(d, 'transfer_tail')} + decode replica to first token"
+        f" {col(d, 'decode_first_token')} (its compute {col(d, 'decode_compute')}) + router and"
+        f" HTTP {col(d, 'router_http')}",
+        f"  colocated     {col(c, 'ttft')} = prefill compute {col(c, 'prefill_compute')}"
+        f" + replica other {col(c, 'replica_other')} + router and HTTP {col(c, 'router_http')}",
+        f"  overhead (TTFT - its own prefill compute): disaggregated {col(d, 'overhead')},"
+        f" colocated {col(c, 'overhead')}; prefill compute disaggregated / colocated per pair "
+        + spread([x["prefill_compute"] / y["prefill_compute"] for x, y in zip(d, c)]),
+        "  CPU seconds of each process during a disaggregated / colocated request (median):"
+        f" {cpu_line(d)} / {cpu_line(c)}; the computing replica's CPU / its prefill compute:"
+        f" disaggregated {spread([r['cpu']['d_prefill'] / r['prefill_compute'] for r in d])},"
+        f" colocated {spread([busiest(r['cpu']) / r['prefill_compute'] for r in c])}",
+        f"target: disaggregated <= (colocated + one layer's transfer {1e3 * layer_s:.1f} ms)"
+        f" x 1.1",
+        f"  medians: {v['ttft_d']:.2f} s <= {v['bound']:.2f} s: {ok(v['met_medians'])}",
+        f"  per pair: disaggregated / (colocated + one layer) "
+        + spread([x["ttft"] / (y["ttft"] + layer_s) for x, y in zip(d, c)])
+        + f", median <= 1.1: {ok(v['met_pairs'])}",
+        f"  same prefill (median compute {v['prefill_compute']:.2f} s + each side's median"
+        f" overhead): {v['same_prefill_d']:.3f} s <= {(v['same_prefill_c'] + layer_s) * 1.1:.3f}"
+        f" s: {ok(v['met_same_prefill'])}; disaggregation adds"
+        f" {1e3 * (v['overhead_d'] - v['overhead_c']):.0f} ms"
+        f" ({100 * (v['overhead_d'] - v['overhead_c']) / v['ttft_c']:.1f}% of the colocated"
+        f" TTFT)"]
+    return v, lines
 
 
 def transfer_probe(a, cluster):
@@ -261,73 +454,79 @@ def main():
     p.add_argument("--long-tokens", type=int, default=2048)
     p.add_argument("--long-streams", type=int, default=1)
     p.add_argument("--pd-min-prompt-tokens", type=int, default=256)
-    p.add_argument("--alone-reps", type=int, default=5)
+    p.add_argument("--alone-reps", type=int, default=40, help="at most this many pairs")
+    p.add_argument("--alone-budget", type=float, default=150,
+                   help="seconds after the warm-up pair: no later pair starts after them")
+    p.add_argument("--alone-only", action="store_true",
+                   help="only the transfer probe and the TTFT pairs (no TPOT phases, no blast)")
     p.add_argument("--blast-mib", type=int, default=2048)
     p.add_argument("--out", default="/tmp/pd_bench")
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     res = {"config": vars(a)}
-    res["loopback_mib_s"] = loopback_blast(a.blast_mib)
+    if not a.alone_only:
+        res["loopback_mib_s"] = loopback_blast(a.blast_mib)
     inspect = subprocess.run([a.binary, "inspect", "--json", str(a.model)], capture_output=True,
                              text=True, check=True)
     res["n_layers"] = json.loads(inspect.stdout)["hyperparameters"]["block_count"]
-    c = Cluster(a, "disaggregated", out)
-    try:
-        res["decode_only"] = run_phase(a, c.router.port, False, 1_000_000)
-        res["disaggregated"] = run_phase(a, c.router.port, True, 2_000_000)
-        res["transfer"] = transfer_probe(a, c)
-        res["disaggregated"]["kv_sent_bytes"] = metric(
-            c.prefill.port, 'tachyon_kv_transfer_bytes_total{direction="sent"}')
-        res["disaggregated"]["kv_transfers_failed"] = metric(
-            c.prefill.port, 'tachyon_kv_transfers_total{direction="sent",outcome="failed"}')
-    finally:
-        c.stop()
+    if not a.alone_only:
+        c = Cluster(a, "disaggregated", out)
+        try:
+            res["decode_only"] = run_phase(a, c.router.port, False, 1_000_000)
+            res["disaggregated"] = run_phase(a, c.router.port, True, 2_000_000)
+            res["transfer"] = transfer_probe(a, c)
+            res["disaggregated"]["kv_sent_bytes"] = metric(
+                c.prefill.port, 'tachyon_kv_transfer_bytes_total{direction="sent"}')
+            res["disaggregated"]["kv_transfers_failed"] = metric(
+                c.prefill.port, 'tachyon_kv_transfers_total{direction="sent",outcome="failed"}')
+        finally:
+            c.stop()
     c = Cluster(a, "colocated", out)
     try:
-        res["colocated"] = run_phase(a, c.router.port, True, 2_000_000)
+        if not a.alone_only:
+            res["colocated"] = run_phase(a, c.router.port, True, 2_000_000)
         (out / "alone").mkdir(exist_ok=True)
         d = Cluster(a, "disaggregated", out / "alone")
         try:
-            res["alone"] = ttft_alone_pairs(a, d.router.port, c.router.port, 3_000_000)
+            if a.alone_only:
+                res["transfer"] = transfer_probe(a, d)
+            res["alone"] = ttft_alone_pairs(a, d, c, 3_000_000)
         finally:
             d.stop()
     finally:
         c.stop()
-    for k in ("disaggregated", "colocated"):
-        v = res["alone"][k]
-        res[k]["ttft_alone"] = statistics.median(v) if v else float("nan")
-    res["loopback_mib_s_after"] = loopback_blast(a.blast_mib)
+    layer_s = res["transfer"]["cached"]["seconds"] / (res.get("n_layers") or 1)
+    verdict_lines = []
+    if res["alone"]:
+        res["alone_verdict"], verdict_lines = alone_verdict(res["alone"], layer_s)
+    if not a.alone_only:
+        res["loopback_mib_s_after"] = loopback_blast(a.blast_mib)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     for k in ("decode_only", "colocated", "disaggregated"):
+        if k not in res:
+            continue
         r = res[k]
         line = (f"{k:>13}: TPOT p50 {1e3 * r['tpot_p50']:.1f} ms p99 {1e3 * r['tpot_p99']:.1f} ms"
                 f"  gap p50 {1e3 * r['gap_p50']:.1f} p99 {1e3 * r['gap_p99']:.1f} ms"
                 f"  {r['decode_tok_s']:.1f} decode tok/s ({r['decode_requests']} requests)")
         if r["long_requests"]:
             line += (f"  long TTFT p50 {r['long_ttft_p50']:.2f} s p99 {r['long_ttft_p99']:.2f} s"
-                     f" ({r['long_requests']}), alone {r['ttft_alone']:.2f} s (median)")
+                     f" ({r['long_requests']})")
         print(line)
-    al = res["alone"]
-    if al["ratios"]:
-        layer_s = res["transfer"]["cached"]["seconds"] / (res.get("n_layers") or 1)
-        bound = (res["colocated"]["ttft_alone"] + layer_s) * 1.1
-        print(f"TTFT alone, {len(al['ratios'])} alternating pairs: disaggregated "
-              + " / ".join(f"{x:.2f}" for x in al["disaggregated"]) + " s, colocated "
-              + " / ".join(f"{x:.2f}" for x in al["colocated"]) + " s; pair ratios median "
-              f"{statistics.median(al['ratios']):.3f}; target: median disaggregated "
-              f"{res['disaggregated']['ttft_alone']:.2f} s <= (colocated "
-              f"{res['colocated']['ttft_alone']:.2f} s + one layer's transfer "
-              f"{1e3 * layer_s:.1f} ms) x 1.1 = {bound:.2f} s: "
-              f"{'met' if res['disaggregated']['ttft_alone'] <= bound else 'NOT met'}")
     t = res["transfer"]["cached"]
-    print(f"transfer of a cached {a.long_tokens}-token prompt: {t['bytes'] / 2**20:.1f} MiB in "
-          f"{t['seconds']:.3f} s = {t['mib_s']:.0f} MiB/s; loopback TCP blast "
-          f"{res['loopback_mib_s']:.0f} / {res['loopback_mib_s_after']:.0f} MiB/s (before / "
-          f"after): {100 * t['mib_s'] / max(res['loopback_mib_s'], 1e-9):.0f}% of the first")
-    print(f"disaggregated TPOT p99 / decode-only TPOT p99: "
-          f"{res['disaggregated']['tpot_p99'] / res['decode_only']['tpot_p99']:.2f}; colocated: "
-          f"{res['colocated']['tpot_p99'] / res['decode_only']['tpot_p99']:.2f}")
+    line = (f"transfer of a cached {a.long_tokens}-token prompt: {t['bytes'] / 2**20:.1f} MiB in "
+            f"{t['seconds']:.3f} s = {t['mib_s']:.0f} MiB/s")
+    if not a.alone_only:
+        line += (f"; loopback TCP blast {res['loopback_mib_s']:.0f} / "
+                 f"{res['loopback_mib_s_after']:.0f} MiB/s (before / after): "
+                 f"{100 * t['mib_s'] / max(res['loopback_mib_s'], 1e-9):.0f}% of the first")
+    print(line)
+    if not a.alone_only:
+        print(f"disaggregated TPOT p99 / decode-only TPOT p99: "
+              f"{res['disaggregated']['tpot_p99'] / res['decode_only']['tpot_p99']:.2f}; "
+              f"colocated: {res['colocated']['tpot_p99'] / res['decode_only']['tpot_p99']:.2f}")
+    print("\n".join(verdict_lines) if verdict_lines else "TTFT alone: no pair completed")
 
 
 if __name__ == "__main__":
