@@ -354,6 +354,9 @@ def alone_verdict(pairs, layer_s):
     v["same_prefill_c"] = v["prefill_compute"] + v["overhead_c"]
     v["met_same_prefill"] = v["same_prefill_d"] <= (v["same_prefill_c"] + layer_s) * 1.1
     ok = lambda b: "met" if b else "NOT met"  # noqa: E731
+    cpu_share_d = [r["cpu"]["d_prefill"] / r["prefill_compute"] for r in d
+                   if r["prefill_compute"] > 0]
+    cpu_share_c = [busiest(r["cpu"]) / r["prefill_compute"] for r in c if r["prefill_compute"] > 0]
     col = lambda rows, k: spread([r[k] for r in rows])  # noqa: E731
     lines = [
         f"TTFT of one long prompt alone, {len(pairs)} alternating pairs (median (min-max), s):",
@@ -366,11 +369,11 @@ def alone_verdict(pairs, layer_s):
         f" + replica other {col(c, 'replica_other')} + router and HTTP {col(c, 'router_http')}",
         f"  overhead (TTFT - its own prefill compute): disaggregated {col(d, 'overhead')},"
         f" colocated {col(c, 'overhead')}; prefill compute disaggregated / colocated per pair "
-        + spread([x["prefill_compute"] / y["prefill_compute"] for x, y in zip(d, c)]),
+        + spread([x["prefill_compute"] / y["prefill_compute"] for x, y in zip(d, c)
+                  if y["prefill_compute"] > 0]),
         "  CPU seconds of each process during a disaggregated / colocated request (median):"
         f" {cpu_line(d)} / {cpu_line(c)}; the computing replica's CPU / its prefill compute:"
-        f" disaggregated {spread([r['cpu']['d_prefill'] / r['prefill_compute'] for r in d])},"
-        f" colocated {spread([busiest(r['cpu']) / r['prefill_compute'] for r in c])}",
+        f" disaggregated {spread(cpu_share_d)}, colocated {spread(cpu_share_c)}",
         f"target: disaggregated <= (colocated + one layer's transfer {1e3 * layer_s:.1f} ms)"
         f" x 1.1",
         f"  medians: {v['ttft_d']:.2f} s <= {v['bound']:.2f} s: {ok(v['met_medians'])}",
