@@ -441,7 +441,7 @@ void RegisterAll() {
       }
     }
   }
-  const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+  const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
                             GgmlType::kQ6_K, GgmlType::kF16,  GgmlType::kBF16};
   struct Shape {
     int64_t rows, cols;

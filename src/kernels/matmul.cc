@@ -182,17 +182,26 @@ void CheckWeight(const Weight& w) {
 
 }  // namespace
 
-// Measured (docs/kernels.md, "m = 2..7"): with the matrix in L2 / L3 the tile kernels win up
-// to 4-6 rows, while for a matrix streamed from memory the GEMM wins from 2 rows (Q4_0 from 4,
-// whose tile kernel unpacks least).
+// Measured (docs/kernels.md, "m = 2 .. GemmMinRows - 1"): with the matrix in L2 / L3 the tile
+// kernels win up to 7 rows (Q4_1: 15), while for a matrix streamed from memory the GEMM wins
+// from 2 rows (the 4-bit and 5-bit block formats, whose tile kernels unpack least, from 4-6).
 int64_t GemmMinRows(GgmlType type, bool streamed) {
   static const int64_t forced = [] {
     const char* v = std::getenv("TACHYON_GEMM_MIN_ROWS");
     return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{0};
   }();
   if (forced > 0) return forced;
-  if (!streamed) return 8;
-  return type == GgmlType::kQ4_0 ? 4 : 2;
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return streamed ? 6 : 8;
+    case GgmlType::kQ4_1:
+      return streamed ? 4 : 16;
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+      return streamed ? 4 : 8;
+    default:
+      return streamed ? 2 : 8;
+  }
 }
 
 bool StreamedWeights(uint64_t bytes) {

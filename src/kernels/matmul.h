@@ -61,10 +61,10 @@ struct Weight {
 // else runs), or more than 32 MiB when the cache size is unknown.
 bool StreamedWeights(uint64_t bytes);
 
-// Activation rows from which MatMul runs the GEMM kernels of a type that has them at the
-// AVX-512 level (Q4_0, Q8_0, Q4_K, Q6_K; below, the register-unpacking tile kernels): 8 for
-// cached weights; for streamed ones 4 (Q4_0) or 2 (the others). TACHYON_GEMM_MIN_ROWS=N
-// sets N for every case (benchmarks).
+// Activation rows from which MatMul runs the GEMM kernels of a type at the AVX-512 level (the
+// 32-element block formats, Q4_K, Q6_K; below, the register-unpacking tile kernels). Cached
+// weights: 8 (Q4_1: 16); streamed ones: 2 (Q4_1, Q5_0, Q5_1: 4; Q4_0: 6).
+// TACHYON_GEMM_MIN_ROWS=N sets N for every case (benchmarks).
 int64_t GemmMinRows(GgmlType type, bool streamed);
 
 // Whether MatMul / DequantizeRow support this type.

@@ -1,5 +1,6 @@
-// AVX-512 VNNI GEMM for the packed layouts (Q4_0, Q8_0; Q4_K, Q6_K below) at many activation
-// rows (prefill, batched decode; MatMul uses it from GemmMinRows rows on). The few-row kernels
+// AVX-512 VNNI GEMM for the packed layouts (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; Q4_K, Q6_K below) at
+// many activation rows (prefill, batched decode; MatMul uses it from GemmMinRows rows on). The
+// few-row kernels
 // (matmul_packed_avx512.cc) unpack codes in registers for every group of 4 rows and apply the
 // code offset with a float FMA per block and row. Here, per L2-sized chunk of activation rows
 // against a thread's tiles:
@@ -8,13 +9,14 @@
 //     -kOffset * sum(xq) (the starting value of the block's int32 accumulators, so the offset
 //     costs no vector work in the inner loop), the row scales and the activation words in
 //     step order, all in one linear stream.
-//  2. Weights are taken a pair of tiles (32 rows) and a slice of 16 blocks at a time; Q4_0
-//     nibbles are split once per chunk into a u8 slice (16 KiB, L1), Q8_0's packed codes
+//  2. Weights are taken a pair of tiles (32 rows) and a slice of 16 blocks at a time; Q4 / Q5
+//     codes are unpacked once per chunk into a u8 slice (16 KiB, L1), Q8_0's packed codes
 //     already are one. Every group of rows runs over the slice; the next slice is prefetched
 //     meanwhile.
 //  3. The micro-kernel keeps 2 x 6 int32 accumulators (32 weight rows x 6 activation rows):
 //     per 4-byte step two code loads feed 12 vpdpbusd that take the activation word as an
-//     embedded broadcast; per block and row only cvt, mul (by dx) and fma (by dw) remain.
+//     embedded broadcast; per block and row only cvt, mul (by dx) and fma (by dw) remain
+//     (Q4_1 / Q5_1: and the min's fma, the activation panel carrying dx * sum(xq) for it).
 //
 // Integer sums are exact, so the result equals the scalar kernel up to float summation order
 // (and does not depend on how rows or tiles are split over threads).
@@ -72,6 +74,8 @@ inline size_t PanelOffset(int64_t nb, int64_t row) {
 
 void BuildActPanel(int64_t k, const uint8_t* act, size_t stride, int64_t m, int offset,
                    uint8_t* panel) {
+  // offset 0 (Q4_1 / Q5_1: a per-block min instead of a code offset): corr[0][j] holds the
+  // float dx * sum(xq) = 4 * s4 of the block instead (the min's term), corr[1][j] 0.
   const int64_t nb = k / 32, ng = Q8Groups(k);
   const RowGroups groups(m);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -94,7 +98,12 @@ void BuildActPanel(int64_t k, const uint8_t* act, size_t stride, int64_t m, int 
         uint8_t* rec = grp + b * kRecordBytesPerRow * n;
         const auto corr =
             static_cast<int32_t>(-offset * (lanes[2 * c] + lanes[2 * c + 1] - 128 * 32));
-        std::memcpy(rec + 4 * j, &corr, 4);
+        if (offset == 0) {
+          const float mterm = 4.0f * x.s4[4 * b];
+          std::memcpy(rec + 4 * j, &mterm, 4);
+        } else {
+          std::memcpy(rec + 4 * j, &corr, 4);
+        }
         std::memcpy(rec + 4 * (n + j), &corr, 4);
         std::memcpy(rec + 4 * (2 * n + j), x.d4 + 4 * b, 4);
         for (int st = 0; st < 8; ++st) {
@@ -131,13 +140,37 @@ void UnpackQ4_0(const uint8_t* tile, int64_t nb, uint8_t* panel) {
   }
 }
 
+// Q5_0 / Q5_1 tile -> u8 panel as UnpackQ4_0, each code's fifth bit from the block's bit-plane
+// step (pack.h: step s's low nibbles take bit s of the plane byte at the same position, its
+// high nibbles bit 4 + s; 16-bit shifts, whose carried bits are masked off).
+void UnpackQ5(const uint8_t* tile, int64_t nb, uint8_t* panel) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* src = tile + b * 320;
+    uint8_t* dst = panel + b * kBlockBytes;
+    const __m512i plane = _mm512_load_si512(src + 256);
+    __m512i hl = _mm512_slli_epi16(plane, 4), hh = plane;
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; ++s) {
+      const __m512i v = _mm512_load_si512(src + 64 * s);
+      _mm512_store_si512(dst + 64 * s,
+                         _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(hl, m10)));
+      _mm512_store_si512(dst + 64 * (s + 4),
+                         _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                         _mm512_and_si512(hh, m10)));
+      hl = _mm512_srli_epi16(hl, 1);
+      hh = _mm512_srli_epi16(hh, 1);
+    }
+  }
+}
+
 // Cache lines to prefetch while a slice is in use: the next slice's packed codes and scales
 // (or the next tile pair's first slice), every line (the adjacent-line prefetcher does not
 // fill the other half of a 128-byte pair reliably), spread over the slice's row groups.
 // Kept as ranges (a list of line addresses cost ~2% of a 16-row step in building it).
 struct PrefetchLines {
-  // At most 4 ranges: two tiles' codes and scales.
-  static constexpr int kMaxRanges = 4;
+  // At most 6 ranges: two tiles' codes, scales and (Q4_1 / Q5_1) mins.
+  static constexpr int kMaxRanges = 6;
   const uint8_t* base[kMaxRanges];  // first line of each range
   int end[kMaxRanges];              // cumulative line count after each range
   int ranges = 0;
@@ -169,10 +202,13 @@ struct PrefetchLines {
 // continue from y, which gives the same float sums as one pass.
 //
 // Prefetch lines [pf_begin, pf_end) of pf are issued a few per block.
-template <int NT, int NX>
+//
+// kMin (Q4_1 / Q5_1): no code offset; after each block's term, + mins * (dx * sum(xq)) with the
+// 16 rows' fp16 mins mn[u] (the order of the few-row kernels' BlockTerms).
+template <int NT, int NX, bool kMin>
 void Micro(int64_t b0, int64_t b1, int64_t pb0, const uint8_t* const* p, const uint16_t* const* s,
-           const uint8_t* grp, float* y, int64_t ldy, int nrows_last, const PrefetchLines& pf,
-           int pf_begin, int pf_end) {
+           const uint16_t* const* mn, const uint8_t* grp, float* y, int64_t ldy, int nrows_last,
+           const PrefetchLines& pf, int pf_begin, int pf_end) {
   const __mmask16 mask = Mask16(nrows_last);
   int pf_pos = pf_begin;
   const int pf_per_block = static_cast<int>((pf_end - pf_begin + b1 - b0 - 1) / (b1 - b0));
@@ -198,7 +234,9 @@ void Micro(int64_t b0, int64_t b1, int64_t pb0, const uint8_t* const* p, const u
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
 #pragma GCC unroll 2
-      for (int u = 0; u < NT; ++u) is[i][u] = _mm512_set1_epi32(corr[u * NX + i]);
+      for (int u = 0; u < NT; ++u) {
+        is[i][u] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(corr[u * NX + i]);
+      }
     }
 #pragma GCC unroll 8
     for (int st = 0; st < 8; ++st) {
@@ -217,6 +255,14 @@ void Micro(int64_t b0, int64_t b1, int64_t pb0, const uint8_t* const* p, const u
       dw[u] = _mm512_cvtph_ps(
           _mm256_load_si256(reinterpret_cast<const __m256i*>(s[u] + b * kPackRows)));
     }
+    __m512 mw[NT];
+    if constexpr (kMin) {
+#pragma GCC unroll 2
+      for (int u = 0; u < NT; ++u) {
+        mw[u] = _mm512_cvtph_ps(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(mn[u] + b * kPackRows)));
+      }
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
       const __m512 d = _mm512_set1_ps(dx[i]);
@@ -224,6 +270,10 @@ void Micro(int64_t b0, int64_t b1, int64_t pb0, const uint8_t* const* p, const u
       for (int u = 0; u < NT; ++u) {
         acc[i][u] =
             _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(is[i][u]), d), dw[u], acc[i][u]);
+        if constexpr (kMin) {
+          acc[i][u] = _mm512_fmadd_ps(mw[u], _mm512_set1_ps(reinterpret_cast<const float*>(corr)[i]),
+                                      acc[i][u]);
+        }
       }
     }
     pa += kBlockBytes;
@@ -238,17 +288,44 @@ void Micro(int64_t b0, int64_t b1, int64_t pb0, const uint8_t* const* p, const u
   }
 }
 
+// The 32-element block formats: kCodeSteps 64-byte code steps per block in the packed tile (4:
+// nibbles, unpacked slice by slice; 8: Q8_0's u8 codes, used as they are), kHigh the Q5
+// bit-plane step after them, kOffset the code offset (0: a per-block min instead, Q4_1 / Q5_1,
+// whose fp16 mins follow the scales).
+template <int kCodeSteps, int kOffset, bool kHigh>
+struct Block32 {
+  static constexpr int kCodeOffset = kOffset;
+  static constexpr int kCodeBytes = (kCodeSteps + (kHigh ? 1 : 0)) * 64;  // per block in a tile
+  static constexpr bool kUnpack = kCodeSteps == 4;
+  static constexpr bool kMin = kOffset == 0;
+};
+
+template <int NT, typename F, int NX>
+void MicroRows(int64_t b0, int64_t b1, int64_t pb0, const uint8_t* const* p,
+               const uint16_t* const* s, const uint16_t* const* mn, const uint8_t* grp, float* y,
+               int64_t ldy, int nrows_last, const PrefetchLines& pf, int pf_begin, int pf_end,
+               int64_t n) {
+  if constexpr (NX < kRowsPerPass) {
+    if (n > NX) {
+      MicroRows<NT, F, NX + 1>(b0, b1, pb0, p, s, mn, grp, y, ldy, nrows_last, pf, pf_begin,
+                               pf_end, n);
+      return;
+    }
+  }
+  Micro<NT, NX, F::kMin>(b0, b1, pb0, p, s, mn, grp, y, ldy, nrows_last, pf, pf_begin, pf_end);
+}
+
 // Blocks per pass: a two-tile panel slice of kBlocksPerPass KiB stays in L1 while all the
 // chunk's activation rows run over it.
 constexpr int64_t kBlocksPerPass = 16;
 
 // All m activation rows (panel groups) against NT tiles (code streams c[u]: packed Q8_0 codes,
-// or Q4_0 codes unpacked slice by slice into `slice`, which then stays in L1).
-template <int NT, bool kQ4>
+// or 4-bit / 5-bit codes unpacked slice by slice into `slice`, which then stays in L1).
+template <int NT, typename F>
 void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, int64_t ntiles_left,
-          const uint16_t* const* s, const uint8_t* apanel, int64_t m, float* y, int64_t ldy,
-          int nrows_last, uint8_t* slice) {
-  constexpr int kCodeBytes = kQ4 ? 256 : 512;  // per block in the packed tile
+          const uint16_t* const* s, const uint16_t* const* mn, const uint8_t* apanel, int64_t m,
+          float* y, int64_t ldy, int nrows_last, uint8_t* slice) {
+  constexpr int kCodeBytes = F::kCodeBytes;
   const RowGroups groups(m);
   const int64_t ngroups = groups.count;
   for (int64_t b0 = 0; b0 < nb; b0 += kBlocksPerPass) {
@@ -263,16 +340,26 @@ void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, int64_t ntiles
       for (int u = 0; u < nt_next; ++u) {
         const uint8_t* tile = last ? c[0] + (NT + u) * tile_bytes : c[u];
         pf.AddRange(tile + nb0 * kCodeBytes, (nb1 - nb0) * kCodeBytes);
+        // Scales, then (kMin) the mins right after all the scales.
         pf.AddRange(tile + nb * kCodeBytes + nb0 * 2 * kPackRows, (nb1 - nb0) * 2 * kPackRows);
+        if constexpr (F::kMin) {
+          pf.AddRange(tile + nb * (kCodeBytes + 2 * kPackRows) + nb0 * 2 * kPackRows,
+                      (nb1 - nb0) * 2 * kPackRows);
+        }
       }
     }
     const int per_group = static_cast<int>((pf.count + ngroups - 1) / ngroups);
     const uint8_t* p[2];
     int64_t pb0 = 0;
     for (int u = 0; u < NT; ++u) {
-      if constexpr (kQ4) {
-        p[u] = slice + u * kBlocksPerPass * kBlockBytes;
-        UnpackQ4_0(c[u] + b0 * 256, b1 - b0, slice + u * kBlocksPerPass * kBlockBytes);
+      if constexpr (F::kUnpack) {
+        uint8_t* dst = slice + u * kBlocksPerPass * kBlockBytes;
+        p[u] = dst;
+        if constexpr (kCodeBytes == 320) {
+          UnpackQ5(c[u] + b0 * kCodeBytes, b1 - b0, dst);
+        } else {
+          UnpackQ4_0(c[u] + b0 * kCodeBytes, b1 - b0, dst);
+        }
         pb0 = b0;
       } else {
         p[u] = c[u];
@@ -282,71 +369,51 @@ void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, int64_t ntiles
       const int64_t i = groups.Start(gi);
       const int pf_begin = std::min(pf.count, static_cast<int>(gi) * per_group);
       const int pf_end = std::min(pf.count, pf_begin + per_group);
-      const uint8_t* grp = apanel + PanelOffset(nb, i);
-      float* yi = y + i * ldy;
-      switch (groups.Size(gi)) {
-        case 1:
-          Micro<NT, 1>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
-          break;
-        case 2:
-          Micro<NT, 2>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
-          break;
-        case 3:
-          Micro<NT, 3>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
-          break;
-        case 4:
-          Micro<NT, 4>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
-          break;
-        case 5:
-          Micro<NT, 5>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
-          break;
-        default:
-          Micro<NT, 6>(b0, b1, pb0, p, s, grp, yi, ldy, nrows_last, pf, pf_begin, pf_end);
-          break;
-      }
+      MicroRows<NT, F, 1>(b0, b1, pb0, p, s, mn, apanel + PanelOffset(nb, i), y + i * ldy, ldy,
+                          nrows_last, pf, pf_begin, pf_end, groups.Size(gi));
     }
   }
 }
-static_assert(kRowsPerPass == 6, "Rows() dispatches group sizes 1..6");
 
 // Activation panel bytes per chunk of rows: the panel stays in L2 while the thread's tiles sweep
 // past it, each tile read from memory once per chunk.
 constexpr size_t kActPanelBytes = 768 * 1024;
 
-template <bool kQ4>
+template <typename F>
 void Gemm32Chunk(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles,
                  int64_t rows, const uint8_t* act, size_t stride, int64_t m, float* y,
                  int64_t ldy) {
   const int64_t nb = k / 32;
-  constexpr int kCodeBytes = kQ4 ? 256 : 512;  // per block in the packed tile
-  // Scratch: the activation panel, then (Q4_0) a two-tile u8 code slice.
+  // Scratch: the activation panel, then (4-bit / 5-bit codes) a two-tile u8 code slice.
   const size_t act_bytes = (PanelOffset(nb, m) + 63) / 64 * 64;
-  const size_t code_bytes = kQ4 ? 2 * kBlocksPerPass * kBlockBytes : 0;
+  const size_t code_bytes = F::kUnpack ? 2 * kBlocksPerPass * kBlockBytes : 0;
   uint8_t* scratch = Scratch(act_bytes + code_bytes);
-  BuildActPanel(k, act, stride, m, kQ4 ? 8 : 128, scratch);
+  BuildActPanel(k, act, stride, m, F::kCodeOffset, scratch);
   uint8_t* code_panel = scratch + act_bytes;
   for (int64_t t = 0; t < ntiles; t += 2) {
     const int nt = ntiles - t >= 2 ? 2 : 1;
     const uint8_t* c[2];
     const uint16_t* s[2];
+    const uint16_t* mn[2] = {nullptr, nullptr};
     for (int u = 0; u < nt; ++u) {
       c[u] = tiles + static_cast<size_t>(t + u) * tile_bytes;
-      s[u] = reinterpret_cast<const uint16_t*>(c[u] + nb * kCodeBytes);
+      s[u] = reinterpret_cast<const uint16_t*>(c[u] + nb * F::kCodeBytes);
+      if constexpr (F::kMin) mn[u] = s[u] + nb * kPackRows;
     }
     const int nrows_last =
         static_cast<int>(std::min<int64_t>(kPackRows, rows - (t + nt - 1) * kPackRows));
     float* yt = y + t * kPackRows;
     if (nt == 2) {
-      Rows<2, kQ4>(nb, c, tile_bytes, ntiles - t, s, scratch, m, yt, ldy, nrows_last, code_panel);
+      Rows<2, F>(nb, c, tile_bytes, ntiles - t, s, mn, scratch, m, yt, ldy, nrows_last, code_panel);
     } else {
-      Rows<1, kQ4>(nb, c, tile_bytes, ntiles - t, s, scratch, m, yt, ldy, nrows_last, code_panel);
+      Rows<1, F>(nb, c, tile_bytes, ntiles - t, s, mn, scratch, m, yt, ldy, nrows_last, code_panel);
     }
   }
 }
 
 // Chunks of rows whose activation panel fits kActPanelBytes, equal sizes in whole groups (so
 // that no chunk ends in a small, latency-bound group when that can be avoided).
-template <bool kQ4>
+template <typename F>
 void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
             const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
   const int64_t row_bytes = k / 32 * kRecordBytesPerRow;
@@ -355,8 +422,8 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
   int64_t mc = (m + chunks - 1) / chunks;
   mc = (mc + kRowsPerPass - 1) / kRowsPerPass * kRowsPerPass;
   for (int64_t i0 = 0; i0 < m; i0 += mc) {
-    Gemm32Chunk<kQ4>(k, tiles, tile_bytes, ntiles, rows, act + static_cast<size_t>(i0) * stride,
-                     stride, std::min(mc, m - i0), y + i0 * ldy, ldy);
+    Gemm32Chunk<F>(k, tiles, tile_bytes, ntiles, rows, act + static_cast<size_t>(i0) * stride,
+                   stride, std::min(mc, m - i0), y + i0 * ldy, ldy);
   }
 }
 
@@ -720,9 +787,15 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
 PackedGemmFn PackedGemmAvx512(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
-      return Gemm32<true>;
+      return Gemm32<Block32<4, 8, false>>;
+    case GgmlType::kQ4_1:
+      return Gemm32<Block32<4, 0, false>>;
+    case GgmlType::kQ5_0:
+      return Gemm32<Block32<4, 16, true>>;
+    case GgmlType::kQ5_1:
+      return Gemm32<Block32<4, 0, true>>;
     case GgmlType::kQ8_0:
-      return Gemm32<false>;
+      return Gemm32<Block32<8, 128, false>>;
     case GgmlType::kQ4_K:
       return GemmK<false>;
     case GgmlType::kQ6_K:

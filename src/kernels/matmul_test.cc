@@ -209,10 +209,11 @@ TEST(MatMulPacked, ManyRowsChunksAndSlices) {
 // Where MatMul switches to the GEMM kernels (TACHYON_GEMM_MIN_ROWS unset, as in the tests).
 TEST(MatMulPacked, GemmMinRowsByRegime) {
   if (std::getenv("TACHYON_GEMM_MIN_ROWS") != nullptr) GTEST_SKIP() << "TACHYON_GEMM_MIN_ROWS set";
-  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    EXPECT_EQ(GemmMinRows(t, /*streamed=*/false), 8) << TypeName(t);
-    EXPECT_EQ(GemmMinRows(t, /*streamed=*/true), t == GgmlType::kQ4_0 ? 4 : 2) << TypeName(t);
-  }
+  EXPECT_EQ(GemmMinRows(GgmlType::kQ4_K, /*streamed=*/false), 8);
+  EXPECT_EQ(GemmMinRows(GgmlType::kQ4_1, /*streamed=*/false), 16);
+  EXPECT_EQ(GemmMinRows(GgmlType::kQ6_K, /*streamed=*/true), 2);
+  EXPECT_EQ(GemmMinRows(GgmlType::kQ5_0, /*streamed=*/true), 4);
+  EXPECT_EQ(GemmMinRows(GgmlType::kQ4_0, /*streamed=*/true), 6);
   EXPECT_FALSE(StreamedWeights(1 << 20));          // a tiny model stays cached
   EXPECT_TRUE(StreamedWeights(uint64_t{64} << 30));  // 64 GiB never does
 }
@@ -221,7 +222,8 @@ TEST(MatMulPacked, GemmMinRowsByRegime) {
 // row groups are 2..6 rows; short chunk tails still reach every variant).
 TEST(MatMulPacked, GemmKernelFewRows) {
   if (!DetectedCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "needs AVX-512";
-  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                     GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const internal::PackedGemmFn gemm = internal::PackedGemmAvx512(t);
     ASSERT_NE(gemm, nullptr) << TypeName(t);
     for (int64_t m = 1; m <= 7; ++m) {
