@@ -19,7 +19,8 @@ and the token computed is in a partial block that is not sent), its bytes
 over its transfer time from the prefill replica's /metrics, against the loopback TCP bandwidth
 of a plain blast (--blast-mib through one 127.0.0.1 connection) measured in the same run. Then,
 with both clusters up and idle, one long prompt's TTFT alone on each in alternation
-(disaggregated, colocated, disaggregated, ...: the VM's drift between minutes hits both alike),
+(disaggregated, colocated, colocated, disaggregated, ...: the VM's drift between minutes hits
+both alike, and neither side always runs first),
 after one pair that warms them, up to --alone-reps pairs within --alone-budget seconds, each a
 fresh prompt, with the replicas' own counters read around each request: the prefill's compute
 (engine forward time), the transfer's tail after it, the decode replica's time to its first
@@ -290,7 +291,8 @@ def split_colocated(ttft, d):
 
 def ttft_alone_pairs(a, disagg, coloc, seed0):
     """One fresh long prompt alone on each cluster in turn, up to --alone-reps pairs (at least
-    one) within --alone-budget seconds: per pair each side's TTFT and its server-side split. A
+    one) within --alone-budget seconds, the odd pairs in the other order: per pair each side's
+    TTFT and its server-side split. A
     first pair, not counted, warms both (a fresh cluster's first long prompt faults its pages
     in)."""
     d_sides = {"prefill": [disagg.prefill.port], "decode": [disagg.decode.port]}
@@ -307,13 +309,16 @@ def ttft_alone_pairs(a, disagg, coloc, seed0):
             stop_at = time.monotonic() + a.alone_budget  # from the end of the warm-up pair
         elif i > 0 and time.monotonic() >= stop_at:
             break
-        t_d, dd, cpu_d = timed_request(
-            disagg.router.port, block_tokens(seed0 + 2 * i, a.long_tokens), d_sides, pids)
-        t_c, dc, cpu_c = timed_request(
-            coloc.router.port, block_tokens(seed0 + 2 * i + 1, a.long_tokens), c_sides, pids)
+        # Odd pairs run the colocated request first: neither side always follows the other.
+        sides = [("d", disagg.router.port, seed0 + 2 * i, d_sides),
+                 ("c", coloc.router.port, seed0 + 2 * i + 1, c_sides)]
+        got = {k: timed_request(port, block_tokens(seed, a.long_tokens), sd, pids)
+               for k, port, seed, sd in (sides[::-1] if i % 2 else sides)}
+        (t_d, dd, cpu_d), (t_c, dc, cpu_c) = got["d"], got["c"]
         if t_d is not None and t_c is not None and i >= 0:
             pairs.append({"disaggregated": dict(split_disaggregated(t_d, dd), cpu=cpu_d),
-                          "colocated": dict(split_colocated(t_c, dc), cpu=cpu_c)})
+                          "colocated": dict(split_colocated(t_c, dc), cpu=cpu_c),
+                          "colocated_first": bool(i % 2)})
     return pairs
 
 

@@ -19,6 +19,7 @@ def test_alone_pairs_split_each_ttft_on_the_servers(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((tmp_path / "results.json").read_text())
     assert len(res["alone"]) == 2
+    assert [p["colocated_first"] for p in res["alone"]] == [False, True]  # alternating order
     for pair in res["alone"]:
         d, c = pair["disaggregated"], pair["colocated"]
         # The prefill replica computed the prompt and held its answer for the transfer; the
