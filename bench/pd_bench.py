@@ -68,8 +68,9 @@ def metric(port, name):
     return total
 
 
-def stream(port, prompt, max_tokens, extra=None):
-    """Streams one completion; returns (ok, ttft, [token arrival times])."""
+def stream(port, prompt, max_tokens, extra=None, finish_is_token=False):
+    """Streams one completion; returns (ok, ttft, [token arrival times]). finish_is_token: an
+    event with a finish_reason but no text counts as a token's (its text held back)."""
     body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
             "ignore_eos": True, "stream": True}
     body.update(extra or {})
@@ -96,7 +97,8 @@ def stream(port, prompt, max_tokens, extra=None):
                 ev = json.loads(line[6:])
                 if "error" in ev:
                     break
-                if any(c.get("text") for c in ev.get("choices", [])):
+                if any(c.get("text") or (finish_is_token and c.get("finish_reason"))
+                       for c in ev.get("choices", [])):
                     times.append(time.monotonic())
         conn.close()
     except (OSError, http.client.HTTPException, ValueError):
@@ -215,33 +217,8 @@ def first_token(port, prompt):
     """Streams `prompt` with max_tokens 1 (so the replicas' counters hold no decode step): the
     seconds until the event carrying its token (its text, or its finish_reason when the text is
     held back), or None on failure."""
-    body = {"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
-            "ignore_eos": True, "stream": True}
-    start = time.monotonic()
-    ttft = None
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        conn.request("POST", "/v1/completions", json.dumps(body),
-                     {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        if resp.status != 200:
-            resp.read()
-            return None
-        while True:
-            line = resp.readline()
-            if not line or line.strip() == b"data: [DONE]":
-                break
-            if line.startswith(b"data: "):
-                ev = json.loads(line[6:])
-                if "error" in ev:
-                    return None
-                if ttft is None and any(c.get("text") or c.get("finish_reason")
-                                        for c in ev.get("choices", [])):
-                    ttft = time.monotonic() - start
-        conn.close()
-    except (OSError, http.client.HTTPException, ValueError):
-        return None
-    return ttft
+    ok, ttft, _ = stream(port, prompt, 1, finish_is_token=True)
+    return ttft if ok else None
 
 
 def cpu_seconds(pid):
