@@ -65,6 +65,13 @@ EngineFlags AddEngineFlags(CLI::App& app, engine::ServingOptions* o) {
                   "while requests are generating, a step runs at most this many prompt tokens "
                   "(0: only --max-num-batched-tokens)")
       ->group(kGroup);
+  AddNumber(app, "--burst-gather-ms", &o->burst_gather_ms, 0, 1000,
+            "when requests reach an idle engine, its first step waits until none has arrived "
+            "for this long, so a burst starts in one step (0: off)")
+      ->group(kGroup);
+  AddNumber(app, "--burst-gather-max-ms", &o->burst_gather_max_ms, 0, 10000,
+            "the longest such wait")
+      ->group(kGroup);
   app.add_flag_callback(
          "--no-prefix-caching", [o] { o->enable_prefix_caching = false; }, "disable prefix caching")
       ->group(kGroup);

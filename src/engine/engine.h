@@ -35,6 +35,14 @@ namespace tachyon::engine {
 
 struct EngineConfig {
   SchedulerConfig scheduler;
+  // Burst gathering (EngineCore's loop): when requests reach an idle engine, its first step
+  // waits until none has arrived for burst_gather_quiet, and at most burst_gather_max after it
+  // woke, so requests sent together start in one step (a prompt prefix they share is computed
+  // once, and each of them samples its first token in that step) rather than the first one
+  // alone and the others after its whole prefill. A request reaching an idle engine alone
+  // waits burst_gather_quiet; a busy engine never waits. quiet 0: off.
+  std::chrono::microseconds burst_gather_quiet{0};
+  std::chrono::microseconds burst_gather_max{0};
   kv::KvCacheConfig kv;                            // num_blocks: see kv::NumBlocksForBudget
   int64_t max_model_len = 2048;                    // context length: prompt + generated tokens
   std::vector<int32_t> eos_token_ids;              // end generation (unless ignore_eos)

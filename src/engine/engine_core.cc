@@ -1,5 +1,8 @@
 #include "engine/engine_core.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "util/logging.h"
 
 namespace tachyon::engine {
@@ -16,6 +19,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(
     const EngineConfig& config, std::unique_ptr<ModelExecutor> executor,
     std::unique_ptr<ModelExecutor> draft_executor) {
   if (!executor) return InvalidArgument("engine: no model executor");
+  if (config.burst_gather_quiet.count() < 0 || config.burst_gather_max.count() < 0) {
+    return InvalidArgument("engine: negative burst_gather_quiet or burst_gather_max");
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                    Engine::Create(config, executor.get(), nullptr, draft_executor.get()));
   std::unique_ptr<EngineCore> core(
@@ -128,6 +134,20 @@ void EngineCore::Deliver(std::vector<RequestOutput> outputs) {
   }
 }
 
+void EngineCore::GatherBurst(std::unique_lock<std::mutex>& lock) {
+  const EngineConfig& c = engine_->config();
+  if (c.burst_gather_quiet.count() <= 0 || inbox_.empty() || engine_->HasWork()) return;
+  const auto deadline = std::chrono::steady_clock::now() + c.burst_gather_max;
+  while (!stopping_ && aborts_.empty() && std::chrono::steady_clock::now() < deadline) {
+    const size_t n = inbox_.size();
+    const auto until = std::min(deadline, std::chrono::steady_clock::now() + c.burst_gather_quiet);
+    if (!cv_.wait_until(lock, until,
+                        [&] { return stopping_ || !aborts_.empty() || inbox_.size() != n; })) {
+      return;  // quiet for burst_gather_quiet, or the deadline
+    }
+  }
+}
+
 void EngineCore::Loop() {
   while (true) {
     std::vector<Pending> inbox;
@@ -138,6 +158,7 @@ void EngineCore::Loop() {
       cv_.wait(lock, [&] {
         return stopping_ || !inbox_.empty() || !aborts_.empty() || engine_->HasWork();
       });
+      GatherBurst(lock);
       inbox.swap(inbox_);
       aborts.swap(aborts_);
       stopping = stopping_;

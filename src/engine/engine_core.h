@@ -74,6 +74,10 @@ class EngineCore {
              std::unique_ptr<Engine> engine);
   Status Enqueue(uint64_t id, EngineRequest request, std::shared_ptr<RequestStream> stream);
   void Loop();
+  // Engine thread, holding `lock` (on mu_) after a wake-up: if the engine is idle and
+  // requests arrived, waits for more of their burst (EngineConfig::burst_gather_quiet / _max),
+  // or until an abort or Stop().
+  void GatherBurst(std::unique_lock<std::mutex>& lock);
   void Deliver(std::vector<RequestOutput> outputs);
 
   std::unique_ptr<ModelExecutor> executor_;

@@ -330,5 +330,76 @@ TEST(EngineCoreTest, DroppingTheStreamAbortsTheRequest) {
   EXPECT_LT(m.generation_tokens, 400);
 }
 
+// Burst gathering (EngineConfig::burst_gather_quiet / _max).
+EngineConfig GatherConfig(std::chrono::milliseconds quiet, std::chrono::milliseconds max) {
+  EngineConfig c = CoreConfig();
+  c.scheduler.max_num_batched_tokens = 64;  // room for every prompt in the first step
+  c.burst_gather_quiet = quiet;
+  c.burst_gather_max = max;
+  return c;
+}
+
+TEST(EngineCoreTest, RequestsReachingAnIdleEngineApartStartInOneStep) {
+  // The engine waits for a second of quiet; the requests come 50 ms apart, one at a time.
+  auto core = NewCore(GatherConfig(std::chrono::seconds(1), std::chrono::seconds(60)));
+  std::atomic<int> finished{0};
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(core->AddRequestWithCallback(Greedy(MakePrompt(7, i), 5),
+                                             [&](RequestOutput o) {
+                                               if (o.finished) ++finished;
+                                             })
+                    .ok());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return finished.load() == 4; }));
+  // One first step for all of them: 5 tokens each took exactly 5 steps in all (without the
+  // gathering, the first request's first step runs alone: 6 or more).
+  EXPECT_EQ(core->Metrics().num_steps, 5);
+}
+
+TEST(EngineCoreTest, BurstGatherEndsAtItsBound) {
+  auto core = NewCore(GatherConfig(std::chrono::minutes(10), std::chrono::milliseconds(20)));
+  auto s = core->AddRequest(Greedy(MakePrompt(7, 1), 3));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(WaitUntil([&] { return core->Metrics().requests_finished == 1; }));
+  EXPECT_EQ(Drain(**s).finish, FinishReason::kLength);
+}
+
+TEST(EngineCoreTest, AnAbortEndsTheGatherAndABusyEngineTakesNewcomersAtOnce) {
+  // Quiet and bound of ten minutes: only the abort ends the first gathering, and the request
+  // added while the engine is busy would wait that long if a busy engine gathered.
+  GatedExecutor* gate = nullptr;
+  auto core = NewGatedCore(GatherConfig(std::chrono::minutes(10), std::chrono::minutes(10)), &gate);
+  EngineRequest long_one = Greedy(MakePrompt(7, 1), 400);
+  long_one.params.ignore_eos = true;
+  auto a = core->AddRequest(long_one);
+  auto b = core->AddRequest(Greedy(MakePrompt(7, 2), 3));
+  ASSERT_TRUE(a.ok() && b.ok());
+  core->Abort((*b)->request_id());
+  gate->Allow(2);
+  ASSERT_TRUE(WaitUntil([&] { return core->Metrics().generation_tokens == 2; }));
+  EXPECT_EQ(core->Metrics().requests_aborted, 1);
+  auto c = core->AddRequest(Greedy(MakePrompt(7, 3), 3));
+  ASSERT_TRUE(c.ok());
+  gate->Allow(1000000);
+  EXPECT_EQ(Drain(**c).finish, FinishReason::kLength);
+  EXPECT_EQ(Drain(**a).finish, FinishReason::kLength);
+}
+
+TEST(EngineCoreTest, StopEndsABurstGather) {
+  auto core = NewCore(GatherConfig(std::chrono::minutes(10), std::chrono::minutes(10)));
+  auto s = core->AddRequest(Greedy(MakePrompt(7, 1), 3));
+  ASSERT_TRUE(s.ok());
+  core->Stop();
+  EXPECT_EQ(Drain(**s).finish, FinishReason::kAbort);
+}
+
+TEST(EngineCoreTest, NegativeBurstGatherIsRefused) {
+  EngineConfig c = GatherConfig(std::chrono::milliseconds(-1), std::chrono::milliseconds(5));
+  EXPECT_FALSE(EngineCore::Create(
+                   c, std::make_unique<FakeModelExecutor>(64, c.kv.num_blocks, c.kv.block_size))
+                   .ok());
+}
+
 }  // namespace
 }  // namespace tachyon::engine

@@ -34,7 +34,8 @@ struct Usage {
 // between steps. Every step is counted whole under one heading, although other requests'
 // tokens share it (prefill_step_tokens says how many tokens those steps ran in all).
 struct TtftBreakdown {
-  double inbox_seconds = 0;        // arrival -> the engine loop took it (the step then running)
+  double inbox_seconds = 0;        // arrival -> the engine loop took it (the step then running,
+                                   // or an idle engine gathering a burst)
   double queued_seconds = 0;       // steps while not admitted: seats, budget, blocks, queue
                                    // order, or preempted back to the queue
   double prefix_wait_seconds = 0;  // steps while waiting for prefix blocks that another request

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <sstream>
 
 #include "engine/draft_compat.h"
@@ -275,6 +276,8 @@ Result<ServingEngine> BuildServingEngine(const ServingOptions& o) {
   ec.scheduler.short_prefill_tokens = o.short_prefill_tokens;
   ec.scheduler.max_prefill_tokens_while_decoding = o.max_prefill_tokens_while_decoding;
   ec.scheduler.policy = o.priority_scheduling ? SchedulePolicy::kPriority : SchedulePolicy::kFcfs;
+  ec.burst_gather_quiet = std::chrono::microseconds(std::llround(o.burst_gather_ms * 1e3));
+  ec.burst_gather_max = std::chrono::microseconds(std::llround(o.burst_gather_max_ms * 1e3));
   ec.kv.num_blocks = static_cast<int>(se.kv.num_blocks);
   ec.kv.block_size = static_cast<int>(se.block_size);
   ec.kv.enable_prefix_caching = o.enable_prefix_caching;

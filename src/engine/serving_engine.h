@@ -71,6 +71,10 @@ struct ServingOptions {
   // --max-prefill-tokens-while-decoding (0: off).
   int64_t short_prefill_tokens = 256;
   int64_t max_prefill_tokens_while_decoding = 0;
+  // Burst gathering (EngineConfig::burst_gather_quiet / _max): --burst-gather-ms (0: off),
+  // --burst-gather-max-ms.
+  double burst_gather_ms = 2;
+  double burst_gather_max_ms = 20;
   // Receives the prefix cache's block events (serve: GET /v1/kv_events); null: none.
   std::shared_ptr<kv::KvEventLog> kv_events;
   // KV offload tiers (docs/kv_tiers.md): --kv-offload-memory BYTES (0: no host tier),
