@@ -5,8 +5,9 @@ C clients in a closed loop, each sending R streaming chat requests back to back 
 tokens at --temperature). Workloads:
   shared:   one ~400-word system document + a distinct short question per request
   distinct: a distinct ~100-word user message per request
-Before the load, with the server idle, the reference: the TTFT of one full uncached prompt of
-the workload's shape alone (a document / message no other request uses; median of --ref-reps).
+The reference, with the server idle: the TTFT of one full uncached prompt of the workload's
+shape alone (a document / message no other request uses), --ref-reps times before the load
+and as many after it; the ratios use the median of both (the machine's speed drifts).
 Prints TTFT p50 / p99 (all requests, and "warm": each client's requests after its first) and
 their ratio to the reference; with tachyon, the engine's breakdown of the TTFT (the `timings`
 extension's ttft_breakdown: inbox, queued, prefix wait, own prefill steps, stalled behind
@@ -51,24 +52,25 @@ def words(rng, n):
 
 
 def make_requests(workload, n, rng, args):
-    """n message lists of the workload (plus, first, --ref-reps lone references)."""
+    """n message lists of the workload (plus, first, 2 x --ref-reps lone references)."""
     if workload == "shared":
         doc = words(rng, args.doc_words)
         def one(document):
             return [{"role": "system", "content": "Answer from this document.\n" + document},
                     {"role": "user", "content": words(rng, args.question_words) + "?"}]
-        refs = [one(words(rng, args.doc_words)) for _ in range(args.ref_reps)]
+        refs = [one(words(rng, args.doc_words)) for _ in range(2 * args.ref_reps)]
         return refs, [one(doc) for _ in range(n)]
     def one():
         return [{"role": "user", "content": words(rng, args.prompt_words)}]
-    return [one() for _ in range(args.ref_reps)], [one() for _ in range(n)]
+    return [one() for _ in range(2 * args.ref_reps)], [one() for _ in range(n)]
 
 
-def stream_chat(url, api_key, model, messages, args):
-    """One streaming chat request: {ttft, tokens, breakdown (or None)}."""
+def stream_chat(url, api_key, model, messages, args, max_tokens=None):
+    """One streaming chat request (max_tokens: args.max_tokens unless given):
+    {ttft, tokens, breakdown (or None)}."""
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=900)
-    body = {"model": model, "messages": messages, "max_tokens": args.max_tokens,
+    body = {"model": model, "messages": messages, "max_tokens": max_tokens or args.max_tokens,
             "temperature": args.temperature, "stream": True,
             "stream_options": {"include_usage": True}}
     if args.ignore_eos:
@@ -141,7 +143,9 @@ def closed_loop(url, model, requests, args):
 PARTS = ("inbox_ms", "queued_ms", "prefix_wait_ms", "prefill_ms", "stalled_ms")
 
 
-def summarize(name, ref, results, errors, wall):
+def summarize(name, refs, results, errors, wall):
+    """refs: the reference TTFTs before and after the load (two lists)."""
+    ref = statistics.median(refs[0] + refs[1])
     ttft = [r["ttft"] for r in results]
     warm = [r["ttft"] for r in results if r["round"] > 0]
     gen = sum(r["tokens"] for r in results)
@@ -151,7 +155,10 @@ def summarize(name, ref, results, errors, wall):
          "warm_ttft_p50_s": pct(warm, 50), "warm_ttft_p99_s": pct(warm, 99)}
     print(f"{name}: {len(results)} ok, {len(errors)} failed, {wall:.1f} s, "
           f"{p['tok_s']:.1f} generated tok/s", flush=True)
-    print(f"  reference (one uncached prompt alone): TTFT {ref:.3f} s")
+    p["ref_before_s"], p["ref_after_s"] = refs
+    print(f"  reference (one uncached prompt alone): TTFT {ref:.3f} s (median of "
+          f"{len(refs[0])} before the load, {statistics.median(refs[0]):.3f} s, and "
+          f"{len(refs[1])} after, {statistics.median(refs[1]):.3f} s)")
     print(f"  TTFT p50 / p99: {p['ttft_p50_s']:.3f} / {p['ttft_p99_s']:.3f} s  "
           f"(p99 / reference {p['ttft_p99_s'] / ref:.2f}x)")
     print(f"  warm (after each client's first): p50 / p99 {p['warm_ttft_p50_s']:.3f} / "
@@ -193,9 +200,15 @@ def model_name(url, api_key):
 
 def run_workload(url, workload, refs, requests, args, label):
     model = model_name(url, args.api_key)
-    ref = statistics.median(stream_chat(url, args.api_key, model, m, args)["ttft"] for m in refs)
+    half = len(refs) // 2
+    def lone(ms):
+        # Its TTFT does not depend on the tokens after the first: a few keep it short.
+        return [stream_chat(url, args.api_key, model, m, args, min(args.max_tokens, 8))["ttft"]
+                for m in ms]
+    before = lone(refs[:half])
     results, errors, wall = closed_loop(url, model, requests, args)
-    return summarize(f"{label} {workload}", ref, results, errors, wall)
+    after = lone(refs[half:])
+    return summarize(f"{label} {workload}", (before, after), results, errors, wall)
 
 
 def main():
