@@ -180,6 +180,42 @@ int32_t Draw(const std::vector<Candidate>& c, double u) {
   return c.front().token;
 }
 
+int32_t DrawFromAll(std::span<float> logits, float min_p, double u) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (float l : logits) mx = std::max(mx, l);
+  double sum = 0;
+  for (float& l : logits) {
+    l = std::isinf(l) && l < 0 ? 0.0f : std::exp(l - mx);
+    sum += l;
+  }
+  double total = 0;
+  if (min_p > 0.0f) {
+    for (float& p : logits) p = static_cast<float>(p / sum);
+    float top = 0;
+    for (float p : logits) top = std::max(top, p);
+    const float threshold = min_p * top;
+    for (float& p : logits) {
+      if (p < threshold) p = 0;  // MinP drops it: it adds nothing below
+      total += p;
+    }
+  } else {
+    for (float& p : logits) {
+      p = static_cast<float>(p / sum);
+      total += p;
+    }
+  }
+  const double target = u * total;
+  double cum = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    cum += logits[i];
+    if (target < cum) return static_cast<int32_t>(i);
+  }
+  for (size_t i = logits.size(); i-- > 0;) {  // rounding, as Draw
+    if (logits[i] > 0) return static_cast<int32_t>(i);
+  }
+  return 0;
+}
+
 float LogSumExp(std::span<const float> logits) {
   float mx = -std::numeric_limits<float>::infinity();
   for (float l : logits) mx = std::max(mx, l);

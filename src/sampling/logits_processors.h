@@ -59,6 +59,12 @@ void MinP(std::vector<Candidate>* c, float min_p);
 // Draws a candidate with probability proportional to p, using u in [0, 1).
 int32_t Draw(const std::vector<Candidate>& c, double u);
 
+// The token that Draw(c, u) picks for c = every logit as a candidate in id order, after
+// Softmax(&c) and MinP(&c, min_p) (the same arithmetic, so the same token), computed in place
+// without the candidate list: `logits` holds the (min-p zeroed) probabilities afterwards.
+// REQUIRES: !logits.empty().
+int32_t DrawFromAll(std::span<float> logits, float min_p, double u);
+
 // log_softmax(logits)[token].
 float LogProb(std::span<const float> logits, int32_t token, float log_sum_exp);
 float LogSumExp(std::span<const float> logits);

@@ -154,6 +154,41 @@ TEST(LogitsProcessorsTest, DrawFollowsCumulativeMass) {
   EXPECT_EQ(Draw(d, 0.51), 1);
 }
 
+TEST(LogitsProcessorsTest, DrawFromAllPicksWhatTheCandidateListPicks) {
+  // Every logit a candidate in id order, Softmax, MinP, Draw: the same token in place, for
+  // uniforms at random and on every boundary of the cumulative mass (where a different sum
+  // order or rounding would pick a neighbour).
+  std::mt19937 rng(7);
+  std::normal_distribution<float> logit(0.0f, 4.0f);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<float> logits(round % 2 ? 50 : 3000);
+    for (float& l : logits) l = logit(rng);
+    if (round % 3 == 0) logits[round % logits.size()] = -std::numeric_limits<float>::infinity();
+    for (float min_p : {0.0f, 0.05f, 0.4f}) {
+      std::vector<Candidate> c;
+      for (size_t i = 0; i < logits.size(); ++i) c.push_back({static_cast<int32_t>(i), logits[i]});
+      Softmax(&c);
+      MinP(&c, min_p);
+      double total = 0;
+      for (const Candidate& x : c) total += x.p;
+      std::vector<double> us = {0.0, 0.999999};
+      for (int k = 0; k < 200; ++k) us.push_back(std::uniform_real_distribution<double>(0, 1)(rng));
+      double cum = 0;
+      for (size_t k = 0; k < c.size() && k < 200; ++k) {
+        cum += c[k].p;
+        us.push_back(cum / total);
+        us.push_back(std::nextafter(cum / total, 0.0));
+      }
+      for (double u : us) {
+        if (u >= 1.0) continue;
+        std::vector<float> in_place = logits;
+        ASSERT_EQ(DrawFromAll(in_place, min_p, u), Draw(c, u))
+            << "round " << round << " min_p " << min_p << " u " << u;
+      }
+    }
+  }
+}
+
 TEST(LogitsProcessorsTest, LogProb) {
   std::vector<float> l = {std::log(1.0f), std::log(3.0f)};
   float lse = LogSumExp(l);
