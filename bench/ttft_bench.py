@@ -9,7 +9,9 @@ The reference, with the server idle: the TTFT of one full uncached prompt of the
 shape alone (a document / message no other request uses), --ref-reps times before the load
 and as many after it; the ratios use the median of both (the machine's speed drifts).
 Prints TTFT p50 / p99 (all requests, and "warm": each client's requests after its first) and
-their ratio to the reference; with tachyon, the engine's breakdown of the TTFT (the `timings`
+their ratio to the reference; --cold-bursts N then runs N more cold bursts (fresh instances:
+a new document), each between two lone prompts, and prints each burst's slowest TTFT over
+theirs and the median; with tachyon, the engine's breakdown of the TTFT (the `timings`
 extension's ttft_breakdown: inbox, queued, prefix wait, own prefill steps, stalled behind
 others' steps) as means over the requests and for the slowest ones. --peer-url runs the same
 distinct load (same prompts) against another OpenAI-compatible server (llama.cpp's
@@ -211,6 +213,34 @@ def run_workload(url, workload, refs, requests, args, label):
     return summarize(f"{label} {workload}", (before, after), results, errors, wall)
 
 
+def cold_bursts(url, workload, rng, args):
+    """--cold-bursts: N times, a lone uncached prompt, then one cold burst (every client sends
+    one request of a fresh workload instance at once: a new document for `shared`), then another
+    lone prompt; each burst's slowest TTFT over the mean of the two lone ones around it, so the
+    ratio compares times a few seconds apart (the machine's speed drifts over a run)."""
+    model = model_name(url, args.api_key)
+    lone_tokens = min(args.max_tokens, 8)
+    ratios = []
+    for _ in range(args.cold_bursts):
+        refs, burst = make_requests(workload, args.clients, rng, args)
+        before = stream_chat(url, args.api_key, model, refs[0], args, lone_tokens)["ttft"]
+        results, errors, _ = closed_loop(url, model, burst, args)
+        after = stream_chat(url, args.api_key, model, refs[1], args, lone_tokens)["ttft"]
+        if errors:
+            print("  cold burst error:", errors[0])
+            continue
+        slowest = max(r["ttft"] for r in results)
+        ratios.append(slowest / ((before + after) / 2))
+        print(f"  cold burst: slowest TTFT {slowest:.3f} s, lone {before:.3f} / {after:.3f} s: "
+              f"{ratios[-1]:.2f}x", flush=True)
+    if ratios:
+        print(f"{workload} cold bursts: slowest TTFT / lone prompt, median "
+              f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f}, "
+              f"{len(ratios)} bursts)", flush=True)
+    return {"name": f"server {workload} cold bursts", "ratios": ratios,
+            "failed": args.cold_bursts - len(ratios)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--url", default="http://127.0.0.1:8080")
@@ -227,24 +257,29 @@ def main():
     ap.add_argument("--prompt-words", type=int, default=100)
     ap.add_argument("--ref-reps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cold-bursts", type=int, default=0,
+                    help="after each workload's load: N cold bursts, each between two lone prompts")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
     if not workloads or any(w not in ("shared", "distinct") for w in workloads):
         ap.error("--workload: shared and/or distinct, separated by commas")
-    if args.clients < 1 or args.rounds < 1 or args.ref_reps < 1:
-        ap.error("--clients, --rounds and --ref-reps must be positive")
+    if args.clients < 1 or args.rounds < 1 or args.ref_reps < 1 or args.cold_bursts < 0:
+        ap.error("--clients, --rounds and --ref-reps must be positive, --cold-bursts not negative")
     rng = random.Random(args.seed)
     points = []
     for w in workloads:
         refs, requests = make_requests(w, args.clients * args.rounds, rng, args)
-        points.append(run_workload(args.url, w, refs, requests, args, "server"))
+        server = run_workload(args.url, w, refs, requests, args, "server")
+        points.append(server)
+        if args.cold_bursts > 0:
+            points.append(cold_bursts(args.url, w, rng, args))
         if args.peer_url and w == "distinct":
             # Fresh references (nothing cached on either side); the same load.
             peer_refs, _ = make_requests(w, 0, rng, args)
             peer = run_workload(args.peer_url, w, peer_refs, requests, args, "peer")
             points.append(peer)
-            ratio = points[-2]["ttft_p99_s"] / peer["ttft_p99_s"]
+            ratio = server["ttft_p99_s"] / peer["ttft_p99_s"]
             print(f"distinct TTFT p99, server / peer: {ratio:.2f}", flush=True)
             peer["server_over_peer_p99"] = ratio
     if args.json:
