@@ -94,7 +94,6 @@ void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t col
   const Matrix& mat = GetMatrix(type, rows, cols);
   kernels::Weight w{type, rows, cols, mat.data.data(), RowBytes(type, cols)};
   if (packed) w.packed = mat.packed.get();
-  w.streamed = kernels::StreamedWeights(mat.data.size());  // as for a model of this size
   std::vector<float> x(m * cols), y(m * rows);
   std::mt19937 rng(2);
   std::normal_distribution<float> nd(0.0f, 1.0f);

@@ -5,7 +5,6 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
-#include <unistd.h>
 #include <vector>
 
 #include "kernels/matmul_int8_amx.h"
@@ -120,7 +119,7 @@ bool TwoTiles(int64_t m) {
 void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride, int64_t m,
                     float* y, int64_t t0, int64_t t1) {
   const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
-  if (impl.gemm != nullptr && m >= GemmMinRows(w.type, w.streamed)) {
+  if (impl.gemm != nullptr && m >= GemmMinRows(w.type)) {
     impl.gemm(w.cols, w.packed + static_cast<size_t>(t0) * tile_bytes, tile_bytes, t1 - t0,
               w.rows - t0 * kPackRows, act, stride, m, y + t0 * kPackRows, w.rows);
     return;
@@ -182,34 +181,15 @@ void CheckWeight(const Weight& w) {
 
 }  // namespace
 
-// Measured (docs/kernels.md, "m = 2 .. GemmMinRows - 1"): with the matrix in L2 / L3 the tile
-// kernels win up to 7 rows (Q4_1: 15), while for a matrix streamed from memory the GEMM wins
-// from 2 rows (the 4-bit and 5-bit block formats, whose tile kernels unpack least, from 4-6).
-int64_t GemmMinRows(GgmlType type, bool streamed) {
+// Measured on the quiet VM (docs/kernels.md): below 8 rows the tile kernels win for every
+// type, whether the model fits the last-level cache or not; Q4_1's up to 15.
+int64_t GemmMinRows(GgmlType type) {
   static const int64_t forced = [] {
     const char* v = std::getenv("TACHYON_GEMM_MIN_ROWS");
     return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{0};
   }();
   if (forced > 0) return forced;
-  switch (type) {
-    case GgmlType::kQ4_0:
-      return streamed ? 6 : 8;
-    case GgmlType::kQ4_1:
-      return streamed ? 4 : 16;
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-      return streamed ? 4 : 8;
-    default:
-      return streamed ? 2 : 8;
-  }
-}
-
-bool StreamedWeights(uint64_t bytes) {
-  static const uint64_t llc = [] {
-    const long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return v > 0 ? static_cast<uint64_t>(v) : uint64_t{64} << 20;
-  }();
-  return bytes > llc / 2;
+  return type == GgmlType::kQ4_1 ? 16 : 8;
 }
 
 bool IsSupportedWeightType(GgmlType type) {

@@ -49,23 +49,13 @@ struct Weight {
   // Optional repacked copy of the same matrix (kernels/pack.h), 64-byte aligned; MatMul uses
   // it when set. `data` must stay valid too (DequantizeRow, MatMulReference use it).
   const uint8_t* packed = nullptr;
-  // The matrix comes from memory, not from the caches, at each step (its model does not fit
-  // the last-level cache: StreamedWeights()). Only the kernel choice depends on it: the GEMM
-  // kernels, which unpack each weight slice once for every activation row, take over from
-  // fewer rows (GemmMinRows) than for weights that stay cached. Results are the same bits.
-  bool streamed = false;
 };
 
-// Whether the weights of a model of `bytes` (its file) are streamed from memory at each step:
-// more than half the last-level cache (the rest holds the KV cache, activations and whatever
-// else runs), or more than 32 MiB when the cache size is unknown.
-bool StreamedWeights(uint64_t bytes);
-
 // Activation rows from which MatMul runs the GEMM kernels of a type at the AVX-512 level (the
-// 32-element block formats, Q4_K, Q6_K; below, the register-unpacking tile kernels). Cached
-// weights: 8 (Q4_1: 16); streamed ones: 2 (Q4_1, Q5_0, Q5_1: 4; Q4_0: 6).
-// TACHYON_GEMM_MIN_ROWS=N sets N for every case (benchmarks).
-int64_t GemmMinRows(GgmlType type, bool streamed);
+// 32-element block formats, Q4_K, Q6_K; below, the register-unpacking tile kernels): 8, Q4_1 16
+// (docs/kernels.md, "Micro-kernels per regime"). TACHYON_GEMM_MIN_ROWS=N sets N for every
+// type (benchmarks).
+int64_t GemmMinRows(GgmlType type);
 
 // Whether MatMul / DequantizeRow support this type.
 bool IsSupportedWeightType(GgmlType type);

@@ -207,19 +207,17 @@ TEST(MatMulPacked, ManyRowsChunksAndSlices) {
 }
 
 // Where MatMul switches to the GEMM kernels (TACHYON_GEMM_MIN_ROWS unset, as in the tests).
-TEST(MatMulPacked, GemmMinRowsByRegime) {
+TEST(MatMulPacked, GemmMinRowsPerType) {
   if (std::getenv("TACHYON_GEMM_MIN_ROWS") != nullptr) GTEST_SKIP() << "TACHYON_GEMM_MIN_ROWS set";
-  EXPECT_EQ(GemmMinRows(GgmlType::kQ4_K, /*streamed=*/false), 8);
-  EXPECT_EQ(GemmMinRows(GgmlType::kQ4_1, /*streamed=*/false), 16);
-  EXPECT_EQ(GemmMinRows(GgmlType::kQ6_K, /*streamed=*/true), 2);
-  EXPECT_EQ(GemmMinRows(GgmlType::kQ5_0, /*streamed=*/true), 4);
-  EXPECT_EQ(GemmMinRows(GgmlType::kQ4_0, /*streamed=*/true), 6);
-  EXPECT_FALSE(StreamedWeights(1 << 20));          // a tiny model stays cached
-  EXPECT_TRUE(StreamedWeights(uint64_t{64} << 30));  // 64 GiB never does
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                     GgmlType::kQ6_K}) {
+    EXPECT_EQ(GemmMinRows(t), 8) << TypeName(t);
+  }
+  EXPECT_EQ(GemmMinRows(GgmlType::kQ4_1), 16);
 }
 
-// The GEMM kernels called directly at 1..7 rows (MatMul uses them from 2..8 rows on, so its
-// row groups are 2..6 rows; short chunk tails still reach every variant).
+// The GEMM kernels called directly at 1..7 rows (MatMul uses them from 8 or 16 rows on, so its
+// row groups are 4..6 rows; short chunk tails still reach the 1..3-row variants).
 TEST(MatMulPacked, GemmKernelFewRows) {
   if (!DetectedCpuFeatures().HasAvx512Set()) GTEST_SKIP() << "needs AVX-512";
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,

@@ -69,7 +69,6 @@ Result<kernels::Weight> TensorSource::ToWeight(const gguf::TensorInfo& t, int64_
   w.cols = cols;
   w.data = file_.TensorData(t);
   w.row_bytes = RowBytes(t.type, cols);
-  w.streamed = kernels::StreamedWeights(file_.file_size());
   return w;
 }
 
