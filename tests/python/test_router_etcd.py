@@ -298,12 +298,14 @@ def test_two_routers_over_the_same_replicas_choose_alike(tmp_path, etcd):
             assert first == second, (i, prompt, first, second)
             chosen.append(first)
         # Each family stays where its first request went (the prefix is cached there), and the
-        # prompts spread over the replicas.
+        # prompts do not all go to one replica. (Not necessarily to all three: on a loaded
+        # machine a replica whose health probe times out is skipped by both routers alike, as
+        # in one CI run where 20 requests went to two replicas, both routers agreeing on each.)
         per_round = len(families) + 2
         for f in range(len(families)):
             assert len({chosen[k * per_round + f] for k in range(4)}) == 1, \
                 list(zip(sequence, chosen))
-        assert len(set(chosen)) == 3, chosen
+        assert len(set(chosen)) >= 2, chosen
     finally:
         for r in routers:
             r.stop()
