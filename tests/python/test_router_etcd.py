@@ -298,9 +298,9 @@ def test_two_routers_over_the_same_replicas_choose_alike(tmp_path, etcd):
             assert first == second, (i, prompt, first, second)
             chosen.append(first)
         # Each family stays where its first request went (the prefix is cached there), and the
-        # prompts do not all go to one replica. (Not necessarily to all three: on a loaded
-        # machine a replica whose health probe times out is skipped by both routers alike, as
-        # in one CI run where 20 requests went to two replicas, both routers agreeing on each.)
+        # prompts do not all go to one replica. (Not necessarily to all three: in one
+        # fresh-clone CI run on the loaded 2-core machine the 20 requests went to two of them,
+        # both routers agreeing on each; what kept the third out was not recorded.)
         per_round = len(families) + 2
         for f in range(len(families)):
             assert len({chosen[k * per_round + f] for k in range(4)}) == 1, \
