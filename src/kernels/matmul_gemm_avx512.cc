@@ -298,6 +298,7 @@ struct Block32 {
   static constexpr int kCodeBytes = (kCodeSteps + (kHigh ? 1 : 0)) * 64;  // per block in a tile
   static constexpr bool kUnpack = kCodeSteps == 4;
   static constexpr bool kMin = kOffset == 0;
+  static constexpr bool kFifthBit = kHigh;  // Q5: unpacked with the bit-plane step
 };
 
 template <int NT, typename F, int NX>
@@ -355,7 +356,7 @@ void Rows(int64_t nb, const uint8_t* const* c, size_t tile_bytes, int64_t ntiles
       if constexpr (F::kUnpack) {
         uint8_t* dst = slice + u * kBlocksPerPass * kBlockBytes;
         p[u] = dst;
-        if constexpr (kCodeBytes == 320) {
+        if constexpr (F::kFifthBit) {
           UnpackQ5(c[u] + b0 * kCodeBytes, b1 - b0, dst);
         } else {
           UnpackQ4_0(c[u] + b0 * kCodeBytes, b1 - b0, dst);
