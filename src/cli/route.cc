@@ -1,18 +1,15 @@
 // tachyon route: an OpenAI-compatible router in front of `tachyon serve` replicas.
-#include <pthread.h>
-#include <signal.h>
-
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/shutdown.h"
 #include "router/dns_discovery.h"
 #include "router/etcd_discovery.h"
 #include "router/prompt_keys.h"
@@ -220,16 +217,6 @@ std::optional<int> ParseArgs(int argc, char** argv, RouteOptions* o) {
   return std::nullopt;
 }
 
-template <class Pred>
-bool WaitUntil(Pred pred, double seconds) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
 int RunRoute(int argc, char** argv) {
   RouteOptions o;
   if (std::optional<int> rc = ParseArgs(argc, argv, &o)) return *rc;
@@ -237,11 +224,7 @@ int RunRoute(int argc, char** argv) {
   o.router.pool.picker.shared_prompt_cost = o.prompt_cost == "shared";
   o.router.pool.picker.seed = static_cast<uint64_t>(o.seed);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;
 
   std::unique_ptr<router::PromptKeys> keys;
   if (!o.tokenizer.empty()) {
@@ -301,11 +284,9 @@ int RunRoute(int argc, char** argv) {
               http.port(), source.c_str(), o.policy.c_str());
   std::fflush(stdout);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  TLOG(INFO) << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": stopped accepting; "
-             << router.InFlight() << " request(s) in flight, waiting up to " << o.shutdown_timeout_s
-             << " s";
+  const char* sig = signals.Wait();
+  TLOG(INFO) << "received " << sig << ": stopped accepting; " << router.InFlight()
+             << " request(s) in flight, waiting up to " << o.shutdown_timeout_s << " s";
   router.Drain();
   http.StopAccepting();
   if (!WaitUntil([&] { return router.InFlight() == 0; }, o.shutdown_timeout_s)) {

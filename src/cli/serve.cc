@@ -1,17 +1,15 @@
 // tachyon serve: the OpenAI-compatible HTTP server over the engine.
-#include <pthread.h>
-#include <signal.h>
-
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "cli/flags.h"
+#include "cli/shutdown.h"
 #include "engine/serving_engine.h"
 #include "hub/resolve.h"
 #include "kv/disk_tier.h"
@@ -194,26 +192,11 @@ std::optional<int> ParseArgs(int argc, char** argv, ServeOptions* o) {
   return std::nullopt;
 }
 
-template <class Pred>
-bool WaitUntil(Pred pred, double seconds) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
 int RunServe(int argc, char** argv) {
   ServeOptions o;
   if (std::optional<int> rc = ParseArgs(argc, argv, &o)) return *rc;
 
-  // Every thread created from here on inherits the blocked signals; this thread waits for them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TerminationSignals signals;
 
   // The prefix cache's events, published on GET /v1/kv_events for routers.
   auto kv_events = std::make_shared<kv::KvEventLog>();
@@ -230,12 +213,14 @@ int RunServe(int argc, char** argv) {
     std::fprintf(stderr, "tachyon serve: error: %s\n", built.status().ToString().c_str());
     return 1;
   }
-  server::KvEventsOptions kv_events_options;
-  kv_events_options.block_size = static_cast<int>(built->block_size);
+  std::map<std::string, std::string> labels;  // --label KEY=VALUE, checked by the flag
   for (const std::string& label : o.labels) {
     const size_t eq = label.find('=');
-    kv_events_options.labels[label.substr(0, eq)] = label.substr(eq + 1);
+    labels[label.substr(0, eq)] = label.substr(eq + 1);
   }
+  server::KvEventsOptions kv_events_options;
+  kv_events_options.block_size = static_cast<int>(built->block_size);
+  kv_events_options.labels = labels;
   auto backend = server::EngineBackend::Create(std::move(built).value(), o.max_queue,
                                                o.allow_special_tokens_in_content);
   if (!backend.ok()) {
@@ -295,11 +280,7 @@ int RunServe(int argc, char** argv) {
                    client.status().message().c_str());
       return 2;
     }
-    router::DiscoveredReplica self{*router::ParseReplicaUrl(o.advertise_url), {}};
-    for (const std::string& label : o.labels) {
-      const size_t eq = label.find('=');
-      self.labels[label.substr(0, eq)] = label.substr(eq + 1);
-    }
+    router::DiscoveredReplica self{*router::ParseReplicaUrl(o.advertise_url), labels};
     registration = std::make_unique<router::EtcdRegistration>(
         std::move(client).value(), std::move(self), o.etcd_prefix, o.etcd_ttl_s);
     registration->Start();
@@ -308,8 +289,7 @@ int RunServe(int argc, char** argv) {
               http.port(), api.model_name().c_str());
   std::fflush(stdout);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const char* sig = signals.Wait();
   if (registration) {
     // Leave the routers' sets before draining, so none sends a new request here.
     Status st = registration->Deregister();
@@ -320,9 +300,8 @@ int RunServe(int argc, char** argv) {
                  << o.etcd_ttl_s << " s)";
     }
   }
-  TLOG(INFO) << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": stopped accepting; "
-             << api.InFlight() << " request(s) in flight, waiting up to " << o.shutdown_timeout_s
-             << " s";
+  TLOG(INFO) << "received " << sig << ": stopped accepting; " << api.InFlight()
+             << " request(s) in flight, waiting up to " << o.shutdown_timeout_s << " s";
   http.StopAccepting();
   api.SetDraining(true);
   kv_publisher.Drain();  // subscribed routers stop sending new requests here
