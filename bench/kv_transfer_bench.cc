@@ -4,8 +4,12 @@
 // connection measured in the same benchmark. Shapes: SmolLM2-135M's KV (30 layers, 3 KV heads
 // x 64, f16: 6 KiB chunks) and Qwen2.5-Coder-1.5B's (28 layers, 2 KV heads x 128, f16: 8 KiB
 // chunks), blocks of 16 tokens; 256 blocks = a 4096-token prompt, handed block by block (as a
-// cached prefix goes out). After each transfer (untimed) every block is loaded out of the
-// inbox, as the decode engine does, so the receiver's memory is recycled as in serving.
+// cached prefix goes out). With digests:1 each layer comes with its chunks' wire checksums, as
+// the engine hands a block an export computed (it checksums each layer's chunks when it stores
+// them, and keeps the values with the page); with digests:0 without them, as a block another
+// request computed (the sender computes them). After each transfer (untimed) every block is
+// loaded out of the inbox, as the decode engine does, so the receiver's memory is recycled as
+// in serving.
 // Counters:
 //   MiB_s          the transfer: first layer handed -> Ack;
 //   blast_MiB_s    the socket's best case: 4 MiB writes and reads of cache-resident buffers;
@@ -17,7 +21,10 @@
 //                  count: the transfer is CPU-bound);
 //   cpu_of_blast   the hot blast's CPU seconds per byte over the transfer's: what of_blast would
 //                  be if both were bound by their CPU work alone (on a busy machine, the figure
-//                  to read).
+//                  to read);
+//   engine_digest_ms  the engine's part with digests:1: checksumming every chunk of the
+//                  transfer right after it was written (while in cache), as the forward pass's
+//                  layer hook does; spread over the prefill's steps, not in the transfer's time.
 //
 //   build/kv_transfer_bench [--benchmark_repetitions=5]
 #include <benchmark/benchmark.h>
@@ -111,12 +118,26 @@ void BM_Transfer(benchmark::State& state) {
       static_cast<uint32_t>(state.range(0)), /*block_size=*/16,
       static_cast<uint32_t>(state.range(1)), static_cast<uint32_t>(state.range(2)), {1, 2});
   const uint32_t blocks = static_cast<uint32_t>(state.range(3));
+  const bool with_digests = state.range(4) != 0;
   const uint64_t total = uint64_t{blocks} * shape.block_bytes();
 
   // The "pool": every block's chunks, filled with something other than zeros.
+  // Each chunk written, then (digests:1) checksummed while in cache, as the engine does.
   std::vector<uint8_t> pool(total);
   std::vector<uint8_t> loaded(shape.block_bytes());  // a decode pool block
-  for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<uint8_t>(i * 131 + 7);
+  const size_t num_chunks = total / shape.chunk_bytes;
+  std::vector<uint64_t> digests(num_chunks);
+  double digest_seconds = 0;
+  for (size_t c = 0; c < num_chunks; ++c) {
+    uint8_t* chunk = pool.data() + c * shape.chunk_bytes;
+    for (size_t i = 0; i < shape.chunk_bytes; ++i) {
+      chunk[i] = static_cast<uint8_t>((c * shape.chunk_bytes + i) * 131 + 7);
+    }
+    if (!with_digests) continue;
+    const auto t = Clock::now();
+    digests[c] = kv::KvWireChunkDigest({chunk, shape.chunk_bytes});
+    digest_seconds += Seconds(t, Clock::now());
+  }
 
   auto inbox = std::make_shared<KvInbox>(int64_t{4} << 30, std::chrono::seconds(120));
   PdReceiver receiver(kv::NewTcpTransport(), shape, inbox);
@@ -145,10 +166,13 @@ void BM_Transfer(benchmark::State& state) {
     for (uint32_t b = 0; b < blocks; ++b) {
       const kv::BlockHash hash{id, b};
       for (uint32_t l = 0; l < shape.layers_per_block; ++l) {
-        uint8_t* k = pool.data() + b * shape.block_bytes() + 2 * l * shape.chunk_bytes;
+        const size_t c = size_t{b} * shape.num_chunks + 2 * l;
+        uint8_t* k = pool.data() + c * shape.chunk_bytes;
         const std::span<uint8_t> chunks[] = {{k, shape.chunk_bytes},
                                              {k + shape.chunk_bytes, shape.chunk_bytes}};
-        sink->OnLayer(b, 0, hash, l, chunks);
+        sink->OnLayer(b, 0, hash, l, chunks,
+                      with_digests ? std::span<const uint64_t>(&digests[c], 2)
+                                   : std::span<const uint64_t>());
       }
     }
     sink->OnEnd(OkStatus());
@@ -186,13 +210,16 @@ void BM_Transfer(benchmark::State& state) {
   state.counters["cpu_per_wall"] = cpu_seconds / seconds;  // 2 = both cores busy throughout
   // CPU time per byte against the blast's: less sensitive to other load than the wall clock.
   state.counters["cpu_of_blast"] = (blast_cpu / 4) / (cpu_seconds / transfers);
+  state.counters["engine_digest_ms"] = digest_seconds * 1e3;
   state.SetBytesProcessed(static_cast<int64_t>(total) * transfers);
 }
 
 BENCHMARK(BM_Transfer)
-    ->ArgNames({"layers", "kv_heads", "head_dim", "blocks"})
-    ->Args({30, 3, 64, 256})   // SmolLM2-135M, 4096 tokens
-    ->Args({28, 2, 128, 256})  // Qwen2.5-Coder-1.5B, 4096 tokens
+    ->ArgNames({"layers", "kv_heads", "head_dim", "blocks", "digests"})
+    ->Args({30, 3, 64, 256, 1})   // SmolLM2-135M, 4096 tokens
+    ->Args({28, 2, 128, 256, 1})  // Qwen2.5-Coder-1.5B, 4096 tokens
+    ->Args({30, 3, 64, 256, 0})   // the same without the engine's checksums
+    ->Args({28, 2, 128, 256, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -4,7 +4,6 @@
 // read so ASan sees any gap. Fed in pieces and fed byte by byte, a stream must get the same
 // verdict. With the first byte's top bit set, the target first rewrites every frame's checksum
 // to the right one, so the fuzzer reaches the checks behind it (sizes, order, limits).
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -46,7 +45,7 @@ void Reseal(std::vector<uint8_t>* b) {
     const size_t room = b->size() - at - kKvWireFrameHeadBytes - kKvWireChecksumBytes;
     if (len > room) return;
     const size_t body = kKvWireFrameHeadBytes + len;
-    const uint64_t h = XXH3_64bits(b->data() + at, body);
+    const uint64_t h = KvWireFrameChecksum(std::span(b->data() + at, body));
     std::memcpy(b->data() + at + body, &h, 8);
     at += body + kKvWireChecksumBytes;
   }

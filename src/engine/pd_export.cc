@@ -7,6 +7,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/kv_groups.h"
+#include "kv/kv_wire.h"
 
 namespace tachyon::engine {
 
@@ -14,6 +15,7 @@ void KvExporter::Plan(const SchedulerOutput& out, kv::KvCacheManager* kv, kv::Bl
   noted_.clear();
   next_layer_ = 0;
   bytes_ = bytes;
+  kv_ = kv;
   for (const ScheduledSeq& s : out.seqs) {
     Request* r = s.request;
     if (!r->kv_export) continue;
@@ -39,7 +41,7 @@ void KvExporter::Plan(const SchedulerOutput& out, kv::KvCacheManager* kv, kv::Bl
         r->kv_export_pins.push_back(page);
         const Noted n{r, static_cast<uint32_t>(i), g, page};
         if (i < before) {  // computed before this step: every layer now
-          for (int64_t l = 0; l < bytes->num_model_layers(); ++l) HandLayer(n, l);
+          for (int64_t l = 0; l < bytes->num_model_layers(); ++l) HandLayer(n, l, false);
         } else {
           noted_.push_back(n);
         }
@@ -49,7 +51,7 @@ void KvExporter::Plan(const SchedulerOutput& out, kv::KvCacheManager* kv, kv::Bl
   }
 }
 
-void KvExporter::HandLayer(const Noted& n, int64_t layer) {
+void KvExporter::HandLayer(const Noted& n, int64_t layer, bool stored) {
   if (!n.r->kv_export) return;
   const kv::BlockBytes::LayerPlace place = bytes_->PlaceOf(layer);
   if (place.group != n.group) return;
@@ -60,21 +62,45 @@ void KvExporter::HandLayer(const Noted& n, int64_t layer) {
     chunks.push_back(bytes_->Chunk(n.block, c));
   }
   const kv::BlockHash& chained = n.r->kv_export_hashes[n.index];
-  n.r->kv_export->OnLayer(n.index, static_cast<uint32_t>(n.group),
-                          n.group == 0 ? chained : kv::GroupBlockHash(chained, n.group),
-                          static_cast<uint32_t>(place.slot), chunks);
+  const kv::BlockHash key = n.group == 0 ? chained : kv::GroupBlockHash(chained, n.group);
+  // The chunks' checksums: computed now that they were stored (in cache), and kept for the page
+  // while the pool does not hand it out again; for a cached page, the kept ones if any.
+  if (static_cast<size_t>(n.block) >= digests_.size()) {
+    digests_.resize(std::max<size_t>(static_cast<size_t>(kv_->num_blocks()), n.block + 1));
+  }
+  PageDigests& d = digests_[static_cast<size_t>(n.block)];
+  const uint32_t allocation = kv_->pool().allocations(n.block);
+  if (d.allocation != allocation || !(d.key == key) || d.digests.empty()) {
+    d.allocation = allocation;  // nothing kept for what the page holds now
+    d.key = key;
+    d.digests.assign(static_cast<size_t>(bytes_->num_chunks()), 0);
+    d.have.assign(static_cast<size_t>(bytes_->num_chunks()), false);
+  }
+  const size_t first = static_cast<size_t>(place.slot * per);
+  if (stored) {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      d.digests[first + i] = kv::KvWireChunkDigest(chunks[i]);
+      d.have[first + i] = true;
+    }
+  }
+  std::span<const uint64_t> digests;
+  if (std::all_of(d.have.begin() + first, d.have.begin() + first + per, [](bool b) { return b; })) {
+    digests = std::span(d.digests).subspan(first, chunks.size());
+  }
+  n.r->kv_export->OnLayer(n.index, static_cast<uint32_t>(n.group), key,
+                          static_cast<uint32_t>(place.slot), chunks, digests);
 }
 
 void KvExporter::OnLayerStored(int64_t layer) {
   if (noted_.empty() || layer != next_layer_ || layer >= bytes_->num_model_layers()) return;
-  for (const Noted& n : noted_) HandLayer(n, layer);
+  for (const Noted& n : noted_) HandLayer(n, layer, true);
   ++next_layer_;
 }
 
 void KvExporter::Finish(bool step_ok) {
   if (step_ok) {
     for (; next_layer_ < (noted_.empty() ? 0 : bytes_->num_model_layers()); ++next_layer_) {
-      for (const Noted& n : noted_) HandLayer(n, next_layer_);
+      for (const Noted& n : noted_) HandLayer(n, next_layer_, true);
     }
     for (const Noted& n : noted_) {
       n.r->kv_exported_blocks = std::max<int64_t>(n.r->kv_exported_blocks, n.index + 1);

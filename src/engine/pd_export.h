@@ -13,7 +13,12 @@
 // key of it, kv::GroupBlockHash). With layer groups (kv/kv_groups.h) each group's page of a
 // block goes out under its group and key, a model layer's K/V as slot BlockBytes::PlaceOf(l) of
 // its group's page; a sliding group's page already released (outside the window when the block
-// was found cached) is not sent: the receiver needs only the window before the prompt's end. The chunks (kv/block_store.h: layer l's chunks
+// was found cached) is not sent: the receiver needs only the window before the prompt's end.
+// With each layer come its chunks' wire checksums (kv::KvWireChunkDigest): computed when the
+// layer was stored (in cache, on the engine thread), and kept with the page while it stays
+// allocated (kv::BlockPool::allocations), so a block found cached later comes with them too when
+// an export computed it; a page another request computed comes without (the sink computes
+// them). The sender then reads the pool once, in the kernel's copy. The chunks (kv/block_store.h: layer l's chunks
 // of BlockBytes::Chunks, the cache's own dtype) point into the pool, and stay valid and
 // unchanged after the call: the engine pins every block it hands (KvCacheManager::Pin) from
 // the first hand-out until the export ended (OnEnd) and the sink's ReadsPool() says false, so
@@ -45,9 +50,10 @@ class KvExportSink {
  public:
   virtual ~KvExportSink() = default;
   // Slot `slot` (a layer of the page) of group `group`'s page of block `index`: its chunks, in
-  // the pool.
+  // the pool, and their kv::KvWireChunkDigest values (one per chunk) or none (empty).
   virtual void OnLayer(uint32_t index, uint32_t group, const kv::BlockHash& hash, uint32_t slot,
-                       std::span<const std::span<uint8_t>> chunks) = 0;
+                       std::span<const std::span<uint8_t>> chunks,
+                       std::span<const uint64_t> digests) = 0;
   virtual void OnEnd(Status status) = 0;
   // Whether it may still read chunks it was handed (a send from the pool in progress or
   // queued). Once false after OnEnd, it never reads them again. Default: it copies in OnLayer.
@@ -89,9 +95,20 @@ class KvExporter {
     std::shared_ptr<KvExportSink> sink;
     std::vector<int32_t> pins;
   };
-  void HandLayer(const Noted& n, int64_t layer);
+  // Hands one layer of a page; `stored`: its K/V were just stored (the checksums are computed
+  // and kept), else a cached page's kept checksums go with it if still valid.
+  void HandLayer(const Noted& n, int64_t layer, bool stored);
+  // The checksums kept for a page: valid while the pool has not handed the page out again.
+  struct PageDigests {
+    uint32_t allocation = 0;
+    kv::BlockHash key;
+    std::vector<uint64_t> digests;  // [num_chunks]
+    std::vector<bool> have;         // [num_chunks]
+  };
 
+  kv::KvCacheManager* kv_ = nullptr;
   kv::BlockBytes* bytes_ = nullptr;
+  std::vector<PageDigests> digests_;  // [pool blocks], sized on first use
   std::vector<Noted> noted_;
   int64_t next_layer_ = 0;
   std::vector<Held> held_;

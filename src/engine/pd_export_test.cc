@@ -12,6 +12,7 @@
 #include "engine/testing/test_harness.h"
 #include "kv/host_tier.h"
 #include "kv/kv_groups.h"
+#include "kv/kv_wire.h"
 
 namespace tachyon::engine {
 namespace {
@@ -27,10 +28,18 @@ class StoreSink : public KvExportSink {
  public:
   explicit StoreSink(std::shared_ptr<kv::BlockStore> store) : store_(std::move(store)) {}
   void OnLayer(uint32_t index, uint32_t group, const kv::BlockHash& hash, uint32_t slot,
-               std::span<const std::span<uint8_t>> chunks) override {
+               std::span<const std::span<uint8_t>> chunks,
+               std::span<const uint64_t> digests) override {
     ++handed[{index, group, slot}];
     keys[{index, group}] = hash;
     store_->Store(hash, chunks);
+    // The chunks' wire checksums, when they come, are the chunks'.
+    if (digests.empty()) return;
+    ++with_digests;
+    ASSERT_EQ(digests.size(), chunks.size());
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      EXPECT_EQ(digests[c], kv::KvWireChunkDigest(chunks[c])) << index << "/" << c;
+    }
   }
   void OnEnd(Status s) override {
     end = std::move(s);
@@ -38,6 +47,7 @@ class StoreSink : public KvExportSink {
   }
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, int> handed;
   std::map<std::pair<uint32_t, uint32_t>, kv::BlockHash> keys;
+  int with_digests = 0;  // calls that came with the chunks' checksums
   Status end;
   bool ended = false;
 
@@ -107,6 +117,33 @@ TEST(KvExportTest, OneGroupExportsEveryBlockAndTheDecoderComputesTheTail) {
 
 TEST(KvExportTest, LayerGroupsExportEveryPageAndTheDecoderLoadsTheWindow) {
   ExportThenDecode({0, 8, 8});
+}
+
+TEST(KvExportTest, ChecksumsComeWithStoredLayersAndWithCachedPagesAnExportComputed) {
+  auto store = std::make_shared<kv::HostTier>(1 << 20, nullptr);
+  Harness h(Options({}));
+  auto exporting = [&](int64_t id, const std::vector<int32_t>& prompt) {
+    auto sink = std::make_shared<StoreSink>(store);
+    EngineRequest r = Greedy(prompt, 1);
+    r.kv_export = sink;
+    EXPECT_TRUE(h.Add(id, std::move(r)).ok());
+    h.RunToCompletion();
+    EXPECT_TRUE(sink->ended && sink->end.ok());
+    EXPECT_EQ(sink->handed.size(), 8u);
+    return sink;
+  };
+  // Pages a request without export computed: found cached, they go out without checksums.
+  const std::vector<int32_t> plain = MakePrompt(33, 5);
+  ASSERT_TRUE(h.Add(1, Greedy(plain, 1)).ok());
+  h.RunToCompletion();
+  EXPECT_EQ(exporting(2, plain)->with_digests, 0);
+  EXPECT_EQ(h.usage(2).cached_prompt_tokens, 32);
+  // Pages computed by an export: with them as computed, and again when found cached.
+  const std::vector<int32_t> prompt = MakePrompt(33, 6);
+  EXPECT_EQ(exporting(3, prompt)->with_digests, 8);
+  EXPECT_EQ(h.usage(3).cached_prompt_tokens, 0);
+  EXPECT_EQ(exporting(4, prompt)->with_digests, 8);
+  EXPECT_EQ(h.usage(4).cached_prompt_tokens, 32);
 }
 
 }  // namespace

@@ -128,7 +128,7 @@ TEST(PrefixAttachTest, WriterPreemptedInTheStepOfTheAttachment) {
 class CountingSink : public KvExportSink {
  public:
   void OnLayer(uint32_t, uint32_t, const kv::BlockHash&, uint32_t,
-               std::span<const std::span<uint8_t>>) override {
+               std::span<const std::span<uint8_t>>, std::span<const uint64_t>) override {
     ++handed;
   }
   void OnEnd(Status s) override { ok = s.ok(); }

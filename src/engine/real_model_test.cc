@@ -13,6 +13,7 @@
 #include "engine/model_adapter.h"
 #include "engine/pd_export.h"
 #include "engine/tokenizer_adapter.h"
+#include "kv/kv_wire.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/testing/testdata.h"
@@ -201,12 +202,14 @@ class LayerRecordingSink : public KvExportSink {
     uint32_t index, layer;
     bool layer_written;     // the handed chunks hold computed KV
     bool last_layer_empty;  // the block's last layer still holds the sentinel
+    bool digests_match;     // came with the chunks' wire checksums, those of their bytes
   };
   static constexpr uint8_t kSentinel = 0xA5;
   LayerRecordingSink(kv::BlockBytes* bytes, int num_blocks) : bytes_(bytes), n_(num_blocks) {}
 
   void OnLayer(uint32_t index, uint32_t group, const kv::BlockHash& hash, uint32_t layer,
-               std::span<const std::span<uint8_t>> chunks) override {
+               std::span<const std::span<uint8_t>> chunks,
+               std::span<const uint64_t> digests) override {
     ASSERT_EQ(group, 0u);
     int block = -1;
     for (int b = 0; b < n_; ++b) {
@@ -215,8 +218,11 @@ class LayerRecordingSink : public KvExportSink {
     ASSERT_GE(block, 0) << "chunks outside the pool";
     ASSERT_EQ(chunks.size(), 2u);
     const auto last = bytes_->Chunk(block, bytes_->num_chunks() - 1);
-    events.push_back(
-        {index, layer, !AllSentinel(chunks[0]) && !AllSentinel(chunks[1]), AllSentinel(last)});
+    const bool digests_match = digests.size() == 2 &&
+                               digests[0] == kv::KvWireChunkDigest(chunks[0]) &&
+                               digests[1] == kv::KvWireChunkDigest(chunks[1]);
+    events.push_back({index, layer, !AllSentinel(chunks[0]) && !AllSentinel(chunks[1]),
+                      AllSentinel(last), digests_match});
     hashes[index] = hash;
   }
   void OnEnd(Status status) override { end = std::move(status), ended = true; }
@@ -278,6 +284,9 @@ TEST_F(StoriesEngineTest, KvExportStreamsLayerByLayer) {
     EXPECT_EQ(seen.size(), static_cast<size_t>(4 * n_layers));
     for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(sink->hashes[i], want[i]) << i;
     for (const auto& e : sink->events) EXPECT_TRUE(e.layer_written) << e.index << "/" << e.layer;
+    // With the checksums of the bytes as stored: computed in the layer hook (round 0), kept with
+    // the cached pages (round 1).
+    for (const auto& e : sink->events) EXPECT_TRUE(e.digests_match) << e.index << "/" << e.layer;
     if (round == 0) {
       // Computed here: per step, layer 0 of blocks {0, 1} (then {2, 3}), then layer 1, ...;
       // each layer handed while the block's last layer was not computed yet.

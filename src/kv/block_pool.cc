@@ -54,6 +54,7 @@ bool BlockPool::Allocate(int n, std::vector<int32_t>* out) {
     if (evict_hook_ != nullptr && blocks_[id].has_hash) evict_hook_->OnEvict(id, blocks_[id].hash);
     DropHash(id);
     blocks_[id].ref = 1;
+    ++blocks_[id].allocations;
     out->push_back(id);
   }
   return true;

@@ -47,6 +47,10 @@ class BlockPool {
   int num_used() const { return num_blocks() - num_free_; }
   int num_cached() const { return static_cast<int>(cached_.size()); }  // have a hash
   int ref_count(int32_t id) const { return blocks_[id].ref; }
+  // How many times Allocate handed block `id` out. A block's KV is written only while it is
+  // allocated, into positions not yet full, so a full block's bytes stay as they are while this
+  // count does (KV export keeps checksums of full blocks under it).
+  uint32_t allocations(int32_t id) const { return blocks_[id].allocations; }
 
   // Receives the cache's stored / removed hashes from now on; null: none. Not owned; must
   // outlive the pool.
@@ -86,6 +90,7 @@ class BlockPool {
  private:
   struct Block {
     int ref = 0;
+    uint32_t allocations = 0;
     bool has_hash = false;
     bool published = false;  // its hash reached the event sink
     BlockHash hash;

@@ -65,9 +65,12 @@ TEST(BlockPoolTest, AllocateUnrefAndLruEviction) {
   EXPECT_FALSE(pool.Lookup(h1).has_value());
   EXPECT_EQ(pool.Lookup(h2), a[1]);
 
-  // A hit on a free cached block takes it off the free list.
+  // A hit on a free cached block takes it off the free list; only Allocate counts a hand-out.
+  EXPECT_EQ(pool.allocations(a[0]), 2u);
+  EXPECT_EQ(pool.allocations(a[1]), 1u);
   pool.Ref(std::vector<int32_t>{a[1]});
   EXPECT_EQ(pool.ref_count(a[1]), 1);
+  EXPECT_EQ(pool.allocations(a[1]), 1u);
   EXPECT_EQ(pool.num_free(), 1);
   pool.Unref(std::vector<int32_t>{a[1]});
   pool.Unref(b);

@@ -48,11 +48,19 @@ std::vector<uint8_t> FrameHead(KvWireType type, uint64_t payload_bytes, size_t f
   return h;
 }
 
+// A frame without chunks: the checksum of all its bytes.
 void Seal(KvWireFrame* f) {
   Xxh3Stream st;
   st.Update(f->head.data(), f->head.size());
   for (const auto& b : f->body) st.Update(b.data(), b.size());
   Put64(f->trailer.data(), st.Digest());
+}
+
+// Feeds a chunk's value into a layer frame's checksum.
+void UpdateWithDigest(Xxh3Stream* st, uint64_t digest) {
+  uint8_t b[8];
+  Put64(b, digest);
+  st->Update(b, sizeof(b));
 }
 
 void PutShape(uint8_t* p, const KvWireShape& s) {
@@ -202,6 +210,8 @@ Result<KvWireFrame> EncodeLayers(const KvWireShape& shape, uint32_t group,
   Put32(p + 8, 0);
   Put32(p + 12, 0);
   f.body.reserve(2 * n);
+  // The chunks' values as they enter the checksum, 8 bytes each, in frame order.
+  std::vector<uint8_t> digests(2 * n * 8);
   for (size_t i = 0; i < n; ++i) {
     const KvWireLayerRef& l = layers[i];
     if (l.slot >= shape.layers_per_block) {
@@ -221,8 +231,13 @@ Result<KvWireFrame> EncodeLayers(const KvWireShape& shape, uint32_t group,
     Put64(e + 16, l.hash.hi);
     f.body.push_back(l.k);
     f.body.push_back(l.v);
+    Put64(&digests[16 * i], l.has_digests ? l.digests[0] : KvWireChunkDigest(l.k));
+    Put64(&digests[16 * i + 8], l.has_digests ? l.digests[1] : KvWireChunkDigest(l.v));
   }
-  Seal(&f);
+  Xxh3Stream st;
+  st.Update(f.head.data(), f.head.size());
+  st.Update(digests.data(), digests.size());
+  Put64(f.trailer.data(), st.Digest());
   return f;
 }
 
@@ -288,10 +303,30 @@ Status CheckHead(const uint8_t* h, uint16_t* type, uint64_t* payload) {
 }
 
 bool ChecksumMatches(std::span<const uint8_t> frame_before_trailer, const uint8_t* trailer) {
-  return Xxh3(frame_before_trailer.data(), frame_before_trailer.size()) == Get64(trailer);
+  return KvWireFrameChecksum(frame_before_trailer) == Get64(trailer);
 }
 
 }  // namespace
+
+uint64_t KvWireFrameChecksum(std::span<const uint8_t> f) {
+  const size_t fixed = kKvWireFrameHeadBytes + kKvWireRunFixedBytes;
+  if (f.size() >= fixed && Get16(f.data() + 6) == static_cast<uint16_t>(KvWireType::kLayer)) {
+    const uint64_t n = Get32(f.data() + kKvWireFrameHeadBytes);
+    const uint64_t rest = f.size() - fixed;
+    if (n > 0 && n <= rest / kKvWireRunEntryBytes &&
+        (rest - n * kKvWireRunEntryBytes) % (2 * n) == 0) {
+      const size_t chunks_at = fixed + n * kKvWireRunEntryBytes;
+      const size_t chunk = (f.size() - chunks_at) / (2 * n);
+      Xxh3Stream st;
+      st.Update(f.data(), chunks_at);
+      for (uint64_t c = 0; c < 2 * n; ++c) {
+        UpdateWithDigest(&st, KvWireChunkDigest(f.subspan(chunks_at + c * chunk, chunk)));
+      }
+      return st.Digest();
+    }
+  }
+  return Xxh3(f.data(), f.size());
+}
 
 Result<KvWireAck> DecodeAck(std::span<const uint8_t> frame) {
   if (frame.size() != kKvWireAckFrameBytes) {
@@ -349,13 +384,37 @@ Status KvWireDecoder::Commit(size_t n) {
     const std::span<uint8_t> into = NextBuffer();
     if (into.empty()) return Fail(Internal("KV transfer: committed past the frame"));
     const size_t k = std::min(n, into.size());
-    if (phase_ != Phase::kTrailer) checksum_.Update(into.data(), k);
+    if (phase_ == Phase::kChunks) {
+      HashChunkBytes(into.first(k));
+    } else if (phase_ != Phase::kTrailer) {
+      checksum_.Update(into.data(), k);
+    }
     have_ += k;
     bytes_consumed_ += k;
     n -= k;
     RETURN_IF_ERROR(Advance());
   }
   return status_;
+}
+
+void KvWireDecoder::HashChunkBytes(std::span<const uint8_t> bytes) {
+  const uint64_t chunk = header_.shape.chunk_bytes;
+  while (!bytes.empty()) {
+    if (chunk_have_ == 0 && bytes.size() >= chunk) {  // a whole chunk at once
+      UpdateWithDigest(&checksum_, KvWireChunkDigest(bytes.first(chunk)));
+      bytes = bytes.subspan(chunk);
+      continue;
+    }
+    if (chunk_have_ == 0) chunk_sum_ = Xxh3Stream();
+    const size_t k = std::min<uint64_t>(bytes.size(), chunk - chunk_have_);
+    chunk_sum_.Update(bytes.data(), k);
+    chunk_have_ += k;
+    bytes = bytes.subspan(k);
+    if (chunk_have_ == chunk) {
+      UpdateWithDigest(&checksum_, chunk_sum_.Digest());
+      chunk_have_ = 0;
+    }
+  }
 }
 
 Status KvWireDecoder::Advance() {

@@ -9,7 +9,10 @@
 //
 //   u32 magic "TKVW" | u16 version | u16 type | u64 payload_bytes | payload | u64 checksum
 //
-// little-endian, the checksum being XXH3-64 of everything before it in the frame. A layer
+// little-endian, the checksum being XXH3-64 of everything before it in the frame, except that
+// a layer frame's chunks enter it as their own XXH3-64 values (8 bytes each): so a chunk's value
+// can be computed where the KV is written, while it is in cache, and the sender, handed it, never
+// reads the chunk before the kernel copies it into the socket (KvWireLayerRef::digests). A layer
 // frame's entries name a block (its index and chained prefix hash, kv/block_hash.h) and a
 // layer's slot in the block's page; its chunks are, per entry, the raw bytes of
 // model::KvCache::BlockChunk(block, 2 * slot) and (block, 2 * slot + 1) in the cache's own
@@ -50,7 +53,7 @@
 namespace tachyon::kv {
 
 inline constexpr uint32_t kKvWireMagic = 0x57564B54;  // "TKVW" as bytes on the wire
-inline constexpr uint16_t kKvWireVersion = 3;
+inline constexpr uint16_t kKvWireVersion = 4;
 inline constexpr size_t kKvWireFrameHeadBytes = 16;  // magic, version, type, payload_bytes
 inline constexpr size_t kKvWireChecksumBytes = 8;
 inline constexpr size_t kKvWireBlockFixedBytes = 24;  // index, group, hash (before the chunks)
@@ -115,12 +118,22 @@ struct KvWireLimits {
   uint32_t max_run_entries = 4096;               // layers in one layer frame
 };
 
+// A chunk's value in its layer frame's checksum: XXH3-64 (seed 0) of its bytes.
+inline uint64_t KvWireChunkDigest(std::span<const uint8_t> chunk) {
+  return Xxh3(chunk.data(), chunk.size());
+}
+
 // One layer of one block in a layer frame: chunks borrowed (K, V), each shape.chunk_bytes.
 struct KvWireLayerRef {
   uint32_t index = 0;  // the block's position in the request's table (of its group)
   uint32_t slot = 0;   // the layer's array in the block's page
   BlockHash hash;      // the block's
   std::span<const uint8_t> k, v;
+  // KvWireChunkDigest of k and of v when the caller has them (computed where the KV was
+  // written); otherwise (has_digests false) EncodeLayers computes them. A wrong value is a
+  // checksum mismatch at the receiver.
+  std::array<uint64_t, 2> digests{};
+  bool has_digests = false;
 };
 
 // One frame ready for gather I/O: `head` and `trailer` owned, `body` borrowed (e.g. pool
@@ -138,6 +151,11 @@ struct KvWireFrame {
 // Checks a shape for internal consistency (positive sizes, num_chunks = 2 * layers_per_block,
 // n_layers a multiple of layers_per_block) and against the limits. Errors: InvalidArgument.
 Status ValidateShape(const KvWireShape& shape, const KvWireLimits& limits = {});
+
+// The checksum of a whole frame's bytes before its trailer (`frame`: head and payload, as on
+// the wire), by the rule above; for a malformed layer frame (a count that does not fit its
+// size), XXH3-64 of the bytes. Tests and the fuzz target use it to forge valid frames.
+uint64_t KvWireFrameChecksum(std::span<const uint8_t> frame);
 
 // Whether a received header's shape matches this side's: InvalidArgument naming the first field
 // that differs (e.g. "KV transfer: dtype differs (sender 1, receiver 8)").
@@ -219,6 +237,8 @@ class KvWireDecoder {
   Status OnLayerBlocks();
   // The frame's checksum matched: its blocks have this layer now.
   void OnLayerVerified();
+  // A layer frame's chunk bytes, in order: each whole chunk's digest into checksum_.
+  void HashChunkBytes(std::span<const uint8_t> bytes);
   Status OnEnd();
 
   KvWireLimits limits_;
@@ -230,7 +250,9 @@ class KvWireDecoder {
   std::array<uint8_t, kKvWireChecksumBytes> trailer_{};
   std::vector<uint8_t> payload_;
   size_t have_ = 0;  // bytes of the current phase (of places_[place_] in kChunks) received
-  Xxh3Stream checksum_;  // of the current frame's bytes so far
+  Xxh3Stream checksum_;  // of the current frame's bytes so far (a chunk's: its digest)
+  Xxh3Stream chunk_sum_;    // of a chunk that arrives in pieces
+  uint64_t chunk_have_ = 0;  // its bytes so far
   uint32_t run_entries_ = 0;  // of the current layer frame
   // Where the current layer frame's chunks go (adjacent places merged), and its blocks' keys.
   std::vector<std::span<uint8_t>> places_;

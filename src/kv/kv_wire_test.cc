@@ -421,7 +421,7 @@ TEST(KvWire, LayerFrameErrors) {
   const size_t frame = header.size();
   bad[frame + kKvWireFrameHeadBytes] = 3;
   const size_t body = bad.size() - frame - kKvWireChecksumBytes;
-  const uint64_t h = Xxh3(bad.data() + frame, body);
+  const uint64_t h = KvWireFrameChecksum(std::span(bad).subspan(frame, body));
   std::memcpy(bad.data() + frame + body, &h, 8);
   ExpectError(bad, "a layer frame counting 3 layers in the space of 2");
   KvWireLimits one;
@@ -475,6 +475,43 @@ TEST(KvWire, GatherFrameBorrowsTheChunks) {
     EXPECT_EQ(fl.size(), kKvWireFrameHeadBytes + kKvWireRunFixedBytes + kKvWireRunEntryBytes +
                              2 * s.chunk_bytes + kKvWireChecksumBytes);
   }
+}
+
+TEST(KvWire, ChunkChecksumsFromTheCallerMakeTheSameFrame) {
+  // The checksum of a layer frame takes each chunk as its XXH3-64: values the caller computed
+  // where the KV was written give the very frame the encoder makes from the bytes; a wrong one
+  // is a checksum mismatch at the receiver.
+  const KvWireShape shape = TestShape();
+  std::vector<std::vector<uint8_t>> cs;
+  std::vector<KvWireLayerRef> layers;  // every layer of block 0
+  for (uint32_t c = 0; c < shape.num_chunks; ++c) {
+    cs.emplace_back(shape.chunk_bytes, static_cast<uint8_t>(c * 9));
+  }
+  for (uint32_t l = 0; l < shape.layers_per_block; ++l) {
+    layers.push_back({0, l, {1, 0}, cs[2 * l], cs[2 * l + 1]});
+  }
+  const std::vector<uint8_t> computed = EncodeLayers(shape, 0, layers)->Flatten();
+  const size_t before_trailer = computed.size() - kKvWireChecksumBytes;
+  uint64_t trailer = 0;
+  std::memcpy(&trailer, computed.data() + before_trailer, 8);
+  EXPECT_EQ(KvWireFrameChecksum(std::span(computed).first(before_trailer)), trailer);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    layers[i].digests = {KvWireChunkDigest(cs[2 * i]), KvWireChunkDigest(cs[2 * i + 1])};
+    layers[i].has_digests = true;
+  }
+  EXPECT_EQ(EncodeLayers(shape, 0, layers)->Flatten(), computed);
+
+  const std::vector<uint8_t> header = EncodeHeader({shape, "r", 1})->Flatten();
+  auto stream = [&](const std::vector<uint8_t>& frame) {
+    std::vector<uint8_t> b = header;
+    b.insert(b.end(), frame.begin(), frame.end());
+    const auto end = EncodeEnd({1, KvWireEndStatus::kComplete}).Flatten();
+    b.insert(b.end(), end.begin(), end.end());
+    return b;
+  };
+  EXPECT_TRUE(DecodeAll(stream(computed)).ok());
+  layers[1].digests[0] ^= 1;  // a value that is not the chunk's
+  ExpectError(stream(EncodeLayers(shape, 0, layers)->Flatten()), "layer frame checksum mismatch");
 }
 
 }  // namespace

@@ -81,7 +81,9 @@ TEST(PdTransfer, BlocksArriveWholeOverLoopback) {
   constexpr uint32_t kBlocks = 40;
   std::vector<std::vector<uint8_t>> pool;
   for (uint32_t b = 0; b < kBlocks; ++b) pool.push_back(BlockBytes(s, static_cast<int>(b)));
-  for (int round = 0; round < 2; ++round) {  // the second reuses the loaded blocks' buffers
+  // The second round reuses the loaded blocks' buffers and comes with the chunks' wire
+  // checksums (as the engine hands what it just stored); the third with one that is wrong.
+  for (int round = 0; round < 3; ++round) {
     std::promise<PdTransferResult> done;
     auto sink = sender.Start({receiver.address(), "t" + std::to_string(round)}, kBlocks,
                              [&](const PdTransferResult& r) { done.set_value(r); });
@@ -90,11 +92,19 @@ TEST(PdTransfer, BlocksArriveWholeOverLoopback) {
         uint8_t* k = pool[b].data() + 2 * l * s.chunk_bytes;
         const std::span<uint8_t> chunks[] = {{k, s.chunk_bytes},
                                              {k + s.chunk_bytes, s.chunk_bytes}};
-        sink->OnLayer(b, 0, kv::BlockHash{b, uint64_t(round)}, l, chunks);
+        uint64_t digests[] = {kv::KvWireChunkDigest(chunks[0]), kv::KvWireChunkDigest(chunks[1])};
+        if (round == 2 && b == 7 && l == 0) digests[1] ^= 1;
+        sink->OnLayer(b, 0, kv::BlockHash{b, uint64_t(round)}, l, chunks,
+                      round == 0 ? std::span<const uint64_t>() : std::span<const uint64_t>(digests));
       }
     }
     sink->OnEnd(OkStatus());
     const PdTransferResult r = done.get_future().get();
+    if (round == 2) {
+      EXPECT_FALSE(r.status.ok());  // the receiver refused the frame: a checksum mismatch
+      EXPECT_FALSE(LoadBlock(*inbox, s, {7, 2}).ok());
+      break;
+    }
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
     EXPECT_EQ(r.blocks_acked, kBlocks);
     for (uint32_t b = 0; b < kBlocks; ++b) {

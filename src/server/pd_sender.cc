@@ -1,6 +1,7 @@
 #include "server/pd_sender.h"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <utility>
 
@@ -28,15 +29,18 @@ class PdSender::Transfer final : public engine::KvExportSink {
   // Engine thread: queues the layer's chunks (spans into the pool, pinned by the engine while
   // ReadsPool()) unless the transfer already failed.
   void OnLayer(uint32_t index, uint32_t group, const kv::BlockHash& hash, uint32_t layer,
-               std::span<const std::span<uint8_t>> chunks) override {
+               std::span<const std::span<uint8_t>> chunks,
+               std::span<const uint64_t> digests) override {
     if (failed_.load(std::memory_order_relaxed)) return;
     const kv::KvWireShape& shape = owner_->shape_;
     if (layer >= shape.layers_per_block || group >= shape.n_groups() || chunks.size() != 2 ||
-        chunks[0].size() != shape.chunk_bytes || chunks[1].size() != shape.chunk_bytes) {
+        chunks[0].size() != shape.chunk_bytes || chunks[1].size() != shape.chunk_bytes ||
+        (!digests.empty() && digests.size() != 2)) {
       failed_.store(true);  // a shape the header does not describe
       return;
     }
-    Layer l{index, group, layer, hash, chunks[0], chunks[1]};
+    Layer l{index, group, layer, hash, chunks[0], chunks[1], {}, !digests.empty()};
+    if (l.has_digests) l.digests = {digests[0], digests[1]};
     std::lock_guard<std::mutex> lock(mu_);
     if (first_block_ == Clock::time_point{}) first_block_ = Clock::now();
     queue_.push_back(std::move(l));
@@ -75,6 +79,8 @@ class PdSender::Transfer final : public engine::KvExportSink {
     uint32_t layer;  // its slot in the block's page
     kv::BlockHash hash;
     std::span<const uint8_t> k, v;  // in the pool
+    std::array<uint64_t, 2> digests;  // their kv::KvWireChunkDigest, when has_digests
+    bool has_digests;
   };
 
   void Run() {
@@ -167,7 +173,7 @@ class PdSender::Transfer final : public engine::KvExportSink {
           RETURN_IF_ERROR(send_run());
         }
         run_group = l.group;
-        run.push_back({l.index, l.layer, l.hash, l.k, l.v});
+        run.push_back({l.index, l.layer, l.hash, l.k, l.v, l.digests, l.has_digests});
         if (++layers_sent[size_t{l.group} * max_blocks_ + l.index] == shape.layers_per_block) {
           ++completed;
         }
@@ -225,7 +231,7 @@ namespace {
 class NullSink final : public engine::KvExportSink {
  public:
   void OnLayer(uint32_t, uint32_t, const kv::BlockHash&, uint32_t,
-               std::span<const std::span<uint8_t>>) override {}
+               std::span<const std::span<uint8_t>>, std::span<const uint64_t>) override {}
   void OnEnd(Status) override {}
 };
 

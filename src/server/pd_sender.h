@@ -5,7 +5,8 @@
 // pass stores them (engine/pd_export.h), which queues each layer's K and V chunks as spans into
 // the pool (no copy: the engine pins the blocks until ReadsPool() turns false, after the
 // transfer ended); the transfer's own thread sends each as a Layer frame as soon as it is
-// queued (sendmsg straight from the pool, the checksum computed over the pool bytes), then the
+// queued (sendmsg straight from the pool; the frame's checksum from the chunks' checksums the
+// engine computed when it stored them, or, for chunks handed without, computed here), then the
 // End frame (counting the blocks of which every layer went out), and waits for the Ack.
 //
 // Bounds: connecting gets `connect_timeout`; the frames go out in sends of about 256 KiB, each
