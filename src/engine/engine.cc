@@ -20,6 +20,14 @@ using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+// Whether a step computes prompt tokens (anything but each sequence's last known token and
+// its drafts).
+bool HasPromptRows(const SchedulerOutput& out) {
+  return std::any_of(out.seqs.begin(), out.seqs.end(), [](const ScheduledSeq& s) {
+    return !s.sample || s.num_new_tokens - s.num_draft_tokens != 1;
+  });
+}
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, ModelExecutor* executor,
@@ -365,7 +373,12 @@ std::vector<RequestOutput> Engine::Step() {
     masks_.Wait();
     const double forward_s = Since(t_forward);
     counters_.forward_seconds += forward_s;
-    if (speculator_ && logits.ok()) speculator_->ObserveStep(out.num_tokens, forward_s);
+    // The cost rule learns from steps of decode and verify rows only: a prompt chunk's rows
+    // cost differently (other kernels, attention over the chunk), so a step with one would
+    // misprice the rows drafts add.
+    if (speculator_ && logits.ok() && !HasPromptRows(out)) {
+      speculator_->ObserveStep(out.num_tokens, forward_s);
+    }
     if (offload_ && logits.ok()) offload_->ObserveStep(out.num_tokens, forward_s);
     exporter_.Finish(logits.ok());
     if (!logits.ok()) {
@@ -393,7 +406,9 @@ std::vector<RequestOutput> Engine::Step() {
             speculator_->Propose(r, scheduler_.num_running(), config_.max_model_len);
           }
         }
-        speculator_->Flush();  // a draft model drafts for all of them at once
+        // The lengths are decided for all of them at once (waiting prompts must not be
+        // slowed), and a draft model drafts for all of them at once.
+        speculator_->Flush(static_cast<int>(scheduler_.num_waiting()));
       }
     }
   }

@@ -46,6 +46,7 @@ Result<std::unique_ptr<Speculator>> Speculator::Create(
 
 void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
   r->draft_tokens.clear();
+  step_running_ = num_running;
   if (num_running >= config_.disable_by_batch_size) return;
   // The next step emits up to k + 1 tokens: all must fit max_tokens and the context.
   const int64_t room = std::min(r->max_tokens - r->num_output_tokens(),
@@ -58,38 +59,98 @@ void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
   spec::DraftLengthController& c = it->second;
   int k = c.NextLength(limit);
   if (k <= 0) return;
-  if (config_.min_acceptance_rate > 0) {
-    if (c.probing()) {
-      k = 1;
-    } else if (!cost_.Seconds(num_running)) {
-      // This step runs without drafts and shows what no drafts cost at this batch. A draft
-      // model still takes in a sequence's prompt right after the target did (in the step that
-      // computed it, as when the cost is known), not in the next step's drafting round.
-      if (draft_model_ && r->num_output_tokens() == 1) queued_.push_back({r, 0});
-      return;
+  if (config_.min_acceptance_rate <= 0) {  // no cost rule: the controller's length
+    if (draft_model_) {
+      queued_.push_back({r, k});
     } else {
-      // Drafts must beat no drafts by 5%: step times are noisy, and losing is worse than
-      // missing a small gain. The rows other sequences drafted for the same step count.
-      // A draft model's forward per drafted token counts too (what it took at this batch),
-      // beyond the forwards the drafts already proposed for this step run anyway.
-      const double draft_s =
-          draft_model_ ? draft_model_->cost().Seconds(num_running).value_or(0.0) : 0.0;
-      k = spec::CostAwareDraftLength(cost_, num_running + step_draft_rows_, c.alpha(), k,
-                                     /*margin=*/1.05, draft_s, step_max_draft_);
-      if (k == 0) {
-        c.DeclineForCost();
-        return;
-      }
+      drafter_->Propose(r->seq_id, r->tokens, r->num_prompt_tokens, k, &r->draft_tokens);
+      CutDraftToGrammar(r);
     }
-  }
-  step_draft_rows_ += k;
-  step_max_draft_ = std::max(step_max_draft_, k);
-  if (draft_model_) {
-    queued_.push_back({r, k});
     return;
   }
-  drafter_->Propose(r->seq_id, r->tokens, r->num_prompt_tokens, k, &r->draft_tokens);
-  CutDraftToGrammar(r);
+  if (c.probing()) k = 1;
+  // The cost rule decides in Flush, for the whole step at once: each draft token is priced at
+  // the probability that it and the ones before it are accepted, the request's per-position
+  // acceptance (alpha^(j+1)), lowered where the drafter's own estimate is lower.
+  Candidate cand{r, c.probing(), {}};
+  // (Capped as the controller's rate is: no run of acceptance makes a draft certain.)
+  const double alpha = std::clamp(c.alpha(), 0.0, kMaxAlpha);
+  if (draft_model_) {
+    double p = 1;
+    for (int j = 0; j < k; ++j) cand.accept.push_back(p *= alpha);
+  } else {
+    std::vector<double> own;
+    drafter_->ProposeScored(r->seq_id, r->tokens, r->num_prompt_tokens, k, &r->draft_tokens,
+                            &own);
+    CutDraftToGrammar(r);
+    double p = 1;
+    for (size_t j = 0; j < r->draft_tokens.size(); ++j) {
+      p *= alpha;
+      cand.accept.push_back(std::min(p, own[j]));
+    }
+    // Nothing to draft this step (no match): the request is a member without drafts.
+    if (cand.accept.empty()) return;
+    cand.drafter_lowered = own[0] < alpha;
+  }
+  pending_.push_back(std::move(cand));
+}
+
+void Speculator::Plan(int num_waiting) {
+  if (pending_.empty()) return;
+  std::vector<int> k(pending_.size(), 0);
+  const int64_t rows = step_running_;
+  if (cost_.Seconds(rows)) {
+    // A probe (after a pause) drafts one token outside the rule: it keeps the request's
+    // acceptance current, which the rule cannot learn otherwise (a rejected probe doubles the
+    // next pause, so probes that fail cost ever less).
+    std::vector<spec::DraftCandidate> planned;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      if (pending_[i].probe) {
+        k[i] = 1;
+        continue;
+      }
+      planned.push_back({pending_[i].accept});
+      index.push_back(i);
+    }
+    spec::StepPlanInput in;
+    in.batch_rows = rows;
+    in.num_idle = static_cast<int>(std::max<int64_t>(rows - static_cast<int64_t>(pending_.size()),
+                                                     0)) +
+                  (num_waiting > 0 ? 1 : 0);
+    // Drafts must beat no drafts by 5%: step times are noisy, and losing is worse than
+    // missing a small gain. A draft model's forward per draft position counts too (what it
+    // took at this batch).
+    in.margin = 1.05;
+    in.tolerance = kTolerance;
+    in.draft_seconds = draft_model_ ? draft_model_->cost().Seconds(rows).value_or(0.0) : 0.0;
+    const std::vector<int> plan = spec::PlanDraftLengths(cost_, in, planned);
+    for (size_t j = 0; j < plan.size(); ++j) k[index[j]] = plan[j];
+  }
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    Candidate& cand = pending_[i];
+    Request* r = cand.request;
+    if (k[i] == 0) {
+      r->draft_tokens.clear();
+      if (!cost_.Seconds(rows)) {
+        // This step runs without drafts and shows what no drafts cost at this batch. A draft
+        // model still takes in a sequence's prompt right after the target did (in the step
+        // that computed it, as when the cost is known), not in the next step's drafting round.
+        if (draft_model_ && r->num_output_tokens() == 1) queued_.push_back({r, 0});
+      } else if (!cand.probe && !cand.drafter_lowered) {
+        // No length pays at the request's acceptance: pause, then probe. (A draft the
+        // drafter itself doubts is skipped without a pause: the next one may be a good match.)
+        controllers_.at(r->seq_id).DeclineForCost();
+      }
+      continue;
+    }
+    if (draft_model_) {
+      queued_.push_back({r, k[i]});
+    } else {
+      r->draft_tokens.resize(static_cast<size_t>(k[i]));
+    }
+  }
+  pending_.clear();
 }
 
 void Speculator::Verified(const Request& r, int drafted, int accepted) {
@@ -100,9 +161,8 @@ void Speculator::Verified(const Request& r, int drafted, int accepted) {
   if (draft_model_) draft_model_->Reconcile(r);
 }
 
-void Speculator::Flush() {
-  step_draft_rows_ = 0;
-  step_max_draft_ = 0;
+void Speculator::Flush(int num_waiting) {
+  Plan(num_waiting);
   if (queued_.empty()) return;
   Status st = draft_model_->Propose(queued_);
   for (const DraftModelRunner::Job& job : queued_) CutDraftToGrammar(job.request);

@@ -11,13 +11,15 @@
 //
 // Drafting stops for the whole batch while disable_by_batch_size or more sequences run: a
 // large batch is compute-bound, and extra tokens then cost as much as they save. Below that,
-// unless min_acceptance_rate is 0 (drafting never switches itself off), each request's draft
-// length is the one that maximises the batch's expected tokens per second under the step
-// costs measured so far (ObserveStep, spec/step_cost.h) and its per-position acceptance, given
-// the rows (and draft-model forwards) the sequences proposed before it in the same step add;
-// none paying pauses the request's drafting for a while (probing again later). While
-// the cost of a step of the batch's size without drafts is unknown, a step runs without them
-// (a draft model still takes in the prompt of a sequence that just finished it).
+// unless min_acceptance_rate is 0 (drafting never switches itself off), Flush decides the
+// drafts of all the step's sequences together (spec::PlanDraftLengths) under the step costs
+// measured so far (ObserveStep: steps of decode and verify rows only, spec/step_cost.h): each
+// draft token priced at its probability of acceptance (the request's per-position acceptance,
+// lowered to the drafter's own estimate where it has one), the batch's expected tokens per
+// second maximised, and no member of the step (a sequence without drafts, a waiting prompt)
+// slowed by the others' drafts. A request given none pauses for a while (probing again
+// later). While the cost of a step of the batch's size without drafts is unknown, a step runs
+// without them (a draft model still takes in the prompt of a sequence that just finished it).
 //
 // Structured output: a request whose tokens must follow a grammar verifies drafts the same way
 // (each row's mask is that of the state after the tokens emitted before it, which are exactly
@@ -52,16 +54,18 @@ class Speculator {
       const spec::SpeculativeConfig& config, std::unique_ptr<spec::Drafter> drafter,
       std::unique_ptr<DraftModelRunner> draft_model = nullptr);
 
-  // Sets r->draft_tokens for r's next step (possibly none): at most num_speculative_tokens,
-  // the request's controller's length, what max_tokens and the context leave after the next
-  // emitted token. `num_running`: sequences running now. With a draft model the drafts are
-  // only queued: Flush() drafts for every queued sequence at once. Call Flush() after the
-  // step's last Propose (for every method: it also ends the step's proposal round).
+  // Proposes r->draft_tokens for r's next step (possibly none): at most
+  // num_speculative_tokens, the request's controller's length, what max_tokens and the context
+  // leave after the next emitted token. `num_running`: sequences running now (the same for
+  // every call of a step). Under the cost rule the lengths are decided by Flush(), for all the
+  // step's sequences at once, and a draft model drafts there. Call Flush() after the step's
+  // last Propose (for every method: it ends the step's proposal round).
   void Propose(Request* r, int num_running, int64_t max_model_len);
-  // Runs the draft model for the sequences Propose queued since the last Flush (one draft
-  // forward per draft position for all of them). No-op without a draft model. A failed draft
-  // forward is logged and costs only the drafts.
-  void Flush();
+  // Decides the draft lengths of the sequences Propose saw since the last Flush (the cost rule:
+  // spec::PlanDraftLengths, `num_waiting` requests waiting for a prompt chunk count as members
+  // without drafts), then runs the draft model for them (one draft forward per draft position
+  // for all of them). A failed draft forward is logged and costs only the drafts.
+  void Flush(int num_waiting = 0);
   // q of r's draft j (the draft model's distribution it was drawn from, [n_vocab]); empty for
   // deterministic drafts (n-gram, suffix, greedy drafting).
   std::span<const float> DraftProbs(const Request& r, int j) const;
@@ -71,7 +75,8 @@ class Speculator {
   void Verified(const Request& r, int drafted, int accepted);
   // r finished or was aborted.
   void Release(const Request& r);
-  // A forward pass computed `rows` tokens in `seconds`.
+  // A forward pass computed `rows` tokens in `seconds`. The engine reports steps of decode and
+  // verify rows only (a prompt chunk's rows cost differently).
   void ObserveStep(int64_t rows, double seconds) { cost_.Observe(rows, seconds); }
 
   // The counters, with the cost rule's current estimates (SpecStats::step_seconds).
@@ -91,10 +96,24 @@ class Speculator {
   std::unordered_map<int64_t, spec::DraftLengthController> controllers_;  // by seq_id
   spec::StepCostModel cost_;
   spec::SpecStats stats_;
-  // This step's proposals so far (reset by Flush): drafted rows, and the longest draft (with a
-  // draft model, the draft forwards the step runs anyway).
-  int64_t step_draft_rows_ = 0;
-  int step_max_draft_ = 0;
+  // A member of the step may lose at most this share of its tokens per second to the others'
+  // drafts (spec::StepPlanInput::tolerance).
+  static constexpr double kTolerance = 0.01;
+  // The most a draft token's acceptance is priced at, given the ones before it were.
+  static constexpr double kMaxAlpha = 0.97;
+
+  // A sequence whose draft length the cost rule decides at Flush.
+  struct Candidate {
+    Request* request;
+    bool probe;  // the controller's one-token probe after a pause
+    std::vector<double> accept;  // spec::DraftCandidate::accept
+    bool drafter_lowered = false;  // the drafter's own estimate of the first draft was lower
+  };
+  // Decides the pending candidates' lengths (trims their drafts, or queues draft-model jobs).
+  void Plan(int num_waiting);
+
+  std::vector<Candidate> pending_;  // Propose -> Flush
+  int step_running_ = 0;            // num_running of this step's Propose calls
 };
 
 }  // namespace tachyon::engine

@@ -37,6 +37,9 @@ void DraftLengthController::Record(int drafted, int accepted) {
   // tokens later) stops drafting.
   rate_ = num_drafts_ == 0 || probing_ ? share : (1 - kWeight) * rate_ + kWeight * share;
   alpha_ = (1 - kWeight) * alpha_ + kWeight * kept;
+  if (cost_probe_) {
+    next_cost_pause_ = accepted > 0 ? kCostPause : std::min(2 * next_cost_pause_, kMaxCostPause);
+  }
   probing_ = false;
   cost_probe_ = false;
   ++num_drafts_;
@@ -49,7 +52,7 @@ void DraftLengthController::Record(int drafted, int accepted) {
 }
 
 void DraftLengthController::DeclineForCost() {
-  pause_left_ = kCostPause;
+  pause_left_ = next_cost_pause_;
   cost_probe_ = true;
 }
 

@@ -43,14 +43,18 @@ struct SpecStats {
 // alpha() is kFirstDraftAlpha: the first draft is sized by the cost model as if each token were
 // as likely kept as not, so where rows are expensive it stays short (a long first draft on a
 // workload that copies nothing costs a whole extra step or more), and where they are nearly
-// free (a memory-bound model) it is still several tokens long. When that finds no length that pays, DeclineForCost() pauses for kCostPause steps
-// (a fixed pause: the cost rule is evaluated again after it, and what it decides on changes as the
-// steps are measured), then probes with one token, which keeps alpha current.
+// free (a memory-bound model) it is still several tokens long. When that finds no length that
+// pays, DeclineForCost() pauses for kCostPause steps (the cost rule is evaluated again after
+// it, and what it decides on changes as the steps are measured), then probes with one token,
+// which keeps alpha current. A probe that is rejected doubles the next cost pause (up to
+// kMaxCostPause), one that is accepted resets it: a request whose drafts keep failing where
+// rows are expensive probes ever more rarely, so its probes cost a vanishing share of steps.
 class DraftLengthController {
  public:
   static constexpr int kWarmupDrafts = 4;
   static constexpr double kWeight = 0.3;  // of the newest draft in the average
   static constexpr int kCostPause = 16;
+  static constexpr int kMaxCostPause = 256;
   static constexpr double kFirstDraftAlpha = 0.5;  // alpha() before any draft was verified
 
   explicit DraftLengthController(double min_rate) : min_rate_(min_rate) {}
@@ -82,6 +86,7 @@ class DraftLengthController {
   bool probing_ = false;     // the next Record follows an acceptance pause (sets rate alone)
   bool cost_probe_ = false;  // the next draft follows a cost pause
   int next_pause_ = 16;
+  int next_cost_pause_ = kCostPause;
 };
 
 }  // namespace tachyon::spec

@@ -27,6 +27,14 @@ class Drafter {
   virtual void Propose(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
                        int max_tokens, std::vector<int32_t>* draft) = 0;
 
+  // Propose, and for each token appended to *draft, the drafter's own estimate of the
+  // probability that it and the drafts before it are all accepted (non-increasing) appended to
+  // *accept, for the engine's draft-length rule. The default has no estimate: 1 each.
+  // REQUIRES: as Propose; accept->size() == draft->size().
+  virtual void ProposeScored(int64_t seq_id, std::span<const int32_t> tokens,
+                             int64_t num_prompt_tokens, int max_tokens,
+                             std::vector<int32_t>* draft, std::vector<double>* accept);
+
   // The sequence is done (finished or aborted): per-sequence state may go. `tokens`: its final
   // prompt and output (the first num_prompt_tokens are the prompt), for drafters that learn
   // from finished outputs (suffix).

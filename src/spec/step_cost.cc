@@ -42,6 +42,11 @@ std::optional<StepCostModel::Estimate> StepCostModel::Predict(int64_t rows) cons
   if (rows <= kMaxRows && Fresh(counts_[static_cast<size_t>(rows)])) {
     return Own(counts_[static_cast<size_t>(rows)]);
   }
+  return FromNeighbours(rows);
+}
+
+std::optional<StepCostModel::Estimate> StepCostModel::FromNeighbours(int64_t rows) const {
+  if (rows < 1) return std::nullopt;
   int64_t lo = -1, lo2 = -1, hi = -1;
   for (int64_t n = std::min<int64_t>(rows - 1, kMaxRows); n >= 1; --n) {
     if (!Fresh(counts_[static_cast<size_t>(n)])) continue;
@@ -72,6 +77,17 @@ std::optional<StepCostModel::Estimate> StepCostModel::Predict(int64_t rows) cons
   return Estimate{e_lo.seconds + slope * static_cast<double>(rows - lo), false};
 }
 
+std::optional<double> StepCostModel::Believed(int64_t rows, double fallback) const {
+  if (rows < 1) return std::nullopt;
+  const std::optional<Estimate> others = FromNeighbours(rows);
+  if (rows <= kMaxRows && Fresh(counts_[static_cast<size_t>(rows)])) {
+    const Estimate own = Own(counts_[static_cast<size_t>(rows)]);
+    if (own.settled) return own.seconds;
+    return others ? std::min(own.seconds, others->seconds) : fallback;
+  }
+  return others ? std::optional<double>(others->seconds) : std::nullopt;
+}
+
 double ExpectedEmitted(double alpha, int k) {
   double e = 1, term = 1;
   for (int j = 0; j < k; ++j) {
@@ -81,28 +97,87 @@ double ExpectedEmitted(double alpha, int k) {
   return e;
 }
 
-int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double alpha, int max_k,
-                         double margin, double draft_seconds, int free_drafts) {
-  if (max_k <= 0) return 0;
-  if (!(alpha > 0)) return 0;  // nothing is expected to be accepted
-  const std::optional<double> base = cost.Seconds(batch_rows);
-  if (!base || *base <= 0) return max_k;
-  const double b = static_cast<double>(batch_rows);
-  const double none = b / *base;  // tokens per second without these drafts
-  int best_k = 0;
-  double best = none * margin;
-  for (int k = 1; k <= max_k; ++k) {
-    const std::optional<StepCostModel::Estimate> e = cost.Predict(batch_rows + k);
-    const double t =
-        (e && (e->settled || e->interpolated) ? e->seconds : *base) +
-        static_cast<double>(std::max(k - free_drafts, 0)) * std::max(draft_seconds, 0.0);
-    const double rate = (b - 1 + ExpectedEmitted(alpha, k)) / std::max(t, 1e-12);
-    if (rate > best) {
+std::vector<int> PlanDraftLengths(const StepCostModel& cost, const StepPlanInput& in,
+                                  const std::vector<DraftCandidate>& candidates) {
+  std::vector<int> best_k(candidates.size(), 0);
+  const std::optional<double> base = cost.Seconds(in.batch_rows);
+  if (!base || *base <= 0) return best_k;
+  // Every draft, most likely first (ties: the candidate's order, then the position).
+  struct Draft {
+    double p;
+    size_t c;
+    int j;
+  };
+  std::vector<Draft> order;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    for (size_t j = 0; j < candidates[c].accept.size(); ++j) {
+      if (!(candidates[c].accept[j] > 0)) break;
+      order.push_back({candidates[c].accept[j], c, static_cast<int>(j)});
+    }
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Draft& a, const Draft& b) { return a.p > b.p; });
+  if (order.empty()) return best_k;
+  if (!cost.Believed(in.batch_rows + 1, *base)) {  // one draft measures what a row adds
+    best_k[order[0].c] = 1;
+    return best_k;
+  }
+  const double rows0 = static_cast<double>(in.batch_rows);
+  const double floor_rate = (1 - in.tolerance) / *base;  // what no member may fall below
+  // What one row of the step costs the others: an accepted draft saves its sequence a later
+  // step, in which a member without drafts then computes alongside one row fewer.
+  const std::optional<double> below =
+      in.batch_rows > 1 ? cost.Seconds(in.batch_rows - 1) : std::nullopt;
+  const double row_seconds = below ? std::max(*base - *below, 0.0) : 0.0;
+  double best = in.margin * rows0 / *base;                 // what a plan must beat
+  std::vector<int> k(candidates.size(), 0);
+  std::vector<double> emitted(candidates.size(), 1.0);
+  int longest = 0;
+  double extra = 0;  // expected tokens the drafts add
+  for (size_t d = 0; d < order.size(); ++d) {
+    const Draft& x = order[d];
+    if (x.j != k[x.c]) continue;  // (non-increasing accept: never happens)
+    k[x.c] = x.j + 1;
+    emitted[x.c] += x.p;
+    extra += x.p;
+    longest = std::max(longest, k[x.c]);
+    const std::optional<double> t_rows =
+        cost.Believed(in.batch_rows + static_cast<int64_t>(d) + 1, *base);
+    if (!t_rows) break;  // no basis this far up (and none further)
+    const double t = *t_rows + static_cast<double>(std::max(longest - in.free_draft_forwards, 0)) *
+                                   std::max(in.draft_seconds, 0.0);
+    if (t <= 0) continue;
+    // A member without drafts (idle, or a candidate left at 0) waits t for its token, less
+    // the rows the accepted drafts will spare it later.
+    const double t_idle = std::max(t - extra * row_seconds, 1e-12);
+    bool feasible = true;
+    for (size_t c = 0; c < candidates.size() && feasible; ++c) {
+      feasible = k[c] > 0 ? emitted[c] / t >= floor_rate : 1 / t_idle >= floor_rate;
+    }
+    if (in.num_idle > 0 && 1 / t_idle < floor_rate) feasible = false;
+    const double rate = (rows0 + extra) / t;
+    if (feasible && rate > best) {
       best = rate;
       best_k = k;
     }
   }
   return best_k;
+}
+
+int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double alpha, int max_k,
+                         double margin, double draft_seconds, int free_drafts) {
+  if (max_k <= 0) return 0;
+  if (!(alpha > 0)) return 0;  // nothing is expected to be accepted
+  if (!cost.Seconds(batch_rows)) return max_k;
+  DraftCandidate c;
+  double p = 1;
+  for (int j = 0; j < max_k; ++j) c.accept.push_back(p *= std::min(alpha, 1.0));
+  StepPlanInput in;
+  in.batch_rows = batch_rows;
+  in.margin = margin;
+  in.draft_seconds = draft_seconds;
+  in.free_draft_forwards = free_drafts;
+  return PlanDraftLengths(cost, in, {c})[0];
 }
 
 }  // namespace tachyon::spec

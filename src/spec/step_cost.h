@@ -14,10 +14,10 @@
 // the nearest counts with fresh samples below and above n (`interpolated`), else extrapolated
 // along the last two counts' slope above the largest one (never falling); unknown below the
 // smallest count or with a single count. An estimate is `settled` when it rests on at least
-// kSettled fresh samples of n itself, or is interpolated below a settled count (a slow sample of
-// the count below raises the cost without drafts alike, so it errs towards drafting, which
-// measures again); extrapolations never are. Decode steps teach the small counts, prefill chunks
-// the large ones, drafted steps those in between.
+// kSettled fresh samples of n itself, or is interpolated below a settled count; extrapolations
+// never are. Believed(n) is what the draft-length rules use (below). The engine feeds it steps
+// of decode and verify rows: decode steps teach the batch's own count, drafted steps the
+// counts above it.
 // Thread-safety: none (engine thread).
 #pragma once
 
@@ -51,6 +51,13 @@ class StepCostModel {
     const std::optional<Estimate> e = Predict(rows);
     return e ? std::optional<double>(e->seconds) : std::nullopt;
   }
+  // What the draft-length rules below take a step of `rows` rows to cost: rows' own estimate
+  // when settled; with one sample of its own, the lower of it and what the other counts say
+  // (interpolated or extrapolated as Predict does without rows' own samples: one slow step may
+  // be load, but a step is never sped up, so a fast one is believed), or, with nothing else to
+  // go by, `fallback` (the step without drafts: drafting measures it again); with none of its
+  // own, interpolated or extrapolated. nullopt: no basis at all.
+  std::optional<double> Believed(int64_t rows, double fallback) const;
   // The lower median of the fresh step times of exactly `rows` rows (none: nullopt). O(1).
   std::optional<double> Measured(int64_t rows) const;
 
@@ -65,6 +72,8 @@ class StepCostModel {
   bool Fresh(const Count& c) const { return c.last_at >= 0 && now_ - c.last_at < kForgetAfter; }
   // The lower median of c's fresh samples and how many there are. REQUIRES: Fresh(c).
   Estimate Own(const Count& c) const;
+  // Predict(rows) from the other counts only (interpolated or extrapolated).
+  std::optional<Estimate> FromNeighbours(int64_t rows) const;
 
   std::vector<Count> counts_;  // [rows]
   int64_t now_ = 0;            // observations so far
@@ -74,22 +83,47 @@ class StepCostModel {
 // with probability `alpha` given the ones before it were: 1 + alpha + ... + alpha^k.
 double ExpectedEmitted(double alpha, int k);
 
-// The draft length in [0, max_k] that maximises the batch's tokens per second: a step of
-// `batch_rows` rows without this sequence's drafts emits batch_rows tokens; with k drafts it
-// emits batch_rows - 1 + ExpectedEmitted(alpha, k) in Predict(batch_rows + k). Row counts
-// whose cost is unknown, extrapolated or resting on a single sample of their own are taken as
-// costing what batch_rows does (drafting is tried, and the steps it runs teach the model, so one
-// slow step is measured again rather than believed); interpolated ones are believed even when
-// the count above has one sample (typically the prompt's prefill chunk: before any draft it is
-// what tells a model whose rows are expensive, where a long draft that misses costs several
-// steps, from a memory-bound one; each step of a new row count then refines it). max_k when
-// batch_rows' own cost is unknown; 0 when alpha is 0.
-// `margin` (>= 1): a draft length must beat no drafts by this factor.
-// `draft_seconds` (>= 0): what drafting one token costs before the step (a draft model's
-// forward pass; 0 for drafters whose cost is negligible): k drafts add k of it to the step,
-// less `free_drafts` (>= 0) of them (forwards that run anyway: a draft model drafts every
-// sequence of a step at once, so another sequence's drafts already pay for that many).
-// `batch_rows` is what the step computes before these drafts (other sequences' drafts count).
+// One step's drafting plan (PlanDraftLengths): which of the sequences that could draft verify
+// how many drafts. Every member of the step progresses at its expected tokens (1 + the
+// accepted drafts; a sequence without drafts or a prompt chunk: 1) per second of the step.
+// The plan maximises the batch's expected tokens per second, and no member may lose: each
+// drafting sequence's expected tokens per second, and each member without drafts' 1 / step
+// seconds, must stay within `tolerance` of 1 / t(batch_rows), what the step without drafts
+// gives them. (Tokens per second of the batch alone would let one sequence's drafts slow the
+// others: a batch that finishes when its slowest member does, a waiting prompt, or a request
+// whose own drafts fail would then lose.) The whole plan must beat no drafts by `margin`.
+struct StepPlanInput {
+  int64_t batch_rows = 1;  // rows the step computes without drafts (one per running sequence)
+  // Members that draft nothing whatever the plan: running sequences not among the candidates
+  // (a prompt chunk, a request that has nothing to draft) and requests waiting for a prompt
+  // chunk. With any, the step may only grow within `tolerance`.
+  int num_idle = 0;
+  double margin = 1.05;     // >= 1
+  double tolerance = 0.01;  // in [0, 1)
+  // Seconds of one draft-model forward (0 for drafters whose cost is negligible): a plan whose
+  // longest draft is k runs k of them before the step, less `free_draft_forwards` that run
+  // anyway.
+  double draft_seconds = 0;
+  int free_draft_forwards = 0;
+};
+// One candidate: accept[j] = the probability that its drafts 0..j are all accepted
+// (non-increasing, in [0, 1]); accept.size() = the most drafts it may verify.
+struct DraftCandidate {
+  std::vector<double> accept;
+};
+// The number of drafts each candidate verifies (same order), from the step costs
+// StepCostModel::Believed gives: drafts are added in the order of their probability of
+// acceptance (the most likely first, a sequence's in order) and the best feasible prefix of
+// that order wins. All 0 when t(batch_rows) is unknown. A step of a row count with no basis
+// at all is not planned, except one draft (the most likely) when t(batch_rows + 1) is
+// unknown: that step measures it.
+std::vector<int> PlanDraftLengths(const StepCostModel& cost, const StepPlanInput& in,
+                                  const std::vector<DraftCandidate>& candidates);
+
+// One sequence alone in its step (PlanDraftLengths with one candidate whose drafts are each
+// accepted with probability alpha given the ones before, no idle member): the draft length in
+// [0, max_k]. max_k when batch_rows' own cost is unknown; 0 when alpha is 0. `batch_rows`,
+// `draft_seconds`, `free_drafts` as in StepPlanInput.
 int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double alpha, int max_k,
                          double margin, double draft_seconds = 0, int free_drafts = 0);
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace tachyon::spec {
 namespace {
 
@@ -139,6 +141,111 @@ TEST(CostAwareDraftLengthTest, ADraftModelsForwardsCountPerDraftedToken) {
   // Forwards another sequence's drafts run anyway are free: up to them, only the rows count.
   EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.5, 8, 1.05, 0.5, /*free_drafts=*/8), 8);
   EXPECT_EQ(CostAwareDraftLength(flat, 1, 0.99, 8, 1.05, 1.0, /*free_drafts=*/3), 3);
+}
+
+TEST(StepCostModelTest, OneSampleIsBelievedUpToWhatTheOtherCountsSay) {
+  StepCostModel m;
+  ObserveSettled(&m, 1, 1.0);
+  ObserveSettled(&m, 2, 1.5);
+  // Nothing measured of 5: along 1 and 2.
+  EXPECT_DOUBLE_EQ(*m.Believed(5, 1.0), 3.0);
+  // One fast sample is believed (a step is never sped up), one slow one is not.
+  m.Observe(5, 2.0);
+  EXPECT_DOUBLE_EQ(*m.Believed(5, 1.0), 2.0);
+  StepCostModel spike;
+  ObserveSettled(&spike, 1, 1.0);
+  ObserveSettled(&spike, 2, 1.5);
+  spike.Observe(5, 30.0);
+  EXPECT_DOUBLE_EQ(*spike.Believed(5, 1.0), 3.0);
+  spike.Observe(5, 30.0);  // twice: settled
+  EXPECT_DOUBLE_EQ(*spike.Believed(5, 1.0), 30.0);
+  // One sample and nothing else to go by: the fallback.
+  StepCostModel lone;
+  lone.Observe(9, 10.0);
+  EXPECT_DOUBLE_EQ(*lone.Believed(9, 1.0), 1.0);
+  EXPECT_FALSE(lone.Believed(4, 1.0).has_value());
+}
+
+// t(n) = a + b n for n = 1..64, each measured twice.
+StepCostModel Linear(double a, double b) {
+  StepCostModel m;
+  for (int64_t n = 1; n <= 64; ++n) ObserveSettled(&m, n, a + b * static_cast<double>(n));
+  return m;
+}
+
+DraftCandidate Geometric(double alpha, int k) {
+  DraftCandidate c;
+  double p = 1;
+  for (int j = 0; j < k; ++j) c.accept.push_back(p *= alpha);
+  return c;
+}
+
+TEST(PlanDraftLengthsTest, NoMemberOfAStepLosesWhereRowsAreExpensive) {
+  // A small model (a 9-row step costs 3.6 one-row steps): at batch 2, one sequence's drafts
+  // would slow the other by a row per draft; even well-accepted drafts are not planned.
+  const StepCostModel small = Linear(2.0, 1.0);
+  StepPlanInput in;
+  in.batch_rows = 2;
+  in.num_idle = 1;
+  EXPECT_EQ(PlanDraftLengths(small, in, {Geometric(0.9, 8)}), std::vector<int>{0});
+  // Alone, the same sequence drafts (tokens per second of the batch = its own).
+  in.batch_rows = 1;
+  in.num_idle = 0;
+  EXPECT_GT(PlanDraftLengths(small, in, {Geometric(0.9, 8)})[0], 0);
+  // Both sequences of the batch drafting well: both gain, so both draft.
+  in.batch_rows = 2;
+  const std::vector<int> both = PlanDraftLengths(small, in, {Geometric(0.9, 8), Geometric(0.9, 8)});
+  EXPECT_GT(both[0], 0);
+  EXPECT_GT(both[1], 0);
+  // One drafting well, one badly: the bad one would lose by the good one's rows, and its own
+  // drafts do not make up for them. Nothing.
+  EXPECT_EQ(PlanDraftLengths(small, in, {Geometric(0.9, 8), Geometric(0.05, 8)}),
+            (std::vector<int>{0, 0}));
+}
+
+TEST(PlanDraftLengthsTest, AWaitingPromptIsNotSlowed) {
+  // Memory-bound up to 4 rows, then each row costs a tenth of a step: alone, 8 drafts pay; with
+  // a prompt waiting for the step, only the rows that do not slow it.
+  StepCostModel m;
+  for (int64_t n = 1; n <= 64; ++n) {
+    ObserveSettled(&m, n, n <= 4 ? 1.0 : 1.0 + 0.1 * static_cast<double>(n - 4));
+  }
+  StepPlanInput in;
+  in.batch_rows = 1;
+  EXPECT_EQ(PlanDraftLengths(m, in, {Geometric(0.95, 8)}), std::vector<int>{8});
+  in.num_idle = 1;
+  EXPECT_EQ(PlanDraftLengths(m, in, {Geometric(0.95, 8)}), std::vector<int>{3});
+}
+
+TEST(PlanDraftLengthsTest, LikelierDraftsFirstAndTheDrafterSaysWhereToStop) {
+  // Flat up to 4 rows, then a step more per row: the free rows go to the likeliest drafts,
+  // across sequences.
+  StepCostModel m;
+  for (int64_t n = 1; n <= 64; ++n) {
+    ObserveSettled(&m, n, n <= 4 ? 1.0 : 1.0 + 1.0 * static_cast<double>(n - 4));
+  }
+  StepPlanInput in;
+  in.batch_rows = 1;
+  EXPECT_EQ(PlanDraftLengths(m, in, {Geometric(0.9, 8)}), std::vector<int>{3});
+  // Where each row costs a third of a step, a drafter that doubts its second token stops
+  // before it; at the request's acceptance alone the draft would be 5 long.
+  const StepCostModel small = Linear(2.0, 1.0);
+  DraftCandidate unsure;
+  unsure.accept = {0.9, 0.05, 0.04};
+  EXPECT_EQ(PlanDraftLengths(small, in, {unsure}), std::vector<int>{1});
+  EXPECT_EQ(PlanDraftLengths(small, in, {Geometric(0.9, 8)}), std::vector<int>{5});
+  // Two sequences in a step flat up to 4 rows: 2 + 2 drafts fill it, highest first.
+  in.batch_rows = 2;
+  const std::vector<int> two = PlanDraftLengths(m, in, {Geometric(0.9, 8), Geometric(0.6, 8)});
+  EXPECT_EQ(two[0] + two[1], 2);
+  EXPECT_GE(two[0], two[1]);
+  // Nothing known of a step with a draft row: one draft, the likeliest, measures it.
+  StepCostModel bare;
+  ObserveSettled(&bare, 2, 1.0);
+  EXPECT_EQ(PlanDraftLengths(bare, in, {Geometric(0.6, 8), Geometric(0.9, 8)}),
+            (std::vector<int>{0, 1}));
+  // Nothing known of the step without drafts: none.
+  EXPECT_EQ(PlanDraftLengths(StepCostModel(), in, {Geometric(0.9, 8)}), std::vector<int>{0});
 }
 
 }  // namespace

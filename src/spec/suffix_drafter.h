@@ -31,10 +31,11 @@
 namespace tachyon::spec {
 
 // The best draft of `tree` for the end of `tokens` (rules above). Appends to *draft, returns
-// its score; `match_len` (may be null) gets the m it came from (0: none).
+// its score; `match_len` (may be null) gets the m it came from (0: none); `probs` (may be
+// null) each drafted token's estimated probability (SuffixTree::Continue).
 double SuffixDraft(const SuffixTree& tree, std::span<const int32_t> tokens,
                    const SuffixConfig& params, int max_tokens, std::vector<int32_t>* draft,
-                   int* match_len);
+                   int* match_len, std::vector<double>* probs = nullptr);
 
 class SuffixDrafter : public Drafter {
  public:
@@ -45,6 +46,11 @@ class SuffixDrafter : public Drafter {
 
   void Propose(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
                int max_tokens, std::vector<int32_t>* draft) override;
+  // The estimates are the tree's (SuffixTree::Continue): how often the drafted continuation
+  // followed the matched tokens.
+  void ProposeScored(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
+                     int max_tokens, std::vector<int32_t>* draft,
+                     std::vector<double>* accept) override;
   // Drops the sequence's tree and adds its output to the global tree.
   void Release(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens) override;
 

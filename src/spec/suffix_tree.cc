@@ -105,7 +105,7 @@ int32_t SuffixTree::Find(std::span<const int32_t> pattern) const {
 }
 
 double SuffixTree::Continue(int32_t node, int max_tokens, double min_prob,
-                            std::vector<int32_t>* out) const {
+                            std::vector<int32_t>* out, std::vector<double>* probs) const {
   double score = 0, prob = 1;
   for (int n = 0; n < max_tokens; ++n) {
     const Node& cur = nodes_[node];
@@ -120,6 +120,7 @@ double SuffixTree::Continue(int32_t node, int max_tokens, double min_prob,
     const double p = prob * nodes_[best].count / cur.child_total;
     if (p < min_prob) break;
     out->push_back(nodes_[best].token);
+    if (probs) probs->push_back(p);
     score += p;
     prob = p;
     node = best;

@@ -49,8 +49,10 @@ class SuffixTree {
   // of count(child) / (occurrences of the current string that were followed by a token);
   // stops before a token whose probability falls below min_prob, at max_tokens, or where
   // nothing followed. Appends the tokens to *out and returns the sum of their probabilities
-  // (the expected number of them a verifier accepts, if the estimates hold).
-  double Continue(int32_t node, int max_tokens, double min_prob, std::vector<int32_t>* out) const;
+  // (the expected number of them a verifier accepts, if the estimates hold). `probs` (may be
+  // null) gets each appended token's probability (non-increasing).
+  double Continue(int32_t node, int max_tokens, double min_prob, std::vector<int32_t>* out,
+                  std::vector<double>* probs = nullptr) const;
 
   int64_t count(int32_t node) const { return nodes_[node].count; }
   int depth(int32_t node) const { return nodes_[node].depth; }
