@@ -74,7 +74,7 @@ void Speculator::Propose(Request* r, int num_running, int64_t max_model_len) {
   // acceptance (alpha^(j+1)), lowered where the drafter's own estimate is lower.
   Candidate cand{r, c.probing(), {}};
   // (Capped as the controller's rate is: no run of acceptance makes a draft certain.)
-  const double alpha = std::clamp(c.alpha(), 0.0, kMaxAlpha);
+  const double alpha = std::clamp(c.priced_alpha(), 0.0, kMaxAlpha);
   if (draft_model_) {
     double p = 1;
     for (int j = 0; j < k; ++j) cand.accept.push_back(p *= alpha);

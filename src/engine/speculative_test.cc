@@ -562,7 +562,8 @@ TEST(SpeculativeTest, AWaitingPromptIsNotSlowedByDrafts) {
   r.num_prompt_tokens = 28;
   r.max_tokens = 100;
   r.state = RequestState::kRunning;
-  for (int i = 0; i < 3; ++i) {  // drafts accepted: priced at the highest acceptance
+  for (int i = 0; i < spec::DraftLengthController::kWarmupDrafts; ++i) {
+    // Drafts accepted: priced at the highest acceptance.
     (*sp)->Propose(&r, 1, 1 << 20);
     (*sp)->Flush(/*num_waiting=*/0);
     const int k = static_cast<int>(r.draft_tokens.size());

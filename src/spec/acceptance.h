@@ -73,6 +73,15 @@ class DraftLengthController {
 
   double rate() const { return rate_; }
   double alpha() const { return num_drafts_ == 0 ? kFirstDraftAlpha : alpha_; }
+  // alpha() as the engine's cost rule prices drafts: over the first kWarmupDrafts verified
+  // drafts it is shrunk towards kFirstDraftAlpha as if two drafts at that prior had been seen
+  // too, so one lucky token does not buy a long draft where rows are expensive (the price
+  // moves a third of the way per draft at first, not all the way); from then on alpha().
+  double priced_alpha() const {
+    return num_drafts_ >= kWarmupDrafts
+               ? alpha_
+               : (num_drafts_ * alpha_ + 2 * kFirstDraftAlpha) / (num_drafts_ + 2);
+  }
   bool paused() const { return pause_left_ > 0; }
   // The next draft follows a pause: a one-token probe, outside the cost rule.
   bool probing() const { return probing_ || cost_probe_; }

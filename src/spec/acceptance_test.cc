@@ -62,5 +62,18 @@ TEST(DraftLengthControllerTest, PoorAcceptancePausesThenProbes) {
   EXPECT_EQ(c.NextLength(4), 4);
 }
 
+TEST(DraftLengthControllerTest, PricedAlphaLeansOnThePriorOverTheFirstDrafts) {
+  DraftLengthController c(0.2);
+  EXPECT_DOUBLE_EQ(c.priced_alpha(), DraftLengthController::kFirstDraftAlpha);
+  c.Record(1, 1);  // one lucky token: alpha says 1, the price (1 + 2 x 0.5) / 3
+  EXPECT_DOUBLE_EQ(c.alpha(), 1.0);
+  EXPECT_DOUBLE_EQ(c.priced_alpha(), 2.0 / 3.0);
+  DraftLengthController miss(0.2);
+  miss.Record(8, 0);  // one miss: alpha leans to 0.7, the price a third of the way there
+  EXPECT_DOUBLE_EQ(miss.priced_alpha(), (0.7 + 2 * 0.5) / 3);
+  for (int i = 1; i < DraftLengthController::kWarmupDrafts; ++i) c.Record(1, 1);
+  EXPECT_DOUBLE_EQ(c.priced_alpha(), c.alpha());  // warmed up: alpha itself
+}
+
 }  // namespace
 }  // namespace tachyon::spec
