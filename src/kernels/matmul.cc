@@ -5,7 +5,6 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
-#include <string_view>
 #include <vector>
 
 #include "kernels/matmul_int8_amx.h"
@@ -207,25 +206,9 @@ namespace {
 constexpr int64_t kDynamicMaxRows = 8;
 constexpr int64_t kChunksPerThread = 4;
 
-// TACHYON_DECODE_CHUNKS=halves (for A/B benchmarks): each dynamic claim takes 1 / threads of
-// the pass (two claims at two threads, the second by whichever thread is free) instead of
-// the shrinking chunks: fewer claims and longer runs of each thread's units, against the
-// balance at the end of a pass. Results are the same bits either way.
-bool WholeShareChunks() {
-  static const bool on = [] {
-    const char* v = std::getenv("TACHYON_DECODE_CHUNKS");
-    return v != nullptr && std::string_view(v) == "halves";
-  }();
-  return on;
-}
-
 // The size of the next dynamic chunk when `left` of `total` units are unclaimed (whole tile
 // pairs: the two-tile kernels).
 int64_t NextChunk(int64_t total, int64_t left, int nt) {
-  if (WholeShareChunks()) {
-    const int64_t c = (total + nt - 1) / nt;
-    return c + c % 2;
-  }
   const int64_t cap = (total + nt * kChunksPerThread - 1) / (nt * kChunksPerThread);
   int64_t c = std::min(cap, std::max<int64_t>(2, (left + 2 * nt - 1) / (2 * nt)));
   return c + c % 2;
