@@ -1,30 +1,38 @@
 #!/usr/bin/env bash
 # Speculative decoding, single stream: decode tok/s with --speculative-config off and with each
-# given config, for a code-edit, a summarisation and a free-chat prompt (bench/spec_prompts/);
-# runs alternate (off, config 1, config 2, ..., then config 1, config 2, ..., off, ...: each round
-# starts one arm later) so the machine's drift and any bias of a place in the rotation hit all
-# alike;
-# prints each workload's medians, the ratios to off, and the share of drafted tokens accepted,
-# and per config the step times the cost rule measured last (target steps of 1 and 9 rows, a
-# draft model's one-row forward; medians over the rounds).
+# given config, for a code-edit, a summarisation and a free-chat prompt (bench/spec_prompts/).
+#
+# Paired rounds: in every round each config runs right beside a run without speculation of its
+# own (off then on in odd rounds, on then off in even ones; the configs' order rotates from
+# round to round), and the figure is the median over the rounds of the per-round ratio
+# on / off, with its spread (the lower and upper quartiles of those ratios, the lowest and
+# highest with fewer than 4 rounds). A machine's drift then cancels within a pair instead of
+# between whole arms. `off` as a config is a second arm without speculation paired the same
+# way: its median ratio and spread are the run's noise floor, what a config's ratio must clear
+# to mean anything (a config whose quartiles lie within the noise arm's cannot be told from
+# 1.0x). Also printed: the median tok/s of each side, the drafted tokens accepted, and per
+# config the step times the cost rule measured last (target steps of 1 and 9 rows, a draft
+# model's one-row forward; medians over the rounds).
 # Greedy, `tachyon run` (the serving engine); tok/s is that of `run` (time after the first token).
 #
-#   bench/spec_bench.sh MODEL.gguf [REPS] [SPEC_JSON|ngram|suffix|draft_model|off ...]
-#       default: 3 reps; ngram and suffix, num_speculative_tokens 8
-#   off: a second arm without speculation, run in the same rotation: its ratio to off is the
-#       noise floor of the run (what a config's ratio must clear to mean anything)
+#   bench/spec_bench.sh MODEL.gguf [ROUNDS|auto] [SPEC_JSON|ngram|suffix|draft_model|off ...]
+#       default: auto rounds; ngram and suffix, num_speculative_tokens 8
+#   auto: as many rounds as fit about AUTO_S (default 40) seconds of one config's pairs, between
+#       3 and MAX_ROUNDS (default 15), from the time of one warm-up run without speculation
+#       (per workload; not counted): a small model whose run takes a second gets 15 rounds,
+#       where its per-round noise is largest, a 1.5B model's 10-second runs get 3
 #   draft_model: {"method": "draft_model", "model": $DRAFT, "num_speculative_tokens": 8} (set
 #       DRAFT to a model sharing MODEL's tokenizer), e.g. the Qwen2.5-Coder pair:
 #       DRAFT=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf WORKLOADS=code-edit \
-#         bench/spec_bench.sh qwen2.5-coder-1.5b-instruct-q4_k_m.gguf 5 draft_model
+#         bench/spec_bench.sh qwen2.5-coder-1.5b-instruct-q4_k_m.gguf 5 draft_model off
 #
 # TEMPLATE=chatml (default) wraps each prompt in ChatML turns (SmolLM2, Qwen2.5); TEMPLATE=raw
 # passes it as is. N (default 200) tokens are generated; THREADS (default 2); WORKLOADS
-# (default "code-edit summarise chat"). Every config's text must equal the text without
+# (default "code-edit summarise chat"). Every config's text must equal its pair's text without
 # speculation (greedy), or the script fails. Run it on a quiet machine for figures; a smoke run
 # only checks that it works.
 set -euo pipefail
-model=$1 reps=${2:-3}
+model=$1 rounds=${2:-auto}
 shift $(($# < 2 ? $# : 2))
 specs=("$@")
 [ ${#specs[@]} -eq 0 ] && specs=(ngram suffix)
@@ -41,6 +49,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${TACHYON:-$root/build/tachyon}
 n=${N:-200} threads=${THREADS:-2} template=${TEMPLATE:-chatml}
 workloads=${WORKLOADS:-"code-edit summarise chat"}
+auto_s=${AUTO_S:-40} max_rounds=${MAX_ROUNDS:-15}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -52,65 +61,90 @@ wrap() {
   fi
 }
 
+# run WORKLOAD SIDE ROUND [SPEC]: one `tachyon run` into $out/WORKLOAD.SIDE.ROUND.{txt,err}.
+run() {
+  local args=(run -m "$model" -t "$threads" --temp 0 -n "$n" -p "$p")
+  [ -n "${4:-}" ] && [ "$4" != off ] && args+=(--speculative-config "$4")
+  "$bin" "${args[@]}" > "$out/$1.$2.$3.txt" 2> "$out/$1.$2.$3.err" ||
+    { cat "$out/$1.$2.$3.err" >&2; exit 1; }
+}
+
+nspec=${#specs[@]}
 for w in $workloads; do
   p=$(wrap "$(<"$root/bench/spec_prompts/$w.txt")")
   p=${p%x}  # (the x keeps the trailing newline through $(...))
-  sides=(off $(seq 0 $((${#specs[@]} - 1))))
-  for i in $(seq "$reps"); do
-    # Each round starts one arm later (off first, then config 0 first, ...), so whatever
-    # favours a place in the rotation favours every arm alike.
-    order=("${sides[@]:$(((i - 1) % ${#sides[@]}))}" "${sides[@]:0:$(((i - 1) % ${#sides[@]}))}")
-    for side in "${order[@]}"; do
-      args=(run -m "$model" -t "$threads" --temp 0 -n "$n" -p "$p")
-      [ "$side" != off ] && [ "${specs[$side]}" != off ] && args+=(--speculative-config "${specs[$side]}")
-      "$bin" "${args[@]}" > "$out/$w.$side.$i.txt" 2> "$out/$w.$side.$i.err" ||
-        { cat "$out/$w.$side.$i.err" >&2; exit 1; }
-    done
-    for side in "${sides[@]:1}"; do
-      if ! cmp -s "$out/$w.off.$i.txt" "$out/$w.$side.$i.txt"; then
-        echo "spec_bench: $w: the output with ${specs[$side]} differs" >&2
+  r=$rounds
+  if [ "$r" = auto ]; then
+    t0=$EPOCHREALTIME
+    run "$w" warmup 0
+    r=$(python3 -c "import sys; a = [float(x) for x in sys.argv[1:]]
+print(max(3, min(int(a[3]), round(a[2] / (2 * (a[1] - a[0]))))))" "$t0" "$EPOCHREALTIME" "$auto_s" "$max_rounds")
+  fi
+  echo "$r" > "$out/$w.rounds"
+  echo "spec_bench: $w: $r rounds" >&2
+  for i in $(seq "$r"); do
+    for s in $(seq 0 $((nspec - 1))); do
+      j=$(((s + i - 1) % nspec))  # the configs' order rotates from round to round
+      if [ $(((i + j) % 2)) -eq 1 ]; then
+        run "$w" "off$j" "$i"; run "$w" "$j" "$i" "${specs[$j]}"
+      else
+        run "$w" "$j" "$i" "${specs[$j]}"; run "$w" "off$j" "$i"
+      fi
+      if ! cmp -s "$out/$w.off$j.$i.txt" "$out/$w.$j.$i.txt"; then
+        echo "spec_bench: $w: the output with ${specs[$j]} differs" >&2
         exit 1
       fi
     done
   done
 done
 
-python3 - "$out" "$reps" "$workloads" "${specs[@]}" <<'PY'
+python3 - "$out" "$workloads" "${specs[@]}" <<'PY'
 import pathlib, re, statistics, sys
-out, reps, workloads, specs = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
+out, workloads, specs = pathlib.Path(sys.argv[1]), sys.argv[2].split(), sys.argv[3:]
 for j, s in enumerate(specs):
     print(f"config {j}: {s}")
-head = f"{'workload':<10} {'off tok/s':>10}"
-for j in range(len(specs)):
-    head += f" {'c%d tok/s' % j:>9} {'ratio':>6} {'accepted':>10}"
-print(head)
+print("ratio: median of the per-round on/off ratios [spread: quartiles, or min-max under 4 rounds]")
+print(f"{'workload':<10} {'rounds':>6} {'cfg':>4} {'off tok/s':>10} {'on tok/s':>9}"
+      f" {'ratio':>6} {'spread':>13} {'accepted':>10}")
+
+def tok_s(err):
+    return float(re.search(r"generated: \d+ tokens, ([\d.]+) tok/s", err).group(1))
+
 for w in workloads:
-    line = ""
-    def median(side):
-        vals, acc, fwd = [], "", []
-        for i in range(1, reps + 1):
-            err = (out / f"{w}.{side}.{i}.err").read_text()
-            vals.append(float(re.search(r"generated: \d+ tokens, ([\d.]+) tok/s", err).group(1)))
-            m = re.search(r"speculative: \d+ drafts, (\d+) of (\d+) drafted", err)
+    rounds = int((out / f"{w}.rounds").read_text())
+    costs = []
+    for j in range(len(specs)):
+        off, on, ratios, acc, dr, fwd = [], [], [], 0, 0, []
+        for i in range(1, rounds + 1):
+            e_off = (out / f"{w}.off{j}.{i}.err").read_text()
+            e_on = (out / f"{w}.{j}.{i}.err").read_text()
+            off.append(tok_s(e_off))
+            on.append(tok_s(e_on))
+            ratios.append(on[-1] / off[-1])
+            m = re.search(r"speculative: \d+ drafts, (\d+) of (\d+) drafted", e_on)
             if m:
-                acc = f"{m.group(1)}/{m.group(2)}"
-            m = re.search(r"speculative step ms by rows:(.*)", err)
+                acc += int(m.group(1))
+                dr += int(m.group(2))
+            m = re.search(r"speculative step ms by rows:(.*)", e_on)
             if m:
                 rows = dict(x.split(":") for x in m.group(1).split(";")[0].split())
                 d = re.search(r"draft model one-row forward ([\d.]+) ms", m.group(1))
-                fwd.append((float(rows.get("1", "nan")), float(rows.get("9", "nan")),
-                            float(d.group(1)) if d else float("nan")))
+                fwd.append((float(rows.get("1", "nan")), float(rows.get("2", "nan")),
+                            float(rows.get("9", "nan")), float(d.group(1)) if d else float("nan")))
+        if rounds >= 4:
+            q = statistics.quantiles(ratios, n=4)
+            lo, hi = q[0], q[2]
+        else:
+            lo, hi = min(ratios), max(ratios)
+        # accepted / drafted tokens: the mean per run
+        a = f"{round(acc / rounds)}/{round(dr / rounds)}" if specs[j] != "off" else ""
+        print(f"{w:<10} {rounds:>6} {'c%d' % j:>4} {statistics.median(off):>10.2f}"
+              f" {statistics.median(on):>9.2f} {statistics.median(ratios):>6.2f}"
+              f" {f'{lo:.2f}-{hi:.2f}':>13} {a:>10}")
         if fwd:
-            med = [statistics.median(f[j] for f in fwd) for j in range(3)]
-            costs.append(f"c{side} target 1 row {med[0]:.1f}, 9 rows {med[1]:.1f}, draft 1 row {med[2]:.1f}")
-        return statistics.median(vals), acc
-    costs = []
-    off, _ = median("off")
-    line = f"{w:<10} {off:>10.2f}"
-    for j in range(len(specs)):
-        on, acc = median(str(j))
-        line += f" {on:>9.2f} {on / off:>6.2f} {acc:>10}"
-    print(line)
+            med = [statistics.median(f[k] for f in fwd) for k in range(4)]
+            costs.append(f"c{j} target 1 row {med[0]:.2f}, 2 rows {med[1]:.2f}, 9 rows {med[2]:.2f},"
+                         f" draft 1 row {med[3]:.2f} ms")
     for c in costs:  # the cost rule's last measurements (ms; nan: none), medians over rounds
         print(f"{'':<10} {c}")
 PY

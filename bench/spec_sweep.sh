@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Speculative decoding under concurrency: `tachyon bench --concurrency LEVELS` (the serving
 # engine, N requests at once, greedy, P prompt / G generated tokens each) with
-# --speculative-config off and on, alternating round by round; prints per level the median
-# aggregate and decode tok/s off and on, their ratio, and the share of drafted tokens accepted,
-# then the crossover: the lowest level from which on/off stays below 1.0.
+# --speculative-config off and on, the two side by side in every round (which runs first
+# alternates); prints per level the median aggregate and decode tok/s off and on, the median
+# over the rounds of each round's on / off ratio with its spread (quartiles, or lowest and
+# highest under 4 rounds), and the drafted tokens accepted, then the crossover: the lowest
+# level from which on/off stays below 1.0.
 #
 #   bench/spec_sweep.sh MODEL.gguf [ROUNDS] [SPEC_JSON]
 #       default: 3 rounds; '{"method": "ngram", "num_speculative_tokens": 8}' (whose
@@ -53,22 +55,30 @@ import json, pathlib, statistics, sys
 out, rounds, spec = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 runs = {s: [json.loads((out / f"{s}.{i}.json").read_text()) for i in range(1, rounds + 1)]
         for s in ("off", "on")}
+
+def ratio(k, key):
+    """The median over the rounds of on / off at level k, and its spread."""
+    r = [on[k][key] / off[k][key] for on, off in zip(runs["on"], runs["off"])]
+    lo, hi = (statistics.quantiles(r, n=4)[0::2] if len(r) >= 4 else (min(r), max(r)))
+    return statistics.median(r), f"{lo:.2f}-{hi:.2f}"
+
 print(f"spec: {spec}")
-print(f"{'conc':>4} {'off agg':>9} {'on agg':>9} {'ratio':>6} {'off dec':>9} {'on dec':>9}"
-      f" {'ratio':>6} {'accepted':>14}")
+print("ratio: median of the per-round on/off ratios [spread: quartiles, or min-max under 4 rounds]")
+print(f"{'conc':>4} {'off agg':>9} {'on agg':>9} {'ratio':>6} {'spread':>11} {'off dec':>9}"
+      f" {'on dec':>9} {'ratio':>6} {'spread':>11} {'accepted':>14}")
+ratios = []
 for k, lvl in enumerate(runs["off"][0]):
     med = {s: (statistics.median(r[k]["aggregate_tok_s"] for r in runs[s]),
                statistics.median(r[k]["decode_tok_s"] for r in runs[s])) for s in runs}
+    agg, agg_sp = ratio(k, "aggregate_tok_s")
+    dec, dec_sp = ratio(k, "decode_tok_s")
+    ratios.append((lvl["concurrency"], agg))
     acc = sum(r[k].get("spec_accepted_tokens", 0) for r in runs["on"])
     dr = sum(r[k].get("spec_draft_tokens", 0) for r in runs["on"])
-    print(f"{lvl['concurrency']:>4} {med['off'][0]:>9.1f} {med['on'][0]:>9.1f}"
-          f" {med['on'][0] / med['off'][0]:>6.2f} {med['off'][1]:>9.1f} {med['on'][1]:>9.1f}"
-          f" {med['on'][1] / med['off'][1]:>6.2f} {f'{acc}/{dr}':>14}")
+    print(f"{lvl['concurrency']:>4} {med['off'][0]:>9.1f} {med['on'][0]:>9.1f} {agg:>6.2f}"
+          f" {agg_sp:>11} {med['off'][1]:>9.1f} {med['on'][1]:>9.1f} {dec:>6.2f} {dec_sp:>11}"
+          f" {f'{acc}/{dr}':>14}")
 # The crossover: the lowest level from which speculation's aggregate tok/s stays below off's.
-ratios = [(lvl["concurrency"],
-           statistics.median(r[k]["aggregate_tok_s"] for r in runs["on"]) /
-           statistics.median(r[k]["aggregate_tok_s"] for r in runs["off"]))
-          for k, lvl in enumerate(runs["off"][0])]
 cross = next((c for i, (c, _) in enumerate(ratios) if all(x < 1.0 for _, x in ratios[i:])), None)
 if cross is None:
     print(f"crossover: none up to {ratios[-1][0]} (speculation pays or ties at every level)")
