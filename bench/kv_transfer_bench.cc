@@ -24,7 +24,14 @@
 //                  to read);
 //   engine_digest_ms  the engine's part with digests:1: checksumming every chunk of the
 //                  transfer right after it was written (while in cache), as the forward pass's
-//                  layer hook does; spread over the prefill's steps, not in the transfer's time.
+//                  layer hook does; spread over the prefill's steps, not in the transfer's time;
+//   hash_MiB_s     that checksum's speed (every row): the receiver's work per byte on top of
+//                  the kernel's copy, as it checksums each read's bytes right after the copy;
+//   hash_bound     1 / (1 + hash time / the hot blast's CPU time per side, per byte): the
+//                  of_blast of a receiver that does the blast's receiver's work (half the
+//                  blast's CPU) and checksums every byte besides, each side on its own core:
+//                  the ceiling the wire's checksum sets on this machine (CPU times, so a busy
+//                  machine moves it less than the wall-clock figures).
 //
 //   build/kv_transfer_bench [--benchmark_repetitions=5]
 #include <benchmark/benchmark.h>
@@ -43,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/pack.h"
 #include "kv/kv_transport.h"
 #include "kv/testing/wire_shape.h"
 #include "server/pd_receiver.h"
@@ -121,9 +129,12 @@ void BM_Transfer(benchmark::State& state) {
   const bool with_digests = state.range(4) != 0;
   const uint64_t total = uint64_t{blocks} * shape.block_bytes();
 
-  // The "pool": every block's chunks, filled with something other than zeros.
-  // Each chunk written, then (digests:1) checksummed while in cache, as the engine does.
-  std::vector<uint8_t> pool(total);
+  // The "pool": every block's chunks, filled with something other than zeros, in memory like
+  // the engine's KV cache (kernels::AllocateAligned: 2 MiB aligned, on transparent huge pages
+  // where the kernel allows). Each chunk written, then checksummed while in cache, as the
+  // engine does (the values go with the chunks with digests:1).
+  const kernels::AlignedBuffer pool_memory = kernels::AllocateAligned(total);
+  const std::span<uint8_t> pool(pool_memory.get(), total);
   std::vector<uint8_t> loaded(shape.block_bytes());  // a decode pool block
   const size_t num_chunks = total / shape.chunk_bytes;
   std::vector<uint64_t> digests(num_chunks);
@@ -133,7 +144,6 @@ void BM_Transfer(benchmark::State& state) {
     for (size_t i = 0; i < shape.chunk_bytes; ++i) {
       chunk[i] = static_cast<uint8_t>((c * shape.chunk_bytes + i) * 131 + 7);
     }
-    if (!with_digests) continue;
     const auto t = Clock::now();
     digests[c] = kv::KvWireChunkDigest({chunk, shape.chunk_bytes});
     digest_seconds += Seconds(t, Clock::now());
@@ -210,7 +220,12 @@ void BM_Transfer(benchmark::State& state) {
   state.counters["cpu_per_wall"] = cpu_seconds / seconds;  // 2 = both cores busy throughout
   // CPU time per byte against the blast's: less sensitive to other load than the wall clock.
   state.counters["cpu_of_blast"] = (blast_cpu / 4) / (cpu_seconds / transfers);
-  state.counters["engine_digest_ms"] = digest_seconds * 1e3;
+  state.counters["engine_digest_ms"] = with_digests ? digest_seconds * 1e3 : 0;
+  const double hash = static_cast<double>(total) / digest_seconds / (1 << 20);
+  state.counters["hash_MiB_s"] = hash;
+  const double blast_side_seconds_per_byte = blast_cpu / 2 / (4 * static_cast<double>(total));
+  state.counters["hash_bound"] =
+      1 / (1 + digest_seconds / static_cast<double>(total) / blast_side_seconds_per_byte);
   state.SetBytesProcessed(static_cast<int64_t>(total) * transfers);
 }
 
