@@ -34,6 +34,7 @@ struct Impl {
   PackedFn packed;    // kernel for the packed layout (null: the type has none)
   Packed2Fn packed2;  // two tiles at once (m >= 2), optional
   PackedGemmFn gemm;  // many activation rows at once, optional
+  int64_t gemm_min_rows = 0;  // gemm from this many activation rows on
 };
 
 Impl MakeImpl(SimdLevel level, GgmlType type) {
@@ -42,6 +43,7 @@ Impl MakeImpl(SimdLevel level, GgmlType type) {
     impl.packed = internal::PackedAvx512(type);
     impl.packed2 = internal::Packed2Avx512(type);
     impl.gemm = internal::PackedGemmAvx512(type);
+    impl.gemm_min_rows = GemmMinRows(type);
     impl.dot = internal::DotAvx512Float(type);
     if (!impl.dot) impl.dot = internal::DotAvx512Block32(type);
     if (!impl.dot) impl.dot = internal::DotAvx512K(type);
@@ -52,6 +54,10 @@ Impl MakeImpl(SimdLevel level, GgmlType type) {
     if (!impl.dot) impl.dot = internal::DotAvx2Float(type);
     if (!impl.dot) impl.dot = internal::DotAvx2Quant(type);
     if (!impl.quantize) impl.quantize = internal::QuantizeActAvx2(impl.act);
+    if (level == SimdLevel::kAvx2) {
+      impl.gemm = internal::PackedGemmAvx2(type);
+      impl.gemm_min_rows = internal::GemmMinRowsAvx2(type);
+    }
   }
   if (!impl.dot) impl.dot = internal::DotScalar(type);
   // The scalar packed kernels only stand in for a missing SIMD kernel at the scalar level;
@@ -119,11 +125,6 @@ bool TwoTiles(int64_t m) {
 void RunPackedTiles(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride, int64_t m,
                     float* y, int64_t t0, int64_t t1) {
   const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
-  if (impl.gemm != nullptr && m >= GemmMinRows(w.type)) {
-    impl.gemm(w.cols, w.packed + static_cast<size_t>(t0) * tile_bytes, tile_bytes, t1 - t0,
-              w.rows - t0 * kPackRows, act, stride, m, y + t0 * kPackRows, w.rows);
-    return;
-  }
   constexpr int64_t g = internal::kPackedMaxRows;
   const int64_t mc = std::max<int64_t>(g, static_cast<int64_t>(kActChunkBytes / stride) / g * g);
   for (int64_t i0 = 0; i0 < m; i0 += mc) {
@@ -166,7 +167,11 @@ int64_t Units(const Weight& w) {
 void RunUnits(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride, int64_t m,
               float* y, int64_t u0, int64_t u1) {
   static_assert(kUnitRows == kPackRows);
-  if (w.packed != nullptr && impl.packed != nullptr) {
+  if (w.packed != nullptr && impl.gemm != nullptr && m >= impl.gemm_min_rows) {
+    const size_t tile_bytes = PackedTileBytes(w.type, w.cols);
+    impl.gemm(w.cols, w.packed + static_cast<size_t>(u0) * tile_bytes, tile_bytes, u1 - u0,
+              w.rows - u0 * kPackRows, act, stride, m, y + u0 * kPackRows, w.rows);
+  } else if (w.packed != nullptr && impl.packed != nullptr) {
     RunPackedTiles(impl, w, act, stride, m, y, u0, u1);
   } else {
     RunRows(impl, w, act, stride, m, y, u0 * kUnitRows, std::min(w.rows, u1 * kUnitRows));
@@ -183,14 +188,32 @@ void CheckWeight(const Weight& w) {
 
 // Measured on the quiet VM (docs/kernels.md): below 8 rows the tile kernels win for every
 // type, whether the model fits the last-level cache or not; Q4_1's up to 15.
-int64_t GemmMinRows(GgmlType type) {
+namespace {
+// TACHYON_GEMM_MIN_ROWS, or 0 when unset.
+int64_t ForcedGemmMinRows() {
   static const int64_t forced = [] {
     const char* v = std::getenv("TACHYON_GEMM_MIN_ROWS");
     return v ? std::max<int64_t>(1, std::atoll(v)) : int64_t{0};
   }();
-  if (forced > 0) return forced;
+  return forced;
+}
+}  // namespace
+
+int64_t GemmMinRows(GgmlType type) {
+  if (const int64_t forced = ForcedGemmMinRows(); forced > 0) return forced;
   return type == GgmlType::kQ4_1 ? 16 : 8;
 }
+
+namespace internal {
+
+// Measured on Zen 3 (docs/kernels.md, AVX2 GEMM): from 4 rows the GEMM takes 0.4-0.7 of the
+// few-row kernels' time for Q4_1 / Q4_K / Q6_K, at 1-3 rows the two are level.
+int64_t GemmMinRowsAvx2(GgmlType type) {
+  if (const int64_t forced = ForcedGemmMinRows(); forced > 0) return forced;
+  return type == GgmlType::kQ5_0 ? 1 : 4;
+}
+
+}  // namespace internal
 
 bool IsSupportedWeightType(GgmlType type) {
   return internal::DotScalar(type) != nullptr;

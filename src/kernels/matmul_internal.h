@@ -119,6 +119,13 @@ using PackedGemmFn = void (*)(int64_t k, const uint8_t* tiles, size_t tile_bytes
                               int64_t rows, const uint8_t* act, size_t act_stride, int64_t m,
                               float* y, int64_t ldy);
 PackedGemmFn PackedGemmAvx512(GgmlType type);
+// The AVX2 GEMM (matmul_gemm_avx2.cc): Q4_0, Q4_1, Q5_0, Q4_K, Q6_K; null for other types.
+PackedGemmFn PackedGemmAvx2(GgmlType type);
+// Activation rows from which MatMul runs PackedGemmAvx2 at the AVX2 level (measured; see
+// docs/kernels.md). Q5_0 has no AVX2 few-row packed kernel: its GEMM runs from 1 row, so a row's
+// result never depends on the row count (the GGUF-layout kernel sums in another order).
+// TACHYON_GEMM_MIN_ROWS=N sets N for every type, as for GemmMinRows.
+int64_t GemmMinRowsAvx2(GgmlType type);
 PackedFn PackedScalar(GgmlType type);
 PackedFn PackedAvx2(GgmlType type);
 PackedFn PackedAvx512(GgmlType type);

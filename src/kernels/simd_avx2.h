@@ -1,0 +1,42 @@
+// Small AVX2 helpers shared by the *_avx2.cc files (include only from those files).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace tachyon::kernels::internal {
+
+// The 4 bytes at p in every 32-bit lane.
+inline __m256i Bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// 8 fp16 values at p as floats.
+inline __m256 LoadF16x8(const void* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+}
+
+// The first n (0..8) floats of v to p; the rest of p[0..8) is not touched.
+inline void StoreFirst(float* p, __m256 v, int n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(p, v);
+  } else if (n > 0) {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    std::memcpy(p, t, sizeof(float) * static_cast<size_t>(n));
+  }
+}
+
+// p[0..n) (0..8) as the first lanes of a vector, zeros after them.
+inline __m256 LoadFirst(const float* p, int n) {
+  if (n >= 8) return _mm256_loadu_ps(p);
+  alignas(32) float t[8] = {};
+  if (n > 0) std::memcpy(t, p, sizeof(float) * static_cast<size_t>(n));
+  return _mm256_load_ps(t);
+}
+
+}  // namespace tachyon::kernels::internal
