@@ -214,12 +214,13 @@ def main():
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    replay_trace = not (a.no_reuse_only or a.no_trace)
     reqs = [r for r in load_trace(a.trace, a.requests, a.block_tokens, a.max_output)
-            if len(r["prompt"]) + r["max_tokens"] < a.max_model_len]
+            if len(r["prompt"]) + r["max_tokens"] < a.max_model_len] if replay_trace else []
     work = Path(tempfile.mkdtemp(prefix="kv-tier-bench-"))
     res = {"config": vars(a), "requests": len(reqs)}
     try:
-        if not (a.no_reuse_only or a.no_trace):
+        if replay_trace:
             for phase, tiers in (("off", None), ("on", work / "kv"), ("after_restart", work / "kv")):
                 s = serve(a, out / f"{phase}.log", tiers)
                 try:
