@@ -138,9 +138,11 @@ void Speculator::Plan(int num_waiting) {
         // that computed it, as when the cost is known), not in the next step's drafting round.
         if (draft_model_ && r->num_output_tokens() == 1) queued_.push_back({r, 0});
       } else if (!cand.probe && !cand.drafter_lowered) {
-        // No length pays at the request's acceptance: pause, then probe. (A draft the
-        // drafter itself doubts is skipped without a pause: the next one may be a good match.)
-        controllers_.at(r->seq_id).DeclineForCost();
+        // No length pays at the request's acceptance: pause, then probe, at most as often as
+        // keeps its probes' rows within kProbeBudget of its time. (A draft the drafter itself
+        // doubts is skipped without a pause: the next one may be a good match.)
+        spec::DraftLengthController& c = controllers_.at(r->seq_id);
+        c.DeclineForCost(spec::ProbePause(cost_, rows, c.priced_alpha(), kProbeBudget));
       }
       continue;
     }

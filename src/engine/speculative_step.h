@@ -79,6 +79,9 @@ class Speculator {
   // verify rows only (a prompt chunk's rows cost differently).
   void ObserveStep(int64_t rows, double seconds) { cost_.Observe(rows, seconds); }
 
+  // The most of a request's step time its cost probes may take (spec::ProbePause).
+  static constexpr double kProbeBudget = 0.005;
+
   // The counters, with the cost rule's current estimates (SpecStats::step_seconds).
   spec::SpecStats stats() const;
   const spec::SpeculativeConfig& config() const { return config_; }

@@ -51,8 +51,8 @@ void DraftLengthController::Record(int drafted, int accepted) {
   }
 }
 
-void DraftLengthController::DeclineForCost() {
-  pause_left_ = next_cost_pause_;
+void DraftLengthController::DeclineForCost(int min_pause) {
+  pause_left_ = std::max(next_cost_pause_, std::min(min_pause, kMaxCostPause));
   cost_probe_ = true;
 }
 

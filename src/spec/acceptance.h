@@ -67,9 +67,11 @@ class DraftLengthController {
   // Poor acceptance: pause (16 steps, doubling up to 1024), then probe; the probe's result
   // alone sets rate().
   void Decline();
-  // No draft length pays at this step (the caller's cost model): pause kCostPause steps, then
+  // No draft length pays at this step (the caller's cost model): pause the current cost pause
+  // (kCostPause, doubled by each rejected probe up to kMaxCostPause) or `min_pause` steps if
+  // that is longer (at most kMaxCostPause: what a probe costs, ProbePause in step_cost.h), then
   // draft one token (probing(); the rate averages it as usual).
-  void DeclineForCost();
+  void DeclineForCost(int min_pause = 0);
 
   double rate() const { return rate_; }
   double alpha() const { return num_drafts_ == 0 ? kFirstDraftAlpha : alpha_; }

@@ -1,6 +1,7 @@
 #include "spec/step_cost.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tachyon::spec {
 
@@ -162,6 +163,20 @@ std::vector<int> PlanDraftLengths(const StepCostModel& cost, const StepPlanInput
     }
   }
   return best_k;
+}
+
+int ProbePause(const StepCostModel& cost, int64_t batch_rows, double alpha, double budget) {
+  const std::optional<StepCostModel::Estimate> base = cost.Predict(batch_rows);
+  const std::optional<StepCostModel::Estimate> more = cost.Predict(batch_rows + 1);
+  if (batch_rows < 1 || !base || !more || !base->settled || !more->settled ||
+      !(base->seconds > 0) || !(budget > 0)) {
+    return 0;
+  }
+  const double rows = static_cast<double>(batch_rows);
+  const double loss =
+      more->seconds / base->seconds * rows / (rows + std::clamp(alpha, 0.0, 1.0)) - 1;
+  if (!(loss > 0)) return 0;
+  return static_cast<int>(std::min(std::ceil(loss / budget - 1e-9), 1e6));  // (rounding)
 }
 
 int CostAwareDraftLength(const StepCostModel& cost, int64_t batch_rows, double alpha, int max_k,

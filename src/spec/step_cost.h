@@ -120,6 +120,17 @@ struct DraftCandidate {
 std::vector<int> PlanDraftLengths(const StepCostModel& cost, const StepPlanInput& in,
                                   const std::vector<DraftCandidate>& candidates);
 
+// The fewest steps between one sequence's cost probes (a one-token draft outside the plan,
+// engine/speculative_step.h) for its probes to cost at most `budget` of the batch's time: a
+// probe adds one row to a step of `batch_rows` and is accepted with probability `alpha`, so the
+// batch's seconds per token grow by t(batch_rows + 1) / t(batch_rows) x batch_rows /
+// (batch_rows + alpha) - 1 in that step (none where that is <= 0; rounded up). Where rows are
+// expensive (a small model whose two-row step costs half as much again as one) and the
+// request's drafts are rarely accepted, probes come rarely; where rows are nearly free, or the
+// probe is likely kept, the pause is short. 0 while either step is not settled
+// (StepCostModel::Predict): a cost measured once may be load.
+int ProbePause(const StepCostModel& cost, int64_t batch_rows, double alpha, double budget);
+
 // One sequence alone in its step (PlanDraftLengths with one candidate whose drafts are each
 // accepted with probability alpha given the ones before, no idle member): the draft length in
 // [0, max_k]. max_k when batch_rows' own cost is unknown; 0 when alpha is 0. `batch_rows`,

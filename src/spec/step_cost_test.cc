@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace tachyon::spec {
@@ -164,6 +165,41 @@ TEST(StepCostModelTest, OneSampleIsBelievedUpToWhatTheOtherCountsSay) {
   lone.Observe(9, 10.0);
   EXPECT_DOUBLE_EQ(*lone.Believed(9, 1.0), 1.0);
   EXPECT_FALSE(lone.Believed(4, 1.0).has_value());
+}
+
+TEST(ProbePauseTest, ProbesCostAtMostTheBudgetOfTheTime) {
+  StepCostModel m;
+  EXPECT_EQ(ProbePause(m, 1, 0, 0.005), 0);  // nothing known
+  ObserveSettled(&m, 1, 1.0);
+  m.Observe(2, 1.5);
+  EXPECT_EQ(ProbePause(m, 1, 0, 0.005), 0);  // one sample of 2 rows: maybe load
+  m.Observe(2, 1.5);
+  // A probe that is never kept adds half a step: 100 steps between probes keep them at 0.5%
+  // of the time.
+  EXPECT_EQ(ProbePause(m, 1, 0, 0.005), 100);
+  EXPECT_EQ(ProbePause(m, 1, 0, 0.01), 50);
+  // Kept a fifth of the time: 1.5 steps' time for 1.2 tokens, 25% more per token.
+  EXPECT_EQ(ProbePause(m, 1, 0.2, 0.005), 50);
+  // Kept half the time or more: a probe costs nothing on average.
+  EXPECT_EQ(ProbePause(m, 1, 0.5, 0.005), 0);
+  EXPECT_EQ(ProbePause(m, 1, 0.9, 0.005), 0);
+  // Nearly free rows: a short pause.
+  StepCostModel cheap;
+  ObserveSettled(&cheap, 1, 1.0);
+  ObserveSettled(&cheap, 2, 1.02);
+  EXPECT_EQ(ProbePause(cheap, 1, 0, 0.005), 4);
+  // A batch of 4: its own row's share of the step, shared by 4 tokens; between settled counts
+  // the costs are interpolated.
+  ObserveSettled(&cheap, 8, 2.0);
+  const double t4 = 1.02 + 0.98 * 2 / 6, t5 = 1.02 + 0.98 * 3 / 6;
+  EXPECT_EQ(ProbePause(cheap, 4, 0, 0.005), static_cast<int>(std::ceil((t5 / t4 - 1) / 0.005)));
+  EXPECT_EQ(ProbePause(cheap, 4, 0.1, 0.005),
+            static_cast<int>(std::ceil((t5 / t4 * 4 / 4.1 - 1) / 0.005)));
+  // A faster step of more rows (noise) costs nothing.
+  StepCostModel odd;
+  ObserveSettled(&odd, 1, 1.0);
+  ObserveSettled(&odd, 2, 0.9);
+  EXPECT_EQ(ProbePause(odd, 1, 0, 0.005), 0);
 }
 
 // t(n) = a + b n for n = 1..64, each measured twice.
