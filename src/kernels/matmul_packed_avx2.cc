@@ -9,6 +9,9 @@
 //   Q4_K / Q6_K: vpmaddubsw sums per sub-block in int16, the scale applied by the vpmaddwd
 //         that widens them; mins / the Q6_K offset 32 through vpmaddwd on int16 pairs against
 //         the activation's 16-element sums (see Q4KTileN / Q6KTileN).
+// TileN's fixed-count loops carry `#pragma GCC unroll`: at -O2 GCC left them rolled, so the
+// decoded codes u[] and the accumulators went through the stack on every block (about half
+// the speed at m = 1 from L2). The K-quant kernels measured no better unrolled and are not.
 #include <immintrin.h>
 
 #include <cstring>
@@ -40,6 +43,7 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
   const uint16_t* mins = scales + nb * kPackRows;
   Q8Row32 x[NX];
   __m256 acc[NX][2];
+#pragma GCC unroll 4
   for (int i = 0; i < NX; ++i) {
     x[i] = ViewQ8Row32(act + i * stride, k);
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -50,6 +54,7 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
     const uint8_t* codes = tile + b * kBlockBytes;
     _mm_prefetch(reinterpret_cast<const char*>(codes + 1024), _MM_HINT_T0);
     const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m256 dw = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * kPackRows + 8 * h)));
@@ -60,6 +65,7 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
                                 _mm256_set1_ps(4.0f))
                 : _mm256_mul_ps(dw, _mm256_set1_ps(-32.0f));
       __m256i u[8];
+#pragma GCC unroll 8
       for (int s = 0; s < kSteps; ++s) {
         const __m256i v = LoadY(codes + 64 * s + 32 * h);
         if constexpr (kQ8) {
@@ -69,11 +75,13 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
           u[s + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         }
       }
+#pragma GCC unroll 4
       for (int i = 0; i < NX; ++i) {
         const int8_t* xb = x[i].qs + xoff;
         __m256i isum;
         if constexpr (kQ8) {
           isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
           for (int s = 0; s < 8; ++s) {
             const __m256i xs = Bcast(xb + (s < 4 ? 4 * s : 64 + 4 * (s - 4)));
             const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(u[s]), _mm256_sign_epi8(xs, u[s]));
@@ -81,7 +89,9 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
           }
         } else {
           __m256i p = _mm256_maddubs_epi16(u[0], Bcast(xb));
+#pragma GCC unroll 4
           for (int s = 1; s < 4; ++s) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[s], Bcast(xb + 4 * s)));
+#pragma GCC unroll 4
           for (int s = 0; s < 4; ++s)
             p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[s + 4], Bcast(xb + 64 + 4 * s)));
           isum = _mm256_madd_epi16(p, ones);
@@ -94,6 +104,7 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
       }
     }
   }
+#pragma GCC unroll 4
   for (int i = 0; i < NX; ++i) {
     alignas(32) float out[16];
     _mm256_store_ps(out, acc[i][0]);
