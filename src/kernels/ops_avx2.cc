@@ -2,6 +2,7 @@
 #include "kernels/ops_avx2.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/ops_internal.h"
 
@@ -59,29 +60,41 @@ void AddRmsNorm256(float* x, const float* delta, const float* weight, float* out
   }
 }
 
-void SiluMul256(const float* gate, const float* up, float* out, int64_t n) {
+// out[0, n) = f(gate) * up for an elementwise 8-wide F; the last n % 8 elements go through F
+// too (zero-padded), so an element's result does not depend on its position in the call
+// (GatedMulRows produces one row of a larger SiluMul / GeluTanhMul at a time).
+template <typename F>
+void GatedMul256(const float* gate, const float* up, float* out, int64_t n, const F& f) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
-    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
-    _mm256_storeu_ps(out + i,
-                     _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1), e)), u));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(f(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
   }
-  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  if (i < n) {
+    alignas(32) float g[8] = {}, u[8] = {}, o[8];
+    const size_t rest = static_cast<size_t>(n - i) * sizeof(float);
+    std::memcpy(g, gate + i, rest);
+    std::memcpy(u, up + i, rest);
+    _mm256_store_ps(o, _mm256_mul_ps(f(_mm256_load_ps(g)), _mm256_load_ps(u)));
+    std::memcpy(out + i, o, rest);
+  }
+}
+
+void SiluMul256(const float* gate, const float* up, float* out, int64_t n) {
+  GatedMul256(gate, up, out, n, [](__m256 g) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1), e));
+  });
 }
 
 void GeluTanhMul256(const float* gate, const float* up, float* out, int64_t n) {
   const __m256 c2 = _mm256_set1_ps(kGeluTwoSqrt2OverPi), c3 = _mm256_set1_ps(kGeluCubic);
   const __m256 one = _mm256_set1_ps(1);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
+  GatedMul256(gate, up, out, n, [&](__m256 g) {
     const __m256 g2 = _mm256_mul_ps(g, g);
     const __m256 t = _mm256_mul_ps(_mm256_mul_ps(c2, g), _mm256_fmadd_ps(c3, g2, one));  // 2u
     const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), t));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u));
-  }
-  GeluTanhMulReference(gate + i, up + i, out + i, n - i);
+    return _mm256_div_ps(g, _mm256_add_ps(one, e));
+  });
 }
 
 void Softmax256(float* x, int64_t n) {
