@@ -22,7 +22,7 @@ namespace {
 const GgmlType kGemmTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ4_K,
                                GgmlType::kQ6_K};
 
-bool IsK(GgmlType t) {
+bool IsSuperBlock(GgmlType t) {
   return GetTypeTraits(static_cast<uint32_t>(t))->block_size == 256;
 }
 
@@ -98,10 +98,10 @@ void CheckGemm(GgmlType t, int64_t rows, int64_t cols, int64_t m, uint32_t seed)
 TEST(MatMulGemmAvx2, RaggedShapes) {
   if (!DetectedCpuFeatures().HasAvx2Set()) GTEST_SKIP() << "needs AVX2";
   for (GgmlType t : kGemmTypes) {
-    const int64_t blk = IsK(t) ? 256 : 32;
+    const int64_t blk = IsSuperBlock(t) ? 256 : 32;
     // Block counts around the slice (16 blocks / 2 super-blocks) and tile edges.
     const std::vector<int64_t> blocks =
-        IsK(t) ? std::vector<int64_t>{1, 2, 3, 5} : std::vector<int64_t>{1, 3, 16, 17, 33};
+        IsSuperBlock(t) ? std::vector<int64_t>{1, 2, 3, 5} : std::vector<int64_t>{1, 3, 16, 17, 33};
     for (int64_t nb : blocks) {
       for (int64_t rows : {1, 15, 16, 17, 37}) {
         CheckGemm(t, rows, nb * blk, 7, static_cast<uint32_t>(nb * 100 + rows));
@@ -114,7 +114,7 @@ TEST(MatMulGemmAvx2, RowCounts) {
   if (!DetectedCpuFeatures().HasAvx2Set()) GTEST_SKIP() << "needs AVX2";
   for (GgmlType t : kGemmTypes) {
     for (int64_t m : {1, 2, 3, 4, 5, 6, 8, 9, 13, 33}) {
-      CheckGemm(t, 33, IsK(t) ? 512 : 96, m, static_cast<uint32_t>(m));
+      CheckGemm(t, 33, IsSuperBlock(t) ? 512 : 96, m, static_cast<uint32_t>(m));
     }
   }
 }
@@ -122,13 +122,13 @@ TEST(MatMulGemmAvx2, RowCounts) {
 // Activation rows in several L2 chunks (256 KiB of rows each).
 TEST(MatMulGemmAvx2, SeveralChunks) {
   if (!DetectedCpuFeatures().HasAvx2Set()) GTEST_SKIP() << "needs AVX2";
-  for (GgmlType t : kGemmTypes) CheckGemm(t, 18, IsK(t) ? 4096 : 4000, 70, 5);
+  for (GgmlType t : kGemmTypes) CheckGemm(t, 18, IsSuperBlock(t) ? 4096 : 4000, 70, 5);
 }
 
 // Extreme codes and activations: every code at 0 or at its maximum against activations of
 // +-127, so each int16 lane sits at its bound (no saturation, no wrap left in the result).
 void SetCodes(MatMulProblem& p, uint8_t byte) {
-  const int64_t nblocks = p.rows * p.cols / (IsK(p.type) ? 256 : 32);
+  const int64_t nblocks = p.rows * p.cols / (IsSuperBlock(p.type) ? 256 : 32);
   for (int64_t b = 0; b < nblocks; ++b) {
     switch (p.type) {
       case GgmlType::kQ4_0:
@@ -161,7 +161,7 @@ TEST(MatMulGemmAvx2, ExtremeValues) {
   for (GgmlType t : kGemmTypes) {
     for (uint8_t byte : {uint8_t{0}, uint8_t{0xFF}}) {
       for (float sign : {1.0f, -1.0f}) {
-        const int64_t cols = IsK(t) ? 512 : 64;
+        const int64_t cols = IsSuperBlock(t) ? 512 : 64;
         MatMulProblem p = MakeMatMulProblem(t, 16, cols, 4, 9);
         SetCodes(p, byte);
         for (float& v : p.x) v = sign;  // quantizes to +-127 everywhere
@@ -190,7 +190,7 @@ TEST(MatMulGemmAvx2, MatMulAtAvx2) {
   if (!DetectedCpuFeatures().HasAvx2Set()) GTEST_SKIP() << "needs AVX2";
   ThreadPool pool(2);
   for (GgmlType t : kGemmTypes) {
-    MatMulProblem p = MakeMatMulProblem(t, 100, IsK(t) ? 768 : 160, 24, 21);
+    MatMulProblem p = MakeMatMulProblem(t, 100, IsSuperBlock(t) ? 768 : 160, 24, 21);
     PackProblem(p);
     std::vector<float> a(p.m * p.rows), b(p.m * p.rows);
     MatMulAtLevel(SimdLevel::kAvx2, p.weight, p.x.data(), p.m, a.data(), nullptr);
