@@ -21,6 +21,7 @@ using internal::Packed2Fn;
 using internal::PackedFn;
 using internal::PackedGemmFn;
 using internal::QuantizeActFn;
+using internal::ThreadScratch;
 
 // Bytes of weight rows swept per pass over the activation rows.
 constexpr size_t kWeightTileBytes = 192 * 1024;
@@ -82,12 +83,7 @@ const Impl& GetImpl(SimdLevel level, GgmlType type) {
   return tables[static_cast<int>(level)][static_cast<uint32_t>(type)];
 }
 
-uint8_t* Scratch(size_t bytes) {
-  thread_local std::vector<uint8_t> buf;
-  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
-  auto p = reinterpret_cast<uintptr_t>(buf.data());
-  return reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t{63});
-}
+struct ActScratch;  // ThreadScratch tag: converted activation rows
 
 void RunRows(const Impl& impl, const Weight& w, const uint8_t* act, size_t stride, int64_t m,
              float* y, int64_t r0, int64_t r1) {
@@ -355,7 +351,7 @@ void MatMulMultiAmxInt8(std::span<const Weight* const> ws, const float* x, int64
     CHECK(AmxInt8Supports(*w)) << "MatMulMultiAmxInt8: not a packed Q4_0 / Q8_0 weight";
   }
   const AmxInt8Act l = AmxInt8Layout(cols, m);
-  uint8_t* act = Scratch(l.bytes);
+  uint8_t* act = ThreadScratch<uint8_t, ActScratch>(l.bytes);
   auto convert = [&](int64_t b, int64_t e) { AmxInt8ConvertRows(x, cols, m, b, e, act); };
   if (pool && m >= 8) {
     pool->ParallelFor(l.mp, convert);
@@ -423,7 +419,7 @@ void MatMulMultiAmx(std::span<const Weight* const> ws, const float* x, int64_t m
   const bool split =
       std::any_of(ws.begin(), ws.end(), [](const Weight* w) { return AmxSplitType(w->type); });
   const size_t act_bytes = AmxActStride(cols) * static_cast<size_t>(mp);
-  uint8_t* act = Scratch(act_bytes * (split ? 2 : 1));
+  uint8_t* act = ThreadScratch<uint8_t, ActScratch>(act_bytes * (split ? 2 : 1));
   auto convert = [&](int64_t b, int64_t e) {
     AmxConvertRows(x, cols, m, b, e, act);
     if (split) AmxConvertRowsLow(x, cols, m, b, e, act + act_bytes);
@@ -531,7 +527,7 @@ void MatMulMultiImpl(SimdLevel level, std::span<const Weight* const> ws, const f
     act = reinterpret_cast<const uint8_t*>(floats());
   } else {
     stride = internal::ActRowBytes(first.act, cols);
-    uint8_t* buf = Scratch(stride * static_cast<size_t>(m));
+    uint8_t* buf = ThreadScratch<uint8_t, ActScratch>(stride * static_cast<size_t>(m));
     auto convert = [&](int64_t b, int64_t e) {
       float* row = x != nullptr ? nullptr : RowBuffer(cols);
       for (int64_t i = b; i < e; ++i) {

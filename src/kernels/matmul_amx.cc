@@ -61,15 +61,8 @@ const TileConfig& Config() {
   return cfg;
 }
 
-// Thread-local, 64-byte aligned, grown once.
-template <typename T, int kTag>
-T* Scratch(size_t elems) {
-  thread_local std::vector<T> buf;
-  const size_t pad = 64 / sizeof(T);
-  if (buf.size() < elems + pad) buf.resize(elems + pad);
-  auto p = reinterpret_cast<uintptr_t>(buf.data());
-  return reinterpret_cast<T*>((p + 63) & ~uintptr_t{63});
-}
+struct AmxAccScratch;  // ThreadScratch tags
+struct AmxSetScratch;
 
 // Where one C tile is loaded from / stored to.
 struct CTile {
@@ -307,12 +300,13 @@ void AmxRunTiles(const Weight& w, const uint8_t* act, int64_t m, float* y, int64
       kc < kp ? std::max<int64_t>(
                     2, static_cast<int64_t>(kAmxAccBytes / (static_cast<size_t>(mc) * 64)) / 2 * 2)
               : t1 - t0;
-  float* acc = kc < kp ? Scratch<float, 1>(static_cast<size_t>(ng * mc) * 16) : nullptr;
+  float* acc =
+      kc < kp ? ThreadScratch<float, AmxAccScratch>(static_cast<size_t>(ng * mc) * 16) : nullptr;
   const size_t ldy = static_cast<size_t>(w.rows) * sizeof(float);
   // Two sets of two panels (hi, then for split types two lo panels after them): the current
   // pair's, and the next pair's being converted between the current pair's tile steps.
   const size_t set = static_cast<size_t>(kc) * 32 * (split ? 2 : 1);
-  uint16_t* const set0 = Scratch<uint16_t, 0>(2 * set);
+  uint16_t* const set0 = ThreadScratch<uint16_t, AmxSetScratch>(2 * set);
   uint16_t* const panel_sets[2] = {set0, set0 + set};
   PanelJob next;
   // The lo activation rows follow the mp hi rows (MatMulMultiAmx, AmxConvertRowsLow).

@@ -50,12 +50,7 @@ constexpr int kRowsPerPass = 4;  // activation rows per micro-kernel pass
 // tiles sweep past them.
 constexpr size_t kActChunkBytes = 256 * 1024;
 
-uint8_t* Scratch(size_t bytes) {
-  thread_local std::vector<uint8_t> buf;  // grow-only per thread
-  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
-  auto p = reinterpret_cast<uintptr_t>(buf.data());
-  return reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t{63});
-}
+struct GemmAvx2Scratch;  // ThreadScratch tag: code slices, activation folds
 
 inline __m256i Load(const uint8_t* p) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
@@ -270,7 +265,7 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
   constexpr size_t kCodes = kBlocksPerSlice * kBlockBytes;
   constexpr size_t kMeta = kBlocksPerSlice * kMetaFloats * sizeof(float);
   const size_t fold_bytes = F::kFold ? static_cast<size_t>(std::min(mc, m) * nb) * 4 : 0;
-  uint8_t* codes = Scratch(kCodes + kMeta + fold_bytes);
+  uint8_t* codes = ThreadScratch<uint8_t, GemmAvx2Scratch>(kCodes + kMeta + fold_bytes);
   auto* meta = reinterpret_cast<float*>(codes + kCodes);
   auto* fold = reinterpret_cast<int32_t*>(codes + kCodes + kMeta);
   for (int64_t i0 = 0; i0 < m; i0 += mc) {
@@ -523,7 +518,8 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
   const int64_t mc = ChunkRows(m, stride);
   const int64_t ops_stride = kQ6 ? 16 * nb : 4 * nb;
   constexpr size_t kSlice = kSupersPerSlice * (kKCodeBytes + kKMetaBytes);
-  uint8_t* slice = Scratch(kSlice + static_cast<size_t>(std::min(mc, m) * ops_stride) * 4);
+  uint8_t* slice = ThreadScratch<uint8_t, GemmAvx2Scratch>(
+      kSlice + static_cast<size_t>(std::min(mc, m) * ops_stride) * 4);
   auto* ops = reinterpret_cast<int32_t*>(slice + kSlice);
   for (int64_t i0 = 0; i0 < m; i0 += mc) {
     const int64_t n = std::min(mc, m - i0);

@@ -34,12 +34,7 @@ namespace {
 
 constexpr int kBlockBytes = 512;  // one 32-block of 16 rows as 8 steps of u8 codes
 
-uint8_t* Scratch(size_t bytes) {
-  thread_local std::vector<uint8_t> buf;
-  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
-  auto p = reinterpret_cast<uintptr_t>(buf.data());
-  return reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t{63});
-}
+struct GemmAvx512Scratch;  // ThreadScratch tag: activation panel, code slices
 
 // Activation panel: the chunk's rows in groups of at most kRowsPerPass (RowGroups), so that
 // the micro-kernel reads one linear stream. Per group of n rows and block b, a
@@ -388,7 +383,7 @@ void Gemm32Chunk(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t nti
   // Scratch: the activation panel, then (4-bit / 5-bit codes) a two-tile u8 code slice.
   const size_t act_bytes = (PanelOffset(nb, m) + 63) / 64 * 64;
   const size_t code_bytes = F::kUnpack ? 2 * kBlocksPerPass * kBlockBytes : 0;
-  uint8_t* scratch = Scratch(act_bytes + code_bytes);
+  uint8_t* scratch = ThreadScratch<uint8_t, GemmAvx512Scratch>(act_bytes + code_bytes);
   BuildActPanel(k, act, stride, m, F::kCodeOffset, scratch);
   uint8_t* code_panel = scratch + act_bytes;
   for (int64_t t = 0; t < ntiles; t += 2) {
@@ -725,7 +720,8 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
   mc = (mc + kKRowsPerPass - 1) / kKRowsPerPass * kKRowsPerPass;
   // Scratch: the code / meta slice, then (Q4_K) a chunk's 32-element activation sums.
   const size_t slice_bytes = kSupersPerPass * 2 * (kKStepBytes + kKMetaBytes);
-  uint8_t* codes = Scratch(slice_bytes + (kQ6 ? 0 : static_cast<size_t>(std::min(mc, m) * nb) * 16));
+  uint8_t* codes = ThreadScratch<uint8_t, GemmAvx512Scratch>(
+      slice_bytes + (kQ6 ? 0 : static_cast<size_t>(std::min(mc, m) * nb) * 16));
   uint8_t* meta = codes + kSupersPerPass * 2 * kKStepBytes;
   auto* bsum32 = reinterpret_cast<int16_t*>(codes + slice_bytes);
   for (int64_t i0 = 0; i0 < m; i0 += mc) {

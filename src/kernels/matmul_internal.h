@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include <span>
+#include <vector>
 
 #include "kernels/matmul.h"
 #include "tensor/dtype.h"
@@ -19,6 +20,18 @@
 namespace tachyon::kernels::internal {
 
 inline constexpr int kMaxRows = 4;
+
+// A per-thread buffer of at least `elems` T, 64-byte aligned, grow-only (the pointer is valid
+// until this thread's next call with the same T and Tag). Each caller names its own Tag so
+// that buffers in use at once never alias.
+template <typename T, typename Tag>
+T* ThreadScratch(size_t elems) {
+  thread_local std::vector<T> buf;
+  const size_t pad = 64 / sizeof(T) + 1;
+  if (buf.size() < elems + pad) buf.resize(elems + pad);
+  auto p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<T*>((p + 63) & ~uintptr_t{63});
+}
 
 enum class ActFormat {
   kF32,     // float[k]: x itself

@@ -18,15 +18,11 @@
 
 #include "kernels/matmul_internal.h"
 #include "kernels/pack.h"
+#include "kernels/simd_avx2.h"
 
 namespace tachyon::kernels::internal {
 namespace {
 
-inline __m256i Bcast(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 inline __m256i LoadY(const uint8_t* p) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
 }
@@ -83,17 +79,19 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
           isum = _mm256_setzero_si256();
 #pragma GCC unroll 8
           for (int s = 0; s < 8; ++s) {
-            const __m256i xs = Bcast(xb + (s < 4 ? 4 * s : 64 + 4 * (s - 4)));
+            const __m256i xs = Bcast32(xb + (s < 4 ? 4 * s : 64 + 4 * (s - 4)));
             const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(u[s]), _mm256_sign_epi8(xs, u[s]));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
           }
         } else {
-          __m256i p = _mm256_maddubs_epi16(u[0], Bcast(xb));
+          __m256i p = _mm256_maddubs_epi16(u[0], Bcast32(xb));
 #pragma GCC unroll 4
-          for (int s = 1; s < 4; ++s) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[s], Bcast(xb + 4 * s)));
+          for (int s = 1; s < 4; ++s) {
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[s], Bcast32(xb + 4 * s)));
+          }
 #pragma GCC unroll 4
           for (int s = 0; s < 4; ++s)
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[s + 4], Bcast(xb + 64 + 4 * s)));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[s + 4], Bcast32(xb + 64 + 4 * s)));
           isum = _mm256_madd_epi16(p, ones);
         }
         const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(x[i].d4[4 * b]));
@@ -149,14 +147,6 @@ inline __m256i ScalePairs8(const uint8_t* p, bool is_signed) {  // 8 scales -> (
   const __m256i s = is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
   return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
 }
-inline __m256 Fp16x8(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m256i Bcast16(const int16_t* p) {  // two int16 as one broadcast dword
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 template <int NX>
 void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
@@ -185,8 +175,8 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
           const __m256i uh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
           for (int i = 0; i < NX; ++i) {
             const int8_t* xq = x[i].qs + 256 * b + 64 * c + 4 * t;
-            lo[i] = _mm256_add_epi16(lo[i], _mm256_maddubs_epi16(ul, Bcast(xq)));
-            hi[i] = _mm256_add_epi16(hi[i], _mm256_maddubs_epi16(uh, Bcast(xq + 32)));
+            lo[i] = _mm256_add_epi16(lo[i], _mm256_maddubs_epi16(ul, Bcast32(xq)));
+            hi[i] = _mm256_add_epi16(hi[i], _mm256_maddubs_epi16(uh, Bcast32(xq + 32)));
           }
         }
         const __m256i sl = ScalePairs8(meta + 16 * (2 * c) + 8 * h, false);
@@ -199,10 +189,11 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
       for (int j = 0; j < 8; ++j) {  // mins: sum_j min_j * (bsum_2j + bsum_2j+1)
         const __m256i mn = ScalePairs8(meta + 128 + 16 * j + 8 * h, false);
         for (int i = 0; i < NX; ++i) {
-          msum[i] = _mm256_add_epi32(msum[i], _mm256_madd_epi16(mn, Bcast16(x[i].bsums + 16 * b + 2 * j)));
+          msum[i] = _mm256_add_epi32(
+              msum[i], _mm256_madd_epi16(mn, Bcast32(x[i].bsums + 16 * b + 2 * j)));
         }
       }
-      const __m256 d = Fp16x8(meta + 256 + 16 * h), dmin = Fp16x8(meta + 288 + 16 * h);
+      const __m256 d = LoadF16x8(meta + 256 + 16 * h), dmin = LoadF16x8(meta + 288 + 16 * h);
       for (int i = 0; i < NX; ++i) {
         const __m256 dx = _mm256_set1_ps(x[i].d[b]);
         acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, dx), acc[i][h]);
@@ -247,10 +238,10 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
         const __m256i sc = ScalePairs8(meta + 16 * g + 8 * h, true);
         for (int i = 0; i < NX; ++i) {
           const int8_t* xq = x[i].qs + 256 * b + 16 * g;
-          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(qa, Bcast(xq)),
-                                              _mm256_maddubs_epi16(qb, Bcast(xq + 4)));
-          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(qc, Bcast(xq + 8)),
-                                              _mm256_maddubs_epi16(qd, Bcast(xq + 12)));
+          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(qa, Bcast32(xq)),
+                                              _mm256_maddubs_epi16(qb, Bcast32(xq + 4)));
+          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(qc, Bcast32(xq + 8)),
+                                              _mm256_maddubs_epi16(qd, Bcast32(xq + 12)));
           isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(_mm256_madd_epi16(p0, sc),
                                                                _mm256_madd_epi16(p1, sc)));
         }
@@ -262,10 +253,11 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
             _mm256_and_si256(_mm256_cvtepi8_epi32(l), _mm256_set1_epi32(0xFFFF)),
             _mm256_slli_epi32(_mm256_cvtepi8_epi32(u), 16));
         for (int i = 0; i < NX; ++i) {
-          cs[i] = _mm256_add_epi32(cs[i], _mm256_madd_epi16(pair, Bcast16(x[i].bsums + 16 * b + 2 * p)));
+          cs[i] = _mm256_add_epi32(
+              cs[i], _mm256_madd_epi16(pair, Bcast32(x[i].bsums + 16 * b + 2 * p)));
         }
       }
-      const __m256 d = Fp16x8(meta + 256 + 16 * h);
+      const __m256 d = LoadF16x8(meta + 256 + 16 * h);
       for (int i = 0; i < NX; ++i) {
         const __m256i tot = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(cs[i], 5));
         acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot),
