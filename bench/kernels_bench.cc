@@ -450,7 +450,11 @@ void RegisterAll() {
                 {128256, 2048},
                 // SmolLM2-135M: the FFN's gate / up and down
                 {1536, 576},
-                {576, 1536}};
+                {576, 1536},
+                // Qwen2.5-Coder-1.5B: the k / v projection (in L2), the FFN's gate / up and down
+                {256, 1536},
+                {8960, 1536},
+                {1536, 8960}};
   for (GgmlType t : types) {
     for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAmx}) {
       for (int64_t m : {2, 4, 8, 16, 32, 48, 64, 512}) {

@@ -6,7 +6,9 @@
 //  1. Each tile is taken a slice at a time (16 blocks of 32, or 2 super-blocks of 256), whose
 //     codes are unpacked once into u8 steps in L1 (step s: 4 code bytes of each of the 16 rows,
 //     rows 0..7 in the first 32 bytes) with the scales converted to floats beside them; every
-//     group of up to 4 activation rows then runs over the slice. The next slice's bytes are
+//     group of up to 4 activation rows then runs over the slice. Q5_0 and Q6_K, whose unpack
+//     costs the most, decode their codes in the first group's pass instead (Codes below): with
+//     one group (up to 4 rows) the codes never leave the registers. The next slice's bytes are
 //     prefetched a share per group.
 //  2. The micro-kernel keeps 2 x 4 int16 accumulators (16 weight rows x 4 activation rows): per
 //     step two code loads and four broadcast activation words feed 8 vpmaddubsw (unsigned codes
@@ -120,6 +122,14 @@ inline void StoreAcc(const __m256 (&acc)[2], float* y, int nrows) {
   }
 }
 
+// Where a micro-kernel pass takes the weight codes from: the slice in L1 (unpacked before the
+// passes, or by an earlier pass), or (Q5_0, Q6_K) the packed tile, decoded in registers
+// (kTileStore: and stored into the slice for the passes after it). Their decode (4-5 vector
+// operations per half step) overlaps the multiplies in the first pass instead of running as a
+// phase of its own; Q4_0 / Q4_1 / Q4_K's (one or two) did not gain that way (docs/kernels.md,
+// AVX2 GEMM).
+enum class Codes { kSlice, kTile, kTileStore };
+
 // ---- 32-element block formats (kQ8_32 activations) ----
 
 constexpr int kBlockBytes = 512;         // one block of 16 rows as 8 u8 steps
@@ -140,39 +150,50 @@ using Q4_0 = Block32<256, false, false, false>;
 using Q4_1 = Block32<256, false, true, false>;
 using Q5_0 = Block32<320, true, false, true>;
 
-// Blocks [b0, b1) of a packed tile -> u8 steps (step s < 4: low nibbles, elements 4 s..; s >= 4:
-// high nibbles, elements 16 + 4 (s - 4)..) and meta floats dw[16], c[16] per block (c: -32 dw
-// for Q4_0, 4 m for Q4_1, as the few-row kernels compute them).
+// Q4_0 / Q4_1 codes of blocks [b0, b1) of a packed tile -> u8 steps (step s < 4: low nibbles,
+// elements 4 s..; s >= 4: high nibbles, elements 16 + 4 (s - 4)..).
 template <typename F>
-void Unpack32(const uint8_t* tile, int64_t nb, int64_t b0, int64_t b1, uint8_t* codes,
-              float* meta) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
-  const auto* scales = reinterpret_cast<const uint16_t*>(tile + nb * F::kCodeBytes);
-  const uint16_t* mins = scales + nb * kPackRows;
+void Unpack32Codes(const uint8_t* tile, int64_t b0, int64_t b1, uint8_t* codes) {
+  static_assert(!F::kFifth, "Q5_0 decodes its codes in the first pass (DecodeStepQ5)");
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* src = tile + b * F::kCodeBytes;
     uint8_t* dst = codes + (b - b0) * kBlockBytes;
-    for (int h = 0; h < 2; ++h) {
-      __m256i hl = _mm256_setzero_si256(), hh = hl;
-      if constexpr (F::kFifth) {
-        hh = Load(src + 256 + 32 * h);
-        hl = _mm256_slli_epi16(hh, 4);
-      }
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; ++s) {
-        const __m256i v = Load(src + 64 * s + 32 * h);
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if constexpr (F::kFifth) {
-          lo = _mm256_or_si256(lo, _mm256_and_si256(hl, m10));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(hh, m10));
-          hl = _mm256_srli_epi16(hl, 1);
-          hh = _mm256_srli_epi16(hh, 1);
-        }
-        Store(dst + 64 * s + 32 * h, lo);
-        Store(dst + 64 * (s + 4) + 32 * h, hi);
-      }
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const __m256i v = Load(src + 32 * s);  // step s / 2, half s % 2
+      Store(dst + 64 * (s / 2) + 32 * (s % 2), _mm256_and_si256(v, m4));
+      Store(dst + 64 * (s / 2 + 4) + 32 * (s % 2), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
     }
+  }
+}
+
+// Q5_0 codes of step st (0..7, the steps as above) of a packed block (src: its codes in the tile), 16 rows
+// as two halves: the fifth bits of step s and s + 4 are bits s and 4 + s of each byte of the
+// bit-plane step (16-bit shifts; m10 keeps bit 4 of each byte only).
+inline void DecodeStepQ5(const uint8_t* src, int st, __m256i (&w)[2]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
+  const int s = st % 4;
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256i v = Load(src + 64 * s + 32 * h), hh = Load(src + 256 + 32 * h);
+    if (st < 4) {
+      w[h] = _mm256_or_si256(_mm256_and_si256(v, m4),
+                             _mm256_and_si256(_mm256_slli_epi16(hh, 4 - s), m10));
+    } else {
+      w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(hh, s), m10));
+    }
+  }
+}
+
+// Meta floats dw[16], c[16] of blocks [b0, b1) (c: -32 dw for Q4_0, 4 m for Q4_1, as the few-row
+// kernels compute them; none for Q5_0).
+template <typename F>
+void Unpack32Meta(const uint8_t* tile, int64_t nb, int64_t b0, int64_t b1, float* meta) {
+  const auto* scales = reinterpret_cast<const uint16_t*>(tile + nb * F::kCodeBytes);
+  const uint16_t* mins = scales + nb * kPackRows;
+  for (int64_t b = b0; b < b1; ++b) {
     float* mt = meta + (b - b0) * kMetaFloats;
     for (int h = 0; h < 2; ++h) {
       const __m256 dw = LoadF16x8(scales + b * kPackRows + 8 * h);
@@ -205,10 +226,10 @@ void BuildFold32(const Q8Row32& x, int64_t nb, int32_t* out) {
 // NX activation rows (act + i * stride; Q5_0 lane starts fold + i * nb) against one tile's
 // slice (blocks [b0, b1), unpacked in codes / meta). y[i * ldy + r] for r < nrows; continues
 // from y when b0 > 0.
-template <typename F, int NX>
-void Micro32(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const float* meta,
-             const uint8_t* act, size_t stride, const int32_t* fold, int64_t nb, float* y,
-             int64_t ldy, int nrows) {
+template <typename F, int NX, Codes kFrom>
+void Micro32(int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* tile,
+             const float* meta, const uint8_t* act, size_t stride, const int32_t* fold, int64_t nb,
+             float* y, int64_t ldy, int nrows) {
   Q8Row32 x[NX];
   __m256 acc[NX][2];
 #pragma GCC unroll 4
@@ -218,7 +239,8 @@ void Micro32(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const floa
   }
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* w = codes + (b - b0) * kBlockBytes;
+    uint8_t* cw = codes + (b - b0) * kBlockBytes;
+    const uint8_t* src = tile + b * F::kCodeBytes;
     const float* mt = meta + (b - b0) * kMetaFloats;
     const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
     __m256i s[NX][2];
@@ -228,13 +250,24 @@ void Micro32(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const floa
     }
 #pragma GCC unroll 8
     for (int st = 0; st < 8; ++st) {
-      const __m256i w0 = Load(w + 64 * st), w1 = Load(w + 64 * st + 32);
+      __m256i w[2];
+      if constexpr (kFrom == Codes::kSlice) {
+        w[0] = Load(cw + 64 * st);
+        w[1] = Load(cw + 64 * st + 32);
+      } else {
+        static_assert(F::kFifth, "only Q5_0 decodes its codes in the pass");
+        DecodeStepQ5(src, st, w);
+        if constexpr (kFrom == Codes::kTileStore) {
+          Store(cw + 64 * st, w[0]);
+          Store(cw + 64 * st + 32, w[1]);
+        }
+      }
       const int xo = st < 4 ? 4 * st : 64 + 4 * (st - 4);
 #pragma GCC unroll 4
       for (int i = 0; i < NX; ++i) {
         const __m256i xv = Bcast32(x[i].qs + xoff + xo);
-        s[i][0] = _mm256_add_epi16(s[i][0], _mm256_maddubs_epi16(w0, xv));
-        s[i][1] = _mm256_add_epi16(s[i][1], _mm256_maddubs_epi16(w1, xv));
+        s[i][0] = _mm256_add_epi16(s[i][0], _mm256_maddubs_epi16(w[0], xv));
+        s[i][1] = _mm256_add_epi16(s[i][1], _mm256_maddubs_epi16(w[1], xv));
       }
       KeepInRegisters(s);
     }
@@ -255,6 +288,23 @@ void Micro32(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const floa
   }
 #pragma GCC unroll 4
   for (int i = 0; i < NX; ++i) StoreAcc(acc[i], y + i * ldy, nrows);
+}
+
+// One pass of Micro32 over nx (1..kRowsPerPass) activation rows.
+template <typename F, Codes kFrom>
+void Micro32Rows(int nx, int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* tile,
+                 const float* meta, const uint8_t* act, size_t stride, const int32_t* fold,
+                 int64_t nb, float* y, int64_t ldy, int nrows) {
+  switch (nx) {
+    case 1:
+      return Micro32<F, 1, kFrom>(k, b0, b1, codes, tile, meta, act, stride, fold, nb, y, ldy, nrows);
+    case 2:
+      return Micro32<F, 2, kFrom>(k, b0, b1, codes, tile, meta, act, stride, fold, nb, y, ldy, nrows);
+    case 3:
+      return Micro32<F, 3, kFrom>(k, b0, b1, codes, tile, meta, act, stride, fold, nb, y, ldy, nrows);
+    default:
+      return Micro32<F, 4, kFrom>(k, b0, b1, codes, tile, meta, act, stride, fold, nb, y, ldy, nrows);
+  }
 }
 
 template <typename F>
@@ -282,7 +332,8 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
       const int nrows = static_cast<int>(std::min<int64_t>(kPackRows, rows - t * kPackRows));
       for (int64_t b0 = 0; b0 < nb; b0 += kBlocksPerSlice) {
         const int64_t b1 = std::min(nb, b0 + kBlocksPerSlice);
-        Unpack32<F>(tile, nb, b0, b1, codes, meta);
+        if constexpr (!F::kFifth) Unpack32Codes<F>(tile, b0, b1, codes);
+        Unpack32Meta<F>(tile, nb, b0, b1, meta);
         // The next slice's codes (or the next tile's first), prefetched a share per group.
         const bool last = b1 >= nb;
         const uint8_t* next = last ? (t + 1 < ntiles ? tile + tile_bytes : nullptr) : tile;
@@ -296,18 +347,27 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
           const uint8_t* ai = a + static_cast<size_t>(i) * stride;
           const int32_t* fi = fold + i * nb;
           float* yi = y + (i0 + i) * ldy + t * kPackRows;
-          switch (groups.Size(g)) {
-            case 1:
-              Micro32<F, 1>(k, b0, b1, codes, meta, ai, stride, fi, nb, yi, ldy, nrows);
+          const int nx = static_cast<int>(groups.Size(g));
+          // Q5_0: the first pass decodes the codes from the tile (storing them for the passes
+          // after it), the others read them from the slice.
+          Codes from = Codes::kSlice;
+          if (F::kFifth && g == 0) from = groups.count > 1 ? Codes::kTileStore : Codes::kTile;
+          switch (from) {
+            case Codes::kSlice:
+              Micro32Rows<F, Codes::kSlice>(nx, k, b0, b1, codes, tile, meta, ai, stride, fi, nb,
+                                            yi, ldy, nrows);
               break;
-            case 2:
-              Micro32<F, 2>(k, b0, b1, codes, meta, ai, stride, fi, nb, yi, ldy, nrows);
+            case Codes::kTileStore:
+              if constexpr (F::kFifth) {
+                Micro32Rows<F, Codes::kTileStore>(nx, k, b0, b1, codes, tile, meta, ai, stride,
+                                                  fi, nb, yi, ldy, nrows);
+              }
               break;
-            case 3:
-              Micro32<F, 3>(k, b0, b1, codes, meta, ai, stride, fi, nb, yi, ldy, nrows);
-              break;
-            default:
-              Micro32<F, 4>(k, b0, b1, codes, meta, ai, stride, fi, nb, yi, ldy, nrows);
+            case Codes::kTile:
+              if constexpr (F::kFifth) {
+                Micro32Rows<F, Codes::kTile>(nx, k, b0, b1, codes, tile, meta, ai, stride, fi,
+                                             nb, yi, ldy, nrows);
+              }
               break;
           }
         }
@@ -315,7 +375,7 @@ void Gemm32(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, 
     }
   }
 }
-static_assert(kRowsPerPass == 4, "Gemm32() and GemmK() dispatch group sizes 1..4");
+static_assert(kRowsPerPass == 4, "Micro32Rows() and MicroKRows() dispatch group sizes 1..4");
 
 // ---- K-quants (Q4_K, Q6_K; kQ8_256 activations) ----
 //
@@ -335,7 +395,8 @@ inline __m256i ScalePairs8(const uint8_t* p, bool is_signed) {
   return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
 }
 
-void UnpackQ4K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8_t* meta) {
+// Q4_K codes of super-block b of a tile -> u8 steps in element order (layout above).
+void UnpackCodesQ4K(const uint8_t* tile, int64_t b, uint8_t* codes) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const uint8_t* src = tile + b * 2048;
   // Packed step 8 c + t: low nibbles are inputs 64 c + 4 t.., high nibbles 64 c + 32 + 4 t..
@@ -351,45 +412,60 @@ void UnpackQ4K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8
       }
     }
   }
-  const uint8_t* m = tile + nb * 2048 + b * 320;
+}
+
+// Q6_K codes of step st (0..63) of a packed super-block (src: its codes in the tile), 16 rows as
+// two halves: the 6-bit codes of 16-element sub-block st / 4 rebuilt from its two nibble steps
+// and its high-bit step (16-bit shifts; the bits carried across bytes are masked off).
+inline void DecodeStepQ6K(const uint8_t* src, int st, __m256i (&w)[2]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+#pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
-    for (int j = 0; j < 8; ++j) Store(meta + 64 * j + 32 * h, ScalePairs8(m + 16 * j + 8 * h, false));
-    for (int p = 0; p < 4; ++p) {
-      const __m256i lo = _mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 128 + 16 * (2 * p) + 8 * h)));
-      const __m256i hi = _mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 128 + 16 * (2 * p + 1) + 8 * h)));
-      Store(meta + 1024 + 64 * p + 32 * h, _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16)));
+    const uint8_t* cg = src + 192 * (st / 4) + 32 * h;
+    const __m256i hb = Load(cg + 128);
+    switch (st % 4) {
+      case 0:
+        w[h] = _mm256_or_si256(_mm256_and_si256(Load(cg), m4),
+                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+        break;
+      case 1:
+        w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Load(cg), 4), m4),
+                               _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+        break;
+      case 2:
+        w[h] = _mm256_or_si256(_mm256_and_si256(Load(cg + 64), m4), _mm256_and_si256(hb, m30));
+        break;
+      default:
+        w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Load(cg + 64), 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+        break;
     }
-    _mm256_store_ps(reinterpret_cast<float*>(meta + 1280 + 32 * h), LoadF16x8(m + 256 + 16 * h));
-    _mm256_store_ps(reinterpret_cast<float*>(meta + 1344 + 32 * h), LoadF16x8(m + 288 + 16 * h));
   }
 }
 
-// Q6_K: 6-bit codes rebuilt per 16-element sub-block g from its two nibble steps and its
-// high-bit step (16-bit shifts; the bits carried across bytes are masked off).
-void UnpackQ6K(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* codes, uint8_t* meta) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  const uint8_t* src = tile + b * 3072;
-  for (int g = 0; g < 16; ++g) {
-#pragma GCC unroll 2
+// Unpacks the meta of super-block b of a tile (layout above).
+template <bool kQ6>
+void UnpackMetaK(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* meta) {
+  if constexpr (kQ6) {
+    const uint8_t* m = tile + nb * 3072 + b * 288;
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* cg = src + 192 * g + 32 * h;
-      const __m256i n0 = Load(cg), n1 = Load(cg + 64), hb = Load(cg + 128);
-      uint8_t* dst = codes + 256 * g + 32 * h;
-      Store(dst, _mm256_or_si256(_mm256_and_si256(n0, m4),
-                                 _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)));
-      Store(dst + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n0, 4), m4),
-                                      _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)));
-      Store(dst + 128, _mm256_or_si256(_mm256_and_si256(n1, m4), _mm256_and_si256(hb, m30)));
-      Store(dst + 192, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n1, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)));
+      for (int g = 0; g < 16; ++g) Store(meta + 64 * g + 32 * h, ScalePairs8(m + 16 * g + 8 * h, true));
+      _mm256_store_ps(reinterpret_cast<float*>(meta + 1280 + 32 * h), LoadF16x8(m + 256 + 16 * h));
     }
-  }
-  const uint8_t* m = tile + nb * 3072 + b * 288;
-  for (int h = 0; h < 2; ++h) {
-    for (int g = 0; g < 16; ++g) Store(meta + 64 * g + 32 * h, ScalePairs8(m + 16 * g + 8 * h, true));
-    _mm256_store_ps(reinterpret_cast<float*>(meta + 1280 + 32 * h), LoadF16x8(m + 256 + 16 * h));
+  } else {
+    const uint8_t* m = tile + nb * 2048 + b * 320;
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 8; ++j) Store(meta + 64 * j + 32 * h, ScalePairs8(m + 16 * j + 8 * h, false));
+      for (int p = 0; p < 4; ++p) {
+        const __m256i lo = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 128 + 16 * (2 * p) + 8 * h)));
+        const __m256i hi = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 128 + 16 * (2 * p + 1) + 8 * h)));
+        Store(meta + 1024 + 64 * p + 32 * h, _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16)));
+      }
+      _mm256_store_ps(reinterpret_cast<float*>(meta + 1280 + 32 * h), LoadF16x8(m + 256 + 16 * h));
+      _mm256_store_ps(reinterpret_cast<float*>(meta + 1344 + 32 * h), LoadF16x8(m + 288 + 16 * h));
+    }
   }
 }
 
@@ -422,12 +498,15 @@ void BuildMinPairs(const Q8Row256& x, int64_t nb, int32_t* out) {
 
 // NX activation rows (kQ8_256 at act + i * stride; per-row operands ops + i * ops_stride: Q6_K
 // lane starts, Q4_K min pairs) against one tile's slice (super-blocks [b0, b1): codes, then
-// meta, per super-block). y[i * ldy + r] for r < nrows; continues from y when b0 > 0.
-template <bool kQ6, int NX>
-void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8_t* act, size_t stride, const int32_t* ops, int64_t ops_stride, float* y,
+// meta, per super-block; codes from the slice or from the packed tile's codes `tile` as kFrom
+// says). y[i * ldy + r] for r < nrows; continues from y when b0 > 0.
+template <bool kQ6, int NX, Codes kFrom>
+void MicroK(int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* tile,
+            const uint8_t* act, size_t stride, const int32_t* ops, int64_t ops_stride, float* y,
             int64_t ldy, int nrows) {
   constexpr int kSubSteps = kQ6 ? 4 : 8;
   constexpr int kSubs = 64 / kSubSteps;
+  constexpr int kTileCodeBytes = kQ6 ? 3072 : 2048;  // per super-block in the packed tile
   const int8_t* xq[NX];
   const float* xd[NX];
   const int32_t* op[NX];
@@ -441,8 +520,9 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
     LoadAcc(b0 == 0, y + i * ldy, nrows, acc[i]);
   }
   for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* cb = codes + (b - b0) * (kKCodeBytes + kKMetaBytes);
+    uint8_t* cb = codes + (b - b0) * (kKCodeBytes + kKMetaBytes);
     const uint8_t* mb = cb + kKCodeBytes;
+    const uint8_t* src = tile + b * kTileCodeBytes;
     __m256i isum[NX][2];
 #pragma GCC unroll 4
     for (int i = 0; i < NX; ++i) isum[i][0] = isum[i][1] = _mm256_setzero_si256();
@@ -457,12 +537,23 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
 #pragma GCC unroll 8
       for (int t = 0; t < kSubSteps; ++t) {
         const int st = sub * kSubSteps + t;
-        const __m256i w0 = Load(cb + 64 * st), w1 = Load(cb + 64 * st + 32);
+        __m256i w[2];
+        if constexpr (kFrom == Codes::kSlice) {
+          w[0] = Load(cb + 64 * st);
+          w[1] = Load(cb + 64 * st + 32);
+        } else {
+          static_assert(kQ6, "only Q6_K decodes its codes in the pass");
+          DecodeStepQ6K(src, st, w);
+          if constexpr (kFrom == Codes::kTileStore) {
+            Store(cb + 64 * st, w[0]);
+            Store(cb + 64 * st + 32, w[1]);
+          }
+        }
 #pragma GCC unroll 4
         for (int i = 0; i < NX; ++i) {
           const __m256i xv = Bcast32(xq[i] + 256 * b + 4 * st);
-          s[i][0] = _mm256_add_epi16(s[i][0], _mm256_maddubs_epi16(w0, xv));
-          s[i][1] = _mm256_add_epi16(s[i][1], _mm256_maddubs_epi16(w1, xv));
+          s[i][0] = _mm256_add_epi16(s[i][0], _mm256_maddubs_epi16(w[0], xv));
+          s[i][1] = _mm256_add_epi16(s[i][1], _mm256_maddubs_epi16(w[1], xv));
         }
         KeepInRegisters(s);
       }
@@ -509,6 +600,23 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, const uint8_t* codes, const uint8
   for (int i = 0; i < NX; ++i) StoreAcc(acc[i], y + i * ldy, nrows);
 }
 
+// One pass of MicroK over nx (1..kRowsPerPass) activation rows.
+template <bool kQ6, Codes kFrom>
+void MicroKRows(int nx, int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* tile,
+                const uint8_t* act, size_t stride, const int32_t* ops, int64_t ops_stride,
+                float* y, int64_t ldy, int nrows) {
+  switch (nx) {
+    case 1:
+      return MicroK<kQ6, 1, kFrom>(k, b0, b1, codes, tile, act, stride, ops, ops_stride, y, ldy, nrows);
+    case 2:
+      return MicroK<kQ6, 2, kFrom>(k, b0, b1, codes, tile, act, stride, ops, ops_stride, y, ldy, nrows);
+    case 3:
+      return MicroK<kQ6, 3, kFrom>(k, b0, b1, codes, tile, act, stride, ops, ops_stride, y, ldy, nrows);
+    default:
+      return MicroK<kQ6, 4, kFrom>(k, b0, b1, codes, tile, act, stride, ops, ops_stride, y, ldy, nrows);
+  }
+}
+
 template <bool kQ6>
 void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
            const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
@@ -540,11 +648,8 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
         const int64_t b1 = std::min(nb, b0 + kSupersPerSlice);
         for (int64_t b = b0; b < b1; ++b) {
           uint8_t* c = slice + (b - b0) * (kKCodeBytes + kKMetaBytes);
-          if constexpr (kQ6) {
-            UnpackQ6K(tile, nb, b, c, c + kKCodeBytes);
-          } else {
-            UnpackQ4K(tile, nb, b, c, c + kKCodeBytes);
-          }
+          if constexpr (!kQ6) UnpackCodesQ4K(tile, b, c);
+          UnpackMetaK<kQ6>(tile, nb, b, c + kKCodeBytes);
         }
         // The next slice's codes and scales (or the next tile's first), a share per group.
         const bool last = b1 >= nb;
@@ -560,18 +665,27 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
           const uint8_t* ai = a + static_cast<size_t>(i) * stride;
           const int32_t* oi = ops + i * ops_stride;
           float* yi = y + (i0 + i) * ldy + t * kPackRows;
-          switch (groups.Size(g)) {
-            case 1:
-              MicroK<kQ6, 1>(k, b0, b1, slice, ai, stride, oi, ops_stride, yi, ldy, nrows);
+          const int nx = static_cast<int>(groups.Size(g));
+          // Q6_K: the first pass decodes the codes from the tile (storing them for the passes
+          // after it), the others read them from the slice.
+          Codes from = Codes::kSlice;
+          if (kQ6 && g == 0) from = groups.count > 1 ? Codes::kTileStore : Codes::kTile;
+          switch (from) {
+            case Codes::kSlice:
+              MicroKRows<kQ6, Codes::kSlice>(nx, k, b0, b1, slice, tile, ai, stride, oi,
+                                             ops_stride, yi, ldy, nrows);
               break;
-            case 2:
-              MicroK<kQ6, 2>(k, b0, b1, slice, ai, stride, oi, ops_stride, yi, ldy, nrows);
+            case Codes::kTileStore:
+              if constexpr (kQ6) {
+                MicroKRows<kQ6, Codes::kTileStore>(nx, k, b0, b1, slice, tile, ai, stride, oi,
+                                                   ops_stride, yi, ldy, nrows);
+              }
               break;
-            case 3:
-              MicroK<kQ6, 3>(k, b0, b1, slice, ai, stride, oi, ops_stride, yi, ldy, nrows);
-              break;
-            default:
-              MicroK<kQ6, 4>(k, b0, b1, slice, ai, stride, oi, ops_stride, yi, ldy, nrows);
+            case Codes::kTile:
+              if constexpr (kQ6) {
+                MicroKRows<kQ6, Codes::kTile>(nx, k, b0, b1, slice, tile, ai, stride, oi,
+                                              ops_stride, yi, ldy, nrows);
+              }
               break;
           }
         }

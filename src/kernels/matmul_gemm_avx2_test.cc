@@ -110,12 +110,16 @@ TEST(MatMulGemmAvx2, RaggedShapes) {
   }
 }
 
+// Every row count of speculative verification and batched decode (one pass of up to 4 rows, or
+// several, the first of which may decode the codes for the others), a ragged last tile and a
+// ragged last slice (3 super-blocks / 17 blocks).
 TEST(MatMulGemmAvx2, RowCounts) {
   if (!DetectedCpuFeatures().HasAvx2Set()) GTEST_SKIP() << "needs AVX2";
   for (GgmlType t : kGemmTypes) {
-    for (int64_t m : {1, 2, 3, 4, 5, 6, 8, 9, 13, 33}) {
-      CheckGemm(t, 33, IsSuperBlock(t) ? 512 : 96, m, static_cast<uint32_t>(m));
+    for (int64_t m = 1; m <= 17; ++m) {
+      CheckGemm(t, 37, IsSuperBlock(t) ? 768 : 544, m, static_cast<uint32_t>(m));
     }
+    CheckGemm(t, 33, IsSuperBlock(t) ? 512 : 96, 33, 33);
   }
 }
 
