@@ -147,23 +147,36 @@ void StoreRows(const __m256 (&acc)[NX][2], float* y, int64_t ldy, int nrows) {
   }
 }
 
-// K-quants (kQ8_256 activations), one tile in two halves of 8 rows (one 32-bit lane per row),
-// at most 2 activation rows per pass (16 ymm registers). vpmaddubsw multiplies the unsigned
-// codes by the signed activation bytes into int16 pairs; sums stay below 2^15 (Q4_K: 8 steps
-// of at most 2 * 15 * 127; Q6_K: 2 steps of at most 2 * 63 * 127), and the sub-block scale is
-// applied by the vpmaddwd that widens them (scale pairs (sc, sc) per row lane).
-inline __m256i ScalePairs8(const uint8_t* p, bool is_signed) {  // 8 scales -> (sc, sc) int16
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-  const __m256i s = is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
-  return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
+// K-quants (kQ8_256 activations), one tile as two halves of 8 rows (one 32-bit lane per row),
+// both halves in the same pass so every broadcast activation word serves all 16 rows.
+// vpmaddubsw multiplies the unsigned codes by the signed activation bytes into int16 pairs;
+// sums stay below 2^15 (Q4_K: 8 steps of at most 2 * 15 * 127; Q6_K: 2 steps of at most
+// 2 * 63 * 127), and the sub-block scale is applied by the vpmaddwd that widens them.
+//
+// Per-row int16 pairs (a_r, b_r) from two 16-byte rows-of-the-tile vectors (meta bytes
+// [sub-block][row]): out[0] rows 0..7, out[1] rows 8..15, one 32-bit lane per row. With
+// a == b these are the (sc, sc) scale pairs; with two sub-blocks, pairs for vpmaddwd against
+// the activation's (sum_j, sum_j+1) words.
+template <bool kSigned>
+inline void RowPairs(const uint8_t* a, const uint8_t* b, __m256i (&out)[2]) {
+  const __m128i va = _mm_load_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i vb = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+  const __m128i lo = _mm_unpacklo_epi8(va, vb), hi = _mm_unpackhi_epi8(va, vb);
+  out[0] = kSigned ? _mm256_cvtepi8_epi16(lo) : _mm256_cvtepu8_epi16(lo);
+  out[1] = kSigned ? _mm256_cvtepi8_epi16(hi) : _mm256_cvtepu8_epi16(hi);
 }
 
+// Q4_K: sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) of step group c summed in
+// int16 over its 8 steps, widened by their scale pairs; the mins through vpmaddwd of
+// (min_2p, min_2p+1) pairs against the activation's 32-element sums (bsums added in pairs,
+// at most 2 * 16 * 127 each, so they fit int16).
 template <int NX>
 void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, float* y,
               int64_t ldy, int nrows) {
   const int64_t nb = k / 256;
   Q8Row256 x[NX];
   __m256 acc[NX][2];
+#pragma GCC unroll 8
   for (int i = 0; i < NX; ++i) {
     x[i] = ViewQ8Row256(act + i * stride, k);
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -172,42 +185,78 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * 2048;
     const uint8_t* meta = tile + nb * 2048 + b * 320;
-    _mm_prefetch(reinterpret_cast<const char*>(codes + 2048), _MM_HINT_T0);
-    for (int h = 0; h < 2; ++h) {
-      __m256i isum[NX], msum[NX];
-      for (int i = 0; i < NX; ++i) isum[i] = msum[i] = _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {  // low nibbles: sub-block 2c; high: 2c + 1
-        __m256i lo[NX], hi[NX];
-        for (int i = 0; i < NX; ++i) lo[i] = hi[i] = _mm256_setzero_si256();
-        for (int t = 0; t < 8; ++t) {
+    __m256i isum[NX][2], msum[NX][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      isum[i][0] = isum[i][1] = msum[i][0] = msum[i][1] = _mm256_setzero_si256();
+    }
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo[NX][2], hi[NX][2];
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) lo[i][0] = lo[i][1] = hi[i][0] = hi[i][1] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+      for (int t = 0; t < 8; ++t) {
+        __m256i xl[NX], xh[NX];
+#pragma GCC unroll 8
+        for (int i = 0; i < NX; ++i) {
+          const int8_t* xq = x[i].qs + 256 * b + 64 * c + 4 * t;
+          xl[i] = Bcast32(xq);
+          xh[i] = Bcast32(xq + 32);
+        }
+#pragma GCC unroll 8
+        for (int h = 0; h < 2; ++h) {
           const __m256i v = LoadY(codes + 64 * (8 * c + t) + 32 * h);
           const __m256i ul = _mm256_and_si256(v, m4);
           const __m256i uh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 8
           for (int i = 0; i < NX; ++i) {
-            const int8_t* xq = x[i].qs + 256 * b + 64 * c + 4 * t;
-            lo[i] = _mm256_add_epi16(lo[i], _mm256_maddubs_epi16(ul, Bcast32(xq)));
-            hi[i] = _mm256_add_epi16(hi[i], _mm256_maddubs_epi16(uh, Bcast32(xq + 32)));
+            lo[i][h] = _mm256_add_epi16(lo[i][h], _mm256_maddubs_epi16(ul, xl[i]));
+            hi[i][h] = _mm256_add_epi16(hi[i][h], _mm256_maddubs_epi16(uh, xh[i]));
           }
         }
-        const __m256i sl = ScalePairs8(meta + 16 * (2 * c) + 8 * h, false);
-        const __m256i sh = ScalePairs8(meta + 16 * (2 * c + 1) + 8 * h, false);
-        for (int i = 0; i < NX; ++i) {
-          isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(_mm256_madd_epi16(lo[i], sl),
-                                                               _mm256_madd_epi16(hi[i], sh)));
+      }
+      __m256i sl[2], sh[2];
+      RowPairs<false>(meta + 32 * c, meta + 32 * c, sl);
+      RowPairs<false>(meta + 32 * c + 16, meta + 32 * c + 16, sh);
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+#pragma GCC unroll 8
+        for (int h = 0; h < 2; ++h) {
+          isum[i][h] = _mm256_add_epi32(isum[i][h], _mm256_add_epi32(_mm256_madd_epi16(lo[i][h], sl[h]),
+                                                                     _mm256_madd_epi16(hi[i][h], sh[h])));
         }
       }
-      for (int j = 0; j < 8; ++j) {  // mins: sum_j min_j * (bsum_2j + bsum_2j+1)
-        const __m256i mn = ScalePairs8(meta + 128 + 16 * j + 8 * h, false);
-        for (int i = 0; i < NX; ++i) {
-          msum[i] = _mm256_add_epi32(
-              msum[i], _mm256_madd_epi16(mn, Bcast32(x[i].bsums + 16 * b + 2 * j)));
+    }
+    // bs[i][j] = activation sum of sub-block j (elements 32 j .. 32 j + 31).
+    alignas(32) int16_t bs[NX][16];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      const __m256i s16 =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].bsums + 16 * b));
+      // Lane 0: sums of sub-blocks 0..3 (twice), lane 1: 4..7.
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bs[i]), _mm256_hadd_epi16(s16, s16));
+    }
+    for (int p = 0; p < 4; ++p) {  // sub-blocks 2p, 2p + 1
+      __m256i mn[2];
+      RowPairs<false>(meta + 128 + 32 * p, meta + 128 + 32 * p + 16, mn);
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        const __m256i pair = Bcast32(bs[i] + (p < 2 ? 2 * p : 8 + 2 * (p - 2)));
+#pragma GCC unroll 8
+        for (int h = 0; h < 2; ++h) {
+          msum[i][h] = _mm256_add_epi32(msum[i][h], _mm256_madd_epi16(mn[h], pair));
         }
       }
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < 2; ++h) {
       const __m256 d = LoadF16x8(meta + 256 + 16 * h), dmin = LoadF16x8(meta + 288 + 16 * h);
+#pragma GCC unroll 8
       for (int i = 0; i < NX; ++i) {
         const __m256 dx = _mm256_set1_ps(x[i].d[b]);
-        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, dx), acc[i][h]);
-        acc[i][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[i]), _mm256_mul_ps(dmin, dx), acc[i][h]);
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][h]), _mm256_mul_ps(d, dx), acc[i][h]);
+        acc[i][h] =
+            _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[i][h]), _mm256_mul_ps(dmin, dx), acc[i][h]);
       }
     }
   }
@@ -223,6 +272,7 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
   const int64_t nb = k / 256;
   Q8Row256 x[NX];
   __m256 acc[NX][2];
+#pragma GCC unroll 8
   for (int i = 0; i < NX; ++i) {
     x[i] = ViewQ8Row256(act + i * stride, k);
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -231,12 +281,24 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * 3072;
     const uint8_t* meta = tile + nb * 3072 + b * 288;
-    for (int h = 0; h < 2; ++h) {
-      __m256i isum[NX], cs[NX];
-      for (int i = 0; i < NX; ++i) isum[i] = cs[i] = _mm256_setzero_si256();
-      for (int g = 0; g < 16; ++g) {
+    __m256i isum[NX][2], cs[NX][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < NX; ++i) {
+      isum[i][0] = isum[i][1] = cs[i][0] = cs[i][1] = _mm256_setzero_si256();
+    }
+    for (int g = 0; g < 16; ++g) {
+      __m256i sc[2];
+      RowPairs<true>(meta + 16 * g, meta + 16 * g, sc);
+      __m256i xw[NX][4];
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        const int8_t* xq = x[i].qs + 256 * b + 16 * g;
+#pragma GCC unroll 8
+        for (int s = 0; s < 4; ++s) xw[i][s] = Bcast32(xq + 4 * s);
+      }
+#pragma GCC unroll 8
+      for (int h = 0; h < 2; ++h) {
         const uint8_t* cg = codes + 192 * g + 32 * h;
-        if (h == 0) _mm_prefetch(reinterpret_cast<const char*>(cg + 3072), _MM_HINT_T0);
         const __m256i n0 = LoadY(cg), n1 = LoadY(cg + 64), hb = LoadY(cg + 128);
         const __m256i qa = _mm256_or_si256(_mm256_and_si256(n0, m4),
                                            _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
@@ -245,31 +307,35 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
         const __m256i qc = _mm256_or_si256(_mm256_and_si256(n1, m4), _mm256_and_si256(hb, m30));
         const __m256i qd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n1, 4), m4),
                                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-        const __m256i sc = ScalePairs8(meta + 16 * g + 8 * h, true);
+#pragma GCC unroll 8
         for (int i = 0; i < NX; ++i) {
-          const int8_t* xq = x[i].qs + 256 * b + 16 * g;
-          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(qa, Bcast32(xq)),
-                                              _mm256_maddubs_epi16(qb, Bcast32(xq + 4)));
-          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(qc, Bcast32(xq + 8)),
-                                              _mm256_maddubs_epi16(qd, Bcast32(xq + 12)));
-          isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(_mm256_madd_epi16(p0, sc),
-                                                               _mm256_madd_epi16(p1, sc)));
+          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(qa, xw[i][0]),
+                                              _mm256_maddubs_epi16(qb, xw[i][1]));
+          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(qc, xw[i][2]),
+                                              _mm256_maddubs_epi16(qd, xw[i][3]));
+          isum[i][h] = _mm256_add_epi32(isum[i][h], _mm256_add_epi32(_mm256_madd_epi16(p0, sc[h]),
+                                                                     _mm256_madd_epi16(p1, sc[h])));
         }
       }
-      for (int p = 0; p < 8; ++p) {
-        const __m128i l = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 32 * p + 8 * h));
-        const __m128i u = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 32 * p + 16 + 8 * h));
-        const __m256i pair = _mm256_or_si256(
-            _mm256_and_si256(_mm256_cvtepi8_epi32(l), _mm256_set1_epi32(0xFFFF)),
-            _mm256_slli_epi32(_mm256_cvtepi8_epi32(u), 16));
-        for (int i = 0; i < NX; ++i) {
-          cs[i] = _mm256_add_epi32(
-              cs[i], _mm256_madd_epi16(pair, Bcast32(x[i].bsums + 16 * b + 2 * p)));
-        }
-      }
-      const __m256 d = LoadF16x8(meta + 256 + 16 * h);
+    }
+    for (int p = 0; p < 8; ++p) {  // sub-blocks 2p, 2p + 1
+      __m256i pair[2];
+      RowPairs<true>(meta + 32 * p, meta + 32 * p + 16, pair);
+#pragma GCC unroll 8
       for (int i = 0; i < NX; ++i) {
-        const __m256i tot = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(cs[i], 5));
+        const __m256i bsum = Bcast32(x[i].bsums + 16 * b + 2 * p);
+#pragma GCC unroll 8
+        for (int h = 0; h < 2; ++h) {
+          cs[i][h] = _mm256_add_epi32(cs[i][h], _mm256_madd_epi16(pair[h], bsum));
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < 2; ++h) {
+      const __m256 d = LoadF16x8(meta + 256 + 16 * h);
+#pragma GCC unroll 8
+      for (int i = 0; i < NX; ++i) {
+        const __m256i tot = _mm256_sub_epi32(isum[i][h], _mm256_slli_epi32(cs[i][h], 5));
         acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot),
                                     _mm256_mul_ps(d, _mm256_set1_ps(x[i].d[b])), acc[i][h]);
       }
