@@ -166,6 +166,11 @@ inline void RowPairs(const uint8_t* a, const uint8_t* b, __m256i (&out)[2]) {
   out[1] = kSigned ? _mm256_cvtepi8_epi16(hi) : _mm256_cvtepu8_epi16(hi);
 }
 
+// Software prefetch distance of the K-quant code streams: every 64-byte line of codes is
+// prefetched this many bytes ahead (into the next super-block or tile; the hardware prefetcher
+// alone left one thread's stream from DRAM about 1.1x slower).
+constexpr int kKPrefetch = 2048;
+
 // Q4_K: sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) of step group c summed in
 // int16 over its 8 steps, widened by their scale pairs; the mins through vpmaddwd of
 // (min_2p, min_2p+1) pairs against the activation's 32-element sums (bsums added in pairs,
@@ -203,6 +208,7 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
           xl[i] = Bcast32(xq);
           xh[i] = Bcast32(xq + 32);
         }
+        _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * (8 * c + t) + kKPrefetch), _MM_HINT_T0);
 #pragma GCC unroll 8
         for (int h = 0; h < 2; ++h) {
           const __m256i v = LoadY(codes + 64 * (8 * c + t) + 32 * h);
@@ -287,6 +293,10 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
       isum[i][0] = isum[i][1] = cs[i][0] = cs[i][1] = _mm256_setzero_si256();
     }
     for (int g = 0; g < 16; ++g) {
+#pragma GCC unroll 3
+      for (int l = 0; l < 3; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(codes + 192 * g + 64 * l + kKPrefetch), _MM_HINT_T0);
+      }
       __m256i sc[2];
       RowPairs<true>(meta + 16 * g, meta + 16 * g, sc);
       __m256i xw[NX][4];
