@@ -7,11 +7,12 @@
 //   Q8_0: codes are stored as q + 128; flipped back to signed q and multiplied with the sign
 //         trick (|q| x sign(x, q), at most 2 * 128 * 127 per int16), so no offset term.
 //   Q4_K / Q6_K: vpmaddubsw sums per sub-block in int16, the scale applied by the vpmaddwd
-//         that widens them; mins / the Q6_K offset 32 through vpmaddwd on int16 pairs against
-//         the activation's 16-element sums (see Q4KTileN / Q6KTileN).
+//         that widens them; mins / the Q6_K offset 32 through vpmaddwd on int16 pairs of two
+//         sub-blocks against the activation's sums (see Q4KTileN / Q6KTileN).
 // TileN's fixed-count loops carry `#pragma GCC unroll`: at -O2 GCC left them rolled, so the
 // decoded codes u[] and the accumulators went through the stack on every block (about half
-// the speed at m = 1 from L2). The K-quant kernels measured no better unrolled and are not.
+// the speed at m = 1 from L2). The K-quant kernels unroll their small loops (rows, halves,
+// broadcasts) the same way, but not their step / sub-block loops (fully unrolled, GCC spilled).
 #include <immintrin.h>
 
 #include <cstring>
