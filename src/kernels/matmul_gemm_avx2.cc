@@ -8,8 +8,9 @@
 //     rows 0..7 in the first 32 bytes) with the scales converted to floats beside them; every
 //     group of up to 4 activation rows then runs over the slice. Q5_0 and Q6_K, whose unpack
 //     costs the most, decode their codes in the first group's pass instead (Codes below): with
-//     one group (up to 4 rows) the codes never leave the registers. The next slice's bytes are
-//     prefetched a share per group.
+//     one group (up to 4 rows) the codes never leave the registers, and that pass prefetches
+//     every line of the tile stream kStreamAhead bytes ahead (the 0.5B's Q5_0 decode). The next
+//     slice's bytes are also prefetched a share per group.
 //  2. The micro-kernel keeps 2 x 4 int16 accumulators (16 weight rows x 4 activation rows): per
 //     step two code loads and four broadcast activation words feed 8 vpmaddubsw (unsigned codes
 //     x signed activation bytes -> int16 pairs) added in int16; a vpmaddwd widens them per block
@@ -53,6 +54,10 @@ constexpr int kRowsPerPass = 4;  // activation rows per micro-kernel pass
 constexpr size_t kActChunkBytes = 256 * 1024;
 
 struct GemmAvx2Scratch;  // ThreadScratch tag: code slices, activation folds
+// How far ahead a pass that decodes from the tile (Codes::kTile / kTileStore) prefetches every
+// cache line of the tile stream (the tiles lie one after another, so the prefetch runs on into
+// the scales and the next tile).
+constexpr int64_t kStreamAhead = 8192;
 
 inline __m256i Load(const uint8_t* p) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
@@ -242,6 +247,12 @@ void Micro32(int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* t
     uint8_t* cw = codes + (b - b0) * kBlockBytes;
     const uint8_t* src = tile + b * F::kCodeBytes;
     const float* mt = meta + (b - b0) * kMetaFloats;
+    if constexpr (kFrom != Codes::kSlice) {
+#pragma GCC unroll 5
+      for (int l = 0; l < F::kCodeBytes / 64; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(src + kStreamAhead + 64 * l), _MM_HINT_T0);
+      }
+    }
     const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
     __m256i s[NX][2];
 #pragma GCC unroll 4
@@ -528,6 +539,13 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* ti
     for (int i = 0; i < NX; ++i) isum[i][0] = isum[i][1] = _mm256_setzero_si256();
 #pragma GCC unroll 1
     for (int sub = 0; sub < kSubs; ++sub) {
+      if constexpr (kFrom != Codes::kSlice) {  // 3 of the super-block's 48 code lines per sub
+#pragma GCC unroll 3
+        for (int l = 0; l < 3; ++l) {
+          _mm_prefetch(reinterpret_cast<const char*>(src + kStreamAhead + 192 * sub + 64 * l),
+                       _MM_HINT_T0);
+        }
+      }
       __m256i s[NX][2];
 #pragma GCC unroll 4
       for (int i = 0; i < NX; ++i) {
