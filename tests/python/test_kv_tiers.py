@@ -3,7 +3,9 @@
 A 2k-token prompt's KV persists in the disk tier (--kv-offload-dir) when the server stops, and
 after a restart with the same directory the same prompt is served from it: cached tokens
 reported (usage.prompt_tokens_details.cached_tokens), greedy output identical. The same files
-under another model's identity (a copy of the GGUF with different metadata) are never used.
+under another model's identity (a copy of the GGUF with different metadata) are never used. A
+quantized KV cache (--kv-cache-dtype q4_0) goes to disk in its own form (a quarter of f16's bytes
+and a little more) and comes back from it, and a server with another KV dtype never uses it.
 """
 
 import re
@@ -22,10 +24,12 @@ PROMPT = " ".join(SENTENCES)  # about 2.15k tokens
 SHORT = " ".join(SENTENCES[:24])  # the same leading blocks, a third as long
 
 
-def serve(tmp, kv_dir, model=None):
+def serve(tmp, kv_dir, model=None, kv_dtype=None):
     tmp.mkdir(parents=True, exist_ok=True)
     args = ["--max-model-len", "4096", "--threads", "2", "--kv-offload-memory", "64M",
             "--kv-offload-dir", str(kv_dir)]
+    if kv_dtype is not None:
+        args += ["--kv-cache-dtype", kv_dtype]
     if model is None:
         return SmolLM2Server(tmp, args)
     return conftest.Server(tmp, args, model=model, chat_template=None, served_name="smollm2")
@@ -90,6 +94,48 @@ def test_another_models_kv_is_never_used(tmp_path):
         n2, cached, again = complete(s, SHORT)
         assert n2 == n and cached == 0  # recomputed
         assert again == first
+        assert s.metrics()['tachyon_kv_tier_hits_total{tier="disk"}'] == 0
+    finally:
+        stop(s)
+
+
+def segment_bytes(kv_dir):
+    return sum(f.stat().st_size for f in kv_dir.glob("*.kvs"))
+
+
+def test_quantized_kv_is_stored_in_its_own_form_and_never_used_by_another_dtype(tmp_path):
+    require_smollm2()
+    stored = {}
+    for dtype in ("f16", "q4_0"):
+        s = serve(tmp_path / ("a-" + dtype), tmp_path / ("kv-" + dtype), kv_dtype=dtype)
+        try:
+            n, cached, text = complete(s, SHORT)
+            assert cached == 0
+            stored[dtype] = text
+        finally:
+            stop(s)
+    f16_bytes = segment_bytes(tmp_path / "kv-f16")
+    q4_bytes = segment_bytes(tmp_path / "kv-q4_0")
+    assert f16_bytes > 0 and q4_bytes > 0
+    # q4_0: 18 bytes per 32 elements against f16's 64, plus the same record headers.
+    assert q4_bytes < 0.32 * f16_bytes, (q4_bytes, f16_bytes)
+
+    s = serve(tmp_path / "b", tmp_path / "kv-q4_0", kv_dtype="q4_0")
+    try:
+        n2, cached, again = complete(s, SHORT)
+        assert n2 == n
+        assert cached == (n - 1) // BLOCK * BLOCK
+        assert again == stored["q4_0"]
+        assert s.metrics()['tachyon_kv_tier_hits_total{tier="disk"}'] >= (n - 1) // BLOCK
+    finally:
+        stop(s)
+
+    s = serve(tmp_path / "c", tmp_path / "kv-q4_0", kv_dtype="f16")
+    try:
+        assert ": 0 blocks of this model" in s.log_text()
+        n3, cached, text = complete(s, SHORT)
+        assert n3 == n and cached == 0  # recomputed in f16
+        assert text == stored["f16"]
         assert s.metrics()['tachyon_kv_tier_hits_total{tier="disk"}'] == 0
     finally:
         stop(s)

@@ -328,6 +328,52 @@ def test_prefill_replica_killed_mid_transfer(decode, tmp_path):
 
 
 
+F16_BLOCK_BYTES = 30 * 2 * BLOCK * 3 * 64 * 2  # SmolLM2: layers x (K, V) x tokens x kv heads x dim
+
+
+def test_quantized_kv_is_transferred_in_its_own_form(decode, tmp_path):
+    """A q4_0 KV cache travels as q4_0 (18 bytes per 32 elements, not f16's 64) and the decode
+    replica uses it; a replica with another KV dtype refuses it and computes the prompt itself."""
+    servers = []
+    try:
+        for name, args in (("decode", ["--role", "decode", "--kv-port", "0"]),
+                           ("prefill", ["--role", "prefill"])):
+            (tmp_path / name).mkdir()
+            servers.append(SmolLM2Server(tmp_path / name, args + ["--kv-cache-dtype", "q4_0"]))
+        q4_decode, q4_prefill = servers
+        prompt = "Q. " + TEXT
+        ref = reference(q4_decode, prompt)
+        bytes0 = counter(q4_decode, 'tachyon_kv_transfer_bytes_total{direction="received"}')
+        kept0 = counter(q4_decode, "tachyon_kv_transfer_blocks_total")
+        run_prefill(q4_prefill, kv_address(q4_decode)["kv_address"], prompt)
+        kept = counter(q4_decode, "tachyon_kv_transfer_blocks_total") - kept0
+        received = counter(q4_decode,
+                           'tachyon_kv_transfer_bytes_total{direction="received"}') - bytes0
+        text, prompt_tokens, cached = run_decode(q4_decode, prompt)
+        assert text == ref
+        assert kept == prompt_tokens // BLOCK
+        full = prompt_tokens // BLOCK if prompt_tokens % BLOCK else prompt_tokens // BLOCK - 1
+        assert cached == full * BLOCK
+        assert received < 0.32 * F16_BLOCK_BYTES * kept, (received, kept)
+
+        # q4_0 blocks offered to the f16 decode replica: refused (another KV format), recomputed.
+        prompt = "R. " + TEXT
+        ref = reference(decode, prompt)
+        failed = 'tachyon_kv_transfers_total{direction="received",outcome="failed"}'
+        failed0 = counter(decode, failed)
+        salt = uuid.uuid4().hex
+        run_prefill(q4_prefill, kv_address(decode)["kv_address"], prompt, cache_salt=salt)
+        assert counter(decode, failed) > failed0
+        text, _, cached = run_decode(decode, prompt, cache_salt=salt)
+        assert text == ref and cached == 0
+        assert_idle(decode)
+        assert_idle(q4_decode)
+        assert_idle(q4_prefill)
+    finally:
+        for s in servers:
+            assert s.stop() == 0, s.log_text()
+
+
 # --- Through the router: tachyon route --prefill URL --decode URL (router/pd_route.h) --------
 
 def pd_router(tmp_path, prefill_url, decode_url, *extra):
