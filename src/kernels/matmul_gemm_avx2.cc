@@ -248,10 +248,7 @@ void Micro32(int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* t
     const uint8_t* src = tile + b * F::kCodeBytes;
     const float* mt = meta + (b - b0) * kMetaFloats;
     if constexpr (kFrom != Codes::kSlice) {
-#pragma GCC unroll 5
-      for (int l = 0; l < F::kCodeBytes / 64; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(src + kStreamAhead + 64 * l), _MM_HINT_T0);
-      }
+      PrefetchLines<F::kCodeBytes / 64>(src + kStreamAhead);
     }
     const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
     __m256i s[NX][2];
@@ -540,11 +537,7 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* ti
 #pragma GCC unroll 1
     for (int sub = 0; sub < kSubs; ++sub) {
       if constexpr (kFrom != Codes::kSlice) {  // 3 of the super-block's 48 code lines per sub
-#pragma GCC unroll 3
-        for (int l = 0; l < 3; ++l) {
-          _mm_prefetch(reinterpret_cast<const char*>(src + kStreamAhead + 192 * sub + 64 * l),
-                       _MM_HINT_T0);
-        }
+        PrefetchLines<3>(src + kStreamAhead + 192 * sub);
       }
       __m256i s[NX][2];
 #pragma GCC unroll 4

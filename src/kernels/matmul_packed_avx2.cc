@@ -56,20 +56,14 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * kBlockBytes;
-#pragma GCC unroll 8
-    for (int l = 0; l < kBlockBytes / 64; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(codes + kPrefetchBytes + 64 * l), _MM_HINT_T0);
-    }
+    PrefetchLines<kBlockBytes / 64>(codes + kPrefetchBytes);
     const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m256 dw = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * kPackRows + 8 * h)));
+      const __m256 dw = LoadF16x8(scales + b * kPackRows + 8 * h);
       // The code offset's (or the min's) factor of s4 = dx * sum(xq) / 4.
       const __m256 dwc =
-          kMins ? _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                                    mins + b * kPackRows + 8 * h))),
-                                _mm256_set1_ps(4.0f))
+          kMins ? _mm256_mul_ps(LoadF16x8(mins + b * kPackRows + 8 * h), _mm256_set1_ps(4.0f))
                 : _mm256_mul_ps(dw, _mm256_set1_ps(-32.0f));
       __m256i u[8];
 #pragma GCC unroll 8
@@ -209,7 +203,7 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
           xl[i] = Bcast32(xq);
           xh[i] = Bcast32(xq + 32);
         }
-        _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * (8 * c + t) + kKPrefetch), _MM_HINT_T0);
+        PrefetchLines<1>(codes + 64 * (8 * c + t) + kKPrefetch);
 #pragma GCC unroll 8
         for (int h = 0; h < 2; ++h) {
           const __m256i v = LoadY(codes + 64 * (8 * c + t) + 32 * h);
@@ -294,10 +288,7 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
       isum[i][0] = isum[i][1] = cs[i][0] = cs[i][1] = _mm256_setzero_si256();
     }
     for (int g = 0; g < 16; ++g) {
-#pragma GCC unroll 3
-      for (int l = 0; l < 3; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(codes + 192 * g + 64 * l + kKPrefetch), _MM_HINT_T0);
-      }
+      PrefetchLines<3>(codes + 192 * g + kKPrefetch);
       __m256i sc[2];
       RowPairs<true>(meta + 16 * g, meta + 16 * g, sc);
       __m256i xw[NX][4];

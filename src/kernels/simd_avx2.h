@@ -20,6 +20,15 @@ inline __m256 LoadF16x8(const void* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)));
 }
 
+// Prefetches (to L1) the kLines 64-byte cache lines from p on.
+template <int kLines>
+inline void PrefetchLines(const void* p) {
+#pragma GCC unroll 16
+  for (int l = 0; l < kLines; ++l) {
+    _mm_prefetch(static_cast<const char*>(p) + 64 * l, _MM_HINT_T0);
+  }
+}
+
 // The first n (0..8) floats of v to p; the rest of p[0..8) is not touched.
 inline void StoreFirst(float* p, __m256 v, int n) {
   if (n >= 8) {
