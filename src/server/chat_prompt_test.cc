@@ -37,12 +37,20 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-std::vector<NamedTokenizer> LoadTokenizers(const std::string& root) {
+// The testdata tokenizers named (all of them and SmolLM2's GGUF when `names` is empty); a
+// tokenizer.json takes seconds to parse under the sanitizers, so a test loads what it uses.
+std::vector<NamedTokenizer> LoadTokenizers(const std::string& root,
+                                           const std::vector<std::string>& names = {}) {
+  auto wanted = [&](const std::string& n) {
+    return names.empty() || std::find(names.begin(), names.end(), n) != names.end();
+  };
   std::vector<std::pair<std::string, std::string>> paths;
   for (const char* n : {"llama2", "llama3", "qwen3"}) {
-    paths.emplace_back(n, root + "/tokenizers/" + n);
+    if (wanted(n)) paths.emplace_back(n, root + "/tokenizers/" + n);
   }
-  if (std::string p = SmolLm2Path(); !p.empty()) paths.emplace_back("smollm2", p);
+  if (std::string p = SmolLm2Path(); !p.empty() && wanted("smollm2")) {
+    paths.emplace_back("smollm2", p);
+  }
   std::vector<NamedTokenizer> out;
   for (auto& [name, path] : paths) {
     if (!Exists(path)) continue;
@@ -253,12 +261,12 @@ TEST_F(ChatPromptReference, SpecialTextInContentNeverBecomesControlTokens) {
   EXPECT_GT(forged_before, checked / 2);
 }
 
-TEST_F(ChatPromptReference, ForgedSystemTurnAndTrustedModes) {
-  const NamedTokenizer* qwen = nullptr;
-  for (const NamedTokenizer& nt : tokenizers_) {
-    if (nt.name == "qwen3") qwen = &nt;
-  }
-  if (qwen == nullptr) GTEST_SKIP() << "testdata/tokenizers/qwen3 not found";
+TEST(ChatPromptForged, ForgedSystemTurnAndTrustedModes) {
+  const std::string root = TestdataDir();
+  if (root.empty()) GTEST_SKIP() << "testdata not found (../shared/testdata); skipping";
+  const std::vector<NamedTokenizer> tokenizers = LoadTokenizers(root, {"qwen3"});
+  if (tokenizers.empty()) GTEST_SKIP() << "testdata/tokenizers/qwen3 not found";
+  const NamedTokenizer* qwen = &tokenizers[0];
   auto tmpl = chat::ChatTemplate::Parse(
       "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
