@@ -3,6 +3,9 @@
 // few-row kernels (matmul_packed_avx2.cc) unpack the codes in registers for every 1-4
 // activation rows; here, per L2-sized chunk of activation rows against a thread's tiles:
 //
+// Q4_K up to kWideMaxM rows runs its own passes instead (GemmWideQ4K below): groups of up to
+// kWideRows rows over each half tile, the codes decoded once per group in registers.
+//
 //  1. Each tile is taken a slice at a time (16 blocks of 32, or 2 super-blocks of 256), whose
 //     codes are unpacked once into u8 steps in L1 (step s: 4 code bytes of each of the 16 rows,
 //     rows 0..7 in the first 32 bytes) with the scales converted to floats beside them; every
@@ -79,8 +82,8 @@ int64_t ChunkRows(int64_t m, size_t stride) {
 // never a latency-bound group of 1 beside full ones.
 struct RowGroups {
   int64_t count, base, extra;
-  explicit RowGroups(int64_t n)
-      : count((n + kRowsPerPass - 1) / kRowsPerPass), base(n / count), extra(n % count) {}
+  explicit RowGroups(int64_t n, int64_t per = kRowsPerPass)
+      : count((n + per - 1) / per), base(n / count), extra(n % count) {}
   int64_t Start(int64_t g) const { return g * base + std::min(g, extra); }
   int64_t Size(int64_t g) const { return base + (g < extra ? 1 : 0); }
 };
@@ -491,15 +494,166 @@ void BuildFoldQ6K(const int8_t* qs, int64_t nsub, int32_t* out) {
   }
 }
 
-// Q4_K min operands of one activation row: out[4 b + p] = two int16, the sums of sub-blocks
-// 2 p and 2 p + 1 of super-block b (at most 32 * 127 each).
+// The Q4_K min operand of sub-blocks 2 p and 2 p + 1 of a super-block (bs: its 16 activation
+// sums of 16): two int16, the sums of the two sub-blocks (at most 32 * 127 each).
+inline int32_t MinPair(const int16_t* bs, int p) {
+  const auto lo = static_cast<uint16_t>(bs[4 * p] + bs[4 * p + 1]);
+  const auto hi = static_cast<uint16_t>(bs[4 * p + 2] + bs[4 * p + 3]);
+  return static_cast<int32_t>(lo | (static_cast<uint32_t>(hi) << 16));
+}
+
+// Q4_K min operands of one activation row: out[4 b + p] = MinPair of super-block b.
 void BuildMinPairs(const Q8Row256& x, int64_t nb, int32_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
-    const int16_t* bs = x.bsums + 16 * b;
-    for (int p = 0; p < 4; ++p) {
-      const auto lo = static_cast<uint16_t>(bs[4 * p] + bs[4 * p + 1]);
-      const auto hi = static_cast<uint16_t>(bs[4 * p + 2] + bs[4 * p + 3]);
-      out[4 * b + p] = static_cast<int32_t>(lo | (static_cast<uint32_t>(hi) << 16));
+    for (int p = 0; p < 4; ++p) out[4 * b + p] = MinPair(x.bsums + 16 * b, p);
+  }
+}
+
+// ---- Q4_K at few rows (speculative verification, batched decode): one pass per row group ----
+//
+// Up to kWideRows activation rows run over each half tile (8 weight rows) at once, the codes
+// decoded from the packed tile in registers once per group and half step (no code slice, no
+// scratch round trip, and the decode shared by every row of the group), the scales and mins
+// read from the packed meta in the pass. Per super-block, half and 32-element sub-block the
+// rows' int16 sums (as MicroK's, at most 30480) are widened by the (sc, sc) pairs; the epilogue
+// is MicroK's, so the bits are the slice passes' and the few-row kernel's. The activation rows
+// are first copied super-block-major (kXs* below), so that a group's operands of a super-block
+// lie at fixed offsets from one base.
+constexpr int kWideRows = 10;
+// Q4_K runs the wide passes up to this many rows (groups of at most kWideRows), GemmK from
+// there on.
+constexpr int64_t kWideMaxM = 24;
+// Per super-block and activation row in the wide passes' scratch: the 256 activation bytes, the
+// four MinPair operands, the scale d.
+constexpr int kXsMins = 256, kXsD = 272;
+constexpr size_t kXsBytes = 288;
+
+template <int NX>
+inline void KeepInRegisters(__m256i (&s)[NX]) {
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) asm("" : "+x"(s[i]));
+}
+
+// NX activation rows against one packed tile of nb super-blocks: row i's operands of
+// super-block b at xs + b * xs_sb + i * kXsBytes; y[i * ldy + r] for r < nrows.
+template <int NX>
+void WideQ4K(int64_t nb, const uint8_t* tile, const uint8_t* xs, size_t xs_sb, float* y,
+             int64_t ldy, int nrows) {
+  __m256 acc[NX][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* src = tile + b * 2048;
+    const uint8_t* meta = tile + nb * 2048 + b * 320;
+    const uint8_t* xb = xs + b * xs_sb;
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[NX];
+#pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) isum[i] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+      for (int c = 0; c < 4; ++c) {  // packed steps 8 c..8 c + 7
+        PrefetchLines<4>(src + kStreamAhead + 1024 * h + 256 * c);
+#pragma GCC unroll 2
+        for (int hi = 0; hi < 2; ++hi) {  // sub-block 2 c + hi: the low / high nibbles
+          __m256i s[NX];
+#pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) s[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int t = 0; t < 8; ++t) {
+            const __m256i v = Load(src + 64 * (8 * c + t) + 32 * h);
+            const __m256i w = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
+#pragma GCC unroll 16
+            for (int i = 0; i < NX; ++i) {
+              const __m256i xv = Bcast32(xb + i * kXsBytes + 64 * c + 32 * hi + 4 * t);
+              s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(w, xv));
+            }
+            KeepInRegisters(s);
+          }
+          const __m256i sc = ScalePairs8(meta + 16 * (2 * c + hi) + 8 * h, false);
+#pragma GCC unroll 16
+          for (int i = 0; i < NX; ++i) isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], sc));
+        }
+      }
+      const __m256 d = LoadF16x8(meta + 256 + 16 * h), dmin = LoadF16x8(meta + 288 + 16 * h);
+      __m256i mp[4];  // (min_2p, min_2p+1) pairs
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        const __m256i lo = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 128 + 16 * (2 * p) + 8 * h)));
+        const __m256i hi = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 128 + 16 * (2 * p + 1) + 8 * h)));
+        mp[p] = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16));
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < NX; ++i) {
+        const uint8_t* xi = xb + i * kXsBytes;
+        __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p) {
+          msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[p], Bcast32(xi + kXsMins + 4 * p)));
+        }
+        const __m256 dx = _mm256_broadcast_ss(reinterpret_cast<const float*>(xi + kXsD));
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, dx), acc[i][h]);
+        acc[i][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[i][h]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < NX; ++i) StoreAcc(acc[i], y + i * ldy, nrows);
+}
+
+// One WideQ4K pass over nx (1..kWideRows) activation rows.
+void WideQ4KRows(int nx, int64_t nb, const uint8_t* tile, const uint8_t* xs, size_t xs_sb,
+                 float* y, int64_t ldy, int nrows) {
+  switch (nx) {
+#define TACHYON_WIDE_CASE(N) \
+  case N:                    \
+    return WideQ4K<N>(nb, tile, xs, xs_sb, y, ldy, nrows);
+    TACHYON_WIDE_CASE(1)
+    TACHYON_WIDE_CASE(2)
+    TACHYON_WIDE_CASE(3)
+    TACHYON_WIDE_CASE(4)
+    TACHYON_WIDE_CASE(5)
+    TACHYON_WIDE_CASE(6)
+    TACHYON_WIDE_CASE(7)
+    TACHYON_WIDE_CASE(8)
+    TACHYON_WIDE_CASE(9)
+#undef TACHYON_WIDE_CASE
+    default:
+      return WideQ4K<kWideRows>(nb, tile, xs, xs_sb, y, ldy, nrows);
+  }
+}
+static_assert(kWideRows == 10, "WideQ4KRows() dispatches group sizes 1..10");
+
+// Q4_K GEMM for m <= kWideMaxM rows (PackedGemmFn): the rows copied super-block-major, then
+// the wide passes, tile by tile.
+void GemmWideQ4K(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
+                 const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
+  const int64_t nb = k / 256;
+  const size_t xs_sb = static_cast<size_t>(m) * kXsBytes;
+  uint8_t* xs = ThreadScratch<uint8_t, GemmAvx2Scratch>(static_cast<size_t>(nb) * xs_sb);
+  for (int64_t i = 0; i < m; ++i) {
+    const Q8Row256 x = ViewQ8Row256(act + static_cast<size_t>(i) * stride, k);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* o = xs + b * xs_sb + i * kXsBytes;
+      std::memcpy(o, x.qs + 256 * b, 256);
+      for (int p = 0; p < 4; ++p) {
+        const int32_t pair = MinPair(x.bsums + 16 * b, p);
+        std::memcpy(o + kXsMins + 4 * p, &pair, 4);
+      }
+      std::memcpy(o + kXsD, x.d + b, 4);
+    }
+  }
+  const RowGroups groups(m, kWideRows);
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const uint8_t* tile = tiles + static_cast<size_t>(t) * tile_bytes;
+    const int nrows = static_cast<int>(std::min<int64_t>(kPackRows, rows - t * kPackRows));
+    for (int64_t g = 0; g < groups.count; ++g) {
+      const int64_t i = groups.Start(g);
+      WideQ4KRows(static_cast<int>(groups.Size(g)), nb, tile, xs + i * kXsBytes, xs_sb,
+                  y + i * ldy + t * kPackRows, ldy, nrows);
     }
   }
 }
@@ -718,7 +872,11 @@ PackedGemmFn PackedGemmAvx2(GgmlType type) {
     case GgmlType::kQ5_0:
       return Gemm32<Q5_0>;
     case GgmlType::kQ4_K:
-      return GemmK<false>;
+      return [](int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
+                const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
+        (m <= kWideMaxM ? GemmWideQ4K : GemmK<false>)(k, tiles, tile_bytes, ntiles, rows, act,
+                                                       stride, m, y, ldy);
+      };
     case GgmlType::kQ6_K:
       return GemmK<true>;
     default:

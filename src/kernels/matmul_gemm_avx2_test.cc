@@ -111,12 +111,13 @@ TEST(MatMulGemmAvx2, RaggedShapes) {
 }
 
 // Every row count of speculative verification and batched decode (one pass of up to 4 rows, or
-// several, the first of which may decode the codes for the others), a ragged last tile and a
-// ragged last slice (3 super-blocks / 17 blocks).
+// several, the first of which may decode the codes for the others; Q4_K: one to three wide
+// groups up to 24 rows, the slice passes from 25), a ragged last tile and a ragged last slice
+// (3 super-blocks / 17 blocks).
 TEST(MatMulGemmAvx2, RowCounts) {
   if (!DetectedCpuFeatures().HasAvx2Set()) GTEST_SKIP() << "needs AVX2";
   for (GgmlType t : kGemmTypes) {
-    for (int64_t m = 1; m <= 17; ++m) {
+    for (int64_t m = 1; m <= 25; ++m) {
       CheckGemm(t, 37, IsSuperBlock(t) ? 768 : 544, m, static_cast<uint32_t>(m));
     }
     CheckGemm(t, 33, IsSuperBlock(t) ? 512 : 96, 33, 33);
