@@ -3,9 +3,6 @@
 // few-row kernels (matmul_packed_avx2.cc) unpack the codes in registers for every 1-4
 // activation rows; here, per L2-sized chunk of activation rows against a thread's tiles:
 //
-// Q4_K up to kWideMaxM rows runs its own passes instead (GemmWideQ4K below): groups of up to
-// kWideRows rows over each half tile, the codes decoded once per group in registers.
-//
 //  1. Each tile is taken a slice at a time (16 blocks of 32, or 2 super-blocks of 256), whose
 //     codes are unpacked once into u8 steps in L1 (step s: 4 code bytes of each of the 16 rows,
 //     rows 0..7 in the first 32 bytes) with the scales converted to floats beside them; every
@@ -25,6 +22,10 @@
 //       Q4_K: as Q4_0 per 32-element sub-block.
 //       Q6_K (codes up to 63): per 16-element sub-block, started at -32 times the lane's 8
 //             activation bytes (the code offset): at most 8 * 32 * 127.
+//
+// Q4_K up to 24 rows and Q6_K up to 10 (kWideMaxM) run their own passes instead of these
+// (GemmWideK below): groups of up to kWideRows rows over each half tile, the codes decoded once
+// per group in registers.
 //
 // Numerics: every output is the few-row kernels' float sequence per block / super-block, with the
 // same exact integer sums, so MatMul's results do not depend on which of the two ran (batch
@@ -425,33 +426,31 @@ void UnpackCodesQ4K(const uint8_t* tile, int64_t b, uint8_t* codes) {
   }
 }
 
-// Q6_K codes of step st (0..63) of a packed super-block (src: its codes in the tile), 16 rows as
-// two halves: the 6-bit codes of 16-element sub-block st / 4 rebuilt from its two nibble steps
-// and its high-bit step (16-bit shifts; the bits carried across bytes are masked off).
-inline void DecodeStepQ6K(const uint8_t* src, int st, __m256i (&w)[2]) {
+// Q6_K codes of step 4 g + q (q < 4) of a packed super-block (src: its codes in the tile), rows
+// 8 h..8 h + 7: the 6-bit codes of 16-element sub-block g rebuilt from its two nibble steps and
+// its high-bit step (16-bit shifts; the bits carried across bytes are masked off).
+inline __m256i DecodeHalfQ6K(const uint8_t* src, int64_t g, int q, int h) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* cg = src + 192 * (st / 4) + 32 * h;
-    const __m256i hb = Load(cg + 128);
-    switch (st % 4) {
-      case 0:
-        w[h] = _mm256_or_si256(_mm256_and_si256(Load(cg), m4),
-                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-        break;
-      case 1:
-        w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Load(cg), 4), m4),
-                               _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-        break;
-      case 2:
-        w[h] = _mm256_or_si256(_mm256_and_si256(Load(cg + 64), m4), _mm256_and_si256(hb, m30));
-        break;
-      default:
-        w[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Load(cg + 64), 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-        break;
-    }
+  const uint8_t* cg = src + 192 * g + 32 * h;
+  const __m256i hb = Load(cg + 128);
+  switch (q) {
+    case 0:
+      return _mm256_or_si256(_mm256_and_si256(Load(cg), m4),
+                             _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+    case 1:
+      return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Load(cg), 4), m4),
+                             _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+    case 2:
+      return _mm256_or_si256(_mm256_and_si256(Load(cg + 64), m4), _mm256_and_si256(hb, m30));
+    default:
+      return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Load(cg + 64), 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
   }
+}
+// Both halves of step st (0..63), 16 rows.
+inline void DecodeStepQ6K(const uint8_t* src, int st, __m256i (&w)[2]) {
+  w[0] = DecodeHalfQ6K(src, st / 4, st % 4, 0);
+  w[1] = DecodeHalfQ6K(src, st / 4, st % 4, 1);
 }
 
 // Unpacks the meta of super-block b of a tile (layout above).
@@ -509,24 +508,31 @@ void BuildMinPairs(const Q8Row256& x, int64_t nb, int32_t* out) {
   }
 }
 
-// ---- Q4_K at few rows (speculative verification, batched decode): one pass per row group ----
+// ---- K-quants at few rows (speculative verification, batched decode): one pass per row group ----
 //
 // Up to kWideRows activation rows run over each half tile (8 weight rows) at once, the codes
 // decoded from the packed tile in registers once per group and half step (no code slice, no
 // scratch round trip, and the decode shared by every row of the group), the scales and mins
-// read from the packed meta in the pass. Per super-block, half and 32-element sub-block the
-// rows' int16 sums (as MicroK's, at most 30480) are widened by the (sc, sc) pairs; the epilogue
-// is MicroK's, so the bits are the slice passes' and the few-row kernel's. The activation rows
-// are first copied super-block-major (kXs* below), so that a group's operands of a super-block
-// lie at fixed offsets from one base.
+// read from the packed meta in the pass. Per super-block, half and sub-block the rows' int16
+// sums (MicroK's: Q4_K from 0, Q6_K from its lane start, with the same bounds) are widened by
+// the (sc, sc) pairs; the epilogue is MicroK's, so the bits are the slice passes' and the
+// few-row kernels'. The activation rows are first copied super-block-major (WideRow), so that
+// a group's operands of a super-block lie at fixed offsets from one base.
 constexpr int kWideRows = 10;
-// Q4_K runs the wide passes up to this many rows (groups of at most kWideRows), GemmK from
-// there on.
-constexpr int64_t kWideMaxM = 24;
-// Per super-block and activation row in the wide passes' scratch: the 256 activation bytes, the
-// four MinPair operands, the scale d.
-constexpr int kXsMins = 256, kXsD = 272;
-constexpr size_t kXsBytes = 288;
+// The wide passes run up to this many rows (groups of at most kWideRows), GemmK from there on:
+// Q6_K one group (at 16 rows its four slice passes share one decode and come out ahead).
+template <bool kQ6>
+constexpr int64_t kWideMaxM = kQ6 ? kWideRows : 24;
+
+// One activation row's operands of one super-block in the wide passes' scratch: the 256
+// activation bytes, then (kOps) Q4_K's four MinPair operands or Q6_K's 16 lane starts
+// (BuildFoldQ6K's), then (kD) the scale d.
+template <bool kQ6>
+struct WideRow {
+  static constexpr int kOps = 256;
+  static constexpr int kD = kQ6 ? 320 : 272;
+  static constexpr size_t kBytes = kQ6 ? 352 : 288;
+};
 
 template <int NX>
 inline void KeepInRegisters(__m256i (&s)[NX]) {
@@ -535,68 +541,100 @@ inline void KeepInRegisters(__m256i (&s)[NX]) {
 }
 
 // NX activation rows against one packed tile of nb super-blocks: row i's operands of
-// super-block b at xs + b * xs_sb + i * kXsBytes; y[i * ldy + r] for r < nrows.
-template <int NX>
-void WideQ4K(int64_t nb, const uint8_t* tile, const uint8_t* xs, size_t xs_sb, float* y,
-             int64_t ldy, int nrows) {
+// super-block b at xs + b * xs_sb + i * WideRow<kQ6>::kBytes; y[i * ldy + r] for r < nrows.
+template <bool kQ6, int NX>
+void WideK(int64_t nb, const uint8_t* tile, const uint8_t* xs, size_t xs_sb, float* y,
+           int64_t ldy, int nrows) {
+  using R = WideRow<kQ6>;
+  constexpr int kTileCodeBytes = kQ6 ? 3072 : 2048;  // per super-block in the packed tile
+  constexpr int kTileMetaBytes = kQ6 ? 288 : 320;
   __m256 acc[NX][2];
 #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* src = tile + b * 2048;
-    const uint8_t* meta = tile + nb * 2048 + b * 320;
+    const uint8_t* src = tile + b * kTileCodeBytes;
+    const uint8_t* meta = tile + nb * kTileCodeBytes + b * kTileMetaBytes;
     const uint8_t* xb = xs + b * xs_sb;
 #pragma GCC unroll 1
     for (int h = 0; h < 2; ++h) {
       __m256i isum[NX];
 #pragma GCC unroll 16
       for (int i = 0; i < NX; ++i) isum[i] = _mm256_setzero_si256();
+      if constexpr (kQ6) {
 #pragma GCC unroll 1
-      for (int c = 0; c < 4; ++c) {  // packed steps 8 c..8 c + 7
-        PrefetchLines<4>(src + kStreamAhead + 1024 * h + 256 * c);
-#pragma GCC unroll 2
-        for (int hi = 0; hi < 2; ++hi) {  // sub-block 2 c + hi: the low / high nibbles
+        for (int64_t g = 0; g < 16; ++g) {  // 16-element sub-blocks of 4 steps
+          if (h == 0) PrefetchLines<3>(src + kStreamAhead + 192 * g);
           __m256i s[NX];
 #pragma GCC unroll 16
-          for (int i = 0; i < NX; ++i) s[i] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-          for (int t = 0; t < 8; ++t) {
-            const __m256i v = Load(src + 64 * (8 * c + t) + 32 * h);
-            const __m256i w = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
+          for (int i = 0; i < NX; ++i) s[i] = Bcast32(xb + i * R::kBytes + R::kOps + 4 * g);
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) {
+            const __m256i w = DecodeHalfQ6K(src, g, q, h);
 #pragma GCC unroll 16
             for (int i = 0; i < NX; ++i) {
-              const __m256i xv = Bcast32(xb + i * kXsBytes + 64 * c + 32 * hi + 4 * t);
+              const __m256i xv = Bcast32(xb + i * R::kBytes + 16 * g + 4 * q);
               s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(w, xv));
             }
             KeepInRegisters(s);
           }
-          const __m256i sc = ScalePairs8(meta + 16 * (2 * c + hi) + 8 * h, false);
+          const __m256i sc = ScalePairs8(meta + 16 * g + 8 * h, true);
 #pragma GCC unroll 16
           for (int i = 0; i < NX; ++i) isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], sc));
         }
-      }
-      const __m256 d = LoadF16x8(meta + 256 + 16 * h), dmin = LoadF16x8(meta + 288 + 16 * h);
-      __m256i mp[4];  // (min_2p, min_2p+1) pairs
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) {
-        const __m256i lo = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 128 + 16 * (2 * p) + 8 * h)));
-        const __m256i hi = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 128 + 16 * (2 * p + 1) + 8 * h)));
-        mp[p] = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16));
-      }
+        const __m256 d = LoadF16x8(meta + 256 + 16 * h);
 #pragma GCC unroll 16
-      for (int i = 0; i < NX; ++i) {
-        const uint8_t* xi = xb + i * kXsBytes;
-        __m256i msum = _mm256_setzero_si256();
+        for (int i = 0; i < NX; ++i) {
+          const __m256 dx = _mm256_broadcast_ss(reinterpret_cast<const float*>(xb + i * R::kBytes + R::kD));
+          acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, dx), acc[i][h]);
+        }
+      } else {
+#pragma GCC unroll 1
+        for (int c = 0; c < 4; ++c) {  // packed steps 8 c..8 c + 7
+          PrefetchLines<4>(src + kStreamAhead + 1024 * h + 256 * c);
+#pragma GCC unroll 2
+          for (int hi = 0; hi < 2; ++hi) {  // sub-block 2 c + hi: the low / high nibbles
+            __m256i s[NX];
+#pragma GCC unroll 16
+            for (int i = 0; i < NX; ++i) s[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; ++t) {
+              const __m256i v = Load(src + 64 * (8 * c + t) + 32 * h);
+              const __m256i w = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
+#pragma GCC unroll 16
+              for (int i = 0; i < NX; ++i) {
+                const __m256i xv = Bcast32(xb + i * R::kBytes + 64 * c + 32 * hi + 4 * t);
+                s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(w, xv));
+              }
+              KeepInRegisters(s);
+            }
+            const __m256i sc = ScalePairs8(meta + 16 * (2 * c + hi) + 8 * h, false);
+#pragma GCC unroll 16
+            for (int i = 0; i < NX; ++i) isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], sc));
+          }
+        }
+        const __m256 d = LoadF16x8(meta + 256 + 16 * h), dmin = LoadF16x8(meta + 288 + 16 * h);
+        __m256i mp[4];  // (min_2p, min_2p+1) pairs
 #pragma GCC unroll 4
         for (int p = 0; p < 4; ++p) {
-          msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[p], Bcast32(xi + kXsMins + 4 * p)));
+          const __m256i lo = _mm256_cvtepu8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 128 + 16 * (2 * p) + 8 * h)));
+          const __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+              reinterpret_cast<const __m128i*>(meta + 128 + 16 * (2 * p + 1) + 8 * h)));
+          mp[p] = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16));
         }
-        const __m256 dx = _mm256_broadcast_ss(reinterpret_cast<const float*>(xi + kXsD));
-        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, dx), acc[i][h]);
-        acc[i][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[i][h]);
+#pragma GCC unroll 16
+        for (int i = 0; i < NX; ++i) {
+          const uint8_t* xi = xb + i * R::kBytes;
+          __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (int p = 0; p < 4; ++p) {
+            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[p], Bcast32(xi + R::kOps + 4 * p)));
+          }
+          const __m256 dx = _mm256_broadcast_ss(reinterpret_cast<const float*>(xi + R::kD));
+          acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(d, dx), acc[i][h]);
+          acc[i][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[i][h]);
+        }
       }
     }
   }
@@ -604,13 +642,14 @@ void WideQ4K(int64_t nb, const uint8_t* tile, const uint8_t* xs, size_t xs_sb, f
   for (int i = 0; i < NX; ++i) StoreAcc(acc[i], y + i * ldy, nrows);
 }
 
-// One WideQ4K pass over nx (1..kWideRows) activation rows.
-void WideQ4KRows(int nx, int64_t nb, const uint8_t* tile, const uint8_t* xs, size_t xs_sb,
-                 float* y, int64_t ldy, int nrows) {
+// One WideK pass over nx (1..kWideRows) activation rows.
+template <bool kQ6>
+void WideKRows(int nx, int64_t nb, const uint8_t* tile, const uint8_t* xs, size_t xs_sb, float* y,
+               int64_t ldy, int nrows) {
   switch (nx) {
 #define TACHYON_WIDE_CASE(N) \
   case N:                    \
-    return WideQ4K<N>(nb, tile, xs, xs_sb, y, ldy, nrows);
+    return WideK<kQ6, N>(nb, tile, xs, xs_sb, y, ldy, nrows);
     TACHYON_WIDE_CASE(1)
     TACHYON_WIDE_CASE(2)
     TACHYON_WIDE_CASE(3)
@@ -622,28 +661,32 @@ void WideQ4KRows(int nx, int64_t nb, const uint8_t* tile, const uint8_t* xs, siz
     TACHYON_WIDE_CASE(9)
 #undef TACHYON_WIDE_CASE
     default:
-      return WideQ4K<kWideRows>(nb, tile, xs, xs_sb, y, ldy, nrows);
+      return WideK<kQ6, kWideRows>(nb, tile, xs, xs_sb, y, ldy, nrows);
   }
 }
-static_assert(kWideRows == 10, "WideQ4KRows() dispatches group sizes 1..10");
+static_assert(kWideRows == 10, "WideKRows() dispatches group sizes 1..10");
 
-// Q4_K GEMM for m <= kWideMaxM rows (PackedGemmFn): the rows copied super-block-major, then
+// K-quant GEMM for m <= kWideMaxM<kQ6> rows (PackedGemmFn): the rows copied super-block-major, then
 // the wide passes, tile by tile.
-void GemmWideQ4K(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
-                 const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
+template <bool kQ6>
+void GemmWideK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
+               const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
+  using R = WideRow<kQ6>;
   const int64_t nb = k / 256;
-  const size_t xs_sb = static_cast<size_t>(m) * kXsBytes;
+  const size_t xs_sb = static_cast<size_t>(m) * R::kBytes;
   uint8_t* xs = ThreadScratch<uint8_t, GemmAvx2Scratch>(static_cast<size_t>(nb) * xs_sb);
   for (int64_t i = 0; i < m; ++i) {
     const Q8Row256 x = ViewQ8Row256(act + static_cast<size_t>(i) * stride, k);
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* o = xs + b * xs_sb + i * kXsBytes;
+      uint8_t* o = xs + b * xs_sb + i * R::kBytes;
       std::memcpy(o, x.qs + 256 * b, 256);
-      for (int p = 0; p < 4; ++p) {
-        const int32_t pair = MinPair(x.bsums + 16 * b, p);
-        std::memcpy(o + kXsMins + 4 * p, &pair, 4);
+      auto* ops = reinterpret_cast<int32_t*>(o + R::kOps);
+      if constexpr (kQ6) {
+        BuildFoldQ6K(x.qs + 256 * b, 16, ops);
+      } else {
+        for (int p = 0; p < 4; ++p) ops[p] = MinPair(x.bsums + 16 * b, p);
       }
-      std::memcpy(o + kXsD, x.d + b, 4);
+      std::memcpy(o + R::kD, x.d + b, 4);
     }
   }
   const RowGroups groups(m, kWideRows);
@@ -652,8 +695,8 @@ void GemmWideQ4K(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t nti
     const int nrows = static_cast<int>(std::min<int64_t>(kPackRows, rows - t * kPackRows));
     for (int64_t g = 0; g < groups.count; ++g) {
       const int64_t i = groups.Start(g);
-      WideQ4KRows(static_cast<int>(groups.Size(g)), nb, tile, xs + i * kXsBytes, xs_sb,
-                  y + i * ldy + t * kPackRows, ldy, nrows);
+      WideKRows<kQ6>(static_cast<int>(groups.Size(g)), nb, tile, xs + i * R::kBytes, xs_sb,
+                     y + i * ldy + t * kPackRows, ldy, nrows);
     }
   }
 }
@@ -859,6 +902,14 @@ void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, i
   }
 }
 
+// The K-quant GEMM: the wide passes up to kWideMaxM<kQ6> rows, the slice passes from there on.
+template <bool kQ6>
+void GemmKQuant(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
+                const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
+  (m <= kWideMaxM<kQ6> ? GemmWideK<kQ6> : GemmK<kQ6>)(k, tiles, tile_bytes, ntiles, rows, act,
+                                                       stride, m, y, ldy);
+}
+
 }  // namespace
 }  // namespace gemm_avx2
 
@@ -872,13 +923,9 @@ PackedGemmFn PackedGemmAvx2(GgmlType type) {
     case GgmlType::kQ5_0:
       return Gemm32<Q5_0>;
     case GgmlType::kQ4_K:
-      return [](int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
-                const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
-        (m <= kWideMaxM ? GemmWideQ4K : GemmK<false>)(k, tiles, tile_bytes, ntiles, rows, act,
-                                                       stride, m, y, ldy);
-      };
+      return GemmKQuant<false>;
     case GgmlType::kQ6_K:
-      return GemmK<true>;
+      return GemmKQuant<true>;
     default:
       return nullptr;
   }

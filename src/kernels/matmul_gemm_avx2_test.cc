@@ -111,8 +111,8 @@ TEST(MatMulGemmAvx2, RaggedShapes) {
 }
 
 // Every row count of speculative verification and batched decode (one pass of up to 4 rows, or
-// several, the first of which may decode the codes for the others; Q4_K: one to three wide
-// groups up to 24 rows, the slice passes from 25), a ragged last tile and a ragged last slice
+// several, the first of which may decode the codes for the others; the K-quants' wide groups:
+// Q4_K one to three up to 24 rows, Q6_K one up to 10, the slice passes above), a ragged last tile and a ragged last slice
 // (3 super-blocks / 17 blocks).
 TEST(MatMulGemmAvx2, RowCounts) {
   if (!DetectedCpuFeatures().HasAvx2Set()) GTEST_SKIP() << "needs AVX2";
