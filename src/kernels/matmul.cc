@@ -203,12 +203,19 @@ int64_t GemmMinRows(GgmlType type) {
 namespace internal {
 
 // Measured on Zen 3 (docs/kernels.md, AVX2 GEMM): from 4 rows the GEMM takes 0.4-0.7 of the
-// few-row kernels' time for Q4_1. Against the K-quant few-row kernels of 20fb594 / bc6353f, at
-// 4-8 rows those take 1.1-1.7x the GEMM's time on 8960x1536 and 128256x2048 and 0.8-1.2x on
-// 1536x8960; at 1-2 rows 0.65-0.85x; at 3 rows Q6_K's 1.1-1.2x, Q4_K's 0.9-1.4x.
+// few-row kernels' time for Q4_1. The K-quants' wide passes take 0.68-0.85 of the few-row
+// kernels' time at 3 rows, 0.88-1.09 at 2 (DRAM-bound shapes level), 1.06-1.19 at 1.
 int64_t GemmMinRowsAvx2(GgmlType type) {
   if (const int64_t forced = ForcedGemmMinRows(); forced > 0) return forced;
-  return type == GgmlType::kQ5_0 ? 1 : 4;
+  switch (type) {
+    case GgmlType::kQ5_0:
+      return 1;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return 3;
+    default:
+      return 4;
+  }
 }
 
 }  // namespace internal

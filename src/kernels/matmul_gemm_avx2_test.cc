@@ -213,8 +213,11 @@ TEST(MatMulGemmAvx2, MatMulAtAvx2) {
 TEST(MatMulGemmAvx2, MinRows) {
   if (std::getenv("TACHYON_GEMM_MIN_ROWS") != nullptr) GTEST_SKIP() << "TACHYON_GEMM_MIN_ROWS set";
   EXPECT_EQ(internal::GemmMinRowsAvx2(GgmlType::kQ5_0), 1);
-  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1}) {
     EXPECT_EQ(internal::GemmMinRowsAvx2(t), 4) << TypeName(t);
+  }
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    EXPECT_EQ(internal::GemmMinRowsAvx2(t), 3) << TypeName(t);
   }
   EXPECT_EQ(internal::PackedGemmAvx2(GgmlType::kF16), nullptr);
 }
