@@ -151,6 +151,7 @@ void Speculator::Plan(int num_waiting) {
     } else {
       r->draft_tokens.resize(static_cast<size_t>(k[i]));
     }
+    if (cand.drafter_lowered && !cand.probe) doubted_.insert(r->seq_id);
   }
   pending_.clear();
 }
@@ -159,7 +160,8 @@ void Speculator::Verified(const Request& r, int drafted, int accepted) {
   if (drafted <= 0) return;
   stats_.Record(drafted, accepted);
   auto it = controllers_.find(r.seq_id);
-  if (it != controllers_.end()) it->second.Record(drafted, accepted);
+  const bool doubted = doubted_.erase(r.seq_id) > 0;
+  if (it != controllers_.end()) it->second.Record(drafted, accepted, doubted);
   if (draft_model_) draft_model_->Reconcile(r);
 }
 
@@ -194,6 +196,7 @@ void Speculator::Preempted(int64_t seq_id) {
 
 void Speculator::Release(const Request& r) {
   controllers_.erase(r.seq_id);
+  doubted_.erase(r.seq_id);
   if (drafter_) drafter_->Release(r.seq_id, r.tokens, r.num_prompt_tokens);
   if (draft_model_) draft_model_->Free(r.seq_id);
 }

@@ -33,6 +33,7 @@
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/draft_runner.h"
@@ -116,6 +117,9 @@ class Speculator {
   void Plan(int num_waiting);
 
   std::vector<Candidate> pending_;  // Propose -> Flush
+  // Sequences whose drafts of this step the drafter doubted (Candidate::drafter_lowered): their
+  // verification moves alpha but not the acceptance rate (DraftLengthController::Record).
+  std::unordered_set<int64_t> doubted_;
   int step_running_ = 0;            // num_running of this step's Propose calls
 };
 

@@ -24,26 +24,29 @@ int DraftLengthController::NextLength(int max_tokens) {
   }
   const double r = std::min(rate_, 0.95);
   const int run = static_cast<int>(std::floor(r / (1.0 - r))) + 1;
-  return std::clamp(run, 1, max_tokens);
+  return std::clamp(std::max(run, 2 * full_run_), 1, max_tokens);
 }
 
-void DraftLengthController::Record(int drafted, int accepted) {
+void DraftLengthController::Record(int drafted, int accepted, bool doubted) {
   if (drafted <= 0) return;
   const double share = static_cast<double>(accepted) / drafted;
   const double kept = static_cast<double>(accepted) / std::min(accepted + 1, drafted);
-  // The first draft, and the probe after a pause, set the rate alone; alpha (which prices
-  // longer drafts) always moves by kWeight from its optimistic start, so neither one lucky
-  // probe buys a long draft nor one early miss (the first draft of a copy that starts a few
-  // tokens later) stops drafting.
-  rate_ = num_drafts_ == 0 || probing_ ? share : (1 - kWeight) * rate_ + kWeight * share;
+  // alpha (which prices longer drafts) always moves by kWeight from its optimistic start, so
+  // neither one lucky probe buys a long draft nor one early miss (the first draft of a copy
+  // that starts a few tokens later) stops drafting.
   alpha_ = (1 - kWeight) * alpha_ + kWeight * kept;
+  ++num_drafts_;
+  full_run_ = accepted == drafted ? drafted : 0;
   if (cost_probe_) {
     next_cost_pause_ = accepted > 0 ? kCostPause : std::min(2 * next_cost_pause_, kMaxCostPause);
   }
-  probing_ = false;
   cost_probe_ = false;
-  ++num_drafts_;
-  if (num_drafts_ < kWarmupDrafts) return;
+  if (doubted && !probing_) return;
+  // The first counted draft, and the probe after a pause, set the rate alone.
+  rate_ = num_rated_ == 0 || probing_ ? share : (1 - kWeight) * rate_ + kWeight * share;
+  probing_ = false;
+  ++num_rated_;
+  if (num_rated_ < kWarmupDrafts) return;
   if (rate_ < min_rate_) {
     Decline();
   } else {

@@ -30,8 +30,12 @@ struct SpecStats {
 };
 
 // Per request: how many tokens to draft next. Tracks an exponential average of the share of
-// drafted tokens accepted (starting optimistic at 1). The draft length is the expected run of
-// accepted tokens plus one, r / (1 - r) + 1, capped at max_tokens. After kWarmupDrafts drafts,
+// drafted tokens accepted (starting optimistic at 1; drafts the drafter doubted not counted,
+// Record). The draft length is the expected run of
+// accepted tokens plus one, r / (1 - r) + 1, or twice the last draft where that was accepted
+// whole, if longer (the average climbs slowly after early misses, while a request that starts
+// copying keeps every draft: 1, 2, 4, 8 ... as TCP's slow start; the engine's cost rule still
+// prices each token), capped at max_tokens. After kWarmupDrafts drafts,
 // a request whose average falls below min_rate stops drafting for a pause (16 steps, doubling
 // each time up to 1024) and then probes again with one draft, so a request that copies poorly
 // costs almost nothing and one whose output turns repetitive later still gains.
@@ -61,8 +65,12 @@ class DraftLengthController {
 
   // Tokens to draft at this step (0: not now); call once per step the request generates.
   int NextLength(int max_tokens);
-  // The verification of the draft NextLength asked for.
-  void Record(int drafted, int accepted);
+  // The verification of the draft NextLength asked for. `doubted`: the drafter itself gave the
+  // draft's first token a lower probability than alpha() (it went out because rows are cheap
+  // enough to try it): its outcome moves alpha but not the rate, so misses the drafter
+  // expected (a one-token match with many continuations) do not pause a request that has not
+  // started copying yet. A probe after an acceptance pause counts whatever the drafter said.
+  void Record(int drafted, int accepted, bool doubted = false);
 
   // Poor acceptance: pause (16 steps, doubling up to 1024), then probe; the probe's result
   // alone sets rate().
@@ -92,7 +100,9 @@ class DraftLengthController {
   double min_rate_;
   double rate_ = 1.0;
   double alpha_ = 1.0;
-  int num_drafts_ = 0;
+  int num_drafts_ = 0;  // verified drafts
+  int num_rated_ = 0;   // of which counted in the rate
+  int full_run_ = 0;  // the last draft's length if every token of it was accepted, else 0
   int pause_left_ = 0;
   bool probing_ = false;     // the next Record follows an acceptance pause (sets rate alone)
   bool cost_probe_ = false;  // the next draft follows a cost pause

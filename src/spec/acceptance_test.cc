@@ -31,6 +31,48 @@ TEST(DraftLengthControllerTest, LengthFollowsAcceptance) {
   EXPECT_EQ(c.NextLength(8), 1);
 }
 
+TEST(DraftLengthControllerTest, DraftsAcceptedWholeDoubleTheNextLength) {
+  DraftLengthController c(0.2);
+  c.Record(1, 0);  // two early misses: the rate says one token
+  c.Record(1, 0);
+  EXPECT_EQ(c.NextLength(16), 1);
+  c.Record(1, 1);  // rate 0.3 (run 1), but the whole draft was kept: twice it
+  EXPECT_EQ(c.NextLength(16), 2);
+  c.Record(2, 2);
+  EXPECT_EQ(c.NextLength(16), 4);
+  c.Record(4, 4);
+  EXPECT_EQ(c.NextLength(16), 8);
+  EXPECT_EQ(c.NextLength(5), 5);  // capped
+  c.Record(8, 8);
+  EXPECT_EQ(c.NextLength(32), 16);
+  c.Record(16, 3);  // a miss inside: the rate's run again (0.3, 0.51, 0.657, 0.7599, then 0.588)
+  EXPECT_NEAR(c.rate(), 0.7 * 0.7599 + 0.3 * 3.0 / 16, 1e-12);
+  EXPECT_EQ(c.NextLength(32), 2);
+  c.Record(2, 0);  // nothing kept: no doubling
+  EXPECT_EQ(c.NextLength(32), 1);
+}
+
+TEST(DraftLengthControllerTest, MissesTheDrafterDoubtedDoNotPause) {
+  // Four one-token drafts the drafter itself doubted, three missed: alpha learns, the rate
+  // (mechanism 1) does not, so no pause; the same drafts undoubted pause the request.
+  DraftLengthController doubted(0.25), sure(0.25);
+  for (int accepted : {0, 0, 1, 0}) {
+    ASSERT_GT(doubted.NextLength(8), 0);
+    ASSERT_GT(sure.NextLength(8), 0);
+    doubted.Record(1, accepted, /*doubted=*/true);
+    sure.Record(1, accepted);
+  }
+  EXPECT_TRUE(sure.paused());
+  EXPECT_FALSE(doubted.paused());
+  EXPECT_DOUBLE_EQ(doubted.alpha(), sure.alpha());
+  EXPECT_DOUBLE_EQ(doubted.rate(), 1.0);  // nothing counted yet
+  EXPECT_GT(doubted.NextLength(8), 1);
+  // Counted drafts then decide as usual: the first sets the rate alone.
+  doubted.Record(4, 0);
+  EXPECT_DOUBLE_EQ(doubted.rate(), 0.0);
+  EXPECT_EQ(doubted.NextLength(8), 1);
+}
+
 TEST(DraftLengthControllerTest, AlphaMovesByItsWeightFromOne) {
   DraftLengthController c(0.2);
   // Nothing verified yet: the first draft is priced at the prior.
