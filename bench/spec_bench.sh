@@ -16,12 +16,12 @@
 # Greedy, `tachyon run` (the serving engine); tok/s is that of `run` (time after the first token).
 #
 #   bench/spec_bench.sh MODEL.gguf [ROUNDS|auto] [SPEC_JSON|ngram|suffix|draft_model|off ...]
-#       default: auto rounds; ngram and suffix, num_speculative_tokens 8
+#       default: auto rounds; ngram and suffix, num_speculative_tokens K (default 8)
 #   auto: as many rounds as fit about AUTO_S (default 40) seconds of one config's pairs, between
 #       3 and MAX_ROUNDS (default 15), from the time of one warm-up run without speculation
 #       (per workload; not counted): a small model whose run takes a second gets 15 rounds,
 #       where its per-round noise is largest, a 1.5B model's 10-second runs get 3
-#   draft_model: {"method": "draft_model", "model": $DRAFT, "num_speculative_tokens": 8} (set
+#   draft_model: {"method": "draft_model", "model": $DRAFT, "num_speculative_tokens": K} (set
 #       DRAFT to a model sharing MODEL's tokenizer), e.g. the Qwen2.5-Coder pair:
 #       DRAFT=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf WORKLOADS=code-edit \
 #         bench/spec_bench.sh qwen2.5-coder-1.5b-instruct-q4_k_m.gguf 5 draft_model off
@@ -36,13 +36,14 @@ model=$1 rounds=${2:-auto}
 shift $(($# < 2 ? $# : 2))
 specs=("$@")
 [ ${#specs[@]} -eq 0 ] && specs=(ngram suffix)
+k=${K:-8}  # num_speculative_tokens of the ngram / suffix / draft_model shorthands
 for i in "${!specs[@]}"; do
   case ${specs[$i]} in
-    ngram) specs[$i]='{"method": "ngram", "num_speculative_tokens": 8}' ;;
-    suffix) specs[$i]='{"method": "suffix", "num_speculative_tokens": 8}' ;;
+    ngram) specs[$i]="{\"method\": \"ngram\", \"num_speculative_tokens\": $k}" ;;
+    suffix) specs[$i]="{\"method\": \"suffix\", \"num_speculative_tokens\": $k}" ;;
     draft_model)
       [ -n "${DRAFT:-}" ] || { echo "spec_bench: draft_model needs DRAFT=the draft model" >&2; exit 2; }
-      specs[$i]="{\"method\": \"draft_model\", \"model\": \"$DRAFT\", \"num_speculative_tokens\": 8}" ;;
+      specs[$i]="{\"method\": \"draft_model\", \"model\": \"$DRAFT\", \"num_speculative_tokens\": $k}" ;;
   esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
