@@ -400,6 +400,22 @@ constexpr int kKCodeBytes = 64 * 64;
 constexpr int kKMetaBytes = 1408;
 constexpr int64_t kSupersPerSlice = 2;
 
+// A packed K-quant tile per super-block: its code bytes (all super-blocks' codes first), then
+// its meta bytes.
+template <bool kQ6>
+constexpr int kTileCodeBytes = kQ6 ? 3072 : 2048;
+template <bool kQ6>
+constexpr int kTileMetaBytes = kQ6 ? 288 : 320;
+
+// Q4_K meta m (one super-block), half h: the (min_2p, min_2p+1) int16 pairs, one per 32-bit lane.
+inline __m256i MinPairs8(const uint8_t* m, int p, int h) {
+  const __m256i lo = _mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 128 + 16 * (2 * p) + 8 * h)));
+  const __m256i hi = _mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 128 + 16 * (2 * p + 1) + 8 * h)));
+  return _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16));
+}
+
 // 8 scales -> (sc, sc) int16 pairs, one per 32-bit lane.
 inline __m256i ScalePairs8(const uint8_t* p, bool is_signed) {
   const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
@@ -410,7 +426,7 @@ inline __m256i ScalePairs8(const uint8_t* p, bool is_signed) {
 // Q4_K codes of super-block b of a tile -> u8 steps in element order (layout above).
 void UnpackCodesQ4K(const uint8_t* tile, int64_t b, uint8_t* codes) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const uint8_t* src = tile + b * 2048;
+  const uint8_t* src = tile + b * kTileCodeBytes<false>;
   // Packed step 8 c + t: low nibbles are inputs 64 c + 4 t.., high nibbles 64 c + 32 + 4 t..
   for (int c = 0; c < 4; ++c) {
 #pragma GCC unroll 8
@@ -457,22 +473,16 @@ inline void DecodeStepQ6K(const uint8_t* src, int st, __m256i (&w)[2]) {
 template <bool kQ6>
 void UnpackMetaK(const uint8_t* tile, int64_t nb, int64_t b, uint8_t* meta) {
   if constexpr (kQ6) {
-    const uint8_t* m = tile + nb * 3072 + b * 288;
+    const uint8_t* m = tile + nb * kTileCodeBytes<true> + b * kTileMetaBytes<true>;
     for (int h = 0; h < 2; ++h) {
       for (int g = 0; g < 16; ++g) Store(meta + 64 * g + 32 * h, ScalePairs8(m + 16 * g + 8 * h, true));
       _mm256_store_ps(reinterpret_cast<float*>(meta + 1280 + 32 * h), LoadF16x8(m + 256 + 16 * h));
     }
   } else {
-    const uint8_t* m = tile + nb * 2048 + b * 320;
+    const uint8_t* m = tile + nb * kTileCodeBytes<false> + b * kTileMetaBytes<false>;
     for (int h = 0; h < 2; ++h) {
       for (int j = 0; j < 8; ++j) Store(meta + 64 * j + 32 * h, ScalePairs8(m + 16 * j + 8 * h, false));
-      for (int p = 0; p < 4; ++p) {
-        const __m256i lo = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 128 + 16 * (2 * p) + 8 * h)));
-        const __m256i hi = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m + 128 + 16 * (2 * p + 1) + 8 * h)));
-        Store(meta + 1024 + 64 * p + 32 * h, _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16)));
-      }
+      for (int p = 0; p < 4; ++p) Store(meta + 1024 + 64 * p + 32 * h, MinPairs8(m, p, h));
       _mm256_store_ps(reinterpret_cast<float*>(meta + 1280 + 32 * h), LoadF16x8(m + 256 + 16 * h));
       _mm256_store_ps(reinterpret_cast<float*>(meta + 1344 + 32 * h), LoadF16x8(m + 288 + 16 * h));
     }
@@ -546,15 +556,14 @@ template <bool kQ6, int NX>
 void WideK(int64_t nb, const uint8_t* tile, const uint8_t* xs, size_t xs_sb, float* y,
            int64_t ldy, int nrows) {
   using R = WideRow<kQ6>;
-  constexpr int kTileCodeBytes = kQ6 ? 3072 : 2048;  // per super-block in the packed tile
-  constexpr int kTileMetaBytes = kQ6 ? 288 : 320;
+  constexpr int kCodeBytes = kTileCodeBytes<kQ6>, kMetaBytes = kTileMetaBytes<kQ6>;
   __m256 acc[NX][2];
 #pragma GCC unroll 16
   for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* src = tile + b * kTileCodeBytes;
-    const uint8_t* meta = tile + nb * kTileCodeBytes + b * kTileMetaBytes;
+    const uint8_t* src = tile + b * kCodeBytes;
+    const uint8_t* meta = tile + nb * kCodeBytes + b * kMetaBytes;
     const uint8_t* xb = xs + b * xs_sb;
 #pragma GCC unroll 1
     for (int h = 0; h < 2; ++h) {
@@ -616,13 +625,7 @@ void WideK(int64_t nb, const uint8_t* tile, const uint8_t* xs, size_t xs_sb, flo
         const __m256 d = LoadF16x8(meta + 256 + 16 * h), dmin = LoadF16x8(meta + 288 + 16 * h);
         __m256i mp[4];  // (min_2p, min_2p+1) pairs
 #pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p) {
-          const __m256i lo = _mm256_cvtepu8_epi32(
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + 128 + 16 * (2 * p) + 8 * h)));
-          const __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-              reinterpret_cast<const __m128i*>(meta + 128 + 16 * (2 * p + 1) + 8 * h)));
-          mp[p] = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16));
-        }
+        for (int p = 0; p < 4; ++p) mp[p] = MinPairs8(meta, p, h);
 #pragma GCC unroll 16
         for (int i = 0; i < NX; ++i) {
           const uint8_t* xi = xb + i * R::kBytes;
@@ -711,7 +714,7 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* ti
             int64_t ldy, int nrows) {
   constexpr int kSubSteps = kQ6 ? 4 : 8;
   constexpr int kSubs = 64 / kSubSteps;
-  constexpr int kTileCodeBytes = kQ6 ? 3072 : 2048;  // per super-block in the packed tile
+  constexpr int kCodeBytes = kTileCodeBytes<kQ6>;
   const int8_t* xq[NX];
   const float* xd[NX];
   const int32_t* op[NX];
@@ -727,7 +730,7 @@ void MicroK(int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* ti
   for (int64_t b = b0; b < b1; ++b) {
     uint8_t* cb = codes + (b - b0) * (kKCodeBytes + kKMetaBytes);
     const uint8_t* mb = cb + kKCodeBytes;
-    const uint8_t* src = tile + b * kTileCodeBytes;
+    const uint8_t* src = tile + b * kCodeBytes;
     __m256i isum[NX][2];
 #pragma GCC unroll 4
     for (int i = 0; i < NX; ++i) isum[i][0] = isum[i][1] = _mm256_setzero_si256();
@@ -828,8 +831,7 @@ void MicroKRows(int nx, int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const
 template <bool kQ6>
 void GemmK(int64_t k, const uint8_t* tiles, size_t tile_bytes, int64_t ntiles, int64_t rows,
            const uint8_t* act, size_t stride, int64_t m, float* y, int64_t ldy) {
-  constexpr int kCodeBytes = kQ6 ? 3072 : 2048;  // per super-block in the packed tile
-  constexpr int kMetaBytes = kQ6 ? 288 : 320;
+  constexpr int kCodeBytes = kTileCodeBytes<kQ6>, kMetaBytes = kTileMetaBytes<kQ6>;
   const int64_t nb = k / 256;
   const int64_t mc = ChunkRows(m, stride);
   const int64_t ops_stride = kQ6 ? 16 * nb : 4 * nb;
