@@ -15,6 +15,13 @@
 # model's one-row forward; medians over the rounds).
 # Greedy, `tachyon run` (the serving engine); tok/s is that of `run` (time after the first token).
 #
+# CONCURRENT=1 runs the two sides of each pair at the same time instead of one after the other,
+# each pinned to one of CORES (default "0 1") with one thread (THREADS defaults to 1), the cores
+# swapped from round to round. A change of the machine's speed during a run (neighbours on a
+# VM's host, frequency) then meets both sides alike, where one after the other it falls between
+# them: the per-round ratios spread several times less, at the price of measuring one-thread
+# decode. For the no-loss questions (does speculation that drafts little cost anything?).
+#
 #   bench/spec_bench.sh MODEL.gguf [ROUNDS|auto] [SPEC_JSON|ngram|suffix|draft_model|off ...]
 #       default: auto rounds; ngram and suffix, num_speculative_tokens K (default 8)
 #   auto: as many rounds as fit about AUTO_S (default 40) seconds of one config's pairs, between
@@ -48,7 +55,9 @@ for i in "${!specs[@]}"; do
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${TACHYON:-$root/build/tachyon}
-n=${N:-200} threads=${THREADS:-2} template=${TEMPLATE:-chatml}
+concurrent=${CONCURRENT:-0} cores=(${CORES:-0 1})
+n=${N:-200} template=${TEMPLATE:-chatml}
+threads=${THREADS:-$([ "$concurrent" = 1 ] && echo 1 || echo 2)}
 workloads=${WORKLOADS:-"code-edit summarise chat"}
 auto_s=${AUTO_S:-40} max_rounds=${MAX_ROUNDS:-15}
 out=$(mktemp -d)
@@ -62,12 +71,32 @@ wrap() {
   fi
 }
 
-# run WORKLOAD SIDE ROUND [SPEC]: one `tachyon run` into $out/WORKLOAD.SIDE.ROUND.{txt,err}.
+# run WORKLOAD SIDE ROUND [SPEC [CORE]]: one `tachyon run` (pinned to CORE if given) into
+# $out/WORKLOAD.SIDE.ROUND.{txt,err}.
 run() {
-  local args=(run -m "$model" -t "$threads" --temp 0 -n "$n" -p "$p")
+  local args=(run -m "$model" -t "$threads" --temp 0 -n "$n" -p "$p") pin=()
   [ -n "${4:-}" ] && [ "$4" != off ] && args+=(--speculative-config "$4")
-  "$bin" "${args[@]}" > "$out/$1.$2.$3.txt" 2> "$out/$1.$2.$3.err" ||
+  [ -n "${5:-}" ] && pin=(taskset -c "$5")
+  "${pin[@]}" "$bin" "${args[@]}" > "$out/$1.$2.$3.txt" 2> "$out/$1.$2.$3.err" ||
     { cat "$out/$1.$2.$3.err" >&2; exit 1; }
+}
+
+# pair WORKLOAD J ROUND: config J and a run without speculation beside it, one after the other
+# (which first alternates) or, with CONCURRENT=1, at once on the two cores (swapped each round).
+pair() {
+  local w=$1 j=$2 i=$3
+  if [ "$concurrent" = 1 ]; then
+    local a b c=("${cores[@]}")
+    [ $(((i + j) % 2)) -eq 0 ] && c=("${cores[1]}" "${cores[0]}")
+    run "$w" "off$j" "$i" off "${c[0]}" & a=$!
+    run "$w" "$j" "$i" "${specs[$j]}" "${c[1]}" & b=$!
+    wait "$a"
+    wait "$b"
+  elif [ $(((i + j) % 2)) -eq 1 ]; then
+    run "$w" "off$j" "$i"; run "$w" "$j" "$i" "${specs[$j]}"
+  else
+    run "$w" "$j" "$i" "${specs[$j]}"; run "$w" "off$j" "$i"
+  fi
 }
 
 nspec=${#specs[@]}
@@ -77,20 +106,17 @@ for w in $workloads; do
   r=$rounds
   if [ "$r" = auto ]; then
     t0=$EPOCHREALTIME
-    run "$w" warmup 0
+    run "$w" warmup 0 off "$([ "$concurrent" = 1 ] && echo "${cores[0]}")"
     r=$(python3 -c "import sys; a = [float(x) for x in sys.argv[1:]]
-print(max(3, min(int(a[3]), round(a[2] / (2 * (a[1] - a[0]))))))" "$t0" "$EPOCHREALTIME" "$auto_s" "$max_rounds")
+print(max(3, min(int(a[3]), round(a[2] / (a[4] * (a[1] - a[0]))))))" \
+      "$t0" "$EPOCHREALTIME" "$auto_s" "$max_rounds" $((concurrent == 1 ? 1 : 2)))
   fi
   echo "$r" > "$out/$w.rounds"
   echo "spec_bench: $w: $r rounds" >&2
   for i in $(seq "$r"); do
     for s in $(seq 0 $((nspec - 1))); do
       j=$(((s + i - 1) % nspec))  # the configs' order rotates from round to round
-      if [ $(((i + j) % 2)) -eq 1 ]; then
-        run "$w" "off$j" "$i"; run "$w" "$j" "$i" "${specs[$j]}"
-      else
-        run "$w" "$j" "$i" "${specs[$j]}"; run "$w" "off$j" "$i"
-      fi
+      pair "$w" "$j" "$i"
       if ! cmp -s "$out/$w.off$j.$i.txt" "$out/$w.$j.$i.txt"; then
         echo "spec_bench: $w: the output with ${specs[$j]} differs" >&2
         exit 1

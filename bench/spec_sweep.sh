@@ -18,13 +18,19 @@
 # BUDGET_S (default: none): a bound on the whole sweep's seconds; no round starts that the
 # rounds before say would end past it (the first always runs), and the figures are the medians
 # of the rounds run. Each round prints its seconds on stderr.
+# CONCURRENT=1: off and on run at the same time, each pinned to one of CORES (default "0 1") with
+# one thread (THREADS defaults to 1), the cores swapped from round to round, so that a change of
+# the machine's speed meets both alike (bench/spec_bench.sh says more); it measures one-thread
+# engines.
 # bench's prompts are random token ids: drafts hit where the greedy output repeats itself.
 set -euo pipefail
 model=$1 rounds=${2:-3}
 spec=${3:-'{"method": "ngram", "num_speculative_tokens": 8}'}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${TACHYON:-$root/build/tachyon}
-levels=${LEVELS:-1,2,4,8,16,32} p=${P:-64} g=${G:-128} threads=${THREADS:-2}
+concurrent=${CONCURRENT:-0} cores=(${CORES:-0 1})
+levels=${LEVELS:-1,2,4,8,16,32} p=${P:-64} g=${G:-128}
+threads=${THREADS:-$([ "$concurrent" = 1 ] && echo 1 || echo 2)}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -36,14 +42,25 @@ for i in $(seq "$rounds"); do
     echo "spec_sweep: $done of $rounds rounds within BUDGET_S=$BUDGET_S s" >&2
     break
   fi
-  # Each round starts on the other side, so neither is always first after a pause.
+  # Each round starts on the other side (or, concurrent, swaps the cores), so neither is always
+  # first after a pause nor always on the same core.
   sides=(off on)
   [ $((i % 2)) -eq 0 ] && sides=(on off)
-  for side in "${sides[@]}"; do
+  pids=()
+  for k in 0 1; do
+    side=${sides[$k]}
     args=(bench -m "$model" -t "$threads" --concurrency "$levels" -p "$p" -n "$g" --json)
     [ "$side" = on ] && args+=(--speculative-config "$spec")
-    "$bin" "${args[@]}" > "$out/$side.$i.json" 2> "$out/$side.$i.err" ||
-      { cat "$out/$side.$i.err" >&2; exit 1; }
+    if [ "$concurrent" = 1 ]; then
+      taskset -c "${cores[$k]}" "$bin" "${args[@]}" > "$out/$side.$i.json" 2> "$out/$side.$i.err" &
+      pids+=($!)
+    else
+      "$bin" "${args[@]}" > "$out/$side.$i.json" 2> "$out/$side.$i.err" ||
+        { cat "$out/$side.$i.err" >&2; exit 1; }
+    fi
+  done
+  for k in "${!pids[@]}"; do
+    wait "${pids[$k]}" || { cat "$out/${sides[$k]}.$i.err" >&2; exit 1; }
   done
   done=$i
   echo "spec_sweep: round $i done at $((SECONDS - start)) s" >&2
