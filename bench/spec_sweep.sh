@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Speculative decoding under concurrency: `tachyon bench --concurrency LEVELS` (the serving
-# engine, N requests at once, greedy, P prompt / G generated tokens each) with
-# --speculative-config off and on, the two side by side in every round (which runs first
-# alternates); prints per level the median aggregate and decode tok/s off and on, the median
+# Speculative decoding under concurrency: `tachyon bench --concurrency N` for each level N of
+# LEVELS (the serving engine, N requests at once, greedy, P prompt / G generated tokens each)
+# with --speculative-config off and on, the two side by side at each level of every round
+# (which runs first alternates); prints per level the median aggregate and decode tok/s off and on, the median
 # over the rounds of each round's on / off ratio with its spread (quartiles, or lowest and
 # highest under 4 rounds), and the drafted tokens accepted, then the crossover: the lowest
 # level from which on/off stays below 1.0.
@@ -14,7 +14,8 @@
 # The batch-size crossover (docs/speculative.md) is measured with drafting never switched off:
 #   bench/spec_sweep.sh MODEL.gguf 3 '{"method": "ngram", "num_speculative_tokens": 8,
 #       "disable_by_batch_size": 1000000}'
-# LEVELS (default 1,2,4,8,16,32), P (default 64), G (default 128), THREADS (default 2).
+# LEVELS (default 1,2,4,8,16,32), P (default 64), G (default 128), THREADS (default 2, 1 with
+# CONCURRENT=1).
 # BUDGET_S (default: none): a bound on the whole sweep's seconds; no round starts that the
 # rounds before say would end past it (the first always runs), and the figures are the medians
 # of the rounds run. Each round prints its seconds on stderr.
@@ -42,36 +43,41 @@ for i in $(seq "$rounds"); do
     echo "spec_sweep: $done of $rounds rounds within BUDGET_S=$BUDGET_S s" >&2
     break
   fi
-  # Each round starts on the other side (or, concurrent, swaps the cores), so neither is always
-  # first after a pause nor always on the same core.
+  # Each level is a `tachyon bench` of its own per side, so that the two sides run the same
+  # level at the same time (concurrent) or right after each other. Each round starts on the
+  # other side (or, concurrent, swaps the cores), so neither is always first after a pause nor
+  # always on the same core.
   sides=(off on)
   [ $((i % 2)) -eq 0 ] && sides=(on off)
-  pids=()
-  for k in 0 1; do
-    side=${sides[$k]}
-    args=(bench -m "$model" -t "$threads" --concurrency "$levels" -p "$p" -n "$g" --json)
-    [ "$side" = on ] && args+=(--speculative-config "$spec")
-    if [ "$concurrent" = 1 ]; then
-      taskset -c "${cores[$k]}" "$bin" "${args[@]}" > "$out/$side.$i.json" 2> "$out/$side.$i.err" &
-      pids+=($!)
-    else
-      "$bin" "${args[@]}" > "$out/$side.$i.json" 2> "$out/$side.$i.err" ||
-        { cat "$out/$side.$i.err" >&2; exit 1; }
-    fi
-  done
-  for k in "${!pids[@]}"; do
-    wait "${pids[$k]}" || { cat "$out/${sides[$k]}.$i.err" >&2; exit 1; }
+  for lvl in ${levels//,/ }; do
+    pids=()
+    for k in 0 1; do
+      side=${sides[$k]} f=$out/${sides[$k]}.$i.$lvl
+      args=(bench -m "$model" -t "$threads" --concurrency "$lvl" -p "$p" -n "$g" --json)
+      [ "$side" = on ] && args+=(--speculative-config "$spec")
+      if [ "$concurrent" = 1 ]; then
+        taskset -c "${cores[$k]}" "$bin" "${args[@]}" > "$f.json" 2> "$f.err" &
+        pids+=($!)
+      else
+        "$bin" "${args[@]}" > "$f.json" 2> "$f.err" || { cat "$f.err" >&2; exit 1; }
+      fi
+    done
+    for k in "${!pids[@]}"; do
+      wait "${pids[$k]}" || { cat "$out/${sides[$k]}.$i.$lvl.err" >&2; exit 1; }
+    done
   done
   done=$i
   echo "spec_sweep: round $i done at $((SECONDS - start)) s" >&2
 done
 rounds=$done
 
-python3 - "$out" "$rounds" "$spec" <<'PY'
+python3 - "$out" "$rounds" "$spec" "$levels" <<'PY'
 import json, pathlib, statistics, sys
 out, rounds, spec = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-runs = {s: [json.loads((out / f"{s}.{i}.json").read_text()) for i in range(1, rounds + 1)]
-        for s in ("off", "on")}
+levels = sys.argv[4].split(",")
+# runs[side][round][level index]: each level's bench prints a list of one level
+runs = {s: [[json.loads((out / f"{s}.{i}.{l}.json").read_text())[0] for l in levels]
+            for i in range(1, rounds + 1)] for s in ("off", "on")}
 
 def ratio(k, key):
     """The median over the rounds of on / off at level k, and its spread."""

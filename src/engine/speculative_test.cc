@@ -296,16 +296,53 @@ TEST(SpeculativeTest, PoorAcceptancePausesDrafting) {
   EXPECT_LE(s.num_draft_tokens, 4 + s.num_drafts - 1);  // at most 4 at first, then 1
 }
 
-TEST(SpeculativeTest, LargeBatchDoesNotDraft) {
-  HarnessOptions on;
+// Counts the drafter's calls.
+class CallCountingDrafter : public spec::Drafter {
+ public:
+  explicit CallCountingDrafter(int64_t* calls) : calls_(calls) {}
+  void Propose(int64_t, std::span<const int32_t> tokens, int64_t, int max_tokens,
+               std::vector<int32_t>* draft) override {
+    ++*calls_;
+    spec::NgramLookup(tokens, 1, 3, max_tokens, draft);
+  }
+
+ private:
+  int64_t* calls_;
+};
+
+// At a batch of disable_by_batch_size or more, speculation does no work at all: the drafter is
+// not consulted and the engine runs exactly the steps it runs without speculation (so the
+// sweep's spec-on / spec-off ratio there is the machine's noise around 1).
+TEST(SpeculativeTest, LargeBatchRunsTheStepsOfNoSpeculation) {
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 4; ++i) reqs.push_back(Greedy(MakePrompt(5, i, 6), 12));
+  HarnessOptions off;
+  off.n_vocab = 6;  // the fake's greedy output repeats: n-gram drafts would be found
+  Harness ref(off);
+  const auto want = RunAll(&ref, reqs);
+
+  HarnessOptions on = off;
   on.speculative = Spec(4);
-  on.speculative.disable_by_batch_size = 3;
-  on.drafter = Oracle(nullptr);
+  on.speculative.disable_by_batch_size = 4;
+  int64_t calls = 0;
+  on.drafter = [&calls](const FakeModelExecutor&) {
+    return std::make_unique<CallCountingDrafter>(&calls);
+  };
   Harness h(on);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(h.Add(i, Greedy(MakePrompt(5, i), 10)).ok());
-  for (int i = 0; i < 4; ++i) h.Step();  // all four running: no drafts
+  ExpectSame(want, RunAll(&h, reqs));
+  EXPECT_EQ(calls, 0);
   EXPECT_EQ(h.engine().Metrics().spec.num_drafts, 0);
-  h.RunToCompletion();
+  EXPECT_EQ(h.engine().Metrics().num_steps, ref.engine().Metrics().num_steps);
+  EXPECT_EQ(h.exec().num_calls(), ref.exec().num_calls());
+  EXPECT_EQ(h.exec().num_tokens_computed(), ref.exec().num_tokens_computed());
+
+  // Below the threshold the same requests draft (the check above can fail).
+  on.speculative.disable_by_batch_size = 5;
+  calls = 0;
+  Harness small(on);
+  ExpectSame(want, RunAll(&small, reqs));
+  EXPECT_GT(calls, 0);
+  EXPECT_GT(small.engine().Metrics().spec.num_drafts, 0);
 }
 
 // Counts the tokens the wrapped drafter proposes (before the engine cuts them).
