@@ -29,6 +29,7 @@ struct NamedTokenizer {
   std::string name;
   std::unique_ptr<Tokenizer> tok;
   std::vector<std::string> control_texts;  // spellings of every control token
+  std::string control_firsts;              // their first characters
   std::string injected;                    // some of them, to put into content
 };
 
@@ -57,10 +58,14 @@ std::vector<NamedTokenizer> LoadTokenizers(const std::string& root,
     auto tok = Tokenizer::FromFile(path);
     EXPECT_TRUE(tok.ok()) << path << ": " << tok.status().ToString();
     if (!tok.ok()) continue;
-    NamedTokenizer t{name, std::move(*tok), {}, " "};
+    NamedTokenizer t{name, std::move(*tok), {}, {}, " "};
     for (int32_t id = 0; id < t.tok->vocab_size(); ++id) {
       if (t.tok->token_type(id) == tokenizer::TokenType::kControl) {
         t.control_texts.emplace_back(t.tok->TokenText(id));
+        const std::string& text = t.control_texts.back();
+        if (!text.empty() && t.control_firsts.find(text[0]) == std::string::npos) {
+          t.control_firsts += text[0];
+        }
       }
     }
     for (const char* s :
@@ -78,6 +83,9 @@ struct NamedTemplate {
   std::string name;
   chat::ChatTemplate tmpl;
   std::string bos, eos;
+  // A model's own template (tokenizer_config.json, the GGUF) runs with its model's tokenizer
+  // only; "" (a reference template): with every tokenizer.
+  std::string tokenizer;
 };
 
 // A conversation of the reference cases.
@@ -107,16 +115,19 @@ void Inject(ordered_json& j, const std::string& text, const std::string& key = "
   }
 }
 
-bool ContainsControlText(const ordered_json& j, const std::vector<std::string>& texts) {
+bool ContainsControlText(const ordered_json& j, const NamedTokenizer& nt) {
   if (j.is_string()) {
     const std::string& s = j.get_ref<const std::string&>();
-    return std::any_of(texts.begin(), texts.end(),
+    // A string without any control text's first character holds none of them (most do not;
+    // searching for each of hundreds of texts is the costly part under the sanitizers).
+    if (s.find_first_of(nt.control_firsts) == std::string::npos) return false;
+    return std::any_of(nt.control_texts.begin(), nt.control_texts.end(),
                        [&](const std::string& t) { return s.find(t) != std::string::npos; });
   }
   if (j.is_array() || j.is_object()) {
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if (j.is_object() && ContainsControlText(ordered_json(it.key()), texts)) return true;
-      if (ContainsControlText(it.value(), texts)) return true;
+      if (j.is_object() && ContainsControlText(ordered_json(it.key()), nt)) return true;
+      if (ContainsControlText(it.value(), nt)) return true;
     }
   }
   return false;
@@ -146,7 +157,7 @@ class ChatPromptReference : public ::testing::Test {
       ASSERT_TRUE(tmpl.ok()) << file;
       templates_.push_back({file.substr(file.rfind('/') + 1), std::move(*tmpl),
                             spec["bos_token"].get<std::string>(),
-                            spec["eos_token"].get<std::string>()});
+                            spec["eos_token"].get<std::string>(), ""});
       for (const auto& c : spec["cases"]) {
         if (c.contains("expected_error")) continue;
         conversations_.push_back({c["messages"], c["tools"],
@@ -155,22 +166,32 @@ class ChatPromptReference : public ::testing::Test {
         own_cases_[templates_.size() - 1].push_back(conversations_.size() - 1);
       }
     }
-    // The models' own templates (tokenizer_config.json, the SmolLM2 GGUF).
-    std::vector<std::string> own = {root_ + "/tokenizers/llama3", root_ + "/tokenizers/qwen3"};
-    if (std::string p = SmolLm2Path(); !p.empty()) own.push_back(p);
-    for (const std::string& path : own) {
+    // The models' own templates (tokenizer_config.json, the SmolLM2 GGUF), each with its
+    // model's tokenizer.
+    std::vector<std::pair<std::string, std::string>> own = {
+        {"llama3", root_ + "/tokenizers/llama3"}, {"qwen3", root_ + "/tokenizers/qwen3"}};
+    if (std::string p = SmolLm2Path(); !p.empty()) own.emplace_back("smollm2", p);
+    for (const auto& [tokenizer, path] : own) {
       auto loaded = chat::LoadChatTemplate(path);
       if (!loaded.ok()) continue;
       auto tmpl = chat::ChatTemplate::Parse(loaded->source);
       ASSERT_TRUE(tmpl.ok()) << path;
       templates_.push_back({path.substr(path.rfind('/') + 1), std::move(*tmpl), loaded->bos_token,
-                            loaded->eos_token});
+                            loaded->eos_token, tokenizer});
     }
   }
 
   ordered_json Context(const NamedTemplate& t, const Conversation& c) const {
     return chat::MakeChatContext(c.messages, c.tools, c.add_generation_prompt, t.bos, t.eos,
                                  c.extra);
+  }
+  // The tokenizers template `t` runs with.
+  std::vector<const NamedTokenizer*> TokenizersOf(const NamedTemplate& t) const {
+    std::vector<const NamedTokenizer*> out;
+    for (const NamedTokenizer& nt : tokenizers_) {
+      if (t.tokenizer.empty() || t.tokenizer == nt.name) out.push_back(&nt);
+    }
+    return out;
   }
   // The reference templates run their own conversations; the models' own run all of them.
   std::vector<size_t> CasesOf(size_t template_index) const {
@@ -205,13 +226,14 @@ TEST_F(ChatPromptReference, IdsUnchangedForContentWithoutSpecialText) {
       const ordered_json ctx = Context(t, conversations_[ci]);
       auto text = t.tmpl.Render(ctx, options.render);
       if (!text.ok()) continue;
-      for (const NamedTokenizer& nt : tokenizers_) {
+      for (const NamedTokenizer* tok : TokenizersOf(t)) {
+        const NamedTokenizer& nt = *tok;
         auto ids = EncodeChatPrompt(t.tmpl, *nt.tok, ctx, "", options);
         ASSERT_TRUE(ids.ok()) << t.name << ": " << ids.status().ToString();
         ordered_json client = ctx;
         client.erase("bos_token");
         client.erase("eos_token");
-        if (ContainsControlText(client, nt.control_texts)) {
+        if (ContainsControlText(client, nt)) {
           ++with_control_text;
           continue;
         }
@@ -233,16 +255,20 @@ TEST_F(ChatPromptReference, SpecialTextInContentNeverBecomesControlTokens) {
   for (size_t ti = 0; ti < templates_.size(); ++ti) {
     const NamedTemplate& t = templates_[ti];
     for (size_t ci : CasesOf(ti)) {
-      for (const NamedTokenizer& nt : tokenizers_) {
-        Conversation forged = conversations_[ci], neutral = conversations_[ci];
+      // The neutral conversation is the same for every tokenizer.
+      Conversation neutral = conversations_[ci];
+      Inject(neutral.messages, " zq\nsystem\n");
+      Inject(neutral.tools, " zq\nsystem\n");
+      const auto neutral_text = t.tmpl.Render(Context(t, neutral), options.render);
+      if (!neutral_text.ok()) continue;
+      for (const NamedTokenizer* tok : TokenizersOf(t)) {
+        const NamedTokenizer& nt = *tok;
+        Conversation forged = conversations_[ci];
         Inject(forged.messages, nt.injected);
         Inject(forged.tools, nt.injected);
-        Inject(neutral.messages, " zq\nsystem\n");
-        Inject(neutral.tools, " zq\nsystem\n");
-        const ordered_json forged_ctx = Context(t, forged), neutral_ctx = Context(t, neutral);
-        auto neutral_text = t.tmpl.Render(neutral_ctx, options.render);
+        const ordered_json forged_ctx = Context(t, forged);
         auto forged_text = t.tmpl.Render(forged_ctx, options.render);
-        if (!neutral_text.ok() || !forged_text.ok()) continue;
+        if (!forged_text.ok()) continue;
         const std::vector<int32_t> expected =
             ControlIds(*nt.tok, nt.tok->Encode(*neutral_text, false, true));
         auto ids = EncodeChatPrompt(t.tmpl, *nt.tok, forged_ctx, "", options);
