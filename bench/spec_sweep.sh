@@ -2,10 +2,10 @@
 # Speculative decoding under concurrency: `tachyon bench --concurrency N` for each level N of
 # LEVELS (the serving engine, N requests at once, greedy, P prompt / G generated tokens each)
 # with --speculative-config off and on, the two side by side at each level of every round
-# (which runs first alternates); prints per level the median aggregate and decode tok/s off and on, the median
-# over the rounds of each round's on / off ratio with its spread (quartiles, or lowest and
-# highest under 4 rounds), and the drafted tokens accepted, then the crossover: the lowest
-# level from which on/off stays below 1.0.
+# (which runs first alternates); prints per level the median aggregate and decode tok/s off
+# and on, the median over the rounds of each round's on / off ratio with its spread (quartiles,
+# or lowest and highest under 4 rounds), and the drafted tokens accepted, then the crossover:
+# the lowest level from which on/off stays below 1.0.
 #
 #   bench/spec_sweep.sh MODEL.gguf [ROUNDS] [SPEC_JSON]
 #       default: 3 rounds; '{"method": "ngram", "num_speculative_tokens": 8}' (whose
@@ -22,7 +22,8 @@
 # CONCURRENT=1: off and on run at the same time, each pinned to one of CORES (default "0 1") with
 # one thread (THREADS defaults to 1), the cores swapped from round to round, so that a change of
 # the machine's speed meets both alike (bench/spec_bench.sh says more); it measures one-thread
-# engines.
+# engines. (Where a level's runs are short, each core's own scatter dominates and the spread
+# does not narrow: docs/speculative.md.)
 # bench's prompts are random token ids: drafts hit where the greedy output repeats itself.
 set -euo pipefail
 model=$1 rounds=${2:-3}
