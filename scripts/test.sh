@@ -8,7 +8,8 @@
 #      sanitizer build runs them on fewer),
 #   3. every libFuzzer target of build-asan/ for FUZZ_SECONDS each (default 20, as many at a time
 #      as there are cores; scripts/fuzz.sh); FUZZ_SECONDS=0 skips them,
-#   4. the Python end-to-end tests (pytest) against the release binary, if any,
+#   4. the Python end-to-end tests (pytest) against the release binary, if any (the 15 slowest
+#      listed),
 #   5. schemathesis: the HTTP API against docs/openapi.yaml (scripts/schemathesis.sh).
 # The release build's unit-test programs are not built here (`scripts/build.sh release` builds
 # them; `ctest --test-dir build` runs them).
@@ -34,7 +35,7 @@ if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
 fi
 if compgen -G "tests/python/test_*.py" >/dev/null; then
   phase "pytest"
-  TACHYON_BINARY="$root/build/tachyon" .venv/bin/python -m pytest -q tests/python
+  TACHYON_BINARY="$root/build/tachyon" .venv/bin/python -m pytest -q --durations=15 tests/python
 fi
 phase "schemathesis (docs/openapi.yaml against a live server, ~100 s)"
 TACHYON_BINARY="$root/build/tachyon" scripts/schemathesis.sh
