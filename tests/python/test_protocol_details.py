@@ -121,20 +121,24 @@ def test_draining_answers_503_with_retry_after(tmp_path):
     idle.request("GET", "/health")
     idle.getresponse().read()  # an open keep-alive connection, idle during the SIGTERM
     done = {}
+    streaming = threading.Event()
 
     def long_stream():
-        text = ""
+        text, tokens = "", 0
         for chunk in s.client().completions.create(model=MODEL_NAME, prompt="Once",
                                                    max_tokens=300, stream=True,
+                                                   stream_options={"include_usage": True},
                                                    extra_body={"ignore_eos": True}):
             text += "".join(c.text for c in chunk.choices)
-        done["text"] = text
+            streaming.set()
+            if chunk.usage:
+                tokens = chunk.usage.completion_tokens
+        done["text"], done["tokens"] = text, tokens
 
     t = threading.Thread(target=long_stream)
     t.start()
-    deadline = time.time() + 20
-    while s.metrics()["tachyon_num_requests_running"] < 1 and time.time() < deadline:
-        time.sleep(0.05)
+    # SIGTERM as soon as the stream has sent output, the rest of its 300 tokens still to come.
+    assert streaming.wait(20)
     s.proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     idle.request("POST", "/v1/completions", body=json.dumps({"prompt": "x", "max_tokens": 1}),
@@ -145,7 +149,7 @@ def test_draining_answers_503_with_retry_after(tmp_path):
     assert int(r.getheader("Retry-After")) >= 1
     assert body["error"]["message"] and "type" in body["error"]
     t.join(60)
-    assert done.get("text")
+    assert done.get("text") and done["tokens"] == 300  # the stream in flight finished in full
     assert s.proc.wait(30) == 0
     s.stop()
 
