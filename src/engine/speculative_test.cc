@@ -296,17 +296,24 @@ TEST(SpeculativeTest, PoorAcceptancePausesDrafting) {
   EXPECT_LE(s.num_draft_tokens, 4 + s.num_drafts - 1);  // at most 4 at first, then 1
 }
 
-// Counts the drafter's calls.
-class CallCountingDrafter : public spec::Drafter {
+// Counts the tokens the wrapped drafter proposes (before the engine cuts them) and, if
+// `calls` is given, how often it is asked.
+class CountingDrafter : public spec::Drafter {
  public:
-  explicit CallCountingDrafter(int64_t* calls) : calls_(calls) {}
-  void Propose(int64_t, std::span<const int32_t> tokens, int64_t, int max_tokens,
-               std::vector<int32_t>* draft) override {
-    ++*calls_;
-    spec::NgramLookup(tokens, 1, 3, max_tokens, draft);
+  CountingDrafter(std::unique_ptr<spec::Drafter> inner, int64_t* proposed,
+                  int64_t* calls = nullptr)
+      : inner_(std::move(inner)), proposed_(proposed), calls_(calls) {}
+  void Propose(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
+               int max_tokens, std::vector<int32_t>* draft) override {
+    if (calls_) ++*calls_;
+    const size_t before = draft->size();
+    inner_->Propose(seq_id, tokens, num_prompt_tokens, max_tokens, draft);
+    *proposed_ += static_cast<int64_t>(draft->size() - before);
   }
 
  private:
+  std::unique_ptr<spec::Drafter> inner_;
+  int64_t* proposed_;
   int64_t* calls_;
 };
 
@@ -324,9 +331,10 @@ TEST(SpeculativeTest, LargeBatchRunsTheStepsOfNoSpeculation) {
   HarnessOptions on = off;
   on.speculative = Spec(4);
   on.speculative.disable_by_batch_size = 4;
-  int64_t calls = 0;
-  on.drafter = [&calls](const FakeModelExecutor&) {
-    return std::make_unique<CallCountingDrafter>(&calls);
+  int64_t calls = 0, proposed = 0;
+  on.drafter = [&calls, &proposed](const FakeModelExecutor&) {
+    return std::make_unique<CountingDrafter>(std::make_unique<spec::NgramDrafter>(1, 3),
+                                             &proposed, &calls);
   };
   Harness h(on);
   ExpectSame(want, RunAll(&h, reqs));
@@ -344,23 +352,6 @@ TEST(SpeculativeTest, LargeBatchRunsTheStepsOfNoSpeculation) {
   EXPECT_GT(calls, 0);
   EXPECT_GT(small.engine().Metrics().spec.num_drafts, 0);
 }
-
-// Counts the tokens the wrapped drafter proposes (before the engine cuts them).
-class CountingDrafter : public spec::Drafter {
- public:
-  explicit CountingDrafter(std::unique_ptr<spec::Drafter> inner, int64_t* proposed)
-      : inner_(std::move(inner)), proposed_(proposed) {}
-  void Propose(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_prompt_tokens,
-               int max_tokens, std::vector<int32_t>* draft) override {
-    const size_t before = draft->size();
-    inner_->Propose(seq_id, tokens, num_prompt_tokens, max_tokens, draft);
-    *proposed_ += static_cast<int64_t>(draft->size() - before);
-  }
-
- private:
-  std::unique_ptr<spec::Drafter> inner_;
-  int64_t* proposed_;
-};
 
 TEST(SpeculativeTest, DraftsAreCutAtTheGrammarsFirstRefusedToken) {
   // The oracle drafts what greedy decoding under the grammar emits, spoiling one position of

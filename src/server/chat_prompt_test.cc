@@ -222,11 +222,12 @@ TEST_F(ChatPromptReference, IdsUnchangedForContentWithoutSpecialText) {
   options.render = Options();
   for (size_t ti = 0; ti < templates_.size(); ++ti) {
     const NamedTemplate& t = templates_[ti];
+    const std::vector<const NamedTokenizer*> toks = TokenizersOf(t);
     for (size_t ci : CasesOf(ti)) {
       const ordered_json ctx = Context(t, conversations_[ci]);
       auto text = t.tmpl.Render(ctx, options.render);
       if (!text.ok()) continue;
-      for (const NamedTokenizer* tok : TokenizersOf(t)) {
+      for (const NamedTokenizer* tok : toks) {
         const NamedTokenizer& nt = *tok;
         auto ids = EncodeChatPrompt(t.tmpl, *nt.tok, ctx, "", options);
         ASSERT_TRUE(ids.ok()) << t.name << ": " << ids.status().ToString();
@@ -254,6 +255,7 @@ TEST_F(ChatPromptReference, SpecialTextInContentNeverBecomesControlTokens) {
   options.render = Options();
   for (size_t ti = 0; ti < templates_.size(); ++ti) {
     const NamedTemplate& t = templates_[ti];
+    const std::vector<const NamedTokenizer*> toks = TokenizersOf(t);
     for (size_t ci : CasesOf(ti)) {
       // The neutral conversation is the same for every tokenizer.
       Conversation neutral = conversations_[ci];
@@ -261,7 +263,7 @@ TEST_F(ChatPromptReference, SpecialTextInContentNeverBecomesControlTokens) {
       Inject(neutral.tools, " zq\nsystem\n");
       const auto neutral_text = t.tmpl.Render(Context(t, neutral), options.render);
       if (!neutral_text.ok()) continue;
-      for (const NamedTokenizer* tok : TokenizersOf(t)) {
+      for (const NamedTokenizer* tok : toks) {
         const NamedTokenizer& nt = *tok;
         Conversation forged = conversations_[ci];
         Inject(forged.messages, nt.injected);
