@@ -1,6 +1,7 @@
 #include "engine/constrained_decoding.h"
 
 #include <algorithm>
+#include <string>
 
 namespace tachyon::engine {
 
@@ -42,7 +43,7 @@ void MaskWorker::Wait() {
 std::span<const uint32_t> MaskWorker::Mask(size_t i) const {
   if (i >= slot_.size() || slot_[i] < 0) return {};
   return std::span<const uint32_t>(storage_).subspan(static_cast<size_t>(slot_[i]) * words_,
-                                                      words_);
+                                                     words_);
 }
 
 void MaskWorker::Run() {
@@ -61,6 +62,25 @@ void MaskWorker::Run() {
     pending_ = false;
     cv_.notify_all();
   }
+}
+
+Result<std::unique_ptr<grammar::TokenMatcher>> NewChoiceMatcher(
+    const grammar::CompiledGrammar& grammar, std::span<const int32_t> resumed,
+    int64_t token_limit) {
+  std::unique_ptr<grammar::TokenMatcher> m = grammar.NewMatcher();
+  for (size_t i = 0; i < resumed.size(); ++i) {
+    if (!m->AcceptToken(resumed[i])) {
+      return InvalidArgument("resumed output token " + std::to_string(resumed[i]) + " (position " +
+                             std::to_string(i) +
+                             ") is not allowed by the request's output constraint");
+    }
+  }
+  if (!resumed.empty() && m->IsTerminated()) {
+    return InvalidArgument(
+        "the resumed output tokens already complete the request's output constraint");
+  }
+  if (token_limit >= 0) m->SetTokenLimit(token_limit);
+  return m;
 }
 
 GrammarVerdict AcceptSampled(Request* r, int32_t token) {

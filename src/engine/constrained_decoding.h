@@ -26,6 +26,8 @@
 
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "grammar/grammar.h"
+#include "util/status.h"
 
 namespace tachyon::engine {
 
@@ -66,6 +68,14 @@ enum class GrammarVerdict {
   kTerminated,  // accepted; nothing but EOS can follow: finish with kStop
   kRejected,    // the matcher refused the token (a mask bug): finish with an error
 };
+
+// A new matcher for one choice. A continuation's (its prompt ends with `resumed`, output tokens
+// the original stream already delivered) replays them first, so the constraint goes on where the
+// original stream was; then the length-aware limit (`token_limit` more tokens; < 0: none), which
+// counts from there as it did in the original. InvalidArgument when the grammar refuses a
+// resumed token or nothing but the end can follow them (the original would have finished).
+Result<std::unique_ptr<grammar::TokenMatcher>> NewChoiceMatcher(
+    const grammar::CompiledGrammar& grammar, std::span<const int32_t> resumed, int64_t token_limit);
 
 // Accepts the sampled `token` (before it joins r->tokens) into r->matcher; a rejected token is
 // never part of the output. REQUIRES: r->matcher.

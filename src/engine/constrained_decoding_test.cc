@@ -207,5 +207,64 @@ TEST(ConstrainedDecodingTest, IgnoreEosStillEndsAtTheGrammarsEnd) {
   }
 }
 
+// A continuation (its prompt ends with output tokens already delivered, params.output_offset of
+// them) replays them through its matcher: a seeded constrained choice cut after any token goes
+// on with exactly the original's remaining tokens.
+TEST(ConstrainedDecodingTest, ContinuationReplaysTheResumedTokens) {
+  auto g = Choices({{3}, {3, 4, 5}, {3, 4, 6, 7}, {3, 4, 6, 9, 10}, {8, 8, 8, 8, 8, 8}, {8, 9}});
+  Harness h(WithEos());
+  int compared = 0;
+  for (int seed = 0; seed < 12; ++seed) {
+    const std::vector<int32_t> prompt = MakePrompt(6, seed);
+    EngineRequest r = Sampled(prompt, 900 + seed, 1, 30);
+    r.grammar = g;
+    ASSERT_TRUE(h.Add(seed, r).ok());
+    h.RunToCompletion();
+    const std::vector<int32_t> full = h.result(seed).tokens;
+    ASSERT_TRUE(g->IsSentence(Body(full))) << ::testing::PrintToString(full);
+    for (size_t k = 1; k < full.size(); ++k) {
+      EngineRequest c = r;
+      c.prompt_tokens.insert(c.prompt_tokens.end(), full.begin(), full.begin() + k);
+      c.params.output_offset = static_cast<int>(k);
+      c.params.max_tokens = 30 - static_cast<int>(k);
+      const uint64_t id = 1000 + seed * 100 + k;
+      ASSERT_TRUE(h.Add(id, c).ok());
+      h.RunToCompletion();
+      EXPECT_EQ(h.result(id).tokens, std::vector<int32_t>(full.begin() + k, full.end()))
+          << "seed " << seed << " cut after " << k;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 12);
+}
+
+// Resumed tokens the constraint refuses, or that already complete it, are the caller's error:
+// Add fails and nothing of the request stays.
+TEST(ConstrainedDecodingTest, ContinuationOutsideTheGrammarIsRefused) {
+  auto g = Choices({{3, 4, 5}, {3, 4, 6, 7}});
+  Harness h(WithEos());
+  for (const std::vector<int32_t>& resumed :
+       {std::vector<int32_t>{3, 9}, std::vector<int32_t>{4}, std::vector<int32_t>{3, 4, 5}}) {
+    EngineRequest c = Greedy(MakePrompt(5, 1), 10);
+    c.prompt_tokens.insert(c.prompt_tokens.end(), resumed.begin(), resumed.end());
+    c.params.output_offset = static_cast<int>(resumed.size());
+    c.grammar = g;
+    const Status st = h.Add(7, c);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  }
+  EXPECT_EQ(h.engine().kv().Stats().used_blocks, 0);
+  EngineRequest ok = Greedy(MakePrompt(5, 1), 10);  // the id is still free
+  ok.prompt_tokens.push_back(3);
+  ok.params.output_offset = 1;
+  ok.grammar = g;
+  ASSERT_TRUE(h.Add(7, ok).ok());
+  h.RunToCompletion();
+  EXPECT_TRUE(g->IsSentence(Body([&] {
+    std::vector<int32_t> t = {3};
+    for (int32_t x : h.result(7).tokens) t.push_back(x);
+    return t;
+  }())));
+}
+
 }  // namespace
 }  // namespace tachyon::engine

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -132,10 +133,21 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
   if (groups_.count(request_id)) {
     return InvalidArgument("duplicate request id " + std::to_string(request_id));
   }
-  Group& g = groups_[request_id];
   const int64_t prompt = static_cast<int64_t>(req.prompt_tokens.size());
   const int64_t max_tokens =
       req.params.max_tokens > 0 ? req.params.max_tokens : TokenLimit() - prompt;
+  // A continuation (params.output_offset > 0) ends its prompt with output tokens already
+  // delivered.
+  const size_t resumed = std::min(req.prompt_tokens.size(),
+                                  static_cast<size_t>(std::max(0, req.params.output_offset)));
+  const std::span<const int32_t> resumed_tokens = std::span(req.prompt_tokens).last(resumed);
+  std::vector<std::unique_ptr<grammar::TokenMatcher>> matchers;
+  for (int i = 0; req.grammar && i < req.params.n; ++i) {
+    ASSIGN_OR_RETURN(auto m, NewChoiceMatcher(*req.grammar, resumed_tokens,
+                                              req.grammar_within_max_tokens ? max_tokens : -1));
+    matchers.push_back(std::move(m));
+  }
+  Group& g = groups_[request_id];
   const uint64_t base_seed = req.params.seed ? *req.params.seed : seed_rng_();
   const uint64_t arrival = next_arrival_++;
   const auto now = std::chrono::steady_clock::now();
@@ -159,12 +171,9 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     r->ttft.inbox_seconds = std::chrono::duration<double>(now - arrived).count();
     if (config_.detokenizer) {
       r->decoder = config_.detokenizer->NewDecoder();
-      // A continuation (params.output_offset > 0) ends its prompt with output tokens already
-      // delivered: they go through the decoder unseen, so that text the original decoder still
-      // held back after them (a newline, an incomplete UTF-8 sequence) comes out with the next
-      // token, as it would have in the original stream.
-      const size_t resumed = std::min(req.prompt_tokens.size(),
-                                      static_cast<size_t>(std::max(0, req.params.output_offset)));
+      // A continuation's resumed tokens go through the decoder unseen, so that text the
+      // original decoder still held back after them (a newline, an incomplete UTF-8 sequence)
+      // comes out with the next token, as it would have in the original stream.
       const std::vector<int32_t> context(req.prompt_tokens.begin(),
                                          req.prompt_tokens.end() - static_cast<ptrdiff_t>(resumed));
       r->decoder->SetContext(context);
@@ -173,8 +182,8 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
       }
     }
     r->stop_matcher = StopStringMatcher(req.params.stop);
-    if (req.grammar) r->matcher = req.grammar->NewMatcher();
-    if (r->matcher && req.grammar_within_max_tokens) r->matcher->SetTokenLimit(max_tokens);
+    // The constraint goes on from the resumed tokens, as in the original stream.
+    if (req.grammar) r->matcher = std::move(matchers[static_cast<size_t>(i)]);
     scheduler_.Add(r.get());
     g.choices.push_back(std::move(r));
   }

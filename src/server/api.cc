@@ -262,15 +262,24 @@ std::optional<ApiError> OpenAiApi::FitContext(const CommonParams& common, size_t
     sampling.max_tokens = room;
     const int default_max = options_.sampling_defaults.max_tokens;
     if (default_max > 0) {
-      sampling.max_tokens = std::min(room, std::max(default_max, sampling.min_tokens));
+      // A continuation's default counts the tokens it resumes, as the original stream's did.
+      const int left = default_max - sampling.output_offset;
+      if (left <= 0) {
+        return InvalidParam("resume_token_ids",
+                            "resumes " + std::to_string(sampling.output_offset) +
+                                " tokens, which leaves nothing of the default max_tokens = " +
+                                std::to_string(default_max) + ".");
+      }
+      sampling.max_tokens = std::min(room, std::max(left, sampling.min_tokens));
     }
   }
   return std::nullopt;
 }
 
 std::optional<ApiError> OpenAiApi::FitGrammar(const grammar::CompiledGrammar* g, bool within,
-                                              int64_t max_tokens) const {
+                                              const sampling::SamplingParams& sampling) const {
   if (g == nullptr || !within) return std::nullopt;
+  const int64_t max_tokens = int64_t{sampling.max_tokens} + sampling.output_offset;
   const int64_t need = g->MinTokenLimit();
   if (max_tokens >= need) return std::nullopt;
   if (need == grammar::CompiledGrammar::kNoTokenLimit) {
@@ -346,8 +355,7 @@ void OpenAiApi::Completions(const HttpRequest& req, std::shared_ptr<ResponseChan
     if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "prompt")) {
       return SendError(*channel, *e, kCompletions);
     }
-    if (auto e = FitGrammar(spec.grammar.get(), spec.grammar_within_max_tokens,
-                            prompt.sampling.max_tokens)) {
+    if (auto e = FitGrammar(spec.grammar.get(), spec.grammar_within_max_tokens, prompt.sampling)) {
       return SendError(*channel, *e, kCompletions);
     }
     spec.prompts.push_back(std::move(prompt));
@@ -425,7 +433,7 @@ std::optional<ApiError> OpenAiApi::StartChat(const nlohmann::ordered_json& body,
                     cr.common.resume_token_ids.end());
   if (auto e = FitContext(cr.common, prompt.ids.size(), prompt.sampling, "messages")) return e;
   if (auto e = FitGrammar(constraint_grammar.get(), WithinMaxTokens(cr.common.constraint),
-                          prompt.sampling.max_tokens)) {
+                          prompt.sampling)) {
     return e;
   }
   JobSpec spec;

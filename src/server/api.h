@@ -128,14 +128,16 @@ class OpenAiApi {
   std::optional<ApiError> CheckModel(const std::string& model) const;
   // CheckModel plus limits the backend states (n).
   std::optional<ApiError> CheckCommon(const CommonParams& common) const;
-  // Fills max_tokens from the context, or rejects a prompt that does not fit.
+  // Fills max_tokens from the context (or the default max_tokens less the tokens a continuation
+  // resumes), or rejects a prompt that does not fit.
   std::optional<ApiError> FitContext(const CommonParams& common, size_t prompt_len,
                                      sampling::SamplingParams& sampling, const char* param) const;
   // complete_within_max_tokens (within): rejects a max_tokens below the least limit with which
   // the grammar promises a complete output (CompiledGrammar::MinTokenLimit), as FitContext
-  // rejects a prompt that does not fit. g null or !within: nothing to check.
+  // rejects a prompt that does not fit; a continuation's budget counts the tokens it resumes,
+  // since its constraint began with them. g null or !within: nothing to check.
   std::optional<ApiError> FitGrammar(const grammar::CompiledGrammar* g, bool within,
-                                     int64_t max_tokens) const;
+                                     const sampling::SamplingParams& sampling) const;
   // The request's output grammar compiled by the backend (null when unconstrained); compile
   // errors are 400s naming the constraint's field.
   ApiResult<std::shared_ptr<const grammar::CompiledGrammar>> CompileConstraint(

@@ -237,6 +237,50 @@ TEST_F(ApiTest, EngineFieldsReachTheBackend) {
   WaitIdle();
 }
 
+// A continuation (resume_token_ids) counts the tokens it resumes against the default max_tokens
+// (a generation_config's), as against a request's own, so the whole choice ends where the
+// original would have; resuming all of it is a 400.
+TEST_F(ApiTest, ContinuationCountsItsTokensAgainstTheDefaultMaxTokens) {
+  ApiOptions api;
+  api.sampling_defaults.max_tokens = 10;
+  Init({}, api);
+  auto ch = Post("/v1/completions", {{"prompt", "abc"}, {"resume_token_ids", {100, 101, 102}}});
+  ASSERT_EQ(ch->response.status, 200) << ch->response.body;
+  EXPECT_EQ(ch->Json()["usage"]["completion_tokens"], 7);
+  WaitIdle();
+  const std::vector<engine::EngineRequest> sent = backend_->SubmittedRequests();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].params.max_tokens, 7);
+  EXPECT_EQ(sent[0].params.output_offset, 3);
+  ch =
+      Post("/v1/completions", {{"prompt", "abc"}, {"resume_token_ids", std::vector<int>(10, 100)}});
+  EXPECT_EQ(ch->response.status, 400) << ch->response.body;
+  EXPECT_EQ(ch->Json()["error"]["param"], "resume_token_ids");
+}
+
+// A continuation of a constrained output: the constraint takes the resumed tokens first (the
+// fake backend makes matchers as the engine does), and refuses tokens outside it with a 400.
+TEST_F(ApiTest, ContinuationReplaysTheConstraint) {
+  const json regex = {{"regex", "abc[0-9]+"}};
+  auto ch = Post("/v1/completions", {{"prompt", "x"},
+                                     {"max_tokens", 4},
+                                     {"structured_outputs", regex},
+                                     {"resume_token_ids", {'a', 'b'}}});
+  ASSERT_EQ(ch->response.status, 200) << ch->response.body;
+  const std::string text = ch->Json()["choices"][0]["text"];
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text[0], 'c') << text;  // "ab" was accepted: only "c" may follow
+  ch = Post("/v1/completions", {{"prompt", "x"},
+                                {"max_tokens", 4},
+                                {"structured_outputs", regex},
+                                {"resume_token_ids", {'a', 'x'}}});
+  EXPECT_EQ(ch->response.status, 400) << ch->response.body;
+  EXPECT_NE(ch->Json()["error"]["message"].get<std::string>().find("output constraint"),
+            std::string::npos)
+      << ch->response.body;
+  WaitIdle();
+}
+
 TEST_F(ApiTest, Errors) {
   auto bad_json = Call("POST", "/v1/completions", "{\"prompt\": ");
   EXPECT_EQ(bad_json->response.status, 400);

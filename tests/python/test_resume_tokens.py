@@ -81,3 +81,50 @@ def test_resume_token_ids_errors(server, extra, needle):
     status, _, err = server.request("POST", "/v1/completions", body)
     assert status == 400, err
     assert err["error"]["param"] == "resume_token_ids" and needle in err["error"]["message"]
+
+
+PERSON = {"type": "object",
+          "properties": {"name": {"type": "string", "maxLength": 16},
+                         "age": {"type": "integer"},
+                         "pets": {"type": "array", "items": {"type": "string", "maxLength": 8}}},
+          "required": ["name", "age", "pets"]}
+PERSON_FORMAT = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON},
+                 "complete_within_max_tokens": True}
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_resume_replays_the_output_constraint(server, chat):
+    """A structured-output stream resumed after any delta goes on exactly: the replica replays
+    the resumed tokens through the constraint, and the length-aware limit (max_tokens tight
+    enough to steer the end) counts from the original start, not from the cut."""
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    body = {"model": MODEL_NAME, "max_tokens": 40, "stream": True, "temperature": 1.0,
+            "seed": 11, "return_token_ids": True, "stream_options": {"include_usage": True},
+            "response_format": PERSON_FORMAT}
+    if chat:
+        body["messages"] = [{"role": "user", "content": "A person as JSON"}]
+    else:
+        body["prompt"] = "Lily wrote down her friend:"
+    full, usage = pieces(stream(server, path, body), chat)
+    ids = [t for p, _ in full for t in p]
+    text = "".join(t for _, t in full)
+    doc = json.loads(text)  # complete within max_tokens
+    assert set(doc) >= {"name", "age", "pets"}, text
+    for cut in range(1, len(full)):
+        k = sum(len(p) for p, _ in full[:cut])
+        rest, rest_usage = pieces(stream(server, path, {**body, "resume_token_ids": ids[:k]}),
+                                  chat)
+        assert [t for p, _ in rest for t in p] == ids[k:], cut
+        assert "".join(t for _, t in full[:cut]) + "".join(t for _, t in rest) == text, cut
+        assert rest_usage["completion_tokens"] == usage["completion_tokens"] - k
+
+
+def test_resume_outside_the_constraint_is_a_400(server):
+    status, _, tok = server.request("POST", "/tokenize", {"model": MODEL_NAME, "prompt": "Lily",
+                                                      "add_special_tokens": False})
+    assert status == 200, tok
+    body = {"model": MODEL_NAME, "prompt": "A person:", "max_tokens": 40,
+            "response_format": PERSON_FORMAT, "resume_token_ids": tok["tokens"]}
+    status, _, err = server.request("POST", "/v1/completions", body)
+    assert status == 400, err
+    assert "output constraint" in err["error"]["message"], err

@@ -1,6 +1,9 @@
 #include "server/testing/fake_backend.h"
 
 #include <algorithm>
+#include <span>
+
+#include "engine/constrained_decoding.h"
 
 namespace tachyon::server {
 
@@ -95,6 +98,18 @@ Result<uint64_t> FakeBackend::Submit(GenerationRequest request, OutputCallback c
   if (static_cast<int64_t>(live_.size()) + n > options_.max_running + options_.max_waiting) {
     return ResourceExhausted("the request queue is full");
   }
+  // Each choice's matcher, as the engine makes it (a continuation replays its resumed tokens).
+  const engine::EngineRequest& e = request.engine;
+  const size_t resumed =
+      std::min(prompt.size(), static_cast<size_t>(std::max(0, e.params.output_offset)));
+  std::vector<std::unique_ptr<grammar::TokenMatcher>> matchers;
+  for (int i = 0; e.grammar && i < n; ++i) {
+    auto m = engine::NewChoiceMatcher(
+        *e.grammar, std::span(prompt).last(resumed),
+        e.grammar_within_max_tokens && e.params.max_tokens > 0 ? e.params.max_tokens : -1);
+    if (!m.ok()) return m.status();
+    matchers.push_back(std::move(m).value());
+  }
   uint64_t handle = next_handle_++;
   prompt_total_ += static_cast<int64_t>(prompt.size());
   submitted_.push_back(request.engine);
@@ -108,11 +123,7 @@ Result<uint64_t> FakeBackend::Submit(GenerationRequest request, OutputCallback c
     r.offset = (shared_request->engine.params.seed.value_or(0) + static_cast<uint64_t>(i)) %
                options_.text.size();
     r.request = shared_request;
-    if (shared_request->engine.grammar) r.matcher = shared_request->engine.grammar->NewMatcher();
-    if (r.matcher && shared_request->engine.grammar_within_max_tokens &&
-        shared_request->engine.params.max_tokens > 0) {
-      r.matcher->SetTokenLimit(shared_request->engine.params.max_tokens);  // as the engine does
-    }
+    if (!matchers.empty()) r.matcher = std::move(matchers[static_cast<size_t>(i)]);
     r.callback = shared_callback;
     r.unfinished = unfinished;
     live_.emplace(next_seq_++, std::move(r));
