@@ -1,5 +1,6 @@
 #include "router/proxy_call.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "util/logging.h"
@@ -54,6 +55,7 @@ ProxyCall::ProxyCall(RouterCore* core, ProxyRequest request,
                      std::shared_ptr<server::ResponseChannel> channel)
     : core_(core), request_(std::move(request)), channel_(std::move(channel)) {
   attempt_body_ = request_.http.body;
+  if (request_.migratable) choices_.resize(static_cast<size_t>(request_.choices));
   core_->in_flight++;
 }
 
@@ -267,9 +269,15 @@ bool ProxyCall::ForwardEvent(std::string_view event) {
   constexpr std::string_view kData = "data: ";
   if (!event.starts_with(kData)) return WriteToClient(std::string(event));
   const std::string_view payload = event.substr(kData.size(), event.size() - kData.size() - 2);
+  // A continuation of one choice while others are still to resume: its end is not the
+  // stream's (OnDone issues the next choice's continuation).
+  const bool more =
+      continuation_ && std::any_of(choices_.begin(), choices_.end(), [&](const ChoiceState& c) {
+        return !c.finished && &c != &choices_[resuming_];
+      });
   if (payload == "[DONE]") {
     saw_done_ = true;
-    return WriteToClient(std::string(event));
+    return more || WriteToClient(std::string(event));
   }
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(payload, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
@@ -293,47 +301,75 @@ bool ProxyCall::ForwardEvent(std::string_view event) {
   auto choices = j.find("choices");
   if (choices != j.end() && choices->is_array() && !choices->empty() && (*choices)[0].is_object()) {
     nlohmann::ordered_json& c = (*choices)[0];
+    // A continuation runs one choice as its index 0: renumbered to the client's index.
+    if (continuation_) c["index"] = resuming_;
+    auto index = c.find("index");
+    if (index == c.end() || !index->is_number_integer() || index->get<int64_t>() < 0 ||
+        index->get<int64_t>() >= static_cast<int64_t>(choices_.size())) {
+      ids_missing_ = true;
+      return WriteToClient(std::string(event));
+    }
+    ChoiceState& state = choices_[index->get<size_t>()];
     bool has_ids = false;
     if (auto ids = c.find("token_ids"); ids != c.end() && ids->is_array()) {
       for (const auto& t : *ids) {
-        if (t.is_number_integer()) generated_.push_back(t.get<int32_t>());
+        if (t.is_number_integer()) state.tokens.push_back(t.get<int32_t>());
       }
       has_ids = !ids->empty();
       if (!request_.client_wants_token_ids) c.erase(ids);
     }
     std::string text;
+    bool opening = false;
     if (auto t = c.find("text"); t != c.end() && t->is_string()) text = t->get<std::string>();
     if (auto d = c.find("delta"); d != c.end() && d->is_object()) {
       if (auto ct = d->find("content"); ct != d->end() && ct->is_string()) {
         text = ct->get<std::string>();
       }
+      opening = d->contains("role");
     }
     if (!text.empty() && !has_ids) ids_missing_ = true;  // a replica without return_token_ids
-    // The continuation's opening (the chat role delta) was sent already by the first attempt.
     const bool finishing = c.contains("finish_reason") && !c["finish_reason"].is_null();
-    if (continuation_ && !has_ids && text.empty() && !finishing) {
-      return true;
-    }
+    if (!request_.chat) opening = !has_ids && text.empty() && !finishing;
+    if (finishing) state.finished = true;
+    // A choice opens once: a continuation's opening was sent by the attempt it resumes.
+    if (opening && state.opened) return true;
+    if (opening) state.opened = true;
   }
   if (std::optional<int64_t> cached = ReportedCached(j)) {
     core_->metrics.CountReportedCached(core_->pool.endpoint(replica_).url, *cached);
   }
   if (continuation_) {
     if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
-      (*u)["prompt_tokens"] = u->value("prompt_tokens", 0) - resumed_;
-      (*u)["completion_tokens"] = u->value("completion_tokens", 0) + resumed_;
+      if (more) return true;  // the last choice's continuation reports the usage of the whole
+      // Its prompt held the resumed tokens; the output is every choice's tokens.
+      int64_t completion = 0;
+      for (const ChoiceState& c : choices_) completion += static_cast<int64_t>(c.tokens.size());
+      const int64_t prompt = u->value("prompt_tokens", int64_t{0}) - resumed_;
+      (*u)["prompt_tokens"] = prompt;
+      (*u)["completion_tokens"] = completion;
+      if (u->contains("total_tokens")) (*u)["total_tokens"] = prompt + completion;
     }
   }
   return WriteToClient("data: " + j.dump() + "\n\n");
 }
 
-bool ProxyCall::Migrate() {
+void ProxyCall::Migrate() {
+  const auto next = std::find_if(choices_.begin(), choices_.end(),
+                                 [](const ChoiceState& c) { return !c.finished; });
+  resuming_ = next == choices_.end() ? 0 : static_cast<int>(next - choices_.begin());
   nlohmann::ordered_json body = request_.body;
-  if (!generated_.empty()) body["resume_token_ids"] = generated_;
+  if (request_.choices > 1) {
+    // Choice i of a request samples with its seed + i (engine/engine.h): as a request of its
+    // own (n = 1) it takes that seed.
+    body["n"] = 1;
+    body["seed"] = static_cast<int64_t>(static_cast<uint64_t>(body["seed"].get<int64_t>()) +
+                                        static_cast<uint64_t>(resuming_));
+  }
+  const std::vector<int32_t>& tokens = choices_[resuming_].tokens;
+  if (!tokens.empty()) body["resume_token_ids"] = tokens;
   attempt_body_ = body.dump();
   continuation_ = true;
-  resumed_ = static_cast<int>(generated_.size());
-  core_->metrics.CountMigration();
+  resumed_ = static_cast<int>(tokens.size());
   const PlaceResult r = Dispatch();
   if (r == PlaceResult::kSaturated) {
     state_ = State::kQueued;
@@ -342,7 +378,6 @@ bool ProxyCall::Migrate() {
              "queue_full");
     }
   }
-  return true;
 }
 
 void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
@@ -380,6 +415,10 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
     label = failed ? "broken" : refused ? "refused" : "ok";
   }
   core_->metrics.CountAttempt(url, label);
+  if (failed || refused) {
+    failures_++;
+    failed_ |= uint64_t{1} << replica;
+  }
 
   if (failed || (refused && status_ == 503)) {
     const std::string why = replica_drained_ ? "draining"
@@ -426,12 +465,31 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
              "retries_exhausted");
     }
   } else if (failed && request_.migratable && !ids_missing_ &&
-             attempts_ <= core_->options.max_retries) {
+             failures_ <= core_->options.max_retries) {
     // Output already reached the client: resume the stream on another replica.
-    TLOG(WARN) << "stream from " << url << " cut after " << generated_.size()
-               << " tokens were sent ("
-               << (replica_drained_ ? std::string("the replica drained") : message)
-               << "): migrating";
+    if (std::all_of(choices_.begin(), choices_.end(),
+                    [](const ChoiceState& c) { return c.finished; })) {
+      // Cut after every choice's end: the client has the whole output (not the usage event
+      // that would have followed).
+      if (!saw_done_) channel_->Write(std::string(kDoneEvent) + "\n\n");
+      channel_->EndStream();
+      FinishLocked();
+    } else {
+      size_t sent = 0;
+      for (const ChoiceState& c : choices_) sent += c.tokens.size();
+      TLOG(WARN) << "stream from " << url << " cut after " << sent << " tokens were sent ("
+                 << (replica_drained_ ? std::string("the replica drained") : message)
+                 << "): migrating";
+      core_->metrics.CountMigration();
+      Migrate();
+    }
+  } else if (!failed && passthrough_stream_ && request_.migratable && continuation_ &&
+             choices_[resuming_].finished &&
+             std::any_of(choices_.begin(), choices_.end(),
+                         [](const ChoiceState& c) { return !c.finished; })) {
+    // The continuation of one choice ended; the next unfinished choice resumes now, on any
+    // replica but those that failed.
+    tried_ = failed_;
     Migrate();
   } else if (failed) {
     TLOG(WARN) << "stream from " << url << " cut after output was sent: " << message;

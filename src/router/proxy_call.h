@@ -28,6 +28,7 @@ struct ProxyRequest {
   // A stream that can be migrated (router.h): `body` is what replicas get (http.body is its
   // dump), with return_token_ids and a seed; a continuation adds resume_token_ids.
   bool migratable = false;
+  int choices = 1;  // its n
   bool chat = false;
   bool client_wants_token_ids = false;  // the client itself asked for return_token_ids
   nlohmann::ordered_json body;
@@ -66,8 +67,10 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   // a continuation's events into the original stream's. False when the client is gone.
   bool ForwardEvent(std::string_view event);
   bool WriteToClient(std::string data);
-  // Re-issues a cut stream as a continuation on another replica. REQUIRES: mu_ held.
-  bool Migrate();
+  // Re-issues the first unfinished choice of a migratable stream as a continuation on another
+  // replica (after a failure, or after the continuation of an earlier choice ended).
+  // REQUIRES: mu_ held.
+  void Migrate();
   void OnHead(int status, const server::Headers& headers);
   bool OnData(std::string_view data);
   void OnDone(UpstreamOutcome outcome, const std::string& message);
@@ -109,12 +112,20 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   std::string sse_buf_;           // a migratable stream's incomplete event
 
   // Migration; attempts follow one another, as above.
-  std::string attempt_body_;         // the current attempt's body
-  bool continuation_ = false;        // the current attempt resumes the stream
-  int resumed_ = 0;                  // tokens it resumed
-  bool ids_missing_ = false;         // an event with text came without token ids
-  std::vector<int32_t> generated_;   // token ids of the events forwarded so far
-  nlohmann::ordered_json first_id_;  // the stream's "id" and "created" as the client saw them
+  struct ChoiceState {
+    std::vector<int32_t> tokens;  // token ids of its events forwarded so far
+    bool opened = false;          // its opening event (a chat's role delta) was forwarded
+    bool finished = false;        // its finish_reason was forwarded
+  };
+  std::string attempt_body_;          // the current attempt's body
+  bool continuation_ = false;         // the current attempt resumes the stream
+  int resuming_ = 0;                  // the choice it resumes (its events' index 0)
+  int resumed_ = 0;                   // tokens it resumed
+  bool ids_missing_ = false;          // an event the router cannot account for came
+  int failures_ = 0;                  // attempts that failed or were refused
+  uint64_t failed_ = 0;               // bit r: an attempt on replica r failed
+  std::vector<ChoiceState> choices_;  // by the client's choice index (request_.choices)
+  nlohmann::ordered_json first_id_;   // the stream's "id" and "created" as the client saw them
   nlohmann::ordered_json first_created_;
 };
 

@@ -18,39 +18,41 @@ server::HttpResponse Json(int status, const nlohmann::json& body) {
   return server::HttpResponse{status, "application/json", body.dump(), {}};
 }
 
-// Whether a stream with this body can be resumed on another replica with identical text: one
-// choice, and nothing whose state a continuation (prompt + the tokens sent, sampling draws from
-// the same position) would not rebuild — stop strings (held-back text), presence / frequency
-// penalties (output counts), tools (the call parser), echo and logprobs (offsets), structured
-// output (the constraint state).
-bool Migratable(const nlohmann::ordered_json& b) {
+// The number of choices of a stream whose body can be resumed on another replica with identical
+// text, or 0 when it cannot: one prompt, an integer seed (or none: the router sets one), and
+// nothing whose state a continuation (prompt + the tokens sent, sampling draws from the same
+// position, the output constraint replayed over the tokens sent) would not rebuild — stop
+// strings (held-back text), presence / frequency penalties (output counts), tools (the call
+// parser), echo and logprobs (offsets), best_of. Each of n choices resumes on its own
+// (ProxyCall::Migrate).
+int MigratableChoices(const nlohmann::ordered_json& b, bool chat) {
   auto set = [&b](const char* key) { return b.contains(key) && !b[key].is_null(); };
   auto nonzero = [&b](const char* key) {
     return b.contains(key) && b[key].is_number() && b[key].get<double>() != 0;
   };
-  if (set("n") && !(b["n"].is_number_integer() && b["n"].get<int64_t>() == 1)) return false;
+  int64_t n = 1;
+  if (set("n")) {
+    if (!b["n"].is_number_integer() || b["n"].get<int64_t>() < 1) return 0;
+    n = b["n"].get<int64_t>();
+  }
+  if (n > server::kMaxN) return 0;  // the replica answers its own 400
   if (set("best_of") && !(b["best_of"].is_number_integer() && b["best_of"].get<int64_t>() == 1)) {
-    return false;
+    return 0;
+  }
+  if (set("seed") && !b["seed"].is_number_integer()) return 0;
+  if (!chat && set("prompt") && b["prompt"].is_array() && !b["prompt"].empty() &&
+      !b["prompt"][0].is_number() && b["prompt"].size() != 1) {
+    return 0;  // several prompts
   }
   if (set("stop") && !(b["stop"].is_array() && b["stop"].empty()) &&
       !(b["stop"].is_string() && b["stop"].get<std::string>().empty())) {
-    return false;
+    return 0;
   }
-  if (nonzero("presence_penalty") || nonzero("frequency_penalty")) return false;
-  if (set("tools") || set("resume_token_ids")) return false;
-  // Structured output: a continuation would need the constraint state replayed over the
-  // tokens sent; not migrated.
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                          "structured_outputs", "json_schema", "grammar", "regex", "ebnf"}) {
-    if (set(key)) return false;
-  }
-  if (set("response_format") &&
-      !(b["response_format"].is_object() && b["response_format"].value("type", "") == "text")) {
-    return false;
-  }
-  if (set("echo") && !(b["echo"].is_boolean() && !b["echo"].get<bool>())) return false;
-  if (set("logprobs") && !(b["logprobs"].is_boolean() && !b["logprobs"].get<bool>())) return false;
-  return true;
+  if (nonzero("presence_penalty") || nonzero("frequency_penalty")) return 0;
+  if (set("tools") || set("resume_token_ids")) return 0;
+  if (set("echo") && !(b["echo"].is_boolean() && !b["echo"].get<bool>())) return 0;
+  if (set("logprobs") && !(b["logprobs"].is_boolean() && !b["logprobs"].get<bool>())) return 0;
+  return static_cast<int>(n);
 }
 
 server::HttpResponse Error(const server::ApiError& e) {
@@ -263,8 +265,10 @@ void Router::Handle(server::HttpRequest request, std::shared_ptr<server::Respons
       // prefill replicas take no main attempt while another replica is left.
       proxied.prefill_replicas = core_->pd.prefill_mask();
       proxied.prefill_first = proxied.prefill_replicas != 0;
-      if (proxied.stream && Migratable(b)) {
+      const int choices = proxied.stream ? MigratableChoices(b, chat) : 0;
+      if (choices > 0) {
         proxied.migratable = true;
+        proxied.choices = choices;
         proxied.chat = chat;
         proxied.client_wants_token_ids = b.contains("return_token_ids") &&
                                          b["return_token_ids"].is_boolean() &&

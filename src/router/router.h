@@ -11,9 +11,12 @@
 //   tried yet, at most `max_retries` times; then 503 with Retry-After. A stream cut after
 //   output reached the client is migrated (same budget): re-issued elsewhere as a continuation
 //   (resume_token_ids = the token ids forwarded so far, which replicas are asked to return),
-//   its events rewritten into the original stream; a stream a continuation cannot reproduce
-//   (n > 1, stop strings, presence/frequency penalties, tools, echo, logprobs, structured
-//   output) ends with an SSE error event instead (a broken stream).
+//   its events rewritten into the original stream. Each unfinished choice of n > 1 resumes
+//   as a continuation of its own (n = 1, the seed of that choice), one after another, its
+//   events renumbered to the choice's index; a structured output's constraint is replayed over
+//   the resumed tokens by the replica. A stream a continuation cannot reproduce (several
+//   prompts, stop strings, presence/frequency penalties, tools, echo, logprobs) ends with an
+//   SSE error event instead (a broken stream).
 // - Saturation: with every up replica at its in-flight cap, a request waits in a FIFO queue
 //   of at most `max_queue`, at most `queue_timeout` (then 503); beyond the bound, 429 with
 //   Retry-After. No replica up: 503 with Retry-After at once.

@@ -695,3 +695,75 @@ def test_stream_migrates_with_identical_text(migration_setup, chat, sampling):
     want_usage = [e["usage"] for e in want_events if e.get("usage")]
     assert usage[-1]["completion_tokens"] == 48
     assert usage[-1]["prompt_tokens"] == want_usage[-1]["prompt_tokens"]
+
+
+PERSON_FORMAT = {"type": "json_schema", "complete_within_max_tokens": True, "json_schema": {
+    "name": "person", "schema": {
+        "type": "object", "required": ["name", "age", "pets"],
+        "properties": {"name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"},
+                       "pets": {"type": "array", "items": {"type": "string", "maxLength": 8}}}}}}
+
+
+def choice_texts(events, chat):
+    """{index: (text, finish_reason)} of a stream's choices; the opening deltas per choice."""
+    texts, finish, openings = {}, {}, {}
+    for e in events:
+        assert "error" not in e, e
+        for c in e.get("choices", []):
+            i = c["index"]
+            texts[i] = texts.get(i, "") + ((c["delta"].get("content") or "") if chat
+                                           else c["text"])
+            if c.get("finish_reason"):
+                finish[i] = c["finish_reason"]
+            if chat and "role" in c["delta"]:
+                openings[i] = openings.get(i, 0) + 1
+    return {i: (texts[i], finish.get(i)) for i in texts}, openings
+
+
+@pytest.mark.parametrize("chat", [False, True])
+@pytest.mark.parametrize("extra", [
+    {"n": 3, "temperature": 1.0, "seed": 99, "ignore_eos": True},
+    {"n": 2, "temperature": 0, "ignore_eos": True},
+    {"response_format": PERSON_FORMAT, "temperature": 1.0, "seed": 5},
+    {"n": 2, "response_format": PERSON_FORMAT, "temperature": 1.0, "seed": 8},
+], ids=["n3-seeded", "n2-greedy", "json-schema", "n2-json-schema"])
+def test_stream_migrates_per_choice_and_structured(migration_setup, chat, extra):
+    """A stream with n > 1 choices and/or an output constraint, cut mid-stream, goes on
+    unbroken: each unfinished choice resumes on the healthy replica (its own seed, its
+    constraint replayed over the tokens sent), with every choice's text, finish reason and the
+    usage those of a fault-free run."""
+    router, flaky, healthy = migration_setup
+    flaky.dead.clear()
+    router.wait_ready(2)
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    body = {"model": MODEL_NAME, "max_tokens": 40, "stream": True,
+            "stream_options": {"include_usage": True}, **extra}
+    if chat:
+        body["messages"] = [{"role": "user", "content": "Tell me about Lily and her dog."}]
+    else:
+        body["prompt"] = "Once upon a time, Lily and her dog"
+    if "seed" not in body:
+        body["seed"] = 3
+    _, want_events, _ = read_stream(healthy.base, path, body)  # fault-free, on one replica
+    want, _ = choice_texts(want_events, chat)
+    before = router.metrics()["tachyon_router_migrations_total"]
+    replica, events, done = read_stream(router.base, path, body)
+    assert replica == flaky.url and flaky.dead.is_set()
+    assert done
+    got, openings = choice_texts(events, chat)
+    assert got == want
+    assert len(got) == body.get("n", 1)
+    if "response_format" in body:
+        for text, _ in got.values():
+            assert {"name", "age", "pets"} <= set(json.loads(text)), text
+    assert router.metrics()["tachyon_router_migrations_total"] == before + 1
+    assert len({e["id"] for e in events}) == 1
+    if chat:
+        assert openings == {i: 1 for i in range(body.get("n", 1))}
+    assert all("token_ids" not in c for e in events for c in e["choices"])
+    usage = [e["usage"] for e in events if e.get("usage")]
+    want_usage = [e["usage"] for e in want_events if e.get("usage")]
+    assert len(usage) == 1
+    assert usage[0]["completion_tokens"] == want_usage[-1]["completion_tokens"]
+    assert usage[0]["prompt_tokens"] == want_usage[-1]["prompt_tokens"]
+    assert usage[0]["total_tokens"] == want_usage[-1]["total_tokens"]
