@@ -136,16 +136,38 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
   const int64_t prompt = static_cast<int64_t>(req.prompt_tokens.size());
   const int64_t max_tokens =
       req.params.max_tokens > 0 ? req.params.max_tokens : TokenLimit() - prompt;
-  // A continuation (params.output_offset > 0) ends its prompt with output tokens already
-  // delivered.
+  // Each choice's output state. A continuation (params.output_offset > 0) ends its prompt with
+  // output tokens already delivered: they go through the output constraint, the decoder and
+  // the stop strings as they went in the original stream, their text unsent (the original
+  // sent it, or still held it back — a newline, an incomplete UTF-8 sequence, the start of a
+  // stop string —, which then comes out with the next token as it would have).
   const size_t resumed = std::min(req.prompt_tokens.size(),
                                   static_cast<size_t>(std::max(0, req.params.output_offset)));
   const std::span<const int32_t> resumed_tokens = std::span(req.prompt_tokens).last(resumed);
-  std::vector<std::unique_ptr<grammar::TokenMatcher>> matchers;
-  for (int i = 0; req.grammar && i < req.params.n; ++i) {
-    ASSIGN_OR_RETURN(auto m, NewChoiceMatcher(*req.grammar, resumed_tokens,
-                                              req.grammar_within_max_tokens ? max_tokens : -1));
-    matchers.push_back(std::move(m));
+  struct ChoiceStart {
+    std::unique_ptr<grammar::TokenMatcher> matcher;
+    std::unique_ptr<TextDecoder> decoder;
+    StopStringMatcher stop{{}};
+  };
+  std::vector<ChoiceStart> starts(static_cast<size_t>(req.params.n));
+  for (ChoiceStart& c : starts) {
+    if (req.grammar) {
+      ASSIGN_OR_RETURN(c.matcher,
+                       NewChoiceMatcher(*req.grammar, resumed_tokens,
+                                        req.grammar_within_max_tokens ? max_tokens : -1));
+    }
+    c.stop = StopStringMatcher(req.params.stop);
+    if (!config_.detokenizer) continue;
+    c.decoder = config_.detokenizer->NewDecoder();
+    c.decoder->SetContext(std::vector<int32_t>(
+        req.prompt_tokens.begin(), req.prompt_tokens.end() - static_cast<ptrdiff_t>(resumed)));
+    for (int32_t t : resumed_tokens) {
+      bool stopped = false;
+      c.stop.Append(c.decoder->Push(t), &stopped);
+      if (stopped) {
+        return InvalidArgument("the resumed output tokens already complete a stop string");
+      }
+    }
   }
   Group& g = groups_[request_id];
   const uint64_t base_seed = req.params.seed ? *req.params.seed : seed_rng_();
@@ -169,21 +191,10 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     if (i == 0) r->kv_export = req.kv_export;
     r->add_time = arrived;
     r->ttft.inbox_seconds = std::chrono::duration<double>(now - arrived).count();
-    if (config_.detokenizer) {
-      r->decoder = config_.detokenizer->NewDecoder();
-      // A continuation's resumed tokens go through the decoder unseen, so that text the
-      // original decoder still held back after them (a newline, an incomplete UTF-8 sequence)
-      // comes out with the next token, as it would have in the original stream.
-      const std::vector<int32_t> context(req.prompt_tokens.begin(),
-                                         req.prompt_tokens.end() - static_cast<ptrdiff_t>(resumed));
-      r->decoder->SetContext(context);
-      for (size_t t = context.size(); t < req.prompt_tokens.size(); ++t) {
-        r->decoder->Push(req.prompt_tokens[t]);
-      }
-    }
-    r->stop_matcher = StopStringMatcher(req.params.stop);
-    // The constraint goes on from the resumed tokens, as in the original stream.
-    if (req.grammar) r->matcher = std::move(matchers[static_cast<size_t>(i)]);
+    ChoiceStart& start = starts[static_cast<size_t>(i)];
+    r->decoder = std::move(start.decoder);
+    r->stop_matcher = std::move(start.stop);
+    r->matcher = std::move(start.matcher);
     scheduler_.Add(r.get());
     g.choices.push_back(std::move(r));
   }

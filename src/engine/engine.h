@@ -113,7 +113,12 @@ class Engine {
 
   // Whether the request could ever run: InvalidArgument (with the reason) if not.
   Status Validate(const EngineRequest& req) const;
-  // Queues a request under a caller-chosen unique id. Errors: as Validate, or a duplicate id.
+  // Queues a request under a caller-chosen unique id. A continuation (params.output_offset = k
+  // > 0: the prompt ends with k output tokens its choice already delivered) starts each choice
+  // where the original stream was after them: the output constraint, the decoder and the stop
+  // strings have taken them in (their text is not sent again), the penalties count them as
+  // output, and sampling draws from position k on. Errors: as Validate, a duplicate id, or
+  // resumed tokens that the constraint refuses or that complete it or a stop string.
   Status Add(uint64_t request_id, EngineRequest req);
   // Finishes every choice of the request with FinishReason::kAbort and frees its blocks; the
   // final outputs come with the next Step() / TakeOutputs(). Unknown ids are ignored.

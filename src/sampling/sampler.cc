@@ -35,8 +35,20 @@ namespace {
 // The stages before the draw: penalties, logit bias, grammar mask, min_tokens bans.
 void PrepareLogits(std::span<float> logits, const SamplingParams& params,
                    const SamplingInput& input) {
-  ApplyPenalties(logits, input.prompt, input.output, params.repetition_penalty,
-                 params.presence_penalty, params.frequency_penalty);
+  // A continuation's prompt ends with output_offset earlier output tokens of its choice: the
+  // output penalties count them, as they did in the original stream.
+  std::span<const int32_t> prompt = input.prompt, output = input.output;
+  std::vector<int32_t> joined;
+  const size_t resumed =
+      std::min(prompt.size(), static_cast<size_t>(std::max(0, params.output_offset)));
+  if (resumed > 0 && (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f)) {
+    joined.assign(prompt.end() - static_cast<ptrdiff_t>(resumed), prompt.end());
+    joined.insert(joined.end(), output.begin(), output.end());
+    prompt = prompt.first(prompt.size() - resumed);
+    output = joined;
+  }
+  ApplyPenalties(logits, prompt, output, params.repetition_penalty, params.presence_penalty,
+                 params.frequency_penalty);
   ApplyLogitBias(logits, params.logit_bias);
   if (!input.allowed.empty()) ApplyAllowedMask(logits, input.allowed);
   if (static_cast<int>(input.output.size()) < params.min_tokens &&

@@ -285,6 +285,38 @@ TEST(SamplerTest, OutputOffsetContinuesTheDrawSequence) {
   }
 }
 
+// With presence / frequency penalties, a continuation (its prompt ends with the output_offset
+// output tokens already delivered) draws from the distribution the original drew from: the
+// penalties count the resumed tokens as output, not as prompt.
+TEST(SamplerTest, ContinuationPenalisesResumedTokensAsOutput) {
+  SamplingParams original;
+  original.presence_penalty = 0.7f;
+  original.frequency_penalty = 0.3f;
+  original.repetition_penalty = 1.2f;
+  const std::vector<float> logits = {0.5f, 0.1f, 1.0f, 0.8f, -0.2f};
+  const std::vector<int32_t> prompt = {0, 1}, output = {2, 2, 3, 3};
+  SamplingInput in;
+  in.prompt = prompt;
+  in.output = output;
+  std::vector<float> want, l = logits;
+  SamplingDistribution(l, original, in, &want);
+
+  SamplingParams resumed = original;
+  resumed.output_offset = 3;
+  const std::vector<int32_t> cont_prompt = {0, 1, 2, 2, 3}, cont_output = {3};
+  SamplingInput cin;
+  cin.prompt = cont_prompt;
+  cin.output = cont_output;
+  std::vector<float> got;
+  l = logits;
+  SamplingDistribution(l, resumed, cin, &got);
+  EXPECT_EQ(got, want);
+  std::vector<float> as_prompt;  // the resumed tokens counted as prompt: another distribution
+  l = logits;
+  SamplingDistribution(l, original, cin, &as_prompt);
+  EXPECT_NE(as_prompt, want);
+}
+
 TEST(SamplerTest, DifferentSeedsDiffer) {
   SamplingParams p;
   std::vector<float> base(64, 0.0f);

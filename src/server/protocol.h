@@ -90,7 +90,9 @@ struct CommonParams {
   // Extensions for resuming a stream on another replica (tachyon route's migration):
   // resume_token_ids are the output tokens of the (single) choice already delivered; the
   // server appends them to the prompt and generates what follows, with sampling.output_offset
-  // = their count and max_tokens / min_tokens counting them (both already reduced here).
+  // = their count and max_tokens / min_tokens counting them (both already reduced here); the
+  // engine replays them through the output constraint, the decoder and the stop strings, and
+  // the penalties count them as output (engine/engine.h, Engine::Add).
   std::vector<int32_t> resume_token_ids;
   bool return_token_ids = false;  // stream chunks carry each choice's new "token_ids"
   std::optional<RequestedConstraint> constraint;  // none: unconstrained

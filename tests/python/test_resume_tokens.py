@@ -128,3 +128,37 @@ def test_resume_outside_the_constraint_is_a_400(server):
     status, _, err = server.request("POST", "/v1/completions", body)
     assert status == 400, err
     assert "output constraint" in err["error"]["message"], err
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_resume_keeps_stop_strings_and_penalties(server, chat):
+    """Stop strings and presence / frequency penalties survive a resume after any delta: the
+    replica replays the resumed tokens' text through the stop strings (text the original still
+    held back, a possible start of a stop string, comes out or is dropped as it would have
+    been) and counts them as output for the penalties."""
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    body = {"model": MODEL_NAME, "max_tokens": 48, "stream": True, "temperature": 1.0,
+            "seed": 21, "presence_penalty": 0.8, "frequency_penalty": 0.6,
+            "return_token_ids": True, "stream_options": {"include_usage": True}}
+    if chat:
+        body["messages"] = [{"role": "user", "content": "A story about a dog"}]
+    else:
+        body["prompt"] = "Once upon a time there was a dog named Max."
+    free, _ = pieces(stream(server, path, body), chat)
+    free_text = "".join(t for _, t in free)
+    # A stop string that completes two thirds in, and one that never completes but whose
+    # start (a space) is held back again and again.
+    at = free_text.index(" ", 2 * len(free_text) // 3)
+    body["stop"] = [free_text[at:at + 4], " qqqq"]
+    full, usage = pieces(stream(server, path, body), chat)
+    ids = [t for p, _ in full for t in p]
+    text = "".join(t for _, t in full)
+    assert text == free_text[:at], (text, free_text)
+    assert sum(1 for p, t in full if p and not t) >= 1  # some deltas held their text back
+    for cut in range(1, len(full)):
+        k = sum(len(p) for p, _ in full[:cut])
+        rest, rest_usage = pieces(stream(server, path, {**body, "resume_token_ids": ids[:k]}),
+                                  chat)
+        assert [t for p, _ in rest for t in p] == ids[k:], cut
+        assert "".join(t for _, t in full[:cut]) + "".join(t for _, t in rest) == text, cut
+        assert rest_usage["completion_tokens"] == usage["completion_tokens"] - k
