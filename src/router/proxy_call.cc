@@ -328,6 +328,16 @@ bool ProxyCall::ForwardEvent(std::string_view event) {
       opening = d->contains("role");
     }
     if (!text.empty() && !has_ids) ids_missing_ = true;  // a replica without return_token_ids
+    state.text_bytes += text.size();
+    // A completion's logprob text offsets count from the start of the choice's text; a
+    // continuation's from the start of its own.
+    if (auto lp = c.find("logprobs"); continuation_ && lp != c.end() && lp->is_object()) {
+      if (auto off = lp->find("text_offset"); off != lp->end() && off->is_array()) {
+        for (auto& o : *off) {
+          if (o.is_number_integer()) o = o.get<int64_t>() + static_cast<int64_t>(offset_base_);
+        }
+      }
+    }
     const bool finishing = c.contains("finish_reason") && !c["finish_reason"].is_null();
     if (!request_.chat) opening = !has_ids && text.empty() && !finishing;
     if (finishing) state.finished = true;
@@ -370,6 +380,7 @@ void ProxyCall::Migrate() {
   attempt_body_ = body.dump();
   continuation_ = true;
   resumed_ = static_cast<int>(tokens.size());
+  offset_base_ = choices_[resuming_].text_bytes;
   const PlaceResult r = Dispatch();
   if (r == PlaceResult::kSaturated) {
     state_ = State::kQueued;

@@ -114,6 +114,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   // Migration; attempts follow one another, as above.
   struct ChoiceState {
     std::vector<int32_t> tokens;  // token ids of its events forwarded so far
+    size_t text_bytes = 0;        // bytes of its text forwarded so far
     bool opened = false;          // its opening event (a chat's role delta) was forwarded
     bool finished = false;        // its finish_reason was forwarded
   };
@@ -121,6 +122,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   bool continuation_ = false;         // the current attempt resumes the stream
   int resuming_ = 0;                  // the choice it resumes (its events' index 0)
   int resumed_ = 0;                   // tokens it resumed
+  size_t offset_base_ = 0;            // its choice's text bytes before it (logprob offsets)
   bool ids_missing_ = false;          // an event the router cannot account for came
   int failures_ = 0;                  // attempts that failed or were refused
   uint64_t failed_ = 0;               // bit r: an attempt on replica r failed

@@ -20,16 +20,13 @@ server::HttpResponse Json(int status, const nlohmann::json& body) {
 
 // The number of choices of a stream whose body can be resumed on another replica with identical
 // text, or 0 when it cannot: one prompt, an integer seed (or none: the router sets one), and
-// nothing whose state a continuation (prompt + the tokens sent, sampling draws from the same
-// position, the output constraint replayed over the tokens sent) would not rebuild — stop
-// strings (held-back text), presence / frequency penalties (output counts), tools (the call
-// parser), echo and logprobs (offsets), best_of. Each of n choices resumes on its own
-// (ProxyCall::Migrate).
+// nothing whose state a continuation would not rebuild. A replica rebuilds the sampling draws
+// (from the same output position), the output penalties' counts, the output constraint and
+// the stop strings' held-back text from the tokens sent (server/protocol.h, resume_token_ids),
+// and the router shifts completions' logprob text offsets; not rebuilt: tools (the call
+// parser's state), echo, best_of. Each of n choices resumes on its own (ProxyCall::Migrate).
 int MigratableChoices(const nlohmann::ordered_json& b, bool chat) {
   auto set = [&b](const char* key) { return b.contains(key) && !b[key].is_null(); };
-  auto nonzero = [&b](const char* key) {
-    return b.contains(key) && b[key].is_number() && b[key].get<double>() != 0;
-  };
   int64_t n = 1;
   if (set("n")) {
     if (!b["n"].is_number_integer() || b["n"].get<int64_t>() < 1) return 0;
@@ -44,14 +41,8 @@ int MigratableChoices(const nlohmann::ordered_json& b, bool chat) {
       !b["prompt"][0].is_number() && b["prompt"].size() != 1) {
     return 0;  // several prompts
   }
-  if (set("stop") && !(b["stop"].is_array() && b["stop"].empty()) &&
-      !(b["stop"].is_string() && b["stop"].get<std::string>().empty())) {
-    return 0;
-  }
-  if (nonzero("presence_penalty") || nonzero("frequency_penalty")) return 0;
   if (set("tools") || set("resume_token_ids")) return 0;
   if (set("echo") && !(b["echo"].is_boolean() && !b["echo"].get<bool>())) return 0;
-  if (set("logprobs") && !(b["logprobs"].is_boolean() && !b["logprobs"].get<bool>())) return 0;
   return static_cast<int>(n);
 }
 

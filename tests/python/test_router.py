@@ -767,3 +767,57 @@ def test_stream_migrates_per_choice_and_structured(migration_setup, chat, extra)
     assert usage[0]["completion_tokens"] == want_usage[-1]["completion_tokens"]
     assert usage[0]["prompt_tokens"] == want_usage[-1]["prompt_tokens"]
     assert usage[0]["total_tokens"] == want_usage[-1]["total_tokens"]
+
+
+def choice_logprobs(events, chat):
+    """{index: [(token, logprob, text_offset or None)]} of a stream's choices."""
+    out = {}
+    for e in events:
+        for c in e.get("choices", []):
+            lp = c.get("logprobs")
+            if not lp:
+                continue
+            if chat:
+                out.setdefault(c["index"], []).extend(
+                    (t["token"], t["logprob"], None) for t in lp["content"])
+            else:
+                out.setdefault(c["index"], []).extend(
+                    zip(lp["tokens"], lp["token_logprobs"], lp["text_offset"]))
+    return out
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_stream_migrates_with_stop_strings_penalties_and_logprobs(migration_setup, chat):
+    """Stop strings (a space, the start of one, is held back again and again), presence /
+    frequency penalties and logprobs migrate too: each choice's text, its logprobs (a
+    completion's text offsets counted from the start of the choice) and the usage are those of
+    a fault-free run."""
+    router, flaky, healthy = migration_setup
+    flaky.dead.clear()
+    router.wait_ready(2)
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    body = {"model": MODEL_NAME, "max_tokens": 40, "stream": True, "n": 2, "seed": 17,
+            "temperature": 1.0, "presence_penalty": 0.8, "frequency_penalty": 0.6,
+            "stop": [" qqqq"], "stream_options": {"include_usage": True}}
+    if chat:
+        body.update(messages=[{"role": "user", "content": "Tell me about Lily and her dog."}],
+                    logprobs=True, top_logprobs=2)
+    else:
+        body.update(prompt="Once upon a time, Lily and her dog", logprobs=2)
+    _, want_events, _ = read_stream(healthy.base, path, body)
+    before = router.metrics()["tachyon_router_migrations_total"]
+    replica, events, done = read_stream(router.base, path, body)
+    assert replica == flaky.url and flaky.dead.is_set() and done
+    assert router.metrics()["tachyon_router_migrations_total"] == before + 1
+    assert choice_texts(events, chat)[0] == choice_texts(want_events, chat)[0]
+    got, want = choice_logprobs(events, chat), choice_logprobs(want_events, chat)
+    assert sorted(got) == sorted(want) == [0, 1]
+    for i in want:
+        assert [(t, o) for t, _, o in got[i]] == [(t, o) for t, _, o in want[i]], i
+        assert [lp for _, lp, _ in got[i]] == pytest.approx([lp for _, lp, _ in want[i]],
+                                                            abs=1e-3), i
+    usage = [e["usage"] for e in events if e.get("usage")]
+    want_usage = [e["usage"] for e in want_events if e.get("usage")][-1]
+    assert len(usage) == 1
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        assert usage[0][key] == want_usage[key], key
