@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "sampling/sampler.h"
 #include "spec/draft_sampling.h"
@@ -148,6 +149,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     std::unique_ptr<grammar::TokenMatcher> matcher;
     std::unique_ptr<TextDecoder> decoder;
     StopStringMatcher stop{{}};
+    std::string text;  // what the original sent for the resumed tokens
   };
   std::vector<ChoiceStart> starts(static_cast<size_t>(req.params.n));
   for (ChoiceStart& c : starts) {
@@ -163,7 +165,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
         req.prompt_tokens.begin(), req.prompt_tokens.end() - static_cast<ptrdiff_t>(resumed)));
     for (int32_t t : resumed_tokens) {
       bool stopped = false;
-      c.stop.Append(c.decoder->Push(t), &stopped);
+      c.text += c.stop.Append(c.decoder->Push(t), &stopped);
       if (stopped) {
         return InvalidArgument("the resumed output tokens already complete a stop string");
       }
@@ -195,6 +197,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
     r->decoder = std::move(start.decoder);
     r->stop_matcher = std::move(start.stop);
     r->matcher = std::move(start.matcher);
+    r->resumed_text = std::move(start.text);
     scheduler_.Add(r.get());
     g.choices.push_back(std::move(r));
   }
@@ -309,6 +312,7 @@ void Engine::ProcessSampled(const ScheduledSeq& s, std::span<float> rows,
   const std::vector<int32_t> draft(r->draft_tokens.begin(), r->draft_tokens.begin() + k);
   r->draft_tokens.clear();
   RequestOutput o = NewOutput(*r);
+  o.resumed_text = std::exchange(r->resumed_text, std::string());
   int64_t accepted = 0;
   FinishReason finish = FinishReason::kNone;
   // Row j scores the token after the known tokens and the first j drafts; each draft is kept

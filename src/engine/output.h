@@ -70,6 +70,10 @@ struct RequestOutput {
   double queue_seconds = -1;  // from arrival to choice 0's first scheduling; < 0 until then
   TtftBreakdown ttft;         // this choice's, final once first_token_seconds >= 0
   Status error;               // set when finish_reason == kError
+  // A continuation's first output (Engine::Add, params.output_offset > 0): the text the
+  // original stream sent for the output tokens it resumes (not sent again), so that parsers
+  // of the text (reasoning, tool calls) can go on from where the original's were.
+  std::string resumed_text;
 };
 
 }  // namespace tachyon::engine

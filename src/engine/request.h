@@ -59,6 +59,7 @@ struct Request {
   // Output side: detokenizer state, stop strings, not-yet-delivered increments.
   std::unique_ptr<TextDecoder> decoder;
   StopStringMatcher stop_matcher{{}};
+  std::string resumed_text;  // a continuation's, until its first output carries it
   // Constrained output: every output token so far accepted (engine/constrained_decoding.h).
   std::unique_ptr<grammar::TokenMatcher> matcher;  // null: unconstrained
 

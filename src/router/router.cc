@@ -22,9 +22,10 @@ server::HttpResponse Json(int status, const nlohmann::json& body) {
 // text, or 0 when it cannot: one prompt, an integer seed (or none: the router sets one), and
 // nothing whose state a continuation would not rebuild. A replica rebuilds the sampling draws
 // (from the same output position), the output penalties' counts, the output constraint and
-// the stop strings' held-back text from the tokens sent (server/protocol.h, resume_token_ids),
-// and the router shifts completions' logprob text offsets; not rebuilt: tools (the call
-// parser's state), echo, best_of. Each of n choices resumes on its own (ProxyCall::Migrate).
+// the stop strings' held-back text and its reasoning / tool-call parsers' state from the tokens
+// sent (server/protocol.h, resume_token_ids), and the router shifts completions' logprob text
+// offsets; not rebuilt: echo, best_of. Each of n choices resumes on its own
+// (ProxyCall::Migrate).
 int MigratableChoices(const nlohmann::ordered_json& b, bool chat) {
   auto set = [&b](const char* key) { return b.contains(key) && !b[key].is_null(); };
   int64_t n = 1;
@@ -41,7 +42,7 @@ int MigratableChoices(const nlohmann::ordered_json& b, bool chat) {
       !b["prompt"][0].is_number() && b["prompt"].size() != 1) {
     return 0;  // several prompts
   }
-  if (set("tools") || set("resume_token_ids")) return 0;
+  if (set("resume_token_ids")) return 0;
   if (set("echo") && !(b["echo"].is_boolean() && !b["echo"].get<bool>())) return 0;
   return static_cast<int>(n);
 }

@@ -14,9 +14,9 @@
 //   its events rewritten into the original stream. Each unfinished choice of n > 1 resumes
 //   as a continuation of its own (n = 1, the seed of that choice), one after another, its
 //   events renumbered to the choice's index; a structured output's constraint is replayed over
-//   the resumed tokens by the replica, as are stop strings and penalties. A stream a
-//   continuation cannot reproduce (several prompts, tools, echo) ends with an SSE error event
-//   instead (a broken stream).
+//   the resumed tokens by the replica, as are stop strings, penalties and the reasoning /
+//   tool-call parsers. A stream a continuation cannot reproduce (several prompts, echo) ends
+//   with an SSE error event instead (a broken stream).
 // - Saturation: with every up replica at its in-flight cap, a request waits in a FIFO queue
 //   of at most `max_queue`, at most `queue_timeout` (then 503); beyond the bound, 429 with
 //   Retry-After. No replica up: 503 with Retry-After at once.

@@ -184,10 +184,64 @@ void GenerationJob::Drain() {
   }
 }
 
+namespace {
+
+// A call's head delta (id, type and name, empty arguments), as OpenAI streams it first.
+json ToolCallHead(int call_index, const ToolCall& call) {
+  return {{"index", call_index},
+          {"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", ""}}}};
+}
+
+json ToolCallArguments(int call_index, const std::string& arguments) {
+  return {{"index", call_index}, {"function", {{"arguments", arguments}}}};
+}
+
+json ToolDeltaJson(const ToolCallDelta& d) {
+  json call = ToolCallArguments(d.index, d.arguments);
+  if (d.start) {
+    call["id"] = d.id;
+    call["type"] = "function";
+    call["function"]["name"] = d.name;
+  }
+  return call;
+}
+
+// Appends a tool_calls delta entry, merged into the last one when it continues the same call.
+void AppendToolEntry(json& entries, json entry) {
+  if (!entries.empty() && entries.back()["index"] == entry["index"]) {
+    json& last = entries.back();
+    for (const char* key : {"id", "type"}) {
+      if (entry.contains(key)) last[key] = entry[key];
+    }
+    if (entry["function"].contains("name")) last["function"]["name"] = entry["function"]["name"];
+    last["function"]["arguments"] = last["function"].value("arguments", std::string()) +
+                                    entry["function"]["arguments"].get<std::string>();
+    return;
+  }
+  entries.push_back(std::move(entry));
+}
+
+}  // namespace
+
 void GenerationJob::Handle(size_t index, engine::RequestOutput& chunk, Clock::time_point now) {
   if (index >= choices_.size()) return;  // a backend bug; never index out of range
   Choice& c = choices_[index];
   if (c.finished) return;
+  if (!chunk.resumed_text.empty()) {
+    // A continuation: the text the original stream sent for the tokens it resumes goes through
+    // the choice's reasoning split and tool-call parser unsent, so that they go on from where
+    // the original's were (a call the original completed counts, one it began goes on).
+    std::string text = std::move(chunk.resumed_text);
+    if (c.reasoning) text = c.reasoning->Push(text).answer;
+    if (c.stream) {
+      c.stream->Push(text);
+      c.num_calls = static_cast<int>(c.stream->calls().size());
+    } else if (c.tools) {
+      c.num_calls += static_cast<int>(c.tools->Push(text).calls.size());
+    }
+  }
   if (!chunk.token_ids.empty() && !c.has_first_token) {
     c.has_first_token = true;
     c.first_token = now;
@@ -263,19 +317,45 @@ void GenerationJob::Handle(size_t index, engine::RequestOutput& chunk, Clock::ti
       c.echo_sent = true;
       text = spec_.prompts[c.prompt_index].echo_text + text;
     }
-    if (!reasoning.empty()) {
-      json event = StreamDelta(index, "", nullptr);
-      event["choices"][0]["delta"] = {{"reasoning_content", std::move(reasoning)}};
-      WriteEvent(event);
-    }
     const bool ids = spec_.return_token_ids && !chunk.token_ids.empty();
-    if (!text.empty() || !logprobs.is_null() || ids) {
-      WriteEvent(StreamDelta(index, text, logprobs, ids ? &chunk.token_ids : nullptr));
+    if (spec_.return_token_ids && spec_.chat && !spec_.adapter) {
+      // A resumable stream (a router's): one event per engine output, carrying its token ids
+      // beside all of its text (reasoning, content, tool-call deltas), so that a stream cut
+      // between events never leaves text sent whose tokens the router did not see, nor tokens
+      // seen whose text was not sent.
+      json event = StreamDelta(index, text, logprobs, ids ? &chunk.token_ids : nullptr);
+      json& delta = event["choices"][0]["delta"];
+      if (!ids && text.empty() && logprobs.is_null()) delta = {{"content", ""}};
+      if (!reasoning.empty()) delta["reasoning_content"] = std::move(reasoning);
+      json entries = json::array();
+      for (const ToolCall& call : calls) {
+        AppendToolEntry(entries, ToolCallHead(c.num_calls, call));
+        AppendToolEntry(entries, ToolCallArguments(c.num_calls++, call.arguments));
+      }
+      if (c.stream) {
+        for (const ToolCallDelta& d : deltas) AppendToolEntry(entries, ToolDeltaJson(d));
+      }
+      const bool has_calls = !entries.empty();
+      if (has_calls) delta["tool_calls"] = std::move(entries);
+      if (ids || !text.empty() || !logprobs.is_null() || delta.contains("reasoning_content") ||
+          has_calls) {
+        WriteEvent(event);
+      }
+    } else {
+      if (!reasoning.empty()) {
+        json event = StreamDelta(index, "", nullptr);
+        event["choices"][0]["delta"] = {{"reasoning_content", std::move(reasoning)}};
+        WriteEvent(event);
+      }
+      if (!text.empty() || !logprobs.is_null() || ids) {
+        WriteEvent(StreamDelta(index, text, logprobs, ids ? &chunk.token_ids : nullptr));
+      }
+      for (const ToolCall& call : calls) WriteToolCall(index, c.num_calls++, call);
+      if (c.stream && !spec_.adapter) {
+        for (const ToolCallDelta& d : deltas) WriteToolDelta(index, d);
+      }
     }
-    for (const ToolCall& call : calls) WriteToolCall(index, c.num_calls++, call);
-    if (c.stream && !spec_.adapter) {
-      for (const ToolCallDelta& d : deltas) WriteToolDelta(index, d);
-    } else if (c.stream && c.finished) {
+    if (c.stream && spec_.adapter && c.finished) {
       for (size_t k = 0; k < c.stream->calls().size(); ++k) {
         WriteToolCall(index, static_cast<int>(k), c.stream->calls()[k]);
       }
@@ -369,31 +449,21 @@ std::string_view GenerationJob::FinishName(const Choice& c) const {
   return engine::FinishReasonName(c.reason);
 }
 
+
 void GenerationJob::WriteToolCall(size_t index, int call_index, const ToolCall& call) {
   // As OpenAI streams them: id, type and name first (empty arguments), then the arguments.
   json head = StreamDelta(index, "", nullptr);
-  head["choices"][0]["delta"] = {
-      {"tool_calls", json::array({{{"index", call_index},
-                                   {"id", call.id},
-                                   {"type", "function"},
-                                   {"function", {{"name", call.name}, {"arguments", ""}}}}})}};
+  head["choices"][0]["delta"] = {{"tool_calls", json::array({ToolCallHead(call_index, call)})}};
   WriteEvent(head);
   json args = StreamDelta(index, "", nullptr);
   args["choices"][0]["delta"] = {
-      {"tool_calls",
-       json::array({{{"index", call_index}, {"function", {{"arguments", call.arguments}}}}})}};
+      {"tool_calls", json::array({ToolCallArguments(call_index, call.arguments)})}};
   WriteEvent(args);
 }
 
 void GenerationJob::WriteToolDelta(size_t index, const ToolCallDelta& d) {
-  json call = {{"index", d.index}, {"function", {{"arguments", d.arguments}}}};
-  if (d.start) {
-    call["id"] = d.id;
-    call["type"] = "function";
-    call["function"]["name"] = d.name;
-  }
   json event = StreamDelta(index, "", nullptr);
-  event["choices"][0]["delta"] = {{"tool_calls", json::array({std::move(call)})}};
+  event["choices"][0]["delta"] = {{"tool_calls", json::array({ToolDeltaJson(d)})}};
   WriteEvent(event);
 }
 

@@ -162,3 +162,57 @@ def test_resume_keeps_stop_strings_and_penalties(server, chat):
         assert [t for p, _ in rest for t in p] == ids[k:], cut
         assert "".join(t for _, t in full[:cut]) + "".join(t for _, t in rest) == text, cut
         assert rest_usage["completion_tokens"] == usage["completion_tokens"] - k
+
+
+def chat_summary(events):
+    """(content, reasoning, {call index: [ids, name, arguments]}, finish_reason) of a chat
+    stream's events."""
+    content, reasoning, calls, finish = "", "", {}, None
+    for e in events:
+        for c in e["choices"]:
+            d = c["delta"]
+            content += d.get("content") or ""
+            reasoning += d.get("reasoning_content") or ""
+            for t in d.get("tool_calls") or []:
+                entry = calls.setdefault(t["index"], [[], "", ""])
+                if t.get("id"):
+                    entry[0].append(t["id"])
+                entry[1] += t.get("function", {}).get("name") or ""
+                entry[2] += t.get("function", {}).get("arguments") or ""
+            finish = c.get("finish_reason") or finish
+    return content, reasoning, calls, finish
+
+
+def test_resume_goes_on_with_a_tool_call(templated_server):
+    """On the Qwen3 template (hermes tool calls): a stream resumed after any delta continues the
+    tool call the original was writing (the replica runs the resumed tokens' text through its
+    call parser without sending it), so the cut stream and the continuation together say what
+    the original said, the call with one id."""
+    body = {"model": MODEL_NAME, "max_tokens": 96, "stream": True, "temperature": 1.0,
+            "seed": 5, "return_token_ids": True, "tool_choice": "required",
+            "parallel_tool_calls": False, "chat_template_kwargs": {"enable_thinking": False},
+            "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+            "tools": [{"type": "function", "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "required": ["city"],
+                               "properties": {"city": {"type": "string", "maxLength": 12}}}}}]}
+    events = stream(templated_server, "/v1/chat/completions", body)
+    want = chat_summary(events)
+    assert want[2][0][1] == "get_weather" and want[3] == "tool_calls", want
+    ids = []
+    cuts = []
+    for i, e in enumerate(events):
+        for c in e["choices"]:
+            if c.get("token_ids"):
+                ids += c["token_ids"]
+                cuts.append((i + 1, len(ids)))
+    assert len(cuts) > 4
+    for upto, k in cuts[:-1]:
+        rest = stream(templated_server, "/v1/chat/completions",
+                      {**body, "resume_token_ids": ids[:k]})
+        got = chat_summary(events[:upto] + [e for e in rest if "role" not in
+                                            (e["choices"][0]["delta"] if e["choices"] else {})])
+        assert got[:2] == want[:2], k
+        assert {i: (len(c[0]), c[1], c[2]) for i, c in got[2].items()} == \
+            {i: (1, c[1], c[2]) for i, c in want[2].items()}, k
+        assert got[3] == want[3], k

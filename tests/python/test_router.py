@@ -821,3 +821,39 @@ def test_stream_migrates_with_stop_strings_penalties_and_logprobs(migration_setu
     assert len(usage) == 1
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
         assert usage[0][key] == want_usage[key], key
+
+
+def test_tool_call_stream_migrates(tmp_path, templated_server):
+    """A stream writing a tool call (the Qwen3 template's hermes format), cut mid-call, goes on
+    on the other replica: the call's name, one id and its arguments are those of a fault-free
+    run (the replica replays the sent tokens' text through its call parser)."""
+    from test_resume_tokens import chat_summary
+
+    flaky = FlakyReplica(templated_server, cut_after=5)
+    router = Router(tmp_path, [flaky.url, url_of(templated_server)], ["--policy", "round_robin"])
+    try:
+        router.wait_ready(2)
+        body = {"model": MODEL_NAME, "max_tokens": 96, "stream": True, "temperature": 1.0,
+                "seed": 5, "tool_choice": "required", "parallel_tool_calls": False,
+                "chat_template_kwargs": {"enable_thinking": False},
+                "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                "tools": [{"type": "function", "function": {
+                    "name": "get_weather",
+                    "parameters": {"type": "object", "required": ["city"], "properties": {
+                        "city": {"type": "string", "maxLength": 12}}}}}]}
+        _, want_events, _ = read_stream(url_of(templated_server), "/v1/chat/completions", body)
+        replica, events, done = read_stream(router.base, "/v1/chat/completions", body)
+        assert replica == flaky.url and flaky.dead.is_set() and done
+        assert router.metrics()["tachyon_router_migrations_total"] == 1
+        want, got = chat_summary(want_events), chat_summary(events)
+        assert want[2][0][1] == "get_weather" and want[3] == "tool_calls", want
+        assert got[:2] == want[:2] and got[3] == want[3]
+        assert {i: (len(c[0]), c[1], c[2]) for i, c in got[2].items()} == \
+            {i: (1, c[1], c[2]) for i, c in want[2].items()}
+        usage = [e["usage"] for e in events if e.get("usage")]
+        want_usage = [e["usage"] for e in want_events if e.get("usage")][-1]
+        assert usage[-1]["completion_tokens"] == want_usage["completion_tokens"]
+    finally:
+        router.stop()
+        flaky.close()
