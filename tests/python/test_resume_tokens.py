@@ -83,6 +83,21 @@ def test_resume_token_ids_errors(server, extra, needle):
     assert err["error"]["param"] == "resume_token_ids" and needle in err["error"]["message"]
 
 
+def resume_after_every_delta(server, path, body, chat, full, usage):
+    """Resumes the stream of `body` (its deltas `full` and usage, from pieces()) after each of
+    its deltas: the continuation brings exactly the remaining token ids, the text sent before
+    the cut plus the continuation's is the whole text, and its usage counts the rest."""
+    ids = [t for p, _ in full for t in p]
+    text = "".join(t for _, t in full)
+    for cut in range(1, len(full)):
+        k = sum(len(p) for p, _ in full[:cut])
+        rest, rest_usage = pieces(stream(server, path, {**body, "resume_token_ids": ids[:k]}),
+                                  chat)
+        assert [t for p, _ in rest for t in p] == ids[k:], cut
+        assert "".join(t for _, t in full[:cut]) + "".join(t for _, t in rest) == text, cut
+        assert rest_usage["completion_tokens"] == usage["completion_tokens"] - k
+
+
 PERSON = {"type": "object",
           "properties": {"name": {"type": "string", "maxLength": 16},
                          "age": {"type": "integer"},
@@ -106,17 +121,10 @@ def test_resume_replays_the_output_constraint(server, chat):
     else:
         body["prompt"] = "Lily wrote down her friend:"
     full, usage = pieces(stream(server, path, body), chat)
-    ids = [t for p, _ in full for t in p]
     text = "".join(t for _, t in full)
     doc = json.loads(text)  # complete within max_tokens
     assert set(doc) >= {"name", "age", "pets"}, text
-    for cut in range(1, len(full)):
-        k = sum(len(p) for p, _ in full[:cut])
-        rest, rest_usage = pieces(stream(server, path, {**body, "resume_token_ids": ids[:k]}),
-                                  chat)
-        assert [t for p, _ in rest for t in p] == ids[k:], cut
-        assert "".join(t for _, t in full[:cut]) + "".join(t for _, t in rest) == text, cut
-        assert rest_usage["completion_tokens"] == usage["completion_tokens"] - k
+    resume_after_every_delta(server, path, body, chat, full, usage)
 
 
 def test_resume_outside_the_constraint_is_a_400(server):
@@ -151,17 +159,10 @@ def test_resume_keeps_stop_strings_and_penalties(server, chat):
     at = free_text.index(" ", 2 * len(free_text) // 3)
     body["stop"] = [free_text[at:at + 4], " qqqq"]
     full, usage = pieces(stream(server, path, body), chat)
-    ids = [t for p, _ in full for t in p]
     text = "".join(t for _, t in full)
     assert text == free_text[:at], (text, free_text)
     assert sum(1 for p, t in full if p and not t) >= 1  # some deltas held their text back
-    for cut in range(1, len(full)):
-        k = sum(len(p) for p, _ in full[:cut])
-        rest, rest_usage = pieces(stream(server, path, {**body, "resume_token_ids": ids[:k]}),
-                                  chat)
-        assert [t for p, _ in rest for t in p] == ids[k:], cut
-        assert "".join(t for _, t in full[:cut]) + "".join(t for _, t in rest) == text, cut
-        assert rest_usage["completion_tokens"] == usage["completion_tokens"] - k
+    resume_after_every_delta(server, path, body, chat, full, usage)
 
 
 def chat_summary(events):
