@@ -271,10 +271,7 @@ bool ProxyCall::ForwardEvent(std::string_view event) {
   const std::string_view payload = event.substr(kData.size(), event.size() - kData.size() - 2);
   // A continuation of one choice while others are still to resume: its end is not the
   // stream's (OnDone issues the next choice's continuation).
-  const bool more =
-      continuation_ && std::any_of(choices_.begin(), choices_.end(), [&](const ChoiceState& c) {
-        return !c.finished && &c != &choices_[resuming_];
-      });
+  const bool more = continuation_ && NextUnfinished(resuming_) >= 0;
   if (payload == "[DONE]") {
     saw_done_ = true;
     return more || WriteToClient(std::string(event));
@@ -363,10 +360,15 @@ bool ProxyCall::ForwardEvent(std::string_view event) {
   return WriteToClient("data: " + j.dump() + "\n\n");
 }
 
+int ProxyCall::NextUnfinished(int except) const {
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    if (!choices_[i].finished && static_cast<int>(i) != except) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 void ProxyCall::Migrate() {
-  const auto next = std::find_if(choices_.begin(), choices_.end(),
-                                 [](const ChoiceState& c) { return !c.finished; });
-  resuming_ = next == choices_.end() ? 0 : static_cast<int>(next - choices_.begin());
+  resuming_ = std::max(0, NextUnfinished());
   nlohmann::ordered_json body = request_.body;
   if (request_.choices > 1) {
     // Choice i of a request samples with its seed + i (engine/engine.h): as a request of its
@@ -478,8 +480,7 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
   } else if (failed && request_.migratable && !ids_missing_ &&
              failures_ <= core_->options.max_retries) {
     // Output already reached the client: resume the stream on another replica.
-    if (std::all_of(choices_.begin(), choices_.end(),
-                    [](const ChoiceState& c) { return c.finished; })) {
+    if (NextUnfinished() < 0) {
       // Cut after every choice's end: the client has the whole output (not the usage event
       // that would have followed).
       if (!saw_done_) channel_->Write(std::string(kDoneEvent) + "\n\n");
@@ -495,9 +496,7 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
       Migrate();
     }
   } else if (!failed && passthrough_stream_ && request_.migratable && continuation_ &&
-             choices_[resuming_].finished &&
-             std::any_of(choices_.begin(), choices_.end(),
-                         [](const ChoiceState& c) { return !c.finished; })) {
+             choices_[resuming_].finished && NextUnfinished() >= 0) {
     // The continuation of one choice ended; the next unfinished choice resumes now, on any
     // replica but those that failed.
     tried_ = failed_;

@@ -71,6 +71,8 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   // replica (after a failure, or after the continuation of an earlier choice ended).
   // REQUIRES: mu_ held.
   void Migrate();
+  // The first choice of a migratable stream not finished yet, other than `except`; -1: none.
+  int NextUnfinished(int except = -1) const;
   void OnHead(int status, const server::Headers& headers);
   bool OnData(std::string_view data);
   void OnDone(UpstreamOutcome outcome, const std::string& message);
