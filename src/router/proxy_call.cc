@@ -408,12 +408,18 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
       body_.find("\"finish_reason\":\"abort\"") != std::string::npos) {
     replica_drained_ = true;
   }
+  const bool refused = outcome == UpstreamOutcome::kComplete && (status_ == 429 || status_ == 503);
+  // A continuation answered with an error instead of a stream: busy (429 / 503, refused: it is
+  // tried elsewhere), or another 4xx, a refusal of the continuation itself (the stream ends
+  // with the error; the replica is not to blame).
+  const bool resume_answered =
+      outcome == UpstreamOutcome::kComplete && stream_started_ && !passthrough_stream_;
+  const bool resume_refused = resume_answered && !refused && status_ >= 400 && status_ < 500;
   const bool failed =
       replica_drained_ || outcome == UpstreamOutcome::kConnect ||
       outcome == UpstreamOutcome::kTimeout || outcome == UpstreamOutcome::kBroken ||
       (outcome == UpstreamOutcome::kComplete && passthrough_stream_ && !saw_done_) ||
-      (outcome == UpstreamOutcome::kComplete && stream_started_ && !passthrough_stream_);
-  const bool refused = outcome == UpstreamOutcome::kComplete && (status_ == 429 || status_ == 503);
+      (resume_answered && !refused && !resume_refused);
   std::string label = UpstreamOutcomeName(outcome);
   const bool client_left =
       !(replica_drained_ && !client_gone_) &&
@@ -425,7 +431,7 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
     // ended) had the whole answer.
     label = passthrough_stream_ && saw_done_ && !failed ? "ok" : "client_gone";
   } else if (outcome == UpstreamOutcome::kComplete) {
-    label = failed ? "broken" : refused ? "refused" : "ok";
+    label = failed ? "broken" : refused || resume_refused ? "refused" : "ok";
   }
   core_->metrics.CountAttempt(url, label);
   if (failed || refused) {
@@ -477,7 +483,7 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
                          core_->options.retry_after_s),
              "retries_exhausted");
     }
-  } else if (failed && request_.migratable && !ids_missing_ &&
+  } else if ((failed || refused) && request_.migratable && !ids_missing_ &&
              failures_ <= core_->options.max_retries) {
     // Output already reached the client: resume the stream on another replica.
     if (NextUnfinished() < 0) {
@@ -501,7 +507,19 @@ void ProxyCall::OnDone(UpstreamOutcome outcome, const std::string& message) {
     // replica but those that failed.
     tried_ = failed_;
     Migrate();
-  } else if (failed) {
+  } else if (resume_refused) {
+    const auto j = nlohmann::ordered_json::parse(body_, nullptr, false);
+    std::string why = "HTTP " + std::to_string(status_);
+    if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+        j["error"].value("message", nlohmann::ordered_json()).is_string()) {
+      why += ": " + j["error"]["message"].get<std::string>();
+    }
+    TLOG(WARN) << "replica " << url << " refused to resume a stream (" << why << ")";
+    EndStreamWithError(
+        "the replica serving this stream failed and another refused to resume "
+        "it (" +
+        why + ")");
+  } else if (failed || refused) {
     TLOG(WARN) << "stream from " << url << " cut after output was sent: " << message;
     EndStreamWithError("the replica serving this stream failed: " +
                        (message.empty() ? std::string("stream ended early") : message));

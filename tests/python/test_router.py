@@ -402,9 +402,9 @@ def test_sigterm_drain_under_load_loses_no_request(tmp_path):
 
 class HangingReplica:
     """Answers GET /ready with 200 and never answers anything else: a replica that is up but
-    stuck."""
+    stuck. With `refusal` (status, JSON body) it answers every POST with it at once instead."""
 
-    def __init__(self):
+    def __init__(self, refusal=None):
         release = self.release = threading.Event()
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -420,7 +420,16 @@ class HangingReplica:
                     release.wait(60)
 
             def do_POST(self):
-                release.wait(60)
+                if refusal is None:
+                    release.wait(60)
+                    return
+                self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.dumps(refusal[1]).encode()
+                self.send_response(refusal[0])
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def log_message(self, *args):
                 pass
@@ -857,3 +866,30 @@ def test_tool_call_stream_migrates(tmp_path, templated_server):
     finally:
         router.stop()
         flaky.close()
+
+
+def test_a_refused_continuation_ends_the_stream_and_blames_no_replica(tmp_path, replicas):
+    """The replica a cut stream's continuation goes to answers it with a 400 (it cannot resume
+    it): the client's stream ends with a replica_failed event that says why, and that replica
+    stays up (the continuation was refused, the replica did not fail)."""
+    flaky = FlakyReplica(replicas[0], cut_after=6)
+    refusing = HangingReplica(refusal=(400, {"error": {
+        "message": "resumed output token 7 is not allowed", "type": "invalid_request_error",
+        "param": "resume_token_ids", "code": None}}))
+    router = Router(tmp_path, [flaky.url, refusing.url], ["--policy", "round_robin"])
+    try:
+        router.wait_ready(2)
+        body = {"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 40,
+                "stream": True, "ignore_eos": True, "temperature": 0}
+        replica, events, done = read_stream(router.base, "/v1/completions", body)
+        assert replica == flaky.url and flaky.dead.is_set()
+        errors = [e["error"] for e in events if "error" in e]
+        assert len(errors) == 1 and errors[0]["code"] == "replica_failed", events
+        assert "resumed output token 7 is not allowed" in errors[0]["message"], errors
+        m = router.metrics()
+        assert m[f'tachyon_router_replica_up{{replica="{refusing.url}"}}'] == 1
+        assert m[f'tachyon_router_requests_total{{replica="{refusing.url}",outcome="refused"}}'] == 1
+    finally:
+        router.stop()
+        flaky.close()
+        refusing.close()
