@@ -142,8 +142,7 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
   // the stop strings as they went in the original stream, their text unsent (the original
   // sent it, or still held it back — a newline, an incomplete UTF-8 sequence, the start of a
   // stop string —, which then comes out with the next token as it would have).
-  const size_t resumed = std::min(req.prompt_tokens.size(),
-                                  static_cast<size_t>(std::max(0, req.params.output_offset)));
+  const size_t resumed = req.params.ResumedTokens(req.prompt_tokens.size());
   const std::span<const int32_t> resumed_tokens = std::span(req.prompt_tokens).last(resumed);
   struct ChoiceStart {
     std::unique_ptr<grammar::TokenMatcher> matcher;
@@ -312,7 +311,7 @@ void Engine::ProcessSampled(const ScheduledSeq& s, std::span<float> rows,
   const std::vector<int32_t> draft(r->draft_tokens.begin(), r->draft_tokens.begin() + k);
   r->draft_tokens.clear();
   RequestOutput o = NewOutput(*r);
-  o.resumed_text = std::exchange(r->resumed_text, std::string());
+  if (!r->resumed_text.empty()) o.resumed_text = std::exchange(r->resumed_text, std::string());
   int64_t accepted = 0;
   FinishReason finish = FinishReason::kNone;
   // Row j scores the token after the known tokens and the first j drafts; each draft is kept

@@ -39,8 +39,7 @@ void PrepareLogits(std::span<float> logits, const SamplingParams& params,
   // output penalties count them, as they did in the original stream.
   std::span<const int32_t> prompt = input.prompt, output = input.output;
   std::vector<int32_t> joined;
-  const size_t resumed =
-      std::min(prompt.size(), static_cast<size_t>(std::max(0, params.output_offset)));
+  const size_t resumed = params.ResumedTokens(prompt.size());
   if (resumed > 0 && (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f)) {
     joined.assign(prompt.end() - static_cast<ptrdiff_t>(resumed), prompt.end());
     joined.insert(joined.end(), output.begin(), output.end());

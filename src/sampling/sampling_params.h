@@ -4,6 +4,8 @@
 // InvalidArgument for out-of-range values before the request reaches the engine.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,6 +37,11 @@ struct SamplingParams {
   // a stream elsewhere, whose prompt ends with them): draw i of this request is draw
   // output_offset + i of the choice, so a seeded continuation reproduces the original stream.
   int output_offset = 0;
+
+  // How many of a prompt of `prompt_len` tokens are resumed output: output_offset, within it.
+  size_t ResumedTokens(size_t prompt_len) const {
+    return output_offset > 0 ? std::min(prompt_len, static_cast<size_t>(output_offset)) : 0;
+  }
 
   // Checks ranges; n_vocab bounds the token ids in logit_bias / stop_token_ids.
   Status Validate(int n_vocab) const;

@@ -83,6 +83,15 @@ def test_resume_token_ids_errors(server, extra, needle):
     assert err["error"]["param"] == "resume_token_ids" and needle in err["error"]["message"]
 
 
+def with_input(chat, message, prompt, **fields):
+    """(path, body) of a chat request with one user `message` or a completion of `prompt`."""
+    body = {"model": MODEL_NAME, **fields}
+    if chat:
+        return "/v1/chat/completions", {**body, "messages": [{"role": "user",
+                                                             "content": message}]}
+    return "/v1/completions", {**body, "prompt": prompt}
+
+
 def resume_after_every_delta(server, path, body, chat, full, usage):
     """Resumes the stream of `body` (its deltas `full` and usage, from pieces()) after each of
     its deltas: the continuation brings exactly the remaining token ids, the text sent before
@@ -112,14 +121,10 @@ def test_resume_replays_the_output_constraint(server, chat):
     """A structured-output stream resumed after any delta goes on exactly: the replica replays
     the resumed tokens through the constraint, and the length-aware limit (max_tokens tight
     enough to steer the end) counts from the original start, not from the cut."""
-    path = "/v1/chat/completions" if chat else "/v1/completions"
-    body = {"model": MODEL_NAME, "max_tokens": 40, "stream": True, "temperature": 1.0,
-            "seed": 11, "return_token_ids": True, "stream_options": {"include_usage": True},
-            "response_format": PERSON_FORMAT}
-    if chat:
-        body["messages"] = [{"role": "user", "content": "A person as JSON"}]
-    else:
-        body["prompt"] = "Lily wrote down her friend:"
+    path, body = with_input(chat, "A person as JSON", "Lily wrote down her friend:",
+                            max_tokens=40, stream=True, temperature=1.0, seed=11,
+                            return_token_ids=True, stream_options={"include_usage": True},
+                            response_format=PERSON_FORMAT)
     full, usage = pieces(stream(server, path, body), chat)
     text = "".join(t for _, t in full)
     doc = json.loads(text)  # complete within max_tokens
@@ -144,14 +149,11 @@ def test_resume_keeps_stop_strings_and_penalties(server, chat):
     replica replays the resumed tokens' text through the stop strings (text the original still
     held back, a possible start of a stop string, comes out or is dropped as it would have
     been) and counts them as output for the penalties."""
-    path = "/v1/chat/completions" if chat else "/v1/completions"
-    body = {"model": MODEL_NAME, "max_tokens": 48, "stream": True, "temperature": 1.0,
-            "seed": 21, "presence_penalty": 0.8, "frequency_penalty": 0.6,
-            "return_token_ids": True, "stream_options": {"include_usage": True}}
-    if chat:
-        body["messages"] = [{"role": "user", "content": "A story about a dog"}]
-    else:
-        body["prompt"] = "Once upon a time there was a dog named Max."
+    path, body = with_input(chat, "A story about a dog",
+                            "Once upon a time there was a dog named Max.", max_tokens=48,
+                            stream=True, temperature=1.0, seed=21, presence_penalty=0.8,
+                            frequency_penalty=0.6, return_token_ids=True,
+                            stream_options={"include_usage": True})
     free, _ = pieces(stream(server, path, body), chat)
     free_text = "".join(t for _, t in free)
     # A stop string that completes two thirds in, and one that never completes but whose

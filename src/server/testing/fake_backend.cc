@@ -100,8 +100,7 @@ Result<uint64_t> FakeBackend::Submit(GenerationRequest request, OutputCallback c
   }
   // Each choice's matcher, as the engine makes it (a continuation replays its resumed tokens).
   const engine::EngineRequest& e = request.engine;
-  const size_t resumed =
-      std::min(prompt.size(), static_cast<size_t>(std::max(0, e.params.output_offset)));
+  const size_t resumed = e.params.ResumedTokens(prompt.size());
   std::vector<std::unique_ptr<grammar::TokenMatcher>> matchers;
   for (int i = 0; e.grammar && i < n; ++i) {
     auto m = engine::NewChoiceMatcher(
