@@ -20,8 +20,11 @@
 // matrices in the GGUF layout. One-thread rates use CPU time (robust on a shared,
 // time-sliced machine); two-thread rates use wall time (meaningful only on a quiet machine).
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -114,6 +117,77 @@ void BM_MatMul(benchmark::State& state, GgmlType type, int64_t rows, int64_t col
     state.counters["of_int8_peak"] = benchmark::Counter(
         2.0 * m * rows * cols / (peak * 1e9), benchmark::Counter::kIsIterationInvariantRate);
   }
+}
+
+// One decode step's matmuls of a small model, in the order a layer runs them, from memory:
+// SmolLM2-135M's 30 layers (q / k / v 576 + 192 + 192 rows in one pass, o, gate / up in one
+// pass, down; Q4_1, packed) and its 49152-row Q8_0 output matrix, m = 1, every matrix a copy
+// of its own laid out one after another in load order (96.6 MB, so they stream from DRAM as in
+// `tachyon bench`) on 4 KiB pages ("4k") or transparent 2 MiB pages ("2m", where the kernel
+// grants them). "one": the same Q4_1 bytes as a single 576-column matrix and the output matrix
+// (2 MiB pages): what the 121 passes lose against one long stream. WGB/s against MemRead.
+// DecodeChain/{4k,2m,one}/threads:N
+void BM_DecodeChain(benchmark::State& state, int variant, int threads) {
+  constexpr int kLayers = 30, kPerLayer = 7;
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape layer[kPerLayer] = {{576, 576},  {192, 576},  {192, 576}, {576, 576},
+                                  {1536, 576}, {1536, 576}, {576, 1536}};
+  std::vector<Shape> shapes;
+  if (variant == 2) {
+    int64_t rows = 0;
+    for (const Shape& sh : layer) rows += sh.rows * sh.cols / 576;
+    shapes.push_back({kLayers * rows, 576});
+  } else {
+    for (int l = 0; l < kLayers; ++l) shapes.insert(shapes.end(), layer, layer + kPerLayer);
+  }
+  size_t total = 0;
+  for (const Shape& sh : shapes) total += kernels::PackedBytes(GgmlType::kQ4_1, sh.rows, sh.cols);
+  total += kernels::PackedBytes(GgmlType::kQ8_0, 49152, 576);
+  const size_t bytes = (total + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1);
+  std::unique_ptr<void, decltype(&std::free)> arena(std::aligned_alloc(size_t{2} << 20, bytes),
+                                                    &std::free);
+  madvise(arena.get(), bytes, variant == 0 ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
+  auto* next = static_cast<uint8_t*>(arena.get());
+  std::vector<kernels::Weight> ws;
+  auto add = [&](GgmlType type, int64_t rows, int64_t cols) {
+    const Matrix& mat = GetMatrix(type, rows, cols);  // `data` is read only by other paths
+    kernels::Weight w{type, rows, cols, nullptr, RowBytes(type, cols)};
+    std::memcpy(next, mat.packed.get(), kernels::PackedBytes(type, rows, cols));
+    w.packed = next;
+    next += kernels::PackedBytes(type, rows, cols);
+    ws.push_back(w);
+  };
+  for (const Shape& sh : shapes) add(GgmlType::kQ4_1, sh.rows, sh.cols);
+  add(GgmlType::kQ8_0, 49152, 576);
+  double weight_bytes = 0;
+  for (const kernels::Weight& w : ws) weight_bytes += static_cast<double>(w.rows * w.row_bytes);
+  int64_t max_rows = 0;
+  for (const kernels::Weight& w : ws) max_rows = std::max(max_rows, w.rows);
+  std::vector<float> x(1536, 0.5f), y(static_cast<size_t>(max_rows));
+  ThreadPool* pool = Pool(threads);
+  float* y3[] = {y.data(), y.data() + 576, y.data() + 768};
+  float* y2[] = {y.data(), y.data() + 1536};
+  for (auto _ : state) {
+    if (variant == 2) {
+      kernels::MatMul(ws[0], x.data(), 1, y.data(), pool);
+    } else {
+      for (int l = 0; l < kLayers; ++l) {
+        const kernels::Weight* w = ws.data() + kPerLayer * l;
+        const kernels::Weight* qkv[] = {w, w + 1, w + 2};
+        kernels::MatMulMulti(qkv, x.data(), 1, y3, pool);
+        kernels::MatMul(w[3], x.data(), 1, y.data(), pool);
+        const kernels::Weight* gate_up[] = {w + 4, w + 5};
+        kernels::MatMulMulti(gate_up, x.data(), 1, y2, pool);
+        kernels::MatMul(w[6], x.data(), 1, y.data(), pool);
+      }
+    }
+    kernels::MatMul(ws.back(), x.data(), 1, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["WGB/s"] =
+      benchmark::Counter(weight_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // A matmul fed by an elementwise op, the op fused into the activation conversion
@@ -405,6 +479,16 @@ void RegisterAll() {
         benchmark::RegisterBenchmark(name.c_str(), BM_FusedInput, GgmlType::kQ4_0, silu, m, fused)
             ->Unit(benchmark::kMicrosecond);
       }
+    }
+  }
+  for (int v : {0, 1, 2}) {
+    for (int threads : {1, 2}) {
+      const char* names[] = {"4k", "2m", "one"};
+      const std::string name =
+          std::string("DecodeChain/") + names[v] + "/threads:" + std::to_string(threads);
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_DecodeChain, v, threads);
+      b->Unit(benchmark::kMillisecond);
+      if (threads > 1) b->UseRealTime();
     }
   }
   benchmark::RegisterBenchmark("MemRead/threads:1", BM_MemRead)

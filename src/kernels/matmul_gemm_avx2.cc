@@ -252,7 +252,9 @@ void Micro32(int64_t k, int64_t b0, int64_t b1, uint8_t* codes, const uint8_t* t
     const uint8_t* src = tile + b * F::kCodeBytes;
     const float* mt = meta + (b - b0) * kMetaFloats;
     if constexpr (kFrom != Codes::kSlice) {
-      PrefetchLines<F::kCodeBytes / 64>(src + kStreamAhead);
+      // The tile's bytes per block (codes, then scales and Q4_1's mins), one stream.
+      constexpr int kStride = F::kCodeBytes + 2 * kPackRows * (F::kMin ? 2 : 1);
+      PrefetchLines<(kStride + 63) / 64>(tile + kStreamAhead + b * kStride);
     }
     const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
     __m256i s[NX][2];

@@ -28,11 +28,15 @@ inline __m256i LoadY(const uint8_t* p) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
 }
 
-// How far ahead TileN prefetches, every cache line of the stream: a matrix's tiles lie one
-// after another, so this reaches into the next tiles (and past the matrix's end, which a
-// prefetch may). Decode streams the weights from memory (a small model's 97 MB do not stay in
-// a 32 MiB L3), and the hardware prefetchers alone kept one thread at about half the rate of a
-// plain streaming read on Zen 3; one line per block 1 KiB ahead did not help.
+// How far ahead TileN prefetches, every cache line of the tile stream in address order (codes,
+// then the scales and mins): a matrix's tiles lie one after another, so this reaches into the
+// next tiles (and past the matrix's end, which a prefetch may). Decode streams the weights from
+// memory (a small model's 97 MB do not stay in a 32 MiB L3), and the hardware prefetchers alone
+// kept one thread at about half the rate of a plain streaming read on Zen 3; one line per block
+// 1 KiB ahead did not help. Prefetching only the codes left the scales and mins (a fifth of a
+// Q4_1 tile) to demand misses: 12-25% slower on 576-column matrices (SmolLM2), 5-9% on
+// 2048-column ones. Prefetching each block's lines in read order instead (codes, then its scale
+// and min lines) was 15-25% slower than the address-order stream on 576-column matrices.
 constexpr int64_t kPrefetchBytes = 8192;
 
 // kMins (Q4_1, not with kQ8): per-row block mins after the scales (pack.cc).
@@ -54,9 +58,11 @@ void TileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride, fl
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  // The tile's bytes per block (codes, scales and mins), prefetched as one stream.
+  constexpr int kStride = kBlockBytes + 2 * kPackRows * (kMins ? 2 : 1);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * kBlockBytes;
-    PrefetchLines<kBlockBytes / 64>(codes + kPrefetchBytes);
+    PrefetchLines<(kStride + 63) / 64>(tile + kPrefetchBytes + b * kStride);
     const int64_t xoff = 128 * (b / 4) + 16 * (b % 4);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -161,10 +167,11 @@ inline void RowPairs(const uint8_t* a, const uint8_t* b, __m256i (&out)[2]) {
   out[1] = kSigned ? _mm256_cvtepi8_epi16(hi) : _mm256_cvtepu8_epi16(hi);
 }
 
-// Software prefetch distance of the K-quant code streams: every 64-byte line of codes is
-// prefetched this many bytes ahead (into the next super-block or tile; the hardware prefetcher
-// alone left one thread's stream from DRAM about 1.1x slower).
-constexpr int kKPrefetch = 2048;
+// The K-quant kernels prefetch the next super-block (BlocksAhead: in the next tile after the
+// last one) while they read one: its codes a line per step, its meta once. The meta lie after
+// all of a tile's codes, so a prefetch running a fixed distance ahead in the tile's bytes would
+// reach a tile's first meta only after they were read (the codes alone 2 KiB ahead: Q4_K / Q6_K
+// from DRAM 3-8% slower; the hardware prefetcher alone about 1.1x slower than that).
 
 // Q4_K: sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) of step group c summed in
 // int16 over its 8 steps, widened by their scale pairs; the mins through vpmaddwd of
@@ -182,9 +189,14 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+  BlocksAhead ahead(tile, nb, static_cast<size_t>(nb) * (2048 + 320), 1);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * 2048;
     const uint8_t* meta = tile + nb * 2048 + b * 320;
+    // The next super-block's codes (a line per step below) and meta.
+    const uint8_t* pf = ahead.tile() + ahead.block() * 2048;
+    PrefetchSpan<320>(ahead.tile() + nb * 2048 + ahead.block() * 320);
+    ahead.Next();
     __m256i isum[NX][2], msum[NX][2];
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
@@ -203,7 +215,7 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
           xl[i] = Bcast32(xq);
           xh[i] = Bcast32(xq + 32);
         }
-        PrefetchLines<1>(codes + 64 * (8 * c + t) + kKPrefetch);
+        PrefetchLines<1>(pf + 64 * (8 * c + t));
 #pragma GCC unroll 8
         for (int h = 0; h < 2; ++h) {
           const __m256i v = LoadY(codes + 64 * (8 * c + t) + 32 * h);
@@ -279,16 +291,21 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  BlocksAhead ahead(tile, nb, (static_cast<size_t>(nb) * (3072 + 288) + 63) / 64 * 64, 1);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * 3072;
     const uint8_t* meta = tile + nb * 3072 + b * 288;
+    // The next super-block's codes (three lines per sub-block below) and meta.
+    const uint8_t* pf = ahead.tile() + ahead.block() * 3072;
+    PrefetchSpan<288>(ahead.tile() + nb * 3072 + ahead.block() * 288);
+    ahead.Next();
     __m256i isum[NX][2], cs[NX][2];
 #pragma GCC unroll 8
     for (int i = 0; i < NX; ++i) {
       isum[i][0] = isum[i][1] = cs[i][0] = cs[i][1] = _mm256_setzero_si256();
     }
     for (int g = 0; g < 16; ++g) {
-      PrefetchLines<3>(codes + 192 * g + kKPrefetch);
+      PrefetchLines<3>(pf + 192 * g);
       __m256i sc[2];
       RowPairs<true>(meta + 16 * g, meta + 16 * g, sc);
       __m256i xw[NX][4];

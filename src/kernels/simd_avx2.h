@@ -29,6 +29,49 @@ inline void PrefetchLines(const void* p) {
   }
 }
 
+// Prefetches (to L1) every 64-byte line that [p, p + kBytes) touches.
+template <int kBytes>
+inline void PrefetchSpan(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const char* first = reinterpret_cast<const char*>(a & ~uintptr_t{63});
+  constexpr int kMaxLines = (kBytes + 63) / 64 + 1;
+  const int lines = static_cast<int>(((a & 63) + kBytes + 63) / 64);
+#pragma GCC unroll 16
+  for (int l = 0; l < kMaxLines; ++l) {
+    if (l < lines) _mm_prefetch(first + 64 * l, _MM_HINT_T0);
+  }
+}
+
+// A block `ahead` blocks past the one being read, in the order a packed kernel reads them: the
+// blocks of a tile one after another, then the next tile's (tiles lie tile_bytes apart). The
+// block's bytes lie in several regions of its tile (codes, scales, ...), so a prefetch that
+// runs a fixed distance ahead in the tile's bytes would reach a tile's scales only after the
+// kernel read them; this cursor reaches every region of a block `ahead` blocks early.
+class BlocksAhead {
+ public:
+  BlocksAhead(const uint8_t* tile, int64_t nb, size_t tile_bytes, int64_t ahead)
+      : tile_(tile), nb_(nb), tile_bytes_(tile_bytes), b_(ahead) {
+    while (b_ >= nb_) {
+      b_ -= nb_;
+      tile_ += tile_bytes_;
+    }
+  }
+  const uint8_t* tile() const { return tile_; }
+  int64_t block() const { return b_; }
+  void Next() {
+    if (++b_ == nb_) {
+      b_ = 0;
+      tile_ += tile_bytes_;
+    }
+  }
+
+ private:
+  const uint8_t* tile_;
+  int64_t nb_;
+  size_t tile_bytes_;
+  int64_t b_;
+};
+
 // The first n (0..8) floats of v to p; the rest of p[0..8) is not touched.
 inline void StoreFirst(float* p, __m256 v, int n) {
   if (n >= 8) {
