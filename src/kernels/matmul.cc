@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "kernels/matmul_int8_amx.h"
@@ -226,20 +227,70 @@ bool IsSupportedWeightType(GgmlType type) {
 
 namespace {
 
-// Below this many activation rows ParallelUnits hands out its units in chunks claimed
-// dynamically: at most 1 / (kChunksPerThread * threads) of the units each, and a
-// 1 / (2 * threads) share of what is left once that is less, down to one tile pair, so the
-// threads finish a pass within a tile pair of each other. From it on, one static range per
+// Below this many activation rows ParallelUnits gives every part of the pass a contiguous range
+// of the units, claimed from its front in shrinking chunks, and a part whose range is done
+// claims chunks from the back of the others' (DecodeRanges). From it on, one static range per
 // thread.
 constexpr int64_t kDynamicMaxRows = 8;
-constexpr int64_t kChunksPerThread = 4;
 
-// The size of the next dynamic chunk when `left` of `total` units are unclaimed (whole tile
-// pairs: the two-tile kernels).
-int64_t NextChunk(int64_t total, int64_t left, int nt) {
-  const int64_t cap = (total + nt * kChunksPerThread - 1) / (nt * kChunksPerThread);
-  int64_t c = std::min(cap, std::max<int64_t>(2, (left + 2 * nt - 1) / (2 * nt)));
-  return c + c % 2;
+// What is left of one part's units in a decode pass: [front, back), both in one word so that
+// its owner (taking from the front) and the other parts (taking from the back) claim with one
+// compare-and-swap each. A cache line of its own: the other parts touch it only once their own
+// range is done.
+struct alignas(64) UnitRange {
+  std::atomic<uint64_t> front_back{0};
+
+  void Set(int64_t front, int64_t back) {
+    front_back.store(static_cast<uint64_t>(back) << 32 | static_cast<uint64_t>(front),
+                     std::memory_order_relaxed);
+  }
+  // Claims a quarter of what is left (whole tile pairs, at least one; the two-tile kernels)
+  // from the front or the back into [u0, u1); false when nothing is left.
+  bool Claim(bool from_front, int64_t& u0, int64_t& u1) {
+    uint64_t v = front_back.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t front = static_cast<uint32_t>(v), back = static_cast<int64_t>(v >> 32);
+      if (front >= back) return false;
+      int64_t c = std::max<int64_t>(2, (back - front + 3) / 4);
+      c = std::min(back - front, c + c % 2);
+      const int64_t f = from_front ? front + c : front, b = from_front ? back : back - c;
+      if (front_back.compare_exchange_weak(v, static_cast<uint64_t>(b) << 32 | static_cast<uint64_t>(f),
+                                           std::memory_order_relaxed)) {
+        u0 = from_front ? front : b;
+        u1 = from_front ? f : back;
+        return true;
+      }
+    }
+  }
+};
+
+// The decode pass over `total` units (< 2^31): part p of the pool's Run owns the p-th of
+// num_threads() contiguous ranges (tile-pair aligned) and runs it front to back, so each
+// thread's weights stream through memory in address order and its kernel's software prefetch
+// runs ahead within its own range; once its range is done it takes chunks from the back of the
+// others' ranges, so a part that starts late (or a thread descheduled on a busy machine) is
+// helped and the threads finish within a tile pair of each other. (With chunks handed out from
+// one counter in turn, each thread's stream jumped at every chunk, and on Zen 3 a SmolLM2-135M
+// step's matmuls took 4-6.5% longer: DecodeChain in bench/kernels_bench.cc.) A row's result
+// does not depend on which part computes it.
+template <typename Work>
+void DecodeRanges(ThreadPool& pool, int64_t total, const Work& work) {
+  const int nt = pool.num_threads();
+  UnitRange local[16];  // on the stack: a nested call (from inside a pool task) has its own
+  std::unique_ptr<UnitRange[]> more;
+  if (nt > 16) more = std::make_unique<UnitRange[]>(nt);
+  UnitRange* r = nt > 16 ? more.get() : local;
+  for (int p = 0; p < nt; ++p) {
+    r[p].Set(total * p / nt / 2 * 2, p + 1 == nt ? total : total * (p + 1) / nt / 2 * 2);
+  }
+  pool.Run([&](int part, int) {
+    int64_t u0, u1;
+    while (r[part].Claim(/*from_front=*/true, u0, u1)) work(u0, u1);
+    for (int q = 1; q < nt; ++q) {
+      UnitRange& other = r[(part + q) % nt];
+      while (other.Claim(/*from_front=*/false, u0, u1)) work(u0, u1);
+    }
+  });
 }
 
 // Runs run(i, u0, u1) over units [u0, u1) of weight i, the units of all weights laid end to
@@ -273,28 +324,7 @@ void ParallelUnits(std::span<const Weight* const> ws, int64_t cols, int64_t m, T
   if (!parallel) {
     work(0, total);
   } else if (m < kDynamicMaxRows) {
-    // Few activation rows (decode): the units go out in chunks that every thread claims in
-    // turn, so a worker that starts late (or is descheduled on a busy machine) holds back at
-    // most one chunk instead of half the matrix, and the chunks shrink towards the end of the
-    // pass, so the thread that finishes first waits for at most a tile pair of the other's
-    // (with fixed eighths it waited for half an eighth on average: a 6-8% longer pass). The
-    // kernels keep no state across calls, and a row's result does not depend on which chunk
-    // computes it.
-    const int nt = pool->num_threads();
-    struct alignas(64) Claims {  // a cache line of its own: the threads claim from it
-      std::atomic<int64_t> next{0};
-    } claims;
-    std::atomic<int64_t>& next = claims.next;
-    pool->Run([&](int, int) {
-      int64_t u0 = next.load(std::memory_order_relaxed);
-      while (u0 < total) {
-        const int64_t u1 = std::min(total, u0 + NextChunk(total, total - u0, nt));
-        if (next.compare_exchange_weak(u0, u1, std::memory_order_relaxed)) {
-          work(u0, u1);
-          u0 = next.load(std::memory_order_relaxed);
-        }
-      }
-    });
+    DecodeRanges(*pool, total, work);
   } else {
     // Many rows: one contiguous range per thread (the GEMM kernels set up activation panels
     // per call).

@@ -263,6 +263,35 @@ TEST(MatMulPacked, ThreadedEqualsSingleThreaded) {
   }
 }
 
+// Decode passes (few activation rows): every part runs its own range of the tiles and then
+// takes tiles from the back of the others'. With more threads than cores (parts start late or
+// are descheduled, so ranges are taken over at random points), more than 16 threads (the ranges
+// on the heap) and tile counts that do not split evenly, every output row is computed exactly
+// as on one thread.
+TEST(MatMulPacked, DecodePassesComputeEveryRowOnAnyThreadCount) {
+  for (int threads : {3, 5, 17}) {
+    ThreadPool pool(threads);
+    for (int64_t rows : {48, 200, 1000}) {
+      const Problem p = MakeMatMulProblem(GgmlType::kQ4_1, rows, 256, 2, 7);
+      AlignedBuffer buf = AllocateAligned(PackedBytes(p.type, p.rows, p.cols));
+      PackWeight(p.weight, buf.get(), nullptr);
+      Weight packed = p.weight;
+      packed.packed = buf.get();
+      for (int64_t m : {1, 2}) {
+        std::vector<float> a(m * p.rows), b(m * p.rows, NAN);
+        MatMul(packed, p.x.data(), m, a.data(), nullptr);
+        for (int rep = 0; rep < 20; ++rep) {
+          std::fill(b.begin(), b.end(), NAN);
+          MatMul(packed, p.x.data(), m, b.data(), &pool);
+          for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_EQ(a[i], b[i]) << threads << " threads, rows " << rows << " m " << m << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulPacked, LayoutSizes) {
   EXPECT_TRUE(HasPackedLayout(GgmlType::kQ4_0));
   EXPECT_FALSE(HasPackedLayout(GgmlType::kF32));
