@@ -7,7 +7,6 @@
 #include "model/pack_cache.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -110,7 +109,7 @@ bool WriteAll(int fd, const void* p, size_t n, uint64_t offset) {
 }  // namespace
 
 void PackCache::Mapping::Reset() {
-  if (data != nullptr) munmap(const_cast<uint8_t*>(data), size);
+  buffer.reset();
   data = nullptr;
   size = 0;
 }
@@ -213,17 +212,25 @@ bool PackCache::Load(std::string* why) {
     return false;  // ENOENT: no cache yet, a plain miss
   }
   struct stat st;
-  void* m = MAP_FAILED;
+  kernels::AlignedBuffer buffer;
+  size_t got = 0;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    m = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd,
-             0);
+    buffer = kernels::AllocateAligned(static_cast<size_t>(st.st_size));
+    while (buffer != nullptr && got < static_cast<size_t>(st.st_size)) {
+      const ssize_t r = pread(fd, buffer.get() + got, static_cast<size_t>(st.st_size) - got,
+                              static_cast<off_t>(got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
   }
   close(fd);
-  if (m == MAP_FAILED) {
-    *why = "not a readable file";
+  if (buffer == nullptr || got != static_cast<size_t>(st.st_size)) {
+    *why = buffer == nullptr && st.st_size > 0 ? "out of memory" : "not a readable file";
     return false;
   }
-  map_.data = static_cast<const uint8_t*>(m);
+  map_.buffer = std::move(buffer);
+  map_.data = map_.buffer.get();
   map_.size = static_cast<size_t>(st.st_size);
   const uint8_t* p = map_.data;
   const size_t size = map_.size;

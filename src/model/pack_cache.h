@@ -1,4 +1,4 @@
-// On-disk cache of repacked weights (kernels/pack.h), so a model's second and later loads map
+// On-disk cache of repacked weights (kernels/pack.h), so a model's second and later loads read
 // the packed tensors instead of repacking them.
 //
 // One file per model file, <dir>/<model basename>-<16 hex digits>.tpack, where the digits
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "kernels/pack.h"
 #include "util/status.h"
 
 namespace tachyon::model {
@@ -70,7 +71,7 @@ class PackCache {
   Status Save();
 
   const std::string& path() const { return path_; }
-  bool loaded() const { return map_.data != nullptr; }  // a valid cache file was mapped
+  bool loaded() const { return map_.data != nullptr; }  // a valid cache file was read
   size_t hits() const { return hits_; }
 
  private:
@@ -79,7 +80,7 @@ class PackCache {
     uint64_t offset = 0;  // in the cache file
     uint64_t bytes = 0;
     uint64_t hash = 0;
-    const uint8_t* data = nullptr;  // while loading: mapped or in-memory bytes
+    const uint8_t* data = nullptr;  // while loading: read or in-memory bytes
   };
   PackCache() = default;
   // Deletes temporary files of this cache file left by a writer that died (untouched for
@@ -93,19 +94,23 @@ class PackCache {
   uint64_t model_size_ = 0;
   int64_t model_mtime_ns_ = 0;
   uint64_t header_hash_ = 0;
-  // The cache file, mapped read-only with its page tables filled at once (MAP_POPULATE: much
-  // cheaper than a fault per 4 KiB page when the tensors are first read).
+  // The cache file, read whole into memory from kernels::AllocateAligned: 2 MiB aligned and on
+  // transparent huge pages where the kernel grants them, as packing in memory places the
+  // tensors (a file mapping has 4 KiB pages: a SmolLM2-135M decode step's matmuls took ~4-10%
+  // longer from them on Zen 3, bench/kernels_bench.cc DecodeChain/4k against /2m). The price:
+  // processes serving the same model no longer share the cache file's page-cache pages.
   struct Mapping {
     Mapping() = default;
     Mapping(const Mapping&) = delete;
     Mapping& operator=(const Mapping&) = delete;
     ~Mapping() { Reset(); }
     void Reset();
+    kernels::AlignedBuffer buffer;
     const uint8_t* data = nullptr;
     size_t size = 0;
   };
   Mapping map_;
-  std::vector<Entry> cached_;  // entries of the mapped file
+  std::vector<Entry> cached_;  // entries of the file read
   std::vector<Entry> used_;    // found or added in this load, in order
   size_t hits_ = 0;
   bool dirty_ = false;

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -114,20 +115,39 @@ kernels::Weight TensorSource::PackForMatMul(const kernels::Weight& w) {
       return out;
     }
   }
-  kernels::AlignedBuffer buf = kernels::AllocateAligned(bytes);
-  if (buf == nullptr) return w;  // out of memory: the unpacked kernels still work
+  uint8_t* const dst = AllocatePacked(bytes);
+  if (dst == nullptr) return w;  // out of memory: the unpacked kernels still work
   // Large matrices are packed on every hardware thread (the pool lives for one matrix:
   // thread start-up is small next to packing megabytes).
   std::unique_ptr<ThreadPool> pool;
   if (bytes >= (size_t{4} << 20) && HardwareThreads() > 1) {
     pool = std::make_unique<ThreadPool>(HardwareThreads());
   }
-  kernels::PackWeight(w, buf.get(), pool.get());
-  out.packed = buf.get();
-  if (in_file && cache_ != nullptr && !load_finished_) cache_->Add(key, buf.get(), bytes);
-  packed_.push_back(std::move(buf));
+  kernels::PackWeight(w, dst, pool.get());
+  out.packed = dst;
+  if (in_file && cache_ != nullptr && !load_finished_) cache_->Add(key, dst, bytes);
   bytes_packed_ += bytes;
   return out;
+}
+
+uint8_t* TensorSource::AllocatePacked(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20, kMaxSlab = size_t{64} << 20;
+  bytes = (bytes + 63) / 64 * 64;
+  if (bytes > slab_left_) {
+    // Slabs grow with what was packed so far (a tiny model takes one 2 MiB page, a large
+    // one 64 MiB slabs); a matrix larger than that gets a slab of its own size.
+    const size_t grow = std::clamp<size_t>(bytes_packed_ - bytes_from_cache_, kHuge, kMaxSlab);
+    const size_t n = std::max((bytes + kHuge - 1) / kHuge * kHuge, grow);
+    kernels::AlignedBuffer slab = kernels::AllocateAligned(n);
+    if (slab == nullptr) return nullptr;
+    slab_next_ = slab.get();
+    slab_left_ = n;
+    packed_.push_back(std::move(slab));
+  }
+  uint8_t* p = slab_next_;
+  slab_next_ += bytes;
+  slab_left_ -= bytes;
+  return p;
 }
 
 TensorSource::~TensorSource() {
