@@ -51,7 +51,7 @@ class BlocksAhead {
  public:
   BlocksAhead(const uint8_t* tile, int64_t nb, size_t tile_bytes, int64_t ahead)
       : tile_(tile), nb_(nb), tile_bytes_(tile_bytes), b_(ahead) {
-    while (b_ >= nb_) {
+    while (nb_ > 0 && b_ >= nb_) {
       b_ -= nb_;
       tile_ += tile_bytes_;
     }

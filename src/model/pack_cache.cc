@@ -108,12 +108,6 @@ bool WriteAll(int fd, const void* p, size_t n, uint64_t offset) {
 
 }  // namespace
 
-void PackCache::Mapping::Reset() {
-  buffer.reset();
-  data = nullptr;
-  size = 0;
-}
-
 PackCacheOptions PackCacheOptions::FromEnv() {
   PackCacheOptions o;
   const char* v = std::getenv("TACHYON_PACK_CACHE");
@@ -179,7 +173,7 @@ std::unique_ptr<PackCache> PackCache::Open(const PackCacheOptions& options,
   c->RemoveAbandonedTemporaries();
   std::string why;
   if (!c->Load(&why)) {
-    c->map_.Reset();
+    c->file_.reset();
     c->cached_.clear();
     if (!why.empty()) TLOG(WARN) << "packed-weight cache " << c->path_ << " ignored: " << why;
   }
@@ -212,28 +206,23 @@ bool PackCache::Load(std::string* why) {
     return false;  // ENOENT: no cache yet, a plain miss
   }
   struct stat st;
-  kernels::AlignedBuffer buffer;
-  size_t got = 0;
+  size_t size = 0, got = 0;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    buffer = kernels::AllocateAligned(static_cast<size_t>(st.st_size));
-    while (buffer != nullptr && got < static_cast<size_t>(st.st_size)) {
-      const ssize_t r = pread(fd, buffer.get() + got, static_cast<size_t>(st.st_size) - got,
-                              static_cast<off_t>(got));
+    size = static_cast<size_t>(st.st_size);
+    file_ = kernels::AllocateAligned(size);
+    while (file_ != nullptr && got < size) {
+      const ssize_t r = pread(fd, file_.get() + got, size - got, static_cast<off_t>(got));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) break;
       got += static_cast<size_t>(r);
     }
   }
   close(fd);
-  if (buffer == nullptr || got != static_cast<size_t>(st.st_size)) {
-    *why = buffer == nullptr && st.st_size > 0 ? "out of memory" : "not a readable file";
+  if (size == 0 || got != size) {
+    *why = size > 0 && file_ == nullptr ? "out of memory" : "not a readable file";
     return false;
   }
-  map_.buffer = std::move(buffer);
-  map_.data = map_.buffer.get();
-  map_.size = static_cast<size_t>(st.st_size);
-  const uint8_t* p = map_.data;
-  const size_t size = map_.size;
+  const uint8_t* p = file_.get();
   FileHeader h;
   if (size < kAlign) {
     *why = "truncated";

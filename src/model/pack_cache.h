@@ -71,7 +71,7 @@ class PackCache {
   Status Save();
 
   const std::string& path() const { return path_; }
-  bool loaded() const { return map_.data != nullptr; }  // a valid cache file was read
+  bool loaded() const { return file_ != nullptr; }  // a valid cache file was read
   size_t hits() const { return hits_; }
 
  private:
@@ -94,22 +94,12 @@ class PackCache {
   uint64_t model_size_ = 0;
   int64_t model_mtime_ns_ = 0;
   uint64_t header_hash_ = 0;
-  // The cache file, read whole into memory from kernels::AllocateAligned: 2 MiB aligned and on
-  // transparent huge pages where the kernel grants them, as packing in memory places the
-  // tensors (a file mapping has 4 KiB pages: a SmolLM2-135M decode step's matmuls took ~4-10%
-  // longer from them on Zen 3, bench/kernels_bench.cc DecodeChain/4k against /2m). The price:
-  // processes serving the same model no longer share the cache file's page-cache pages.
-  struct Mapping {
-    Mapping() = default;
-    Mapping(const Mapping&) = delete;
-    Mapping& operator=(const Mapping&) = delete;
-    ~Mapping() { Reset(); }
-    void Reset();
-    kernels::AlignedBuffer buffer;
-    const uint8_t* data = nullptr;
-    size_t size = 0;
-  };
-  Mapping map_;
+  // The cache file's bytes, read whole into memory from kernels::AllocateAligned: 2 MiB
+  // aligned and on transparent huge pages where the kernel grants them, as packing in memory
+  // places the tensors (a file mapping has 4 KiB pages: a SmolLM2-135M decode step's matmuls
+  // took ~4-10% longer from them on Zen 3, bench/kernels_bench.cc DecodeChain/4k against /2m).
+  // The price: processes serving the same model no longer share the file's page-cache pages.
+  kernels::AlignedBuffer file_;
   std::vector<Entry> cached_;  // entries of the file read
   std::vector<Entry> used_;    // found or added in this load, in order
   size_t hits_ = 0;
