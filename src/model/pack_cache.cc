@@ -73,6 +73,15 @@ std::string Hex16(uint64_t v) {
   return s;
 }
 
+// Runs work() on n threads (this one and n - 1 more) and waits for them.
+template <typename Work>
+void OnThreads(int n, const Work& work) {
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+}
+
 // Hashes every entry's bytes on all hardware threads (entries handed out one at a time:
 // their sizes differ a lot). Returns false if any differs from its recorded hash.
 bool HashesMatch(const std::vector<const uint8_t*>& data, const std::vector<uint64_t>& bytes,
@@ -84,11 +93,7 @@ bool HashesMatch(const std::vector<const uint8_t*>& data, const std::vector<uint
       if (Xxh3(data[i], bytes[i]) != want[i]) ok = false;
     }
   };
-  const int n = std::max(1, std::min<int>(HardwareThreads(), static_cast<int>(data.size())));
-  std::vector<std::thread> threads;
-  for (int t = 1; t < n; ++t) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
+  OnThreads(std::max(1, std::min<int>(HardwareThreads(), static_cast<int>(data.size()))), work);
   return ok;
 }
 
@@ -115,11 +120,7 @@ bool ReadAll(int fd, uint8_t* dst, size_t size) {
       }
     }
   };
-  const int n = std::max(1, std::min<int>(HardwareThreads(), static_cast<int>(pieces)));
-  std::vector<std::thread> threads;
-  for (int t = 1; t < n; ++t) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
+  OnThreads(std::max(1, std::min<int>(HardwareThreads(), static_cast<int>(pieces))), work);
   return ok;
 }
 
