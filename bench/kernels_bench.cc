@@ -145,11 +145,10 @@ void BM_DecodeChain(benchmark::State& state, int variant, int threads) {
   size_t total = 0;
   for (const Shape& sh : shapes) total += kernels::PackedBytes(GgmlType::kQ4_1, sh.rows, sh.cols);
   total += kernels::PackedBytes(GgmlType::kQ8_0, 49152, 576);
-  const size_t bytes = (total + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1);
-  std::unique_ptr<void, decltype(&std::free)> arena(std::aligned_alloc(size_t{2} << 20, bytes),
-                                                    &std::free);
-  madvise(arena.get(), bytes, variant == 0 ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
-  auto* next = static_cast<uint8_t*>(arena.get());
+  // 2 MiB aligned and advised onto huge pages (untouched yet, so "4k" can still opt out).
+  kernels::AlignedBuffer arena = kernels::AllocateAligned(total);
+  if (variant == 0) madvise(arena.get(), total, MADV_NOHUGEPAGE);
+  uint8_t* next = arena.get();
   std::vector<kernels::Weight> ws;
   auto add = [&](GgmlType type, int64_t rows, int64_t cols) {
     const Matrix& mat = GetMatrix(type, rows, cols);  // `data` is read only by other paths

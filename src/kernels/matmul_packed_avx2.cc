@@ -189,7 +189,7 @@ void Q4KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  BlocksAhead ahead(tile, nb, static_cast<size_t>(nb) * (2048 + 320), 1);
+  BlocksAhead ahead(tile, nb, PackedTileBytes(GgmlType::kQ4_K, k), 1);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * 2048;
     const uint8_t* meta = tile + nb * 2048 + b * 320;
@@ -291,7 +291,7 @@ void Q6KTileN(int64_t k, const uint8_t* tile, const uint8_t* act, size_t stride,
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   }
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  BlocksAhead ahead(tile, nb, (static_cast<size_t>(nb) * (3072 + 288) + 63) / 64 * 64, 1);
+  BlocksAhead ahead(tile, nb, PackedTileBytes(GgmlType::kQ6_K, k), 1);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* codes = tile + b * 3072;
     const uint8_t* meta = tile + nb * 3072 + b * 288;
