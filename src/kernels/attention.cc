@@ -239,6 +239,52 @@ AttendTileFn AttendTileAtLevel(SimdLevel level) {
   return AttendTileScalar;
 }
 
+namespace {
+
+std::atomic<int64_t>& KeySplit() {
+  static std::atomic<int64_t> n{internal::kDecodeKeySplit};
+  return n;
+}
+
+}  // namespace
+
+void SetAttentionKeySplit(int64_t n) {
+  KeySplit().store(
+      n > 0 ? (n + internal::kDecodeKvTile - 1) / internal::kDecodeKvTile * internal::kDecodeKvTile
+            : internal::kDecodeKeySplit,
+      std::memory_order_relaxed);
+}
+
+namespace internal {
+int64_t DecodeKeySplit() {
+  return KeySplit().load(std::memory_order_relaxed);
+}
+}  // namespace internal
+
+// PagedAttention's work list: one item per job (sequence, query tile, KV head), or per key part
+// of a job that runs as parts; per such job its parts' states and how many are still running.
+struct AttentionScratch::Plan {
+  struct Item {
+    int64_t seq, tile, kv_head;
+    int64_t part;   // key part (its first key is part * split)
+    int64_t split;  // index into `splits`, or -1: the job runs whole
+  };
+  struct Split {
+    int64_t n_parts, first_part, nq;
+    size_t offset;  // of its parts' states in `states`: acc [n_parts][nq][hd], ml [n_parts][nq][2]
+  };
+  std::vector<Item> items;
+  std::vector<Split> splits;
+  std::vector<float> states;
+  std::unique_ptr<std::atomic<int64_t>[]> pending;  // per split: parts not yet done
+  size_t pending_size = 0;
+};
+
+AttentionScratch::AttentionScratch() : plan_(std::make_unique<Plan>()) {}
+AttentionScratch::~AttentionScratch() = default;
+AttentionScratch::AttentionScratch(AttentionScratch&&) noexcept = default;
+AttentionScratch& AttentionScratch::operator=(AttentionScratch&&) noexcept = default;
+
 void AttentionScratch::EnsureThreads(int n) {
   if (static_cast<int>(per_thread_.size()) < n) per_thread_.resize(n);
 }
@@ -261,6 +307,66 @@ int64_t RowsPerTile(SimdLevel level, int64_t head_dim, int64_t n_group) {
   return std::max<int64_t>(1, vectors / n_group);
 }
 
+using AttendPartFn = void (*)(const PagedKv&, const TileJob&, const TileParams&,
+                              const internal::DecodePart&, float*);
+
+// The decode kernel that AttendTileAtLevel(level) runs a job of nq query vectors on, or null
+// when it takes another kernel (scalar, the tile kernels, AMX).
+AttendPartFn DecodePartKernel(SimdLevel level, int64_t head_dim, int64_t nq) {
+  if (nq > internal::kDecodeMaxQueries) return nullptr;
+  switch (level) {
+    case SimdLevel::kAmx:
+      return UseAmxTile(head_dim, nq) ? nullptr : internal::AttendDecodePartAvx512;
+    case SimdLevel::kAvx512:
+      return internal::AttendDecodePartAvx512;
+    case SimdLevel::kAvx2:
+      return head_dim % 8 == 0 ? internal::AttendDecodePartAvx2 : nullptr;
+    case SimdLevel::kScalar:
+      break;
+  }
+  return nullptr;
+}
+
+// Merges the parts of a split job into its rows' outputs: per query vector, the parts that
+// saw a key (l > 0) in order, out = sum_c w_c acc_c / sum_c w_c l_c with w_c = exp(m_c - max m).
+// A vector that saw one part gets acc * (1 / l), the whole-job kernel's bits.
+void MergeParts(const AttentionScratch::Plan::Split& sp, const float* states, int64_t hd,
+                int64_t n_group, float* out, int64_t row_stride) {
+  const float* acc = states + sp.offset;
+  const float* ml = acc + sp.n_parts * sp.nq * hd;
+  for (int64_t i = 0; i < sp.nq; ++i) {
+    float* o = out + (i / n_group) * row_stride + (i % n_group) * hd;
+    float mx = -INFINITY;
+    int64_t valid = 0, only = 0;
+    for (int64_t c = 0; c < sp.n_parts; ++c) {
+      const float* st = ml + (c * sp.nq + i) * 2;
+      if (st[1] > 0.0f) {
+        mx = std::max(mx, st[0]);
+        ++valid;
+        only = c;
+      }
+    }
+    if (valid == 1) {
+      const float inv = 1.0f / ml[(only * sp.nq + i) * 2 + 1];
+      const float* a = acc + (only * sp.nq + i) * hd;
+      for (int64_t d = 0; d < hd; ++d) o[d] = a[d] * inv;
+      continue;
+    }
+    float sum = 0.0f;
+    std::fill(o, o + hd, 0.0f);
+    for (int64_t c = 0; c < sp.n_parts; ++c) {
+      const float* st = ml + (c * sp.nq + i) * 2;
+      if (!(st[1] > 0.0f)) continue;
+      const float w = std::exp(st[0] - mx);
+      sum += w * st[1];
+      const float* a = acc + (c * sp.nq + i) * hd;
+      for (int64_t d = 0; d < hd; ++d) o[d] += w * a[d];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+  }
+}
+
 }  // namespace
 
 void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionParams& params,
@@ -273,49 +379,93 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
   tp.scale = params.scale;
   tp.sliding_window = params.sliding_window;
   // Index 1: the sequences marked decode_rows, which never take the AMX kernel.
-  const SimdLevel decode_level = std::min(level, SimdLevel::kAvx512);
-  const AttendTileFn attend_of[2] = {AttendTileAtLevel(level), AttendTileAtLevel(decode_level)};
-  const int64_t rows_of[2] = {RowsPerTile(level, kv.head_dim, tp.n_group),
-                              RowsPerTile(decode_level, kv.head_dim, tp.n_group)};
-  const int64_t hd = kv.head_dim;
+  const SimdLevel level_of[2] = {level, std::min(level, SimdLevel::kAvx512)};
+  const AttendTileFn attend_of[2] = {AttendTileAtLevel(level_of[0]),
+                                     AttendTileAtLevel(level_of[1])};
+  const int64_t rows_of[2] = {RowsPerTile(level_of[0], kv.head_dim, tp.n_group),
+                              RowsPerTile(level_of[1], kv.head_dim, tp.n_group)};
+  const int64_t hd = kv.head_dim, window = params.sliding_window;
+  const int64_t split = internal::DecodeKeySplit();
   const int n_parts = pool ? pool->num_threads() : 1;
   scratch->EnsureThreads(n_parts);
-  // Work items: (sequence, query tile, kv head), numbered sequence by sequence; the tiles of
-  // a sequence are numbered from its last (longest context) to its first, so the expensive
-  // items are claimed first and the cheap ones fill the gaps at the end.
-  auto seq_items = [&](int64_t s) {
-    const int64_t rows_per_tile = rows_of[seqs[s].decode_rows];
-    return (seqs[s].n_tokens + rows_per_tile - 1) / rows_per_tile * n_kv;
-  };
-  int64_t n_items = 0;
-  for (int64_t s = 0; s < n_seqs; ++s) n_items += seq_items(s);
+  // Work items, sequence by sequence; the tiles of a sequence from its last (longest context)
+  // to its first, so the expensive items are claimed first and the cheap ones fill the gaps at
+  // the end. A job on a decode kernel whose keys cross a multiple of `split` runs as one item
+  // per part.
+  AttentionScratch::Plan& plan = scratch->plan();
+  plan.items.clear();
+  plan.splits.clear();
+  size_t state_floats = 0;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const AttentionSeq& sq = seqs[s];
+    const int64_t rows_per_tile = rows_of[sq.decode_rows];
+    const int64_t n_tiles = (sq.n_tokens + rows_per_tile - 1) / rows_per_tile;
+    for (int64_t tile = n_tiles - 1; tile >= 0; --tile) {
+      const int64_t row0 = tile * rows_per_tile;
+      const int64_t n_rows = std::min(rows_per_tile, sq.n_tokens - row0);
+      const int64_t first = sq.pos_start + row0, end = first + n_rows;
+      const int64_t seen = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
+      const int64_t p0 = seen / split, p1 = (end - 1) / split + 1;
+      const bool parts = p1 - p0 > 1 && DecodePartKernel(level_of[sq.decode_rows], hd,
+                                                         n_rows * tp.n_group) != nullptr;
+      for (int64_t h = 0; h < n_kv; ++h) {
+        if (!parts) {
+          plan.items.push_back({s, tile, h, 0, -1});
+          continue;
+        }
+        const int64_t nq = n_rows * tp.n_group;
+        const auto index = static_cast<int64_t>(plan.splits.size());
+        plan.splits.push_back({p1 - p0, p0, nq, state_floats});
+        state_floats += static_cast<size_t>((p1 - p0) * nq * (hd + 2));
+        for (int64_t c = p0; c < p1; ++c) plan.items.push_back({s, tile, h, c, index});
+      }
+    }
+  }
+  if (plan.states.size() < state_floats) plan.states.resize(state_floats);
+  if (plan.pending_size < plan.splits.size()) {
+    plan.pending_size = std::max(plan.splits.size(), 2 * plan.pending_size);
+    plan.pending = std::make_unique<std::atomic<int64_t>[]>(plan.pending_size);
+  }
+  for (size_t j = 0; j < plan.splits.size(); ++j) {
+    plan.pending[j].store(plan.splits[j].n_parts, std::memory_order_relaxed);
+  }
+  const auto n_items = static_cast<int64_t>(plan.items.size());
   std::atomic<int64_t> next{0};
   auto worker = [&](int part, int /*n*/) {
-    int64_t seq = 0, seq_first_item = 0;
     for (;;) {
-      const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
-      if (item >= n_items) return;
-      // Items are handed out in increasing order, so the sequence only moves forward.
-      while (item >= seq_first_item + seq_items(seq)) {
-        seq_first_item += seq_items(seq);
-        ++seq;
-      }
-      const AttentionSeq& sq = seqs[seq];
+      const int64_t index = next.fetch_add(1, std::memory_order_relaxed);
+      if (index >= n_items) return;
+      const AttentionScratch::Plan::Item& it = plan.items[static_cast<size_t>(index)];
+      const AttentionSeq& sq = seqs[it.seq];
       const int64_t rows_per_tile = rows_of[sq.decode_rows];
-      const int64_t local = item - seq_first_item;
-      const int64_t n_tiles = (sq.n_tokens + rows_per_tile - 1) / rows_per_tile;
-      const int64_t tile = n_tiles - 1 - local / n_kv, kv_head = local % n_kv;
       TileJob job;
       job.block_table = sq.block_table;
-      job.kv_head = kv_head;
-      const int64_t row0 = tile * rows_per_tile;
+      job.kv_head = it.kv_head;
+      const int64_t row0 = it.tile * rows_per_tile;
       job.pos_start = sq.pos_start + row0;
       job.n_rows = std::min(rows_per_tile, sq.n_tokens - row0);
       job.row_stride = params.n_heads * hd;
-      const int64_t offset = row0 * job.row_stride + kv_head * tp.n_group * hd;
+      const int64_t offset = row0 * job.row_stride + it.kv_head * tp.n_group * hd;
       job.q = sq.q + offset;
       job.out = sq.out + offset;
-      attend_of[sq.decode_rows](kv, job, tp, scratch->Get(part, TileScratchFloats(kv, job, tp)));
+      float* buf = scratch->Get(part, TileScratchFloats(kv, job, tp));
+      if (it.split < 0) {
+        attend_of[sq.decode_rows](kv, job, tp, buf);
+        continue;
+      }
+      const AttentionScratch::Plan::Split& sp = plan.splits[static_cast<size_t>(it.split)];
+      float* acc = plan.states.data() + sp.offset;
+      const int64_t c = it.part - sp.first_part;
+      internal::DecodePart dp;
+      dp.key_lo = it.part * split;
+      dp.key_hi = dp.key_lo + split;
+      dp.acc = acc + c * sp.nq * hd;
+      dp.ml = acc + sp.n_parts * sp.nq * hd + c * sp.nq * 2;
+      DecodePartKernel(level_of[sq.decode_rows], hd, sp.nq)(kv, job, tp, dp, buf);
+      // The last part to finish merges (acq_rel: it sees every other part's state).
+      if (plan.pending[it.split].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        MergeParts(sp, plan.states.data(), hd, tp.n_group, job.out, job.row_stride);
+      }
     }
   };
   if (pool && n_items > 1) {

@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -140,6 +141,11 @@ bool UseAmxTile(int64_t head_dim, int64_t n_query_vectors);
 // results differ in the last bits, so tests that compare a prompt run in chunks with one pass
 // put every job on one path. REQUIRES: no attention running on another thread.
 void SetAttentionAmxMinQueries(int64_t n);
+// SetAttentionKeySplit(n), n a positive multiple of 128, makes PagedAttention split decode-kernel
+// jobs into key parts of n keys (docs/attention.md, Key parts); 0 restores the default (512).
+// The split changes the rounding of rows that see more than one part, so tests that compare
+// runs use one value. REQUIRES: no attention running on another thread.
+void SetAttentionKeySplit(int64_t n);
 // The variant for `level`, capped by BestSimdLevel().
 AttendTileFn AttendTileAtLevel(SimdLevel level);
 
@@ -162,16 +168,25 @@ struct AttentionParams {
   int64_t sliding_window = 0;  // > 0: token at position p sees only (p - window, p]
 };
 
-// Per-part scratch, grown on demand (never shrunk) so steady-state calls do not allocate.
+// Per-part scratch, grown on demand (never shrunk) so steady-state calls do not allocate, and
+// PagedAttention's work list.
 class AttentionScratch {
  public:
+  AttentionScratch();
+  ~AttentionScratch();
+  AttentionScratch(AttentionScratch&&) noexcept;
+  AttentionScratch& operator=(AttentionScratch&&) noexcept;
   // Makes room for parts [0, n). Not thread-safe; call before the threads start.
   void EnsureThreads(int n);
   // Part tid's buffer of at least n floats. Safe from different tids concurrently.
   float* Get(int tid, size_t n);
 
+  struct Plan;  // attention.cc
+  Plan& plan() { return *plan_; }
+
  private:
   std::vector<std::vector<float>> per_thread_;
+  std::unique_ptr<Plan> plan_;
 };
 
 // Causal attention for every new token of every sequence: token i of a sequence (position

@@ -367,20 +367,21 @@ struct Avx2Decode {
   }
 };
 
-void AttendDecodeAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
+void AttendDecodeAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p,
+                      const internal::DecodePart* part, float* scratch) {
   switch (kv.dtype) {
     case KvDtype::kF32:
-      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kF32>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kF32>(kv, job, p, part, scratch);
     case KvDtype::kF16:
-      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kF16>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kF16>(kv, job, p, part, scratch);
     case KvDtype::kBf16:
-      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kBf16>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kBf16>(kv, job, p, part, scratch);
     case KvDtype::kQ8_0:
-      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ8_0>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ8_0>(kv, job, p, part, scratch);
     case KvDtype::kQ4_0:
-      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ4_0>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ4_0>(kv, job, p, part, scratch);
     case KvDtype::kQ4_1:
-      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ4_1>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx2Decode, KvDtype::kQ4_1>(kv, job, p, part, scratch);
   }
 }
 
@@ -388,12 +389,17 @@ void AttendDecodeAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p
 
 void AttendTileAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
   if (job.n_rows * p.n_group <= internal::kDecodeMaxQueries && kv.head_dim % 8 == 0) {
-    return AttendDecodeAvx2(kv, job, p, scratch);
+    return AttendDecodeAvx2(kv, job, p, nullptr, scratch);
   }
   internal::AttendTileImpl<Avx2Isa>(kv, job, p, scratch);
 }
 
 namespace internal {
+
+void AttendDecodePartAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p,
+                          const DecodePart& part, float* scratch) {
+  AttendDecodeAvx2(kv, job, p, &part, scratch);
+}
 
 // F16 through F16C (round to nearest even, like F32ToFp16); the others as the reference.
 void StoreKvRowAvx2(KvDtype dtype, const float* x, void* dst, int64_t n) {

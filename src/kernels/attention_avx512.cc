@@ -599,21 +599,22 @@ struct Avx512Decode {
 };
 
 void AttendDecodeAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p,
-                        float* scratch) {
+                        const internal::DecodePart* part, float* scratch) {
   switch (kv.dtype) {
     case KvDtype::kF32:
-      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kF32>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kF32>(kv, job, p, part, scratch);
     case KvDtype::kF16:
-      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kF16>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kF16>(kv, job, p, part, scratch);
     case KvDtype::kBf16:
-      if (kv.head_dim % 32 == 0) return internal::AttendDecodeImpl<Avx512Decode, kBf16Pairs>(kv, job, p, scratch);
-      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kBf16>(kv, job, p, scratch);
+      if (kv.head_dim % 32 == 0)
+        return internal::AttendDecodeImpl<Avx512Decode, kBf16Pairs>(kv, job, p, part, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kBf16>(kv, job, p, part, scratch);
     case KvDtype::kQ8_0:
-      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ8_0>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ8_0>(kv, job, p, part, scratch);
     case KvDtype::kQ4_0:
-      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ4_0>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ4_0>(kv, job, p, part, scratch);
     case KvDtype::kQ4_1:
-      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ4_1>(kv, job, p, scratch);
+      return internal::AttendDecodeImpl<Avx512Decode, KvDtype::kQ4_1>(kv, job, p, part, scratch);
   }
 }
 
@@ -653,12 +654,17 @@ inline void QuantQ8(const float* x, BlockQ8_0* b) {
 
 void AttendTileAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
   if (job.n_rows * p.n_group <= internal::kDecodeMaxQueries) {
-    return AttendDecodeAvx512(kv, job, p, scratch);
+    return AttendDecodeAvx512(kv, job, p, nullptr, scratch);
   }
   internal::AttendTileImpl<Avx512Isa>(kv, job, p, scratch);
 }
 
 namespace internal {
+
+void AttendDecodePartAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p,
+                            const DecodePart& part, float* scratch) {
+  AttendDecodeAvx512(kv, job, p, &part, scratch);
+}
 
 void StoreKvRowAvx512(KvDtype dtype, const float* x, void* dst, int64_t n) {
   switch (dtype) {

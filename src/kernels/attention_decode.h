@@ -106,8 +106,11 @@ inline void BlockParamsOf(const uint8_t* row, int64_t b, float* out) {
   }
 }
 
+// part == nullptr: the whole job, normalised into job.out; else keys [part->key_lo,
+// part->key_hi) only, the unnormalised state into part->acc / part->ml (DecodePart).
 template <class Dec, KvDtype D>
-void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
+void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p,
+                      const DecodePart* part, float* scratch) {
   const int64_t hd = kv.head_dim, n_group = p.n_group, nq = job.n_rows * n_group;
   const int64_t ns = DecodeSlots(nq);                   // a dummy slot repeats the last query
   float* const s_base = scratch;                        // [ns][kDecodeKvTile] scores, then weights
@@ -137,13 +140,15 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   std::fill(acc_base, acc_base + ns * hd, 0.0f);
 
   const int64_t window = p.sliding_window;
-  const int64_t first = job.pos_start, end = job.pos_start + job.n_rows;
+  const int64_t first = job.pos_start;
+  const int64_t end =
+      part ? std::min(job.pos_start + job.n_rows, part->key_hi) : job.pos_start + job.n_rows;
   // Tiles start at multiples of kDecodeKvTile, so a query's tiles, and with them its rounding,
   // do not depend on the job's first row. Keys before the first row's window (`seen`) are
   // masked for every query and their blocks may already be gone from the table (a sliding
   // window's blocks are released): their row pointers repeat the row at `seen`.
   const int64_t seen = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
-  const int64_t lo = seen / kDecodeKvTile * kDecodeKvTile;
+  const int64_t lo = std::max(seen / kDecodeKvTile * kDecodeKvTile, part ? part->key_lo : 0);
   const size_t row_bytes = kv.row_bytes();
   // Row pointers of the current tile and the next one (double-buffered, so that K rows of the
   // next tile can be prefetched while the current one is computed).
@@ -218,6 +223,14 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
       Dec::template Accumulate<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i);
     });
     cur ^= 1;
+  }
+  if (part) {
+    for (int64_t i = 0; i < nq; ++i) {
+      Dec::template Output<D>(part->acc + i * hd, acc[i], 1.0f, hd);
+      part->ml[2 * i] = m[i];
+      part->ml[2 * i + 1] = l[i];
+    }
+    return;
   }
   for (int64_t i = 0; i < nq; ++i) {
     Dec::template Output<D>(job.out + row_of[i] * job.row_stride + (i % n_group) * hd, acc[i],

@@ -440,6 +440,52 @@ TEST(AttentionTest, PagedBatchMatchesDenseAttention) {
   }
 }
 
+// Decode-kernel jobs whose keys cross a multiple of the key split run as parts that are merged
+// (PagedAttention): with a split of 128 keys, prompts, decode rows at long contexts, chunks
+// after a cache and sliding windows that leave early parts unseen match dense attention on
+// every thread count; so does the default split (512) at a context of 1300.
+TEST(AttentionTest, KeyPartsMatchDenseAttention) {
+  struct Restore {
+    ~Restore() { SetAttentionKeySplit(0); }
+  } restore;
+  const int64_t bs = 16, n_kv = 2;
+  const std::vector<SeqCase> cases = {{0, 300}, {450, 1}, {200, 9}, {383, 2}};
+  const std::vector<SeqCase> long_cases = {{1300, 1}, {1020, 12}};
+  for (SimdLevel level : SimdLevelsUpTo(SimdLevel::kAvx512)) {
+    for (KvDtype d : kAllDtypes) {
+      for (const int64_t split : {128, 0}) {
+        SetAttentionKeySplit(split);
+        const std::vector<SeqCase>& cs = split ? cases : long_cases;
+        const int64_t hd = 64, n_group = split ? 3 : 4, n_heads = n_kv * n_group;
+        int64_t n_blocks = 0;
+        for (const SeqCase& c : cs) n_blocks += (c.pos_start + c.n_tokens + bs - 1) / bs;
+        std::mt19937 rng(23);
+        TestKv kv(d, n_blocks, bs, n_kv, hd, &rng);
+        auto all_blocks = ShuffledTable(n_blocks, &rng);
+        for (int64_t window : {0, 150}) {
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            AttentionScratch scratch;
+            TestBatch batch(cs, all_blocks, bs, n_heads * hd, &rng);
+            const auto& [tables, qs, outs, seqs] = batch;
+            AttentionParams params{n_heads, 1.0f / std::sqrt(float(hd)), window};
+            PagedAttentionAtLevel(level, kv.view, params, seqs.data(), seqs.size(), &pool,
+                                  &scratch);
+            for (size_t s = 0; s < cs.size(); ++s) {
+              auto want = DenseAttention(kv, tables[s], qs[s].data(), cs[s].pos_start,
+                                         cs[s].n_tokens, n_heads, window);
+              for (size_t i = 0; i < want.size(); ++i) {
+                ASSERT_NEAR(outs[s][i], want[i], 1e-4)
+                    << SimdLevelName(level) << " " << KvDtypeName(d) << " split " << split
+                    << " seq " << s << " i " << i << " window " << window << " threads " << threads;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
 
 // ---- AMX (bf16 tile multiplies) -------------------------------------------------------------
 //

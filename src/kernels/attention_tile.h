@@ -53,6 +53,23 @@ inline size_t DecodeScratchFloats(int64_t head_dim, int64_t n_queries) {
                              4 * kDecodeKvTile * (head_dim / 32));
 }
 
+// Key parts: a decode job whose keys cross a multiple of DecodeKeySplit() is run as one part
+// per DecodeKeySplit() keys (parts start at multiples of it, so a query's parts, like its
+// tiles, do not depend on the job), each writing its unnormalised state, and the parts are
+// merged in order (PagedAttention). Spreads a long context over threads when a step has fewer
+// (sequence, KV head) jobs than threads. A multiple of kDecodeKvTile.
+inline constexpr int64_t kDecodeKeySplit = 512;
+int64_t DecodeKeySplit();  // kDecodeKeySplit unless SetAttentionKeySplit changed it
+// One part of a decode job: keys [key_lo, key_hi) (key_lo a multiple of kDecodeKvTile). Query
+// vector i = row * n_group + head of the job gets acc[i * hd, (i + 1) * hd) = sum over the
+// part's visible keys of exp(s - m) V (the caller's element order) and ml[2 i] = m (its
+// running max, -inf when no key is visible), ml[2 i + 1] = the sum of exp(s - m).
+struct DecodePart {
+  int64_t key_lo = 0, key_hi = 0;
+  float* acc = nullptr;
+  float* ml = nullptr;
+};
+
 inline size_t TileScratchFloatsFor(int64_t head_dim, int64_t n_rows, int64_t n_group) {
   const int64_t nq = n_rows * n_group;
   const size_t tile =
@@ -250,6 +267,12 @@ void AttendTileImpl(const PagedKv& kv, const TileJob& job, const TileParams& p, 
 
 // SIMD conversions of StoreKvRow (attention_avx2.cc / attention_avx512.cc).
 void StoreKvRowAvx2(KvDtype dtype, const float* x, void* dst, int64_t n);
+// The decode kernel over one key part (REQUIRES: the job is one the level's AttendTile* sends
+// to its decode kernel: n_rows * n_group <= kDecodeMaxQueries, AVX2: head_dim % 8 == 0).
+void AttendDecodePartAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p,
+                          const DecodePart& part, float* scratch);
+void AttendDecodePartAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p,
+                            const DecodePart& part, float* scratch);
 void StoreKvRowAvx512(KvDtype dtype, const float* x, void* dst, int64_t n);
 
 }  // namespace tachyon::kernels::internal
