@@ -103,6 +103,28 @@ TEST(ModelCliTest, BenchJson) {
               1e-9);
 }
 
+// -d D: the prompt and the decode start at position D; the KV read per decode token is the
+// cache's bytes per position times the mean context, D + (n + 1) / 2.
+TEST(ModelCliTest, BenchDepth) {
+  REQUIRE_STORIES();
+  Result r = Tachyon("bench -m " + Stories() +
+                     "/stories260K.gguf -p 8 -n 8 -d 40 --reps 1 -t 1 --json --bw-mib 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["n_depth"].get<int64_t>(), 40);
+  EXPECT_GT(j["tg_tok_s"].get<double>(), 0);
+  EXPECT_GT(j["pp_tok_s"].get<double>(), 0);
+  // stories260K: 5 layers, 4 KV heads of 8, f16: 5 x 2 x 32 x 2 bytes per position.
+  EXPECT_DOUBLE_EQ(j["kv_bytes_per_token"].get<double>(), 640.0 * (40 + 4.5));
+  EXPECT_NEAR(j["tg_roofline_ratio_kv"].get<double>(),
+              j["tg_roofline_ratio"].get<double>() *
+                  (1 + j["kv_bytes_per_token"].get<double>() / j["weight_bytes"].get<double>()),
+              1e-9);
+  r = Tachyon("bench -m " + Stories() + "/stories260K.gguf -d 8 --concurrency 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--n-depth"), std::string::npos) << r.err;
+}
+
 TEST(ModelCliTest, PerplexityOfOwnGreedyTextIsLow) {
   REQUIRE_STORIES();
   std::ifstream f(Stories() + "/reference/generations.json");

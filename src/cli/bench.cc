@@ -1,4 +1,4 @@
-// tachyon bench -m MODEL [-p 512] [-n 128] [-t THREADS] [--reps R] [--json] [--bw-mib M]
+// tachyon bench -m MODEL [-p 512] [-n 128] [-d 0] [-t THREADS] [--reps R] [--json] [--bw-mib M]
 // tachyon bench -m MODEL --concurrency 1,4,16,64 [-p 128] [-n 64] [-t THREADS] [--json]
 //               [--max-batched-tokens 2048] [--kv-blocks B] [--stop STR ...]
 //
@@ -6,12 +6,15 @@
 // Without it:
 // Like llama-bench pp512 / tg128: prompt processing of P random tokens in one batch (chunks
 // of 512), and decoding N tokens one at a time from an empty cache; medians over R reps after
-// one warm-up. The machine's read bandwidth is measured with the same thread count right
-// before and after the decode runs (streaming an M MiB buffer, on huge pages with software
-// prefetch, and plainly: 4 KiB pages, no prefetch), and the decode speed is reported as a
-// ratio to each roofline  tg_tok_s * weight_bytes / bandwidth.
+// one warm-up. -d D (llama-bench's depth) puts D random tokens in the cache first (once, not
+// timed), so the prompt and the decode start at position D. The machine's read bandwidth is
+// measured with the same thread count right before and after the decode runs (streaming an M MiB
+// buffer, on huge pages with software prefetch, and plainly: 4 KiB pages, no prefetch), and the
+// decode speed is reported as a ratio to each roofline  tg_tok_s * weight_bytes / bandwidth.
 // weight_bytes counts the weights one decode step reads: every tensor, except the token
-// embedding when the output matrix is separate (decode reads one row of it).
+// embedding when the output matrix is separate (decode reads one row of it). kv_bytes_per_token
+// is the KV cache a decode step reads at the mean context of the decode; the ratio
+// tg_roofline_ratio_kv counts it with the weights.
 // Prefill is also reported against the int8 compute roofline measured in the same run, right
 // before and after the prefill reps (kernels/peak.h: the widest int8 dot-product instruction
 // on every thread; the mean of the two): pp_tok_s x 2 x the matmul multiply-adds per token /
@@ -105,7 +108,7 @@ int Fail(const std::string& msg) {
 
 struct Options {
   engine::ServingOptions engine;  // -m, -t, --kv-cache-dtype, --quantize, --concurrency's engine
-  int64_t n_prompt = 512, n_gen = 128;
+  int64_t n_prompt = 512, n_gen = 128, depth = 0;
   int reps = 5;
   bool json = false;
   int64_t bw_mib = 1024;
@@ -127,6 +130,9 @@ int RunBench(int argc, char** argv) {
   CLI::Option* gen_flag = AddInt<int64_t>(*app, "-n,--n-gen", &o.n_gen, 0, 1 << 24,
                                           "generated tokens (--concurrency: per request, "
                                           "default 64, at least 1)");
+  AddInt<int64_t>(*app, "-d,--n-depth", &o.depth, 0, 1 << 24,
+                  "tokens in the KV cache before the prompt and the decode (not with "
+                  "--concurrency)");
   AddInt(*app, "-r,--reps", &o.reps, 1, 1000, "measured repetitions");
   AddInt<int64_t>(*app, "--bw-mib", &o.bw_mib, 1, 16384, "bandwidth probe buffer (MiB)");
   app->add_flag("--json", o.json, "print one JSON object (--concurrency: a list)");
@@ -138,6 +144,7 @@ int RunBench(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   if (std::optional<int> rc = ParseFlags(*app, argc, argv)) return *rc;
   if (!o.concurrency.empty()) {
+    if (o.depth > 0) return Fail("-d/--n-depth does not apply to --concurrency");
     ConcurrencyBenchOptions co;
     co.levels = o.concurrency;
     co.engine = o.engine;
@@ -162,35 +169,38 @@ int RunBench(int argc, char** argv) {
     weight_bytes -= static_cast<uint64_t>(m.weights().token_embd.row_bytes) * c.n_vocab;
   }
   const int64_t bs = model::kDefaultBlockSize;
-  const int64_t max_pos = std::max(o.n_prompt, o.n_gen);
+  const int64_t max_pos = o.depth + std::max(o.n_prompt, o.n_gen);
   auto kv = m.CreateKvCache(std::max<int64_t>(1, (max_pos + bs - 1) / bs), bs, o.engine.kv_dtype);
   if (!kv.ok()) return Fail(kv.status().message());
   ThreadPool pool(o.engine.threads);
   std::mt19937 rng(1234);
-  std::vector<int32_t> prompt(o.n_prompt);
-  for (auto& t : prompt) t = static_cast<int32_t>(rng() % c.n_vocab);
+  std::vector<int32_t> context(o.depth + o.n_prompt);  // the depth's tokens, then the prompt's
+  for (auto& t : context) t = static_cast<int32_t>(rng() % c.n_vocab);
   model::Batch batch;
   batch.seqs.resize(1);
   for (int64_t b = 0; b < (max_pos + bs - 1) / bs; ++b) {
     batch.seqs[0].block_table.push_back(static_cast<int32_t>(b));
   }
   model::ForwardOutput out;
-  auto run_prompt = [&]() -> Status {
-    for (int64_t start = 0; start < o.n_prompt; start += 512) {
-      const int64_t len = std::min<int64_t>(512, o.n_prompt - start);
-      batch.tokens.assign(prompt.begin() + start, prompt.begin() + start + len);
+  // Positions [from, to) of `context`, in chunks of 512.
+  auto run_context = [&](int64_t from, int64_t to) -> Status {
+    for (int64_t start = from; start < to; start += 512) {
+      const int64_t len = std::min<int64_t>(512, to - start);
+      batch.tokens.assign(context.begin() + start, context.begin() + start + len);
       batch.seqs[0].n_tokens = len;
       batch.seqs[0].pos_start = start;
       RETURN_IF_ERROR(m.Forward(batch, kv->get(), &pool, &out));
     }
     return OkStatus();
   };
+  auto run_prompt = [&] { return run_context(o.depth, o.depth + o.n_prompt); };
+  if (Status st = run_context(0, o.depth); !st.ok()) return Fail(st.message());
   auto run_decode = [&]() -> Status {
-    int32_t tok = prompt.empty() ? 1 % static_cast<int32_t>(c.n_vocab) : prompt[0];
+    int32_t tok = context.empty() ? 1 % static_cast<int32_t>(c.n_vocab) : context[0];
     for (int64_t i = 0; i < o.n_gen; ++i) {
       batch.tokens = {tok};
       batch.seqs[0].n_tokens = 1;
-      batch.seqs[0].pos_start = i;
+      batch.seqs[0].pos_start = o.depth + i;
       RETURN_IF_ERROR(m.Forward(batch, kv->get(), &pool, &out));
       tok = sampling::Argmax(std::span<const float>(out.Row(0), c.n_vocab));  // greedy, as served
     }
@@ -242,6 +252,12 @@ int RunBench(int argc, char** argv) {
   const double bw = 0.5 * (bw_before + bw_after), plain = 0.5 * (plain_before + plain_after);
   const double ratio = bw > 0 ? tg_tok_s * weight_bytes / (bw * 1e9) : 0;
   const double ratio_plain = plain > 0 ? tg_tok_s * weight_bytes / (plain * 1e9) : 0;
+  // Decode step i attends to depth + i + 1 positions: the mean over the decode.
+  const double kv_bytes_per_token =
+      static_cast<double>(m.KvBytesPerBlock(1, o.engine.kv_dtype)) *
+      (static_cast<double>(o.depth) + 0.5 * static_cast<double>(o.n_gen + 1));
+  const double ratio_kv =
+      bw > 0 ? tg_tok_s * (static_cast<double>(weight_bytes) + kv_bytes_per_token) / (bw * 1e9) : 0;
   // Prefill against the int8 compute roofline (the mean of the two probes, on the same
   // threads): 2 ops per matmul multiply-add of every prompt token.
   kernels::ComputePeak peak = peak_before;
@@ -255,6 +271,7 @@ int RunBench(int argc, char** argv) {
                         {"threads", pool.num_threads()},
                         {"n_prompt", o.n_prompt},
                         {"n_gen", o.n_gen},
+                        {"n_depth", o.depth},
                         {"reps", o.reps},
                         {"pp_tok_s", pp_tok_s},
                         {"tg_tok_s", tg_tok_s},
@@ -268,6 +285,8 @@ int RunBench(int argc, char** argv) {
                         {"bandwidth_plain_before_gbs", plain_before},
                         {"bandwidth_plain_after_gbs", plain_after},
                         {"tg_roofline_ratio_plain", ratio_plain},
+                        {"kv_bytes_per_token", kv_bytes_per_token},
+                        {"tg_roofline_ratio_kv", ratio_kv},
                         {"int8_peak_gops", peak.int8_gops},
                         {"int8_peak_before_gops", peak_before.int8_gops},
                         {"int8_peak_after_gops", peak_after.int8_gops},
@@ -278,20 +297,25 @@ int RunBench(int argc, char** argv) {
   } else {
     std::printf("model %s (%s), %d threads, load %.3f s, weights %.3f GB\n", o.engine.model.c_str(),
                 c.arch.c_str(), pool.num_threads(), load_s, weight_bytes / 1e9);
+    const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
     if (o.n_prompt > 0) {
-      std::printf("pp%lld: %8.2f tok/s (median of %d); %.3f of the int8 peak %.1f G-op/s (%s)\n",
-                  static_cast<long long>(o.n_prompt), pp_tok_s, o.reps, pp_peak_ratio,
+      std::printf("pp%lld%s: %8.2f tok/s (median of %d); %.3f of the int8 peak %.1f G-op/s (%s)\n",
+                  static_cast<long long>(o.n_prompt), at.c_str(), pp_tok_s, o.reps, pp_peak_ratio,
                   peak.int8_gops, peak.int8_instr.c_str());
     }
     if (o.n_gen > 0) {
-      std::printf("tg%lld: %8.2f tok/s (median of %d)\n", static_cast<long long>(o.n_gen), tg_tok_s,
-                  o.reps);
+      std::printf("tg%lld%s: %8.2f tok/s (median of %d)\n", static_cast<long long>(o.n_gen),
+                  at.c_str(), tg_tok_s, o.reps);
       std::printf("read bandwidth %.1f GB/s (before %.1f, after %.1f); tg roofline ratio %.3f\n",
                   bw, bw_before, bw_after, ratio);
       std::printf(
           "plain read (4 KiB pages, no prefetch) %.1f GB/s (before %.1f, after %.1f); "
           "tg ratio to it %.3f\n",
           plain, plain_before, plain_after, ratio_plain);
+      std::printf(
+          "KV cache read %.1f MB per token (mean context); tg ratio to the bandwidth "
+          "counting it with the weights %.3f\n",
+          kv_bytes_per_token / 1e6, ratio_kv);
     }
   }
   return 0;
