@@ -408,6 +408,32 @@ TEST(AttentionTest, DtypesStayWithinToleranceOfF32) {
   }
 }
 
+// A PagedAttention batch of `cases` (TestBatch over `blocks`, random queries) at `level` on
+// `threads` threads: every output within 1e-4 of DenseAttention.
+::testing::AssertionResult BatchMatchesDense(SimdLevel level, const TestKv& kv,
+                                             const std::vector<SeqCase>& cases,
+                                             const std::vector<int32_t>& blocks, int64_t n_heads,
+                                             int64_t window, int threads, std::mt19937* rng) {
+  ThreadPool pool(threads);
+  AttentionScratch scratch;
+  const int64_t hd = kv.view.head_dim;
+  TestBatch batch(cases, blocks, kv.view.block_size, n_heads * hd, rng);
+  const auto& [tables, qs, outs, seqs] = batch;
+  AttentionParams params{n_heads, 1.0f / std::sqrt(float(hd)), window};
+  PagedAttentionAtLevel(level, kv.view, params, seqs.data(), seqs.size(), &pool, &scratch);
+  for (size_t s = 0; s < cases.size(); ++s) {
+    const auto want = DenseAttention(kv, tables[s], qs[s].data(), cases[s].pos_start,
+                                     cases[s].n_tokens, n_heads, window);
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!(std::fabs(outs[s][i] - want[i]) <= 1e-4f)) {
+        return ::testing::AssertionFailure()
+               << "seq " << s << " i " << i << ": " << outs[s][i] << " vs " << want[i];
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(AttentionTest, PagedBatchMatchesDenseAttention) {
   const int64_t bs = 4, n_kv = 2, n_heads = 8, hd = 32;
   // Three sequences with disjoint blocks: a prompt, a decode step, a chunk after a cache.
@@ -419,21 +445,10 @@ TEST(AttentionTest, PagedBatchMatchesDenseAttention) {
       auto all_blocks = ShuffledTable(40, &rng);
       for (int64_t window : {0, 5}) {
         for (int threads : {1, 2, 3}) {
-          ThreadPool pool(threads);
-          AttentionScratch scratch;
-          TestBatch batch(cases, all_blocks, bs, n_heads * hd, &rng);
-          const auto& [tables, qs, outs, seqs] = batch;
-          AttentionParams params{n_heads, 1.0f / std::sqrt(float(hd)), window};
-          PagedAttentionAtLevel(level, kv.view, params, seqs.data(), seqs.size(), &pool, &scratch);
-          for (size_t s = 0; s < cases.size(); ++s) {
-            auto want = DenseAttention(kv, tables[s], qs[s].data(), cases[s].pos_start,
-                                       cases[s].n_tokens, n_heads, window);
-            for (size_t i = 0; i < want.size(); ++i) {
-              ASSERT_NEAR(outs[s][i], want[i], 1e-4)
-                  << SimdLevelName(level) << " " << KvDtypeName(d) << " seq " << s << " i " << i
-                  << " window " << window << " threads " << threads;
-            }
-          }
+          ASSERT_TRUE(
+              BatchMatchesDense(level, kv, cases, all_blocks, n_heads, window, threads, &rng))
+              << SimdLevelName(level) << " " << KvDtypeName(d) << " window " << window
+              << " threads " << threads;
         }
       }
     }
@@ -464,22 +479,10 @@ TEST(AttentionTest, KeyPartsMatchDenseAttention) {
         auto all_blocks = ShuffledTable(n_blocks, &rng);
         for (int64_t window : {0, 150}) {
           for (int threads : {1, 2, 3}) {
-            ThreadPool pool(threads);
-            AttentionScratch scratch;
-            TestBatch batch(cs, all_blocks, bs, n_heads * hd, &rng);
-            const auto& [tables, qs, outs, seqs] = batch;
-            AttentionParams params{n_heads, 1.0f / std::sqrt(float(hd)), window};
-            PagedAttentionAtLevel(level, kv.view, params, seqs.data(), seqs.size(), &pool,
-                                  &scratch);
-            for (size_t s = 0; s < cs.size(); ++s) {
-              auto want = DenseAttention(kv, tables[s], qs[s].data(), cs[s].pos_start,
-                                         cs[s].n_tokens, n_heads, window);
-              for (size_t i = 0; i < want.size(); ++i) {
-                ASSERT_NEAR(outs[s][i], want[i], 1e-4)
-                    << SimdLevelName(level) << " " << KvDtypeName(d) << " split " << split
-                    << " seq " << s << " i " << i << " window " << window << " threads " << threads;
-              }
-            }
+            ASSERT_TRUE(
+                BatchMatchesDense(level, kv, cs, all_blocks, n_heads, window, threads, &rng))
+                << SimdLevelName(level) << " " << KvDtypeName(d) << " split " << split << " window "
+                << window << " threads " << threads;
           }
         }
       }
