@@ -266,17 +266,17 @@ int64_t DecodeKeySplit() {
 struct AttentionScratch::Plan {
   struct Item {
     int64_t seq, tile, kv_head;
-    int64_t part;   // key part (its first key is part * split)
-    int64_t split;  // index into `splits`, or -1: the job runs whole
+    int64_t part;       // key part (its first key is part * part_keys)
+    int64_t split_job;  // index into `split_jobs`, or -1: the job runs whole
   };
-  struct Split {
+  struct SplitJob {
     int64_t n_parts, first_part, nq;
     size_t offset;  // of its parts' states in `states`: acc [n_parts][nq][hd], ml [n_parts][nq][2]
   };
   std::vector<Item> items;
-  std::vector<Split> splits;
+  std::vector<SplitJob> split_jobs;
   std::vector<float> states;
-  std::unique_ptr<std::atomic<int64_t>[]> pending;  // per split: parts not yet done
+  std::unique_ptr<std::atomic<int64_t>[]> pending;  // per split job: parts not yet done
   size_t pending_size = 0;
 };
 
@@ -313,14 +313,14 @@ using AttendPartFn = void (*)(const PagedKv&, const TileJob&, const TileParams&,
 // The decode kernel that AttendTileAtLevel(level) runs a job of nq query vectors on, or null
 // when it takes another kernel (scalar, the tile kernels, AMX).
 AttendPartFn DecodePartKernel(SimdLevel level, int64_t head_dim, int64_t nq) {
-  if (nq > internal::kDecodeMaxQueries) return nullptr;
   switch (level) {
     case SimdLevel::kAmx:
-      return UseAmxTile(head_dim, nq) ? nullptr : internal::AttendDecodePartAvx512;
+      if (UseAmxTile(head_dim, nq)) return nullptr;
+      [[fallthrough]];
     case SimdLevel::kAvx512:
-      return internal::AttendDecodePartAvx512;
+      return internal::Avx512DecodeTakes(nq) ? internal::AttendDecodePartAvx512 : nullptr;
     case SimdLevel::kAvx2:
-      return head_dim % 8 == 0 ? internal::AttendDecodePartAvx2 : nullptr;
+      return internal::Avx2DecodeTakes(head_dim, nq) ? internal::AttendDecodePartAvx2 : nullptr;
     case SimdLevel::kScalar:
       break;
   }
@@ -330,7 +330,7 @@ AttendPartFn DecodePartKernel(SimdLevel level, int64_t head_dim, int64_t nq) {
 // Merges the parts of a split job into its rows' outputs: per query vector, the parts that
 // saw a key (l > 0) in order, out = sum_c w_c acc_c / sum_c w_c l_c with w_c = exp(m_c - max m).
 // A vector that saw one part gets acc * (1 / l), the whole-job kernel's bits.
-void MergeParts(const AttentionScratch::Plan::Split& sp, const float* states, int64_t hd,
+void MergeParts(const AttentionScratch::Plan::SplitJob& sp, const float* states, int64_t hd,
                 int64_t n_group, float* out, int64_t row_stride) {
   const float* acc = states + sp.offset;
   const float* ml = acc + sp.n_parts * sp.nq * hd;
@@ -385,16 +385,16 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
   const int64_t rows_of[2] = {RowsPerTile(level_of[0], kv.head_dim, tp.n_group),
                               RowsPerTile(level_of[1], kv.head_dim, tp.n_group)};
   const int64_t hd = kv.head_dim, window = params.sliding_window;
-  const int64_t split = internal::DecodeKeySplit();
+  const int64_t part_keys = internal::DecodeKeySplit();
   const int n_parts = pool ? pool->num_threads() : 1;
   scratch->EnsureThreads(n_parts);
   // Work items, sequence by sequence; the tiles of a sequence from its last (longest context)
   // to its first, so the expensive items are claimed first and the cheap ones fill the gaps at
-  // the end. A job on a decode kernel whose keys cross a multiple of `split` runs as one item
+  // the end. A job on a decode kernel whose keys cross a multiple of `part_keys` runs as one item
   // per part.
   AttentionScratch::Plan& plan = scratch->plan();
   plan.items.clear();
-  plan.splits.clear();
+  plan.split_jobs.clear();
   size_t state_floats = 0;
   for (int64_t s = 0; s < n_seqs; ++s) {
     const AttentionSeq& sq = seqs[s];
@@ -405,7 +405,7 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       const int64_t n_rows = std::min(rows_per_tile, sq.n_tokens - row0);
       const int64_t first = sq.pos_start + row0, end = first + n_rows;
       const int64_t seen = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
-      const int64_t p0 = seen / split, p1 = (end - 1) / split + 1;
+      const int64_t p0 = seen / part_keys, p1 = (end - 1) / part_keys + 1;
       const bool parts = p1 - p0 > 1 && DecodePartKernel(level_of[sq.decode_rows], hd,
                                                          n_rows * tp.n_group) != nullptr;
       for (int64_t h = 0; h < n_kv; ++h) {
@@ -414,20 +414,20 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
           continue;
         }
         const int64_t nq = n_rows * tp.n_group;
-        const auto index = static_cast<int64_t>(plan.splits.size());
-        plan.splits.push_back({p1 - p0, p0, nq, state_floats});
+        const auto index = static_cast<int64_t>(plan.split_jobs.size());
+        plan.split_jobs.push_back({p1 - p0, p0, nq, state_floats});
         state_floats += static_cast<size_t>((p1 - p0) * nq * (hd + 2));
         for (int64_t c = p0; c < p1; ++c) plan.items.push_back({s, tile, h, c, index});
       }
     }
   }
   if (plan.states.size() < state_floats) plan.states.resize(state_floats);
-  if (plan.pending_size < plan.splits.size()) {
-    plan.pending_size = std::max(plan.splits.size(), 2 * plan.pending_size);
+  if (plan.pending_size < plan.split_jobs.size()) {
+    plan.pending_size = std::max(plan.split_jobs.size(), 2 * plan.pending_size);
     plan.pending = std::make_unique<std::atomic<int64_t>[]>(plan.pending_size);
   }
-  for (size_t j = 0; j < plan.splits.size(); ++j) {
-    plan.pending[j].store(plan.splits[j].n_parts, std::memory_order_relaxed);
+  for (size_t j = 0; j < plan.split_jobs.size(); ++j) {
+    plan.pending[j].store(plan.split_jobs[j].n_parts, std::memory_order_relaxed);
   }
   const auto n_items = static_cast<int64_t>(plan.items.size());
   std::atomic<int64_t> next{0};
@@ -449,21 +449,22 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       job.q = sq.q + offset;
       job.out = sq.out + offset;
       float* buf = scratch->Get(part, TileScratchFloats(kv, job, tp));
-      if (it.split < 0) {
+      if (it.split_job < 0) {
         attend_of[sq.decode_rows](kv, job, tp, buf);
         continue;
       }
-      const AttentionScratch::Plan::Split& sp = plan.splits[static_cast<size_t>(it.split)];
+      const AttentionScratch::Plan::SplitJob& sp =
+          plan.split_jobs[static_cast<size_t>(it.split_job)];
       float* acc = plan.states.data() + sp.offset;
       const int64_t c = it.part - sp.first_part;
       internal::DecodePart dp;
-      dp.key_lo = it.part * split;
-      dp.key_hi = dp.key_lo + split;
+      dp.key_lo = it.part * part_keys;
+      dp.key_hi = dp.key_lo + part_keys;
       dp.acc = acc + c * sp.nq * hd;
       dp.ml = acc + sp.n_parts * sp.nq * hd + c * sp.nq * 2;
       DecodePartKernel(level_of[sq.decode_rows], hd, sp.nq)(kv, job, tp, dp, buf);
       // The last part to finish merges (acq_rel: it sees every other part's state).
-      if (plan.pending[it.split].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (plan.pending[it.split_job].fetch_sub(1, std::memory_order_acq_rel) == 1) {
         MergeParts(sp, plan.states.data(), hd, tp.n_group, job.out, job.row_stride);
       }
     }

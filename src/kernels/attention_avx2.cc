@@ -388,7 +388,7 @@ void AttendDecodeAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p
 }  // namespace
 
 void AttendTileAvx2(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
-  if (job.n_rows * p.n_group <= internal::kDecodeMaxQueries && kv.head_dim % 8 == 0) {
+  if (internal::Avx2DecodeTakes(kv.head_dim, job.n_rows * p.n_group)) {
     return AttendDecodeAvx2(kv, job, p, nullptr, scratch);
   }
   internal::AttendTileImpl<Avx2Isa>(kv, job, p, scratch);

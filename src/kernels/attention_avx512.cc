@@ -653,7 +653,7 @@ inline void QuantQ8(const float* x, BlockQ8_0* b) {
 }  // namespace
 
 void AttendTileAvx512(const PagedKv& kv, const TileJob& job, const TileParams& p, float* scratch) {
-  if (job.n_rows * p.n_group <= internal::kDecodeMaxQueries) {
+  if (internal::Avx512DecodeTakes(job.n_rows * p.n_group)) {
     return AttendDecodeAvx512(kv, job, p, nullptr, scratch);
   }
   internal::AttendTileImpl<Avx512Isa>(kv, job, p, scratch);

@@ -45,6 +45,14 @@ inline constexpr int64_t kKvTile = 32;
 inline constexpr int64_t kDecodeKvTile = 128;
 inline constexpr int64_t kDecodeMaxQueries = 64;
 inline int64_t DecodeSlots(int64_t n_queries) { return n_queries + (n_queries % 4 == 3 ? 1 : 0); }
+// Whether AttendTileAvx512 / AttendTileAvx2 run a job of n_queries query vectors on their decode
+// kernel (else on the tile kernel).
+inline bool Avx512DecodeTakes(int64_t n_queries) {
+  return n_queries <= kDecodeMaxQueries;
+}
+inline bool Avx2DecodeTakes(int64_t head_dim, int64_t n_queries) {
+  return n_queries <= kDecodeMaxQueries && head_dim % 8 == 0;
+}
 // Scratch of a decode job: per slot kDecodeKvTile scores, head_dim accumulators, m, l, alpha;
 // then a tile's block parameters of K and V as floats (up to two per 32-element block: q8_0
 // d, q4_0 / q4_1 d and m), and per slot a permuted query (bf16).
