@@ -9,7 +9,9 @@ The reference, with the server idle: the TTFT of one full uncached prompt of the
 shape alone (a document / message no other request uses), --ref-reps times before the load
 and as many after it; the ratios use the median of both (the machine's speed drifts).
 Prints TTFT p50 / p99 (all requests, and "warm": each client's requests after its first) and
-their ratio to the reference; --cold-bursts N then runs N more cold bursts (fresh instances:
+their ratio to the reference, and the first burst's token floor (the prompt tokens the burst
+computes, less cached ones, over the lone prompt's: the least its slowest TTFT can be over the
+reference at a constant prefill rate); --cold-bursts N then runs N more cold bursts (fresh instances:
 a new document), each between two lone prompts, and prints each burst's slowest TTFT over
 theirs and the median; with tachyon, the engine's breakdown of the TTFT (the `timings`
 extension's ttft_breakdown: inbox, queued, prefix wait, own prefill steps, stalled behind
@@ -84,7 +86,7 @@ def stream_chat(url, api_key, model, messages, args, max_tokens=None):
     resp = conn.getresponse()
     if resp.status != 200:
         raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
-    first, tokens, breakdown, cached = None, 0, None, None
+    first, tokens, breakdown, cached, prompt = None, 0, None, None, None
     buf = b""
     while True:
         data = resp.read1(65536)
@@ -102,13 +104,15 @@ def stream_chat(url, api_key, model, messages, args, max_tokens=None):
                 first = time.perf_counter()
             if j.get("usage"):
                 tokens = j["usage"].get("completion_tokens", 0)
+                prompt = j["usage"].get("prompt_tokens")
                 cached = (j["usage"].get("prompt_tokens_details") or {}).get("cached_tokens")
             if j.get("timings"):
                 breakdown = j["timings"].get("ttft_breakdown")
     conn.close()
     if first is None:
         raise RuntimeError("no content streamed")
-    return {"ttft": first - t0, "tokens": tokens, "breakdown": breakdown, "cached": cached}
+    return {"ttft": first - t0, "tokens": tokens, "breakdown": breakdown, "cached": cached,
+            "prompt": prompt}
 
 
 def pct(values, p):
@@ -145,7 +149,19 @@ def closed_loop(url, model, requests, args):
 PARTS = ("inbox_ms", "queued_ms", "prefix_wait_ms", "prefill_ms", "stalled_ms")
 
 
-def summarize(name, refs, results, errors, wall):
+def token_floor(burst, lone_prompt_tokens):
+    """The prompt tokens a burst computes (its prompts less their cached tokens) over one lone
+    prompt's: the slowest request of the burst waits for all of them, so at a constant prefill
+    rate this is the least its TTFT can be over the lone prompt's. None when the server does not
+    report them."""
+    if not burst or not lone_prompt_tokens or any(
+            r["prompt"] is None or r["cached"] is None for r in burst):
+        return None
+    computed = sum(r["prompt"] - r["cached"] for r in burst)
+    return computed, computed / lone_prompt_tokens
+
+
+def summarize(name, refs, results, errors, wall, lone_prompt_tokens=None):
     """refs: the reference TTFTs before and after the load (two lists)."""
     ref = statistics.median(refs[0] + refs[1])
     ttft = [r["ttft"] for r in results]
@@ -168,6 +184,12 @@ def summarize(name, refs, results, errors, wall):
     cached = [r["cached"] for r in results if r["cached"] is not None]
     if cached:
         print(f"  cached prompt tokens per request: median {statistics.median(cached):.0f}")
+    floor = token_floor([r for r in results if r["round"] == 0], lone_prompt_tokens)
+    if floor:
+        p["cold_burst_computed_tokens"], p["token_floor"] = floor
+        print(f"  the first burst computed {floor[0]} prompt tokens, the lone prompt "
+              f"{lone_prompt_tokens}: its slowest TTFT is at least {floor[1]:.2f}x the "
+              f"reference at a constant prefill rate")
     withb = [r for r in results if r["breakdown"]]
     if withb:
         def line(label, rs):
@@ -205,12 +227,17 @@ def run_workload(url, workload, refs, requests, args, label):
     half = len(refs) // 2
     def lone(ms):
         # Its TTFT does not depend on the tokens after the first: a few keep it short.
-        return [stream_chat(url, args.api_key, model, m, args, min(args.max_tokens, 8))["ttft"]
+        return [stream_chat(url, args.api_key, model, m, args, min(args.max_tokens, 8))
                 for m in ms]
     before = lone(refs[:half])
     results, errors, wall = closed_loop(url, model, requests, args)
     after = lone(refs[half:])
-    return summarize(f"{label} {workload}", (before, after), results, errors, wall)
+    # The lone prompts' own length (each computed whole: nothing of it was cached).
+    lone_tokens = [r["prompt"] - (r["cached"] or 0) for r in before + after
+                   if r["prompt"] is not None]
+    return summarize(f"{label} {workload}",
+                     ([r["ttft"] for r in before], [r["ttft"] for r in after]), results, errors,
+                     wall, statistics.median(lone_tokens) if lone_tokens else None)
 
 
 def cold_bursts(url, workload, rng, args):
@@ -223,16 +250,19 @@ def cold_bursts(url, workload, rng, args):
     ratios = []
     for _ in range(args.cold_bursts):
         refs, burst = make_requests(workload, args.clients, rng, args)
-        before = stream_chat(url, args.api_key, model, refs[0], args, lone_tokens)["ttft"]
+        lone_before = stream_chat(url, args.api_key, model, refs[0], args, lone_tokens)
         results, errors, _ = closed_loop(url, model, burst, args)
-        after = stream_chat(url, args.api_key, model, refs[1], args, lone_tokens)["ttft"]
+        lone_after = stream_chat(url, args.api_key, model, refs[1], args, lone_tokens)
+        before, after = lone_before["ttft"], lone_after["ttft"]
         if errors:
             print("  cold burst error:", errors[0])
             continue
         slowest = max(r["ttft"] for r in results)
         ratios.append(slowest / ((before + after) / 2))
+        floor = token_floor(results, lone_before["prompt"])
         print(f"  cold burst: slowest TTFT {slowest:.3f} s, lone {before:.3f} / {after:.3f} s: "
-              f"{ratios[-1]:.2f}x", flush=True)
+              f"{ratios[-1]:.2f}x" + (f" (token floor {floor[1]:.2f}x)" if floor else ""),
+              flush=True)
     if ratios:
         print(f"{workload} cold bursts: slowest TTFT / lone prompt, median "
               f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f}, "
