@@ -262,12 +262,13 @@ int64_t DecodeKeySplit() {
 }  // namespace internal
 
 // PagedAttention's work list: one item per job (sequence, query tile, KV head), or per key part
-// of a job that runs as parts; per such job its parts' states and how many are still running.
+// of a job spread over the threads; per spread job its parts' states and how many are still
+// running.
 struct AttentionScratch::Plan {
   struct Item {
     int64_t seq, tile, kv_head;
-    int64_t part;       // key part (its first key is part * part_keys)
-    int64_t split_job;  // index into `split_jobs`, or -1: the job runs whole
+    int64_t part;       // key part (its first key is part * part_keys), or kAllParts
+    int64_t split_job;  // index into `split_jobs` (one part of a spread job), or -1
   };
   struct SplitJob {
     int64_t n_parts, first_part, nq;
@@ -278,7 +279,13 @@ struct AttentionScratch::Plan {
   std::vector<float> states;
   std::unique_ptr<std::atomic<int64_t>[]> pending;  // per split job: parts not yet done
   size_t pending_size = 0;
+  std::vector<std::vector<float>> thread_states;  // per thread: the parts of a job it runs whole
 };
+
+namespace {
+// Item::part of a job whose parts all run on the thread that claims it.
+constexpr int64_t kAllParts = -1;
+}  // namespace
 
 AttentionScratch::AttentionScratch() : plan_(std::make_unique<Plan>()) {}
 AttentionScratch::~AttentionScratch() = default;
@@ -327,12 +334,13 @@ AttendPartFn DecodePartKernel(SimdLevel level, int64_t head_dim, int64_t nq) {
   return nullptr;
 }
 
-// Merges the parts of a split job into its rows' outputs: per query vector, the parts that
+// Merges the parts of a split job (their states at `states`) into its rows' outputs: per
+// query vector, the parts that
 // saw a key (l > 0) in order, out = sum_c w_c acc_c / sum_c w_c l_c with w_c = exp(m_c - max m).
 // A vector that saw one part gets acc * (1 / l), the whole-job kernel's bits.
 void MergeParts(const AttentionScratch::Plan::SplitJob& sp, const float* states, int64_t hd,
                 int64_t n_group, float* out, int64_t row_stride) {
-  const float* acc = states + sp.offset;
+  const float* acc = states;
   const float* ml = acc + sp.n_parts * sp.nq * hd;
   for (int64_t i = 0; i < sp.nq; ++i) {
     float* o = out + (i / n_group) * row_stride + (i % n_group) * hd;
@@ -388,11 +396,29 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
   const int64_t part_keys = internal::DecodeKeySplit();
   const int n_parts = pool ? pool->num_threads() : 1;
   scratch->EnsureThreads(n_parts);
+  AttentionScratch::Plan& plan = scratch->plan();
+  if (static_cast<int>(plan.thread_states.size()) < n_parts) plan.thread_states.resize(n_parts);
+  // The key parts [p0, p1) of a job of rows [first, end): the parts from the one holding the first
+  // row's first visible key to the one holding the last row.
+  auto part_range = [&](int64_t first, int64_t end) {
+    const int64_t seen = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
+    return std::pair<int64_t, int64_t>{seen / part_keys, (end - 1) / part_keys + 1};
+  };
   // Work items, sequence by sequence; the tiles of a sequence from its last (longest context)
   // to its first, so the expensive items are claimed first and the cheap ones fill the gaps at
-  // the end. A job on a decode kernel whose keys cross a multiple of `part_keys` runs as one item
-  // per part.
-  AttentionScratch::Plan& plan = scratch->plan();
+  // the end. A job on a decode kernel whose keys cross a multiple of `part_keys` runs as parts:
+  // spread as one item per part when the step has few jobs (kSpreadJobsPerThread per thread;
+  // their states in `plan.states`, at most kMaxSpreadFloats), else all on the thread that claims
+  // the job (its states in that thread's buffer). Either way the same parts are merged in the
+  // same order, so a row's bits do not depend on which.
+  constexpr int64_t kSpreadJobsPerThread = 16;
+  constexpr size_t kMaxSpreadFloats = size_t{4} << 20;
+  int64_t n_jobs = 0;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const int64_t rows_per_tile = rows_of[seqs[s].decode_rows];
+    n_jobs += (seqs[s].n_tokens + rows_per_tile - 1) / rows_per_tile * n_kv;
+  }
+  const bool spread = n_parts > 1 && n_jobs < kSpreadJobsPerThread * n_parts;
   plan.items.clear();
   plan.split_jobs.clear();
   size_t state_floats = 0;
@@ -403,21 +429,22 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
     for (int64_t tile = n_tiles - 1; tile >= 0; --tile) {
       const int64_t row0 = tile * rows_per_tile;
       const int64_t n_rows = std::min(rows_per_tile, sq.n_tokens - row0);
-      const int64_t first = sq.pos_start + row0, end = first + n_rows;
-      const int64_t seen = window > 0 ? std::max<int64_t>(0, first + 1 - window) : 0;
-      const int64_t p0 = seen / part_keys, p1 = (end - 1) / part_keys + 1;
-      const bool parts = p1 - p0 > 1 && DecodePartKernel(level_of[sq.decode_rows], hd,
-                                                         n_rows * tp.n_group) != nullptr;
+      const auto [p0, p1] = part_range(sq.pos_start + row0, sq.pos_start + row0 + n_rows);
+      const int64_t nq = n_rows * tp.n_group;
+      const bool parts =
+          p1 - p0 > 1 && DecodePartKernel(level_of[sq.decode_rows], hd, nq) != nullptr;
+      const auto job_floats = static_cast<size_t>((p1 - p0) * nq * (hd + 2));
       for (int64_t h = 0; h < n_kv; ++h) {
         if (!parts) {
           plan.items.push_back({s, tile, h, 0, -1});
-          continue;
+        } else if (!spread || state_floats + job_floats > kMaxSpreadFloats) {
+          plan.items.push_back({s, tile, h, kAllParts, -1});
+        } else {
+          const auto index = static_cast<int64_t>(plan.split_jobs.size());
+          plan.split_jobs.push_back({p1 - p0, p0, nq, state_floats});
+          state_floats += job_floats;
+          for (int64_t c = p0; c < p1; ++c) plan.items.push_back({s, tile, h, c, index});
         }
-        const int64_t nq = n_rows * tp.n_group;
-        const auto index = static_cast<int64_t>(plan.split_jobs.size());
-        plan.split_jobs.push_back({p1 - p0, p0, nq, state_floats});
-        state_floats += static_cast<size_t>((p1 - p0) * nq * (hd + 2));
-        for (int64_t c = p0; c < p1; ++c) plan.items.push_back({s, tile, h, c, index});
       }
     }
   }
@@ -449,23 +476,38 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       job.q = sq.q + offset;
       job.out = sq.out + offset;
       float* buf = scratch->Get(part, TileScratchFloats(kv, job, tp));
-      if (it.split_job < 0) {
+      if (it.split_job < 0 && it.part != kAllParts) {
         attend_of[sq.decode_rows](kv, job, tp, buf);
+        continue;
+      }
+      const int64_t nq = job.n_rows * tp.n_group;
+      const AttendPartFn kernel = DecodePartKernel(level_of[sq.decode_rows], hd, nq);
+      // Part c of a job whose states start at `states`.
+      auto run_part = [&](const AttentionScratch::Plan::SplitJob& sp, float* states, int64_t c) {
+        internal::DecodePart dp;
+        dp.key_lo = c * part_keys;
+        dp.key_hi = dp.key_lo + part_keys;
+        const int64_t i = c - sp.first_part;
+        dp.acc = states + i * sp.nq * hd;
+        dp.ml = states + sp.n_parts * sp.nq * hd + i * sp.nq * 2;
+        kernel(kv, job, tp, dp, buf);
+      };
+      if (it.split_job < 0) {  // every part here, then the merge
+        const auto [p0, p1] = part_range(job.pos_start, job.pos_start + job.n_rows);
+        const AttentionScratch::Plan::SplitJob sp{p1 - p0, p0, nq, 0};
+        std::vector<float>& states = plan.thread_states[part];
+        const auto floats = static_cast<size_t>((p1 - p0) * nq * (hd + 2));
+        if (states.size() < floats) states.resize(floats);
+        for (int64_t c = p0; c < p1; ++c) run_part(sp, states.data(), c);
+        MergeParts(sp, states.data(), hd, tp.n_group, job.out, job.row_stride);
         continue;
       }
       const AttentionScratch::Plan::SplitJob& sp =
           plan.split_jobs[static_cast<size_t>(it.split_job)];
-      float* acc = plan.states.data() + sp.offset;
-      const int64_t c = it.part - sp.first_part;
-      internal::DecodePart dp;
-      dp.key_lo = it.part * part_keys;
-      dp.key_hi = dp.key_lo + part_keys;
-      dp.acc = acc + c * sp.nq * hd;
-      dp.ml = acc + sp.n_parts * sp.nq * hd + c * sp.nq * 2;
-      DecodePartKernel(level_of[sq.decode_rows], hd, sp.nq)(kv, job, tp, dp, buf);
+      run_part(sp, plan.states.data() + sp.offset, it.part);
       // The last part to finish merges (acq_rel: it sees every other part's state).
       if (plan.pending[it.split_job].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        MergeParts(sp, plan.states.data(), hd, tp.n_group, job.out, job.row_stride);
+        MergeParts(sp, plan.states.data() + sp.offset, hd, tp.n_group, job.out, job.row_stride);
       }
     }
   };
