@@ -279,7 +279,6 @@ struct AttentionScratch::Plan {
   std::vector<float> states;
   std::unique_ptr<std::atomic<int64_t>[]> pending;  // per split job: parts not yet done
   size_t pending_size = 0;
-  std::vector<std::vector<float>> thread_states;  // per thread: the parts of a job it runs whole
 };
 
 namespace {
@@ -334,10 +333,15 @@ AttendPartFn DecodePartKernel(SimdLevel level, int64_t head_dim, int64_t nq) {
   return nullptr;
 }
 
-// Merges the parts of a split job (their states at `states`) into its rows' outputs: per
-// query vector, the parts that
-// saw a key (l > 0) in order, out = sum_c w_c acc_c / sum_c w_c l_c with w_c = exp(m_c - max m).
-// A vector that saw one part gets acc * (1 / l), the whole-job kernel's bits.
+// Floats of the states of n_parts parts of a job of nq query vectors (SplitJob::offset).
+size_t PartStateFloats(int64_t n_parts, int64_t nq, int64_t hd) {
+  return static_cast<size_t>(n_parts * nq * (hd + 2));
+}
+
+// Merges the parts of a split job (their states at `states`) into its rows' outputs: per query
+// vector, the parts that saw a key (l > 0) in order, out = sum_c w_c acc_c / sum_c w_c l_c with
+// w_c = exp(m_c - max m). A vector that saw one part gets acc * (1 / l), the whole-job kernel's
+// bits.
 void MergeParts(const AttentionScratch::Plan::SplitJob& sp, const float* states, int64_t hd,
                 int64_t n_group, float* out, int64_t row_stride) {
   const float* acc = states;
@@ -397,7 +401,6 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
   const int n_parts = pool ? pool->num_threads() : 1;
   scratch->EnsureThreads(n_parts);
   AttentionScratch::Plan& plan = scratch->plan();
-  if (static_cast<int>(plan.thread_states.size()) < n_parts) plan.thread_states.resize(n_parts);
   // The key parts [p0, p1) of a job of rows [first, end): the parts from the one holding the first
   // row's first visible key to the one holding the last row.
   auto part_range = [&](int64_t first, int64_t end) {
@@ -433,7 +436,7 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       const int64_t nq = n_rows * tp.n_group;
       const bool parts =
           p1 - p0 > 1 && DecodePartKernel(level_of[sq.decode_rows], hd, nq) != nullptr;
-      const auto job_floats = static_cast<size_t>((p1 - p0) * nq * (hd + 2));
+      const size_t job_floats = PartStateFloats(p1 - p0, nq, hd);
       for (int64_t h = 0; h < n_kv; ++h) {
         if (!parts) {
           plan.items.push_back({s, tile, h, 0, -1});
@@ -475,12 +478,16 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       const int64_t offset = row0 * job.row_stride + it.kv_head * tp.n_group * hd;
       job.q = sq.q + offset;
       job.out = sq.out + offset;
-      float* buf = scratch->Get(part, TileScratchFloats(kv, job, tp));
       if (it.split_job < 0 && it.part != kAllParts) {
-        attend_of[sq.decode_rows](kv, job, tp, buf);
+        attend_of[sq.decode_rows](kv, job, tp, scratch->Get(part, TileScratchFloats(kv, job, tp)));
         continue;
       }
+      // A job run whole here keeps its parts' states after the kernel's scratch.
+      const size_t kernel_floats = TileScratchFloats(kv, job, tp);
+      const auto [p0, p1] = part_range(job.pos_start, job.pos_start + job.n_rows);
       const int64_t nq = job.n_rows * tp.n_group;
+      float* buf = scratch->Get(
+          part, kernel_floats + (it.part == kAllParts ? PartStateFloats(p1 - p0, nq, hd) : 0));
       const AttendPartFn kernel = DecodePartKernel(level_of[sq.decode_rows], hd, nq);
       // Part c of a job whose states start at `states`.
       auto run_part = [&](const AttentionScratch::Plan::SplitJob& sp, float* states, int64_t c) {
@@ -493,13 +500,10 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
         kernel(kv, job, tp, dp, buf);
       };
       if (it.split_job < 0) {  // every part here, then the merge
-        const auto [p0, p1] = part_range(job.pos_start, job.pos_start + job.n_rows);
         const AttentionScratch::Plan::SplitJob sp{p1 - p0, p0, nq, 0};
-        std::vector<float>& states = plan.thread_states[part];
-        const auto floats = static_cast<size_t>((p1 - p0) * nq * (hd + 2));
-        if (states.size() < floats) states.resize(floats);
-        for (int64_t c = p0; c < p1; ++c) run_part(sp, states.data(), c);
-        MergeParts(sp, states.data(), hd, tp.n_group, job.out, job.row_stride);
+        float* states = buf + kernel_floats;
+        for (int64_t c = p0; c < p1; ++c) run_part(sp, states, c);
+        MergeParts(sp, states, hd, tp.n_group, job.out, job.row_stride);
         continue;
       }
       const AttentionScratch::Plan::SplitJob& sp =
