@@ -261,14 +261,15 @@ int64_t DecodeKeySplit() {
 }
 }  // namespace internal
 
-// PagedAttention's work list: one item per job (sequence, query tile, KV head), or per key part
-// of a job spread over the threads; per spread job its parts' states and how many are still
-// running.
+// PagedAttention's work list: one item per job (sequence, query tile, KV head, slice of the KV
+// head's query heads), or per key part of a job spread over the threads; per spread job its
+// parts' states and how many are still running.
 struct AttentionScratch::Plan {
   struct Item {
     int64_t seq, tile, kv_head;
-    int64_t part;       // key part (its first key is part * part_keys), or kAllParts
-    int64_t split_job;  // index into `split_jobs` (one part of a spread job), or -1
+    int64_t head0, heads;  // the job's query heads: [head0, head0 + heads) of the KV head's group
+    int64_t part;          // key part (its first key is part * part_keys), or kAllParts
+    int64_t split_job;     // index into `split_jobs` (one part of a spread job), or -1
   };
   struct SplitJob {
     int64_t n_parts, first_part, nq;
@@ -414,14 +415,32 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
   // their states in `plan.states`, at most kMaxSpreadFloats), else all on the thread that claims
   // the job (its states in that thread's buffer). Either way the same parts are merged in the
   // same order, so a row's bits do not depend on which.
+  //
+  // Head slices: when a step has fewer items than threads (a lone sequence's decode below
+  // part_keys with fewer KV heads than threads: Gemma 3's one), each decode-kernel job is split
+  // into `slices` jobs over parts of its group of query heads, enough for every thread. Each
+  // slice reads the job's K and V again, so only then: with a thread for each item already, the
+  // extra reads cost more than the balance gains (SmolLM2's 3 KV heads on 2 threads). The
+  // decode kernel computes each query vector alone (slot groups share loads, not sums), so a
+  // row's bits do not depend on the slicing either.
   constexpr int64_t kSpreadJobsPerThread = 16;
   constexpr size_t kMaxSpreadFloats = size_t{4} << 20;
-  int64_t n_jobs = 0;
+  int64_t n_jobs = 0, n_items_unsliced = 0;
   for (int64_t s = 0; s < n_seqs; ++s) {
     const int64_t rows_per_tile = rows_of[seqs[s].decode_rows];
-    n_jobs += (seqs[s].n_tokens + rows_per_tile - 1) / rows_per_tile * n_kv;
+    for (int64_t row0 = 0; row0 < seqs[s].n_tokens; row0 += rows_per_tile) {
+      const int64_t n_rows = std::min(rows_per_tile, seqs[s].n_tokens - row0);
+      const auto [p0, p1] =
+          part_range(seqs[s].pos_start + row0, seqs[s].pos_start + row0 + n_rows);
+      n_jobs += n_kv;
+      n_items_unsliced += n_kv * (p1 - p0);
+    }
   }
   const bool spread = n_parts > 1 && n_jobs < kSpreadJobsPerThread * n_parts;
+  const int64_t slices =
+      spread && n_items_unsliced > 0
+          ? std::clamp<int64_t>((n_parts + n_items_unsliced - 1) / n_items_unsliced, 1, tp.n_group)
+          : 1;
   plan.items.clear();
   plan.split_jobs.clear();
   size_t state_floats = 0;
@@ -433,20 +452,29 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       const int64_t row0 = tile * rows_per_tile;
       const int64_t n_rows = std::min(rows_per_tile, sq.n_tokens - row0);
       const auto [p0, p1] = part_range(sq.pos_start + row0, sq.pos_start + row0 + n_rows);
-      const int64_t nq = n_rows * tp.n_group;
-      const bool parts =
-          p1 - p0 > 1 && DecodePartKernel(level_of[sq.decode_rows], hd, nq) != nullptr;
-      const size_t job_floats = PartStateFloats(p1 - p0, nq, hd);
+      // Slices of a decode-kernel job run on that kernel too (fewer query vectors than a job
+      // it takes; at the AMX level a job that small is not an AMX job).
+      const AttendPartFn decode =
+          DecodePartKernel(level_of[sq.decode_rows], hd, n_rows * tp.n_group);
+      const int64_t n_slices = decode != nullptr ? slices : 1;
       for (int64_t h = 0; h < n_kv; ++h) {
-        if (!parts) {
-          plan.items.push_back({s, tile, h, 0, -1});
-        } else if (!spread || state_floats + job_floats > kMaxSpreadFloats) {
-          plan.items.push_back({s, tile, h, kAllParts, -1});
-        } else {
-          const auto index = static_cast<int64_t>(plan.split_jobs.size());
-          plan.split_jobs.push_back({p1 - p0, p0, nq, state_floats});
-          state_floats += job_floats;
-          for (int64_t c = p0; c < p1; ++c) plan.items.push_back({s, tile, h, c, index});
+        for (int64_t k = 0; k < n_slices; ++k) {
+          const int64_t head0 = k * tp.n_group / n_slices;
+          const int64_t heads = (k + 1) * tp.n_group / n_slices - head0;
+          const int64_t nq = n_rows * heads;
+          const size_t job_floats = PartStateFloats(p1 - p0, nq, hd);
+          if (p1 - p0 == 1 || decode == nullptr) {
+            plan.items.push_back({s, tile, h, head0, heads, 0, -1});
+          } else if (!spread || state_floats + job_floats > kMaxSpreadFloats) {
+            plan.items.push_back({s, tile, h, head0, heads, kAllParts, -1});
+          } else {
+            const auto index = static_cast<int64_t>(plan.split_jobs.size());
+            plan.split_jobs.push_back({p1 - p0, p0, nq, state_floats});
+            state_floats += job_floats;
+            for (int64_t c = p0; c < p1; ++c) {
+              plan.items.push_back({s, tile, h, head0, heads, c, index});
+            }
+          }
         }
       }
     }
@@ -475,17 +503,19 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       job.pos_start = sq.pos_start + row0;
       job.n_rows = std::min(rows_per_tile, sq.n_tokens - row0);
       job.row_stride = params.n_heads * hd;
-      const int64_t offset = row0 * job.row_stride + it.kv_head * tp.n_group * hd;
+      const int64_t offset = row0 * job.row_stride + (it.kv_head * tp.n_group + it.head0) * hd;
       job.q = sq.q + offset;
       job.out = sq.out + offset;
+      TileParams jp = tp;
+      jp.n_group = it.heads;
       if (it.split_job < 0 && it.part != kAllParts) {
-        attend_of[sq.decode_rows](kv, job, tp, scratch->Get(part, TileScratchFloats(kv, job, tp)));
+        attend_of[sq.decode_rows](kv, job, jp, scratch->Get(part, TileScratchFloats(kv, job, jp)));
         continue;
       }
       // A job run whole here keeps its parts' states after the kernel's scratch.
-      const size_t kernel_floats = TileScratchFloats(kv, job, tp);
+      const size_t kernel_floats = TileScratchFloats(kv, job, jp);
       const auto [p0, p1] = part_range(job.pos_start, job.pos_start + job.n_rows);
-      const int64_t nq = job.n_rows * tp.n_group;
+      const int64_t nq = job.n_rows * jp.n_group;
       float* buf = scratch->Get(
           part, kernel_floats + (it.part == kAllParts ? PartStateFloats(p1 - p0, nq, hd) : 0));
       const AttendPartFn kernel = DecodePartKernel(level_of[sq.decode_rows], hd, nq);
@@ -497,13 +527,13 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
         const int64_t i = c - sp.first_part;
         dp.acc = states + i * sp.nq * hd;
         dp.ml = states + sp.n_parts * sp.nq * hd + i * sp.nq * 2;
-        kernel(kv, job, tp, dp, buf);
+        kernel(kv, job, jp, dp, buf);
       };
       if (it.split_job < 0) {  // every part here, then the merge
         const AttentionScratch::Plan::SplitJob sp{p1 - p0, p0, nq, 0};
         float* states = buf + kernel_floats;
         for (int64_t c = p0; c < p1; ++c) run_part(sp, states, c);
-        MergeParts(sp, states, hd, tp.n_group, job.out, job.row_stride);
+        MergeParts(sp, states, hd, jp.n_group, job.out, job.row_stride);
         continue;
       }
       const AttentionScratch::Plan::SplitJob& sp =
@@ -511,7 +541,7 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       run_part(sp, plan.states.data() + sp.offset, it.part);
       // The last part to finish merges (acq_rel: it sees every other part's state).
       if (plan.pending[it.split_job].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        MergeParts(sp, plan.states.data() + sp.offset, hd, tp.n_group, job.out, job.row_stride);
+        MergeParts(sp, plan.states.data() + sp.offset, hd, jp.n_group, job.out, job.row_stride);
       }
     }
   };

@@ -157,7 +157,8 @@ struct AttnCase {
 
 // A prompt's new tokens [pos0, pos0 + n) attended in chunks of c positions (one
 // PagedAttention call per chunk, the earlier positions already cached) equal one call over all
-// of them, bit for bit; so does the last row alone beside another sequence's chunk.
+// of them, bit for bit; so does the last row alone beside another sequence's chunk. A pooled
+// chunk of one KV head's few rows is one job for two threads, so it runs as head slices.
 TEST(BatchInvariance, AttentionRowsDoNotDependOnTheChunk) {
   struct Restore {
     ~Restore() {
