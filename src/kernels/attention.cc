@@ -430,8 +430,7 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
     const int64_t rows_per_tile = rows_of[seqs[s].decode_rows];
     for (int64_t row0 = 0; row0 < seqs[s].n_tokens; row0 += rows_per_tile) {
       const int64_t n_rows = std::min(rows_per_tile, seqs[s].n_tokens - row0);
-      const auto [p0, p1] =
-          part_range(seqs[s].pos_start + row0, seqs[s].pos_start + row0 + n_rows);
+      const auto [p0, p1] = part_range(seqs[s].pos_start + row0, seqs[s].pos_start + row0 + n_rows);
       n_jobs += n_kv;
       n_items_unsliced += n_kv * (p1 - p0);
     }

@@ -494,6 +494,61 @@ TEST(AttentionTest, KeyPartsMatchDenseAttention) {
   }
 }
 
+// A lone sequence with one KV head is fewer jobs than threads: PagedAttention splits each
+// decode-kernel job over slices of its query heads (with key parts, each part of each slice is
+// an item). On 2-4 threads the rows match dense attention and equal a one-thread call (no
+// slices) bit for bit: decode rows and a 3-row verify, groups of 3 and 4 (uneven slices), below
+// and across the key split.
+TEST(AttentionTest, HeadSlicesMatchOneThread) {
+  struct Restore {
+    ~Restore() { SetAttentionKeySplit(0); }
+  } restore;
+  const int64_t bs = 16, hd = 64;
+  for (SimdLevel level : SimdLevelsUpTo(SimdLevel::kAvx512)) {
+    for (KvDtype d : {KvDtype::kF16, KvDtype::kQ8_0, KvDtype::kQ4_1}) {
+      for (const int64_t split : {128, 0}) {
+        SetAttentionKeySplit(split);
+        // Split 128: one part (100), two (200), three (300); the default: one (300), three (1100).
+        const std::vector<std::vector<SeqCase>> cases =
+            split ? std::vector<std::vector<SeqCase>>{{{99, 1}}, {{197, 3}}, {{299, 1}}}
+                  : std::vector<std::vector<SeqCase>>{{{299, 1}}, {{1097, 3}}};
+        for (const int64_t n_group : {3, 4}) {
+          for (const std::vector<SeqCase>& cs : cases) {
+            const int64_t n_blocks = (cs[0].pos_start + cs[0].n_tokens + bs - 1) / bs;
+            std::mt19937 rng(31);
+            TestKv kv(d, n_blocks, bs, /*n_kv_heads=*/1, hd, &rng);
+            const std::vector<int32_t> blocks = ShuffledTable(n_blocks, &rng);
+            const AttentionParams params{n_group, 1.0f / std::sqrt(float(hd)), 0};
+            std::mt19937 q_rng(5);
+            TestBatch one(cs, blocks, bs, n_group * hd, &q_rng);
+            AttentionScratch scratch;
+            PagedAttentionAtLevel(level, kv.view, params, one.seqs.data(), 1, nullptr, &scratch);
+            const std::string what = std::string(SimdLevelName(level)) + " " + KvDtypeName(d) +
+                                     " split " + std::to_string(split) + " group " +
+                                     std::to_string(n_group) + " context " +
+                                     std::to_string(cs[0].pos_start + cs[0].n_tokens);
+            const auto want = DenseAttention(kv, one.tables[0], one.qs[0].data(), cs[0].pos_start,
+                                             cs[0].n_tokens, n_group, 0);
+            for (size_t i = 0; i < want.size(); ++i) {
+              ASSERT_NEAR(one.outs[0][i], want[i], 1e-4f) << what << " i " << i;
+            }
+            for (int threads : {2, 3, 4}) {
+              ThreadPool pool(threads);
+              std::mt19937 q_rng2(5);
+              TestBatch many(cs, blocks, bs, n_group * hd, &q_rng2);
+              PagedAttentionAtLevel(level, kv.view, params, many.seqs.data(), 1, &pool, &scratch);
+              ASSERT_EQ(std::memcmp(many.outs[0].data(), one.outs[0].data(),
+                                    sizeof(float) * one.outs[0].size()),
+                        0)
+                  << what << " threads " << threads;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---- AMX (bf16 tile multiplies) -------------------------------------------------------------
 //
 // AttendTileAmx works in log2 units: c = AmxQueryScale(scale) = scale * log2(e) (f32), scores
