@@ -416,13 +416,14 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
   // the job (its states in that thread's buffer). Either way the same parts are merged in the
   // same order, so a row's bits do not depend on which.
   //
-  // Head slices: when a step has fewer items than threads (a lone sequence's decode below
-  // part_keys with fewer KV heads than threads: Gemma 3's one), each decode-kernel job is split
-  // into `slices` jobs over parts of its group of query heads, enough for every thread. Each
-  // slice reads the job's K and V again, so only then: with a thread for each item already, the
-  // extra reads cost more than the balance gains (SmolLM2's 3 KV heads on 2 threads). The
-  // decode kernel computes each query vector alone (slot groups share loads, not sums), so a
-  // row's bits do not depend on the slicing either.
+  // Head slices: when a step's items do not divide evenly over the threads and it has few of
+  // them (fewer than threads, or fewer than two per thread and no key parts: a lone sequence's
+  // decode below part_keys, Gemma 3's one KV head or SmolLM2's 3 on 2 threads), the last
+  // `remainder` decode-kernel jobs are each split into `slices` jobs over parts of their group
+  // of query heads, enough for every thread to take one. Each slice reads its job's K and V
+  // again, so only those jobs: a thread that would have run two whole jobs runs a whole one and
+  // a slice. The decode kernel computes each query vector alone (slot groups share loads, not
+  // sums), so a row's bits do not depend on the slicing either.
   constexpr int64_t kSpreadJobsPerThread = 16;
   constexpr size_t kMaxSpreadFloats = size_t{4} << 20;
   int64_t n_jobs = 0, n_items_unsliced = 0;
@@ -436,10 +437,14 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
     }
   }
   const bool spread = n_parts > 1 && n_jobs < kSpreadJobsPerThread * n_parts;
+  const int64_t remainder =
+      !spread || (n_items_unsliced >= n_parts &&
+                  (n_items_unsliced >= 2 * n_parts || n_items_unsliced != n_jobs))
+          ? 0
+          : n_items_unsliced % n_parts;
   const int64_t slices =
-      spread && n_items_unsliced > 0
-          ? std::clamp<int64_t>((n_parts + n_items_unsliced - 1) / n_items_unsliced, 1, tp.n_group)
-          : 1;
+      remainder > 0 ? std::clamp<int64_t>((n_parts + remainder - 1) / remainder, 1, tp.n_group) : 1;
+  int64_t job_index = 0;  // jobs [n_jobs - remainder, n_jobs) are sliced
   plan.items.clear();
   plan.split_jobs.clear();
   size_t state_floats = 0;
@@ -455,8 +460,8 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
       // it takes; at the AMX level a job that small is not an AMX job).
       const AttendPartFn decode =
           DecodePartKernel(level_of[sq.decode_rows], hd, n_rows * tp.n_group);
-      const int64_t n_slices = decode != nullptr ? slices : 1;
-      for (int64_t h = 0; h < n_kv; ++h) {
+      for (int64_t h = 0; h < n_kv; ++h, ++job_index) {
+        const int64_t n_slices = decode != nullptr && job_index >= n_jobs - remainder ? slices : 1;
         for (int64_t k = 0; k < n_slices; ++k) {
           const int64_t head0 = k * tp.n_group / n_slices;
           const int64_t heads = (k + 1) * tp.n_group / n_slices - head0;

@@ -494,11 +494,11 @@ TEST(AttentionTest, KeyPartsMatchDenseAttention) {
   }
 }
 
-// A lone sequence with one KV head is fewer jobs than threads: PagedAttention splits each
-// decode-kernel job over slices of its query heads (with key parts, each part of each slice is
-// an item). On 2-4 threads the rows match dense attention and equal a one-thread call (no
-// slices) bit for bit: decode rows and a 3-row verify, groups of 3 and 4 (uneven slices), below
-// and across the key split.
+// A lone sequence with one KV head is fewer jobs than threads, with three KV heads on two
+// threads one job too many: PagedAttention splits decode-kernel jobs over slices of their query
+// heads (with key parts, each part of each slice is an item). On 2-4 threads the rows match
+// dense attention and equal a one-thread call (no slices) bit for bit: decode rows and a 3-row
+// verify, groups of 3 and 4 (uneven slices), below and across the key split.
 TEST(AttentionTest, HeadSlicesMatchOneThread) {
   struct Restore {
     ~Restore() { SetAttentionKeySplit(0); }
@@ -512,30 +512,31 @@ TEST(AttentionTest, HeadSlicesMatchOneThread) {
         const std::vector<std::vector<SeqCase>> cases =
             split ? std::vector<std::vector<SeqCase>>{{{99, 1}}, {{197, 3}}, {{299, 1}}}
                   : std::vector<std::vector<SeqCase>>{{{299, 1}}, {{1097, 3}}};
-        for (const int64_t n_group : {3, 4}) {
+        for (const auto [n_kv, n_group] : {std::pair{1, 3}, std::pair{1, 4}, std::pair{3, 3}}) {
           for (const std::vector<SeqCase>& cs : cases) {
             const int64_t n_blocks = (cs[0].pos_start + cs[0].n_tokens + bs - 1) / bs;
+            const int64_t n_heads = n_kv * n_group;
             std::mt19937 rng(31);
-            TestKv kv(d, n_blocks, bs, /*n_kv_heads=*/1, hd, &rng);
+            TestKv kv(d, n_blocks, bs, n_kv, hd, &rng);
             const std::vector<int32_t> blocks = ShuffledTable(n_blocks, &rng);
-            const AttentionParams params{n_group, 1.0f / std::sqrt(float(hd)), 0};
+            const AttentionParams params{n_heads, 1.0f / std::sqrt(float(hd)), 0};
             std::mt19937 q_rng(5);
-            TestBatch one(cs, blocks, bs, n_group * hd, &q_rng);
+            TestBatch one(cs, blocks, bs, n_heads * hd, &q_rng);
             AttentionScratch scratch;
             PagedAttentionAtLevel(level, kv.view, params, one.seqs.data(), 1, nullptr, &scratch);
             const std::string what = std::string(SimdLevelName(level)) + " " + KvDtypeName(d) +
-                                     " split " + std::to_string(split) + " group " +
-                                     std::to_string(n_group) + " context " +
-                                     std::to_string(cs[0].pos_start + cs[0].n_tokens);
+                                     " split " + std::to_string(split) + " KV heads " +
+                                     std::to_string(n_kv) + " group " + std::to_string(n_group) +
+                                     " context " + std::to_string(cs[0].pos_start + cs[0].n_tokens);
             const auto want = DenseAttention(kv, one.tables[0], one.qs[0].data(), cs[0].pos_start,
-                                             cs[0].n_tokens, n_group, 0);
+                                             cs[0].n_tokens, n_heads, 0);
             for (size_t i = 0; i < want.size(); ++i) {
               ASSERT_NEAR(one.outs[0][i], want[i], 1e-4f) << what << " i " << i;
             }
             for (int threads : {2, 3, 4}) {
               ThreadPool pool(threads);
               std::mt19937 q_rng2(5);
-              TestBatch many(cs, blocks, bs, n_group * hd, &q_rng2);
+              TestBatch many(cs, blocks, bs, n_heads * hd, &q_rng2);
               PagedAttentionAtLevel(level, kv.view, params, many.seqs.data(), 1, &pool, &scratch);
               ASSERT_EQ(std::memcmp(many.outs[0].data(), one.outs[0].data(),
                                     sizeof(float) * one.outs[0].size()),
