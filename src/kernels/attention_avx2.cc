@@ -310,6 +310,18 @@ inline void DecodeAccumulate8(const float* const* p, const float* alpha, const u
 struct Avx2Decode {
   static constexpr int64_t kKeyGroup = 8;
   static constexpr int kMaxSlotGroup = 4;
+  static constexpr int64_t kConvertMinSlots = 17;
+
+  template <KvDtype D>
+  static void ConvertRows(const uint8_t* const* rows, const float* scales, int64_t n, int64_t hd,
+                          float* out) {
+    const int64_t nb = internal::KvParamStride<D>(hd);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t d = 0; d < hd; d += 8) {
+        _mm256_storeu_ps(out + j * hd + d, LoadKv8<D>(rows[j], scales + j * nb, d));
+      }
+    }
+  }
 
   template <KvDtype D>
   static const float* Query(const float* q, int64_t, float*) {

@@ -519,6 +519,10 @@ struct Avx512Decode {
   // slower (attention_bench Prefill/f16/avx512), decode the same. Kernels for H = 8 remain
   // (the policy supports it).
   static constexpr int kMaxSlotGroup = 4;
+  // Converting each tile's K / V to f32 once per job is measured at the AVX2 level only.
+  static constexpr int64_t kConvertMinSlots = 0;
+  template <KvDtype D>
+  static void ConvertRows(const uint8_t* const*, const float*, int64_t, int64_t, float*) {}
 
   // bf16 pairs: the query in the virtual (even / odd) element order; else q itself.
   template <KvDtype D>

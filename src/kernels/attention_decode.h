@@ -18,6 +18,10 @@
 //                                    [vlo, vhi) of the tile (the others get weight 0)
 //   Accumulate<D, H>(p, alpha, rows, scales, n, hd, acc)  acc[h] = alpha[h] acc[h] + P·V
 //   Output<D>(out, acc, inv, hd)     out = acc * inv in the caller's element order
+//   kConvertMinSlots                 jobs of at least this many slots convert each tile's K and
+//                                    V rows to f32 once (0: never), see AttendDecodeImpl
+//   ConvertRows<D>(rows, scales, n, hd, out)   rows [0, n) as f32 rows of hd floats, the values
+//                                    Scores / Accumulate compute in registers
 #pragma once
 
 #include <immintrin.h>
@@ -123,6 +127,14 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   float* const ksc = alpha + ns;
   float* const vsc = ksc + 2 * kDecodeKvTile * (hd / kQK4);
   float* const qbuf = vsc + 2 * kDecodeKvTile * (hd / kQK4);  // [ns][hd] queries as Dec reads
+  // Jobs of many slots (prefill rows, long verifies) of a blocked dtype convert each tile's K
+  // and V rows to f32 once instead of once per slot group: the same d * q (+ m) operation, so
+  // the same values and bits, with fewer conversions. (f16 and bf16 widen in one or two
+  // instructions: reading converted rows back from L2 cost more than converting again.)
+  constexpr bool kConvertible = kBlockParams<D> > 0 && Dec::kConvertMinSlots > 0;
+  const bool convert = kConvertible && ns >= Dec::kConvertMinSlots;
+  float* const kconv = qbuf + ns * hd;             // [kDecodeKvTile][hd] converted K rows
+  float* const vconv = kconv + kDecodeKvTile * hd;  // [kDecodeKvTile][hd] converted V rows
   const float* q[kDecodeMaxQueries];
   float* s[kDecodeMaxQueries];
   float* acc[kDecodeMaxQueries];
@@ -130,8 +142,9 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   for (int64_t i = 0; i < ns; ++i) {
     const int64_t qi = std::min(i, nq - 1);
     row_of[i] = qi / n_group;
-    q[i] = Dec::template Query<D>(job.q + row_of[i] * job.row_stride + (qi % n_group) * hd, hd,
-                                  qbuf + i * hd);
+    const float* qi_src = job.q + row_of[i] * job.row_stride + (qi % n_group) * hd;
+    q[i] = convert ? Dec::template Query<KvDtype::kF32>(qi_src, hd, qbuf + i * hd)
+                   : Dec::template Query<D>(qi_src, hd, qbuf + i * hd);
     s[i] = s_base + i * kDecodeKvTile;
     acc[i] = acc_base + i * hd;
     m[i] = -std::numeric_limits<float>::infinity();
@@ -200,10 +213,22 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
         }
       }
     }
+    const uint8_t* crow[kDecodeKvTile];  // converted rows (K, then V)
+    if (convert) {
+      Dec::template ConvertRows<D>(krow, ksc, n, hd, kconv);
+      for (int64_t j = 0; j < n_pad; ++j) {
+        crow[j] = reinterpret_cast<const uint8_t*>(kconv + std::min(j, n - 1) * hd);
+      }
+    }
     ForSlotGroups<Dec::kMaxSlotGroup>(ns, [&](auto h_const, int64_t i) {
       constexpr int H = decltype(h_const)::value;
-      Dec::template Scores<D, H>(q + i, krow, ksc, n_pad, hd, p.scale, s + i,
-                                 i == 0 ? &pf : nullptr);
+      if (convert) {
+        Dec::template Scores<KvDtype::kF32, H>(q + i, crow, nullptr, n_pad, hd, p.scale, s + i,
+                                               i == 0 ? &pf : nullptr);
+      } else {
+        Dec::template Scores<D, H>(q + i, krow, ksc, n_pad, hd, p.scale, s + i,
+                                   i == 0 ? &pf : nullptr);
+      }
     });
     // Online softmax per slot over the keys its row sees: [vlo, vhi) of the tile.
     for (int64_t i = 0; i < ns; ++i) {
@@ -218,9 +243,18 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
       }
       Dec::Softmax(s[i], n_pad, vlo, vhi, m[i], l[i], alpha[i]);
     }
+    if (convert) {  // V after the scores, which prefetched its rows
+      Dec::template ConvertRows<D>(vrow, vsc, n, hd, vconv);
+      for (int64_t j = 0; j < n; ++j) crow[j] = reinterpret_cast<const uint8_t*>(vconv + j * hd);
+    }
     ForSlotGroups<Dec::kMaxSlotGroup>(ns, [&](auto h_const, int64_t i) {
       constexpr int H = decltype(h_const)::value;
-      Dec::template Accumulate<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i);
+      if (convert) {
+        Dec::template Accumulate<KvDtype::kF32, H>(s + i, alpha + i, crow, nullptr, n, hd,
+                                                   acc + i);
+      } else {
+        Dec::template Accumulate<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i);
+      }
     });
     cur ^= 1;
   }

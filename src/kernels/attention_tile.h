@@ -55,10 +55,11 @@ inline bool Avx2DecodeTakes(int64_t head_dim, int64_t n_queries) {
 }
 // Scratch of a decode job: per slot kDecodeKvTile scores, head_dim accumulators, m, l, alpha;
 // then a tile's block parameters of K and V as floats (up to two per 32-element block: q8_0
-// d, q4_0 / q4_1 d and m), and per slot a permuted query (bf16).
+// d, q4_0 / q4_1 d and m), per slot a permuted query (bf16), and a tile's K and V rows as f32
+// (jobs that convert them once, Dec::kConvertMinSlots).
 inline size_t DecodeScratchFloats(int64_t head_dim, int64_t n_queries) {
   return static_cast<size_t>(DecodeSlots(n_queries) * (kDecodeKvTile + 2 * head_dim + 3) +
-                             4 * kDecodeKvTile * (head_dim / 32));
+                             4 * kDecodeKvTile * (head_dim / 32) + 2 * kDecodeKvTile * head_dim);
 }
 
 // Key parts: a decode job whose keys cross a multiple of DecodeKeySplit() is run as one part
