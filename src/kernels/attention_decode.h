@@ -131,9 +131,9 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   // and V rows to f32 once instead of once per slot group: the same d * q (+ m) operation, so
   // the same values and bits, with fewer conversions. (f16 and bf16 widen in one or two
   // instructions: reading converted rows back from L2 cost more than converting again.)
-  constexpr bool kConvertible = kBlockParams<D> > 0 && Dec::kConvertMinSlots > 0;
+  constexpr bool kConvertible = kBlockParams < D >> 0 && Dec::kConvertMinSlots > 0;
   const bool convert = kConvertible && ns >= Dec::kConvertMinSlots;
-  float* const kconv = qbuf + ns * hd;             // [kDecodeKvTile][hd] converted K rows
+  float* const kconv = qbuf + ns * hd;              // [kDecodeKvTile][hd] converted K rows
   float* const vconv = kconv + kDecodeKvTile * hd;  // [kDecodeKvTile][hd] converted V rows
   const float* q[kDecodeMaxQueries];
   float* s[kDecodeMaxQueries];
@@ -250,8 +250,7 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
     ForSlotGroups<Dec::kMaxSlotGroup>(ns, [&](auto h_const, int64_t i) {
       constexpr int H = decltype(h_const)::value;
       if (convert) {
-        Dec::template Accumulate<KvDtype::kF32, H>(s + i, alpha + i, crow, nullptr, n, hd,
-                                                   acc + i);
+        Dec::template Accumulate<KvDtype::kF32, H>(s + i, alpha + i, crow, nullptr, n, hd, acc + i);
       } else {
         Dec::template Accumulate<D, H>(s + i, alpha + i, vrow, vsc, n, hd, acc + i);
       }
