@@ -131,7 +131,7 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
   // and V rows to f32 once instead of once per slot group: the same d * q (+ m) operation, so
   // the same values and bits, with fewer conversions. (f16 and bf16 widen in one or two
   // instructions: reading converted rows back from L2 cost more than converting again.)
-  constexpr bool kConvertible = kBlockParams < D >> 0 && Dec::kConvertMinSlots > 0;
+  constexpr bool kConvertible = 0 < kBlockParams<D> && 0 < Dec::kConvertMinSlots;
   const bool convert = kConvertible && ns >= Dec::kConvertMinSlots;
   float* const kconv = qbuf + ns * hd;              // [kDecodeKvTile][hd] converted K rows
   float* const vconv = kconv + kDecodeKvTile * hd;  // [kDecodeKvTile][hd] converted V rows
