@@ -13,6 +13,9 @@
 //                                  layers' KV (read from DRAM)
 //   Chunk/<dtype>/<level>/rows:R   R new tokens after 512 cached positions (chunked prefill,
 //                                  speculative decoding): R * 4 query vectors per tile job
+//   DecodeThreads/<model>/ctx:N/slices:S   one token at context N on a 2-thread pool at
+//                                  SmolLM2's or Gemma 3 270M's shape, f16, with head slices
+//                                  off (0) and on (1); wall time
 // Levels: scalar, avx2, avx512, amx (AMX tiles for jobs UseAmxTile accepts, else AVX-512).
 //
 //   cmake --build build -j2 --target attention_bench
@@ -31,34 +34,42 @@
 #include "kernels/attention.h"
 #include "kernels/pack.h"
 #include "util/cpu_features.h"
+#include "util/thread_pool.h"
 
 namespace tachyon::kernels {
 namespace {
 
-constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 64, kBlock = 16;
+constexpr int64_t kBlock = 16;
+
+// An attention shape: query heads, KV heads, head_dim.
+struct Shape {
+  int64_t heads = 32, kv_heads = 8, head_dim = 64;  // Llama-3.2-1B
+};
+constexpr Shape kLlama1b, kSmolLm2{9, 3, 64}, kGemma3{4, 1, 256};
 
 // n_seqs sequences of n_pos positions (n_q new tokens each) with disjoint blocks, and n_layers
 // copies of the KV (one layer's random rows copied).
 struct Setup {
   AlignedBuffer k, v;  // [n_layers][layer_bytes]
   std::vector<std::vector<int32_t>> tables;
-  std::vector<float> q, out;  // [n_seqs][n_q][kHeads * kHeadDim]
+  std::vector<float> q, out;  // [n_seqs][n_q][heads * head_dim]
   std::vector<PagedKv> kv;    // per layer
   size_t layer_bytes = 0;
-  Setup(KvDtype dtype, int64_t n_pos, int64_t n_q, int64_t n_seqs = 1, int64_t n_layers = 1) {
+  Setup(KvDtype dtype, const Shape& sh, int64_t n_pos, int64_t n_q, int64_t n_seqs,
+        int64_t n_layers) {
     const int64_t seq_blocks = (n_pos + kBlock - 1) / kBlock, n_blocks = seq_blocks * n_seqs;
-    const size_t row = KvRowBytes(dtype, kHeadDim);
-    const int64_t rows = n_blocks * kBlock * kKvHeads;
+    const size_t row = KvRowBytes(dtype, sh.head_dim);
+    const int64_t rows = n_blocks * kBlock * sh.kv_heads;
     layer_bytes = rows * row;
     k = AllocateAligned(n_layers * layer_bytes);  // huge pages where allowed, as KvCache
     v = AllocateAligned(n_layers * layer_bytes);
     std::mt19937 rng(1);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(kHeadDim);
+    std::vector<float> x(sh.head_dim);
     for (int64_t r = 0; r < rows; ++r) {
       for (auto* buf : {&k, &v}) {
         for (float& e : x) e = nd(rng);
-        StoreKvRow(dtype, x.data(), buf->get() + r * row, kHeadDim);
+        StoreKvRow(dtype, x.data(), buf->get() + r * row, sh.head_dim);
       }
     }
     for (int64_t l = 1; l < n_layers; ++l) {
@@ -71,45 +82,47 @@ struct Setup {
         tables.back().push_back(static_cast<int32_t>((s + 1) * seq_blocks - 1 - b));
       }
     }
-    q.resize(n_seqs * n_q * kHeads * kHeadDim);
+    q.resize(n_seqs * n_q * sh.heads * sh.head_dim);
     for (float& e : q) e = nd(rng);
     out.resize(q.size());
     for (int64_t l = 0; l < n_layers; ++l) {
-      kv.push_back({k.get() + l * layer_bytes, v.get() + l * layer_bytes, dtype, n_blocks,
-                    kBlock, kKvHeads, kHeadDim});
+      kv.push_back({k.get() + l * layer_bytes, v.get() + l * layer_bytes, dtype, n_blocks, kBlock,
+                    sh.kv_heads, sh.head_dim});
     }
   }
 };
 
 // n_seqs sequences with the same pos_start / n_tokens; each iteration runs the next of
-// n_layers layers (1: the same KV every time).
+// n_layers layers (1: the same KV every time), on `pool` (null: the calling thread).
 void Run(benchmark::State& state, KvDtype dtype, SimdLevel level, int64_t pos_start,
-         int64_t n_tokens, int64_t n_seqs = 1, int64_t n_layers = 1) {
+         int64_t n_tokens, int64_t n_seqs = 1, int64_t n_layers = 1, const Shape& sh = kLlama1b,
+         ThreadPool* pool = nullptr) {
   if (level > BestSimdLevel()) {
     state.SkipWithError("CPU lacks this SIMD level");
     return;
   }
-  Setup s(dtype, pos_start + n_tokens, n_tokens, n_seqs, n_layers);
+  Setup s(dtype, sh, pos_start + n_tokens, n_tokens, n_seqs, n_layers);
   std::vector<AttentionSeq> seqs;
-  const int64_t q_seq = n_tokens * kHeads * kHeadDim;
+  const int64_t q_seq = n_tokens * sh.heads * sh.head_dim;
   for (int64_t i = 0; i < n_seqs; ++i) {
     seqs.push_back({s.tables[i].data(), pos_start, n_tokens, s.q.data() + i * q_seq,
                     s.out.data() + i * q_seq});
   }
-  AttentionParams params{kHeads, 1.0f / std::sqrt(float(kHeadDim)), 0};
+  AttentionParams params{sh.heads, 1.0f / std::sqrt(float(sh.head_dim)), 0};
   AttentionScratch scratch;
   int64_t layer = 0;
   for (auto _ : state) {
-    PagedAttentionAtLevel(level, s.kv[layer], params, seqs.data(), n_seqs, nullptr, &scratch);
+    PagedAttentionAtLevel(level, s.kv[layer], params, seqs.data(), n_seqs, pool, &scratch);
     benchmark::DoNotOptimize(s.out.data());
     layer = layer + 1 == n_layers ? 0 : layer + 1;
   }
   double visible = 0;
   for (int64_t i = 0; i < n_tokens; ++i) visible += n_seqs * (pos_start + i + 1);
-  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * kHeads * kHeadDim * visible * 1e-9,
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * sh.heads * sh.head_dim * visible * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
   if (n_tokens == 1) {
-    const double bytes = 2.0 * n_seqs * (pos_start + 1) * kKvHeads * KvRowBytes(dtype, kHeadDim);
+    const double bytes =
+        2.0 * n_seqs * (pos_start + 1) * sh.kv_heads * KvRowBytes(dtype, sh.head_dim);
     state.counters["KVGB/s"] =
         benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   }
@@ -138,8 +151,8 @@ void Register() {
       benchmark::RegisterBenchmark(("DecodeCold/" + tag + "/ctx:4096").c_str(),
                                    [=](benchmark::State& st) {
                                      // Enough layers for 512 MB of K and V.
-                                     const double layer = 2.0 * 4096 * kKvHeads *
-                                                          KvRowBytes(d, kHeadDim);
+                                     const double layer = 2.0 * 4096 * kLlama1b.kv_heads *
+                                                          KvRowBytes(d, kLlama1b.head_dim);
                                      const auto n = static_cast<int64_t>(512e6 / layer) + 1;
                                      Run(st, d, l, 4095, 1, 1, n);
                                    })
@@ -163,6 +176,33 @@ void Register() {
                                    [=](benchmark::State& st) { Run(st, d, l, 0, 2048); })
           ->Unit(benchmark::kMillisecond)
           ->MeasureProcessCPUTime();
+    }
+  }
+  // A lone sequence's decode on two threads at small models' shapes, with and without head
+  // slices (SmolLM2: 3 KV heads, the third job sliced; Gemma 3 270M: one KV head, both sliced),
+  // cycling over their layers' f16 KV (30 and 18 layers: in L3 here, from DRAM in a model step,
+  // whose weights stream through the cache). Wall time of the pooled call.
+  struct Small {
+    const char* name;
+    Shape shape;
+    int64_t layers;
+  };
+  for (const Small& m : {Small{"smollm2", kSmolLm2, 30}, Small{"gemma3", kGemma3, 18}}) {
+    for (int64_t ctx : {64, 300}) {
+      for (bool slices : {false, true}) {
+        const std::string name = std::string("DecodeThreads/") + m.name +
+                                 "/ctx:" + std::to_string(ctx) + "/slices:" + (slices ? "1" : "0");
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [=](benchmark::State& st) {
+                                       ThreadPool pool(2);
+                                       SetAttentionHeadSlices(slices);
+                                       Run(st, KvDtype::kF16, BestSimdLevel(), ctx - 1, 1, 1,
+                                           m.layers, m.shape, &pool);
+                                       SetAttentionHeadSlices(true);
+                                     })
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
     }
   }
 }

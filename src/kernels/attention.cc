@@ -255,6 +255,17 @@ void SetAttentionKeySplit(int64_t n) {
       std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<bool>& HeadSlices() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+}  // namespace
+
+void SetAttentionHeadSlices(bool on) {
+  HeadSlices().store(on, std::memory_order_relaxed);
+}
+
 namespace internal {
 int64_t DecodeKeySplit() {
   return KeySplit().load(std::memory_order_relaxed);
@@ -438,8 +449,9 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
   }
   const bool spread = n_parts > 1 && n_jobs < kSpreadJobsPerThread * n_parts;
   const int64_t remainder =
-      !spread || (n_items_unsliced >= n_parts &&
-                  (n_items_unsliced >= 2 * n_parts || n_items_unsliced != n_jobs))
+      !spread || !HeadSlices().load(std::memory_order_relaxed) ||
+              (n_items_unsliced >= n_parts &&
+               (n_items_unsliced >= 2 * n_parts || n_items_unsliced != n_jobs))
           ? 0
           : n_items_unsliced % n_parts;
   const int64_t slices =

@@ -146,6 +146,10 @@ void SetAttentionAmxMinQueries(int64_t n);
 // The split changes the rounding of rows that see more than one part, so tests that compare
 // runs use one value. REQUIRES: no attention running on another thread.
 void SetAttentionKeySplit(int64_t n);
+// SetAttentionHeadSlices(false) keeps PagedAttention from splitting jobs over slices of their
+// query heads (docs/attention.md, Head slices), for benchmarks that compare; true restores the
+// default. Rows are the same bits either way. REQUIRES: no attention running on another thread.
+void SetAttentionHeadSlices(bool on);
 // The variant for `level`, capped by BestSimdLevel().
 AttendTileFn AttendTileAtLevel(SimdLevel level);
 
