@@ -448,12 +448,13 @@ void PagedAttentionAtLevel(SimdLevel level, const PagedKv& kv, const AttentionPa
     }
   }
   const bool spread = n_parts > 1 && n_jobs < kSpreadJobsPerThread * n_parts;
-  const int64_t remainder =
-      !spread || !HeadSlices().load(std::memory_order_relaxed) ||
-              (n_items_unsliced >= n_parts &&
-               (n_items_unsliced >= 2 * n_parts || n_items_unsliced != n_jobs))
-          ? 0
-          : n_items_unsliced % n_parts;
+  const bool few_items =
+      n_items_unsliced < n_parts ||
+      (n_items_unsliced < 2 * n_parts && n_items_unsliced == n_jobs);  // (no key parts)
+  // With fewer items than threads, remainder >= n_jobs: every job is sliced.
+  const int64_t remainder = spread && few_items && HeadSlices().load(std::memory_order_relaxed)
+                                ? n_items_unsliced % n_parts
+                                : 0;
   const int64_t slices =
       remainder > 0 ? std::clamp<int64_t>((n_parts + remainder - 1) / remainder, 1, tp.n_group) : 1;
   int64_t job_index = 0;  // jobs [n_jobs - remainder, n_jobs) are sliced
