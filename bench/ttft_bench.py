@@ -11,7 +11,7 @@ and as many after it; the ratios use the median of both (the machine's speed dri
 Prints TTFT p50 / p99 (all requests, and "warm": each client's requests after its first) and
 their ratio to the reference, and the first burst's token floor (the prompt tokens the burst
 computes, less cached ones, over the lone prompt's: the least its slowest TTFT can be over the
-reference at a constant prefill rate); --cold-bursts N then runs N more cold bursts (fresh instances:
+reference at a constant prefill rate) and the p99 over the reference times that floor; --cold-bursts N then runs N more cold bursts (fresh instances:
 a new document), each between two lone prompts, and prints each burst's slowest TTFT over
 theirs and the median; with tachyon, the engine's breakdown of the TTFT (the `timings`
 extension's ttft_breakdown: inbox, queued, prefix wait, own prefill steps, stalled behind
@@ -187,9 +187,11 @@ def summarize(name, refs, results, errors, wall, lone_prompt_tokens=None):
     floor = token_floor([r for r in results if r["round"] == 0], lone_prompt_tokens)
     if floor:
         p["cold_burst_computed_tokens"], p["token_floor"] = floor
+        p["ttft_p99_over_floor"] = p["ttft_p99_s"] / (ref * floor[1])
         print(f"  the first burst computed {floor[0]} prompt tokens, the lone prompt "
               f"{lone_prompt_tokens}: its slowest TTFT is at least {floor[1]:.2f}x the "
-              f"reference at a constant prefill rate")
+              f"reference at a constant prefill rate; p99 / (reference x that floor) "
+              f"{p['ttft_p99_over_floor']:.2f}")
     withb = [r for r in results if r["breakdown"]]
     if withb:
         def line(label, rs):
@@ -261,7 +263,8 @@ def cold_bursts(url, workload, rng, args):
         ratios.append(slowest / ((before + after) / 2))
         floor = token_floor(results, lone_before["prompt"])
         print(f"  cold burst: slowest TTFT {slowest:.3f} s, lone {before:.3f} / {after:.3f} s: "
-              f"{ratios[-1]:.2f}x" + (f" (token floor {floor[1]:.2f}x)" if floor else ""),
+              f"{ratios[-1]:.2f}x" + (f" (token floor {floor[1]:.2f}x: "
+                                      f"{ratios[-1] / floor[1]:.2f}x the floor)" if floor else ""),
               flush=True)
     if ratios:
         print(f"{workload} cold bursts: slowest TTFT / lone prompt, median "
