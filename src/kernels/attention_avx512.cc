@@ -521,8 +521,6 @@ struct Avx512Decode {
   static constexpr int kMaxSlotGroup = 4;
   // Converting each tile's K / V to f32 once per job is measured at the AVX2 level only.
   static constexpr int64_t kConvertMinSlots = 0;
-  template <KvDtype D>
-  static void ConvertRows(const uint8_t* const*, const float*, int64_t, int64_t, float*) {}
 
   // bf16 pairs: the query in the virtual (even / odd) element order; else q itself.
   template <KvDtype D>

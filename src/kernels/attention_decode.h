@@ -20,8 +20,9 @@
 //   Output<D>(out, acc, inv, hd)     out = acc * inv in the caller's element order
 //   kConvertMinSlots                 jobs of at least this many slots convert each tile's K and
 //                                    V rows to f32 once (0: never), see AttendDecodeImpl
-//   ConvertRows<D>(rows, scales, n, hd, out)   rows [0, n) as f32 rows of hd floats, the values
-//                                    Scores / Accumulate compute in registers
+//   ConvertRows<D>(rows, scales, n, hd, out)   (when kConvertMinSlots > 0) rows [0, n) as f32
+//                                    rows of hd floats, the values Scores / Accumulate compute in
+//                                    registers
 #pragma once
 
 #include <immintrin.h>
@@ -214,10 +215,12 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
       }
     }
     const uint8_t* crow[kDecodeKvTile];  // converted rows (K, then V)
-    if (convert) {
-      Dec::template ConvertRows<D>(krow, ksc, n, hd, kconv);
-      for (int64_t j = 0; j < n_pad; ++j) {
-        crow[j] = reinterpret_cast<const uint8_t*>(kconv + std::min(j, n - 1) * hd);
+    if constexpr (kConvertible) {
+      if (convert) {
+        Dec::template ConvertRows<D>(krow, ksc, n, hd, kconv);
+        for (int64_t j = 0; j < n_pad; ++j) {
+          crow[j] = reinterpret_cast<const uint8_t*>(kconv + std::min(j, n - 1) * hd);
+        }
       }
     }
     ForSlotGroups<Dec::kMaxSlotGroup>(ns, [&](auto h_const, int64_t i) {
@@ -243,9 +246,11 @@ void AttendDecodeImpl(const PagedKv& kv, const TileJob& job, const TileParams& p
       }
       Dec::Softmax(s[i], n_pad, vlo, vhi, m[i], l[i], alpha[i]);
     }
-    if (convert) {  // V after the scores, which prefetched its rows
-      Dec::template ConvertRows<D>(vrow, vsc, n, hd, vconv);
-      for (int64_t j = 0; j < n; ++j) crow[j] = reinterpret_cast<const uint8_t*>(vconv + j * hd);
+    if constexpr (kConvertible) {
+      if (convert) {  // V after the scores, which prefetched its rows
+        Dec::template ConvertRows<D>(vrow, vsc, n, hd, vconv);
+        for (int64_t j = 0; j < n; ++j) crow[j] = reinterpret_cast<const uint8_t*>(vconv + j * hd);
+      }
     }
     ForSlotGroups<Dec::kMaxSlotGroup>(ns, [&](auto h_const, int64_t i) {
       constexpr int H = decltype(h_const)::value;
