@@ -11,9 +11,10 @@ and as many after it; the ratios use the median of both (the machine's speed dri
 Prints TTFT p50 / p99 (all requests, and "warm": each client's requests after its first) and
 their ratio to the reference, and the first burst's token floor (the prompt tokens the burst
 computes, less cached ones, over the lone prompt's: the least its slowest TTFT can be over the
-reference at a constant prefill rate) and the p99 over the reference times that floor; --cold-bursts N then runs N more cold bursts (fresh instances:
-a new document), each between two lone prompts, and prints each burst's slowest TTFT over
-theirs and the median; with tachyon, the engine's breakdown of the TTFT (the `timings`
+reference at a constant prefill rate) and the p99 over the reference times that floor;
+--cold-bursts N then runs N more cold bursts (fresh instances: a new document), each between
+two lone prompts, and prints each burst's slowest TTFT over theirs (and over its floor) and
+the median; with tachyon, the engine's breakdown of the TTFT (the `timings`
 extension's ttft_breakdown: inbox, queued, prefix wait, own prefill steps, stalled behind
 others' steps) as means over the requests and for the slowest ones. --peer-url runs the same
 distinct load (same prompts) against another OpenAI-compatible server (llama.cpp's
@@ -149,6 +150,11 @@ def closed_loop(url, model, requests, args):
 PARTS = ("inbox_ms", "queued_ms", "prefix_wait_ms", "prefill_ms", "stalled_ms")
 
 
+def computed_tokens(r):
+    """The prompt tokens a request's prefill computed (its prompt less the cached ones)."""
+    return r["prompt"] - (r["cached"] or 0)
+
+
 def token_floor(burst, lone_prompt_tokens):
     """The prompt tokens a burst computes (its prompts less their cached tokens) over one lone
     prompt's: the slowest request of the burst waits for all of them, so at a constant prefill
@@ -157,7 +163,7 @@ def token_floor(burst, lone_prompt_tokens):
     if not burst or not lone_prompt_tokens or any(
             r["prompt"] is None or r["cached"] is None for r in burst):
         return None
-    computed = sum(r["prompt"] - r["cached"] for r in burst)
+    computed = sum(computed_tokens(r) for r in burst)
     return computed, computed / lone_prompt_tokens
 
 
@@ -235,8 +241,7 @@ def run_workload(url, workload, refs, requests, args, label):
     results, errors, wall = closed_loop(url, model, requests, args)
     after = lone(refs[half:])
     # The lone prompts' own length (each computed whole: nothing of it was cached).
-    lone_tokens = [r["prompt"] - (r["cached"] or 0) for r in before + after
-                   if r["prompt"] is not None]
+    lone_tokens = [computed_tokens(r) for r in before + after if r["prompt"] is not None]
     return summarize(f"{label} {workload}",
                      ([r["ttft"] for r in before], [r["ttft"] for r in after]), results, errors,
                      wall, statistics.median(lone_tokens) if lone_tokens else None)
@@ -261,7 +266,8 @@ def cold_bursts(url, workload, rng, args):
             continue
         slowest = max(r["ttft"] for r in results)
         ratios.append(slowest / ((before + after) / 2))
-        floor = token_floor(results, lone_before["prompt"])
+        floor = token_floor(results, computed_tokens(lone_before)
+                            if lone_before["prompt"] is not None else None)
         print(f"  cold burst: slowest TTFT {slowest:.3f} s, lone {before:.3f} / {after:.3f} s: "
               f"{ratios[-1]:.2f}x" + (f" (token floor {floor[1]:.2f}x: "
                                       f"{ratios[-1] / floor[1]:.2f}x the floor)" if floor else ""),
