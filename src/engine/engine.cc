@@ -130,6 +130,13 @@ Status Engine::Validate(const EngineRequest& req) const {
 }
 
 Status Engine::Add(uint64_t request_id, EngineRequest req) {
+  std::shared_ptr<KvExportSink> sink = req.kv_export;
+  Status s = AddChoices(request_id, std::move(req));
+  if (!s.ok() && sink) sink->OnEnd(s);  // its transfer ends with the request (none will come)
+  return s;
+}
+
+Status Engine::AddChoices(uint64_t request_id, EngineRequest req) {
   RETURN_IF_ERROR(Validate(req));
   if (groups_.count(request_id)) {
     return InvalidArgument("duplicate request id " + std::to_string(request_id));

@@ -118,7 +118,8 @@ class Engine {
   // where the original stream was after them: the output constraint, the decoder and the stop
   // strings have taken them in (their text is not sent again), the penalties count them as
   // output, and sampling draws from position k on. Errors: as Validate, a duplicate id, or
-  // resumed tokens that the constraint refuses or that complete it or a stop string.
+  // resumed tokens that the constraint refuses or that complete it or a stop string; on an
+  // error the request's kv_export sink, if any, is ended with it (OnEnd).
   Status Add(uint64_t request_id, EngineRequest req);
   // Finishes every choice of the request with FinishReason::kAbort and frees its blocks; the
   // final outputs come with the next Step() / TakeOutputs(). Unknown ids are ignored.
@@ -151,6 +152,7 @@ class Engine {
   Engine(const EngineConfig& config, ModelExecutor* executor);
   int64_t TokenLimit() const;
   int64_t MaxChunk() const;  // the most tokens one request computes in a step
+  Status AddChoices(uint64_t request_id, EngineRequest req);  // Add, its sink left to the caller
   RequestOutput NewOutput(const Request& r) const;
   // Appends a sampled token to r and to its output `o`, with the stop checks (text flushed on a
   // finish). Returns the finish reason (kNone: r goes on); the caller then calls Finish.

@@ -146,5 +146,26 @@ TEST(KvExportTest, ChecksumsComeWithStoredLayersAndWithCachedPagesAnExportComput
   EXPECT_EQ(h.usage(4).cached_prompt_tokens, 32);
 }
 
+// A request that Add refuses after the server accepted it ends its export with the error, so
+// the transfer waiting on the sink (and the answer held until it ends) are released.
+TEST(KvExportTest, ARefusedRequestEndsItsExport) {
+  auto store = std::make_shared<kv::HostTier>(1 << 20, nullptr);
+  Harness h(Options({}));
+  const std::vector<int32_t> prompt = MakePrompt(33, 5);
+  ASSERT_TRUE(h.Add(1, Greedy(prompt, 1)).ok());
+  auto refused = [&](EngineRequest r) {
+    auto sink = std::make_shared<StoreSink>(store);
+    r.kv_export = sink;
+    EXPECT_FALSE(h.Add(1, std::move(r)).ok());
+    EXPECT_TRUE(sink->ended);
+    EXPECT_FALSE(sink->end.ok());
+    EXPECT_TRUE(sink->handed.empty());
+  };
+  refused(Greedy(prompt, 1));                  // a duplicate id
+  refused(Greedy(MakePrompt(1 << 20, 5), 1));  // longer than the context
+  h.RunToCompletion();
+  EXPECT_EQ(h.engine().Metrics().kv.used_blocks, 0);
+}
+
 }  // namespace
 }  // namespace tachyon::engine
