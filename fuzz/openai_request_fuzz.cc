@@ -2,7 +2,7 @@
 // parse the endpoints use: ParseJsonBody / ParseOrderedJsonBody, then ParseCompletionRequest
 // and ParseChatRequest. Every body must end in a request or a 4xx ApiError with a message, never
 // a crash, a throw or unbounded recursion; an accepted request must satisfy the documented
-// ranges.
+// ranges. The ordered parse must equal nlohmann's own.
 //
 //   scripts/fuzz.sh 60 openai_request_fuzz
 #include <cstddef>
@@ -47,6 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckError(plain.error());
     return 0;
   }
+  // The ordered parse (a builder of its own) gives nlohmann's ordered parse, member order and
+  // repeated keys included.
+  if (ordered.value() != nlohmann::ordered_json::parse(body, nullptr, false)) __builtin_trap();
   auto completion = ParseCompletionRequest(plain.value(), kVocab);
   if (completion.ok()) {
     CheckCommon(completion.value().common);

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "server/json_limits.h"
+
 namespace tachyon::server {
 namespace {
 
@@ -37,11 +39,10 @@ ApiResult<RequestedConstraint> SchemaValue(const ordered_json& v, const std::str
     return InvalidParam(param, "Invalid value for '" + param + "': expected a JSON Schema object.");
   }
   if (v.is_string()) {
-    ordered_json parsed = ordered_json::parse(v.get_ref<const std::string&>(), nullptr,
-                                              /*allow_exceptions=*/false);
-    if (parsed.is_object()) {
-      return Make(Kind::kJsonSchema, Dump(parsed), param);
-    }
+    // The text is bounded as a body is (a deep nesting would overflow the stack of the
+    // recursive dump below).
+    std::optional<ordered_json> parsed = ParseBoundedOrderedJson(v.get_ref<const std::string&>());
+    if (parsed && parsed->is_object()) return Make(Kind::kJsonSchema, Dump(*parsed), param);
   }
   return InvalidParam(param, "Invalid value for '" + param +
                                  "': expected a JSON Schema (an object, or its JSON text).");

@@ -122,6 +122,11 @@ TEST(ConstraintFieldsTest, MalformedStructuredOutputs) {
   ExpectRefused({{"structured_outputs", {{"json", "{not json"}}}}, "structured_outputs.json");
   ExpectRefused({{"structured_outputs", {{"json", 7}}}}, "structured_outputs.json");
   ExpectRefused({{"structured_outputs", {{"json", true}}}}, "structured_outputs.json");
+  // A schema's text is held to a body's limits: nested past them, it is refused (its dump
+  // recursed through every level and overflowed the stack).
+  const std::string deep = "{\"a\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  ExpectRefused({{"structured_outputs", {{"json", deep}}}}, "structured_outputs.json");
+  ExpectRefused({{"json_schema", deep}}, "json_schema");
   ExpectRefused({{"structured_outputs", {{"json_object", "yes"}}}},
                 "structured_outputs.json_object");
   ExpectRefused({{"structured_outputs", {{"structural_tag", "{}"}}}},

@@ -58,8 +58,14 @@ ApiResult<nlohmann::json> ParseJsonBody(std::string_view body, const JsonLimits&
 ApiResult<nlohmann::ordered_json> ParseOrderedJsonBody(std::string_view body,
                                                        const JsonLimits& limits = {});
 
-// Any JSON text (e.g. found in model output): nullopt when it is over a limit or malformed.
+// Any JSON text (e.g. found in model output, or a schema given as text inside a request):
+// nullopt when it is over a limit or malformed.
 std::optional<nlohmann::json> ParseBoundedJson(std::string_view text,
                                                const JsonLimits& limits = {});
+// The same, keeping object members in their order (in time linear in the members: nlohmann's
+// own ordered parse takes O(n^2) for an object of n members). A repeated key keeps its first
+// position and its last value.
+std::optional<nlohmann::ordered_json> ParseBoundedOrderedJson(std::string_view text,
+                                                              const JsonLimits& limits = {});
 
 }  // namespace tachyon::server

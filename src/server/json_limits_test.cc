@@ -110,5 +110,47 @@ TEST(JsonLimitsTest, ParsesBodies) {
   EXPECT_FALSE(ParseBoundedJson("[1, 2").has_value());
 }
 
+// The ordered parse builds the document itself (nlohmann's takes O(n^2) in an object's
+// members): the same value as nlohmann's ordered parse, member order and repeated keys (first
+// position, last value) included.
+TEST(JsonLimitsTest, OrderedParseIsNlohmanns) {
+  for (const char* text : {
+           R"({"b": 1, "a": [true, null, {"z": 2.5, "y": "s"}], "c": {}})",
+           R"({"a": 1, "b": 2, "a": 3})",
+           R"({"a": {"x": 1}, "b": [], "a": [1, {"a": 2, "a": {"q": -7}}]})",
+           R"({"n": 18446744073709551615, "m": -9223372036854775808, "e": 1e308})",
+           R"([1, [2, [3, {"k": "v"}]]])",
+           R"("text")",
+       }) {
+    const auto want = nlohmann::ordered_json::parse(text);
+    const auto got = ParseBoundedOrderedJson(text);
+    ASSERT_TRUE(got.has_value()) << text;
+    EXPECT_EQ(*got, want) << text;
+    EXPECT_EQ(got->dump(), want.dump()) << text;
+  }
+  for (const char* bad : {"{\"a\": }", "{\"a\" 1}", "[1, 2", "{} {}", ""}) {
+    EXPECT_FALSE(ParseBoundedOrderedJson(bad).has_value()) << bad;
+  }
+}
+
+// An object of 200,000 members (a whole vocabulary's logit_bias is 150,000): parsed, in order.
+TEST(JsonLimitsTest, ManyMembersKeepTheirOrder) {
+  constexpr int kMembers = 200000;
+  std::string body = "{\"logit_bias\": {";
+  for (int i = kMembers - 1; i >= 0; --i) {
+    body += "\"" + std::to_string(i) + "\": " + std::to_string(i % 7) + (i ? ", " : "}}");
+  }
+  auto j = ParseOrderedJsonBody(body);
+  ASSERT_TRUE(j.ok()) << j.error().message;
+  const auto& bias = j.value()["logit_bias"];
+  ASSERT_EQ(bias.size(), static_cast<size_t>(kMembers));
+  int want = kMembers - 1;
+  for (const auto& [key, value] : bias.items()) {
+    ASSERT_EQ(key, std::to_string(want));
+    ASSERT_EQ(value, want % 7);
+    --want;
+  }
+}
+
 }  // namespace
 }  // namespace tachyon::server
