@@ -53,6 +53,13 @@ bool NeedsAuth(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
 
+// The endpoint a request is counted under in the metrics: its route's path (a pattern for a
+// route with a parameter), never the path the client sent (each distinct one would be a series
+// of its own, kept forever); "" (not counted) for an unknown path or an uncounted one.
+std::string MetricsEndpoint(const RouteMatch& match, const std::string& path) {
+  return match.route != nullptr && NeedsAuth(path) ? std::string(match.route->path) : "";
+}
+
 }  // namespace
 
 OpenAiApi::OpenAiApi(GenerationBackend* backend, ApiOptions options)
@@ -83,19 +90,20 @@ void OpenAiApi::SendError(ResponseChannel& channel, const ApiError& error,
 void OpenAiApi::Handle(HttpRequest req, std::shared_ptr<ResponseChannel> channel) {
   // Last resort: a bug that throws becomes a 500 for this request, never a dead io thread.
   const std::string path = req.path;
+  const std::string method = req.method;
   try {
     Route(std::move(req), channel);
   } catch (const std::exception& e) {
     TLOG(ERROR) << path << ": internal error: " << e.what();
     SendError(*channel, Simple(500, "server_error", "Internal error."),
-              NeedsAuth(path) ? path : "");
+              MetricsEndpoint(MatchRoute(method, path), path));
   }
 }
 
 void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel) {
   const std::string& path = req.path;
-  bool counted = NeedsAuth(path);
-  if (counted && !options_.api_key.empty()) {
+  RouteMatch match = MatchRoute(req.method, path);
+  if (NeedsAuth(path) && !options_.api_key.empty()) {
     // The Bearer key (OpenAI's clients) or x-api-key (Anthropic's).
     std::string_view auth = req.Header("authorization");
     std::string_view x_api_key = req.Header("x-api-key");
@@ -106,10 +114,9 @@ void OpenAiApi::Route(HttpRequest req, std::shared_ptr<ResponseChannel> channel)
                                 "'x-api-key: KEY'."
                               : "Incorrect API key provided.");
       e.code = "invalid_api_key";
-      return SendError(*channel, e, path);
+      return SendError(*channel, e, MetricsEndpoint(match, path));
     }
   }
-  RouteMatch match = MatchRoute(req.method, path);
   if (match.route == nullptr) {
     if (match.path_known) {
       ApiError e = Simple(405, "invalid_request_error",

@@ -323,6 +323,17 @@ TEST_F(ApiTest, ApiKey) {
   auto right = Call("POST", "/v1/completions", body.dump(), {{"authorization", "Bearer sekret"}});
   EXPECT_EQ(right->response.status, 200);
   EXPECT_EQ(Call("GET", "/health", "")->response.status, 200);  // no key needed
+  // Refused requests are counted under their route, never under the path the client sent (a
+  // series per path would grow without bound, and a quote in it would break the page).
+  EXPECT_EQ(Call("GET", "/v1/a\"b-" + std::string(1000, 'x'), "")->response.status, 401);
+  EXPECT_EQ(Call("GET", "/v1/models/some\"model", "")->response.status, 401);
+  const std::string metrics = Call("GET", "/metrics", "")->response.body;
+  EXPECT_EQ(metrics.find("xxxx"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("some"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("{endpoint=\"/v1/completions\",status=\"401\"} 2"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("{endpoint=\"/v1/models/{model}\",status=\"401\"} 1"), std::string::npos)
+      << metrics;
   WaitIdle();
 }
 
