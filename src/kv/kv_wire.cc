@@ -612,7 +612,11 @@ Status KvWireDecoder::OnLayerBlocks() {
       const size_t bytes = kKvWireBlockFixedBytes + shape.block_bytes();
       if (buffers_) {
         fresh.block.bytes = buffers_(bytes);
-        if (fresh.block.bytes.size() != bytes) return Internal("KV transfer: a short block buffer");
+        if (fresh.block.bytes.size() != bytes) {
+          return ResourceExhausted(
+              "KV transfer: no room for another block in flight (the receiver's budget for "
+              "blocks being received is spent)");
+        }
       } else {
         fresh.block.bytes.assign(bytes, 0);
       }

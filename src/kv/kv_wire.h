@@ -194,7 +194,8 @@ class KvWireDecoder {
   explicit KvWireDecoder(const KvWireLimits& limits = {}) : limits_(limits) {}
 
   // Where a block's buffer (KvWireBlock::bytes) comes from: a vector of the given size whose
-  // contents do not matter (every byte is written before the block is handed out). Default: a
+  // contents do not matter (every byte is written before the block is handed out), or an empty
+  // one when there is no room (the decoder then fails with ResourceExhausted). Default: a
   // fresh zeroed vector.
   using BufferSource = std::function<std::vector<uint8_t>(size_t bytes)>;
   void set_block_buffers(BufferSource source) { buffers_ = std::move(source); }

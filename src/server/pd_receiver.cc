@@ -35,6 +35,8 @@ void KvInbox::ExpireLocked(Clock::time_point now) {
 std::vector<uint8_t> KvInbox::TakeBuffer(size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (receiving_bytes_ + static_cast<int64_t>(bytes) > capacity_) return {};
+    receiving_bytes_ += static_cast<int64_t>(bytes);
     if (!spare_.empty()) {
       std::vector<uint8_t> v = std::move(spare_.back());
       spare_.pop_back();
@@ -46,9 +48,19 @@ std::vector<uint8_t> KvInbox::TakeBuffer(size_t bytes) {
   return std::vector<uint8_t>(bytes);
 }
 
+void KvInbox::EndReceiving(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  receiving_bytes_ -= bytes;
+}
+
 int64_t KvInbox::spare_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return spare_bytes_;
+}
+
+int64_t KvInbox::receiving_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return receiving_bytes_;
 }
 
 void KvInbox::RecycleLocked(std::vector<uint8_t> buffer) {
@@ -210,8 +222,13 @@ void PdReceiver::Serve(Connection* c) {
   const auto t0 = Clock::now();
   kv::KvWireLimits limits;
   limits.max_block_bytes = std::max<uint64_t>(shape_.block_bytes(), 1);
+  int64_t receiving = 0;  // what this transfer's taken buffers count in the inbox
   kv::KvWireDecoder d(limits);
-  d.set_block_buffers([this](size_t bytes) { return inbox_->TakeBuffer(bytes); });
+  d.set_block_buffers([this, &receiving](size_t bytes) {
+    std::vector<uint8_t> buffer = inbox_->TakeBuffer(bytes);
+    receiving += static_cast<int64_t>(buffer.size());
+    return buffer;
+  });
   Status status;
   uint32_t kept = 0;
   uint64_t bytes = 0;
@@ -247,10 +264,16 @@ void PdReceiver::Serve(Connection* c) {
     if (!compatible.ok()) break;
     // Blocks that arrived whole before an error later in the same read are valid: kept.
     for (kv::KvWireBlock& b : d.TakeBlocks()) {
+      const auto size = static_cast<int64_t>(b.bytes.size());
+      inbox_->EndReceiving(size);
+      receiving -= size;
       if (inbox_->Put(b.hash, std::move(b.bytes), kv::kKvWireBlockFixedBytes)) ++kept;
     }
   }
-  const bool answer = d.done() || (!status.ok() && status.code() == StatusCode::kInvalidArgument);
+  inbox_->EndReceiving(receiving);  // the blocks left unfinished
+  const bool answer =
+      d.done() || (!status.ok() && (status.code() == StatusCode::kInvalidArgument ||
+                                    status.code() == StatusCode::kResourceExhausted));
   const uint32_t code = status.ok() ? 0 : static_cast<uint32_t>(status.code());
   if (status.ok() && d.end().status != kv::KvWireEndStatus::kComplete) {
     status = Cancelled("the sender aborted the transfer");

@@ -14,7 +14,8 @@
 // refused (Ack with the error code); every block that arrived whole and checksummed is kept,
 // whatever happens after it (a reset, a stall, a corrupt frame, a dead prefill replica): those
 // are valid prefix blocks, and the decode request recomputes the rest. The Ack reports the
-// blocks kept.
+// blocks kept. The blocks of all transfers whose layers are still arriving take at most the
+// inbox's capacity (KvInbox::TakeBuffer); a transfer that needs more fails.
 // Thread-safety: every method from any thread.
 #pragma once
 
@@ -58,8 +59,15 @@ class KvInbox final : public kv::BlockStore {
   // block left behind when there is one, so that steady traffic reuses memory that is already
   // mapped instead of faulting in fresh pages for every block. The spare buffers count against
   // capacity_bytes with the held blocks and are the first to go when a block needs the room.
+  // The buffers of blocks being received count against capacity_bytes on their own, from
+  // TakeBuffer to EndReceiving: an empty vector when another one would pass it (the transfer
+  // then fails, and its decode request computes what did not arrive).
   std::vector<uint8_t> TakeBuffer(size_t bytes);
-  int64_t spare_bytes() const;  // held in spare buffers
+  // Ends the count of taken buffers of `bytes` bytes in all: blocks that arrived (and were
+  // Put) or that were dropped unfinished.
+  void EndReceiving(int64_t bytes);
+  int64_t spare_bytes() const;      // held in spare buffers
+  int64_t receiving_bytes() const;  // taken and not ended
 
  private:
   struct Entry {
@@ -81,6 +89,7 @@ class KvInbox final : public kv::BlockStore {
   kv::BlockStoreStats stats_;        // GUARDED_BY(mu_)
   std::vector<std::vector<uint8_t>> spare_;  // GUARDED_BY(mu_) buffers of loaded blocks
   int64_t spare_bytes_ = 0;                  // GUARDED_BY(mu_) their capacities
+  int64_t receiving_bytes_ = 0;              // GUARDED_BY(mu_)
   double load_ema_ = 0;              // GUARDED_BY(mu_)
   size_t last_block_bytes_ = 0;      // GUARDED_BY(mu_)
 };

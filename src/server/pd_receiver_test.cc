@@ -116,6 +116,53 @@ TEST(PdTransfer, BlocksArriveWholeOverLoopback) {
   receiver.Stop();
 }
 
+// Sends `blocks` blocks of `round` to the receiver layer-major (as a prefill step: every
+// block's first layer, then every block's second, ...), so all of them are in flight at once.
+PdTransferResult SendBlocks(PdSender& sender, const PdReceiver& receiver, const kv::KvWireShape& s,
+                            uint32_t blocks, int round) {
+  std::vector<std::vector<uint8_t>> pool;
+  for (uint32_t b = 0; b < blocks; ++b) pool.push_back(BlockBytes(s, static_cast<int>(b)));
+  std::promise<PdTransferResult> done;
+  auto sink = sender.Start({receiver.address(), "t" + std::to_string(round)}, blocks,
+                           [&](const PdTransferResult& r) { done.set_value(r); });
+  for (uint32_t l = 0; l < s.layers_per_block; ++l) {
+    for (uint32_t b = 0; b < blocks; ++b) {
+      uint8_t* k = pool[b].data() + 2 * l * s.chunk_bytes;
+      const std::span<uint8_t> chunks[] = {{k, s.chunk_bytes}, {k + s.chunk_bytes, s.chunk_bytes}};
+      sink->OnLayer(b, 0, kv::BlockHash{b, uint64_t(round)}, l, chunks, {});
+    }
+  }
+  sink->OnEnd(OkStatus());
+  return done.get_future().get();
+}
+
+TEST(PdTransfer, BlocksInFlightStayWithinTheInbox) {
+  // Room for 10 blocks: a transfer with 40 blocks in flight at once is refused when the 11th
+  // starts (and again on a retry: nothing stays counted), one with 8 arrives whole.
+  const kv::KvWireShape s = Shape();
+  auto inbox = std::make_shared<KvInbox>(static_cast<int64_t>(10 * s.block_bytes()),
+                                         std::chrono::seconds(60));
+  PdReceiver receiver(kv::NewTcpTransport(), s, inbox);
+  ASSERT_TRUE(receiver.Start("127.0.0.1:0").ok());
+  PdSender sender(kv::NewTcpTransport(), s);
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_FALSE(SendBlocks(sender, receiver, s, 40, round).status.ok());
+    EXPECT_EQ(inbox->Stats().blocks, 0);
+    EXPECT_EQ(inbox->receiving_bytes(), 0);
+  }
+  const PdTransferResult whole = SendBlocks(sender, receiver, s, 8, 2);
+  ASSERT_TRUE(whole.status.ok()) << whole.status.ToString();
+  EXPECT_EQ(whole.blocks_acked, 8u);
+  EXPECT_EQ(inbox->Stats().blocks, 8);
+  EXPECT_EQ(inbox->receiving_bytes(), 0);
+  for (uint32_t b = 0; b < 8; ++b) {
+    auto got = LoadBlock(*inbox, s, {b, 2});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, BlockBytes(s, static_cast<int>(b)));
+  }
+  receiver.Stop();
+}
+
 TEST(FinalOutputGate, HoldsTheFinalOutputUntilOpenAndCountsTheWait) {
   std::atomic<int64_t> held{0};
   FinalOutputGate gate(&held);
