@@ -267,6 +267,11 @@ ApiResult<CommonParams> ParseCommonParams(const json& body, int vocab_size, bool
   }
   if (auto stop = r.StringOrList("stop", kMaxStopStrings)) {
     for (auto& str : *stop) {
+      if (str.size() > kMaxStopStringBytes) {
+        r.Fail("stop", "each stop string may be at most " + std::to_string(kMaxStopStringBytes) +
+                           " bytes long.");
+        break;
+      }
       if (!str.empty()) s.stop.push_back(std::move(str));
     }
   }

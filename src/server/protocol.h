@@ -135,6 +135,9 @@ struct ChatRequest {
 inline constexpr int kMaxN = 16;
 inline constexpr int kMaxLogprobs = 20;
 inline constexpr int kMaxStopStrings = 16;
+// A stop string's length: the engine holds back output that may start one and re-checks the
+// held text's suffixes at every token (quadratic in this length).
+inline constexpr size_t kMaxStopStringBytes = 4096;
 inline constexpr int kMaxStopTokenIds = 64;
 inline constexpr size_t kMaxCacheSaltBytes = 1024;
 inline constexpr size_t kMaxResumeTokens = size_t{1} << 20;

@@ -137,6 +137,7 @@ TEST(ProtocolTest, RejectsWrongTypesAndRangesNamingTheParam) {
       {"stream", 1},
       {"stop", 5},
       {"stop", json::array({"a", 1})},
+      {"stop", json::array({"a", std::string(kMaxStopStringBytes + 1, 's')})},
       {"seed", "x"},
       {"logit_bias", {{"abc", 1}}},
       {"logit_bias", {{"5", 101}}},
