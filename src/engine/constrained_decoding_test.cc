@@ -239,7 +239,7 @@ TEST(ConstrainedDecodingTest, ContinuationReplaysTheResumedTokens) {
 }
 
 // Resumed tokens the constraint refuses, or that already complete it, are the caller's error:
-// Add fails and nothing of the request stays.
+// Validate and Add fail and nothing of the request stays.
 TEST(ConstrainedDecodingTest, ContinuationOutsideTheGrammarIsRefused) {
   auto g = Choices({{3, 4, 5}, {3, 4, 6, 7}});
   Harness h(WithEos());
@@ -249,6 +249,8 @@ TEST(ConstrainedDecodingTest, ContinuationOutsideTheGrammarIsRefused) {
     c.prompt_tokens.insert(c.prompt_tokens.end(), resumed.begin(), resumed.end());
     c.params.output_offset = static_cast<int>(resumed.size());
     c.grammar = g;
+    // Validate (the caller's thread, before a stream's head) refuses it as Add does.
+    EXPECT_EQ(h.engine().Validate(c).code(), StatusCode::kInvalidArgument);
     const Status st = h.Add(7, c);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   }

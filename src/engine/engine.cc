@@ -95,6 +95,15 @@ int64_t Engine::TokenLimit() const {
 }
 
 Status Engine::Validate(const EngineRequest& req) const {
+  RETURN_IF_ERROR(CheckLimits(req));
+  // A continuation's resumed tokens, replayed as Add will (a stream's head is not sent yet).
+  if (req.params.ResumedTokens(req.prompt_tokens.size()) > 0) {
+    RETURN_IF_ERROR(StartChoice(req, ChoiceMaxTokens(req)).status());
+  }
+  return OkStatus();
+}
+
+Status Engine::CheckLimits(const EngineRequest& req) const {
   const int32_t n_vocab = executor_->n_vocab();
   if (req.prompt_tokens.empty()) return InvalidArgument("the prompt is empty");
   for (int32_t t : req.prompt_tokens) {
@@ -129,6 +138,38 @@ Status Engine::Validate(const EngineRequest& req) const {
   return OkStatus();
 }
 
+int64_t Engine::ChoiceMaxTokens(const EngineRequest& req) const {
+  return req.params.max_tokens > 0 ? req.params.max_tokens
+                                   : TokenLimit() - static_cast<int64_t>(req.prompt_tokens.size());
+}
+
+// A continuation (params.output_offset = k > 0) ends its prompt with output tokens already
+// delivered: they go through the output constraint, the decoder and the stop strings as they
+// went in the original stream, their text unsent (the original sent it, or still held it back —
+// a newline, an incomplete UTF-8 sequence, the start of a stop string —, which then comes out
+// with the next token as it would have).
+Result<Engine::ChoiceStart> Engine::StartChoice(const EngineRequest& req,
+                                                int64_t max_tokens) const {
+  const size_t resumed = req.params.ResumedTokens(req.prompt_tokens.size());
+  const std::span<const int32_t> resumed_tokens = std::span(req.prompt_tokens).last(resumed);
+  ChoiceStart c;
+  if (req.grammar) {
+    ASSIGN_OR_RETURN(c.matcher, NewChoiceMatcher(*req.grammar, resumed_tokens,
+                                                 req.grammar_within_max_tokens ? max_tokens : -1));
+  }
+  c.stop = StopStringMatcher(req.params.stop);
+  if (!config_.detokenizer) return c;
+  c.decoder = config_.detokenizer->NewDecoder();
+  c.decoder->SetContext(std::vector<int32_t>(
+      req.prompt_tokens.begin(), req.prompt_tokens.end() - static_cast<ptrdiff_t>(resumed)));
+  for (int32_t t : resumed_tokens) {
+    bool stopped = false;
+    c.text += c.stop.Append(c.decoder->Push(t), &stopped);
+    if (stopped) return InvalidArgument("the resumed output tokens already complete a stop string");
+  }
+  return c;
+}
+
 Status Engine::Add(uint64_t request_id, EngineRequest req) {
   std::shared_ptr<KvExportSink> sink = req.kv_export;
   Status s = AddChoices(request_id, std::move(req));
@@ -137,45 +178,16 @@ Status Engine::Add(uint64_t request_id, EngineRequest req) {
 }
 
 Status Engine::AddChoices(uint64_t request_id, EngineRequest req) {
-  RETURN_IF_ERROR(Validate(req));
+  RETURN_IF_ERROR(CheckLimits(req));  // then each choice's start replays the resumed tokens
   if (groups_.count(request_id)) {
     return InvalidArgument("duplicate request id " + std::to_string(request_id));
   }
   const int64_t prompt = static_cast<int64_t>(req.prompt_tokens.size());
-  const int64_t max_tokens =
-      req.params.max_tokens > 0 ? req.params.max_tokens : TokenLimit() - prompt;
-  // Each choice's output state. A continuation (params.output_offset > 0) ends its prompt with
-  // output tokens already delivered: they go through the output constraint, the decoder and
-  // the stop strings as they went in the original stream, their text unsent (the original
-  // sent it, or still held it back — a newline, an incomplete UTF-8 sequence, the start of a
-  // stop string —, which then comes out with the next token as it would have).
-  const size_t resumed = req.params.ResumedTokens(req.prompt_tokens.size());
-  const std::span<const int32_t> resumed_tokens = std::span(req.prompt_tokens).last(resumed);
-  struct ChoiceStart {
-    std::unique_ptr<grammar::TokenMatcher> matcher;
-    std::unique_ptr<TextDecoder> decoder;
-    StopStringMatcher stop{{}};
-    std::string text;  // what the original sent for the resumed tokens
-  };
-  std::vector<ChoiceStart> starts(static_cast<size_t>(req.params.n));
-  for (ChoiceStart& c : starts) {
-    if (req.grammar) {
-      ASSIGN_OR_RETURN(c.matcher,
-                       NewChoiceMatcher(*req.grammar, resumed_tokens,
-                                        req.grammar_within_max_tokens ? max_tokens : -1));
-    }
-    c.stop = StopStringMatcher(req.params.stop);
-    if (!config_.detokenizer) continue;
-    c.decoder = config_.detokenizer->NewDecoder();
-    c.decoder->SetContext(std::vector<int32_t>(
-        req.prompt_tokens.begin(), req.prompt_tokens.end() - static_cast<ptrdiff_t>(resumed)));
-    for (int32_t t : resumed_tokens) {
-      bool stopped = false;
-      c.text += c.stop.Append(c.decoder->Push(t), &stopped);
-      if (stopped) {
-        return InvalidArgument("the resumed output tokens already complete a stop string");
-      }
-    }
+  const int64_t max_tokens = ChoiceMaxTokens(req);
+  std::vector<ChoiceStart> starts;
+  for (int i = 0; i < req.params.n; ++i) {
+    ASSIGN_OR_RETURN(ChoiceStart c, StartChoice(req, max_tokens));
+    starts.push_back(std::move(c));
   }
   Group& g = groups_[request_id];
   const uint64_t base_seed = req.params.seed ? *req.params.seed : seed_rng_();

@@ -111,7 +111,8 @@ class Engine {
                                                 std::unique_ptr<spec::Drafter> drafter = nullptr,
                                                 ModelExecutor* draft_executor = nullptr);
 
-  // Whether the request could ever run: InvalidArgument (with the reason) if not.
+  // Whether the request could ever run: InvalidArgument (with the reason) if not. A
+  // continuation's resumed tokens are replayed as Add does (see there).
   Status Validate(const EngineRequest& req) const;
   // Queues a request under a caller-chosen unique id. A continuation (params.output_offset = k
   // > 0: the prompt ends with k output tokens its choice already delivered) starts each choice
@@ -153,6 +154,17 @@ class Engine {
   int64_t TokenLimit() const;
   int64_t MaxChunk() const;  // the most tokens one request computes in a step
   Status AddChoices(uint64_t request_id, EngineRequest req);  // Add, its sink left to the caller
+  Status CheckLimits(const EngineRequest& req) const;         // Validate but for the resumed tokens
+  // A choice's output state, after a continuation's resumed tokens: InvalidArgument when its
+  // constraint refuses them or they complete it or a stop string.
+  struct ChoiceStart {
+    std::unique_ptr<grammar::TokenMatcher> matcher;
+    std::unique_ptr<TextDecoder> decoder;
+    StopStringMatcher stop{{}};
+    std::string text;  // what the original sent for the resumed tokens
+  };
+  Result<ChoiceStart> StartChoice(const EngineRequest& req, int64_t max_tokens) const;
+  int64_t ChoiceMaxTokens(const EngineRequest& req) const;  // params.max_tokens, or what fits
   RequestOutput NewOutput(const Request& r) const;
   // Appends a sampled token to r and to its output `o`, with the stop checks (text flushed on a
   // finish). Returns the finish reason (kNone: r goes on); the caller then calls Finish.

@@ -166,7 +166,7 @@ void EngineCore::Loop() {
     for (Pending& p : inbox) {
       streams_[p.id] = p.stream;
       Status s = engine_->Add(p.id, std::move(p.request));
-      if (!s.ok()) {  // what Validate does not check: a continuation's resumed tokens
+      if (!s.ok()) {  // validated already; only a duplicate id or a broken invariant gets here
         RequestOutput o;
         o.request_id = p.id;
         o.finish_reason = FinishReason::kError;

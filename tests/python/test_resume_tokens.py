@@ -83,6 +83,19 @@ def test_resume_token_ids_errors(server, extra, needle):
     assert err["error"]["param"] == "resume_token_ids" and needle in err["error"]["message"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_resumed_tokens_that_complete_a_stop_string_are_a_400(server, stream):
+    """Checked before a stream's head goes out: a 400, not a 200 with an error event."""
+    status, _, tok = server.request("POST", "/tokenize",
+                                    {"prompt": " the end", "add_special_tokens": False})
+    assert status == 200, tok
+    body = {"model": MODEL_NAME, "prompt": "The cat", "max_tokens": 8, "stream": stream,
+            "stop": ["end"], "resume_token_ids": tok["tokens"]}
+    status, _, err = server.request("POST", "/v1/completions", body)
+    assert status == 400, err
+    assert "stop string" in err["error"]["message"]
+
+
 def with_input(chat, message, prompt, **fields):
     """(path, body) of a chat request with one user `message` or a completion of `prompt`."""
     body = {"model": MODEL_NAME, **fields}
