@@ -201,6 +201,21 @@ TEST_F(ApiTest, EchoAndLogprobs) {
   WaitIdle();
 }
 
+// A response that is not streamed is held whole: one whose logprobs could pass the bound
+// (64 prompts x 16 choices x 64 tokens x 21 entries) is refused before anything runs.
+TEST_F(ApiTest, HeldLogprobsAreBounded) {
+  json prompts = json::array();
+  for (int i = 0; i < 64; ++i) prompts.push_back("x");
+  json body = {{"prompt", prompts}, {"n", 16}, {"max_tokens", 64}, {"logprobs", 20}};
+  auto refused = Post("/v1/completions", body);
+  EXPECT_EQ(refused->response.status, 400);
+  EXPECT_EQ(refused->Json()["error"]["param"], "logprobs");
+  EXPECT_TRUE(backend_->SubmittedPrompts().empty());
+  body["prompt"] = json::array({"x", "y"});  // 2 x 16 x 64 x 21: within the bound
+  EXPECT_EQ(Post("/v1/completions", body)->response.status, 200);
+  WaitIdle();
+}
+
 // min_tokens, cache_salt, priority and stop_token_ids reach the backend as the engine's own
 // request fields; a min_tokens the context cannot hold is a 400 naming it.
 TEST_F(ApiTest, EngineFieldsReachTheBackend) {

@@ -1,6 +1,7 @@
 #include "server/generation_job.h"
 
 #include <cmath>
+#include <optional>
 
 #include "server/sse.h"
 #include "util/logging.h"
@@ -20,6 +21,28 @@ json BytesArray(const std::string& s) {
   json a = json::array();
   for (unsigned char c : s) a.push_back(static_cast<int>(c));
   return a;
+}
+
+// A non-streamed answer is held whole until it is sent, and its logprobs are most of it (~600
+// bytes per entry: a token and each of its top alternatives, over every choice). Past this
+// many entries at most (max_tokens, and the prompt when it is echoed), the request must stream.
+constexpr int64_t kMaxHeldLogprobs = int64_t{1} << 20;
+
+std::optional<ApiError> HeldLogprobsError(const JobSpec& s) {
+  if (s.stream) return std::nullopt;
+  int64_t entries = 0;
+  for (const JobPrompt& p : s.prompts) {
+    if (p.sampling.logprobs < 0) continue;
+    const int64_t tokens =
+        p.sampling.max_tokens + (p.echo_text.empty() ? 0 : static_cast<int64_t>(p.ids.size()));
+    entries += int64_t{s.n} * tokens * (p.sampling.logprobs + 1);
+  }
+  if (entries <= kMaxHeldLogprobs) return std::nullopt;
+  return InvalidParam("logprobs", "This request could return " + std::to_string(entries) +
+                                      " logprobs (choices x tokens x alternatives); a response "
+                                      "that is not streamed holds at most " +
+                                      std::to_string(kMaxHeldLogprobs) +
+                                      ". Stream it, or lower n, max_tokens or the logprobs.");
 }
 
 }  // namespace
@@ -81,6 +104,7 @@ void GenerationJob::Start(JobSpec spec, JobContext ctx, std::shared_ptr<Response
   auto job = std::make_shared<GenerationJob>(std::move(spec), ctx, channel);
   if (job->spec_.adapter) job->spec_.adapter->Begin(job->spec_);
   job->registry_key_ = ctx.registry->Add(job);
+  if (auto e = HeldLogprobsError(job->spec_)) return job->Fail(*e);
   std::weak_ptr<GenerationJob> weak = job;
   channel->SetOnClose([weak] {
     if (auto j = weak.lock()) j->OnClientGone();
