@@ -1,8 +1,10 @@
 #include "router/proxy_call.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
+#include "server/json_limits.h"
 #include "util/logging.h"
 
 namespace tachyon::router {
@@ -169,8 +171,8 @@ bool ProxyCall::StartPrefill(const Placement& placed) {
     return false;
   }
   const int prefill = p->replica;
-  auto body = nlohmann::ordered_json::parse(attempt_body_, nullptr, /*allow_exceptions=*/false);
-  if (!body.is_object()) {  // the replica answers the malformed body itself
+  std::optional<nlohmann::ordered_json> body = server::ParseBoundedOrderedJson(attempt_body_);
+  if (!body || !body->is_object()) {  // the replica answers the malformed body itself
     core_->pool.PrefillDone(prefill, p->prefill_tokens);
     core_->pool.Release(prefill);
     return false;
@@ -179,7 +181,7 @@ bool ProxyCall::StartPrefill(const Placement& placed) {
   UpstreamRequest up;
   up.method = "POST";
   up.target = request_.http.path;
-  up.body = PrefillBody(std::move(body), address, pd.NextTransferId());
+  up.body = PrefillBody(std::move(*body), address, pd.NextTransferId());
   up.headers = ForwardedHeaders(request_.http);
   auto status = std::make_shared<int>(0);
   UpstreamHandlers h;
@@ -351,7 +353,13 @@ bool ProxyCall::ForwardEvent(std::string_view event) {
       // Its prompt held the resumed tokens; the output is every choice's tokens.
       int64_t completion = 0;
       for (const ChoiceState& c : choices_) completion += static_cast<int64_t>(c.tokens.size());
-      const int64_t prompt = u->value("prompt_tokens", int64_t{0}) - resumed_;
+      // (A replica's count; anything but a token count is taken as 0, never thrown on.)
+      const auto reported = u->find("prompt_tokens");
+      const uint64_t replica_prompt =
+          reported != u->end() && reported->is_number_unsigned()
+              ? std::min<uint64_t>(reported->get<uint64_t>(), std::numeric_limits<int32_t>::max())
+              : 0;
+      const int64_t prompt = std::max<int64_t>(0, static_cast<int64_t>(replica_prompt) - resumed_);
       (*u)["prompt_tokens"] = prompt;
       (*u)["completion_tokens"] = completion;
       if (u->contains("total_tokens")) (*u)["total_tokens"] = prompt + completion;
@@ -576,13 +584,23 @@ void ProxyCall::ClientGone() {
 
 bool ProxyCall::TryFromQueue() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ != State::kQueued) return true;
-  return Dispatch() != PlaceResult::kSaturated;
+  if (state_ != State::kQueued || Dispatch() != PlaceResult::kSaturated) return true;
+  if (!queue_timed_out_) return false;  // back to the queue's front
+  RejectQueueTimeout();
+  return true;
 }
 
 void ProxyCall::QueueTimedOut() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ != State::kQueued || !core_->RemoveQueued(this)) return;
+  if (state_ != State::kQueued) return;
+  if (!core_->RemoveQueued(this)) {
+    queue_timed_out_ = true;  // PumpQueue is offering it a slot: it ends there if none is free
+    return;
+  }
+  RejectQueueTimeout();
+}
+
+void ProxyCall::RejectQueueTimeout() {
   Reject(RouterError(503, "no replica slot became free within the router's queue timeout",
                      core_->options.retry_after_s),
          "queue_timeout");

@@ -47,7 +47,8 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   // Watches the client and places the request (or queues or rejects it). Call once.
   void Begin();
   // From the queue pump: places a queued request. False when every replica is still saturated
-  // (the caller puts it back at the head of the queue).
+  // (the caller puts it back at the head of the queue); a request whose queue deadline passed
+  // meanwhile then gets its 503 instead.
   bool TryFromQueue();
   // The queue deadline passed while it was queued: 503.
   void QueueTimedOut();
@@ -79,6 +80,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   void ClientGone();
   // Answers the router's own error, counted under `reason`. REQUIRES: mu_ held.
   void Reject(const server::ApiError& error, const char* reason);
+  void RejectQueueTimeout();  // 503, counted as queue_timeout
   void FinishLocked();  // REQUIRES: mu_ held
   // The current placement's prompt work on `replica` is done (its first output came, or the
   // attempt ended): ReplicaPool::PrefillDone, once.
@@ -96,6 +98,8 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   int attempts_ = 0;                        // GUARDED_BY(mu_)
   int replica_ = -1;                        // GUARDED_BY(mu_) the current attempt's
   bool client_gone_ = false;                // GUARDED_BY(mu_)
+  // The queue timeout fired while PumpQueue held the call: TryFromQueue ends it if saturated.
+  bool queue_timed_out_ = false;            // GUARDED_BY(mu_)
   bool prefill_tried_ = false;              // GUARDED_BY(mu_)
   std::shared_ptr<UpstreamCall> upstream_;  // GUARDED_BY(mu_)
 

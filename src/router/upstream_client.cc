@@ -14,6 +14,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "util/logging.h"
+
 namespace tachyon::router {
 
 namespace net = boost::asio;
@@ -240,7 +242,9 @@ class Call : public UpstreamCall, public std::enable_shared_from_this<Call> {
 UpstreamClient::UpstreamClient(int io_threads) : impl_(std::make_unique<Impl>()) {
   impl_->work.emplace(net::make_work_guard(impl_->ioc));
   for (int i = 0; i < std::max(1, io_threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+    // A handler that throws (a bug) is logged; the router goes on serving.
+    impl_->threads.emplace_back(
+        [this] { RunLoggingExceptions("upstream io thread", [this] { impl_->ioc.run(); }); });
   }
 }
 

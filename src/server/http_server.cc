@@ -579,18 +579,7 @@ Status HttpServer::Start() {
   for (int i = 0; i < std::max(1, s.options.io_threads); ++i) {
     // Last resort: an exception escaping a handler must not end the io thread (or, uncaught,
     // the process); it is logged and the thread goes on serving.
-    s.threads.emplace_back([&s] {
-      for (;;) {
-        try {
-          s.ioc.run();
-          return;
-        } catch (const std::exception& e) {
-          TLOG(ERROR) << "io thread: uncaught exception: " << e.what();
-        } catch (...) {
-          TLOG(ERROR) << "io thread: uncaught non-standard exception";
-        }
-      }
-    });
+    s.threads.emplace_back([&s] { RunLoggingExceptions("io thread", [&s] { s.ioc.run(); }); });
   }
   return OkStatus();
 }

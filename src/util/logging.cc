@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 namespace tachyon {
 namespace {
@@ -68,6 +69,19 @@ LogMessage::~LogMessage() {
   ssize_t unused = ::write(2, s.data(), s.size());
   (void)unused;
   if (level_ == LogLevel::kFatal) std::abort();
+}
+
+void RunLoggingExceptions(const char* what, const std::function<void()>& run) {
+  for (;;) {
+    try {
+      run();
+      return;
+    } catch (const std::exception& e) {
+      TLOG(ERROR) << what << ": uncaught exception: " << e.what();
+    } catch (...) {
+      TLOG(ERROR) << what << ": uncaught non-standard exception";
+    }
+  }
 }
 
 }  // namespace tachyon

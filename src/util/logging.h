@@ -6,6 +6,7 @@
 // Thread-safe: each message is written with one call.
 #pragma once
 
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -32,6 +33,11 @@ class LogMessage {
 struct LogVoidify {
   void operator&(std::ostream&) {}
 };
+
+// Calls `run` until it returns normally: an exception escaping it is logged as an error (with
+// `what`) and `run` is called again. For an event loop's thread (an io_context's run()), where a
+// handler that throws must end neither the thread nor, uncaught, the process.
+void RunLoggingExceptions(const char* what, const std::function<void()>& run);
 
 }  // namespace tachyon
 

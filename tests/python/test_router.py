@@ -5,6 +5,7 @@ replica that never answers, the bounded queue (429) and no replica (503)."""
 import http.client
 import http.server
 import json
+import re
 import signal
 import socket
 import socketserver
@@ -532,9 +533,10 @@ class FlakyReplica:
     """Relays requests to a real replica but cuts a stream after `cut_after` events, then plays
     dead (/ready 503, connections closed unanswered) until revived: a replica that dies in the
     middle of a stream, at a known point. `cut_after` None: never cut; a stream's end (the last
-    chunk, after its events) is then held back `linger` seconds."""
+    chunk, after its events) is then held back `linger` seconds. `rewrite`: applied to each
+    event (bytes) before it is relayed."""
 
-    def __init__(self, target, cut_after, linger=0.0):
+    def __init__(self, target, cut_after, linger=0.0, rewrite=None):
         outer = self
         self.dead = threading.Event()
         self.cut_after = cut_after
@@ -571,6 +573,8 @@ class FlakyReplica:
                         break
                     event += line
                     if line == b"\n":
+                        if rewrite:
+                            event = rewrite(event)
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                         self.wfile.flush()
                         event, events = b"", events + 1
@@ -866,6 +870,32 @@ def test_tool_call_stream_migrates(tmp_path, templated_server):
     finally:
         router.stop()
         flaky.close()
+
+
+def test_a_malformed_usage_in_a_continuation_is_not_fatal(tmp_path, replicas):
+    """The replica a cut stream migrates to reports its usage with a prompt_tokens that is not
+    a count: the router (which rewrites a continuation's usage) finishes the stream with the
+    right text, a usage whose prompt_tokens is a count, and goes on serving."""
+    flaky = FlakyReplica(replicas[0], cut_after=6)
+    mangling = FlakyReplica(replicas[1], cut_after=None, rewrite=lambda e: re.sub(
+        rb'"prompt_tokens":\s*\d+', b'"prompt_tokens":"many"', e))
+    router = Router(tmp_path, [flaky.url, mangling.url], ["--policy", "round_robin"])
+    try:
+        router.wait_ready(2)
+        body = {"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 24,
+                "stream": True, "ignore_eos": True, "temperature": 0,
+                "stream_options": {"include_usage": True}}
+        _, want, _ = read_stream(replicas[1].base, "/v1/completions", body)
+        replica, events, done = read_stream(router.base, "/v1/completions", body)
+        assert replica == flaky.url and flaky.dead.is_set() and done
+        assert stream_text(events, chat=False) == stream_text(want, chat=False)
+        usage = [e["usage"] for e in events if e.get("usage")][-1]
+        assert usage["completion_tokens"] == 24 and usage["prompt_tokens"] >= 0, usage
+        assert router.metrics()["tachyon_router_migrations_total"] == 1
+    finally:
+        router.stop()
+        flaky.close()
+        mangling.close()
 
 
 def test_a_refused_continuation_ends_the_stream_and_blames_no_replica(tmp_path, replicas):
