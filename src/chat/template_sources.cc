@@ -3,6 +3,7 @@
 
 #include "chat/chat_template.h"
 #include "gguf/gguf.h"
+#include "util/json_text.h"
 #include "util/mmap_file.h"
 
 namespace tachyon::chat {
@@ -37,12 +38,7 @@ std::string GgufTokenText(const gguf::GgufFile& file, std::string_view id_key) {
 }
 
 Result<nlohmann::json> ParseConfig(std::string_view text, std::string_view origin) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(std::string(origin) + ": invalid JSON: " + e.what());
-  }
+  ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonDocument(text, std::string(origin)));
   if (!j.is_object()) return InvalidArgument(std::string(origin) + ": expected a JSON object");
   return j;
 }

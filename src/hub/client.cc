@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "hub/sha256.h"
+#include "util/json_text.h"
 #include "util/strings.h"
 
 namespace tachyon::hub {
@@ -304,8 +305,9 @@ Result<RepoInfo> HubClient::GetRepoInfo(const std::string& repo,
           "?blobs=true";
   ASSIGN_OR_RETURN(long code, Perform(options_, r, &ex));
   if (code != 200) return HttpError(code, repo + "@" + revision, ex);
-  json j = json::parse(ex.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
+  Result<json> parsed = ParseJsonDocument(ex.body, r.url);
+  json j = parsed.ok() ? std::move(parsed).value() : json();
+  if (!j.is_object()) {
     return InvalidArgument(r.url + ": the Hub's answer is not a JSON object");
   }
   RepoInfo info;

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "util/json_text.h"
 #include "util/mmap_file.h"
 #include "util/strings.h"
 
@@ -50,9 +51,8 @@ Result<std::vector<std::string>> KeepUsedWeights(std::vector<std::string> files,
   if (std::find(files.begin(), files.end(), index) != files.end()) {
     const std::string path = cache.SnapshotPath(commit, index);
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
-        !j["weight_map"].is_object()) {
+    ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonDocument(text, path));
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
       return InvalidArgument(path + ": expected a JSON object with a weight_map");
     }
     for (const auto& [tensor, shard] : j["weight_map"].items()) {

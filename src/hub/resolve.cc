@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hub/pull.h"
+#include "util/json_text.h"
 #include "util/mmap_file.h"
 
 namespace tachyon::hub {
@@ -69,8 +70,8 @@ Result<GenerationDefaults> ReadGenerationConfig(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return d;
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  ASSIGN_OR_RETURN(json j, ParseJsonDocument(text, path));
+  if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
   if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
     const json& e = j["eos_token_id"];
     auto add = [&](const json& v) -> Status {

@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "model/hf_encoder.h"
+#include "util/json_text.h"
 #include "util/mmap_file.h"
 
 namespace tachyon::model {
@@ -169,7 +170,8 @@ Result<HfConfig> ParseJson(const json& j, const std::string& path) {
     return InvalidArgument(path + ": head_dim must be positive and even");
   }
   ASSIGN_OR_RETURN(c.n_vocab, f.Int("vocab_size", 0, false, int64_t{1} << 24));
-  ASSIGN_OR_RETURN(c.n_ctx_train, f.Int("max_position_embeddings", 0, false, int64_t{1} << 32));
+  ASSIGN_OR_RETURN(c.n_ctx_train,
+                   f.Int("max_position_embeddings", 0, false, (int64_t{1} << 32) - 1));
   ASSIGN_OR_RETURN(c.rope_theta, f.Float("rope_theta", 10000.0));
   ASSIGN_OR_RETURN(c.rms_eps, f.Float("rms_norm_eps", 1e-6));
   if (j.contains("tie_word_embeddings")) {
@@ -196,12 +198,7 @@ Result<HfConfig> ParseJson(const json& j, const std::string& path) {
 }  // namespace
 
 Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& path) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    return InvalidArgument(path + ": not valid JSON: " + e.what());
-  }
+  ASSIGN_OR_RETURN(json j, ParseJsonDocument(json_text, path));
   return ParseJson(j, path);
 }
 

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "model/hf_encoder.h"
 #include "model/hf_tokenizer.h"
 
@@ -218,6 +220,19 @@ Status HfGguf::AddTensors(const std::string& dir) {
 }
 
 Result<std::unique_ptr<HfGguf>> HfGguf::Convert(const std::string& dir) {
+  // The JSON files' readers check the types of what they use; a value they read unchecked
+  // (nlohmann throws on a wrong type) is still an error of the folder, never an exception.
+  try {
+    return ConvertChecked(dir);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(dir +
+                           ": a JSON file of the model folder has a value of the wrong "
+                           "type: " +
+                           e.what());
+  }
+}
+
+Result<std::unique_ptr<HfGguf>> HfGguf::ConvertChecked(const std::string& dir) {
   std::unique_ptr<HfGguf> h(new HfGguf());
   const fs::path root(dir);
   ASSIGN_OR_RETURN(h->config_, ReadHfConfig((root / "config.json").string()));

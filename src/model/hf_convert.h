@@ -46,6 +46,7 @@ class HfGguf {
 
  private:
   HfGguf() = default;
+  static Result<std::unique_ptr<HfGguf>> ConvertChecked(const std::string& dir);  // may throw
   Status AddTensors(const std::string& dir);
   // `add` is added to every element (Gemma's (1 + w) norms); vectors only.
   Status AddOne(const std::string& gguf_name, const safetensors::SafetensorsModel::Entry& e,

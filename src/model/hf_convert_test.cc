@@ -238,5 +238,24 @@ TEST_F(HfConvertTest, TokenizerMetadata) {
   EXPECT_EQ(g->GetInt("general.file_type"), 0);
 }
 
+// A JSON value of the wrong type that a reader does not check itself (nlohmann throws) is an
+// error naming the folder, never an exception out of the conversion.
+TEST_F(HfConvertTest, AValueOfTheWrongTypeIsAnError) {
+  const std::string path = ModelPath("tiny-qwen3-F32.gguf");
+  if (path.empty()) GTEST_SKIP() << "testdata not found";
+  auto file = gguf::GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  const std::string hf = (dir_ / "typed").string();
+  ASSERT_TRUE(ExportHfFolder(*file, hf).ok());
+  std::ofstream(hf + "/tokenizer.json") << R"({"model": {"type": 7, "vocab": {}}})";
+  std::ofstream(hf + "/tokenizer_config.json") << "{}";
+  Status st = ConvertHfFolderToGguf(hf, (dir_ / "typed.gguf").string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(hf + ": a JSON file of the model folder has a value of the wrong "
+                                   "type"),
+            std::string::npos)
+      << st.ToString();
+}
+
 }  // namespace
 }  // namespace tachyon::model

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "util/json_text.h"
 #include "util/mmap_file.h"
 
 namespace tachyon::model {
@@ -37,11 +38,8 @@ Result<std::optional<json>> ReadJson(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return std::optional<json>();
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path.string()));
-  try {
-    return std::optional<json>(json::parse(text));
-  } catch (const json::exception& e) {
-    return InvalidArgument(path.string() + ": not valid JSON: " + e.what());
-  }
+  ASSIGN_OR_RETURN(json j, ParseJsonDocument(text, path.string()));
+  return std::optional<json>(std::move(j));
 }
 
 bool Flag(const json& j, const char* key) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "util/json_text.h"
 #include "util/mmap_file.h"
 
 namespace tachyon::model {
@@ -18,13 +19,9 @@ Result<std::optional<json>> ReadJsonIfExists(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return std::optional<json>();
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path.string()));
-  try {
-    json j = json::parse(text);
-    if (!j.is_object()) return InvalidArgument(path.string() + ": not a JSON object");
-    return std::optional<json>(std::move(j));
-  } catch (const json::exception& e) {
-    return InvalidArgument(path.string() + ": not valid JSON: " + e.what());
-  }
+  ASSIGN_OR_RETURN(json j, ParseJsonDocument(text, path.string()));
+  if (!j.is_object()) return InvalidArgument(path.string() + ": not a JSON object");
+  return std::optional<json>(std::move(j));
 }
 
 // bos_token / eos_token: a string or an AddedToken object {"content": ...}.

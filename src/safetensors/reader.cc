@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "safetensors/safetensors.h"
+#include "util/json_text.h"
 
 namespace tachyon::safetensors {
 
@@ -119,12 +120,10 @@ Result<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* data, size_t size,
   f.name_ = name;
   f.data_offset_ = 8 + header_len;
   const uint64_t data_size = size - f.data_offset_;
-  json header;
-  try {
-    header = json::parse(data + 8, data + 8 + header_len);
-  } catch (const json::exception& e) {
-    return InvalidArgument(name + ": header is not valid JSON: " + e.what());
-  }
+  ASSIGN_OR_RETURN(json header,
+                   ParseJsonDocument(std::string_view(reinterpret_cast<const char*>(data) + 8,
+                                                      static_cast<size_t>(header_len)),
+                                     name + ": header"));
   if (!header.is_object()) return InvalidArgument(name + ": header is not a JSON object");
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {

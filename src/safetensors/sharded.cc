@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "safetensors/safetensors.h"
+#include "util/json_text.h"
 
 namespace tachyon::safetensors {
 
@@ -16,12 +17,7 @@ constexpr char kIndexName[] = "model.safetensors.index.json";
 // The shard file names the index maps tensors to, and the tensor -> shard map.
 Status ReadIndex(const std::string& path, std::map<std::string, std::string>* weight_map) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return InvalidArgument(path + ": not valid JSON: " + e.what());
-  }
+  ASSIGN_OR_RETURN(json j, ParseJsonDocument(text, path));
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
     return InvalidArgument(path + ": missing object field weight_map");
   }

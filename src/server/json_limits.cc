@@ -123,61 +123,17 @@ std::optional<ApiError> CheckJsonLimits(std::string_view text, const JsonLimits&
                                             " bytes; the limit is " +
                                             std::to_string(limits.max_bytes) + " bytes.");
   }
-  // values = 1 (the root) + one per comma + one per non-empty container (its first child);
-  // exact for valid JSON.
-  int depth = 0, max_depth = 0;
-  size_t values = 0;
-  bool in_string = false, escaped = false, opened = false, root_seen = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (IsJsonSpace(c)) continue;
-    if (!root_seen) {
-      root_seen = true;
-      ++values;
-    }
-    if (opened) {
-      opened = false;
-      if (c != ']' && c != '}') ++values;
-    }
-    switch (c) {
-      case '"':
-        in_string = true;
-        break;
-      case '[':
-      case '{':
-        if (++depth > limits.max_depth) {
-          return LimitError("json_too_deep", "The JSON document nests deeper than the limit of " +
-                                                 std::to_string(limits.max_depth) +
-                                                 " levels of arrays and objects.");
-        }
-        if (depth > max_depth) max_depth = depth;
-        opened = true;
-        break;
-      case ']':
-      case '}':
-        if (depth > 0) --depth;
-        break;
-      case ',':
-        ++values;
-        break;
-      default:
-        break;
-    }
-    if (values > limits.max_values) {
+  switch (ScanJson(text, limits.max_depth, limits.max_values, shape)) {
+    case JsonLimit::kDepth:
+      return LimitError("json_too_deep", "The JSON document nests deeper than the limit of " +
+                                             std::to_string(limits.max_depth) +
+                                             " levels of arrays and objects.");
+    case JsonLimit::kValues:
       return LimitError("json_too_many_values", "The JSON document holds more than the limit of " +
                                                     std::to_string(limits.max_values) + " values.");
-    }
+    case JsonLimit::kNone:
+      break;
   }
-  if (shape != nullptr) *shape = {max_depth, values};
   return std::nullopt;
 }
 

@@ -1,9 +1,9 @@
 // Bounded JSON parsing: the one way server/ turns text it did not write (request bodies, and
 // JSON inside model output such as tool-call arguments) into nlohmann values.
 //
-// A linear pre-scan of the text (it tracks string / escape state, nesting depth and the number
-// of values, and allocates nothing) runs BEFORE any value is materialised; a document beyond a
-// limit is refused with a 400 naming the limit. Only then is it parsed (without exceptions).
+// The linear pre-scan of util/json_text.h (nesting depth, and here also the number of values)
+// runs BEFORE any value is materialised; a document beyond a limit is refused with a 400 naming
+// the limit. Only then is it parsed (without exceptions).
 // Every later recursion over the parsed value (nlohmann's copy, conversion, dump and ==, the
 // chat template's JSON -> Value conversion) is therefore bounded by max_depth.
 //
@@ -20,16 +20,10 @@
 #include <nlohmann/json.hpp>
 
 #include "server/protocol.h"
+#include "util/json_text.h"
 
 namespace tachyon::server {
 
-// JSON's insignificant whitespace: space, tab, line feed, carriage return.
-inline bool IsJsonSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-// Depth counts containers: `{}` is depth 1, `{"a": []}` depth 2, a bare scalar depth 0.
-inline constexpr int kMaxJsonDepth = 64;
 // Values count containers and scalars (object keys are not values): `{"a": [1, 2]}` has 4.
 inline constexpr size_t kMaxJsonValues = size_t{1} << 20;
 // A ceiling for any one document; HTTP bodies are bounded earlier by --max-body-bytes (413).
@@ -39,12 +33,6 @@ struct JsonLimits {
   int max_depth = kMaxJsonDepth;
   size_t max_values = kMaxJsonValues;
   size_t max_bytes = kMaxJsonBytes;
-};
-
-// What the pre-scan measured (an upper bound on values for invalid JSON; exact for valid JSON).
-struct JsonShape {
-  int depth = 0;
-  size_t values = 0;
 };
 
 // Scans `text` without parsing it. Returns a 400 naming the exceeded limit (code

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/bpe.h"
+#include "util/json_text.h"
 
 namespace tachyon::tokenizer {
 namespace {
@@ -505,8 +506,7 @@ Status ApplyConfig(const json& cfg, const std::string& name, Pipeline* p) {
 
 Result<std::unique_ptr<Pipeline>> Load(std::string_view tokenizer_json,
                                        std::string_view config_json, const std::string& name) {
-  json root = json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return InvalidArgument(name + ": not valid JSON");
+  ASSIGN_OR_RETURN(json root, ParseJsonDocument(tokenizer_json, name));
   if (!root.is_object()) return InvalidArgument(name + ": top level is not a JSON object");
   auto p = std::make_unique<Pipeline>();
   Loader l(name);
@@ -536,8 +536,7 @@ Result<std::unique_ptr<Pipeline>> Load(std::string_view tokenizer_json,
     if (id < 0 || id >= p->vocab.size()) return InvalidArgument(name + ": post_processor: id " + std::to_string(id) + " out of range");
   }
   if (!config_json.empty()) {
-    json cfg = json::parse(config_json, nullptr, false);
-    if (cfg.is_discarded()) return InvalidArgument(name + ": tokenizer_config.json is not valid JSON");
+    ASSIGN_OR_RETURN(json cfg, ParseJsonDocument(config_json, name + ": tokenizer_config.json"));
     RETURN_IF_ERROR(ApplyConfig(cfg, name, p.get()));
   }
   if (p->bos < 0 && !p->prefix_ids.empty()) p->bos = p->prefix_ids.front();

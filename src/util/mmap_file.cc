@@ -34,7 +34,9 @@ MmapFile& MmapFile::operator=(MmapFile&& o) noexcept {
 }
 
 Result<MmapFile> MmapFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer (forever); the
+  // flag does nothing to a regular file, and anything else is refused below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int e = errno;
     if (e == ENOENT) return NotFound(path + ": no such file");

@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <fstream>
 
+#include <sys/stat.h>
+
 #include "util/cpu_features.h"
+#include "util/json_text.h"
 #include "util/mmap_file.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
@@ -66,6 +69,34 @@ TEST(MmapFile, MapsAndErrors) {
   EXPECT_NE(missing.status().message().find(".nope"), std::string::npos);
   EXPECT_FALSE(MmapFile::Open(::testing::TempDir()).ok());
   std::remove(path.c_str());
+  // A FIFO (e.g. a model file replaced by one) is refused at once, not waited on for a writer.
+  const std::string fifo = ::testing::TempDir() + "/mmap_test.fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto piped = MmapFile::Open(fifo);
+  EXPECT_FALSE(piped.ok());
+  EXPECT_NE(piped.status().message().find("not a regular file"), std::string::npos);
+  std::remove(fifo.c_str());
+}
+
+// Model files' JSON: a nesting past kMaxJsonDepth is refused before nlohmann builds (and
+// recursively copies or prints) it, with the file named.
+TEST(JsonText, DocumentsAreBoundedInDepth) {
+  auto ok = ParseJsonDocument(R"({"a": [1, {"b": null}]})", "x.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)["a"][1].size(), 1u);
+  const std::string at_limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(ParseJsonDocument(at_limit, "x.json").ok());
+  const std::string deep = "{\"a\": " + std::string(300000, '[') + std::string(300000, ']') + "}";
+  auto refused = ParseJsonDocument(deep, "dir/tokenizer.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("dir/tokenizer.json: the JSON nests deeper"),
+            std::string::npos)
+      << refused.status().message();
+  // Brackets inside strings do not count.
+  EXPECT_TRUE(ParseJsonDocument("[\"" + std::string(1000, '[') + "\"]", "x.json").ok());
+  auto bad = ParseJsonDocument("{\"a\": ", "dir/config.json");
+  EXPECT_NE(bad.status().message().find("dir/config.json: not valid JSON"), std::string::npos);
 }
 
 TEST(CpuFeatures, Consistent) {
