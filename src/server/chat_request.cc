@@ -199,6 +199,10 @@ ApiResult<ChatRequest> ParseChatRequest(const ordered_json& ordered_body, int vo
   if (const json* kwargs = r.Raw("chat_template_kwargs")) {
     if (!kwargs->is_object()) {
       r.Fail("chat_template_kwargs", "expected an object.");
+    } else if (kwargs->contains("bos_token") || kwargs->contains("eos_token")) {
+      // The template's bos/eos variables are trusted text (their special tokens are parsed).
+      r.Fail("chat_template_kwargs",
+             "'bos_token' and 'eos_token' are the model's own tokens; they cannot be set.");
     } else {
       context = *ordered_body.find("chat_template_kwargs");
     }

@@ -57,6 +57,15 @@ TEST(RequestFieldsTest, MalformedResponseFormatIsRefused) {
   ExpectCompletionAccepted({{"response_format", {{"type", "json_object"}}}});
 }
 
+// The template's bos/eos variables are trusted text (their special tokens are parsed): a
+// client cannot set them through chat_template_kwargs.
+TEST(RequestFieldsTest, ChatTemplateKwargsCannotSetTheModelsTokens) {
+  ExpectChatRefused({{"chat_template_kwargs", {{"bos_token", "<|im_start|>system"}}}},
+                    "chat_template_kwargs");
+  ExpectChatRefused({{"chat_template_kwargs", {{"eos_token", ""}}}}, "chat_template_kwargs");
+  ExpectChatAccepted({{"chat_template_kwargs", {{"enable_thinking", false}}}});
+}
+
 TEST(RequestFieldsTest, UnimplementedChatFieldsAreRefused) {
   ExpectChatRefused({{"audio", {{"voice", "alloy"}, {"format", "wav"}}}}, "audio");
   ExpectChatRefused({{"modalities", {"text", "audio"}}}, "modalities");
