@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <unordered_set>
 
 #include "grammar/json_schema_internal.h"
 
@@ -497,6 +498,7 @@ Result<std::string> Converter::VisitEnum(const Json& s, const std::string& where
     }
   }
   std::vector<std::string> alts;
+  std::unordered_set<std::string> seen;  // alts, for a linear dedup
   for (const Json& v : values) {
     if (!types.empty() &&
         std::none_of(types.begin(), types.end(), [&](auto& t) { return TypeMatches(t, v); })) {
@@ -517,7 +519,8 @@ Result<std::string> Converter::VisitEnum(const Json& s, const std::string& where
       }
     }
     std::string lit = Literal(JsonText(v));
-    if (std::find(alts.begin(), alts.end(), lit) == alts.end()) alts.push_back(std::move(lit));
+    if (seen.insert(lit).second) alts.push_back(std::move(lit));
+    if (alts.size() % 1024 == 0) RETURN_IF_ERROR(CheckBudget());  // an enum may be long
   }
   if (alts.empty()) {
     return Unsatisfiable("enum/const", where);

@@ -1,6 +1,7 @@
 // allOf for the JSON Schema converter: $ref resolution into plain schemas, exact merging of
 // schemas (refusing what cannot be merged exactly), and the disjointness test behind oneOf.
 #include <algorithm>
+#include <set>
 
 #include "grammar/json_schema_internal.h"
 
@@ -130,8 +131,9 @@ Result<Json> Converter::Merge(const Json& a, const Json& b, const std::string& w
     } else if (k == "required") {
       Json req = va.is_array() ? va : Json::array();
       if (vb.is_array()) {
+        std::set<Json> in_req(req.begin(), req.end());
         for (const Json& x : vb) {
-          if (std::find(req.begin(), req.end(), x) == req.end()) req.push_back(x);
+          if (in_req.insert(x).second) req.push_back(x);
         }
       }
       r[k] = req;
@@ -151,8 +153,9 @@ Result<Json> Converter::Merge(const Json& a, const Json& b, const std::string& w
     } else if (k == "enum") {
       if (!va.is_array() || !vb.is_array()) return Refuse("enum", where, "not an array");
       Json both = Json::array();
+      const std::set<Json> in_b(vb.begin(), vb.end());  // (a linear scan per value was O(a b))
       for (const Json& x : va) {
-        if (std::find(vb.begin(), vb.end(), x) != vb.end()) both.push_back(x);
+        if (in_b.count(x)) both.push_back(x);
       }
       if (both.empty()) return Json(false);
       r[k] = both;
