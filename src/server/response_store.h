@@ -5,8 +5,9 @@
 // before it (instructions excluded, as OpenAI does not carry them over), then the reply (text and
 // tool calls). A later request naming it continues from those messages.
 //
-// Bounded by a count and a byte total (each entry is charged the size of its serialized
-// messages); past either bound the least recently used entries (put or read) are evicted. An
+// Bounded by a count and a byte total: an entry is held as its serialized messages (a parsed
+// tree takes several times their size), and charged that size; past either bound the least
+// recently used entries (put or read) are evicted. An
 // entry larger than the byte bound on its own is not stored. Nothing survives a restart.
 // Thread-safe: every method may run on any io thread.
 #pragma once
@@ -32,7 +33,7 @@ class ResponseStore {
 
   // Stores (or replaces) the conversation of response `id`; `messages` is a JSON array.
   // Returns false when it is too large to be stored at all.
-  bool Put(const std::string& id, nlohmann::ordered_json messages);
+  bool Put(const std::string& id, const nlohmann::ordered_json& messages);
   // The conversation of `id`, or nullopt when unknown or evicted. Marks it recently used.
   std::optional<nlohmann::ordered_json> Get(const std::string& id);
 
@@ -42,8 +43,8 @@ class ResponseStore {
  private:
   struct Entry {
     std::string id;
-    nlohmann::ordered_json messages;
-    size_t bytes = 0;
+    std::string messages;  // serialized
+    size_t bytes() const { return id.size() + messages.size(); }
   };
   void EvictLocked();
 
