@@ -1,5 +1,7 @@
 #include "grammar/compile.h"
 
+#include <algorithm>
+
 #include "grammar/compiled.h"
 #include "grammar/gbnf.h"
 #include "grammar/ir.h"
@@ -70,8 +72,11 @@ Result<std::shared_ptr<const CompiledGrammar>> Compile(const ConstraintSpec& spe
 }
 
 GrammarCache::GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity,
-                           CompileOptions options)
-    : vocab_(std::move(vocab)), capacity_(capacity < 1 ? 1 : capacity), options_(options) {}
+                           CompileOptions options, size_t max_bytes)
+    : vocab_(std::move(vocab)),
+      capacity_(capacity < 1 ? 1 : capacity),
+      options_(options),
+      max_bytes_(max_bytes) {}
 
 size_t GrammarCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -96,7 +101,10 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const Constrain
   }
   lru_.emplace_front(key, *g);
   index_[std::move(key)] = lru_.begin();
-  while (lru_.size() > capacity_) {
+  size_t held = 0;  // what the entries hold now
+  for (const Entry& e : lru_) held += e.second->MemoryBytes();
+  while (lru_.size() > capacity_ || (lru_.size() > 1 && held > max_bytes_)) {
+    held -= std::min(held, lru_.back().second->MemoryBytes());
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }

@@ -33,13 +33,17 @@ Result<std::shared_ptr<const CompiledGrammar>> Compile(const ConstraintSpec& spe
                                                        std::shared_ptr<const Vocabulary> vocab,
                                                        const CompileOptions& options = {});
 
-// Bounded LRU of compiled grammars keyed by the spec, for one vocabulary. Thread-safe. Errors
-// are not cached. Two threads asking for the same uncached spec may both compile it.
+// Bounded LRU of compiled grammars keyed by the spec, for one vocabulary: at most `capacity`
+// of them, and, when one is added, the least recently used go (all but the new one at most)
+// until they hold at most `max_bytes` together (CompiledGrammar::MemoryBytes: a grammar's
+// caches grow as matchers walk it, each bounded, to ~90 MiB in all). Thread-safe. Errors are not
+// cached. Two threads asking for the same uncached spec may both compile it.
+inline constexpr size_t kGrammarCacheMaxBytes = size_t{1} << 30;
 class GrammarCache {
  public:
   // REQUIRES: vocab != nullptr, capacity >= 1.
   GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity,
-               CompileOptions options = {});
+               CompileOptions options = {}, size_t max_bytes = kGrammarCacheMaxBytes);
 
   Result<std::shared_ptr<const CompiledGrammar>> Get(const ConstraintSpec& spec);
 
@@ -51,6 +55,7 @@ class GrammarCache {
   const std::shared_ptr<const Vocabulary> vocab_;
   const size_t capacity_;
   const CompileOptions options_;
+  const size_t max_bytes_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // GUARDED_BY(mu_); most recently used first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;  // GUARDED_BY(mu_)

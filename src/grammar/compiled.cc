@@ -293,6 +293,24 @@ const LengthTables& GrammarImpl::Lengths() const {
   return *lengths_;
 }
 
+size_t GrammarImpl::MemoryBytes() const {
+  size_t bytes = g_.elems.capacity() * sizeof(FlatGrammar::Elem) +
+                 g_.repeats.capacity() * sizeof(FlatGrammar::Repeat) +
+                 g_.sets.capacity() * sizeof(ByteSet) + g_.alt_start.capacity() * sizeof(int32_t) +
+                 g_.rule_alts.capacity() * sizeof(int32_t);
+  for (const std::string& n : g_.rule_names) bytes += sizeof(std::string) + n.capacity();
+  {
+    std::lock_guard<std::mutex> lock(class_mu_);
+    bytes += class_bytes_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mask_mu_);
+    bytes += mask_bytes_ + pops_bytes_;
+  }
+  std::lock_guard<std::mutex> lock(length_mu_);
+  return bytes + length_bytes_;
+}
+
 int64_t GrammarImpl::MinTokenLimit() const {
   Lengths();
   return start_distance_ >= kUnreachable ? kNoTokenLimit : start_distance_;

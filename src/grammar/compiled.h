@@ -118,6 +118,7 @@ class GrammarImpl final : public CompiledGrammar, public std::enable_shared_from
 
   std::unique_ptr<TokenMatcher> NewMatcher() const override;
   int64_t MinTokenLimit() const override;
+  size_t MemoryBytes() const override;
 
   const FlatGrammar& grammar() const { return g_; }
   const Vocabulary& vocab() const { return *vocab_; }

@@ -41,6 +41,10 @@ class CompiledGrammar {
   static constexpr int64_t kNoTokenLimit = INT64_MAX;
   virtual int64_t MinTokenLimit() const { return 0; }
 
+  // The memory it holds now: its rules and the caches it fills as matchers walk it (each of
+  // them bounded). For GrammarCache's byte bound.
+  virtual size_t MemoryBytes() const { return 0; }
+
  protected:
   CompiledGrammar() = default;
 };

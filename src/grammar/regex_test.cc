@@ -106,5 +106,29 @@ TEST(GrammarCache, ReturnsTheSameGrammarAndEvicts) {
   EXPECT_EQ(cache.size(), 2u);
 }
 
+// Past its byte bound the cache keeps only what fits (and always the grammar just added): a
+// grammar that matchers walked holds its caches as well as its rules.
+TEST(GrammarCache, HoldsAtMostItsBytes) {
+  const ConstraintSpec a{ConstraintSpec::Kind::kRegex, "a+", {}};
+  const ConstraintSpec b{ConstraintSpec::Kind::kRegex, "b+", {}};
+  auto ga = Compile(a, testing::ByteVocab());
+  ASSERT_TRUE(ga.ok());
+  const size_t rules = (*ga)->MemoryBytes();
+  EXPECT_GT(rules, 0u);
+  auto m = (*ga)->NewMatcher();
+  std::vector<uint32_t> mask(testing::ByteVocab()->mask_words());
+  m->FillNextTokenBitmask(mask);  // computed into the grammar's caches
+  EXPECT_GT((*ga)->MemoryBytes(), rules);
+
+  GrammarCache roomy(testing::ByteVocab(), 8, {}, /*max_bytes=*/size_t{1} << 30);
+  GrammarCache tight(testing::ByteVocab(), 8, {}, /*max_bytes=*/1);
+  for (GrammarCache* cache : {&roomy, &tight}) {
+    ASSERT_TRUE(cache->Get(a).ok());
+    ASSERT_TRUE(cache->Get(b).ok());
+  }
+  EXPECT_EQ(roomy.size(), 2u);
+  EXPECT_EQ(tight.size(), 1u);  // b only: a went when b came
+}
+
 }  // namespace
 }  // namespace tachyon::grammar
