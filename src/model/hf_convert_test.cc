@@ -167,6 +167,30 @@ TEST(HfConfigTest, ParsesFields) {
   EXPECT_EQ(g->GetInt("llama.attention.head_count_kv"), 2);
 }
 
+// An encoder's counts and ids are whole numbers in range (a double outside int64 does not
+// convert): an error naming the field.
+TEST(HfConfigTest, EncoderCountsAreWholeNumbersInRange) {
+  const std::string bert = R"({"architectures":["BertModel"],"hidden_size":384,
+      "intermediate_size":1536,"max_position_embeddings":512,"num_attention_heads":12,
+      "num_hidden_layers":6,"vocab_size":30522)";
+  auto ok = ParseHfConfig(bert + R"(,"type_vocab_size":2})", "config.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->n_token_types, 2);
+  for (const char* bad : {R"(,"type_vocab_size":1e300})", R"(,"type_vocab_size":2.5})",
+                          R"(,"type_vocab_size":-1})"}) {
+    auto c = ParseHfConfig(bert + bad, "config.json");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("type_vocab_size"), std::string::npos)
+        << c.status().message();
+  }
+  const std::string roberta = R"({"architectures":["RobertaModel"],"hidden_size":384,
+      "intermediate_size":1536,"max_position_embeddings":514,"num_attention_heads":12,
+      "num_hidden_layers":6,"vocab_size":30522,"pad_token_id":-1e300})";
+  auto r = ParseHfConfig(roberta, "config.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("pad_token_id"), std::string::npos) << r.status().message();
+}
+
 TEST(HfConfigTest, Errors) {
   auto err = [](const std::string& text) {
     auto c = ParseHfConfig(text, "dir/config.json");

@@ -1,5 +1,7 @@
 #include "model/hf_encoder.h"
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -71,11 +73,19 @@ Status ParseHfEncoderFields(const json& j, const std::string& path, HfConfig* c)
     if (!j[key].is_number()) return InvalidArgument(path + ": field " + key + " must be a number");
     return j[key].get<double>();
   };
+  // A count or an id: a whole number in [lo, hi] (a double outside int64 would not convert).
+  auto whole = [&](const char* key, int64_t def, int64_t lo, int64_t hi) -> Result<int64_t> {
+    ASSIGN_OR_RETURN(double v, number(key, static_cast<double>(def)));
+    if (!(v >= static_cast<double>(lo) && v <= static_cast<double>(hi)) || v != std::floor(v)) {
+      return InvalidArgument(path + ": field " + key + " must be a whole number in [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    return static_cast<int64_t>(v);
+  };
   ASSIGN_OR_RETURN(double eps, number("layer_norm_eps", 1e-12));
   if (!(eps > 0)) return InvalidArgument(path + ": field layer_norm_eps must be positive");
   c->rms_eps = eps;
-  ASSIGN_OR_RETURN(double types, number("type_vocab_size", 2));
-  c->n_token_types = static_cast<int64_t>(types);
+  ASSIGN_OR_RETURN(c->n_token_types, whole("type_vocab_size", 2, 0, int64_t{1} << 20));
   if (j.contains("hidden_act") && j["hidden_act"] != "gelu") {
     return Unimplemented(path + ": hidden_act " + j["hidden_act"].dump() +
                          " is not supported for an encoder (supported: \"gelu\")");
@@ -87,8 +97,8 @@ Status ParseHfEncoderFields(const json& j, const std::string& path, HfConfig* c)
   const std::string model_type = j.value("model_type", std::string());
   if (model_type == "roberta" || model_type == "xlm-roberta" ||
       c->hf_arch.find("Roberta") != std::string::npos) {
-    ASSIGN_OR_RETURN(double pad, number("pad_token_id", 1));
-    c->position_offset = static_cast<int64_t>(pad) + 1;
+    ASSIGN_OR_RETURN(int64_t pad, whole("pad_token_id", 1, 0, INT32_MAX));
+    c->position_offset = pad + 1;
   }
   if (c->n_ctx_train <= c->position_offset) {
     return InvalidArgument(path + ": max_position_embeddings must exceed padding_idx + 1");
@@ -98,8 +108,8 @@ Status ParseHfEncoderFields(const json& j, const std::string& path, HfConfig* c)
     c->pooling_type = 4;  // rank
     int64_t labels = 0;
     if (j.contains("id2label") && j["id2label"].is_object()) labels = j["id2label"].size();
-    ASSIGN_OR_RETURN(double n, number("num_labels", labels > 0 ? labels : 1));
-    c->n_labels = static_cast<int64_t>(n);
+    ASSIGN_OR_RETURN(c->n_labels,
+                     whole("num_labels", labels > 0 ? labels : 1, 1, int64_t{1} << 20));
   } else {
     c->pooling_type = 1;  // mean unless a sentence-transformers config says otherwise
   }
